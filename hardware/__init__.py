@@ -1,0 +1,1 @@
+"""Hardware specs: GPU and node catalogs as data (``gpus.toml``, ``nodes.toml``)."""

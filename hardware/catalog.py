@@ -1,0 +1,173 @@
+"""GPU and node specs, loaded from the TOML catalogs beside this module.
+
+A user file with the same schema (``[gpu.NAME]`` / ``[node.NAME]`` tables) adds entries or
+overrides shipped ones: ``load_catalog(extra=Path("my_gpus.toml"))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+from simulator.errors import ConfigError, must
+
+_HERE = Path(__file__).parent
+GPU_FILE = _HERE / "gpus.toml"
+NODE_FILE = _HERE / "nodes.toml"
+
+COMPUTE_DTYPES = ("bf16", "fp8", "fp4")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPUSpec:
+    """One accelerator. Bandwidths of links are per direction; FLOP/s are dense peaks."""
+
+    key: str
+    name: str
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    bf16_flops: float
+    fp8_flops: float
+    fp4_flops: float
+    nvlink_bytes_per_s: float
+    pcie_bytes_per_s: float
+    usd_per_gpu_hour: float
+    source: str
+
+    def __post_init__(self) -> None:
+        where = f"GPUSpec({self.key})"
+        for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
+            v = getattr(self, f)
+            must(v > 0, where, f, "> 0", v)
+        for f in ("fp8_flops", "fp4_flops", "usd_per_gpu_hour"):
+            v = getattr(self, f)
+            must(v >= 0, where, f, ">= 0", v)
+        must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype (``bf16``/``fp16``, ``fp8``, ``fp4``).
+
+        Raises `ConfigError` when the GPU has no tensor cores for that dtype.
+        """
+        key = "bf16" if dtype in ("bf16", "fp16") else dtype
+        must(key in COMPUTE_DTYPES, f"GPUSpec({self.key})", "dtype", f"one of {COMPUTE_DTYPES}", dtype)
+        flops: float = getattr(self, f"{key}_flops")
+        must(flops > 0, f"GPUSpec({self.key})", "dtype", "a precision this GPU computes in", dtype)
+        return flops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSpec:
+    """A server of `gpus` identical GPUs with host DRAM and local NVMe."""
+
+    key: str
+    gpu: GPUSpec
+    gpus: int
+    host_dram_bytes: float
+    nvme_bytes: float
+    nvme_bytes_per_s: float
+    source: str
+
+    def __post_init__(self) -> None:
+        where = f"NodeSpec({self.key})"
+        must(self.gpus >= 1, where, "gpus", ">= 1", self.gpus)
+        for f in ("host_dram_bytes", "nvme_bytes", "nvme_bytes_per_s"):
+            v = getattr(self, f)
+            must(v >= 0, where, f, ">= 0", v)
+
+    @property
+    def hbm_bytes(self) -> float:
+        """Total HBM of the node: ``gpus × gpu.hbm_bytes``."""
+        return self.gpus * self.gpu.hbm_bytes
+
+    @property
+    def usd_per_hour(self) -> float:
+        """Node price: ``gpus × gpu.usd_per_gpu_hour``."""
+        return self.gpus * self.gpu.usd_per_gpu_hour
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    gpus: dict[str, GPUSpec]
+    nodes: dict[str, NodeSpec]
+
+    def gpu(self, name: str) -> GPUSpec:
+        """Look a GPU up by key, case-insensitively; unknown names list the valid ones."""
+        return _lookup(self.gpus, name, "GPU")
+
+    def node(self, name: str) -> NodeSpec:
+        """A node by key (``8xH100``), or by GPU key alone (``H100`` means ``8xH100``)."""
+        by_gpu = {n.gpu.key.lower(): n for n in self.nodes.values()}
+        if name.lower() in by_gpu and name.lower() not in {k.lower() for k in self.nodes}:
+            return by_gpu[name.lower()]
+        return _lookup(self.nodes, name, "node")
+
+
+def _lookup(table: dict[str, T], name: str, what: str) -> T:
+    for k, v in table.items():
+        if k.lower() == name.lower():
+            return v
+    raise ConfigError(f"unknown {what} {name!r}; valid: {', '.join(table)}")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -> Any:
+    fields = {f.name for f in dataclasses.fields(cls)} - {"key"} - set(extra)
+    unknown = set(raw) - fields
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(fields))}")
+    missing = fields - set(raw)
+    if missing:
+        raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
+    try:
+        return cls(key=key, **raw, **extra)
+    except TypeError as exc:  # a wrong type that comparison rejects
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None) -> Catalog:
+    """Turn parsed TOML into specs; entries extend (or override) `base`."""
+    gpus = dict(base.gpus) if base else {}
+    nodes = dict(base.nodes) if base else {}
+    unknown = set(data) - {"gpu", "node"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: gpu, node")
+    for key, raw in data.get("gpu", {}).items():
+        gpus[key] = _build(GPUSpec, f"{path}: gpu.{key}", key, raw)
+    for key, raw in data.get("node", {}).items():
+        raw = dict(raw)
+        gpu_key = raw.pop("gpu", None)
+        if gpu_key is None:
+            raise ConfigError(f"{path}: node.{key}: missing key 'gpu'")
+        gpu = _lookup(gpus, str(gpu_key), f"GPU in {path}: node.{key}.gpu:")
+        nodes[key] = _build(NodeSpec, f"{path}: node.{key}", key, raw, gpu=gpu)
+    return Catalog(gpus, nodes)
+
+
+@cache
+def _shipped() -> Catalog:
+    cat = parse_catalog(_read_toml(GPU_FILE), GPU_FILE)
+    return parse_catalog(_read_toml(NODE_FILE), NODE_FILE, cat)
+
+
+def load_catalog(extra: Path | None = None) -> Catalog:
+    """The shipped catalog, extended by a user file when given."""
+    cat = _shipped()
+    if extra is not None:
+        cat = parse_catalog(_read_toml(Path(extra)), Path(extra), cat)
+    return cat

@@ -1,0 +1,23 @@
+"""The one error family users see. Messages are one line, attrs-style:
+``<where>: 'key' must be <rule> (got <value>)``. The CLI turns them into exit code 2."""
+
+
+class KvsimError(Exception):
+    """Base of every error kvsim raises on purpose."""
+
+
+class ConfigError(KvsimError, ValueError):
+    """Bad input: a spec, a scenario, a data file or a command-line value."""
+
+
+class DoesNotFitError(KvsimError):
+    """A model or a request that cannot fit the memory it is given."""
+
+
+def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
+    """Raise `ConfigError` with an attrs-style message unless `cond` holds.
+
+    >>> must(3 > 0, "GPUSpec(H100)", "hbm_bytes", "> 0", 3)
+    """
+    if not cond:
+        raise ConfigError(f"{where}: {key!r} must be {rule} (got {value!r})")

@@ -1,0 +1,24 @@
+"""Units, defined once. Names carry their unit (`_bytes`, `_s`, `_tokens`, ...).
+
+Printed output uses decimal GB (1e9) unless it says GiB.
+"""
+
+from typing import Final
+
+KB: Final = 10**3
+MB: Final = 10**6
+GB: Final = 10**9
+TB: Final = 10**12
+KIB: Final = 2**10
+MIB: Final = 2**20
+GIB: Final = 2**30
+TIB: Final = 2**40
+
+TFLOPS: Final = 1e12  # FLOP/s
+PFLOPS: Final = 1e15
+
+MS: Final = 1e-3  # seconds
+MINUTE_S: Final = 60.0
+HOUR_S: Final = 3600.0
+
+MTOK: Final = 10**6  # tokens in "per million tokens" prices

@@ -1,0 +1,1 @@
+"""Workloads: requests and sessions, generators, arrival processes, trace readers."""
