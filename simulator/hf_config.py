@@ -1,0 +1,138 @@
+"""Read a Hugging Face ``config.json`` dict into a `ModelSpec`.
+
+Understands the field names of Llama, Qwen (2/3, MoE), Mistral, DeepSeek (V2/V3, MLA + MoE)
+and Gemma (2/3, ``text_config``, sliding-window pattern or ``layer_types``). Anything it
+cannot interpret is a one-line `ConfigError` naming the file and the field.
+
+Parameter counts are not stored in ``config.json``; they are estimated from the shapes:
+
+- embeddings: ``vocab · d_model`` (× 2 unless ``tie_word_embeddings``)
+- attention per layer (GQA): ``d_model · (n_heads + 2 · n_kv) · head_dim + n_heads · head_dim · d_model``
+- attention per layer (MLA): ``d_model · q_lora + q_lora · n_heads · qk_dim`` (or ``d_model · n_heads · qk_dim``)
+  ``+ d_model · (kv_lora + rope) + kv_lora · n_heads · (nope + v) + n_heads · v · d_model``
+- dense MLP (gated): ``3 · d_model · intermediate``; a MoE layer: ``(n_experts + n_shared) · 3 · d_model ·
+  moe_intermediate`` with ``experts_per_token + n_shared`` of them active.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.errors import ConfigError
+from simulator.models import ModelSpec
+
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _get(cfg: dict[str, Any], where: str, *names: str, default: Any = None, required: bool = True) -> Any:
+    for n in names:
+        if cfg.get(n) is not None:
+            return cfg[n]
+    if required and default is None:
+        raise ConfigError(
+            f"{where}: cannot interpret config: missing {names[0]!r} "
+            "(expected Llama/Qwen/Mistral/DeepSeek/Gemma field names)"
+        )
+    return default
+
+
+def _int(cfg: dict[str, Any], where: str, *names: str, default: int | None = None) -> int:
+    v = _get(cfg, where, *names, default=default)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ConfigError(f"{where}: {names[0]!r} must be a non-negative integer (got {v!r})")
+    return v
+
+
+def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
+    """(window, pattern): every `pattern`-th layer is global, the others local."""
+    layer_types = cfg.get("layer_types")
+    window = cfg.get("sliding_window") or 0
+    if cfg.get("use_sliding_window") is False:
+        return 0, 0
+    if layer_types:
+        if len(layer_types) != n_layers:
+            raise ConfigError(f"{where}: 'layer_types' must have num_hidden_layers={n_layers} entries "
+                              f"(got {len(layer_types)})")
+        globals_at = [i for i, t in enumerate(layer_types) if t == "full_attention"]
+        if len(globals_at) == n_layers:
+            return 0, 0
+        period = globals_at[0] + 1 if globals_at else 0
+        if period and any((i + 1) % period != 0 for i in globals_at) or len(globals_at) != (
+            n_layers // period if period else 0
+        ):
+            raise ConfigError(f"{where}: cannot interpret 'layer_types': full-attention layers are not "
+                              "every n-th layer")
+        return int(window), period
+    if window and "sliding_window_pattern" in cfg:
+        return int(window), int(cfg["sliding_window_pattern"])
+    if window and cfg.get("model_type", "").startswith("gemma2"):
+        return int(window), 2
+    # Mistral/Llama configs may name a window equal to the context, which changes nothing.
+    return 0, 0
+
+
+def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
+    if "text_config" in cfg:  # multimodal wrappers (Gemma 3) keep the language model here
+        cfg = {**cfg["text_config"], "torch_dtype": cfg.get("torch_dtype", cfg["text_config"].get("torch_dtype"))}
+    L = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers")
+    d = _int(cfg, where, "hidden_size", "d_model", "n_embd")
+    h = _int(cfg, where, "num_attention_heads", "n_head")
+    kv = _int(cfg, where, "num_key_value_heads", default=h)
+    vocab = _int(cfg, where, "vocab_size")
+    mla = cfg.get("kv_lora_rank") is not None
+    if mla:
+        kv_lora = _int(cfg, where, "kv_lora_rank")
+        rope = _int(cfg, where, "qk_rope_head_dim")
+        nope = _int(cfg, where, "qk_nope_head_dim")
+        v = _int(cfg, where, "v_head_dim")
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        head_dim, kv = nope + rope, h
+        q = d * q_lora + q_lora * h * head_dim if q_lora else d * h * head_dim
+        attn = q + d * (kv_lora + rope) + kv_lora * h * (nope + v) + h * v * d
+        kind = "mla"
+    else:
+        kv_lora = rope = v = q_lora = 0
+        head_dim = _int(cfg, where, "head_dim", default=d // h)
+        attn = d * (h + 2 * kv) * head_dim + h * head_dim * d
+        kind = "mha" if kv == h else "mqa" if kv == 1 else "gqa"
+    n_experts = int(cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
+    dense_inter = _int(cfg, where, "intermediate_size")
+    moe_layers = experts_per_token = 0
+    expert_params = 0
+    shared = 0
+    if n_experts:
+        experts_per_token = _int(cfg, where, "num_experts_per_tok")
+        moe_inter = _int(cfg, where, "moe_intermediate_size", default=dense_inter)
+        shared = int(cfg.get("n_shared_experts") or 0)
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        moe_layers = L - first_dense - len(cfg.get("mlp_only_layers") or [])
+        expert_params = 3 * d * moe_inter
+    dense_layers = L - moe_layers
+    embed = vocab * d * (1 if cfg.get("tie_word_embeddings") else 2)
+    non_expert = embed + L * attn + dense_layers * 3 * d * dense_inter + moe_layers * shared * expert_params
+    estimated_total = non_expert + moe_layers * n_experts * expert_params
+    active = non_expert + moe_layers * experts_per_token * expert_params
+    quant = (cfg.get("quantization_config") or {}).get("quant_method")
+    if quant == "fp8":
+        wdtype = "fp8"
+    elif quant:
+        raise ConfigError(f"{where}: cannot interpret 'quantization_config.quant_method' {quant!r}; "
+                          "supported: fp8 (or none)")
+    else:
+        raw_dtype = cfg.get("torch_dtype") or "bfloat16"
+        if raw_dtype not in _TORCH_DTYPES:
+            raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {raw_dtype!r})")
+        wdtype = _TORCH_DTYPES[raw_dtype]
+    window, pattern = _sliding(cfg, where, L)
+    total = float(total_params) if total_params else float(estimated_total)
+    return ModelSpec(
+        key=str(cfg.get("_name_or_path") or where),
+        n_layers=L, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=head_dim, attention=kind,
+        total_params=total, active_params=min(float(active), total), weight_dtype=wdtype,
+        max_context_tokens=_int(cfg, where, "max_position_embeddings", default=131072),
+        v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
+        sliding_window=window, sliding_window_pattern=pattern,
+        moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
+        expert_params=float(expert_params),
+        source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
+    )

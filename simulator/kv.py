@@ -1,0 +1,256 @@
+"""KV-cache bytes: per token, per sequence, per batch, for any composition of layout levers.
+
+The one formula, per layer group (full-context layers and sliding-window layers)::
+
+    bytes(n, B) = B · Σ_groups  L_g · (ceil(L·f) / L) · entries_g(n) · values_per_entry · bytes_per_value
+
+with
+- ``values_per_entry = n_kv · (d_k + d_v)`` for MHA/GQA/MQA (``2 · n_kv · d_head`` when ``d_k = d_v``),
+  or ``kv_lora_rank + qk_rope_head_dim`` for an MLA latent;
+- ``f`` the fraction of layers that keep their own KV (cross-layer sharing);
+- ``bytes_per_value`` the KV dtype's payload plus its per-group scale overhead;
+- ``entries_g(n) = n`` for full layers, ``min(n, window)`` for sliding-window layers, and with
+  windowed compression ``r + ceil((n - r) / w)`` beyond a full-resolution recent window ``r``.
+
+This is the product's ``cache = 2 · L_eff · n_eff · d_kv · bytes · B``. Llama-3-70B in bf16:
+``2 · 80 · 8 · 128 · 2 = 327,680`` bytes per token.
+
+Paged allocation rounds each group's entries up to whole blocks of ``block_tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from simulator.errors import ConfigError, must
+from simulator.models import ModelSpec, dtype
+
+DEFAULT_BLOCK_TOKENS = 16
+BASELINE_DTYPE = "bf16"
+MLA_STYLE_RANK = 512  # DeepSeek-V2/V3 kv_lora_rank, used for an MLA-style retrofit of a GQA model
+MLA_STYLE_ROPE = 64  # DeepSeek-V2/V3 qk_rope_head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVLayout:
+    """A composition of KV layout levers; the default is the model as it ships (bf16).
+
+    Parameters
+    ----------
+    attention : "native" | "mha" | "mqa" | "mla" | "gqa"
+        ``native`` keeps the model's own attention; ``mha``/``mqa``/``gqa`` set the KV heads
+        (``gqa`` needs ``kv_heads``); ``mla`` stores a latent of ``mla_rank + mla_rope`` values
+        (the model's own dims when it is an MLA model).
+    own_layer_fraction : float
+        Cross-layer sharing: the fraction of layers that keep their own KV, in (0, 1].
+    kv_dtype : str
+        Storage format of KV values (see ``simulator/data/kv_dtypes.toml``).
+    compress_ratio, compress_recent_tokens : int
+        Windowed sequence compression: one entry per ``compress_ratio`` tokens beyond a
+        full-resolution window of the most recent ``compress_recent_tokens``. 1 = off.
+    use_sliding_window : bool
+        Honour the model's sliding-window layers (KV capped at the window).
+    """
+
+    attention: str = "native"
+    kv_heads: int = 0
+    mla_rank: int = MLA_STYLE_RANK
+    mla_rope: int = MLA_STYLE_ROPE
+    own_layer_fraction: float = 1.0
+    kv_dtype: str = BASELINE_DTYPE
+    compress_ratio: int = 1
+    compress_recent_tokens: int = 4096
+    use_sliding_window: bool = True
+
+    def __post_init__(self) -> None:
+        w = "KVLayout"
+        kinds = ("native", "mha", "mqa", "gqa", "mla")
+        must(self.attention in kinds, w, "attention", f"one of {kinds}", self.attention)
+        if self.attention == "gqa":
+            must(self.kv_heads >= 1, w, "kv_heads", ">= 1 with attention='gqa'", self.kv_heads)
+        must(0 < self.own_layer_fraction <= 1, w, "own_layer_fraction", "in (0, 1]", self.own_layer_fraction)
+        dtype(self.kv_dtype)
+        must(self.compress_ratio >= 1, w, "compress_ratio", ">= 1", self.compress_ratio)
+        must(self.compress_recent_tokens >= 0, w, "compress_recent_tokens", ">= 0", self.compress_recent_tokens)
+        must(self.mla_rank >= 1 and self.mla_rope >= 0, w, "mla_rank", ">= 1", self.mla_rank)
+
+    @property
+    def label(self) -> str:
+        """A short name, the inverse of `parse_layout` (``native``, ``mla+fp8``, ...)."""
+        parts = []
+        if self.attention == "gqa":
+            parts.append(f"gqa:{self.kv_heads}")
+        elif self.attention != "native":
+            parts.append(self.attention)
+        if self.own_layer_fraction != 1.0:
+            parts.append(f"cross-layer:{self.own_layer_fraction:g}")
+        if self.kv_dtype != BASELINE_DTYPE:
+            parts.append(self.kv_dtype)
+        if self.compress_ratio > 1:
+            parts.append(f"compress:{self.compress_ratio}:{self.compress_recent_tokens}")
+        if not self.use_sliding_window:
+            parts.append("no-sliding")
+        return "+".join(parts) or "native"
+
+
+def parse_layout(text: str) -> KVLayout:
+    """Parse ``lever[+lever...]``: ``native``, ``mha``, ``mqa``, ``gqa:N``, ``mla[:rank]``,
+    ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
+    ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``."""
+    layout = KVLayout()
+    for raw in filter(None, text.strip().split("+")):
+        name, *args = raw.strip().split(":")
+        try:
+            nums = [float(a) for a in args]
+        except ValueError:
+            raise ConfigError(f"layout {text!r}: {raw!r} has a non-numeric parameter") from None
+        if name == "native":
+            continue
+        if name in ("mha", "mqa"):
+            layout = replace(layout, attention=name)
+        elif name == "gqa":
+            layout = replace(layout, attention="gqa", kv_heads=int(nums[0]) if nums else 0)
+        elif name == "mla":
+            layout = replace(layout, attention="mla", mla_rank=int(nums[0]) if nums else MLA_STYLE_RANK)
+        elif name == "cross-layer":
+            layout = replace(layout, own_layer_fraction=nums[0] if nums else 0.5)
+        elif name == "compress":
+            layout = replace(layout, compress_ratio=int(nums[0]) if nums else 8,
+                             compress_recent_tokens=int(nums[1]) if len(nums) > 1 else 4096)
+        elif name == "no-sliding":
+            layout = replace(layout, use_sliding_window=False)
+        else:
+            try:
+                dtype(name)
+            except ConfigError:
+                raise ConfigError(
+                    f"layout {text!r}: unknown lever {name!r}; valid: native, mha, mqa, gqa:N, mla[:rank], "
+                    "cross-layer[:fraction], compress[:ratio[:recent]], no-sliding, or a KV dtype "
+                    "(bf16, fp16, fp8, int8, int4, fp4)"
+                ) from None
+            layout = replace(layout, kv_dtype=name)
+    return layout
+
+
+def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
+    """Values one layer stores per token: ``n_kv · (d_k + d_v)`` or ``kv_lora_rank + rope``."""
+    d_kv = model.head_dim + model.value_head_dim
+    match layout.attention:
+        case "native":
+            if model.attention == "mla":
+                return model.kv_lora_rank + model.qk_rope_head_dim
+            return model.n_kv_heads * d_kv
+        case "mha":
+            return model.n_heads * d_kv
+        case "mqa":
+            return d_kv
+        case "gqa":
+            must(model.n_heads % layout.kv_heads == 0, "KVLayout", "kv_heads",
+                 f"a divisor of {model.key}'s n_heads={model.n_heads}", layout.kv_heads)
+            return layout.kv_heads * d_kv
+        case _:  # mla
+            if model.attention == "mla":
+                return model.kv_lora_rank + model.qk_rope_head_dim
+            return layout.mla_rank + layout.mla_rope
+
+
+def own_layers(model: ModelSpec, layout: KVLayout) -> int:
+    """Layers that store their own KV: ``ceil(L · own_layer_fraction)``."""
+    return math.ceil(model.n_layers * layout.own_layer_fraction - 1e-9)
+
+
+def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
+    """Bytes one token adds to the cache when every layer holds it (no window caps).
+
+    ``ceil(L·f) · values_per_token_per_layer · bytes_per_value``; Llama-3-70B bf16: 327,680.
+    """
+    layout = layout or KVLayout()
+    return own_layers(model, layout) * values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
+
+
+def _entries(n: int, window: int, layout: KVLayout) -> int:
+    kept = min(n, window) if window else n
+    r, w = layout.compress_recent_tokens, layout.compress_ratio
+    if w > 1 and kept > r:
+        return r + math.ceil((kept - r) / w)
+    return kept
+
+
+def _groups(model: ModelSpec, layout: KVLayout) -> list[tuple[int, int]]:
+    """(layers, window) per layer group; window 0 = full context."""
+    if not (model.sliding_window and layout.use_sliding_window):
+        return [(model.n_layers, 0)]
+    g = model.n_global_layers
+    return [(g, 0), (model.n_layers - g, model.sliding_window)]
+
+
+def sequence_bytes(model: ModelSpec, layout: KVLayout, context_tokens: int, block_tokens: int = 0) -> float:
+    """KV bytes of one sequence of `context_tokens`; with `block_tokens` > 0, as paged blocks.
+
+    ``Σ_groups L_g · entries_g(n) · values · bytes_per_value · ceil(L·f)/L``
+    """
+    must(context_tokens >= 0, "sequence_bytes", "context_tokens", ">= 0", context_tokens)
+    per_layer_entry = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
+    total = 0.0
+    for layers, window in _groups(model, layout):
+        e = _entries(context_tokens, window, layout)
+        if block_tokens:
+            e = math.ceil(e / block_tokens) * block_tokens
+        total += layers * e
+    return total * per_layer_entry * own_layers(model, layout) / model.n_layers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVFootprint:
+    """What `footprint` returns: bytes at one context and batch, and each lever's factor."""
+
+    model: str
+    layout: str
+    context_tokens: int
+    batch: int
+    block_tokens: int
+    bytes_per_token: float
+    sequence_bytes: float
+    sequence_bytes_paged: float
+    batch_bytes: float
+    batch_bytes_paged: float
+    mha_bf16_batch_bytes: float
+    factors: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def paging_waste_bytes(self) -> float:
+        return self.batch_bytes_paged - self.batch_bytes
+
+
+def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, batch: int = 1,
+              block_tokens: int = DEFAULT_BLOCK_TOKENS) -> KVFootprint:
+    """Bytes of a batch of `batch` sequences of `context_tokens`, with each lever's factor.
+
+    Factors telescope from an MHA, bf16, all-layers, full-context baseline: each lever's
+    factor is bytes with it applied over bytes with the previous levers only, so the
+    product of the factors equals ``batch_bytes / mha_bf16_batch_bytes`` exactly.
+    """
+    layout = layout or KVLayout()
+    must(batch >= 1, "footprint", "batch", ">= 1", batch)
+    must(block_tokens >= 1, "footprint", "block_tokens", ">= 1", block_tokens)
+    steps = [
+        ("baseline", KVLayout(attention="mha", use_sliding_window=False)),
+        ("attention", replace(layout, own_layer_fraction=1.0, kv_dtype=BASELINE_DTYPE, compress_ratio=1,
+                              use_sliding_window=False)),
+        ("cross-layer", replace(layout, kv_dtype=BASELINE_DTYPE, compress_ratio=1, use_sliding_window=False)),
+        ("kv-dtype", replace(layout, compress_ratio=1, use_sliding_window=False)),
+        ("sliding-window", replace(layout, compress_ratio=1)),
+        ("compression", layout),
+    ]
+    sizes = [sequence_bytes(model, lay, context_tokens) for _, lay in steps]
+    factors = {name: (sizes[i] / sizes[i - 1] if sizes[i - 1] else 1.0)
+               for i, (name, _) in enumerate(steps) if i > 0}
+    seq = sizes[-1]
+    paged = sequence_bytes(model, layout, context_tokens, block_tokens)
+    return KVFootprint(
+        model=model.key, layout=layout.label, context_tokens=context_tokens, batch=batch,
+        block_tokens=block_tokens, bytes_per_token=bytes_per_token(model, layout),
+        sequence_bytes=seq, sequence_bytes_paged=paged, batch_bytes=seq * batch,
+        batch_bytes_paged=paged * batch, mha_bf16_batch_bytes=sizes[0] * batch, factors=factors,
+    )

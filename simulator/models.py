@@ -1,0 +1,203 @@
+"""Model architectures: the facts that decide KV memory and compute.
+
+Specs come from the shipped catalog (``simulator/data/models.toml``), a user catalog with the
+same schema, or a Hugging Face ``config.json`` (`from_hf_config`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import ConfigError, must
+
+MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
+DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
+ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DType:
+    """A storage format: ``bytes = bytes_per_value + scale_bytes / group_size`` per value."""
+
+    name: str
+    bytes_per_value: float
+    group_size: int = 0
+    scale_bytes: float = 0.0
+    source: str = ""
+
+    @property
+    def effective_bytes(self) -> float:
+        """Bytes per stored value including the per-group scale overhead."""
+        return self.bytes_per_value + (self.scale_bytes / self.group_size if self.group_size else 0.0)
+
+
+@cache
+def dtypes() -> dict[str, DType]:
+    """The storage formats, by name (``bf16``, ``fp8``, ``int4``, ...)."""
+    with DTYPE_FILE.open("rb") as fh:
+        raw = tomllib.load(fh)["dtype"]
+    return {k: DType(name=k, **v) for k, v in raw.items()}
+
+
+def dtype(name: str) -> DType:
+    table = dtypes()
+    if name not in table:
+        raise ConfigError(f"unknown dtype {name!r}; valid: {', '.join(table)}")
+    return table[name]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A transformer's architecture as far as serving cost goes.
+
+    For MLA models the cache holds ``kv_lora_rank + qk_rope_head_dim`` values per token per
+    layer; ``head_dim`` is the query/key head dim and ``v_head_dim`` the value head dim.
+    """
+
+    key: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    attention: str
+    total_params: float
+    active_params: float
+    weight_dtype: str = "bf16"
+    max_context_tokens: int = 131072
+    v_head_dim: int = 0  # 0: same as head_dim
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    q_lora_rank: int = 0
+    sliding_window: int = 0  # tokens; 0: no sliding-window layers
+    sliding_window_pattern: int = 0  # every n-th layer is global; 0: all local when sliding_window > 0
+    moe_layers: int = 0
+    n_experts: int = 0
+    experts_per_token: int = 0
+    expert_params: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        w = f"ModelSpec({self.key})"
+        for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "max_context_tokens"):
+            must(getattr(self, f) >= 1, w, f, ">= 1", getattr(self, f))
+        must(self.attention in ATTENTION_KINDS, w, "attention", f"one of {ATTENTION_KINDS}", self.attention)
+        must(self.n_heads % self.n_kv_heads == 0, w, "n_kv_heads", f"a divisor of n_heads={self.n_heads}",
+             self.n_kv_heads)
+        must(self.total_params > 0, w, "total_params", "> 0", self.total_params)
+        must(0 < self.active_params <= self.total_params, w, "active_params",
+             f"in (0, total_params={self.total_params:g}]", self.active_params)
+        dtype(self.weight_dtype)
+        if self.attention == "mla":
+            must(self.kv_lora_rank >= 1, w, "kv_lora_rank", ">= 1 for attention='mla'", self.kv_lora_rank)
+        if self.attention == "mqa":
+            must(self.n_kv_heads == 1, w, "n_kv_heads", "1 for attention='mqa'", self.n_kv_heads)
+        if self.attention == "mha":
+            must(self.n_kv_heads == self.n_heads, w, "n_kv_heads", "n_heads for attention='mha'", self.n_kv_heads)
+        must(self.sliding_window >= 0, w, "sliding_window", ">= 0", self.sliding_window)
+        if self.moe_layers:
+            must(0 < self.experts_per_token <= self.n_experts, w, "experts_per_token",
+                 f"in 1..n_experts={self.n_experts}", self.experts_per_token)
+            must(self.moe_layers <= self.n_layers, w, "moe_layers", f"<= n_layers={self.n_layers}",
+                 self.moe_layers)
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def group_factor(self) -> int:
+        """Query heads per KV head (GQA group size; 1 for MHA, n_heads for MQA)."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe_layers > 0
+
+    @property
+    def n_global_layers(self) -> int:
+        """Layers that attend to the whole context (the rest use `sliding_window`)."""
+        if not self.sliding_window:
+            return self.n_layers
+        if not self.sliding_window_pattern:
+            return 0
+        return self.n_layers // self.sliding_window_pattern
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all weights: ``total_params × bytes(weight_dtype)``."""
+        return self.total_params * dtype(self.weight_dtype).effective_bytes
+
+
+def _spec_fields() -> set[str]:
+    return {f.name for f in dataclasses.fields(ModelSpec)} - {"key"}
+
+
+def build_spec(key: str, raw: dict[str, Any], where: str) -> ModelSpec:
+    """A `ModelSpec` from a table; unknown keys name the valid ones."""
+    unknown = set(raw) - _spec_fields()
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(_spec_fields()))}")
+    try:
+        return ModelSpec(key=key, **raw)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _load(path: Path) -> dict[str, ModelSpec]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    return {k: build_spec(k, v, f"{path}: model.{k}") for k, v in data.get("model", {}).items()}
+
+
+@cache
+def _shipped() -> dict[str, ModelSpec]:
+    return _load(MODEL_FILE)
+
+
+def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
+    """The shipped model catalog, extended by a user TOML file with ``[model.NAME]`` tables."""
+    models = dict(_shipped())
+    if extra is not None:
+        models.update(_load(Path(extra)))
+    return models
+
+
+def get_model(name: str, extra: Path | None = None) -> ModelSpec:
+    """A model by catalog name (case-insensitive), or by path to a HF ``config.json``."""
+    if name.endswith(".json"):
+        return from_hf_config(Path(name))
+    models = load_models(extra)
+    for k, v in models.items():
+        if k.lower() == name.lower():
+            return v
+    raise ConfigError(f"unknown model {name!r}; valid: {', '.join(models)} (or a path to a config.json)")
+
+
+def from_hf_config(path: Path, total_params: float | None = None) -> ModelSpec:
+    """Read a Hugging Face ``config.json`` (Llama, Qwen, Mistral, DeepSeek, Gemma field names).
+
+    Parameter counts are not in ``config.json``; unless given they are estimated from the
+    shapes (embeddings, attention and MLP/expert matrices), and the estimate is marked in
+    ``source``.
+    """
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    from simulator.hf_config import spec_from_hf_dict
+
+    return spec_from_hf_dict(cfg, str(path), total_params)
