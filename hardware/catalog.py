@@ -13,9 +13,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-T = TypeVar("T")
-
 from simulator.errors import ConfigError, must
+
+T = TypeVar("T")
 
 _HERE = Path(__file__).parent
 GPU_FILE = _HERE / "gpus.toml"

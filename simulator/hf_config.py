@@ -57,7 +57,7 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
         if len(globals_at) == n_layers:
             return 0, 0
         period = globals_at[0] + 1 if globals_at else 0
-        if period and any((i + 1) % period != 0 for i in globals_at) or len(globals_at) != (
+        if (period and any((i + 1) % period != 0 for i in globals_at)) or len(globals_at) != (
             n_layers // period if period else 0
         ):
             raise ConfigError(f"{where}: cannot interpret 'layer_types': full-attention layers are not "

@@ -166,7 +166,8 @@ def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
     ``ceil(L·f) · values_per_token_per_layer · bytes_per_value``; Llama-3-70B bf16: 327,680.
     """
     layout = layout or KVLayout()
-    return own_layers(model, layout) * values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
+    per_layer = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
+    return own_layers(model, layout) * per_layer
 
 
 def _entries(n: int, window: int, layout: KVLayout) -> int:

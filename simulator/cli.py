@@ -1,0 +1,18 @@
+"""The ``kvsim`` command: a thin click shell over the library."""
+
+from __future__ import annotations
+
+import click
+
+from simulator import __version__
+from simulator.cli_spec import calc, collapse, fit, hardware, models
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kvsim")
+def main() -> None:
+    """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""
+
+
+for _cmd in (calc, fit, collapse, models, hardware):
+    main.add_command(_cmd)

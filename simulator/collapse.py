@@ -1,0 +1,49 @@
+"""The concurrency-collapse table: max streams per node as context grows, per layout and GPU.
+
+``streams(n) = replicas · floor(kv_budget / paged_sequence_bytes(n))`` (see `simulator.capacity`)
+over a log grid of contexts from 1k to 1M tokens. The table is what the chart draws and
+what ``kvsim collapse`` writes as CSV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hardware.catalog import Catalog
+from simulator.capacity import kv_budget, max_streams
+from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
+from simulator.models import ModelSpec
+
+DEFAULT_LAYOUTS = ("native", "fp8", "cross-layer:0.5", "mla", "compress:8:4096", "mla+fp8")
+DEFAULT_HARDWARE = ("8xH100", "8xH200", "8xB200")
+STEPS_PER_OCTAVE = 4
+
+
+def context_grid(min_tokens: int = 2**10, max_tokens: int = 2**20) -> np.ndarray:
+    """Contexts ``2^(k/4)`` tokens from `min_tokens` to `max_tokens`; powers of two are exact."""
+    lo, hi = np.log2(min_tokens), np.log2(max_tokens)
+    exps = np.arange(lo * STEPS_PER_OCTAVE, hi * STEPS_PER_OCTAVE + 1) / STEPS_PER_OCTAVE
+    return np.unique(np.round(2.0**exps).astype(np.int64))
+
+
+def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] = DEFAULT_HARDWARE,
+                   layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
+                   tp: int | None = None, memory_utilization: float = 0.9,
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS) -> pd.DataFrame:
+    """One row per (hardware, layout, context): KV budget, bytes per stream and max streams."""
+    contexts = context_grid() if contexts is None else contexts
+    rows = []
+    for hw in hardware:
+        node = catalog.node(hw)
+        budget = kv_budget(node, model, tp, memory_utilization)
+        for text in layouts:
+            layout = parse_layout(text)
+            for n in contexts:
+                rows.append((node.key, layout.label, int(n), budget.kv_bytes, bytes_per_token(model, layout),
+                             sequence_bytes(model, layout, int(n), block_tokens),
+                             max_streams(budget, model, layout, int(n), block_tokens)))
+    return pd.DataFrame(rows, columns=["hardware", "layout", "context_tokens", "kv_budget_bytes", "bytes_per_token",
+                                       "stream_bytes", "max_streams"])

@@ -1,0 +1,85 @@
+"""Which KV levers make a target fit, ranked by their stated quality debit.
+
+A lever is a named `KVLayout` change with a debit (``simulator/data/levers.toml``, each with
+its source). `rank_fixes` tries every lever alone and every combination of levers that do
+not override each other, keeps those under which ``batch`` sequences of ``context`` tokens
+fit the KV budget, and orders them by total debit (the sum of the levers' debits), then by
+memory left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from simulator.capacity import KVBudget, max_streams
+from simulator.kv import KVLayout, parse_layout, sequence_bytes
+from simulator.models import ModelSpec
+
+LEVER_FILE = Path(__file__).parent / "data" / "levers.toml"
+MAX_COMBINED = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lever:
+    name: str
+    layout: str
+    debit_points: float
+    retrain: bool
+    source: str
+
+
+@cache
+def levers() -> dict[str, Lever]:
+    with LEVER_FILE.open("rb") as fh:
+        raw = tomllib.load(fh)["lever"]
+    return {k: Lever(name=k, **v) for k, v in raw.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fix:
+    """A set of levers under which the target fits."""
+
+    levers: tuple[str, ...]
+    layout: str
+    debit_points: float
+    retrain: bool
+    sequence_bytes: float
+    max_streams: int
+
+
+def _compatible(combo: tuple[Lever, ...]) -> bool:
+    """Levers that set the same field (two KV dtypes) cannot stack."""
+    dtypes = [lv for lv in combo if lv.name in ("fp8", "int8", "int4", "fp4")]
+    return len(dtypes) <= 1
+
+
+def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_tokens: int, batch: int,
+               block_tokens: int) -> list[Fix]:
+    """Every lever combination (up to `MAX_COMBINED` levers) that fits, cheapest debit first."""
+    fixes = []
+    table = list(levers().values())
+    for r in range(1, MAX_COMBINED + 1):
+        for combo in itertools.combinations(table, r):
+            if not _compatible(combo):
+                continue
+            text = "+".join([base.label, *(lv.layout for lv in combo)])
+            layout = parse_layout(text)
+            if layout == base:
+                continue
+            streams = max_streams(budget, model, layout, context_tokens, block_tokens)
+            if streams >= batch:
+                fixes.append(Fix(
+                    levers=tuple(lv.name for lv in combo), layout=layout.label,
+                    debit_points=round(sum(lv.debit_points for lv in combo), 6),
+                    retrain=any(lv.retrain for lv in combo),
+                    sequence_bytes=sequence_bytes(model, layout, context_tokens, block_tokens),
+                    max_streams=streams,
+                ))
+    # a combination that contains a cheaper fix adds debit for nothing: keep minimal sets only
+    minimal = [f for f in fixes
+               if not any(set(g.levers) < set(f.levers) for g in fixes)]
+    return sorted(minimal, key=lambda f: (f.debit_points, -f.max_streams))

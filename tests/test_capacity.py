@@ -1,0 +1,78 @@
+"""Node capacity against hand-worked values."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hardware.catalog import load_catalog
+from simulator.capacity import kv_budget, max_context, max_streams
+from simulator.errors import ConfigError, DoesNotFitError
+from simulator.kv import KVLayout, parse_layout, sequence_bytes
+from simulator.models import get_model
+
+CAT = load_catalog()
+H100, B200 = CAT.node("8xH100"), CAT.node("8xB200")
+L70 = get_model("Llama-3-70B")
+
+
+def test_llama3_70b_on_8xh100_budget_and_streams():
+    # 0.9 · 8 · 80 GB = 576 GB usable; weights 70.55e9 · 2 B = 141.1 GB -> KV 434.9 GB
+    b = kv_budget(H100, L70)
+    assert b.kv_bytes / 1e9 == pytest.approx(434.9, abs=0.01)
+    # 434.9 GB / 42.95 GB per 131,072-token stream = 10.1 -> 10 streams ("about ten")
+    assert max_streams(b, L70, None, 131_072) == 10
+    # 434.9 GB / 1.342 GB per 4k stream = 324.0 -> 324 ("a few hundred")
+    assert max_streams(b, L70, None, 4096) == 324
+
+
+def test_tp4_gives_two_replicas_each_with_all_weights():
+    b = kv_budget(H100, L70, tp=4)
+    # per replica: 0.9 · 4 · 80 = 288 GB − 141.1 GB = 146.9 GB; node: 2 · 146.9 = 293.8 GB
+    assert b.replicas == 2
+    assert b.kv_bytes / 1e9 == pytest.approx(293.8, abs=0.01)
+    # per replica floor(146.9 / 1.342) = 109 -> 218 per node
+    assert max_streams(b, L70, None, 4096) == 218
+
+
+def test_model_that_does_not_fit_says_by_how_much():
+    with pytest.raises(DoesNotFitError, match=r"by 95\.0 GB"):
+        kv_budget(H100, get_model("DeepSeek-V3"))  # 671 GB fp8 weights vs 576 GB usable
+    with pytest.raises(ConfigError, match="'tp' must be a divisor"):
+        kv_budget(H100, L70, tp=3)
+
+
+def test_longest_context_at_batch():
+    b = kv_budget(H100, L70)
+    n = max_context(b, L70, None, 8)
+    # 434.9e9 / 8 / 327,680 B = 165,901 tokens, rounded down to whole 16-token blocks: 165,888
+    assert n == 165_888
+    assert 8 * sequence_bytes(L70, KVLayout(), n, 16) <= b.kv_bytes < 8 * sequence_bytes(L70, KVLayout(), n + 16, 16)
+
+
+def test_sliding_only_model_has_no_context_limit():
+    gemma_local = dataclasses.replace(get_model("Gemma-3-27B"), sliding_window_pattern=0)
+    b = kv_budget(H100, gemma_local)
+    assert max_context(b, gemma_local, None, 1) == 2**30
+
+
+@given(st.floats(10e9, 400e9), st.floats(1e9, 200e9), st.sampled_from(["native", "fp8", "mla"]),
+       st.integers(1, 1_000_000))
+def test_more_hbm_never_fewer_streams(hbm, extra, text, n):
+    small = dataclasses.replace(H100, gpu=dataclasses.replace(H100.gpu, hbm_bytes=hbm))
+    big = dataclasses.replace(H100, gpu=dataclasses.replace(H100.gpu, hbm_bytes=hbm + extra))
+    layout = parse_layout(text)
+
+    def streams(node):
+        try:
+            return max_streams(kv_budget(node, L70), L70, layout, n)
+        except DoesNotFitError:
+            return 0
+
+    assert streams(big) >= streams(small)
+
+
+def test_b200_holds_more_than_h100():
+    # 0.9 · 1440 − 141.1 = 1154.9 GB -> floor(1154.9 / 42.95) = 26 streams at 128k
+    assert max_streams(kv_budget(B200, L70), L70, None, 131_072) == 26

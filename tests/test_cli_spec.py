@@ -1,0 +1,75 @@
+"""CLI smoke tests: each analytic command, real figures, and one-line errors with exit code 2."""
+
+import json
+
+import pandas as pd
+from click.testing import CliRunner
+
+from simulator.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_calc_json_figures():
+    r = run("calc", "--model", "Llama-3.1-8B", "--context", "131072", "--batch", "8", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["bytes_per_token"] == 131_072
+    assert round(out["batch_bytes"] / 1e9, 1) == 137.4
+    assert out["factors"]["attention"] == 0.25
+
+
+def test_calc_text_mentions_levers():
+    r = run("calc", "--context", "4096", "--kv-dtype", "fp8")
+    assert r.exit_code == 0
+    assert "163,840 B" in r.output and "kv-dtype" in r.output and "× 0.5000" in r.output
+
+
+def test_fit_ranks_levers_for_target_that_does_not_fit():
+    r = run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072", "--batch", "32",
+            "--json")
+    out = json.loads(r.output)
+    assert out["max_streams"] == 10 and not out["fits"]
+    debits = [f["debit_points"] for f in out["fixes"]]
+    assert debits == sorted(debits) and out["fixes"][0]["levers"] == ["int4"]
+    assert all(f["max_streams"] >= 32 for f in out["fixes"])
+
+
+def test_fit_text_for_a_target_that_fits():
+    r = run("fit", "--hardware", "8xB200", "--context", "4096", "--batch", "100")
+    assert r.exit_code == 0 and "fits." in r.output and "860" in r.output
+
+
+def test_model_too_big_is_one_line_exit_2():
+    r = run("fit", "--model", "DeepSeek-V3", "--context", "1000")
+    assert r.exit_code == 2
+    assert r.output.strip().count("\n") == 0 and "by 95.0 GB" in r.output
+
+
+def test_unknown_names_list_valid_ones():
+    r = run("fit", "--hardware", "8xA100", "--context", "1000")
+    assert r.exit_code == 2 and "valid: 8xH100" in r.output
+    r = run("calc", "--context", "1000", "--layout", "zip")
+    assert r.exit_code == 2 and "unknown lever 'zip'" in r.output
+    r = run("calc", "--context", "-5")
+    assert r.exit_code == 2
+
+
+def test_collapse_writes_csv_and_png(tmp_path):
+    r = run("collapse", "--hardware", "8xH100,8xB200", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(tmp_path / "collapse.csv")
+    native = df[(df.layout == "native")].set_index(["hardware", "context_tokens"])["max_streams"]
+    assert native["8xH100", 4096] == 324 and native["8xH100", 131072] == 10
+    assert native["8xB200", 131072] == 26
+    assert (tmp_path / "collapse.png").stat().st_size > 50_000
+    assert set(df.layout) == {"native", "fp8", "cross-layer:0.5", "mla", "compress:8:4096", "mla+fp8"}
+
+
+def test_catalog_tables():
+    r = run("models")
+    assert r.exit_code == 0 and "DeepSeek-V3" in r.output and "70272" in r.output
+    r = run("hardware")
+    assert r.exit_code == 0 and "MI355X" in r.output and "8xB200" in r.output

@@ -1,0 +1,103 @@
+"""GPU and node catalogs."""
+
+import pytest
+
+from hardware.catalog import load_catalog
+from simulator.errors import ConfigError
+
+CAT = load_catalog()
+
+
+def test_datasheet_figures():
+    h100, h200, b200 = CAT.gpu("H100"), CAT.gpu("H200"), CAT.gpu("B200")
+    assert (h100.hbm_bytes, h100.hbm_bytes_per_s) == (80e9, 3.35e12)
+    assert (h100.bf16_flops, h100.fp8_flops) == (989.4e12, 1978.9e12)
+    assert (h200.hbm_bytes, h200.hbm_bytes_per_s) == (141e9, 4.8e12)
+    assert (b200.hbm_bytes, b200.hbm_bytes_per_s) == (180e9, 8e12)
+    assert (b200.bf16_flops, b200.fp8_flops, b200.fp4_flops) == (2250e12, 4500e12, 9000e12)
+    assert {"GB200", "B300", "MI300X", "MI355X"} <= set(CAT.gpus)
+
+
+def test_every_gpu_and_node_has_a_source_and_an_8_gpu_node():
+    for g in CAT.gpus.values():
+        assert "read 20" in g.source, g.key
+    for n in CAT.nodes.values():
+        assert n.gpus == 8 and n.source
+    assert {n.gpu.key for n in CAT.nodes.values()} == set(CAT.gpus)
+
+
+def test_node_lookup_by_gpu_name_and_price():
+    node = CAT.node("h100")
+    assert node.key == "8xH100"
+    assert node.usd_per_hour == pytest.approx(8 * 2.99)
+
+
+def test_fp4_on_hopper_is_refused():
+    with pytest.raises(ConfigError, match="a precision this GPU computes in"):
+        CAT.gpu("H100").peak_flops("fp4")
+    assert CAT.gpu("B200").peak_flops("fp4") == 9000e12
+
+
+def test_user_catalog_adds_a_gpu(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text("""
+[gpu.L40S]
+name = "NVIDIA L40S"
+hbm_bytes = 48e9
+hbm_bytes_per_s = 0.864e12
+bf16_flops = 362e12
+fp8_flops = 733e12
+fp4_flops = 0.0
+nvlink_bytes_per_s = 32e9
+pcie_bytes_per_s = 32e9
+usd_per_gpu_hour = 1.0
+source = "my datasheet, read 2026-01"
+
+[node.4xL40S]
+gpu = "L40S"
+gpus = 4
+host_dram_bytes = 512e9
+nvme_bytes = 4e12
+nvme_bytes_per_s = 7e9
+source = "my server"
+""")
+    cat = load_catalog(f)
+    assert cat.node("4xL40S").hbm_bytes == 4 * 48e9
+    assert "H100" in cat.gpus  # shipped entries stay
+
+
+@pytest.mark.parametrize(("body", "msg"), [
+    ('[gpu.X]\nhbm = 1\n', "gpu.X: unknown key 'hbm'; valid:"),
+    ('[gpu.X]\nname="x"\n', "gpu.X: missing key"),
+    ('[node.Y]\ngpu = "Z"\ngpus = 8\n', "unknown GPU"),
+    ('[cpu.Z]\n', "unknown table 'cpu'"),
+    ('[gpu.X\n', "not valid TOML"),
+])
+def test_bad_catalog_files_name_file_and_key(tmp_path, body, msg):
+    f = tmp_path / "bad.toml"
+    f.write_text(body)
+    with pytest.raises(ConfigError, match=msg) as err:
+        load_catalog(f)
+    assert str(f) in str(err.value)
+
+
+def test_negative_figure_rejected(tmp_path):
+    f = tmp_path / "neg.toml"
+    f.write_text(CAT_TEXT.replace("hbm_bytes = 48e9", "hbm_bytes = -1.0"))
+    with pytest.raises(ConfigError, match=r"'hbm_bytes' must be > 0 \(got -1.0\)"):
+        load_catalog(f)
+
+
+CAT_TEXT = """
+[gpu.L40S]
+name = "NVIDIA L40S"
+hbm_bytes = 48e9
+hbm_bytes_per_s = 0.864e12
+bf16_flops = 362e12
+fp8_flops = 733e12
+fp4_flops = 0.0
+nvlink_bytes_per_s = 32e9
+pcie_bytes_per_s = 32e9
+usd_per_gpu_hour = 1.0
+source = "x"
+"""

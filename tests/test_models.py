@@ -1,0 +1,91 @@
+"""Model catalog and the Hugging Face config.json reader."""
+
+import json
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.kv import bytes_per_token
+from simulator.models import get_model, load_models
+
+REQUIRED = ["Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Llama-3-70B", "Qwen3-32B", "Qwen3-235B-A22B",
+            "DeepSeek-V3", "DeepSeek-V2", "DeepSeek-LLM-67B", "Kimi-K2", "GLM-4.5", "Mistral-Large-2",
+            "Gemma-3-27B"]
+
+# Trimmed copies of real config.json files (the fields kvsim reads).
+LLAMA31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+              "max_position_embeddings": 131072, "num_attention_heads": 32, "num_hidden_layers": 32,
+              "num_key_value_heads": 8, "torch_dtype": "bfloat16", "vocab_size": 128256,
+              "tie_word_embeddings": False}
+DEEPSEEK_V3 = {"hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+               "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
+               "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+               "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+               "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280,
+               "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
+               "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}
+GEMMA3 = {"architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16",
+          "text_config": {"hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 62,
+                          "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                          "sliding_window": 1024, "sliding_window_pattern": 6, "vocab_size": 262208,
+                          "max_position_embeddings": 131072}}
+
+
+def write(tmp_path, cfg):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def test_catalog_has_required_models():
+    assert set(REQUIRED) <= set(load_models())
+    for m in load_models().values():
+        assert m.source, m.key
+
+
+def test_unknown_model_lists_valid_ones():
+    with pytest.raises(ConfigError, match=r"unknown model 'gpt-5'.*Llama-3\.1-8B"):
+        get_model("gpt-5")
+
+
+def test_llama_config_matches_catalog(tmp_path):
+    spec = get_model(str(write(tmp_path, LLAMA31_8B)))
+    cat = get_model("Llama-3.1-8B")
+    assert (spec.n_layers, spec.n_kv_heads, spec.head_dim, spec.attention) == (32, 8, 128, "gqa")
+    assert bytes_per_token(spec) == bytes_per_token(cat) == 131_072
+    # embeddings 2 · 128256 · 4096 + 32 · (attention 4096·48·128 + 32·128·4096 + MLP 3·4096·14336) = 8.03e9
+    assert spec.total_params == pytest.approx(8.03e9, rel=0.001)
+
+
+def test_deepseek_config_reads_mla_and_moe(tmp_path):
+    spec = get_model(str(write(tmp_path, DEEPSEEK_V3)))
+    assert spec.attention == "mla" and spec.weight_dtype == "fp8"
+    assert bytes_per_token(spec) == 70_272
+    assert (spec.moe_layers, spec.n_experts, spec.experts_per_token) == (58, 256, 8)
+    assert spec.total_params == pytest.approx(671e9, rel=0.01)
+    assert spec.active_params == pytest.approx(37e9, rel=0.03)
+
+
+def test_gemma3_config_reads_sliding_pattern(tmp_path):
+    spec = get_model(str(write(tmp_path, GEMMA3)))
+    assert (spec.sliding_window, spec.sliding_window_pattern, spec.n_global_layers) == (1024, 6, 10)
+
+
+def test_gemma3_layer_types(tmp_path):
+    text = dict(GEMMA3["text_config"])
+    del text["sliding_window_pattern"]
+    text["layer_types"] = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(62)]
+    spec = get_model(str(write(tmp_path, {"text_config": text})))
+    assert spec.n_global_layers == 10
+
+
+@pytest.mark.parametrize(("cfg", "msg"), [
+    ({k: v for k, v in LLAMA31_8B.items() if k != "num_hidden_layers"}, "missing 'num_hidden_layers'"),
+    ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
+    ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}}, "quant_method' 'awq'"),
+    ({**LLAMA31_8B, "num_key_value_heads": 5}, "'n_kv_heads' must be a divisor of n_heads=32"),
+])
+def test_uninterpretable_configs_fail_in_one_line(tmp_path, cfg, msg):
+    with pytest.raises(ConfigError, match=msg) as err:
+        get_model(str(write(tmp_path, cfg)))
+    assert "config.json" in str(err.value) and "\n" not in str(err.value)
