@@ -140,7 +140,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     df.to_csv(csv, index=False)
     collapse_figure(df, model.key, model.max_context_tokens).savefig(png, dpi=110)
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
-        index=["hardware", "layout"], columns="context_tokens", values="max_streams", sort=False)
+        index=["hardware", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
+        sort=False).astype(int)
     pivot.columns = [f"{int(c) // 1024}k" if int(c) < 2**20 else "1M" for c in pivot.columns]
     click.echo(f"max concurrent streams per node, {model.key}:")
     click.echo(pivot.to_string())
