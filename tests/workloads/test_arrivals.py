@@ -47,7 +47,8 @@ def test_scaled_multiplies_the_rate() -> None:
 
 def test_arrival_from_table_and_errors() -> None:
     assert arrival_from({"kind": "bursty", "rate_per_s": 2, "cv": 3}, "w") == Bursty(rate_per_s=2, cv=3)
-    with pytest.raises(ConfigError, match=r"unknown arrival kind 'weibull' \(valid: bursty, diurnal, poisson\)"):
+    valid = r"unknown arrival kind 'weibull' \(valid: bursty, diurnal, poisson\)"
+    with pytest.raises(ConfigError, match=valid):
         arrival_from({"kind": "weibull"}, "w")
     with pytest.raises(ConfigError, match=r"w.rate: unknown key"):
         arrival_from({"kind": "poisson", "rate": 2}, "w")

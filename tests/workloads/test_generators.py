@@ -1,5 +1,6 @@
 """Generators: determinism, sharing structure, statistics against configuration, registry."""
 
+import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,7 +26,7 @@ def test_chat_same_seed_same_stream_other_seed_differs() -> None:
     assert a == b
     assert a != c
     assert [r.id for r in a] == list(range(len(a)))
-    assert all(x.arrival_s <= y.arrival_s for x, y in zip(a, a[1:], strict=False))
+    assert all(x.arrival_s <= y.arrival_s for x, y in itertools.pairwise(a))
 
 
 def test_chat_sessions_share_system_prompt_and_grow_history() -> None:
@@ -39,7 +40,7 @@ def test_chat_sessions_share_system_prompt_and_grow_history() -> None:
     assert len(multi) > 50
     for turns in multi:
         assert [r.turn for r in turns] == list(range(len(turns)))
-        for prev, nxt in zip(turns, turns[1:], strict=False):
+        for prev, nxt in itertools.pairwise(turns):
             n = len(prev.segments)
             # turn k+1 = turn k's chain + (its output) + one new user message
             assert nxt.segments[:n] == prev.segments
@@ -95,7 +96,7 @@ def test_code_repo_shares_repository_prefix_and_bursts() -> None:
     assert len(task_ids) == len(by_task)  # different tasks on one repo diverge after the repo
     gaps = []
     for turns in by_task.values():
-        for prev, nxt in zip(turns, turns[1:], strict=False):
+        for prev, nxt in itertools.pairwise(turns):
             n = len(prev.segments)
             assert nxt.segments[:n] == prev.segments
             assert nxt.segments[n] == (prev.output_segment_id, prev.output_tokens)
@@ -133,7 +134,8 @@ def test_mixture_merges_components() -> None:
 def test_registry_rejects_duplicates_and_lists_valid_names() -> None:
     with pytest.raises(ConfigError, match="already registered"):
         register_generator(Chat4k)
-    with pytest.raises(ConfigError, match=r"'name' must be one of chat-4k, code-repo-128k, .*mixture.* \(got 'nope'\)"):
+    names = r"'name' must be one of chat-4k, code-repo-128k, .*mixture.* \(got 'nope'\)"
+    with pytest.raises(ConfigError, match=names):
         generator_from_dict({"name": "nope"})
     with pytest.raises(ConfigError, match=r"workload.max_tokens: unknown key \(valid: .*max_prompt_tokens"):
         generator_from_dict({"name": "chat-4k", "max_tokens": 5})
@@ -154,7 +156,7 @@ def test_user_defined_generator_in_a_mixture() -> None:
 
         def generate(self, rng: np.random.Generator, duration_s: float) -> list[Request]:
             return [
-                Request(id=i, arrival_s=t, prompt_tokens=10, output_tokens=1, segments=((5, 10),), source=self.name)
+                Request(id=i, arrival_s=t, prompt_tokens=10, output_tokens=1, segments=((5, 10),))
                 for i, t in enumerate(np.arange(0.0, duration_s, self.every_s))
             ]
 
