@@ -51,6 +51,8 @@ def as_int(value: object, key: str, minimum: int) -> int:
         raise FieldError(key, rule, value)
     if isinstance(value, int):
         n = value
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        n = int(value)  # exact, also for 63-bit segment ids
     elif isinstance(value, float | str):
         try:
             x = float(value)
