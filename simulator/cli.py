@@ -6,6 +6,7 @@ import click
 
 from simulator import __version__
 from simulator.cli_spec import calc, collapse, fit, hardware, models
+from simulator.cli_workload import workload
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,5 +15,5 @@ def main() -> None:
     """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""
 
 
-for _cmd in (calc, fit, collapse, models, hardware):
+for _cmd in (calc, fit, collapse, models, hardware, workload):
     main.add_command(_cmd)

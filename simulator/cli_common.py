@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
 from simulator.errors import KvsimError
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 class KvsimClickError(click.ClickException):
-    """A user-facing error: one line on stderr, exit status 2, no traceback."""
+    """A user-facing error: one line on stderr, exit status 2 (click's usage-error code), no traceback."""
 
     exit_code = 2
 
@@ -25,6 +29,17 @@ def config_errors() -> Iterator[None]:
         yield
     except KvsimError as exc:
         raise KvsimClickError(str(exc)) from None
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator form of `config_errors` for a whole click command."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with config_errors():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def echo_json(obj: Any) -> None:

@@ -1,0 +1,62 @@
+"""``kvsim workload``: describe and generate workloads (a thin shell over `workloads`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from simulator.cli_common import handle_errors
+from workloads import load_workload, write_workload
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN -> None, recursively (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+@click.group("workload")
+def workload() -> None:
+    """Describe and generate request workloads."""
+
+
+@workload.command("describe")
+@click.argument("spec")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for generated workloads.")
+@click.option("--duration", "duration_s", type=float, default=None, help="Seconds to generate or replay.")
+@click.option("--format", "format_", default=None, help="Trace format (azure, burstgpt, kvsim, mooncake).")
+@click.option("--skip-bad-rows", is_flag=True, help="Skip malformed trace rows (counted); default: stop.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@handle_errors
+def describe(
+    spec: str, seed: int, duration_s: float | None, format_: str | None, skip_bad_rows: bool, as_json: bool
+) -> None:
+    """Summarise SPEC: a generator name, a TOML file with [workload], or a trace file."""
+    w = load_workload(
+        spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop"
+    )
+    summary = w.summary()
+    if as_json:
+        click.echo(json.dumps(_json_safe(summary.to_dict()), indent=2))
+    else:
+        click.echo(summary.to_frame().to_string(index=False))
+
+
+@workload.command("generate")
+@click.argument("spec")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--duration", "duration_s", type=float, default=None, help="Seconds of arrivals to generate.")
+@handle_errors
+def generate(spec: str, out: Path, seed: int, duration_s: float | None) -> None:
+    """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim format."""
+    w = load_workload(spec, seed=seed, duration_s=duration_s)
+    n = write_workload(w, out)
+    click.echo(f"wrote {n} requests to {out}")

@@ -1,0 +1,81 @@
+"""`kvsim workload describe|generate` via CliRunner, and figures on the shared public traces."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simulator.cli_workload import workload
+from workloads.traces import read_trace
+
+# ../shared/data/traces relative to the repo root (this file is tests/workloads/<file>, so parents[2])
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces absent ({TRACES})")
+
+
+def test_generate_then_describe_round_trip(tmp_path: Path) -> None:
+    out = tmp_path / "chat.csv"
+    args = ["generate", "chat-4k", "--out", str(out), "--seed", "2", "--duration", "120"]
+    r = CliRunner().invoke(workload, args)
+    assert r.exit_code == 0, r.output
+    n = len(read_trace(out).requests())
+    assert r.output.strip() == f"wrote {n} requests to {out}"
+    r = CliRunner().invoke(workload, ["describe", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["n_requests"] == n
+    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--seed", "2", "--duration", "120"])
+    assert r.exit_code == 0 and f"n_requests {n}" in " ".join(r.output.split())
+
+
+def test_generate_from_toml(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[workload]\nname = "code-repo-128k"\nn_teams = 2\n')
+    out = tmp_path / "code.jsonl"
+    r = CliRunner().invoke(workload, ["generate", str(spec), "--out", str(out), "--duration", "600"])
+    assert r.exit_code == 0, r.output
+    reqs = read_trace(out).requests()
+    assert len({r.segments[0] for r in reqs}) <= 2 + 1  # 2 repositories (a commit may add one)
+
+
+def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    r = CliRunner().invoke(workload, ["describe", "no-such"])
+    assert r.exit_code == 2
+    assert r.output.startswith("Error: load_workload: 'spec' must be a generator name")
+    assert r.output.count("\n") == 1
+    bad = tmp_path / "azure.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,abc,4\n")
+    r = CliRunner().invoke(workload, ["describe", str(bad)])
+    assert r.exit_code == 2
+    assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 1 (got 'abc')\n"
+    r = CliRunner().invoke(workload, ["describe", str(bad), "--skip-bad-rows", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["skipped_rows"] == 1
+
+
+@needs_traces
+def test_describe_mooncake_synthetic_figures() -> None:
+    r = CliRunner().invoke(workload, ["describe", str(TRACES / "mooncake-synthetic.jsonl"), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["n_requests"] == 3993
+    assert s["prefix_hit_share"] == pytest.approx(0.651, abs=0.0005)
+    assert s["prompt_tokens"]["mean"] == pytest.approx(15_325, abs=1)
+    assert s["prompt_tokens"]["p99"] == pytest.approx(66_456, abs=1)
+    assert s["output_tokens"]["mean"] == pytest.approx(149, abs=0.5)
+
+
+@needs_traces
+def test_describe_azure_figures() -> None:
+    r = CliRunner().invoke(workload, ["describe", str(TRACES / "azure-2023-conv.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["n_requests"] == 19_366
+    assert s["prompt_tokens"]["mean"] == pytest.approx(1155, abs=0.5)
+    assert s["prompt_tokens"]["p50"] == 1020
+    assert s["prompt_tokens"]["p99"] == 4142
+    assert s["output_tokens"]["mean"] == pytest.approx(211, abs=0.5)
+    assert s["output_tokens"]["p50"] == 129
+    s = read_trace(TRACES / "azure-2023-code.csv").summary()
+    figures = (s.n_requests, s.prompt_tokens.p50, s.prompt_tokens.p99, s.output_tokens.p50)
+    assert figures == (8819, 1469, 7436, 13)
+    assert s.prompt_tokens.mean == pytest.approx(2048, abs=0.5)

@@ -1,0 +1,126 @@
+"""Trace readers on small files the tests write: formats, round trip, bad rows."""
+
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import ConfigError
+from workloads.load import load_workload
+from workloads.traces import detect_format, read_trace, write_workload
+from workloads.traces.mooncake import block_segments
+
+AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.6805900,374,44
+2023-11-16 18:15:50.9951690,396,109
+2023-11-16 18:16:46.6805900,1000,7
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_azure_reads_seven_digit_timestamps_relative_to_first_row(tmp_path: Path) -> None:
+    w = read_trace(write(tmp_path, "azure.csv", AZURE))
+    reqs = w.requests()
+    assert [r.arrival_s for r in reqs] == pytest.approx([0.0, 4.314579, 60.0])
+    assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(374, 44), (396, 109), (1000, 7)]
+    assert len({r.segments[0][0] for r in reqs}) == 3  # no sharing known
+    assert w.summary().prompt_tokens.mean == pytest.approx((374 + 396 + 1000) / 3)
+
+
+def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
+    p = write(tmp_path, "azure.csv", AZURE.replace("396,109", "abc,109"))
+    with pytest.raises(ConfigError) as e:
+        read_trace(p).requests()
+    assert str(e.value) == "azure.csv:3: 'ContextTokens' must be an integer >= 1 (got 'abc')"
+
+
+def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:
+    text = AZURE.replace("396,109", "abc,109").replace("1000,7", "1000,0")
+    w = read_trace(write(tmp_path, "azure.csv", text), on_error="skip")
+    assert w.skipped_rows is None
+    assert len(w.requests()) == 1
+    assert w.skipped_rows == 2
+    assert w.summary().skipped_rows == 2
+    with pytest.raises(ConfigError, match="'on_error' must be 'stop' or 'skip'"):
+        read_trace(write(tmp_path, "a.csv", AZURE), on_error="ignore")
+
+
+def test_time_going_backwards_is_a_bad_row(tmp_path: Path) -> None:
+    text = AZURE.replace("2023-11-16 18:16:46.6805900", "2023-11-16 18:15:47.0000000")
+    with pytest.raises(ConfigError, match=r"azure.csv:4: 'timestamp' must be >= the previous row's"):
+        read_trace(write(tmp_path, "azure.csv", text)).requests()
+
+
+def test_mooncake_blocks_and_remainder(tmp_path: Path) -> None:
+    assert block_segments([1, 2, 3], 1100, -9) == ((1, 512), (2, 512), (3, 76))
+    assert block_segments([1, 2, 3], 600, -9) == ((1, 512), (2, 88))  # ids past the end dropped
+    assert block_segments([1], 700, -9) == ((1, 512), (-9, 188))  # uncovered tokens: own segment
+    text = (
+        '{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+        '{"timestamp": 2500, "input_length": 1024, "output_length": 6, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 3000, "input_length": 600, "output_length": 7, "hash_ids": [1, 4]}\n'
+    )
+    w = read_trace(write(tmp_path, "m.jsonl", text))
+    reqs = w.requests()
+    assert [r.arrival_s for r in reqs] == [0.0, 2.5, 3.0]
+    s = w.summary()
+    # hits: 0, then 1024 (blocks 1,2), then 512 (block 1) of 1100 + 1024 + 600
+    assert s.prefix_hit_share == pytest.approx(1536 / 2724)
+    assert s.reuse_gap_s.mean == pytest.approx((2.5 + 2.5 + 0.5) / 3)
+
+
+def test_mooncake_bad_json_and_field(tmp_path: Path) -> None:
+    p = write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 1}\n{oops\n')
+    with pytest.raises(ConfigError, match=r"^m.jsonl:2: 'row' must be a JSON object"):
+        read_trace(p).requests()
+    p = write(tmp_path, "n.jsonl", '{"timestamp": 0, "input_length": 0, "output_length": 1}\n')
+    with pytest.raises(ConfigError, match=r"^n.jsonl:1: 'input_length' must be an integer >= 1 \(got 0\)$"):
+        read_trace(p).requests()
+
+
+def test_burstgpt_drops_failures_counted(tmp_path: Path) -> None:
+    text = (
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n"
+        "8,GPT-4,1000,0,1000,Conversation log\n"
+        "9.5,ChatGPT,30,200,230,API log\n"
+    )
+    p = write(tmp_path, "burst.csv", text)
+    assert detect_format(p) == "burstgpt"
+    w = read_trace(p)
+    reqs = w.requests()
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in reqs] == [(0.0, 472, 18), (4.5, 30, 200)]
+    assert w.skipped_rows == 1
+    assert reqs[0].source == "burstgpt:ChatGPT"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_own_format_round_trips_exactly(tmp_path: Path, suffix: str) -> None:
+    w = load_workload({"name": "chat-4k"}, seed=3, duration_s=120)
+    original = w.requests()
+    path = tmp_path / f"w{suffix}"
+    assert write_workload(w, path) == len(original) > 10
+    assert detect_format(path) == "kvsim"
+    assert read_trace(path).requests() == original
+
+
+def test_own_format_bad_segments(tmp_path: Path) -> None:
+    text = (
+        "id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"
+        "cache_breakpoints,source\n0,0.0,-1,0,10,1,-1,7:x,,t\n"
+    )
+    with pytest.raises(ConfigError, match=r"^w.csv:2: 'segments' must be 'id:tokens;id:tokens'"):
+        read_trace(write(tmp_path, "w.csv", text)).requests()
+
+
+def test_undetectable_and_missing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"x.csv: 'format' must be detectable .* pass format= one of azure"):
+        read_trace(write(tmp_path, "x.csv", "a,b\n1,2\n"))
+    with pytest.raises(ConfigError, match="'path' must be an existing file"):
+        read_trace(tmp_path / "none.csv")
+    p = write(tmp_path, "x.txt", AZURE)
+    assert len(read_trace(p, format="azure").requests()) == 3

@@ -1,0 +1,67 @@
+"""Workload replay: windows, time scale, thinning and compression; frames."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.errors import ConfigError
+from workloads.load import load_workload
+from workloads.request import Request
+from workloads.workload import Workload
+
+
+def uniform_workload(n: int, every_s: float = 1.0) -> Workload:
+    reqs = [
+        Request(id=i, arrival_s=i * every_s, prompt_tokens=10, output_tokens=2, segments=((1, 4), (9 + i, 6)))
+        for i in range(n)
+    ]
+    return Workload.from_requests(reqs, name="u")
+
+
+def test_window_and_time_scale() -> None:
+    w = uniform_workload(100).replayed(start_s=10, duration_s=20, time_scale=2.0)
+    times = [r.arrival_s for r in w]
+    assert times == [0.5 * i for i in range(40)]  # trace 10..49 played twice as fast
+    assert [r.id for r in w] == list(range(40))
+
+
+def test_thinning_keeps_the_share_and_replays_identically() -> None:
+    w = uniform_workload(20_000).replayed(rate_scale=0.3, seed=4)
+    kept = w.requests()
+    assert abs(len(kept) - 6000) < 5 * np.sqrt(20_000 * 0.3 * 0.7)
+    assert kept == w.requests()
+    assert kept != uniform_workload(20_000).replayed(rate_scale=0.3, seed=5).requests()
+
+
+def test_rate_scale_above_one_compresses_time() -> None:
+    w = uniform_workload(100).replayed(rate_scale=4.0, duration_s=10)
+    assert [r.arrival_s for r in w] == [0.25 * i for i in range(40)]
+    assert w.summary().rate_per_s == pytest.approx(40 / 9.75)  # n / (last - first)
+
+
+def test_to_frame_one_row_per_request() -> None:
+    frame = uniform_workload(3).to_frame()
+    assert len(frame) == 3
+    assert frame.loc[2, "segments"] == "1:4;11:6" and frame.loc[2, "n_segments"] == 2
+
+
+def test_load_workload_generator_determinism_and_rate_scale() -> None:
+    a = load_workload("chat-4k", seed=1, duration_s=600).requests()
+    assert a == load_workload({"name": "chat-4k"}, seed=1, duration_s=600).requests()
+    assert a != load_workload("chat-4k", seed=2, duration_s=600).requests()
+    s1 = load_workload("chat-4k", seed=1, duration_s=2000).summary()
+    s2 = load_workload("chat-4k", seed=1, duration_s=2000, rate_scale=2.0).summary()
+    assert s2.n_sessions / s1.n_sessions == pytest.approx(2.0, rel=0.1)  # 1000 vs 2000 sessions
+
+
+def test_load_workload_toml_and_errors(tmp_path: Path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text('[workload]\nname = "chat-4k"\nsessions = {kind = "bursty", rate_per_s = 1.0, cv = 2.0}\n')
+    s = load_workload(p, duration_s=1000).summary()
+    assert abs(s.n_sessions - 1000) < 150  # bursty with cv 2: sd ~ cv * sqrt(n) ~ 63
+    with pytest.raises(ConfigError, match=r"'spec' must be a generator name \(chat-4k, code-repo-128k"):
+        load_workload("no-such")
+    p.write_text("[other]\n")
+    with pytest.raises(ConfigError, match=r"s\.toml: 'workload' must be a table"):
+        load_workload(p)

@@ -1,0 +1,162 @@
+"""Arrival processes: when requests (or sessions) arrive.
+
+Each process is a frozen spec with ``times(rng, duration_s) -> ndarray`` (sorted arrival
+times in ``[0, duration_s)``) and ``scaled(factor)`` (the same process at ``factor`` times
+the rate). In a scenario they are tables ``{kind = "bursty", rate_per_s = 2, cv = 3}``.
+
+- ``poisson``: exponential gaps, mean ``1 / rate_per_s``, CV 1.
+- ``bursty``: gamma or lognormal gaps with mean ``1 / rate_per_s`` and a given CV (> 1 is
+  burstier than Poisson).
+- ``diurnal``: non-homogeneous Poisson with
+  ``rate(t) = rate_per_s * (1 + amplitude * cos(2 pi (t - peak_s) / period_s))``,
+  drawn by thinning (Lewis and Shedler 1979): candidates at ``rate_max = rate_per_s *
+  (1 + amplitude)``, each kept with probability ``rate(t) / rate_max``.
+- session-driven arrivals are built by the generators from these plus think times
+  (`session_turn_times`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from scipy import stats
+
+from simulator.errors import ConfigError, must
+
+
+class ArrivalProcess(Protocol):
+    kind: ClassVar[str]
+
+    def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray: ...
+
+    def scaled(self, factor: float) -> ArrivalProcess: ...
+
+
+def _renewal_times(gaps: Any, rng: np.random.Generator, rate_per_s: float, duration_s: float) -> np.ndarray:
+    """Cumulative sums of gaps drawn in batches until `duration_s` is passed."""
+    chunks: list[np.ndarray] = []
+    t = 0.0
+    batch = max(16, int(rate_per_s * duration_s * 1.1) + 16)
+    while t < duration_s:
+        g = np.asarray(gaps.rvs(size=batch, random_state=rng), dtype=np.float64)
+        c = t + np.cumsum(g)
+        chunks.append(c)
+        t = float(c[-1])
+    out = np.concatenate(chunks) if chunks else np.empty(0)
+    return out[out < duration_s]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Poisson:
+    """Homogeneous Poisson arrivals: gaps ``~ Exp(rate_per_s)``, ``E[N(T)] = rate_per_s * T``."""
+
+    kind: ClassVar[str] = "poisson"
+    rate_per_s: float
+
+    def __post_init__(self) -> None:
+        must(self.rate_per_s > 0, "Poisson", "rate_per_s", "> 0", self.rate_per_s)
+
+    def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return _renewal_times(stats.expon(scale=1.0 / self.rate_per_s), rng, self.rate_per_s, duration_s)
+
+    def scaled(self, factor: float) -> Poisson:
+        return replace(self, rate_per_s=self.rate_per_s * factor)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bursty:
+    """Renewal arrivals with gamma or lognormal gaps of mean ``1 / rate_per_s`` and CV `cv`.
+
+    Gamma: shape ``k = 1 / cv**2``, scale ``= mean_gap / k``. Lognormal: ``sigma**2 =
+    ln(1 + cv**2)``, ``mu = ln(mean_gap) - sigma**2 / 2``.
+    """
+
+    kind: ClassVar[str] = "bursty"
+    rate_per_s: float
+    cv: float = 2.0
+    dist: str = "gamma"
+
+    def __post_init__(self) -> None:
+        must(self.rate_per_s > 0, "Bursty", "rate_per_s", "> 0", self.rate_per_s)
+        must(self.cv > 0, "Bursty", "cv", "> 0", self.cv)
+        must(self.dist in ("gamma", "lognormal"), "Bursty", "dist", "'gamma' or 'lognormal'", self.dist)
+
+    def gap_dist(self) -> Any:
+        """The frozen scipy distribution of inter-arrival gaps (seconds)."""
+        mean_gap = 1.0 / self.rate_per_s
+        if self.dist == "gamma":
+            k = 1.0 / self.cv**2
+            return stats.gamma(a=k, scale=mean_gap / k)
+        sigma2 = math.log1p(self.cv**2)
+        return stats.lognorm(s=math.sqrt(sigma2), scale=math.exp(math.log(mean_gap) - sigma2 / 2))
+
+    def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return _renewal_times(self.gap_dist(), rng, self.rate_per_s, duration_s)
+
+    def scaled(self, factor: float) -> Bursty:
+        return replace(self, rate_per_s=self.rate_per_s * factor)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diurnal:
+    """Non-homogeneous Poisson with a cosine daily curve, by thinning.
+
+    ``rate(t) = rate_per_s * (1 + amplitude * cos(2 pi (t - peak_s) / period_s))``; the mean
+    over a whole period is `rate_per_s`. Default peak at 14:00 (50,400 s), a common
+    business-hours peak; ``amplitude = 0.5`` gives a 3:1 peak-to-trough ratio.
+    """
+
+    kind: ClassVar[str] = "diurnal"
+    rate_per_s: float
+    amplitude: float = 0.5
+    period_s: float = 86_400.0
+    peak_s: float = 50_400.0
+    start_s: float = 0.0  # time of day at t = 0
+
+    def __post_init__(self) -> None:
+        must(self.rate_per_s > 0, "Diurnal", "rate_per_s", "> 0", self.rate_per_s)
+        must(0 <= self.amplitude <= 1, "Diurnal", "amplitude", "in [0, 1]", self.amplitude)
+        must(self.period_s > 0, "Diurnal", "period_s", "> 0", self.period_s)
+
+    def rate_at(self, t_s: np.ndarray | float) -> np.ndarray:
+        """Instantaneous rate (1/s) at workload time `t_s`."""
+        phase = 2 * np.pi * (np.asarray(t_s) + self.start_s - self.peak_s) / self.period_s
+        return np.asarray(self.rate_per_s * (1 + self.amplitude * np.cos(phase)))
+
+    def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        rate_max = self.rate_per_s * (1 + self.amplitude)
+        cand = Poisson(rate_per_s=rate_max).times(rng, duration_s)
+        u = np.asarray(stats.uniform.rvs(size=cand.size, random_state=rng))
+        return cand[u * rate_max < self.rate_at(cand)]
+
+    def scaled(self, factor: float) -> Diurnal:
+        return replace(self, rate_per_s=self.rate_per_s * factor)
+
+
+ARRIVALS: dict[str, type[Any]] = {c.kind: c for c in (Poisson, Bursty, Diurnal)}
+
+
+def arrival_from(value: object, where: str) -> ArrivalProcess:
+    """An arrival process from a spec or a table ``{kind = "...", ...params}``."""
+    if isinstance(value, Poisson | Bursty | Diurnal):
+        return value
+    if not isinstance(value, dict) or "kind" not in value:
+        raise ConfigError(f"{where}: must be a table with 'kind' (got {value!r})")
+    params = dict(value)
+    kind = params.pop("kind")
+    cls = ARRIVALS.get(kind)
+    if cls is None:
+        raise ConfigError(f"{where}: unknown arrival kind {kind!r} (valid: {', '.join(sorted(ARRIVALS))})")
+    valid = {f for f in cls.__dataclass_fields__ if f != "kind"}
+    unknown = sorted(set(params) - valid)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: {', '.join(sorted(valid))})")
+    return cls(**params)
+
+
+def session_turn_times(start_s: float, think_times_s: np.ndarray) -> np.ndarray:
+    """Turn arrival times of one session: ``t_0 = start_s``, ``t_{k+1} = t_k + think_k``."""
+    return start_s + np.concatenate(([0.0], np.cumsum(think_times_s)))

@@ -1,0 +1,129 @@
+"""What a workload looks like to a KV cache: sizes, rate, prefix reuse and reuse gaps.
+
+The prefix-hit share assumes an unbounded cache that keeps every prefix it has seen, at
+segment granularity: a request's hit tokens are the tokens of its leading segments whose
+whole chain ``segments[:k+1]`` appeared in an earlier request (ids compared in order, as a
+radix tree would), stopping at the first chain not seen before::
+
+    prefix_hit_share = sum_r hit_tokens(r) / sum_r prompt_tokens(r)
+
+A reuse gap is the time between consecutive uses of the same chain ``segments[:k+1]``, one
+observation per (request, reused chain); it is what a TTL must outlast for a hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from workloads.request import Request
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quantiles:
+    """Mean and p50/p90/p99 of one quantity (NaN when there are no observations)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> Quantiles:
+        if x.size == 0:
+            return cls(mean=float("nan"), p50=float("nan"), p90=float("nan"), p99=float("nan"))
+        p = np.percentile(x, PERCENTILES)
+        return cls(mean=float(x.mean()), p50=float(p[0]), p90=float(p[1]), p99=float(p[2]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadSummary:
+    """Summary of one pass over a workload.
+
+    ``duration_s`` is last arrival minus first; ``rate_per_s = n_requests / duration_s``.
+    ``skipped_rows`` counts malformed trace rows skipped (``on_error="skip"``) or failed
+    requests a reader drops by rule (BurstGPT rows with 0 response tokens).
+    """
+
+    name: str
+    n_requests: int
+    n_sessions: int
+    duration_s: float
+    rate_per_s: float
+    prompt_tokens: Quantiles
+    output_tokens: Quantiles
+    prefix_hit_share: float
+    reuse_gap_s: Quantiles
+    n_reuses: int
+    skipped_rows: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """Nested plain dict (JSON-serialisable)."""
+        return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per figure: columns ``metric``, ``value``."""
+        rows: list[tuple[str, object]] = []
+        for key, value in self.to_dict().items():
+            if isinstance(value, dict):
+                rows.extend((f"{key}.{k}", v) for k, v in value.items())
+            else:
+                rows.append((key, value))
+        return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int = 0) -> WorkloadSummary:
+    """One streaming pass: O(requests + distinct chains) memory, no request list kept."""
+    prompt: list[int] = []
+    output: list[int] = []
+    gaps: list[float] = []
+    sessions: set[int] = set()
+    # radix tree of chains: (parent node, segment id) -> node; node -> last use time
+    children: dict[tuple[int, int], int] = {}
+    last_use: list[float] = [0.0]
+    hit_tokens = 0
+    first_s = last_s = 0.0
+    for r in requests:
+        if not prompt:
+            first_s = r.arrival_s
+        last_s = r.arrival_s
+        prompt.append(r.prompt_tokens)
+        output.append(r.output_tokens)
+        if r.session_id >= 0:
+            sessions.add(r.session_id)
+        node, on_hit_path = 0, True
+        for seg_id, tokens in r.segments:
+            key = (node, seg_id)
+            child = children.get(key)
+            if child is None:
+                child = len(last_use)
+                children[key] = child
+                last_use.append(r.arrival_s)
+                on_hit_path = False
+            else:
+                gaps.append(r.arrival_s - last_use[child])
+                last_use[child] = r.arrival_s
+                if on_hit_path:
+                    hit_tokens += tokens
+            node = child
+    n = len(prompt)
+    total_prompt = float(sum(prompt))
+    duration_s = last_s - first_s
+    return WorkloadSummary(
+        name=name,
+        n_requests=n,
+        n_sessions=len(sessions),
+        duration_s=duration_s,
+        rate_per_s=n / duration_s if duration_s > 0 else float("nan"),
+        prompt_tokens=Quantiles.of(np.asarray(prompt, dtype=np.float64)),
+        output_tokens=Quantiles.of(np.asarray(output, dtype=np.float64)),
+        prefix_hit_share=hit_tokens / total_prompt if total_prompt else float("nan"),
+        reuse_gap_s=Quantiles.of(np.asarray(gaps, dtype=np.float64)),
+        n_reuses=len(gaps),
+        skipped_rows=skipped_rows,
+    )

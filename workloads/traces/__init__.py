@@ -1,0 +1,82 @@
+"""Trace readers (streamed) and the writer of kvsim's own format.
+
+`read_trace` detects the format from the suffix and the header or first row:
+
+- ``.csv`` with ``TIMESTAMP,ContextTokens,GeneratedTokens`` -> ``azure``
+- ``.csv`` with ``Request tokens`` and ``Response tokens`` -> ``burstgpt``
+- ``.csv`` / ``.jsonl`` with a ``segments`` column -> ``kvsim`` (our own format)
+- ``.jsonl`` with ``input_length`` -> ``mooncake``
+
+``format=`` overrides the detection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from simulator.errors import ConfigError
+from workloads.traces.azure import read_azure
+from workloads.traces.burstgpt import read_burstgpt
+from workloads.traces.mooncake import read_mooncake
+from workloads.traces.native import read_native, write_workload
+from workloads.workload import Workload
+
+READERS: dict[str, Callable[..., Workload]] = {
+    "azure": read_azure,
+    "burstgpt": read_burstgpt,
+    "kvsim": read_native,
+    "mooncake": read_mooncake,
+}
+
+
+def detect_format(path: Path) -> str:
+    """The trace format of `path`, from its suffix and its first line."""
+    with path.open(newline="") as f:
+        first = f.readline().strip()
+    if path.suffix == ".jsonl" or first.startswith("{"):
+        try:
+            keys = set(json.loads(first)) if first else set()
+        except (json.JSONDecodeError, TypeError):
+            keys = set()
+        if "segments" in keys:
+            return "kvsim"
+        if "input_length" in keys:
+            return "mooncake"
+    else:
+        header = {c.strip() for c in first.split(",")}
+        if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= header:
+            return "azure"
+        if {"Request tokens", "Response tokens"} <= header:
+            return "burstgpt"
+        if "segments" in header:
+            return "kvsim"
+    raise ConfigError(
+        f"{path.name}: 'format' must be detectable from the header (got {first[:60]!r}); "
+        f"pass format= one of {', '.join(sorted(READERS))}"
+    )
+
+
+def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "stop") -> Workload:
+    """A streamed workload from a trace file (format detected unless given)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"read_trace: 'path' must be an existing file (got {str(path)!r})")
+    fmt = format if format is not None else detect_format(path)
+    reader = READERS.get(fmt)
+    if reader is None:
+        raise ConfigError(f"read_trace: 'format' must be one of {', '.join(sorted(READERS))} (got {fmt!r})")
+    return reader(path, on_error=on_error)
+
+
+__all__ = [
+    "READERS",
+    "detect_format",
+    "read_azure",
+    "read_burstgpt",
+    "read_mooncake",
+    "read_native",
+    "read_trace",
+    "write_workload",
+]

@@ -1,0 +1,115 @@
+"""Shared plumbing for trace readers: field parsing and per-row error policy.
+
+A reader turns each row into a `Request` (or ``None`` to drop a row by the format's own
+rule, such as a failed request). A bad field raises `FieldError`; `guarded` reports it as
+``file:line: 'Field' must be <rule> (got <value>)`` and stops (``on_error="stop"``) or skips
+the row and counts it (``on_error="skip"``, count in `ReadStats.skipped_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from simulator.errors import ConfigError
+from workloads.request import Request
+from workloads.workload import ReadStats
+
+ON_ERROR = ("stop", "skip")
+T = TypeVar("T")
+
+
+class FieldError(Exception):
+    """One bad field of one row (internal; `guarded` turns it into a `ConfigError`)."""
+
+    def __init__(self, key: str, rule: str, value: object) -> None:
+        super().__init__(f"{key!r} must be {rule} (got {value!r})")
+
+
+def check_on_error(on_error: str) -> None:
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"read_trace: 'on_error' must be 'stop' or 'skip' (got {on_error!r})")
+
+
+def get(row: dict[str, T], key: str) -> T:
+    """``row[key]``, or a `FieldError` naming the missing field."""
+    try:
+        value = row[key]
+    except KeyError:
+        raise FieldError(key, "present", None) from None
+    if value is None:
+        raise FieldError(key, "present", None)
+    return value
+
+
+def as_int(value: object, key: str, minimum: int) -> int:
+    """An integer ``>= minimum`` from an int or a decimal string (``"12"``, ``"12.0"``)."""
+    rule = f"an integer >= {minimum}"
+    if isinstance(value, bool):
+        raise FieldError(key, rule, value)
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        n = int(value)  # exact, also for 63-bit segment ids
+    elif isinstance(value, float | str):
+        try:
+            x = float(value)
+        except ValueError:
+            raise FieldError(key, rule, value) from None
+        if not math.isfinite(x) or x != int(x):
+            raise FieldError(key, rule, value)
+        n = int(x)
+    else:
+        raise FieldError(key, rule, value)
+    if n < minimum:
+        raise FieldError(key, rule, value)
+    return n
+
+
+def as_float(value: object, key: str, minimum: float = 0.0) -> float:
+    """A finite float ``>= minimum``."""
+    rule = f"a number >= {minimum:g}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise FieldError(key, rule, value)
+    try:
+        x = float(value)
+    except ValueError:
+        raise FieldError(key, rule, value) from None
+    if not math.isfinite(x) or x < minimum:
+        raise FieldError(key, rule, value)
+    return x
+
+
+def guarded(
+    path: Path,
+    rows: Iterator[tuple[int, T]],
+    parse: Callable[[int, T], Request | None],
+    stats: ReadStats,
+    on_error: str,
+) -> Iterator[Request]:
+    """Parse ``(line, row)`` pairs; on a bad row stop with ``file:line: ...`` or skip and count.
+
+    Rows dropped by rule (``parse`` returns ``None``) are counted as skipped too. Arrival
+    times must not decrease (a streamed trace cannot be re-sorted); a row that goes back
+    in time is a bad row. Request ids count kept rows from 0.
+    """
+    last_s = 0.0
+    n = 0
+    for line, row in rows:
+        try:
+            r = parse(n, row)
+            if r is not None and r.arrival_s < last_s:
+                raise FieldError("timestamp", f">= the previous row's ({last_s!r} s)", r.arrival_s)
+        except (FieldError, ConfigError) as e:
+            if on_error == "stop":
+                raise ConfigError(f"{path.name}:{line}: {e}") from None
+            stats.skipped_rows += 1
+            continue
+        if r is None:
+            stats.skipped_rows += 1
+            continue
+        last_s = r.arrival_s
+        n += 1
+        yield r

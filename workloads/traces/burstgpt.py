@@ -1,0 +1,53 @@
+"""BurstGPT traces (Wang et al. 2024), streamed.
+
+CSV ``Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type``; ``Timestamp``
+is seconds from the start of the trace. Rows with 0 response tokens are failed requests:
+dropped and counted in ``skipped_rows``. No prefix information: each prompt is one segment
+of its own, id ``-(kept row number + 1)``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from workloads.request import Request
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.workload import ReadStats, Workload
+
+COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
+
+
+def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
+    """A workload replaying a BurstGPT CSV (streamed; failures dropped and counted)."""
+    check_on_error(on_error)
+    path = Path(path)
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            for row in reader:
+                yield reader.line_num, row
+
+    def run(stats: ReadStats) -> Iterator[Request]:
+        first: list[float] = []
+
+        def parse(n: int, row: dict[str, str]) -> Request | None:
+            t = as_float(get(row, "Timestamp"), "Timestamp")
+            prompt = as_int(get(row, "Request tokens"), "Request tokens", 1)
+            output = as_int(get(row, "Response tokens"), "Response tokens", 0)
+            if output == 0:
+                return None
+            if not first:
+                first.append(t)
+            if t < first[0]:
+                raise FieldError("Timestamp", f">= the first row's ({first[0]!r})", t)
+            return Request(
+                id=n, arrival_s=t - first[0], prompt_tokens=prompt, output_tokens=output,
+                segments=((-(n + 1), prompt),), source=f"burstgpt:{get(row, 'Model')}",
+            )
+
+        yield from guarded(path, rows(), parse, stats, on_error)
+
+    return Workload(run, name=path.name)

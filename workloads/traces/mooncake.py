@@ -1,0 +1,87 @@
+"""Mooncake traces (Qin et al., FAST'25), streamed.
+
+JSONL rows ``{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": [...]}``;
+each hash id names one 512-token block of the prompt, chained (equal leading ids = shared
+prefix). Segments: one per hash id, ``min(512, tokens left)`` tokens each, so that they
+sum to ``input_length`` (ids past the prompt's end are dropped); tokens the ids do not
+cover form one more segment of its own, id ``-(row number + 1)``. Arrival times are
+``(timestamp - first timestamp) / 1000`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workloads.request import Request
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.workload import ReadStats, Workload
+
+BLOCK_TOKENS = 512
+
+
+def block_segments(hash_ids: list[int], input_length: int, unique_id: int) -> tuple[tuple[int, int], ...]:
+    """Segments of a prompt of `input_length` tokens whose 512-token blocks are `hash_ids`.
+
+    >>> block_segments([7, 8, 9], 1100, -1)
+    ((7, 512), (8, 512), (9, 76))
+    >>> block_segments([7], 600, -1)
+    ((7, 512), (-1, 88))
+    """
+    segments: list[tuple[int, int]] = []
+    left = input_length
+    for h in hash_ids:
+        if left <= 0:
+            break
+        take = min(BLOCK_TOKENS, left)
+        segments.append((h, take))
+        left -= take
+    if left > 0:
+        segments.append((unique_id, left))
+    return tuple(segments)
+
+
+def read_mooncake(path: str | Path, *, on_error: str = "stop") -> Workload:
+    """A workload replaying a Mooncake JSONL trace (streamed, one line at a time)."""
+    check_on_error(on_error)
+    path = Path(path)
+    source = f"mooncake:{path.name}"
+
+    def rows() -> Iterator[tuple[int, str]]:
+        with path.open() as f:
+            for line_no, line in enumerate(f, start=1):
+                if line.strip():
+                    yield line_no, line
+
+    def run(stats: ReadStats) -> Iterator[Request]:
+        first: list[float] = []
+
+        def parse(n: int, line: str) -> Request:
+            try:
+                row: Any = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FieldError("row", "a JSON object", f"{line.strip()[:40]}... ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise FieldError("row", "a JSON object", row)
+            t_ms = as_float(get(row, "timestamp"), "timestamp")
+            prompt = as_int(get(row, "input_length"), "input_length", 1)
+            output = as_int(get(row, "output_length"), "output_length", 1)
+            hash_ids = row.get("hash_ids", [])
+            if not isinstance(hash_ids, list) or not all(
+                isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hash_ids
+            ):
+                raise FieldError("hash_ids", "a list of integers >= 0", hash_ids)
+            if not first:
+                first.append(t_ms)
+            if t_ms < first[0]:
+                raise FieldError("timestamp", f">= the first row's ({first[0]!r})", t_ms)
+            return Request(
+                id=n, arrival_s=(t_ms - first[0]) / 1000.0, prompt_tokens=prompt, output_tokens=output,
+                segments=block_segments(hash_ids, prompt, -(n + 1)), source=source,
+            )
+
+        yield from guarded(path, rows(), parse, stats, on_error)
+
+    return Workload(run, name=path.name)

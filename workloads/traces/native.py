@@ -1,0 +1,134 @@
+"""kvsim's own request format (CSV or JSONL), with a writer that round-trips exactly.
+
+One row per request with every `Request` field::
+
+    id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,cache_breakpoints,source
+    0,0.25,3,0,1030,212,981,7:1000;981:30,1;2,chat-4k
+
+``segments`` is ``id:tokens;id:tokens``; ``cache_breakpoints`` is ``k;k`` (may be empty).
+Floats are written with ``repr`` (shortest round-tripping form), so reading back gives
+equal `Request` objects. JSONL rows carry the same keys (segments may also be a list of
+``[id, tokens]`` pairs).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from workloads.request import Request
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.workload import ReadStats, Workload, format_segments
+
+COLUMNS = (
+    "id", "arrival_s", "session_id", "turn", "prompt_tokens", "output_tokens",
+    "output_segment_id", "segments", "cache_breakpoints", "source",
+)  # fmt: skip
+
+
+def _row(r: Request) -> dict[str, Any]:
+    return {
+        "id": r.id, "arrival_s": r.arrival_s, "session_id": r.session_id, "turn": r.turn,
+        "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
+        "output_segment_id": r.output_segment_id, "segments": format_segments(r.segments),
+        "cache_breakpoints": ";".join(map(str, r.cache_breakpoints)), "source": r.source,
+    }  # fmt: skip
+
+
+def write_workload(workload: Iterable[Request], path: str | Path) -> int:
+    """Write requests to `path` (``.jsonl`` -> JSONL, anything else -> CSV); returns the count."""
+    path = Path(path)
+    n = 0
+    with path.open("w", newline="") as f:
+        if path.suffix == ".jsonl":
+            for r in workload:
+                f.write(json.dumps(_row(r)) + "\n")
+                n += 1
+        else:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            for r in workload:
+                writer.writerow(_row(r))
+                n += 1
+    return n
+
+
+def parse_segments(value: object) -> tuple[tuple[int, int], ...]:
+    """``"7:512;9:30"`` (or ``[[7, 512], [9, 30]]``) -> ``((7, 512), (9, 30))``."""
+    rule = "'id:tokens;id:tokens' with integer ids and tokens >= 1"
+    pairs: list[Any]
+    if isinstance(value, str):
+        pairs = [p.split(":") for p in value.split(";")] if value else []
+    elif isinstance(value, list):
+        pairs = value
+    else:
+        raise FieldError("segments", rule, value)
+    out = []
+    for p in pairs:
+        if not isinstance(p, list | tuple) or len(p) != 2:
+            raise FieldError("segments", rule, value)
+        try:
+            seg_id, tokens = int(p[0]), int(p[1])
+        except (TypeError, ValueError):
+            raise FieldError("segments", rule, value) from None
+        if tokens < 1:
+            raise FieldError("segments", rule, value)
+        out.append((seg_id, tokens))
+    return tuple(out)
+
+
+def parse_breakpoints(value: object) -> tuple[int, ...]:
+    """``"1;3"`` (or ``[1, 3]``) -> ``(1, 3)``; empty -> ``()``."""
+    items = (value.split(";") if value else []) if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise FieldError("cache_breakpoints", "'k;k' with integers >= 1", value)
+    return tuple(as_int(k, "cache_breakpoints", 1) for k in items)
+
+
+def _request(row: dict[str, Any]) -> Request:
+    source = get(row, "source")
+    return Request(
+        id=as_int(get(row, "id"), "id", 0),
+        arrival_s=as_float(get(row, "arrival_s"), "arrival_s"),
+        session_id=as_int(get(row, "session_id"), "session_id", -1),
+        turn=as_int(get(row, "turn"), "turn", 0),
+        prompt_tokens=as_int(get(row, "prompt_tokens"), "prompt_tokens", 1),
+        output_tokens=as_int(get(row, "output_tokens"), "output_tokens", 1),
+        output_segment_id=as_int(get(row, "output_segment_id"), "output_segment_id", -(2**63)),
+        segments=parse_segments(get(row, "segments")),
+        cache_breakpoints=parse_breakpoints(get(row, "cache_breakpoints")),
+        source=str(source),
+    )
+
+
+def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
+    """A workload replaying a file written by `write_workload` (streamed)."""
+    check_on_error(on_error)
+    path = Path(path)
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        with path.open(newline="") as f:
+            if path.suffix == ".jsonl":
+                for line_no, line in enumerate(f, start=1):
+                    if line.strip():
+                        try:
+                            yield line_no, json.loads(line)
+                        except json.JSONDecodeError:
+                            yield line_no, {"_bad": line.strip()}
+            else:
+                reader = csv.DictReader(f)
+                for row in reader:
+                    yield reader.line_num, row
+
+    def run(stats: ReadStats) -> Iterator[Request]:
+        def parse(_n: int, row: dict[str, Any]) -> Request:
+            if "_bad" in row:
+                raise FieldError("row", "a JSON object", row["_bad"][:40])
+            return _request(row)
+
+        yield from guarded(path, rows(), parse, stats, on_error)
+
+    return Workload(run, name=path.name)

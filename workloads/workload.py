@@ -1,0 +1,157 @@
+"""The workload: a replayable, time-ordered stream of requests.
+
+A `Workload` wraps a *source*: a function that, given a fresh `ReadStats`, returns an
+iterator of requests in arrival order. Iterating twice replays the same stream (a
+generated workload keeps its list; a trace is re-read from disk, streaming). Replay
+transforms (a window, a time scale, a rate scale) wrap the source lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from simulator.errors import must
+from workloads.request import Request
+from workloads.summary import WorkloadSummary, summarize
+
+
+class ReadStats:
+    """Counters one pass over a source fills in (rows skipped as malformed or failed)."""
+
+    __slots__ = ("skipped_rows",)
+
+    def __init__(self) -> None:
+        self.skipped_rows = 0
+
+
+Source = Callable[[ReadStats], Iterator[Request]]
+
+
+def format_segments(segments: tuple[tuple[int, int], ...]) -> str:
+    """``((7, 512), (9, 30))`` -> ``"7:512;9:30"``."""
+    return ";".join(f"{i}:{t}" for i, t in segments)
+
+
+class Workload:
+    """A replayable, time-ordered stream of `Request`.
+
+    Parameters
+    ----------
+    source
+        ``source(stats)`` returns a fresh iterator over the requests, arrival-ordered.
+    name
+        What produced it (generator name or trace file name).
+    seed
+        The seed it was generated (or thinned) with, for the record.
+    """
+
+    __slots__ = ("_last", "_source", "name", "seed")
+
+    def __init__(self, source: Source, *, name: str = "", seed: int = 0) -> None:
+        self._source = source
+        self._last: ReadStats | None = None
+        self.name = name
+        self.seed = seed
+
+    @classmethod
+    def from_requests(cls, requests: list[Request], *, name: str = "", seed: int = 0) -> Workload:
+        """A workload over a list already in arrival order."""
+        frozen = tuple(requests)
+        return cls(lambda _stats: iter(frozen), name=name, seed=seed)
+
+    def _iter(self, stats_: ReadStats) -> Iterator[Request]:
+        yield from self._source(stats_)
+        self._last = stats_
+
+    def __iter__(self) -> Iterator[Request]:
+        return self._iter(ReadStats())
+
+    def __repr__(self) -> str:
+        return f"Workload(name={self.name!r}, seed={self.seed})"
+
+    @property
+    def skipped_rows(self) -> int | None:
+        """Rows skipped in the last complete pass (None before one has completed)."""
+        return None if self._last is None else self._last.skipped_rows
+
+    def requests(self) -> list[Request]:
+        """All requests, in arrival order."""
+        return list(self)
+
+    def summary(self) -> WorkloadSummary:
+        """One streaming pass; see `workloads.summary.summarize`."""
+        stats_ = ReadStats()
+        s = summarize(self._iter(stats_), name=self.name)
+        return replace(s, skipped_rows=stats_.skipped_rows)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per request; segments as ``"id:tokens;..."``, breakpoints as ``"1;3"``."""
+        cols = (
+            "id", "arrival_s", "session_id", "turn", "prompt_tokens", "output_tokens",
+            "output_segment_id", "n_segments", "segments", "cache_breakpoints", "source",
+        )
+        rows = [
+            (
+                r.id, r.arrival_s, r.session_id, r.turn, r.prompt_tokens, r.output_tokens,
+                r.output_segment_id, len(r.segments), format_segments(r.segments),
+                ";".join(map(str, r.cache_breakpoints)), r.source,
+            )
+            for r in self
+        ]
+        return pd.DataFrame(rows, columns=list(cols))
+
+    def replayed(
+        self,
+        *,
+        start_s: float = 0.0,
+        duration_s: float | None = None,
+        time_scale: float = 1.0,
+        rate_scale: float = 1.0,
+        seed: int = 0,
+    ) -> Workload:
+        """A window of this workload, sped up and thinned or compressed for what-if load.
+
+        A request at source time ``t >= start_s`` is replayed at
+        ``t' = (t - start_s) / (time_scale * max(rate_scale, 1))`` and kept while
+        ``t' < duration_s`` (replay seconds). ``time_scale = 2`` plays twice as fast.
+        ``rate_scale < 1`` thins: each request is kept with probability `rate_scale`
+        (Bernoulli draws from ``np.random.default_rng(seed)``, the same every replay).
+        ``rate_scale > 1`` compresses time by that factor (same requests, same prefix
+        structure, gaps shorter; reuse gaps shrink with it) rather than replicating requests
+        under fresh ids, which would invent sharing the trace does not show.
+        Ids are renumbered from 0 in replay order.
+        """
+        where = "Workload.replayed"
+        must(start_s >= 0, where, "start_s", ">= 0", start_s)
+        must(duration_s is None or duration_s > 0, where, "duration_s", "> 0", duration_s)
+        must(time_scale > 0, where, "time_scale", "> 0", time_scale)
+        must(rate_scale > 0, where, "rate_scale", "> 0", rate_scale)
+        speed = time_scale * max(rate_scale, 1.0)
+        keep_p = min(rate_scale, 1.0)
+        parent = self
+
+        def source(stats_: ReadStats) -> Iterator[Request]:
+            rng = np.random.default_rng(seed)
+            buf: np.ndarray = np.empty(0)
+            n = 0
+            for r in parent._source(stats_):
+                if r.arrival_s < start_s:
+                    continue
+                t = (r.arrival_s - start_s) / speed
+                if duration_s is not None and t >= duration_s:
+                    break
+                if keep_p < 1.0:
+                    if buf.size == 0:  # uniforms drawn in blocks, same sequence every replay
+                        buf = np.asarray(stats.uniform.rvs(size=4096, random_state=rng))
+                    u, buf = float(buf[0]), buf[1:]
+                    if u >= keep_p:
+                        continue
+                yield replace(r, id=n, arrival_s=t)
+                n += 1
+
+        return Workload(source, name=self.name, seed=seed)
