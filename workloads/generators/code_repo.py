@@ -49,7 +49,8 @@ class CodeRepo128k:
         Each task picks a team uniformly, then one of its repositories. Default 8 × 1.
     repo_min_tokens, repo_max_tokens
         Repository context, uniform in this range (``scipy.stats.uniform``), drawn once per
-        repository: default 32,768-131,072 (the issue's 32k-128k).
+        repository: default 32,768-114,688 (32k-112k), so that repository + task + history
+        spans the 32k-128k "code-repo context" of the product brief within a 128k window.
     commit_rate_per_s
         Per-repository rate of context changes. Default 1/1800 (a commit every 30 min,
         an assumption). A new version keeps the length and gets a new segment id.
@@ -65,7 +66,8 @@ class CodeRepo128k:
         Tool result appended per turn (default mean 1,500, CV 1.5, at most 20,000) and the
         model's tool call or answer (default mean 250, CV 1, at most 4,096); assumptions.
     max_prompt_tokens
-        Prompt cap (default 200,000, a common long-context window).
+        Prompt cap: a task stops (the agent starts a fresh one) before its prompt passes it.
+        Default 126,976 = 131,072 (Llama-3.1's 128k window) - 4,096 for the answer.
     """
 
     name: ClassVar[str] = "code-repo-128k"
@@ -75,7 +77,7 @@ class CodeRepo128k:
     n_teams: int = 8
     repos_per_team: int = 1
     repo_min_tokens: int = 32_768
-    repo_max_tokens: int = 131_072
+    repo_max_tokens: int = 114_688
     commit_rate_per_s: float = 1 / 1800
     task_tokens: LogNormal = _TASK_TOKENS
     mean_bursts: float = 3.0
@@ -84,7 +86,7 @@ class CodeRepo128k:
     idle_gap_s: LogNormal = _IDLE_GAP_S
     tool_result_tokens: LogNormal = _TOOL_RESULT_TOKENS
     output_tokens: LogNormal = _OUTPUT_TOKENS
-    max_prompt_tokens: int = 200_000
+    max_prompt_tokens: int = 126_976
 
     def __post_init__(self) -> None:
         where = "CodeRepo128k"
