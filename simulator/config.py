@@ -1,0 +1,98 @@
+"""Tables (parsed TOML) -> frozen config dataclasses, with one-line errors naming the key path.
+
+`build(cls, table, where)` checks that every key is a field of `cls` (unknown keys list the
+valid ones), that each value has the field's type (int, float, bool, str, Literal, tuple,
+nested dataclass, Optional), then constructs `cls`, whose ``__post_init__`` checks the rules.
+Every error is a `ConfigError` of the form ``<where>.<key>: must be ... (got ...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from simulator.errors import ConfigError
+
+C = TypeVar("C")
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if isinstance(tp, type):
+        return {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}.get(
+            tp.__name__, tp.__name__)
+    return str(tp)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(arg, value, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if len(errors) == 1 else
+                          f"{where}: must be {' or '.join(_type_name(a) for a in args)} (got {value!r})")
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{where}: must be {_type_name(tp)} (got {value!r})")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: must be a list (got {value!r})")
+        (item,) = get_args(tp)[:1]
+        return tuple(_coerce(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: must be a table (got {value!r})")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: must be a table (got {value!r})")
+        return build(typing.cast(type, tp), value, where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: must be true or false (got {value!r})")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: must be an integer (got {value!r})")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: must be a number (got {value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: must be a string (got {value!r})")
+        return value
+    return value  # Any
+
+
+def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
+    """Construct config dataclass `cls` from `table`; `where` prefixes every error."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    unknown = [k for k in table if k not in fields]
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key; valid: {', '.join(fields)}")
+    missing = [n for n, f in fields.items() if n not in table and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}: required key is missing")
+    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in table.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
