@@ -1,0 +1,1 @@
+"""Prompt-cache billing: price profiles, replay bills, break-even and provider economics."""
