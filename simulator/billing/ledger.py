@@ -69,8 +69,9 @@ class Residency(NamedTuple):
 class _Entry:
     __slots__ = ("born_s", "expiry_s", "key_id", "own_tokens", "readable_s", "tokens")
 
-    def __init__(self, key_id: int, tokens: int, own_tokens: int, born_s: float, readable_s: float,
-                 expiry_s: float) -> None:
+    def __init__(
+        self, key_id: int, tokens: int, own_tokens: int, born_s: float, readable_s: float, expiry_s: float
+    ) -> None:
         self.key_id, self.tokens, self.own_tokens = key_id, tokens, own_tokens
         self.born_s, self.readable_s, self.expiry_s = born_s, readable_s, expiry_s
 
@@ -99,8 +100,11 @@ class Ledger:
         self.residencies: list[Residency] = []
 
     def _candidates(self, req: Request) -> list[tuple[tuple[int, ...], int]]:
-        ks = range(1, len(req.segments) + 1) if self.profile.caching == "automatic" else sorted(
-            set(req.cache_breakpoints))
+        ks = (
+            range(1, len(req.segments) + 1)
+            if self.profile.caching == "automatic"
+            else sorted(set(req.cache_breakpoints))
+        )
         out: list[tuple[tuple[int, ...], int]] = []
         for k in ks:
             tokens = self.profile.cacheable_tokens(req.prefix_tokens(k))
@@ -112,15 +116,17 @@ class Ledger:
     def _end_life(self, e: _Entry) -> None:
         self.residencies.append(Residency(e.key_id, e.tokens, e.own_tokens, e.born_s, e.expiry_s))
 
-    def _extend(self, key: tuple[int, ...], tokens: int, own: int, t: float, readable_s: float,
-                expiry_s: float) -> float:
+    def _extend(
+        self, key: tuple[int, ...], tokens: int, own: int, t: float, readable_s: float, expiry_s: float
+    ) -> float:
         """Create or extend an entry; return the seconds of life added (for storage billing)."""
         e = self._store.get(key)
         if e is None or e.expiry_s <= t:
             if e is not None:
                 self._end_life(e)
-            self._store[key] = _Entry(len(self._store) if e is None else e.key_id, tokens, own, t,
-                                      readable_s, expiry_s)
+            self._store[key] = _Entry(
+                len(self._store) if e is None else e.key_id, tokens, own, t, readable_s, expiry_s
+            )
             return expiry_s - t
         e.readable_s = min(e.readable_s, readable_s)
         added = max(0.0, expiry_s - e.expiry_s) if self.profile.sliding else 0.0
@@ -162,11 +168,27 @@ class Ledger:
                 added = self._extend(key, tokens, own, t, ready, ready + self.ttl_s)
             extended_token_s += own * added
         plain = req.prompt_tokens - read - write
-        input_usd = (plain + p.read_multiplier * read + self._write_mult * write) * p.input_usd_per_mtok / MTOK
+        input_usd = (
+            (plain + p.read_multiplier * read + self._write_mult * write) * p.input_usd_per_mtok / MTOK
+        )
         storage_usd = extended_token_s / HOUR_S * p.storage_usd_per_mtok_hour / MTOK
         output_usd = req.output_tokens * p.output_usd_per_mtok / MTOK
-        return RequestBill(req.id, t, req.prompt_tokens, read, write, plain, req.output_tokens, read > 0,
-                           state, gap, input_usd, storage_usd, output_usd, input_usd + storage_usd + output_usd)
+        return RequestBill(
+            req.id,
+            t,
+            req.prompt_tokens,
+            read,
+            write,
+            plain,
+            req.output_tokens,
+            read > 0,
+            state,
+            gap,
+            input_usd,
+            storage_usd,
+            output_usd,
+            input_usd + storage_usd + output_usd,
+        )
 
     def close(self, at_s: float | None = None) -> list[Residency]:
         """End every live entry at its expiry (or at `at_s`, an eviction time, if earlier)."""
@@ -190,8 +212,16 @@ class BillResult:
     @property
     def totals(self) -> pd.Series:
         """Sums of the token and USD columns, plus ``requests`` and ``hit_rate``."""
-        cols = ["read_tokens", "write_tokens", "plain_tokens", "output_tokens",
-                "input_usd", "storage_usd", "output_usd", "total_usd"]
+        cols = [
+            "read_tokens",
+            "write_tokens",
+            "plain_tokens",
+            "output_tokens",
+            "input_usd",
+            "storage_usd",
+            "output_usd",
+            "total_usd",
+        ]
         s = self.frame[cols].sum()
         s["requests"] = len(self.frame)
         s["hit_rate"] = float(self.frame["hit"].mean()) if len(self.frame) else math.nan
@@ -203,8 +233,13 @@ def records_to_frame(bills: Iterable[RequestBill]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(bills), columns=RequestBill._fields)
 
 
-def bill_many(requests: Iterable[Request], profile: PriceProfile, ttls_s: Iterable[float], *,
-              write_latency_s: float = 0.0) -> dict[float, BillResult]:
+def bill_many(
+    requests: Iterable[Request],
+    profile: PriceProfile,
+    ttls_s: Iterable[float],
+    *,
+    write_latency_s: float = 0.0,
+) -> dict[float, BillResult]:
     """Replay `requests` once, billing them under each TTL in `ttls_s` (``0`` = no cache)."""
     ledgers = {float(t): Ledger(profile, t, write_latency_s=write_latency_s) for t in ttls_s}
     rows: dict[float, list[RequestBill]] = {t: [] for t in ledgers}
@@ -212,13 +247,18 @@ def bill_many(requests: Iterable[Request], profile: PriceProfile, ttls_s: Iterab
         for t, ledger in ledgers.items():
             rows[t].append(ledger.bill(req))
     return {
-        t: BillResult(profile=profile, ttl_s=t, frame=records_to_frame(rows[t]),
-                      residency=pd.DataFrame.from_records(ledger.close(), columns=Residency._fields))
+        t: BillResult(
+            profile=profile,
+            ttl_s=t,
+            frame=records_to_frame(rows[t]),
+            residency=pd.DataFrame.from_records(ledger.close(), columns=Residency._fields),
+        )
         for t, ledger in ledgers.items()
     }
 
 
-def bill_requests(requests: Iterable[Request], profile: PriceProfile, ttl_s: float, *,
-                  write_latency_s: float = 0.0) -> BillResult:
+def bill_requests(
+    requests: Iterable[Request], profile: PriceProfile, ttl_s: float, *, write_latency_s: float = 0.0
+) -> BillResult:
     """Replay `requests` in arrival order and bill each under one profile and TTL."""
     return bill_many(requests, profile, [ttl_s], write_latency_s=write_latency_s)[float(ttl_s)]

@@ -88,16 +88,33 @@ class PriceProfile:
         n = len(self.ttl_s)
         must(n >= 1, where, "ttl_s", "a non-empty list", self.ttl_s)
         must(len(self.ttl_names) == n, where, "ttl_names", f"{n} names, one per ttl_s", self.ttl_names)
-        must(len(self.write_multipliers) == n, where, "write_multipliers", f"{n} values", self.write_multipliers)
+        must(
+            len(self.write_multipliers) == n,
+            where,
+            "write_multipliers",
+            f"{n} values",
+            self.write_multipliers,
+        )
         for t in self.ttl_s:
             must(t > 0, where, "ttl_s", "> 0 each", self.ttl_s)
         for w in self.write_multipliers:
             must(w >= 1, where, "write_multipliers", ">= 1 each", self.write_multipliers)
         must(0 <= self.read_multiplier < 1, where, "read_multiplier", "in [0, 1)", self.read_multiplier)
         must(self.min_cacheable_tokens >= 1, where, "min_cacheable_tokens", ">= 1", self.min_cacheable_tokens)
-        must(self.cache_increment_tokens >= 1, where, "cache_increment_tokens", ">= 1", self.cache_increment_tokens)
-        must(self.storage_usd_per_mtok_hour >= 0, where, "storage_usd_per_mtok_hour", ">= 0",
-             self.storage_usd_per_mtok_hour)
+        must(
+            self.cache_increment_tokens >= 1,
+            where,
+            "cache_increment_tokens",
+            ">= 1",
+            self.cache_increment_tokens,
+        )
+        must(
+            self.storage_usd_per_mtok_hour >= 0,
+            where,
+            "storage_usd_per_mtok_hour",
+            ">= 0",
+            self.storage_usd_per_mtok_hour,
+        )
         must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
         must(bool(self.as_of.strip()), where, "as_of", "a date", self.as_of)
 
@@ -114,7 +131,9 @@ class PriceProfile:
         if self.ttl_settable:
             return self.write_multipliers[0]
         valid = ", ".join(self.ttl_names)
-        raise ConfigError(f"PriceProfile({self.key}): 'ttl' must be one of {valid} (got {ttl_label(ttl_s)!r})")
+        raise ConfigError(
+            f"PriceProfile({self.key}): 'ttl' must be one of {valid} (got {ttl_label(ttl_s)!r})"
+        )
 
     def cacheable_tokens(self, prefix_tokens: int) -> int:
         """Tokens of a prefix that the cache can hold: ``0`` below the minimum, else
@@ -178,15 +197,19 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
         shared = {k: raw.pop(k) for k in ("source", "as_of", "style") if k in raw}
         bad = set(raw) - tier_keys
         if bad:
-            raise ConfigError(f"{path}: profile.{name}: unknown key {sorted(bad)[0]!r}; "
-                              f"valid: {', '.join(sorted(tier_keys | _PROFILE_ONLY))}")
+            raise ConfigError(
+                f"{path}: profile.{name}: unknown key {sorted(bad)[0]!r}; "
+                f"valid: {', '.join(sorted(tier_keys | _PROFILE_ONLY))}"
+            )
         tiers.setdefault(name, {})
         for tier_name, traw in raw_tiers.items():
             where = f"{path}: profile.{name}.tier.{tier_name}"
             traw = dict(traw)
             bad = set(traw) - tier_keys - {"source", "as_of"}
             if bad:
-                raise ConfigError(f"{where}: unknown key {sorted(bad)[0]!r}; valid: {', '.join(sorted(tier_keys))}")
+                raise ConfigError(
+                    f"{where}: unknown key {sorted(bad)[0]!r}; valid: {', '.join(sorted(tier_keys))}"
+                )
             tier_cite = {k: str(traw.pop(k)) for k in ("source", "as_of") if k in traw}
             merged: dict[str, Any] = {**raw, **traw}
             missing = tier_keys - set(merged) - {"style"}
@@ -207,8 +230,9 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
             except TypeError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
         if defaults[name] not in tiers[name]:
-            raise ConfigError(f"{path}: profile.{name}: 'default_tier' must name one of its tiers "
-                              f"(got {defaults[name]!r})")
+            raise ConfigError(
+                f"{path}: profile.{name}: 'default_tier' must name one of its tiers (got {defaults[name]!r})"
+            )
     default_profile = str(data.get("default_profile", base.default_profile if base else next(iter(tiers))))
     if default_profile not in tiers:
         raise ConfigError(f"{path}: 'default_profile' must name a profile (got {default_profile!r})")

@@ -46,13 +46,15 @@ def test_hit_refreshes_expiry_and_expiry_is_exclusive():
     assert [b.hit for b in bills] == [False, True, True, False]
     assert bills[3].entry_state == "expired"
     assert totals(bills) == pytest.approx(
-        [1.875 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 1.875 + SUFFIX + OUT], abs=0.005)
+        [1.875 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 1.875 + SUFFIX + OUT], abs=0.005
+    )
 
 
 def test_one_hour_ttl_writes_at_twice_base():
     res = bill_requests([turn(0, 0.0), turn(1, 3000.0), turn(2, 6599.0)], OPUS, 3600)
     assert res.frame["total_usd"].tolist() == pytest.approx(
-        [3.00 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 0.15 + SUFFIX + OUT], abs=0.005)
+        [3.00 + SUFFIX + OUT, 0.15 + SUFFIX + OUT, 0.15 + SUFFIX + OUT], abs=0.005
+    )
     assert res.totals["total_usd"] == pytest.approx(3.30 + 3 * (SUFFIX + OUT), abs=0.005)
 
 
@@ -77,7 +79,8 @@ def test_concurrent_cold_requests_both_pay_the_write():
     bills = [led.bill(turn(i, t)) for i, t in enumerate([0.0, 1.0, 2.5])]
     assert [b.entry_state for b in bills] == ["cold", "pending", "hit"]
     assert totals(bills) == pytest.approx(
-        [1.875 + SUFFIX + OUT, 1.875 + SUFFIX + OUT, 0.15 + SUFFIX + OUT], abs=0.005)
+        [1.875 + SUFFIX + OUT, 1.875 + SUFFIX + OUT, 0.15 + SUFFIX + OUT], abs=0.005
+    )
 
 
 def test_longer_breakpoint_expired_shorter_alive():
@@ -87,7 +90,12 @@ def test_longer_breakpoint_expired_shorter_alive():
     b1 = led.bill(turn(1, 200.0, prefix=[(SYSTEM, 50_000)], bp=(1,)))  # reads SYSTEM only -> 500
     b2 = led.bill(turn(2, 400.0, prefix=half, bp=(1, 2)))  # SYSTEM+DOCS dead, SYSTEM alive
     assert (b0.write_tokens, b1.read_tokens) == (100_000, 50_000)
-    assert (b2.read_tokens, b2.write_tokens, b2.plain_tokens, b2.entry_state) == (50_000, 50_000, 1000, "expired")
+    assert (b2.read_tokens, b2.write_tokens, b2.plain_tokens, b2.entry_state) == (
+        50_000,
+        50_000,
+        1000,
+        "expired",
+    )
     # 50k x 1.5e-6 + 50k x 18.75e-6 + 1000 x 15e-6 + 100 x 75e-6
     assert b2.total_usd == pytest.approx(0.075 + 0.9375 + SUFFIX + OUT, abs=0.005)
 
