@@ -48,7 +48,7 @@ class RequestBill(NamedTuple):
     plain_tokens: int
     output_tokens: int
     hit: bool  # an entry was alive at arrival and was read
-    entry_state: str  # longest candidate prefix at arrival: hit | pending | expired | cold | none
+    entry_state: str  # longest candidate prefix at arrival: hit | pending | expired | cold | none | off
     reuse_gap_s: float  # time since the previous use of the same longest candidate prefix (nan: first)
     input_usd: float
     storage_usd: float
@@ -139,13 +139,17 @@ class Ledger:
         must(t >= self._now, f"Request({req.id})", "arrival_s", f">= the previous arrival {self._now}", t)
         self._now = t
         p = self.profile
-        cands = self._candidates(req) if self.ttl_s > 0 else []
+        cands = self._candidates(req)
         read_i, state, gap = -1, "none", math.nan
         if cands:
-            longest_key = cands[-1][0]
-            gap = t - self._last_use.get(longest_key, math.nan)
-            for i, (key, _) in enumerate(cands):
+            gap = t - self._last_use.get(cands[-1][0], math.nan)
+            for key, _ in cands:
                 self._last_use[key] = t
+        if self.ttl_s == 0:  # no cache: gaps are still observed, everything is plain input
+            cands, state = [], "off"
+        if cands:
+            longest_key = cands[-1][0]
+            for i, (key, _) in enumerate(cands):
                 e = self._store.get(key)
                 if e is not None and e.readable_s <= t < e.expiry_s:
                     read_i = i
