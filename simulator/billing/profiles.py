@@ -155,6 +155,7 @@ class ProfileCatalog:
     tiers: dict[str, dict[str, PriceProfile]]
     default_tier: dict[str, str]
     default_profile: str
+    shared: dict[str, dict[str, Any]]  # profile-level TOML keys, inherited by tiers added later
 
     def get(self, profile: str | None = None, tier: str | None = None) -> PriceProfile:
         """The tier `tier` of `profile` (defaults: the catalog's default profile and its default tier)."""
@@ -185,13 +186,15 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
     """Turn parsed TOML into a catalog; profiles and tiers extend (or override) `base`."""
     tiers = {k: dict(v) for k, v in base.tiers.items()} if base else {}
     defaults = dict(base.default_tier) if base else {}
+    shared_by_profile = dict(base.shared) if base else {}
     unknown = set(data) - {"profile", "default_profile"}
     if unknown:
         raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; valid: default_profile, profile")
     tier_keys = {f.name for f in fields(PriceProfile)} - {"key", "source", "as_of", "tier_source"}
     for name, raw in data.get("profile", {}).items():
-        raw = dict(raw)
+        raw = {**shared_by_profile.get(name, {}), **raw}
         raw_tiers = raw.pop("tier", {})
+        shared_by_profile[name] = {k: v for k, v in raw.items() if k != "default_tier"}
         must(bool(raw_tiers), f"{path}: profile.{name}", "tier", "at least one [tier.NAME] table", raw_tiers)
         defaults[name] = str(raw.pop("default_tier", defaults.get(name, next(iter(raw_tiers)))))
         shared = {k: raw.pop(k) for k in ("source", "as_of", "style") if k in raw}
@@ -236,7 +239,7 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
     default_profile = str(data.get("default_profile", base.default_profile if base else next(iter(tiers))))
     if default_profile not in tiers:
         raise ConfigError(f"{path}: 'default_profile' must name a profile (got {default_profile!r})")
-    return ProfileCatalog(tiers, defaults, default_profile)
+    return ProfileCatalog(tiers, defaults, default_profile, shared_by_profile)
 
 
 @cache
