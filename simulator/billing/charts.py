@@ -4,6 +4,7 @@ draws on it and returns it; nothing is shown or saved here."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import matplotlib
 
@@ -13,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 _Y_LABELS = {
     "relative_cost": "Expected prefix input cost per request\n(× cost without cache)",
@@ -162,3 +164,13 @@ def plot_gap_cdf(
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     return ax
+
+
+def save_png(ax: Axes, path: Path, dpi: int = 120) -> Path:
+    """Write the figure holding `ax` to `path` as PNG and close it."""
+    fig = ax.figure
+    while not isinstance(fig, Figure):  # a SubFigure: climb to the figure that owns it
+        fig = fig.figure
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

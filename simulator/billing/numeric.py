@@ -11,7 +11,7 @@ sample). The break-even *time scale* ``c`` stretches every gap by ``c`` until
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -125,7 +125,7 @@ def crossovers(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
 def cost_curves(
     profile: PriceProfile,
     ttls_s: Sequence[float],
-    rates_per_min: Sequence[float],
+    rates_per_min: Iterable[float],
     prefix_tokens: int | None = None,
 ) -> pd.DataFrame:
     """Expected prefix cost per request vs Poisson reuse rate, one row per (TTL, rate).
@@ -134,10 +134,11 @@ def cost_curves(
     `prefix_tokens`, ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``.
     A ``none`` TTL row set (relative cost 1) is included for reference.
     """
+    rates = [float(x) for x in rates_per_min]
     rows = []
     for t in [0.0, *ttls_s]:
         w = profile.write_multiplier(t) if t > 0 else 1.0
-        for rate in rates_per_min:
+        for rate in rates:
             p = hit_probability_poisson(rate / MINUTE_S, t) if t > 0 else 0.0
             rows.append(
                 (ttl_label(t), t, float(rate), p, relative_cost(p, profile.read_multiplier, w) if t else 1.0)
