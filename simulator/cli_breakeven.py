@@ -156,7 +156,7 @@ def breakeven(
         comparison = None
         if workload_spec is not None:  # UNTESTED until `workloads.load_workload` lands (merge)
             from simulator.billing.compare import compare_ttls
-            from workloads import load_workload  # type: ignore[attr-defined]
+            from workloads import load_workload  # type: ignore[attr-defined, unused-ignore]
 
             wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
