@@ -1,0 +1,136 @@
+"""Closed-form prompt-cache break-even for Poisson reuse of one prefix.
+
+Costs are in units of *the prefix's plain input price* (prefix tokens × base input price):
+a miss writes the prefix at ``w`` (the TTL's write multiplier), a hit reads it at ``r``, and
+without a cache every request pays ``1``. With a sliding TTL ``T`` every use refreshes the
+entry, so a request hits iff the previous use of the prefix was less than ``T`` ago. For a
+renewal process of reuse gaps with CDF ``F``::
+
+    P(hit) = F(T)                    Poisson at rate λ:  F(T) = 1 - exp(-λ T)
+    E[cost per request] = P r + (1 - P) w   versus 1 without a cache
+
+Caching pays iff ``P > p* = (w - 1) / (w - r)``; for Poisson reuse iff
+``λ > λ* = -ln(1 - p*) / T``. All rates here are per second; the CLI prints per minute.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.errors import must
+
+
+def _check(read_multiplier: float, write_multiplier: float) -> None:
+    must(0 <= read_multiplier < 1, "breakeven", "read_multiplier", "in [0, 1)", read_multiplier)
+    must(write_multiplier >= 1, "breakeven", "write_multiplier", ">= 1", write_multiplier)
+
+
+def hit_probability_poisson(rate_per_s: float, ttl_s: float) -> float:
+    """``P(hit) = 1 - exp(-λ T)``: a Poisson reuse at rate λ within a sliding TTL ``T``."""
+    must(rate_per_s >= 0, "hit_probability_poisson", "rate_per_s", ">= 0", rate_per_s)
+    must(ttl_s >= 0, "hit_probability_poisson", "ttl_s", ">= 0", ttl_s)
+    return -math.expm1(-rate_per_s * ttl_s)
+
+
+def relative_cost(p_hit: float, read_multiplier: float, write_multiplier: float) -> float:
+    """Expected input cost of the prefix per request, relative to no cache: ``P r + (1 - P) w``."""
+    must(0 <= p_hit <= 1, "relative_cost", "p_hit", "in [0, 1]", p_hit)
+    return p_hit * read_multiplier + (1.0 - p_hit) * write_multiplier
+
+
+def breakeven_hit_probability(read_multiplier: float, write_multiplier: float) -> float:
+    """The hit probability above which caching pays: ``p* = (w - 1) / (w - r)``.
+
+    ``0`` when there is no write premium (``w = 1``): any reuse pays.
+    Anthropic 5 min: ``0.25 / 1.15 = 0.2174``; 1 h: ``1 / 1.9 = 0.5263``.
+    """
+    _check(read_multiplier, write_multiplier)
+    return (write_multiplier - 1.0) / (write_multiplier - read_multiplier)
+
+
+def breakeven_reuse_rate(ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
+    """Poisson reuse rate (per second) above which caching with TTL ``T`` pays:
+    ``λ* = -ln(1 - p*) / T``. Anthropic 5 min: ``0.2451 / 300 s`` = one reuse per 20.4 min."""
+    must(ttl_s > 0, "breakeven_reuse_rate", "ttl_s", "> 0", ttl_s)
+    p_star = breakeven_hit_probability(read_multiplier, write_multiplier)
+    return -math.log1p(-p_star) / ttl_s
+
+
+def crossover_reuse_rate(
+    ttl_short_s: float, write_short: float, ttl_long_s: float, write_long: float, read_multiplier: float
+) -> float:
+    """Poisson rate (per second) above which the longer, dearer TTL is the cheaper one.
+
+    Expected cost is ``r + (w - r) exp(-λ T)``; the two are equal where
+    ``λ = ln((w_long - r) / (w_short - r)) / (T_long - T_short)``. ``0`` when the long TTL
+    costs no more to write (it is then always at least as cheap).
+    Anthropic 1 h vs 5 min: ``ln(1.9 / 1.15) / 3300 s`` = one reuse per 109.5 min.
+    """
+    must(
+        ttl_long_s > ttl_short_s,
+        "crossover_reuse_rate",
+        "ttl_long_s",
+        f"> ttl_short_s={ttl_short_s}",
+        ttl_long_s,
+    )
+    _check(read_multiplier, write_short)
+    _check(read_multiplier, write_long)
+    if write_long <= write_short:
+        return 0.0
+    return math.log((write_long - read_multiplier) / (write_short - read_multiplier)) / (
+        ttl_long_s - ttl_short_s
+    )
+
+
+def reads_to_break_even(read_multiplier: float, write_multiplier: float) -> int:
+    """Fewest reads that make one write pay: the least ``n`` with ``w + n r < 1 + n``,
+    ``n = floor((w - 1) / (1 - r)) + 1``. Anthropic: 1 for 5 min, 2 for 1 h."""
+    _check(read_multiplier, write_multiplier)
+    return math.floor((write_multiplier - 1.0) / (1.0 - read_multiplier)) + 1
+
+
+def expire_cost_rate(
+    rate_per_s: float, ttl_s: float, read_multiplier: float, write_multiplier: float
+) -> float:
+    """Cost per second (prefix-price units) of letting the entry expire between uses:
+    ``λ (r + (w - r) exp(-λ T))``."""
+    _check(read_multiplier, write_multiplier)
+    return rate_per_s * (
+        read_multiplier + (write_multiplier - read_multiplier) * math.exp(-rate_per_s * ttl_s)
+    )
+
+
+def keepalive_cost_rate(
+    rate_per_s: float, ttl_s: float, read_multiplier: float, ping_cost: float | None = None
+) -> float:
+    """Cost per second of keeping the entry warm with a ping (a read) ``T - ε`` after the last use.
+
+    Every request then reads (``λ r``). After each use, a ping fires iff no request comes
+    within ``T``; uses (requests and pings) form a renewal process with mean cycle
+    ``E[min(X, T)] = (1 - e^{-λT}) / λ``, of which a fraction ``e^{-λT}`` end in a ping, so
+    pings come at rate ``λ / (e^{λT} - 1)``::
+
+        cost rate = λ r + c_ping λ / (e^{λT} - 1)     (c_ping defaults to r)
+
+    The one initial write is amortised away over an unbounded horizon.
+    """
+    must(rate_per_s > 0, "keepalive_cost_rate", "rate_per_s", "> 0", rate_per_s)
+    must(ttl_s > 0, "keepalive_cost_rate", "ttl_s", "> 0", ttl_s)
+    c = read_multiplier if ping_cost is None else ping_cost
+    return rate_per_s * read_multiplier + c * rate_per_s / math.expm1(rate_per_s * ttl_s)
+
+
+def keepalive_breakeven_rate(ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
+    """Poisson rate (per second) above which keeping warm beats letting the entry expire.
+
+    With ``y = e^{λT}`` the pings cost less than the re-writes iff ``r / (y - 1) < (w - r) / y``,
+    i.e. ``y > (w - r) / (w - 2 r)``: ``λ = ln((w - r) / (w - 2r)) / T``; ``inf`` when
+    ``w <= 2r`` (a ping costs as much as the write it saves). Anthropic 5 min:
+    ``ln(1.15 / 1.05) / 300 s`` = one request per 55.0 min.
+    """
+    _check(read_multiplier, write_multiplier)
+    must(ttl_s > 0, "keepalive_breakeven_rate", "ttl_s", "> 0", ttl_s)
+    r, w = read_multiplier, write_multiplier
+    if w <= 2 * r:
+        return math.inf
+    return math.log((w - r) / (w - 2 * r)) / ttl_s

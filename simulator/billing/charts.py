@@ -1,0 +1,176 @@
+"""Break-even and savings charts (matplotlib, Agg). Each takes data and an optional `Axes`,
+draws on it and returns it; nothing is shown or saved here."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+_Y_LABELS = {
+    "relative_cost": "Expected prefix input cost per request\n(× cost without cache)",
+    "usd_per_request": "Expected prefix input cost per request (USD)",
+}
+
+
+def _axes(ax: Axes | None, size: tuple[float, float] = (9.0, 5.5)) -> Axes:
+    if ax is not None:
+        return ax
+    _, new = plt.subplots(figsize=size, layout="constrained")
+    return new
+
+
+def _every_n_min(rate_per_min: float) -> str:
+    gap = 1.0 / rate_per_min
+    return f"1 per {gap:.0f} min" if gap >= 10 else f"1 per {gap:.1f} min"
+
+
+def plot_cost_vs_rate(
+    curves: pd.DataFrame,
+    breakevens: pd.DataFrame | None = None,
+    crossovers: pd.DataFrame | None = None,
+    *,
+    y: str = "relative_cost",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Expected cost per request vs Poisson reuse rate (log x, reuses per minute), one line per TTL.
+
+    `curves` is `numeric.cost_curves`; `breakevens` (`numeric.ttl_rows`) marks where each TTL
+    starts to pay against no cache; `crossovers` (`numeric.crossovers`) where a longer TTL
+    becomes cheaper than a shorter one.
+    """
+    ax = _axes(ax)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ttls = [t for t in dict.fromkeys(curves["ttl"]) if t != "none"]
+    color = {t: colors[i % len(colors)] for i, t in enumerate(ttls)}
+    none = curves[curves["ttl"] == "none"].sort_values("rate_per_min")
+    if not none.empty:
+        ax.plot(none["rate_per_min"], none[y], ls="--", color="0.35", lw=1.5, label="no cache")
+    for t in ttls:
+        c = curves[curves["ttl"] == t].sort_values("rate_per_min")
+        ax.plot(c["rate_per_min"], c[y], color=color[t], lw=2.2, label=f"TTL {t}")
+    lo, hi = curves["rate_per_min"].min(), curves["rate_per_min"].max()
+    base_y = float(none[y].iloc[0]) if not none.empty else 1.0
+    if breakevens is not None:
+        for i, row in enumerate(breakevens.to_dict("records")):
+            rate = float(row["breakeven_rate_per_min"])
+            if not (lo <= rate <= hi) or rate <= 0:
+                continue
+            ax.plot([rate], [base_y], "o", ms=9, color=color.get(str(row["ttl"]), "k"), mec="k", zorder=5)
+            ax.axvline(rate, color=color.get(str(row["ttl"]), "k"), ls=":", lw=1)
+            ax.annotate(
+                f"{row['ttl']} pays above\n{rate:.3g}/min ({_every_n_min(rate)})\n"
+                f"p(hit) > {row['breakeven_p_hit']:.3f}",
+                xy=(rate, base_y), xytext=(25, 30 + 55 * i), textcoords="offset points", fontsize=9,
+                arrowprops={"arrowstyle": "->", "color": "0.2"},
+                bbox={"boxstyle": "round", "fc": "white", "ec": color.get(str(row["ttl"]), "k")},
+            )  # fmt: skip
+    if crossovers is not None:
+        for row in crossovers.to_dict("records"):
+            rate = float(row["crossover_rate_per_min"])
+            c = curves[curves["ttl"] == row["long"]].sort_values("rate_per_min")
+            if c.empty or not (lo <= rate <= hi) or rate <= 0:
+                continue
+            yv = float(np.interp(math.log(rate), np.log(c["rate_per_min"]), c[y]))
+            ax.plot([rate], [yv], "D", ms=8, color="white", mec="k", zorder=5)
+            ax.annotate(
+                f"{row['long']} cheaper than {row['short']}\nabove {rate:.3g}/min\n({_every_n_min(rate)})",
+                xy=(rate, yv), xytext=(0.02, 0.3), textcoords="axes fraction", fontsize=9,
+                arrowprops={"arrowstyle": "->", "color": "0.2"},
+                bbox={"boxstyle": "round", "fc": "white", "ec": "0.4"},
+            )  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("Prefix reuse rate λ (requests per minute, Poisson; log scale)")
+    ax.set_ylabel(_Y_LABELS.get(y, y))
+    ax.set_title(title or "Prompt-cache break-even: expected cost per request vs reuse rate")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.1)
+    ax.legend(loc="lower left")
+    return ax
+
+
+def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Axes:
+    """Savings against no cache (% of the whole bill) per TTL of a simulated comparison
+    (`compare.TTLComparison.summary`), with the hit rate on each bar; one group per profile."""
+    ax = _axes(ax, (8.0, 5.0))
+    s = summary[summary["ttl"] != "none"]
+    profiles = list(dict.fromkeys(s["profile"]))
+    ttls = list(dict.fromkeys(s["ttl"]))
+    width = 0.8 / max(len(profiles), 1)
+    x = np.arange(len(ttls))
+    for i, p in enumerate(profiles):
+        sp = s[s["profile"] == p].set_index("ttl").reindex(ttls)
+        bars = ax.bar(x + (i - (len(profiles) - 1) / 2) * width, sp["savings_pct"], width, label=p)
+        for b, pct, hit in zip(bars, sp["savings_pct"], sp["hit_rate"], strict=True):
+            if np.isfinite(pct):
+                ax.annotate(
+                    f"{pct:+.1f}%\nhit {hit:.0%}",
+                    (b.get_x() + b.get_width() / 2, pct),
+                    xytext=(0, 4 if pct >= 0 else -28),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=9,
+                )
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(x, [f"TTL {t}" for t in ttls])
+    ax.set_xlabel("Cache TTL")
+    ax.set_ylabel("Savings vs no cache (% of total bill)")
+    ax.set_title(title or "Simulated savings of a prompt cache by TTL")
+    lo, hi = float(np.nanmin(s["savings_pct"])), float(np.nanmax(s["savings_pct"]))
+    pad = max(10.0, 0.25 * (hi - lo))
+    ax.set_ylim(min(0.0, lo - pad) if lo < 0 else 0.0, max(0.0, hi) + pad)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(title="profile")
+    return ax
+
+
+def plot_gap_cdf(
+    gaps_s: np.ndarray, ttls: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None
+) -> Axes:
+    """Empirical CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``:
+    a TTL pays when the CDF at the TTL lies above ``p*``. `ttls` is `numeric.ttl_rows`."""
+    ax = _axes(ax, (8.0, 5.0))
+    g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
+    g = g[g > 0]
+    ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label="reuse gaps")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, row in enumerate(ttls.to_dict("records")):
+        c = colors[i % len(colors)]
+        ax.axvline(row["ttl_s"] / 60.0, color=c, ls="--", lw=1.2, label=f"TTL {row['ttl']}")
+        ax.axhline(
+            row["breakeven_p_hit"],
+            color=c,
+            ls=":",
+            lw=1.2,
+            label=f"break-even p* ({row['ttl']}) = {row['breakeven_p_hit']:.3f}",
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("Gap since the previous use of the prefix (minutes, log scale)")
+    ax.set_ylabel("Share of requests with a shorter gap")
+    ax.set_title(title or "Reuse gaps: a TTL pays where the curve is above its p*")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    return ax
+
+
+def save_png(ax: Axes, path: Path, dpi: int = 120) -> Path:
+    """Write the figure holding `ax` to `path` as PNG and close it."""
+    fig = ax.figure
+    while not isinstance(fig, Figure):  # a SubFigure: climb to the figure that owns it
+        fig = fig.figure
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

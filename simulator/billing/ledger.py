@@ -1,0 +1,268 @@
+"""Replay billing: what each request of a workload pays under one price profile and TTL.
+
+Requests are billed in arrival order against a store of cache entries keyed by the exact
+prefix (tuple of leading segment ids) up to a breakpoint. At arrival ``t`` of a request:
+
+* its *candidate* prefixes are its ``cache_breakpoints`` (explicit profiles) or every segment
+  boundary (automatic profiles); a prefix whose cacheable length
+  (`PriceProfile.cacheable_tokens`) is 0, i.e. shorter than the minimum, is not cached;
+* the longest candidate whose entry is alive, ``readable_s <= t < expiry_s``, is *read*:
+  ``read = cacheable(P_read)`` tokens at ``read_multiplier``;
+* when the longest candidate is longer than the one read, the tokens beyond the read prefix
+  are *written*: ``write = cacheable(P_longest) - read`` at the TTL's write multiplier, and the
+  entries beyond the read prefix become readable at ``t + write_latency_s`` (the prefill must
+  finish first), expiring at ``t + write_latency_s + ttl_s``;
+* a read refreshes every candidate entry it covers to ``expiry = t + ttl_s`` (sliding TTL);
+* the rest is plain input: ``plain = prompt_tokens - read - write``; output at the output price.
+
+Anthropic's usage fields map as ``cache_read_input_tokens = read``,
+``cache_creation_input_tokens = write``, ``input_tokens = plain``.
+
+Explicit storage (Gemini style, ``storage_usd_per_mtok_hour > 0``) is billed to the request
+that extends an entry's life, for the cacheable tokens × the hours of extension.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pandas as pd
+
+from simulator.billing.profiles import PriceProfile, ttl_label
+from simulator.errors import must
+from simulator.units import HOUR_S, MTOK
+from workloads.request import Request
+
+
+class RequestBill(NamedTuple):
+    """One request's bill. Tokens by billing class; USD unrounded."""
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    read_tokens: int
+    write_tokens: int
+    plain_tokens: int
+    output_tokens: int
+    hit: bool  # an entry was alive at arrival and was read
+    entry_state: str  # longest candidate prefix at arrival: hit | pending | expired | cold | none | off
+    reuse_gap_s: float  # time since the previous use of the same longest candidate prefix (nan: first)
+    input_usd: float
+    storage_usd: float
+    output_usd: float
+    total_usd: float
+
+
+class Residency(NamedTuple):
+    """One life of a cache entry: from its first write to its expiry (or eviction)."""
+
+    key_id: int
+    tokens: int  # cacheable tokens of the whole prefix
+    own_tokens: int  # tokens beyond the next shorter candidate prefix (counted once when nested)
+    start_s: float
+    end_s: float
+
+
+class _Entry:
+    __slots__ = ("born_s", "expiry_s", "key_id", "own_tokens", "readable_s", "tokens")
+
+    def __init__(
+        self, key_id: int, tokens: int, own_tokens: int, born_s: float, readable_s: float, expiry_s: float
+    ) -> None:
+        self.key_id, self.tokens, self.own_tokens = key_id, tokens, own_tokens
+        self.born_s, self.readable_s, self.expiry_s = born_s, readable_s, expiry_s
+
+
+class Ledger:
+    """Stateful biller for one profile and TTL; feed it requests in arrival order.
+
+    Parameters
+    ----------
+    profile : PriceProfile
+    ttl_s : float
+        Cache TTL in seconds; ``0`` bills everything as plain input (no caching).
+    write_latency_s : float
+        Delay from arrival until a written entry can be read (the writer's prefill).
+    """
+
+    def __init__(self, profile: PriceProfile, ttl_s: float, *, write_latency_s: float = 0.0) -> None:
+        must(ttl_s >= 0, "Ledger", "ttl_s", ">= 0", ttl_s)
+        must(write_latency_s >= 0, "Ledger", "write_latency_s", ">= 0", write_latency_s)
+        self.profile, self.ttl_s, self.write_latency_s = profile, float(ttl_s), float(write_latency_s)
+        self.label = ttl_label(self.ttl_s)
+        self._write_mult = profile.write_multiplier(self.ttl_s) if self.ttl_s > 0 else 1.0
+        self._store: dict[tuple[int, ...], _Entry] = {}
+        self._last_use: dict[tuple[int, ...], float] = {}
+        self._now = -math.inf
+        self.residencies: list[Residency] = []
+
+    def _candidates(self, req: Request) -> list[tuple[tuple[int, ...], int]]:
+        ks = (
+            range(1, len(req.segments) + 1)
+            if self.profile.caching == "automatic"
+            else sorted(set(req.cache_breakpoints))
+        )
+        out: list[tuple[tuple[int, ...], int]] = []
+        for k in ks:
+            tokens = self.profile.cacheable_tokens(req.prefix_tokens(k))
+            # a longer prefix with no more cacheable tokens adds nothing: the shorter key serves
+            if tokens > 0 and (not out or tokens > out[-1][1]):
+                out.append((tuple(s for s, _ in req.segments[:k]), tokens))
+        return out
+
+    def _end_life(self, e: _Entry) -> None:
+        self.residencies.append(Residency(e.key_id, e.tokens, e.own_tokens, e.born_s, e.expiry_s))
+
+    def _extend(
+        self, key: tuple[int, ...], tokens: int, own: int, t: float, readable_s: float, expiry_s: float
+    ) -> float:
+        """Create or extend an entry; return the seconds of life added (for storage billing)."""
+        e = self._store.get(key)
+        if e is None or e.expiry_s <= t:
+            if e is not None:
+                self._end_life(e)
+            self._store[key] = _Entry(
+                len(self._store) if e is None else e.key_id, tokens, own, t, readable_s, expiry_s
+            )
+            return expiry_s - t
+        e.readable_s = min(e.readable_s, readable_s)
+        added = max(0.0, expiry_s - e.expiry_s) if self.profile.sliding else 0.0
+        e.expiry_s += added
+        return added
+
+    def bill(self, req: Request) -> RequestBill:
+        """Bill one request (arrivals must not go back in time) and update the cache."""
+        t = req.arrival_s
+        must(t >= self._now, f"Request({req.id})", "arrival_s", f">= the previous arrival {self._now}", t)
+        self._now = t
+        p = self.profile
+        cands = self._candidates(req)
+        read_i, state, gap = -1, "none", math.nan
+        if cands:
+            gap = t - self._last_use.get(cands[-1][0], math.nan)
+            for key, _ in cands:
+                self._last_use[key] = t
+        if self.ttl_s == 0:  # no cache: gaps are still observed, everything is plain input
+            cands, state = [], "off"
+        if cands:
+            longest_key = cands[-1][0]
+            for i, (key, _) in enumerate(cands):
+                e = self._store.get(key)
+                if e is not None and e.readable_s <= t < e.expiry_s:
+                    read_i = i
+            e = self._store.get(longest_key)
+            if read_i == len(cands) - 1:
+                state = "hit"
+            elif e is None:
+                state = "cold"
+            else:
+                state = "pending" if t < e.expiry_s else "expired"
+        read = cands[read_i][1] if read_i >= 0 else 0
+        write = cands[-1][1] - read if cands and read_i < len(cands) - 1 else 0
+        extended_token_s = 0.0
+        for i, (key, tokens) in enumerate(cands):
+            own = tokens - (cands[i - 1][1] if i else 0)
+            if i <= read_i:
+                added = self._extend(key, tokens, own, t, t, t + self.ttl_s)
+            else:
+                ready = t + self.write_latency_s
+                added = self._extend(key, tokens, own, t, ready, ready + self.ttl_s)
+            extended_token_s += own * added
+        plain = req.prompt_tokens - read - write
+        input_usd = (
+            (plain + p.read_multiplier * read + self._write_mult * write) * p.input_usd_per_mtok / MTOK
+        )
+        storage_usd = extended_token_s / HOUR_S * p.storage_usd_per_mtok_hour / MTOK
+        output_usd = req.output_tokens * p.output_usd_per_mtok / MTOK
+        return RequestBill(
+            req.id,
+            t,
+            req.prompt_tokens,
+            read,
+            write,
+            plain,
+            req.output_tokens,
+            read > 0,
+            state,
+            gap,
+            input_usd,
+            storage_usd,
+            output_usd,
+            input_usd + storage_usd + output_usd,
+        )
+
+    def close(self, at_s: float | None = None) -> list[Residency]:
+        """End every live entry at its expiry (or at `at_s`, an eviction time, if earlier)."""
+        for e in self._store.values():
+            if at_s is not None:
+                e.expiry_s = max(e.born_s, min(e.expiry_s, at_s))
+            self._end_life(e)
+        self._store.clear()
+        return self.residencies
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BillResult:
+    """The bills of one replay: one row per request, totals, and the entries' residency."""
+
+    profile: PriceProfile
+    ttl_s: float
+    frame: pd.DataFrame
+    residency: pd.DataFrame
+
+    @property
+    def totals(self) -> pd.Series:
+        """Sums of the token and USD columns, plus ``requests`` and ``hit_rate``."""
+        cols = [
+            "read_tokens",
+            "write_tokens",
+            "plain_tokens",
+            "output_tokens",
+            "input_usd",
+            "storage_usd",
+            "output_usd",
+            "total_usd",
+        ]
+        s = self.frame[cols].sum()
+        s["requests"] = len(self.frame)
+        s["hit_rate"] = float(self.frame["hit"].mean()) if len(self.frame) else math.nan
+        return s
+
+
+def records_to_frame(bills: Iterable[RequestBill]) -> pd.DataFrame:
+    """The one door from bill records into pandas: one row per request."""
+    return pd.DataFrame.from_records(list(bills), columns=RequestBill._fields)
+
+
+def bill_many(
+    requests: Iterable[Request],
+    profile: PriceProfile,
+    ttls_s: Iterable[float],
+    *,
+    write_latency_s: float = 0.0,
+) -> dict[float, BillResult]:
+    """Replay `requests` once, billing them under each TTL in `ttls_s` (``0`` = no cache)."""
+    ledgers = {float(t): Ledger(profile, t, write_latency_s=write_latency_s) for t in ttls_s}
+    rows: dict[float, list[RequestBill]] = {t: [] for t in ledgers}
+    for req in requests:
+        for t, ledger in ledgers.items():
+            rows[t].append(ledger.bill(req))
+    return {
+        t: BillResult(
+            profile=profile,
+            ttl_s=t,
+            frame=records_to_frame(rows[t]),
+            residency=pd.DataFrame.from_records(ledger.close(), columns=Residency._fields),
+        )
+        for t, ledger in ledgers.items()
+    }
+
+
+def bill_requests(
+    requests: Iterable[Request], profile: PriceProfile, ttl_s: float, *, write_latency_s: float = 0.0
+) -> BillResult:
+    """Replay `requests` in arrival order and bill each under one profile and TTL."""
+    return bill_many(requests, profile, [ttl_s], write_latency_s=write_latency_s)[float(ttl_s)]

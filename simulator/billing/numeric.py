@@ -1,0 +1,165 @@
+"""Break-even for any reuse-gap distribution, numerically (scipy), and the tables built on it.
+
+Reuse gaps are given either as a frozen ``scipy.stats`` distribution (seconds) or as an
+empirical sample of gaps in seconds. With a sliding TTL ``T`` a request hits iff the gap since
+the previous use is below ``T``: ``P(hit) = F(T)`` (the empirical CDF ``#{g < T} / n`` for a
+sample). The break-even *time scale* ``c`` stretches every gap by ``c`` until
+``F(T / c) = p*`` (`scipy.optimize.brentq` on ``log c``); the break-even mean reuse rate is
+``1 / (c E[X])``. For exponential gaps this is the closed form ``-ln(1 - p*) / T``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import integrate, optimize
+
+from simulator.billing.breakeven import (
+    breakeven_hit_probability,
+    breakeven_reuse_rate,
+    crossover_reuse_rate,
+    hit_probability_poisson,
+    reads_to_break_even,
+    relative_cost,
+)
+from simulator.billing.profiles import PriceProfile, ttl_label
+from simulator.errors import must
+from simulator.units import MINUTE_S, MTOK
+
+Gaps = Any  # a frozen scipy.stats distribution or an array-like of gaps in seconds
+
+
+def _is_dist(gaps: Gaps) -> bool:
+    return hasattr(gaps, "cdf") and hasattr(gaps, "mean")
+
+
+def _sample(gaps: Gaps) -> np.ndarray:
+    arr = np.asarray(gaps, dtype=float).ravel()
+    must(arr.size > 0, "gaps", "gaps", "a non-empty sample", arr.size)
+    must(
+        bool(np.all(np.isfinite(arr)) and np.all(arr >= 0)), "gaps", "gaps", "finite and >= 0", "a bad value"
+    )
+    return np.sort(arr)
+
+
+def hit_probability(gaps: Gaps, ttl_s: float, scale: float = 1.0) -> float:
+    """``P(scale X < T)``: ``dist.cdf(T / scale)`` or the empirical ``#{scale g < T} / n``."""
+    if _is_dist(gaps):
+        return float(gaps.cdf(ttl_s / scale))
+    arr = _sample(gaps)
+    return float(np.searchsorted(arr, ttl_s / scale, side="left") / arr.size)
+
+
+def mean_gap_s(gaps: Gaps) -> float:
+    """Mean reuse gap in seconds (``dist.mean()`` or the sample mean)."""
+    return float(gaps.mean()) if _is_dist(gaps) else float(_sample(gaps).mean())
+
+
+def breakeven_scale(gaps: Gaps, ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
+    """The factor ``c`` by which all gaps must be stretched for caching to break even:
+    ``F(T / c) = p*`` (``c > 1``: the traffic already pays with margin ``c``; ``c < 1``: it
+    needs reuse ``1/c`` times as frequent). ``inf`` when there is no write premium."""
+    p_star = breakeven_hit_probability(read_multiplier, write_multiplier)
+    if p_star <= 0:
+        return math.inf
+
+    def g(log_c: float) -> float:
+        return hit_probability(gaps, ttl_s, math.exp(log_c)) - p_star
+
+    lo, hi = -50.0, 50.0
+    if g(lo) <= 0 or g(hi) >= 0:  # the CDF never crosses p* (e.g. a sample of one value)
+        return math.nan
+    return math.exp(optimize.brentq(g, lo, hi, xtol=1e-12, rtol=1e-12))
+
+
+def breakeven_rate(gaps: Gaps, ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
+    """Mean reuse rate (per second) at break even for gaps shaped like `gaps`: ``1 / (c E[X])``."""
+    c = breakeven_scale(gaps, ttl_s, read_multiplier, write_multiplier)
+    return 0.0 if math.isinf(c) else 1.0 / (c * mean_gap_s(gaps))
+
+
+def keepalive_ping_rate(gaps: Gaps, ttl_s: float) -> float:
+    """Pings per second needed to keep an entry warm: ``(1 - F(T)) / E[min(X, T)]`` with
+    ``E[min(X, T)] = ∫_0^T (1 - F(x)) dx`` (`scipy.integrate.quad`; exact for a sample)."""
+    if _is_dist(gaps):
+        e_min = integrate.quad(lambda x: float(gaps.sf(x)), 0.0, ttl_s, limit=200)[0]
+    else:
+        e_min = float(np.minimum(_sample(gaps), ttl_s).mean())
+    return (1.0 - hit_probability(gaps, ttl_s)) / e_min if e_min > 0 else math.inf
+
+
+def ttl_rows(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
+    """One row per TTL: multipliers, ``p*``, the Poisson break-even rate and reads to pay off."""
+    r = profile.read_multiplier
+    rows = []
+    for t in ttls_s:
+        w = profile.write_multiplier(t)
+        lam = breakeven_reuse_rate(t, r, w)
+        rows.append({
+            "ttl": ttl_label(t), "ttl_s": t, "write_multiplier": w, "read_multiplier": r,
+            "breakeven_p_hit": breakeven_hit_probability(r, w),
+            "breakeven_rate_per_min": lam * MINUTE_S,
+            "breakeven_gap_min": math.inf if lam == 0 else 1.0 / (lam * MINUTE_S),
+            "reads_to_break_even": reads_to_break_even(r, w),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def crossovers(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
+    """For each pair of TTLs (shorter, longer): the Poisson rate above which the longer is cheaper."""
+    r, ts = profile.read_multiplier, sorted(ttls_s)
+    rows = []
+    for i, a in enumerate(ts):
+        for b in ts[i + 1 :]:
+            lam = crossover_reuse_rate(a, profile.write_multiplier(a), b, profile.write_multiplier(b), r)
+            rows.append(
+                {"short": ttl_label(a), "long": ttl_label(b), "crossover_rate_per_min": lam * MINUTE_S}
+            )
+    return pd.DataFrame(rows, columns=["short", "long", "crossover_rate_per_min"])
+
+
+def cost_curves(
+    profile: PriceProfile,
+    ttls_s: Sequence[float],
+    rates_per_min: Iterable[float],
+    prefix_tokens: int | None = None,
+) -> pd.DataFrame:
+    """Expected prefix cost per request vs Poisson reuse rate, one row per (TTL, rate).
+
+    Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache) and, given
+    `prefix_tokens`, ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``.
+    A ``none`` TTL row set (relative cost 1) is included for reference.
+    """
+    rates = [float(x) for x in rates_per_min]
+    rows = []
+    for t in [0.0, *ttls_s]:
+        w = profile.write_multiplier(t) if t > 0 else 1.0
+        for rate in rates:
+            p = hit_probability_poisson(rate / MINUTE_S, t) if t > 0 else 0.0
+            rows.append(
+                (ttl_label(t), t, float(rate), p, relative_cost(p, profile.read_multiplier, w) if t else 1.0)
+            )
+    df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
+    if prefix_tokens is not None:
+        df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
+    return df
+
+
+def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.DataFrame:
+    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, break-even scale."""
+    r = profile.read_multiplier
+    rows = []
+    for t in ttls_s:
+        w = profile.write_multiplier(t)
+        p = hit_probability(gaps, t)
+        rows.append({
+            "ttl": ttl_label(t), "p_hit": p, "relative_cost": relative_cost(p, r, w),
+            "savings_pct": 100.0 * (1.0 - relative_cost(p, r, w)),
+            "breakeven_scale": breakeven_scale(gaps, t, r, w),
+            "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,
+        })  # fmt: skip
+    return pd.DataFrame(rows)

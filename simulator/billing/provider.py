@@ -1,0 +1,155 @@
+"""Provider side of a TTL: the KV it keeps resident against the prefill it saves.
+
+Pure formulas over the residency records of a replay (`simulator.billing.ledger.Residency`);
+the engine will later feed measured residency (with eviction) through the same functions.
+
+* KV byte-seconds held: ``B = Σ own_tokens × kv_bytes_per_token × (end_s - start_s)``
+  (nested breakpoints of one chain count their shared tokens once).
+* Priced as displaced concurrency on HBM: ``B / bytes_per_stream`` stream-seconds displaced,
+  × ``revenue_usd_per_stream_s``.
+* Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
+* Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``.
+* Margin against no caching: ``(revenue_ttl - revenue_none) + prefill_saved - holding``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.billing.compare import TTLComparison
+from simulator.errors import ConfigError, must
+from simulator.units import GB, HOUR_S
+
+PROVIDER_FILE = Path(__file__).parent / "provider.toml"
+HOLDING_TIERS = ("hbm", "dram", "ssd")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderCosts:
+    """What KV residency and prefill cost a provider. Defaults in ``provider.toml``."""
+
+    kv_bytes_per_token: float
+    bytes_per_stream: float
+    revenue_usd_per_stream_s: float
+    dram_usd_per_gb_hour: float
+    ssd_usd_per_gb_hour: float
+    prefill_gpu_s_per_token: float
+    usd_per_gpu_s: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name != "source":
+                v = getattr(self, f.name)
+                must(v >= 0, "ProviderCosts", f.name, ">= 0", v)
+        must(self.bytes_per_stream > 0, "ProviderCosts", "bytes_per_stream", "> 0", self.bytes_per_stream)
+
+
+@cache
+def _shipped() -> ProviderCosts:
+    with PROVIDER_FILE.open("rb") as fh:
+        return _parse(tomllib.load(fh), PROVIDER_FILE)
+
+
+def _parse(data: dict[str, object], path: Path) -> ProviderCosts:
+    raw = data.get("provider")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: missing table 'provider'")
+    valid = {f.name for f in fields(ProviderCosts)}
+    bad = set(raw) - valid
+    if bad:
+        raise ConfigError(
+            f"{path}: provider: unknown key {sorted(bad)[0]!r}; valid: {', '.join(sorted(valid))}"
+        )
+    try:
+        return ProviderCosts(**raw)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: provider: {exc}") from None
+
+
+def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
+    """The shipped defaults, or a user TOML file's ``[provider]`` table (missing keys default)."""
+    base = _shipped()
+    if extra is None:
+        return base
+    try:
+        with Path(extra).open("rb") as fh:
+            data = tomllib.load(fh)
+    except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{extra}: cannot read ({exc})") from None
+    merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts)} | dict(data.get("provider", {}))
+    return _parse({"provider": merged}, Path(extra))
+
+
+def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float:
+    """``Σ own_tokens × kv_bytes_per_token × (end_s - start_s)`` over residency records."""
+    if residency.empty:
+        return 0.0
+    life_s = (residency["end_s"] - residency["start_s"]).to_numpy(dtype=float)
+    return float(np.dot(residency["own_tokens"].to_numpy(dtype=float), life_s) * kv_bytes_per_token)
+
+
+def hbm_holding_usd(byte_s: float, bytes_per_stream: float, revenue_usd_per_stream_s: float) -> float:
+    """Displaced concurrency: ``byte_s / bytes_per_stream × revenue_usd_per_stream_s``."""
+    return byte_s / bytes_per_stream * revenue_usd_per_stream_s
+
+
+def capacity_holding_usd(byte_s: float, usd_per_gb_hour: float) -> float:
+    """Capacity rent: ``byte_s / GB / HOUR_S × usd_per_gb_hour``."""
+    return byte_s / GB / HOUR_S * usd_per_gb_hour
+
+
+def prefill_saved_usd(hit_tokens: float, prefill_gpu_s_per_token: float, usd_per_gpu_s: float) -> float:
+    """GPU cost of the prefill that cache hits skip: ``hit_tokens × s/token × $/GPU-s``."""
+    return hit_tokens * prefill_gpu_s_per_token * usd_per_gpu_s
+
+
+def provider_table(comparison: TTLComparison, costs: ProviderCosts) -> pd.DataFrame:
+    """Provider economics per TTL of a simulated comparison.
+
+    Columns: ``ttl, revenue_usd, revenue_delta_usd, kv_gb_hours, holding_{hbm,dram,ssd}_usd,
+    prefill_saved_usd, margin_{hbm,dram,ssd}_usd`` (margins against no caching).
+    """
+    base = comparison.results["none"].totals["total_usd"]
+    rows = []
+    for label, res in comparison.results.items():
+        b = kv_byte_seconds(res.residency, costs.kv_bytes_per_token)
+        holding = {
+            "hbm": hbm_holding_usd(b, costs.bytes_per_stream, costs.revenue_usd_per_stream_s),
+            "dram": capacity_holding_usd(b, costs.dram_usd_per_gb_hour),
+            "ssd": capacity_holding_usd(b, costs.ssd_usd_per_gb_hour),
+        }
+        saved = prefill_saved_usd(
+            res.totals["read_tokens"], costs.prefill_gpu_s_per_token, costs.usd_per_gpu_s
+        )
+        revenue = res.totals["total_usd"]
+        row: dict[str, object] = {
+            "ttl": label,
+            "revenue_usd": revenue,
+            "revenue_delta_usd": revenue - base,
+            "kv_gb_hours": b / GB / HOUR_S,
+            "prefill_saved_usd": saved,
+        }
+        for tier in HOLDING_TIERS:
+            row[f"holding_{tier}_usd"] = holding[tier]
+        for tier in HOLDING_TIERS:
+            row[f"margin_{tier}_usd"] = revenue - base + saved - holding[tier]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_ttls(comparison: TTLComparison, table: pd.DataFrame) -> dict[str, str]:
+    """The TTL that minimises the customer bill and, per holding tier, the one that maximises
+    the provider's margin: ``{"customer": ..., "provider_hbm": ..., ...}``."""
+    out = {"customer": comparison.best_ttl}
+    for tier in HOLDING_TIERS:
+        out[f"provider_{tier}"] = str(
+            table["ttl"].iloc[int(np.argmax(table[f"margin_{tier}_usd"].to_numpy()))]
+        )
+    return out

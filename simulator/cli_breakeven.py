@@ -1,0 +1,193 @@
+"""``kvsim breakeven``: does a 5-minute or a 1-hour prompt cache pay for this reuse?
+
+A thin shell over `simulator.billing`: parse, compute the tables, print, optionally write
+CSV and PNG charts to ``--out``. The lead wires `breakeven` into the ``kvsim`` group.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
+from simulator.cli_common import config_errors
+from simulator.errors import ConfigError, must
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"breakeven: {what!r} must be a number or a comma list of numbers (got {text!r})"
+        ) from None
+    must(bool(values) and all(v > 0 for v in values), "breakeven", what, "> 0 each", text)
+    return values
+
+
+def parse_gaps(spec: str) -> Any:
+    """``--gaps``: a file of gaps in seconds (text or CSV; first numeric column) or a scipy
+    distribution ``name:k=v,k=v`` in seconds, e.g. ``lognorm:s=1.2,scale=60``, ``expon:scale=120``."""
+    path = Path(spec)
+    if path.is_file():
+        frame = pd.read_csv(path, header=None, comment="#", sep=None, engine="python")
+        numeric = frame.apply(pd.to_numeric, errors="coerce").dropna(axis=1, how="all")
+        must(not numeric.empty, f"--gaps {spec}", "gaps", "a column of numbers (seconds)", "none found")
+        return numeric.iloc[:, 0].dropna().to_numpy(dtype=float)
+    name, _, args = spec.partition(":")
+    dist = getattr(stats, name.strip(), None)
+    if not isinstance(dist, stats.rv_continuous):
+        raise ConfigError(
+            f"--gaps: 'gaps' must be a file or a scipy.stats continuous distribution like "
+            f"lognorm:s=1.2,scale=60 (got {spec!r})"
+        )
+    kwargs: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in args.split(","))):
+        k, eq, v = part.partition("=")
+        try:
+            kwargs[k.strip()] = float(v)
+        except ValueError:
+            raise ConfigError(f"--gaps: parameter {part!r} must be key=number") from None
+        must(bool(eq), "--gaps", "parameter", "key=number", part)
+    try:
+        frozen = dist(**kwargs)
+        frozen.cdf(1.0)
+    except TypeError as exc:
+        raise ConfigError(f"--gaps: bad parameters for {name}: {exc}") from None
+    return frozen
+
+
+def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
+    ttls = [parse_ttl(t) for t in text.split(",")] if text else list(profile.ttl_s)
+    ttls = sorted({t for t in ttls if t > 0})
+    must(bool(ttls), "--ttl", "ttl", "at least one TTL > 0", text)
+    for t in ttls:
+        profile.write_multiplier(t)  # raises listing the TTLs the profile sells
+    return ttls
+
+
+def _show(title: str, frame: pd.DataFrame) -> None:
+    click.echo(f"\n{title}")
+    click.echo(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+@click.command("breakeven")
+@click.option("--profile", default=None, help="Price profile (anthropic, openai, deepseek, gemini).")
+@click.option("--tier", default=None, help="Model tier of the profile (default: the profile's default).")
+@click.option("--profiles", "profiles_file", default=None, help="Extra TOML file of price profiles.")
+@click.option("--ttl", "ttl_text", default=None, help="Comma list of TTLs, e.g. 5m,1h (default: all sold).")
+@click.option("--prefix-tokens", type=int, default=None, help="Cached prefix length, for costs in USD.")
+@click.option(
+    "--rate", "rate_text", default=None, help="Prefix reuses per minute (Poisson); comma list allowed."
+)
+@click.option(
+    "--gaps",
+    "gaps_spec",
+    default=None,
+    help="Reuse-gap distribution, e.g. lognorm:s=1.2,scale=60, or a file.",
+)
+@click.option(
+    "--workload", "workload_spec", default=None, help="[untested until merge] Workload spec or trace."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --workload.")
+@click.option("--duration-s", type=float, default=None, help="Duration for --workload, seconds.")
+@click.option(
+    "--write-latency-s", type=float, default=0.0, show_default=True, help="Replay: write-to-readable delay."
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Write CSV + PNG here."
+)
+def breakeven(
+    profile: str | None,
+    tier: str | None,
+    profiles_file: str | None,
+    ttl_text: str | None,
+    prefix_tokens: int | None,
+    rate_text: str | None,
+    gaps_spec: str | None,
+    workload_spec: str | None,
+    seed: int,
+    duration_s: float | None,
+    write_latency_s: float,
+    out: Path | None,
+) -> None:
+    """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each."""
+    from simulator.billing import charts
+    from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows
+
+    with config_errors():
+        prof = load_profiles(extra=profiles_file).get(profile, tier)
+        ttls = _ttls(prof, ttl_text)
+        given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]
+        must(len(given) <= 1, "breakeven", "--rate/--gaps/--workload", "at most one of them", len(given))
+        if prefix_tokens is not None:
+            must(
+                prefix_tokens >= prof.min_cacheable_tokens, "breakeven", "prefix_tokens",
+                f">= the profile's minimum cacheable {prof.min_cacheable_tokens}", prefix_tokens,
+            )  # fmt: skip
+        rates = _floats(rate_text, "rate") if rate_text else []
+        table = ttl_rows(prof, ttls)
+        cross = crossovers(prof, ttls)
+        click.echo(
+            f"profile {prof.key}: input ${prof.input_usd_per_mtok:g}/MTok, read x{prof.read_multiplier:g} "
+            f"({prof.source}, {prof.as_of})"
+        )
+        _show("Break-even for Poisson reuse (rates in reuses per minute):", table)
+        if not cross.empty:
+            _show("Longer TTL cheaper above:", cross)
+        frames: dict[str, pd.DataFrame] = {"breakeven": table, "crossovers": cross}
+        if rates:
+            costs = cost_curves(prof, ttls, rates, prefix_tokens)
+            costs["savings_pct"] = 100.0 * (1.0 - costs["relative_cost"])
+            _show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
+            frames["costs"] = costs
+        gaps = None
+        if gaps_spec is not None:
+            gaps = parse_gaps(gaps_spec)
+            g = gaps_rows(prof, ttls, gaps)
+            _show(f"Reuse gaps {gaps_spec}:", g)
+            frames["gaps"] = g
+        comparison = None
+        if workload_spec is not None:  # UNTESTED until `workloads.load_workload` lands (merge)
+            from simulator.billing.compare import compare_ttls
+            from workloads import load_workload  # type: ignore[attr-defined, unused-ignore]
+
+            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
+            comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
+            _show("Simulated bills per TTL:", comparison.summary)
+            _show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
+            click.echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
+            frames["workload"] = comparison.summary
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in frames.items():
+            frame.to_csv(out / f"{name}.csv", index=False)
+        lo = min([1e-3, *[r / 10 for r in rates]])
+        hi = max([10.0, *[r * 10 for r in rates]])
+        grid = np.logspace(math.log10(lo), math.log10(hi), 300)
+        y = "usd_per_request" if prefix_tokens else "relative_cost"
+        suffix = f", {prefix_tokens:,}-token prefix" if prefix_tokens else ""
+        ax = charts.plot_cost_vs_rate(
+            cost_curves(prof, ttls, grid, prefix_tokens), table, cross, y=y,
+            title=f"Prompt-cache break-even, {prof.key}{suffix}",
+        )  # fmt: skip
+        for r in rates:
+            ax.axvline(r, color="k", lw=1.0, alpha=0.5)
+            ax.annotate("your rate", (r, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=8,
+                        xytext=(3, 0), textcoords="offset points")  # fmt: skip
+        charts.save_png(ax, out / "breakeven.png")
+        written = ["breakeven.png"]
+        if comparison is not None:
+            charts.save_png(charts.plot_savings_vs_ttl(comparison.summary), out / "savings.png")
+            gaps = comparison.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
+            written.append("savings.png")
+        if gaps is not None and not hasattr(gaps, "cdf"):
+            charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
+            written.append("gaps.png")
+        click.echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")

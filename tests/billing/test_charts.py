@@ -1,0 +1,41 @@
+"""Charts render, carry their labels and mark the break-even points where the formulas put them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.billing.charts import plot_cost_vs_rate, plot_gap_cdf, plot_savings_vs_ttl
+from simulator.billing.compare import compare_ttls
+from simulator.billing.numeric import cost_curves, crossovers, ttl_rows
+from tests.billing.conftest import poisson_stream
+
+
+def test_break_even_chart_marks_points(sonnet, tmp_path):
+    ttls = [300.0, 3600.0]
+    curves = cost_curves(sonnet, ttls, np.logspace(-3, 1, 50))
+    ax = plot_cost_vs_rate(curves, ttl_rows(sonnet, ttls), crossovers(sonnet, ttls))
+    texts = [t.get_text() for t in ax.texts]
+    assert any("5m pays above\n0.049/min (1 per 20 min)" in t for t in texts)
+    assert any("1h pays above\n0.0125/min (1 per 80 min)" in t for t in texts)
+    assert any("1h cheaper than 5m" in t for t in texts)
+    assert ax.get_xscale() == "log" and "per minute" in ax.get_xlabel() and ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["no cache", "TTL 5m", "TTL 1h"]
+    markers = [ln for ln in ax.lines if ln.get_marker() == "o"]
+    assert [ln.get_xdata()[0] for ln in markers] == pytest.approx([0.0490245, 0.0124536], rel=1e-5)
+    out = tmp_path / "c.png"
+    ax.figure.savefig(out, dpi=60)
+    assert out.stat().st_size > 10_000
+
+
+def test_savings_and_gap_charts(sonnet, tmp_path):
+    reqs = poisson_stream(np.random.default_rng(3), 1 / 3000, 500, 20_000)
+    cmp = compare_ttls(reqs, sonnet)
+    ax = plot_savings_vs_ttl(cmp.summary)
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx(cmp.summary["savings_pct"].iloc[1:].tolist())
+    assert heights[0] < 0 < heights[1]  # one reuse per 50 min: 5 min loses, 1 h pays
+    gaps = cmp.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
+    ax = plot_gap_cdf(gaps, ttl_rows(sonnet, [300.0, 3600.0]))
+    assert "minutes" in ax.get_xlabel()
+    ax.figure.savefig(tmp_path / "g.png", dpi=60)

@@ -1,0 +1,81 @@
+"""Provider economics by hand.
+
+One 100k-token prefix (Opus tier) used at 0 s and 100 s with a 5-minute TTL: one entry life
+from 0 s to 400 s. With kv 1000 bytes/token: B = 100_000 x 1000 x 400 = 4e10 byte-s.
+HBM: 4e10 / 1e9 bytes per stream = 40 stream-s x $0.01 = $0.40.
+DRAM at $0.36/GB-hour: 4e10 / 1e9 / 3600 x 0.36 = $0.004.
+Prefill saved: 100_000 hit tokens x 1e-4 GPU-s x $0.001/GPU-s = $0.01.
+Revenue: none 2 x $1.515 + output; 5m $1.875 + $0.15 + 2 x $0.015 + output -> delta -$0.975.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from simulator.billing.compare import compare_ttls
+from simulator.billing.profiles import get_profile
+from simulator.billing.provider import (
+    ProviderCosts,
+    best_ttls,
+    capacity_holding_usd,
+    hbm_holding_usd,
+    kv_byte_seconds,
+    load_provider_costs,
+    provider_table,
+)
+from simulator.errors import ConfigError
+from tests.billing.conftest import SYSTEM, req
+
+COSTS = ProviderCosts(
+    kv_bytes_per_token=1000.0,
+    bytes_per_stream=1e9,
+    revenue_usd_per_stream_s=0.01,
+    dram_usd_per_gb_hour=0.36,
+    ssd_usd_per_gb_hour=0.036,
+    prefill_gpu_s_per_token=1e-4,
+    usd_per_gpu_s=1e-3,
+)
+
+
+def test_formulas_by_hand():
+    res = pd.DataFrame({"own_tokens": [100_000, 10], "start_s": [0.0, 5.0], "end_s": [400.0, 5.0]})
+    b = kv_byte_seconds(res, 1000.0)
+    assert b == pytest.approx(4e10)
+    assert hbm_holding_usd(b, 1e9, 0.01) == pytest.approx(0.40)
+    assert capacity_holding_usd(b, 0.36) == pytest.approx(0.004)
+
+
+def test_provider_table_per_ttl():
+    reqs = [req(i, t, [(SYSTEM, 100_000), (9000 + i, 1000)]) for i, t in enumerate([0.0, 100.0])]
+    cmp = compare_ttls(reqs, get_profile("anthropic", "opus-4"), ["none", "5m"])
+    table = provider_table(cmp, COSTS).set_index("ttl")
+    five = table.loc["5m"]
+    assert five["kv_gb_hours"] == pytest.approx(40 / 3600)
+    assert five["holding_hbm_usd"] == pytest.approx(0.40)
+    assert five["holding_dram_usd"] == pytest.approx(0.004)
+    assert five["prefill_saved_usd"] == pytest.approx(0.01)
+    assert five["revenue_delta_usd"] == pytest.approx(-0.975, abs=0.005)
+    assert five["margin_dram_usd"] == pytest.approx(-0.975 + 0.01 - 0.004, abs=0.005)
+    assert table.loc["none", "margin_hbm_usd"] == 0.0
+    best = best_ttls(cmp, table.reset_index())
+    assert best == {"customer": "5m", "provider_hbm": "none", "provider_dram": "none", "provider_ssd": "none"}
+    # a provider paid well enough for saved prefill prefers the cache
+    rich = replace(COSTS, usd_per_gpu_s=1.0)
+    assert best_ttls(cmp, provider_table(cmp, rich))["provider_dram"] == "5m"
+
+
+def test_shipped_defaults_and_validation(tmp_path):
+    c = load_provider_costs()
+    assert c.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2  # Llama-3.1-70B, bf16
+    assert c.usd_per_gpu_s == pytest.approx(2.99 / 3600, rel=1e-4)
+    f = tmp_path / "p.toml"
+    f.write_text("[provider]\nkv_bytes_per_token = 70000.0\n")
+    assert load_provider_costs(f).kv_bytes_per_token == 70000.0
+    f.write_text("[provider]\nkv_bytes = 1.0\n")
+    with pytest.raises(ConfigError, match="unknown key 'kv_bytes'"):
+        load_provider_costs(f)
+    with pytest.raises(ConfigError, match="'bytes_per_stream' must be > 0"):
+        replace(COSTS, bytes_per_stream=0.0)
