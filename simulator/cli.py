@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from simulator import __version__
+from simulator.cli_breakeven import breakeven
 from simulator.cli_spec import calc, collapse, fit, hardware, models
 from simulator.cli_workload import workload
 
@@ -15,5 +16,5 @@ def main() -> None:
     """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""
 
 
-for _cmd in (calc, fit, collapse, models, hardware, workload):
+for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven):
     main.add_command(_cmd)

@@ -6,8 +6,11 @@ prefix (tuple of leading segment ids) up to a breakpoint. At arrival ``t`` of a 
 * its *candidate* prefixes are its ``cache_breakpoints`` (explicit profiles) or every segment
   boundary (automatic profiles); a prefix whose cacheable length
   (`PriceProfile.cacheable_tokens`) is 0, i.e. shorter than the minimum, is not cached;
-* the longest candidate whose entry is alive, ``readable_s <= t < expiry_s``, is *read*:
-  ``read = cacheable(P_read)`` tokens at ``read_multiplier``;
+* the longest *lookup* prefix whose entry is alive, ``readable_s <= t < expiry_s``, is *read*:
+  ``read = cacheable(P_read)`` tokens at ``read_multiplier``; lookups are the candidates plus,
+  for explicit profiles with ``lookback_segments = b``, every segment boundary up to ``b``
+  before the last breakpoint (Anthropic checks ~20 earlier block boundaries, so turn k+1 of
+  a conversation reads what turn k wrote at its own final breakpoint);
 * when the longest candidate is longer than the one read, the tokens beyond the read prefix
   are *written*: ``write = cacheable(P_longest) - read`` at the TTL's write multiplier, and the
   entries beyond the read prefix become readable at ``t + write_latency_s`` (the prefill must
@@ -49,7 +52,7 @@ class RequestBill(NamedTuple):
     output_tokens: int
     hit: bool  # an entry was alive at arrival and was read
     entry_state: str  # longest candidate prefix at arrival: hit | pending | expired | cold | none | off
-    reuse_gap_s: float  # time since the previous use of the same longest candidate prefix (nan: first)
+    reuse_gap_s: float  # time since the previous use of the longest prefix a read could hit (nan: first)
     input_usd: float
     storage_usd: float
     output_usd: float
@@ -113,6 +116,19 @@ class Ledger:
                 out.append((tuple(s for s, _ in req.segments[:k]), tokens))
         return out
 
+    def _lookups(self, req: Request, cands: list[tuple[tuple[int, ...], int]]) -> list[tuple[tuple[int, ...], int]]:
+        """Prefixes a read may hit: the candidates and the lookback boundaries, shortest first."""
+        back = self.profile.lookback_segments
+        if self.profile.caching == "automatic" or not back or not req.cache_breakpoints:
+            return cands
+        last = max(req.cache_breakpoints)
+        found = dict(cands)
+        for k in range(max(1, last - back), last + 1):
+            tokens = self.profile.cacheable_tokens(req.prefix_tokens(k))
+            if tokens > 0:
+                found.setdefault(tuple(s for s, _ in req.segments[:k]), tokens)
+        return sorted(found.items(), key=lambda kv: kv[1])
+
     def _end_life(self, e: _Entry) -> None:
         self.residencies.append(Residency(e.key_id, e.tokens, e.own_tokens, e.born_s, e.expiry_s))
 
@@ -140,32 +156,37 @@ class Ledger:
         self._now = t
         p = self.profile
         cands = self._candidates(req)
-        read_i, state, gap = -1, "none", math.nan
+        state, gap = "none", math.nan
         if cands:
-            gap = t - self._last_use.get(cands[-1][0], math.nan)
+            seen = [key for key, _ in self._lookups(req, cands) if key in self._last_use]
+            gap = t - self._last_use[seen[-1]] if seen else math.nan
             for key, _ in cands:
                 self._last_use[key] = t
+            if seen:
+                self._last_use[seen[-1]] = t
         if self.ttl_s == 0:  # no cache: gaps are still observed, everything is plain input
             cands, state = [], "off"
+        read, read_key = 0, None
         if cands:
-            longest_key = cands[-1][0]
-            for i, (key, _) in enumerate(cands):
+            for key, tokens in self._lookups(req, cands):
                 e = self._store.get(key)
-                if e is not None and e.readable_s <= t < e.expiry_s:
-                    read_i = i
-            e = self._store.get(longest_key)
-            if read_i == len(cands) - 1:
+                if e is not None and e.readable_s <= t < e.expiry_s and tokens > read:
+                    read, read_key = tokens, key
+            e = self._store.get(cands[-1][0])
+            if read >= cands[-1][1]:
                 state = "hit"
             elif e is None:
                 state = "cold"
             else:
                 state = "pending" if t < e.expiry_s else "expired"
-        read = cands[read_i][1] if read_i >= 0 else 0
-        write = cands[-1][1] - read if cands and read_i < len(cands) - 1 else 0
+        write = cands[-1][1] - read if cands and read < cands[-1][1] else 0
         extended_token_s = 0.0
+        if read_key is not None and read_key not in dict(cands):  # a lookback hit: refresh it
+            hit = self._store[read_key]
+            extended_token_s += hit.own_tokens * self._extend(read_key, read, hit.own_tokens, t, t, t + self.ttl_s)
         for i, (key, tokens) in enumerate(cands):
             own = tokens - (cands[i - 1][1] if i else 0)
-            if i <= read_i:
+            if tokens <= read:
                 added = self._extend(key, tokens, own, t, t, t + self.ttl_s)
             else:
                 ready = t + self.write_latency_s

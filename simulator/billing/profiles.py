@@ -79,6 +79,7 @@ class PriceProfile:
     source: str
     as_of: str
     tier_source: str = field(default="")
+    lookback_segments: int = 0  # explicit caching: earlier segment boundaries also checked for a hit
 
     def __post_init__(self) -> None:
         where = f"PriceProfile({self.key})"
@@ -215,7 +216,7 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
                 )
             tier_cite = {k: str(traw.pop(k)) for k in ("source", "as_of") if k in traw}
             merged: dict[str, Any] = {**raw, **traw}
-            missing = tier_keys - set(merged) - {"style"}
+            missing = tier_keys - set(merged) - {"style", "lookback_segments"}
             if missing:
                 raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
             for k in ("ttl_names", "ttl_s", "write_multipliers"):

@@ -7,6 +7,8 @@ A 100k-token prefix therefore costs $1.50 plain, $1.875 to write for 5 min, $3.0
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from simulator.billing.ledger import Ledger, bill_many, bill_requests
@@ -136,3 +138,23 @@ def test_residency_records_each_entry_life():
     res = bill_many([turn(0, 0.0), turn(1, 100.0), turn(2, 1000.0)], OPUS, [300.0])[300.0]
     lives = res.residency.sort_values("start_s")[["tokens", "start_s", "end_s"]].values.tolist()
     assert lives == [[100_000, 0.0, 400.0], [100_000, 1000.0, 1300.0]]
+
+
+def test_next_turn_reads_what_the_previous_turn_wrote_at_its_final_breakpoint():
+    # Turn 1: [doc 100k, user 1k], breakpoint at the end -> writes 101k (5 min).
+    # Turn 2 at 60 s: [doc, user 1k, answer 500, user 2k], breakpoint at the end. Anthropic checks
+    # earlier block boundaries (lookback), so it reads turn 1's 101k and writes the 2.5k beyond:
+    #   read 101,000 · $1.50/MTok = $0.1515; write 2,500 · $18.75/MTok = $0.046875; output $0.0075.
+    t1 = req(1, 0.0, [(DOCS, 100_000), (11, 1000)], (2,))
+    t2 = req(2, 60.0, [(DOCS, 100_000), (11, 1000), (12, 500), (13, 2000)], (4,))
+    led = Ledger(OPUS, 300)
+    b1, b2 = led.bill(t1), led.bill(t2)
+    assert (b1.write_tokens, b1.read_tokens) == (101_000, 0)
+    assert (b2.read_tokens, b2.write_tokens, b2.plain_tokens) == (101_000, 2_500, 0)
+    assert b2.total_usd == pytest.approx(0.1515 + 0.046875 + OUT, abs=0.005)
+    assert b2.reuse_gap_s == 60.0
+    # without lookback (a profile that only matches exact breakpoints) turn 2 writes everything
+    exact = dataclasses.replace(OPUS, lookback_segments=0)
+    led = Ledger(exact, 300)
+    led.bill(t1)
+    assert led.bill(t2).write_tokens == 103_500
