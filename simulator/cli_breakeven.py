@@ -93,7 +93,7 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     help="Reuse-gap distribution, e.g. lognorm:s=1.2,scale=60, or a file.",
 )
 @click.option(
-    "--workload", "workload_spec", default=None, help="[untested until merge] Workload spec or trace."
+    "--workload", "workload_spec", default=None, help="Workload: generator name (chat-4k, code-repo-128k, mixture) or trace file."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --workload.")
 @click.option("--duration-s", type=float, default=None, help="Duration for --workload, seconds.")
@@ -154,9 +154,9 @@ def breakeven(
             _show(f"Reuse gaps {gaps_spec}:", g)
             frames["gaps"] = g
         comparison = None
-        if workload_spec is not None:  # UNTESTED until `workloads.load_workload` lands (merge)
+        if workload_spec is not None:
             from simulator.billing.compare import compare_ttls
-            from workloads import load_workload  # type: ignore[attr-defined, unused-ignore]
+            from workloads import load_workload
 
             wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)

@@ -71,25 +71,25 @@ def test_config_errors_context_and_parse_gaps():
     assert parse_gaps("lognorm:s=1.2,scale=60").cdf(60.0) == pytest.approx(0.5)
 
 
-def test_workload_option_against_the_announced_api(monkeypatch, tmp_path):
-    """`workloads.load_workload` does not exist on this branch: stand in a fake with the
-    announced signature to exercise the code path (the real one is untested until merge)."""
+def test_workload_option_replays_a_trace_file(tmp_path):
+    """A Poisson stream (one reuse per 50 min) written in kvsim's own format, replayed by the CLI."""
     import numpy as np
 
-    import workloads
     from tests.billing.conftest import poisson_stream
+    from workloads import Workload, write_workload
 
-    seen = {}
-
-    def fake_load_workload(spec, *, seed=0, duration_s=None):
-        seen.update(spec=spec, seed=seed, duration_s=duration_s)
-        return iter(poisson_stream(np.random.default_rng(seed), 1 / 3000, 300, 20_000))
-
-    monkeypatch.setattr(workloads, "load_workload", fake_load_workload, raising=False)
-    r = run("--workload", "chat", "--seed", "5", "--duration-s", "3600", "--out", str(tmp_path))
+    trace = tmp_path / "stream.jsonl"
+    write_workload(Workload.from_requests(poisson_stream(np.random.default_rng(5), 1 / 3000, 300, 20_000)), trace)
+    r = run("--workload", str(trace), "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert seen == {"spec": "chat", "seed": 5, "duration_s": 3600.0}
     assert "best TTL for the customer: 1h" in r.output  # one reuse per 50 min: only 1 h pays
     summary = pd.read_csv(tmp_path / "workload.csv")
     assert summary["ttl"].tolist() == ["none", "5m", "1h"]
+    assert summary["requests"].tolist() == [300, 300, 300]
     assert (tmp_path / "savings.png").exists() and (tmp_path / "gaps.png").exists()
+
+
+def test_workload_option_with_a_generator():
+    r = run("--workload", "chat-4k", "--duration-s", "1800", "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert "best TTL for the customer: 5m" in r.output
