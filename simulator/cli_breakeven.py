@@ -93,7 +93,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     help="Reuse-gap distribution, e.g. lognorm:s=1.2,scale=60, or a file.",
 )
 @click.option(
-    "--workload", "workload_spec", default=None, help="Workload: generator name (chat-4k, code-repo-128k, mixture) or trace file."
+    "--workload", "workload_spec", default=None,
+    help="Workload: generator name (chat-4k, code-repo-128k, mixture) or trace file.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --workload.")
 @click.option("--duration-s", type=float, default=None, help="Duration for --workload, seconds.")
