@@ -106,13 +106,15 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -
         start, g0, d, k = env.now, rep.g0, rep.d, rep.k
         n = k
         if k > 1:
+            rep.jump_start_s, rep.jump_n = start, k
             rep.interruptible = True
             try:
                 yield env.timeout(series_s(g0, d, k))
             except simpy.Interrupt:
-                n = min(k, steps_within(g0, d, env.now - start) + 1)
+                n = rep.jump_n = min(k, steps_within(g0, d, env.now - start) + 1)
                 yield env.timeout(max(0.0, start + series_s(g0, d, n) - env.now))
             rep.interruptible = False
+            rep.jump_n = 0
         else:
             yield env.timeout(g0)
         rep.commit(n, env.now)
@@ -163,7 +165,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
 
     def route(req: Request) -> None:
         counter[0] += 1
-        i = policy.choose(req, replicas)
+        i = policy.choose(req, replicas, env.now)
         rep = replicas[i]
         was_empty = not rep.waiting
         if not rep.enqueue(Seq(req, next(ids), i, timeout_s), env.now):

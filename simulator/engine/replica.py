@@ -22,7 +22,7 @@ import numpy as np
 from simulator.engine.caches import CacheState
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.sequence import DONE, RUNNING, SWAPPED, WAITING, Seq
-from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach
+from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
 
 DECODE = 4  # a RUNNING sequence whose prefill is complete
@@ -69,6 +69,8 @@ class Replica:
         # driven by the SimPy process (see `cluster`)
         self.idle = False
         self.interruptible = False
+        self.jump_start_s = 0.0
+        self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
         self.wake: Any = None
         self.proc: Any = None
         # the plan
@@ -100,6 +102,21 @@ class Replica:
     @property
     def free_blocks(self) -> int:
         return self.total_blocks - self.used
+
+    def steps_done(self, now: float) -> int:
+        """Whole steps of the jump in flight finished by `now` (not yet committed)."""
+        if self.jump_n <= 1:
+            return 0
+        return min(self.jump_n, steps_within(self.g0, self.d, now - self.jump_start_s))
+
+    def outstanding_at(self, now: float) -> int:
+        """Tokens still to compute, as stepping would show them at `now`."""
+        return self.outstanding_tokens - self.n_dec * self.steps_done(now)
+
+    def used_at(self, now: float) -> int:
+        """Blocks in use, as stepping would show them at `now`."""
+        j = self.steps_done(now)
+        return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
 
     # ----------------------------------------------------------------- planning
     def plan(self, now: float) -> bool:

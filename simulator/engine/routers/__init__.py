@@ -8,7 +8,7 @@ never toward the lowest index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -17,20 +17,26 @@ from workloads.request import Request
 
 
 class ReplicaView(Protocol):
-    """What a router may read of a replica."""
+    """What a router may read of a replica (at the current time, also in the middle of a jump)."""
 
-    outstanding_tokens: int
-    used: int
     total_blocks: int
 
     @property
-    def cache(self) -> object: ...
+    def cache(self) -> Any: ...
+
+    def outstanding_at(self, now: float) -> int:
+        """Prefill and output tokens still to compute."""
+        ...
+
+    def used_at(self, now: float) -> int:
+        """KV blocks in use."""
+        ...
 
 
 class RoutePolicy(Protocol):
     """A bound router: picks a replica index for each request."""
 
-    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int: ...
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int: ...
 
 
 class Router(Protocol):

@@ -18,7 +18,7 @@ class _RoundRobin:
     rng: np.random.Generator
     cursor: int = -1
 
-    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         if self.cursor < 0:  # start at a random replica, not at 0
             self.cursor = int(self.rng.integers(len(replicas)))
         i = self.cursor % len(replicas)
@@ -41,8 +41,8 @@ class RoundRobin:
 class _LeastTokens:
     rng: np.random.Generator
 
-    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
-        return pick_min([r.outstanding_tokens for r in replicas], self.rng)
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
 
 
 @register_router
@@ -60,8 +60,8 @@ class LeastTokens:
 class _LeastKV:
     rng: np.random.Generator
 
-    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
-        return pick_min([r.used / r.total_blocks for r in replicas], self.rng)
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        return pick_min([r.used_at(now) / r.total_blocks for r in replicas], self.rng)
 
 
 @register_router
@@ -80,9 +80,9 @@ class _PrefixAffinity:
     rng: np.random.Generator
     max_imbalance_tokens: int
 
-    def choose(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
-        loads = [r.outstanding_tokens for r in replicas]
-        hits = [r.cache.match(request) for r in replicas]  # type: ignore[attr-defined]
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        loads = [r.outstanding_at(now) for r in replicas]
+        hits = [r.cache.match(request) for r in replicas]
         best = max(hits)
         if best > 0:
             cands = [i for i, h in enumerate(hits) if h == best]
