@@ -41,9 +41,11 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         w = "SchedulerConfig"
         must(self.max_num_seqs >= 1, w, "max_num_seqs", ">= 1", self.max_num_seqs)
-        must(self.max_num_batched_tokens >= 1, w, "max_num_batched_tokens", ">= 1", self.max_num_batched_tokens)
+        budget = self.max_num_batched_tokens
+        must(budget >= 1, w, "max_num_batched_tokens", ">= 1", budget)
         must(0 <= self.watermark < 1, w, "watermark", "in [0, 1)", self.watermark)
-        must(self.preemption in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", self.preemption)
+        mode = self.preemption
+        must(mode in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", mode)
         must(self.queue_timeout_s > 0, w, "queue_timeout_s", "> 0", self.queue_timeout_s)
 
 

@@ -51,6 +51,8 @@ class SampleRecord(NamedTuple):
     batch_tokens: int
 
 
-def records_to_frame(records: Iterable[Sequence[Any]], kind: type[NamedTuple] = RequestRecord) -> pd.DataFrame:
+def records_to_frame(records: Iterable[Sequence[Any]],
+                     kind: type[NamedTuple] = RequestRecord) -> pd.DataFrame:
     """A DataFrame with the fields of `kind` as columns, one row per record."""
-    return pd.DataFrame.from_records(list(records), columns=list(kind._fields))
+    rows: list[Any] = list(records)
+    return pd.DataFrame.from_records(rows, columns=list(kind._fields))

@@ -26,7 +26,8 @@ from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach
 from simulator.engine.timer import StepTimer
 
 DECODE = 4  # a RUNNING sequence whose prefill is complete
-Observer = Callable[[Seq, str, str, float, float, float], None]  # seq, outcome, reason, end, tpot_p99, tpot_mean
+# (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
+Observer = Callable[[Seq, str, str, float, float, float], None]
 
 
 class Replica:
@@ -90,8 +91,8 @@ class Replica:
             return False
         blocks = self.cache.blocks_for(need)
         if blocks > self.total_blocks - self.watermark_blocks:
-            self._end(seq, "rejected",
-                      f"needs {blocks} blocks > pool {self.total_blocks} - watermark {self.watermark_blocks}", now)
+            room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
+            self._end(seq, "rejected", f"needs {blocks} blocks > {room}", now)
             return False
         self.waiting.append(seq)
         self.outstanding_tokens += need
@@ -195,7 +196,8 @@ class Replica:
         n = self.n_dec
         if self.chunks or swap_s or self.rejoined or not self.fast_forward:
             if self.chunks or swap_s:
-                g0 = self.timer.step_s([(c, s.prefilled) for s, c in self.chunks], n, self.kv_sum + n) + swap_s
+                chunks = [(c, s.prefilled) for s, c in self.chunks]
+                g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
             else:
                 a, b = self.timer.decode_coefficients(n)
                 g0 = a + b * (self.kv_sum + n)

@@ -32,7 +32,7 @@ class Result:
     summary: dict[str, Any]
 
     def write(self, directory: str | Path) -> Path:
-        """Write ``requests`` and ``timeseries`` (Parquet if pyarrow imports, else CSV) and ``summary.json``."""
+        """Write ``requests``, ``timeseries`` (Parquet if pyarrow imports, else CSV), ``summary.json``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         try:
@@ -43,7 +43,8 @@ class Result:
         except ImportError:
             self.requests.to_csv(out / "requests.csv", index=False)
             self.timeseries.to_csv(out / "timeseries.csv", index=False)
-        doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(), "summary": self.summary}
+        doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(),
+               "summary": self.summary}
         (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n")
         return out
 
@@ -139,7 +140,8 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "events": events,
         "events_per_request": events / len(req) if len(req) else math.nan,
     }
-    for col, name in (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e")):
+    cols = (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e"))
+    for col, name in cols:
         for q in (50, 90, 99):
             summary[f"{name}_p{q}_s"] = _pct(done[col], q)
     return summary

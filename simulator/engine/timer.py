@@ -26,11 +26,11 @@ class StepTimer(Protocol):
     """Seconds one iteration of a replica takes, for the batch as formed."""
 
     def decode_coefficients(self, batch: int) -> tuple[float, float]:
-        """``(a_s, b_s_per_token)``: a decode step of `batch` sequences with total context C takes ``a + b·C``."""
+        """``(a_s, b_s_per_token)``: a decode step of `batch` sequences over C tokens takes ``a + b·C``."""
         ...
 
     def step_s(self, prefill_chunks: Sequence[Chunk], decode_batch: int, decode_context_tokens: int) -> float:
-        """One mixed iteration: chunked prefills plus `decode_batch` decodes attending `decode_context_tokens`."""
+        """One iteration: prefill chunks plus `decode_batch` decodes attending `decode_context_tokens`."""
         ...
 
 

@@ -45,7 +45,8 @@ def chat(n: int, rate_per_s: float, mean_prompt: int, mean_output: int, seed: in
     for i in range(n):
         t += float(gaps[i])
         p = int(prompts[i])
-        yield Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=max(1, int(outputs[i])), segments=((i, p),))
+        yield Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=max(1, int(outputs[i])),
+                      segments=((i, p),))
 
 
 def azure(path: Path) -> Iterator[Request]:
@@ -76,7 +77,8 @@ def measure(label: str, requests: Iterator[Request], n: int) -> float:
     wall = time.perf_counter() - t
     s = res.summary
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\n[{label}] {s['requests']} requests in {wall:.2f} s wall: {s['requests'] / wall:,.0f} requests/s, "
+    print(f"\n[{label}] {s['requests']} requests in {wall:.2f} s wall: "
+          f"{s['requests'] / wall:,.0f} requests/s, "
           f"{s['events_per_request']:.2f} events/request, peak RSS {rss_mb:,.0f} MB; "
           f"simulated {s['makespan_s']:,.0f} s, completed {s['completed']}, "
           f"mean concurrency {s['mean_concurrency']:.0f}, KV util {s['kv_utilization']:.2f}, "

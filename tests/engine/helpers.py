@@ -8,7 +8,8 @@ from workloads.request import Request
 
 
 def poisson_requests(n: int, rate_per_s: float, prompt_tokens: int | tuple[int, int],
-                     output_tokens: int | tuple[int, int], seed: int = 0, start_s: float = 0.0) -> list[Request]:
+                     output_tokens: int | tuple[int, int], seed: int = 0,
+                     start_s: float = 0.0) -> list[Request]:
     """`n` requests with Poisson arrivals; a length is fixed (int) or uniform in ``[lo, hi]``."""
     rng = np.random.default_rng(seed)
     t = start_s + np.cumsum(rng.exponential(1.0 / rate_per_s, n))

@@ -49,15 +49,17 @@ def checked_pool(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def assert_same_records(a: pd.DataFrame, b: pd.DataFrame) -> None:
     assert list(a.request_id) == list(b.request_id)
-    for col in ("replica", "prompt_tokens", "output_tokens", "hit_tokens", "preemptions", "outcome", "reason"):
+    exact = ("replica", "prompt_tokens", "output_tokens", "hit_tokens", "preemptions", "outcome", "reason")
+    for col in exact:
         assert list(a[col]) == list(b[col]), col
     for col in FLOAT_COLS:
         np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), rtol=1e-9, atol=1e-9, err_msg=col)
 
 
-CASES = {
+CASES: dict[str, tuple[EngineConfig, dict[str, Any]]] = {
     "light": (SMALL, dict(n=60, rate=2.0, prompt=(20, 300), out=(1, 200))),
-    "arrivals-mid-batch": (replace(SMALL, kv_blocks=5000), dict(n=120, rate=8.0, prompt=(10, 200), out=(50, 400))),
+    "arrivals-mid-batch": (replace(SMALL, kv_blocks=5000),
+                           dict(n=120, rate=8.0, prompt=(10, 200), out=(50, 400))),
     "preempt-recompute": (SMALL, dict(n=80, rate=10.0, prompt=(50, 600), out=(100, 700))),
     "preempt-swap": (replace(SMALL, scheduler=replace(SMALL.scheduler, preemption="swap")),
                      dict(n=80, rate=10.0, prompt=(50, 600), out=(100, 700))),
@@ -119,7 +121,7 @@ def test_property_outcomes_and_equivalence(n: int, rate: float, blocks: int, pre
     config = EngineConfig(kv_blocks=blocks, scheduler=SchedulerConfig(
         max_num_seqs=seqs, max_num_batched_tokens=budget, preemption=preemption))
     reqs = poisson_requests(n, rate, (1, 900), (1, 400), seed=seed)
-    fast, fast_end, _ = simulate(config, reqs, seed, timer=TIMER)
+    fast, _, _ = simulate(config, reqs, seed, timer=TIMER)
     slow, _, _ = simulate(replace(config, fast_forward=False), reqs, seed, timer=TIMER)
     recs: list[Any] = sorted(fast.records)
     assert [r[0] for r in recs] == list(range(n))

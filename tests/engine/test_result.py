@@ -34,7 +34,8 @@ def test_run_writes_frames_and_summary(tmp_path: Path) -> None:
 
 def test_mixed_fleet_and_default_timer() -> None:
     reqs = poisson_requests(40, 10.0, (100, 800), (10, 100), seed=0)
-    config = EngineConfig(model="Llama-3.1-8B", tp=8, more_pools=(PoolConfig(node="8xH100", n_nodes=1, tp=4),))
+    more = (PoolConfig(node="8xH100", n_nodes=1, tp=4),)
+    config = EngineConfig(model="Llama-3.1-8B", tp=8, more_pools=more)
     res = run(config, reqs, seed=1)  # roofline stand-in timer
     assert res.summary["replicas"] == 3
     assert set(res.requests.replica) <= {0, 1, 2}

@@ -38,7 +38,8 @@ def test_blocks_crossed_matches_brute_force(kvs: list[int], step: int, j: int, b
 
 
 @settings(max_examples=60)
-@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 400)), min_size=1, max_size=8),
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 400)),
+                min_size=1, max_size=8),
        st.lists(st.floats(0.01, 5.0), max_size=3))
 def test_gap_quantile_matches_numpy(segs: list[tuple[float, float, int]], extra: list[float]) -> None:
     g0s = np.array([s[0] for s in segs])

@@ -44,7 +44,7 @@ class CacheState(Protocol):
         ...
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
-        """`seq` gives back its blocks (finished or preempted for recompute); return how many the cache keeps."""
+        """`seq` gives back its blocks (finished, or preempted to recompute); return how many are kept."""
         ...
 
     def evictable_blocks(self) -> int:
