@@ -1,0 +1,46 @@
+"""The trivial strategy: each sequence holds its full KV, nothing is shared or kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from simulator.engine.caches import register_strategy
+
+if TYPE_CHECKING:
+    from simulator.engine.sequence import Seq
+    from workloads.request import Request
+
+
+@dataclass(slots=True)
+class _FullState:
+    block_tokens: int
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_tokens)
+
+    def match(self, request: Request) -> int:
+        return 0
+
+    def on_admit(self, seq: Seq, max_hit_tokens: int) -> int:
+        return 0
+
+    def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
+        return 0
+
+    def evictable_blocks(self) -> int:
+        return 0
+
+    def evict(self, n_blocks: int) -> int:
+        return 0
+
+
+@register_strategy
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FullKV:
+    """Full KV per sequence, no reuse across requests: ``ceil(tokens / block_tokens)`` blocks each."""
+
+    name: ClassVar[str] = "full"
+
+    def bind(self, block_tokens: int, total_blocks: int) -> _FullState:
+        return _FullState(block_tokens)

@@ -1,0 +1,188 @@
+"""The SimPy side: one thin process per replica, one injector, a router; `run` ties them up.
+
+A replica process asks its `Replica` for a plan, yields one timeout for the whole jump and
+commits it. An arrival routed to a replica in the middle of a jump interrupts it (only when its
+queue was empty, so the arrival may change the batch); the process then commits the whole steps
+finished by then plus the step in progress, and plans again: exactly what stepping would do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import simpy
+
+from hardware.catalog import NodeSpec, load_catalog
+from simulator.capacity import kv_budget
+from simulator.engine.caches import make_strategy
+from simulator.engine.config import EngineConfig
+from simulator.engine.records import RequestRecord
+from simulator.engine.replica import Replica
+from simulator.engine.routers import make_router
+from simulator.engine.sequence import Seq
+from simulator.engine.series import series_s, steps_within
+from simulator.engine.timer import AffineTimer, StepTimer
+from simulator.errors import ConfigError
+from simulator.kv import bytes_per_token
+from simulator.models import ModelSpec, get_model
+from workloads.request import Request
+
+TimerFactory = Callable[[NodeSpec, ModelSpec, int], StepTimer]
+
+
+def roofline_timer(node: NodeSpec, model: ModelSpec, tp: int, layout_bytes_per_token: float) -> AffineTimer:
+    """A memory/compute roofline stand-in until the cost model is wired in.
+
+    ``overhead = weights / (tp · hbm_bw)``, ``per_context_token = bytes_per_token / (tp · hbm_bw)``,
+    ``per_prefill_token = 2 · active_params / (tp · bf16_flops · 0.5)`` (50 % MFU).
+    """
+    bw = tp * node.gpu.hbm_bytes_per_s
+    return AffineTimer(overhead_s=model.weight_bytes / bw, per_context_token_s=layout_bytes_per_token / bw,
+                       per_prefill_token_s=2 * model.active_params / (tp * node.gpu.bf16_flops * 0.5))
+
+
+@dataclass(slots=True)
+class Cluster:
+    """Replicas of all pools, with what a run needs to price them."""
+
+    replicas: list[Replica]
+    nodes: list[tuple[NodeSpec, int]]  # (node, n_nodes) per pool
+    records: list[tuple[Any, ...]] = field(default_factory=list)
+    samples: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
+                  observer: Callable[..., None], samples: list[tuple[Any, ...]]) -> Cluster:
+    """Replicas for every pool: KV pool from `kv_budget`, timer, cache state, host swap space."""
+    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    bpt = bytes_per_token(model, config.layout)
+    strategy = make_strategy(config.cache, **dict(config.cache_params))
+    catalog = None
+    replicas: list[Replica] = []
+    nodes: list[tuple[NodeSpec, int]] = []
+    for pool in config.pools:
+        if isinstance(pool.node, NodeSpec):
+            node = pool.node
+        else:
+            catalog = catalog or load_catalog()
+            node = catalog.node(pool.node)
+        nodes.append((node, pool.n_nodes))
+        budget = kv_budget(node, model, pool.tp, config.memory_utilization)
+        blocks = config.kv_blocks or int(budget.kv_bytes_per_replica // (config.block_tokens * bpt))
+        if blocks < 1:
+            raise ConfigError(f"EngineConfig: KV pool of {node.key} tp {pool.tp} holds no block of "
+                              f"{config.block_tokens} tokens")
+        if timer is None:
+            t: StepTimer = roofline_timer(node, model, pool.tp, bpt)
+        elif isinstance(timer, StepTimer):
+            t = timer
+        else:
+            t = timer(node, model, pool.tp)
+        host_blocks = int(node.host_dram_bytes / budget.replicas // (config.block_tokens * bpt))
+        for _ in range(pool.n_nodes * budget.replicas):
+            replicas.append(Replica(
+                index=len(replicas), total_blocks=blocks, block_tokens=config.block_tokens,
+                bytes_per_token=bpt, swap_bytes_per_s=pool.tp * node.gpu.pcie_bytes_per_s,
+                host_blocks=host_blocks, max_context_tokens=model.max_context_tokens, timer=t,
+                cache=strategy.bind(config.block_tokens, blocks), sched=config.scheduler,
+                fast_forward=config.fast_forward, observer=observer,
+                sample_interval_s=config.sample_interval_s, samples=samples))
+    return Cluster(replicas=replicas, nodes=nodes, samples=samples)
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -> Generator[Any, Any, None]:
+    while True:
+        counter[0] += 1
+        if not rep.plan(env.now):
+            rep.idle = True
+            rep.wake = env.event()
+            yield rep.wake
+            continue
+        start, g0, d, k = env.now, rep.g0, rep.d, rep.k
+        n = k
+        if k > 1:
+            rep.jump_start_s, rep.jump_n = start, k
+            rep.interruptible = True
+            try:
+                yield env.timeout(series_s(g0, d, k))
+            except simpy.Interrupt:
+                n = rep.jump_n = min(k, steps_within(g0, d, env.now - start) + 1)
+                yield env.timeout(max(0.0, start + series_s(g0, d, n) - env.now))
+            rep.interruptible = False
+            rep.jump_n = 0
+        else:
+            yield env.timeout(g0)
+        rep.commit(n, env.now)
+
+
+def _injector(env: simpy.Environment, requests: Iterable[Request],
+              route: Callable[[Request], None]) -> Generator[Any, Any, None]:
+    last = -math.inf
+    for req in requests:
+        t = req.arrival_s
+        if t < last:
+            raise ConfigError(f"requests: 'arrival_s' must be non-decreasing (got {t!r} after {last!r})")
+        last = t
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        route(req)
+
+
+def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.random.SeedSequence, *,
+             timer: StepTimer | TimerFactory | None = None,
+             progress: Callable[[float], None] | None = None,
+             total_requests: int | None = None) -> tuple[Cluster, float, int]:
+    """Run the SimPy model; return the cluster (with records and samples), the end time and events."""
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    (route_rng,) = (np.random.default_rng(s) for s in ss.spawn(1))
+    records: list[tuple[Any, ...]] = []
+    total = total_requests if total_requests is not None else (
+        len(requests) if hasattr(requests, "__len__") else None)  # type: ignore[arg-type]
+    every = max(1, (total or 0) // 1000)
+
+    def observe(seq: Seq, outcome: str, reason: str, end_s: float, p99: float, mean: float) -> None:
+        r = seq.request
+        records.append(RequestRecord(
+            r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
+            end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.hit_tokens, seq.preemptions,
+            outcome, reason, seq.admit_s))
+        if progress is not None and total and len(records) % every == 0:
+            progress(len(records) / total)
+
+    cluster = build_cluster(config, timer, observe, [])
+    cluster.records = records
+    env = simpy.Environment()
+    replicas = cluster.replicas
+    policy = make_router(config.router, **dict(config.router_params)).bind(route_rng)
+    ids = itertools.count()
+    timeout_s = config.scheduler.queue_timeout_s
+    counter = [0]
+
+    def route(req: Request) -> None:
+        counter[0] += 1
+        i = policy.choose(req, replicas, env.now)
+        rep = replicas[i]
+        was_empty = not rep.waiting
+        if not rep.enqueue(Seq(req, next(ids), i, timeout_s), env.now):
+            return
+        if rep.idle:
+            rep.idle = False
+            rep.wake.succeed()
+        elif was_empty and rep.interruptible:
+            rep.interruptible = False
+            rep.proc.interrupt()
+
+    for rep in replicas:
+        rep.proc = env.process(_replica_process(env, rep, counter))
+    env.process(_injector(env, requests, route))
+    env.run()
+    for rep in replicas:
+        rep.sample(env.now)
+    if progress is not None:
+        progress(1.0)
+    return cluster, env.now, counter[0]

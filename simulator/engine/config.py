@@ -1,0 +1,137 @@
+"""Engine configuration: frozen, validated, no I/O. Variants by `dataclasses.replace`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hardware.catalog import NodeSpec
+from simulator.errors import must
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
+from simulator.models import ModelSpec
+
+PREEMPTION_MODES = ("recompute", "swap")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """Per-replica iteration-level scheduler limits (vLLM's names where they exist).
+
+    Parameters
+    ----------
+    max_num_seqs : int
+        Most sequences running (prefilling or decoding) at once.
+    max_num_batched_tokens : int
+        Token budget of one iteration: one per decode plus the prefill chunks.
+    watermark : float
+        Fraction of the pool admission keeps free (decode growth may use it).
+    preemption : "recompute" | "swap"
+        What happens to the newest running sequence when blocks run out mid-decode.
+    queue_timeout_s : float
+        A request still waiting this long after arrival leaves with outcome ``timed_out``.
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    watermark: float = 0.01
+    preemption: str = "recompute"
+    queue_timeout_s: float = math.inf
+
+    def __post_init__(self) -> None:
+        w = "SchedulerConfig"
+        must(self.max_num_seqs >= 1, w, "max_num_seqs", ">= 1", self.max_num_seqs)
+        budget = self.max_num_batched_tokens
+        must(budget >= 1, w, "max_num_batched_tokens", ">= 1", budget)
+        must(0 <= self.watermark < 1, w, "watermark", "in [0, 1)", self.watermark)
+        mode = self.preemption
+        must(mode in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", mode)
+        must(self.queue_timeout_s > 0, w, "queue_timeout_s", "> 0", self.queue_timeout_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolConfig:
+    """`n_nodes` nodes of one kind, each split into ``node.gpus / tp`` replicas."""
+
+    node: str | NodeSpec = "8xH100"
+    n_nodes: int = 1
+    tp: int = 8
+
+    def __post_init__(self) -> None:
+        must(self.n_nodes >= 1, "PoolConfig", "n_nodes", ">= 1", self.n_nodes)
+        must(self.tp >= 1, "PoolConfig", "tp", ">= 1", self.tp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """A cluster serving one model, its scheduler, router, cache strategy and SLOs.
+
+    ``node``/``n_nodes``/``tp`` name the first pool; ``more_pools`` make a mixed fleet.
+    ``kv_blocks`` > 0 overrides the pool size computed from `simulator.capacity.kv_budget`
+    (``floor(kv_bytes_per_replica / (block_tokens · bytes_per_token))``), for what-ifs and tests.
+    A request is *good* (counts to goodput) when ``ttft ≤ slo_ttft_s`` and its mean TPOT
+    ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``.
+    """
+
+    model: str | ModelSpec = "Llama-3-70B"
+    node: str | NodeSpec = "8xH100"
+    n_nodes: int = 1
+    tp: int = 8
+    more_pools: tuple[PoolConfig, ...] = ()
+    layout: KVLayout = field(default_factory=KVLayout)
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    memory_utilization: float = 0.9
+    kv_blocks: int = 0
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    router: str = "least-tokens"
+    router_params: Mapping[str, object] = field(default_factory=dict)
+    cache: str = "full"
+    cache_params: Mapping[str, object] = field(default_factory=dict)
+    slo_ttft_s: float = 2.0
+    slo_tpot_s: float = 0.1
+    fast_forward: bool = True
+    sample_interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        w = "EngineConfig"
+        must(self.n_nodes >= 1, w, "n_nodes", ">= 1", self.n_nodes)
+        must(self.tp >= 1, w, "tp", ">= 1", self.tp)
+        must(self.block_tokens >= 1, w, "block_tokens", ">= 1", self.block_tokens)
+        must(0 < self.memory_utilization <= 1, w, "memory_utilization", "in (0, 1]", self.memory_utilization)
+        must(self.kv_blocks >= 0, w, "kv_blocks", ">= 0", self.kv_blocks)
+        must(self.slo_ttft_s > 0, w, "slo_ttft_s", "> 0", self.slo_ttft_s)
+        must(self.slo_tpot_s > 0, w, "slo_tpot_s", "> 0", self.slo_tpot_s)
+        must(self.sample_interval_s >= 0, w, "sample_interval_s", ">= 0", self.sample_interval_s)
+
+    @property
+    def pools(self) -> tuple[PoolConfig, ...]:
+        """All pools, the first from ``node``/``n_nodes``/``tp``."""
+        return (PoolConfig(node=self.node, n_nodes=self.n_nodes, tp=self.tp), *self.more_pools)
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready view (specs by key) for ``summary.json``."""
+        def key(x: object) -> object:
+            return getattr(x, "key", x)
+
+        return {
+            "model": key(self.model),
+            "pools": [{"node": key(p.node), "n_nodes": p.n_nodes, "tp": p.tp} for p in self.pools],
+            "layout": self.layout.label,
+            "block_tokens": self.block_tokens,
+            "memory_utilization": self.memory_utilization,
+            "kv_blocks": self.kv_blocks,
+            "scheduler": {
+                "max_num_seqs": self.scheduler.max_num_seqs,
+                "max_num_batched_tokens": self.scheduler.max_num_batched_tokens,
+                "watermark": self.scheduler.watermark,
+                "preemption": self.scheduler.preemption,
+                "queue_timeout_s": None if math.isinf(self.scheduler.queue_timeout_s)
+                else self.scheduler.queue_timeout_s,
+            },
+            "router": {"name": self.router, **self.router_params},
+            "cache": {"name": self.cache, **self.cache_params},
+            "slo_ttft_s": self.slo_ttft_s,
+            "slo_tpot_s": self.slo_tpot_s,
+            "fast_forward": self.fast_forward,
+            "sample_interval_s": self.sample_interval_s,
+        }

@@ -1,0 +1,58 @@
+"""What the engine emits: one record per request, one row per replica sample.
+
+`records_to_frame` is the one door into pandas; the engine itself only appends tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+
+class RequestRecord(NamedTuple):
+    """The fate of one request. Times in seconds from the workload start; NaN where not reached.
+
+    ``tpot_mean_s = (end − first token) / (output_tokens − 1)``; ``tpot_p99_s`` is the p99
+    (numpy's linear rule) of the request's ``output_tokens − 1`` inter-token gaps, computed
+    exactly from the arithmetic series of the jumps it decoded in (see `series.gap_quantile`).
+    ``hit_tokens`` are the prefix tokens found resident at its last admission.
+    """
+
+    request_id: int
+    arrival_s: float
+    replica: int
+    queue_s: float
+    ttft_s: float
+    tpot_mean_s: float
+    tpot_p99_s: float
+    end_s: float
+    e2e_s: float
+    prompt_tokens: int
+    output_tokens: int
+    hit_tokens: int
+    preemptions: int
+    outcome: str  # completed | rejected | timed_out
+    reason: str
+    admit_s: float
+
+
+class SampleRecord(NamedTuple):
+    """A replica's state at a state change (thinned to one per ``sample_interval_s``)."""
+
+    time_s: float
+    replica: int
+    kv_blocks_used: int
+    kv_tokens: int
+    running: int
+    waiting: int
+    swapped: int
+    batch_tokens: int
+
+
+def records_to_frame(records: Iterable[Sequence[Any]],
+                     kind: type[NamedTuple] = RequestRecord) -> pd.DataFrame:
+    """A DataFrame with the fields of `kind` as columns, one row per record."""
+    rows: list[Any] = list(records)
+    return pd.DataFrame.from_records(rows, columns=list(kind._fields))

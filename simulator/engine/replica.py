@@ -1,0 +1,391 @@
+"""One model replica: paged KV pool and an iteration-level scheduler (vLLM/SGLang-like).
+
+`plan` forms the next batch (timeouts, block growth and preemption, swap-in, chunked prefill,
+FCFS admission under a watermark) and prices it; `commit` applies ``n`` steps of it. A batch of
+decodes only is *stable* until the next completion, the next block shortage or the next
+queue deadline, and is planned as one jump of k steps (see `simulator.engine.series`).
+Running aggregates (decoders, Σ KV tokens, a histogram of block phases, a heap of finish steps)
+make planning and committing O(changes), not O(batch).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from simulator.engine.caches import CacheState
+from simulator.engine.config import SchedulerConfig
+from simulator.engine.sequence import DONE, RUNNING, SWAPPED, WAITING, Seq
+from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach, steps_within
+from simulator.engine.timer import StepTimer
+
+DECODE = 4  # a RUNNING sequence whose prefill is complete
+# (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
+Observer = Callable[[Seq, str, str, float, float, float], None]
+
+
+class Replica:
+    """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
+
+    def __init__(self, *, index: int, total_blocks: int, block_tokens: int, bytes_per_token: float,
+                 swap_bytes_per_s: float, host_blocks: int, max_context_tokens: int, timer: StepTimer,
+                 cache: CacheState, sched: SchedulerConfig, fast_forward: bool, observer: Observer,
+                 sample_interval_s: float, samples: list[tuple[Any, ...]]) -> None:
+        self.index = index
+        self.total_blocks = total_blocks
+        self.B = block_tokens
+        self.swap_s_per_block = block_tokens * bytes_per_token / swap_bytes_per_s
+        self.host_blocks = host_blocks
+        self.max_context_tokens = max_context_tokens
+        self.timer = timer
+        self.cache = cache
+        self.sched = sched
+        self.watermark_blocks = math.ceil(sched.watermark * total_blocks)
+        self.fast_forward = fast_forward
+        self.observer = observer
+        self.sample_interval_s = sample_interval_s
+        self.samples = samples
+        self.last_sample_s = -math.inf
+        self.waiting: deque[Seq] = deque()
+        self.swapped: deque[Seq] = deque()
+        self.running: dict[int, Seq] = {}  # admission order
+        self.prefilling: dict[int, Seq] = {}
+        self.S = 0  # steps run
+        self.n_dec = 0
+        self.kv_sum = 0  # Σ kv tokens of decoders at step S
+        self.hist = [0] * block_tokens  # decoders by (kv0 − base) mod B
+        self.heap: list[tuple[int, int, int, Seq]] = []  # (finish step, key, base, seq)
+        self.used = 0  # blocks held by sequences and by the cache
+        self.host_used = 0
+        self.outstanding_tokens = 0  # prefill + output tokens still to compute
+        self.log_g0 = array("d")
+        self.log_d = array("d")
+        self.log_k = array("q")
+        # driven by the SimPy process (see `cluster`)
+        self.idle = False
+        self.interruptible = False
+        self.jump_start_s = 0.0
+        self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
+        self.wake: Any = None
+        self.proc: Any = None
+        # the plan
+        self.chunks: list[tuple[Seq, int]] = []
+        self.rejoined: list[Seq] = []
+        self.g0 = 0.0
+        self.d = 0.0
+        self.k = 0
+
+    # ----------------------------------------------------------------- arrivals
+    def enqueue(self, seq: Seq, now: float) -> bool:
+        """Queue `seq`; reject it at once (returns False) when it can never be served."""
+        req = seq.request
+        need = req.prompt_tokens + req.output_tokens
+        if need > self.max_context_tokens:
+            self._end(seq, "rejected", f"context {need} > max_context_tokens {self.max_context_tokens}", now)
+            return False
+        blocks = self.cache.blocks_for(need)
+        if blocks > self.total_blocks - self.watermark_blocks:
+            room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
+            self._end(seq, "rejected", f"needs {blocks} blocks > {room}", now)
+            return False
+        self.waiting.append(seq)
+        self.outstanding_tokens += need
+        if now - self.last_sample_s >= self.sample_interval_s:
+            self._sample(now)
+        return True
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - self.used
+
+    def steps_done(self, now: float) -> int:
+        """Whole steps of the jump in flight finished by `now` (not yet committed)."""
+        if self.jump_n <= 1:
+            return 0
+        return min(self.jump_n, steps_within(self.g0, self.d, now - self.jump_start_s))
+
+    def outstanding_at(self, now: float) -> int:
+        """Tokens still to compute, as stepping would show them at `now`."""
+        return self.outstanding_tokens - self.n_dec * self.steps_done(now)
+
+    def used_at(self, now: float) -> int:
+        """Blocks in use, as stepping would show them at `now`."""
+        j = self.steps_done(now)
+        return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
+
+    # ----------------------------------------------------------------- planning
+    def plan(self, now: float) -> bool:
+        """Form the next batch; False when there is nothing to do."""
+        B = self.B
+        if self.waiting and not math.isinf(self.sched.queue_timeout_s):
+            self._drop_timed_out(now)
+        self.chunks = []
+        self.rejoined = []
+        swap_s = 0.0
+        preempted = False
+        need = self.hist[-self.S % B] if self.n_dec else 0
+        if need > self.free_blocks:
+            self._evict(need - self.free_blocks)
+            while need > self.free_blocks:
+                swap_s += self._preempt(now)
+                preempted = True
+                need = self.hist[-self.S % B] if self.n_dec else 0
+        room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
+        while self.swapped and not preempted and len(self.running) < self.sched.max_num_seqs:
+            seq = self.swapped[0]
+            grow = -(-(seq.kv0 + 1) // B) - seq.hit_tokens // B
+            if grow > room:
+                break
+            self.swapped.popleft()
+            self.host_used -= seq.blocks
+            self.used += seq.blocks
+            room -= grow
+            swap_s += seq.blocks * self.swap_s_per_block
+            seq.rejoin_from_s = seq.last_tok_s
+            self._join_decode(seq)
+            need = self.hist[-self.S % B]
+            self.rejoined.append(seq)
+        budget = self.sched.max_num_batched_tokens - self.n_dec
+        for seq in self.prefilling.values():
+            if budget <= 0:
+                break
+            chunk = min(seq.target - seq.prefilled, budget)
+            self.chunks.append((seq, chunk))
+            budget -= chunk
+        if not preempted and not self.swapped:
+            while self.waiting and budget > 0 and len(self.running) < self.sched.max_num_seqs:
+                seq = self.waiting[0]
+                max_hit = (seq.target - 1) // B * B
+                hit = min(self.cache.match(seq.request), max_hit)
+                blocks = self.cache.blocks_for(seq.target) - hit // B
+                if blocks > room + self.cache.evictable_blocks():
+                    break
+                self.waiting.popleft()
+                if blocks > self.free_blocks - need:
+                    self._evict(blocks - (self.free_blocks - need))
+                hit = self.cache.on_admit(seq, max_hit)
+                blocks = self.cache.blocks_for(seq.target) - hit // B
+                self.used += blocks
+                room = self.free_blocks - need - self.watermark_blocks
+                seq.blocks = blocks
+                seq.hit_tokens = hit
+                seq.prefilled = hit
+                self.outstanding_tokens -= hit
+                seq.state = RUNNING
+                if math.isnan(seq.admit_s):
+                    seq.admit_s = now
+                self.running[seq.key] = seq
+                self.prefilling[seq.key] = seq
+                chunk = min(seq.target - seq.prefilled, budget)
+                self.chunks.append((seq, chunk))
+                budget -= chunk
+        if not self.chunks and not self.n_dec:
+            if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
+                return self.plan(now)
+            if self.waiting and not self.running and not self.swapped:  # cannot happen; never deadlock
+                seq = self.waiting.popleft()
+                self._end(seq, "rejected", "cannot be scheduled on an empty replica", now)
+                return self.plan(now)
+            return False
+        n = self.n_dec
+        if self.chunks or swap_s or self.rejoined or not self.fast_forward:
+            if self.chunks or swap_s:
+                chunks = [(c, s.prefilled) for s, c in self.chunks]
+                g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
+            else:
+                a, b = self.timer.decode_coefficients(n)
+                g0 = a + b * (self.kv_sum + n)
+            self.g0, self.d, self.k = g0, 0.0, 1
+        else:
+            a, b = self.timer.decode_coefficients(n)
+            self.g0, self.d = a + b * (self.kv_sum + n), b * n
+            self.k = self._stable_steps(now)
+        if self.g0 <= 0:
+            raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
+        if now - self.last_sample_s >= self.sample_interval_s:
+            self._sample(now)
+        return True
+
+    def _stable_steps(self, now: float) -> int:
+        """Steps until the next completion, block shortage or queue deadline."""
+        heap = self.heap
+        while heap[0][3].state != DECODE or heap[0][3].base != heap[0][2]:
+            heapq.heappop(heap)
+        k = heap[0][0] - self.S
+        free = self.free_blocks
+        if blocks_crossed(self.hist, self.S, self.B, k) > free:
+            lo, hi = 1, k  # G(lo) ≤ free < G(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if blocks_crossed(self.hist, self.S, self.B, mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            k = lo
+        if self.waiting and not math.isinf(self.sched.queue_timeout_s):
+            for seq in self.waiting:
+                if not math.isinf(seq.deadline_s):
+                    k = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
+                    break
+        return k
+
+    def _drop_timed_out(self, now: float) -> None:
+        w = self.waiting
+        i = 0
+        while i < len(w) and math.isinf(w[i].deadline_s):
+            i += 1
+        while i < len(w) and w[i].deadline_s <= now:
+            seq = w[i]
+            del w[i]
+            r = seq.request
+            self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
+            self._end(seq, "timed_out", f"waited > queue_timeout_s {self.sched.queue_timeout_s:g}", now)
+
+    def _evict(self, n_blocks: int) -> None:
+        if n_blocks > 0 and self.cache.evictable_blocks():
+            self.used -= self.cache.evict(n_blocks)
+
+    # ----------------------------------------------------------------- decode set
+    def _join_decode(self, seq: Seq) -> None:
+        seq.state = DECODE
+        seq.base = self.S
+        seq.seg_start = len(self.log_k)
+        self.n_dec += 1
+        self.kv_sum += seq.kv0
+        self.hist[(seq.kv0 - self.S) % self.B] += 1
+        heapq.heappush(self.heap, (self.S + seq.request.output_tokens - seq.gen0, seq.key, self.S, seq))
+        self.running[seq.key] = seq
+
+    def _leave_decode(self, seq: Seq) -> int:
+        """Take `seq` out of the decode set; materialise its counts; return its private blocks."""
+        kv = seq.kv_tokens(self.S)
+        seq.gen0 = seq.generated(self.S)
+        seq.kv0 = kv
+        self.n_dec -= 1
+        self.kv_sum -= kv
+        self.hist[(kv - self.S) % self.B] -= 1
+        seq.ranges.append((seq.seg_start, len(self.log_k)))
+        del self.running[seq.key]
+        return -(-kv // self.B) - seq.hit_tokens // self.B
+
+    def _preempt(self, now: float) -> float:
+        """Preempt the newest running sequence; return the swap-out seconds it costs."""
+        seq = next(reversed(self.running.values()))
+        seq.preemptions += 1
+        req = seq.request
+        if seq.state == DECODE:
+            blocks = self._leave_decode(seq)
+            seq.last_tok_s = now
+            if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
+                seq.state = SWAPPED
+                seq.blocks = blocks
+                self.used -= blocks
+                self.host_used += blocks
+                self.swapped.append(seq)
+                return blocks * self.swap_s_per_block
+            tokens = seq.kv0
+        else:
+            del self.running[seq.key]
+            del self.prefilling[seq.key]
+            blocks = seq.blocks
+            tokens = seq.prefilled
+        kept = self.cache.on_finish(seq, tokens, blocks)
+        self.used -= blocks - kept
+        self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
+        seq.target = req.prompt_tokens + seq.gen0
+        seq.prefilled = 0
+        seq.hit_tokens = 0
+        seq.blocks = 0
+        seq.state = WAITING
+        seq.deadline_s = math.inf
+        self.waiting.appendleft(seq)
+        return 0.0
+
+    # ----------------------------------------------------------------- commit
+    def commit(self, n: int, end_s: float) -> None:
+        """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
+        B = self.B
+        self.log_g0.append(self.g0)
+        self.log_d.append(self.d)
+        self.log_k.append(n)
+        n_dec = self.n_dec
+        if n_dec:
+            grow = self.hist[-self.S % B] if n == 1 else blocks_crossed(self.hist, self.S, B, n)
+            self.used += grow
+            self.kv_sum += n_dec * n
+            self.outstanding_tokens -= n_dec * n
+        self.S += n
+        for seq in self.rejoined:
+            seq.extra_gaps.append(end_s - seq.rejoin_from_s)
+            seq.seg_start = len(self.log_k)
+        heap = self.heap
+        while heap and heap[0][0] <= self.S:
+            _, _, base, seq = heapq.heappop(heap)
+            if seq.state == DECODE and seq.base == base:
+                blocks = self._leave_decode(seq)
+                self._release(seq, seq.kv0, blocks, end_s)
+        for seq, chunk in self.chunks:
+            seq.prefilled += chunk
+            self.outstanding_tokens -= chunk
+            if seq.prefilled < seq.target:
+                continue
+            del self.prefilling[seq.key]
+            gen = seq.gen0 + 1
+            if gen == 1:
+                seq.first_s = end_s
+            else:
+                seq.extra_gaps.append(end_s - seq.last_tok_s)
+            seq.gen0 = gen
+            self.outstanding_tokens -= 1
+            if gen >= seq.request.output_tokens:
+                del self.running[seq.key]
+                self._release(seq, seq.target, seq.blocks, end_s)
+            else:
+                seq.kv0 = seq.target
+                self._join_decode(seq)
+                seq.seg_start = len(self.log_k)
+
+    def _release(self, seq: Seq, tokens: int, blocks: int, end_s: float) -> None:
+        kept = self.cache.on_finish(seq, tokens, blocks)
+        self.used -= blocks - kept
+        self._end(seq, "completed", "", end_s)
+
+    def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
+        seq.state = DONE
+        p99 = mean = math.nan
+        out = seq.request.output_tokens
+        if outcome == "completed" and out > 1:
+            mean = (end_s - seq.first_s) / (out - 1)
+            p99 = self._gap_p99(seq)
+        self.observer(seq, outcome, reason, end_s, p99, mean)
+
+    def _gap_p99(self, seq: Seq) -> float:
+        ranges = seq.ranges
+        if len(ranges) == 1 and not seq.extra_gaps:
+            a, b = ranges[0]
+            if b - a == 1:  # one segment: the series' own quantile
+                k = self.log_k[a]
+                pos = 0.99 * (k - 1)
+                return self.log_g0[a] + self.log_d[a] * pos
+        g0s = np.concatenate([np.frombuffer(self.log_g0[a:b]) for a, b in ranges])
+        ds = np.concatenate([np.frombuffer(self.log_d[a:b]) for a, b in ranges])
+        ks = np.concatenate([np.frombuffer(self.log_k[a:b], dtype=np.int64) for a, b in ranges])
+        return gap_quantile(g0s, ds, ks, seq.extra_gaps)
+
+    # ----------------------------------------------------------------- observation
+    def _sample(self, now: float) -> None:
+        self.last_sample_s = now
+        tokens = self.kv_sum + sum(s.prefilled for s in self.prefilling.values())
+        batch_tokens = self.n_dec + sum(c for _, c in self.chunks)
+        self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
+                             len(self.swapped), batch_tokens))
+
+    def sample(self, now: float) -> None:
+        """Record a time-series row now (used at the end of the run)."""
+        self._sample(now)

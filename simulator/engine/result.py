@@ -1,0 +1,147 @@
+"""`run`: the engine's Python API, and the `Result` it returns (frames, summary, writer)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simulator import __version__
+from simulator.engine.cluster import Cluster, TimerFactory, simulate
+from simulator.engine.config import EngineConfig
+from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
+from simulator.engine.timer import StepTimer
+from simulator.units import HOUR_S
+from workloads.request import Request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """What a run produced: per-request and per-replica frames, summary metrics, provenance."""
+
+    config: EngineConfig
+    seed: int
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    summary: dict[str, Any]
+
+    def write(self, directory: str | Path) -> Path:
+        """Write ``requests``, ``timeseries`` (Parquet if pyarrow imports, else CSV), ``summary.json``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            import pyarrow  # noqa: F401
+
+            self.requests.to_parquet(out / "requests.parquet", index=False)
+            self.timeseries.to_parquet(out / "timeseries.parquet", index=False)
+        except ImportError:
+            self.requests.to_csv(out / "requests.csv", index=False)
+            self.timeseries.to_csv(out / "timeseries.csv", index=False)
+        doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(),
+               "summary": self.summary}
+        (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n")
+        return out
+
+
+def _jsonable(x: object) -> object:
+    if isinstance(x, np.generic):
+        return x.item()
+    return str(x)
+
+
+def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
+        timer: StepTimer | TimerFactory | None = None,
+        progress: Callable[[float], None] | None = None,
+        total_requests: int | None = None) -> Result:
+    """Simulate `requests` (in arrival order, streamed) on the cluster of `config`.
+
+    Parameters
+    ----------
+    timer : StepTimer or factory ``(node, model, tp) -> StepTimer``, optional
+        Prices each iteration; default `cluster.roofline_timer` per pool.
+    progress : callable, optional
+        Called with the fraction of requests done (needs ``len(requests)`` or `total_requests`).
+    """
+    cluster, end_s, events = simulate(config, requests, np.random.SeedSequence(seed), timer=timer,
+                                      progress=progress, total_requests=total_requests)
+    req = records_to_frame(cluster.records, RequestRecord).sort_values("request_id", kind="stable")
+    req = req.reset_index(drop=True)
+    ts = records_to_frame(cluster.samples, SampleRecord)
+    return Result(config=config, seed=seed, requests=req, timeseries=ts,
+                  summary=summarize(config, cluster, req, ts, end_s, events))
+
+
+def _pct(s: pd.Series, q: float) -> float:
+    s = s.dropna()
+    return float(np.percentile(s, q)) if len(s) else math.nan
+
+
+def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.DataFrame,
+              end_s: float, events: int) -> dict[str, Any]:
+    """Cluster totals: latency percentiles, throughput, goodput, concurrency, KV use, GPU time, cost.
+
+    Goodput counts completed requests with ``ttft ≤ slo_ttft_s`` and mean TPOT ``≤ slo_tpot_s``
+    (single-token outputs have no TPOT and pass on TTFT). Fragmentation is
+    ``(block_tokens · blocks used − tokens held) / (block_tokens · blocks used)``, time-weighted.
+    """
+    done = req[req.outcome == "completed"]
+    start_s = float(req.arrival_s.min()) if len(req) else 0.0
+    span = max(end_s - start_s, 1e-12)
+    good = done[(done.ttft_s <= config.slo_ttft_s) & ~(done.tpot_mean_s > config.slo_tpot_s)]
+    # concurrency: sweep over [admit, end) of completed requests
+    starts = np.sort(done.admit_s.to_numpy())
+    ends = np.sort(done.end_s.to_numpy())
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    order = np.lexsort((steps, times))  # ends before starts at equal times
+    running = np.cumsum(steps[order]) if len(order) else np.zeros(1)
+    gpus = sum(n * node.gpus for node, n in cluster.nodes)
+    usd_per_s = sum(n * node.usd_per_hour for node, n in cluster.nodes) / HOUR_S
+    total_blocks = sum(r.total_blocks for r in cluster.replicas)
+    kv_util = frag = math.nan
+    if len(ts) > 1:
+        t = ts.sort_values(["replica", "time_s"])
+        dt = t.groupby("replica").time_s.diff().shift(-1).fillna(0.0).to_numpy()
+        used = t.kv_blocks_used.to_numpy()
+        blocks_per_replica = total_blocks / len(cluster.replicas)
+        if dt.sum() > 0:
+            kv_util = float((used * dt).sum() / (dt.sum() * blocks_per_replica))
+            held = used * config.block_tokens
+            w = held * dt
+            frag = float(((held - t.kv_tokens.to_numpy()) * dt).sum() / w.sum()) if w.sum() > 0 else 0.0
+    out_tokens = int(done.output_tokens.sum())
+    cost = usd_per_s * span
+    summary: dict[str, Any] = {
+        "requests": len(req),
+        "completed": len(done),
+        "rejected": int((req.outcome == "rejected").sum()),
+        "timed_out": int((req.outcome == "timed_out").sum()),
+        "replicas": len(cluster.replicas),
+        "kv_blocks_per_replica": cluster.replicas[0].total_blocks if cluster.replicas else 0,
+        "makespan_s": span,
+        "output_tokens_per_s": out_tokens / span,
+        "tokens_per_s": (out_tokens + int(done.prompt_tokens.sum())) / span,
+        "goodput_requests_per_s": len(good) / span,
+        "goodput_fraction": len(good) / len(req) if len(req) else math.nan,
+        "max_concurrency": int(running.max()) if len(order) else 0,
+        "mean_concurrency": float((done.end_s - done.admit_s).sum() / span),
+        "mean_in_system": float((done.end_s - done.arrival_s).sum() / span),
+        "kv_utilization": kv_util,
+        "kv_fragmentation": frag,
+        "gpu_seconds": gpus * span,
+        "cost_usd": cost,
+        "usd_per_million_output_tokens": cost / out_tokens * 1e6 if out_tokens else math.nan,
+        "events": events,
+        "events_per_request": events / len(req) if len(req) else math.nan,
+    }
+    cols = (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e"))
+    for col, name in cols:
+        for q in (50, 90, 99):
+            summary[f"{name}_p{q}_s"] = _pct(done[col], q)
+    return summary

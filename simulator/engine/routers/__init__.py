@@ -1,0 +1,86 @@
+"""Routers: which replica an arriving request goes to (registry by name).
+
+A router is a frozen dataclass of parameters with a ``name``; `bind` makes the per-run policy
+(round-robin keeps a cursor). Ties are broken uniformly at random with the run's generator,
+never toward the lowest index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+
+from simulator.errors import ConfigError
+from workloads.request import Request
+
+
+class ReplicaView(Protocol):
+    """What a router may read of a replica (at the current time, also in the middle of a jump)."""
+
+    total_blocks: int
+
+    @property
+    def cache(self) -> Any: ...
+
+    def outstanding_at(self, now: float) -> int:
+        """Prefill and output tokens still to compute."""
+        ...
+
+    def used_at(self, now: float) -> int:
+        """KV blocks in use."""
+        ...
+
+
+class RoutePolicy(Protocol):
+    """A bound router: picks a replica index for each request."""
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int: ...
+
+
+class Router(Protocol):
+    """A router's parameters; `bind` makes the per-run policy."""
+
+    name: ClassVar[str]
+
+    def bind(self, rng: np.random.Generator) -> RoutePolicy: ...
+
+
+def pick_min(values: Sequence[float], rng: np.random.Generator) -> int:
+    """Index of the smallest value; a uniformly random one among ties."""
+    best = min(values)
+    ties = [i for i, v in enumerate(values) if v == best]
+    return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
+
+
+_REGISTRY: dict[str, type] = {}
+R = TypeVar("R", bound=type)
+
+
+def register_router(cls: R) -> R:
+    """Class decorator: register a router under its ``name``; a second registration raises."""
+    name = cls.name  # type: ignore[attr-defined]
+    if name in _REGISTRY:
+        raise ConfigError(f"router {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def router_names() -> list[str]:
+    """Registered router names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def make_router(name: str, **params: object) -> Router:
+    """Instantiate the router `name` with `params`; unknown names list the valid ones."""
+    if name not in _REGISTRY:
+        raise ConfigError(f"router: 'name' must be one of {router_names()} (got {name!r})")
+    router: Router = _REGISTRY[name](**params)
+    return router
+
+
+from simulator.engine.routers.basic import LeastKV, LeastTokens, PrefixAffinity, RoundRobin  # noqa: E402
+
+__all__ = ["LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin", "RoutePolicy", "Router",
+           "make_router", "pick_min", "register_router", "router_names"]

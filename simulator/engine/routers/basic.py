@@ -1,0 +1,112 @@
+"""The shipped routers: round-robin, least outstanding tokens, least KV used, prefix affinity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from simulator.engine.routers import ReplicaView, pick_min, register_router
+from simulator.errors import must
+from workloads.request import Request
+
+
+@dataclass(slots=True)
+class _RoundRobin:
+    rng: np.random.Generator
+    cursor: int = -1
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        if self.cursor < 0:  # start at a random replica, not at 0
+            self.cursor = int(self.rng.integers(len(replicas)))
+        i = self.cursor % len(replicas)
+        self.cursor = i + 1
+        return i
+
+
+@register_router
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundRobin:
+    """Replicas in turn, from a random start."""
+
+    name: ClassVar[str] = "round-robin"
+
+    def bind(self, rng: np.random.Generator) -> _RoundRobin:
+        return _RoundRobin(rng)
+
+
+@dataclass(slots=True)
+class _LeastTokens:
+    rng: np.random.Generator
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
+
+
+@register_router
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeastTokens:
+    """Fewest outstanding tokens (prefill still to do + output still to generate)."""
+
+    name: ClassVar[str] = "least-tokens"
+
+    def bind(self, rng: np.random.Generator) -> _LeastTokens:
+        return _LeastTokens(rng)
+
+
+@dataclass(slots=True)
+class _LeastKV:
+    rng: np.random.Generator
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        return pick_min([r.used_at(now) / r.total_blocks for r in replicas], self.rng)
+
+
+@register_router
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeastKV:
+    """Smallest fraction of KV blocks in use."""
+
+    name: ClassVar[str] = "least-kv"
+
+    def bind(self, rng: np.random.Generator) -> _LeastKV:
+        return _LeastKV(rng)
+
+
+@dataclass(slots=True)
+class _PrefixAffinity:
+    rng: np.random.Generator
+    max_imbalance_tokens: int
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        loads = [r.outstanding_at(now) for r in replicas]
+        hits = [r.cache.match(request) for r in replicas]
+        best = max(hits)
+        if best > 0:
+            cands = [i for i, h in enumerate(hits) if h == best]
+            i = cands[pick_min([loads[c] for c in cands], self.rng)]
+            if loads[i] - min(loads) <= self.max_imbalance_tokens:
+                return i
+        return pick_min(loads, self.rng)
+
+
+@register_router
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixAffinity:
+    """The replica holding the longest cached prefix (per its cache strategy's ``match``).
+
+    Falls back to least outstanding tokens when no replica holds a prefix, or when the best one
+    carries more than ``max_imbalance_tokens`` above the least loaded (it is overloaded).
+    """
+
+    name: ClassVar[str] = "prefix-affinity"
+    max_imbalance_tokens: int = 65536
+
+    def __post_init__(self) -> None:
+        must(self.max_imbalance_tokens >= 0, "PrefixAffinity", "max_imbalance_tokens", ">= 0",
+             self.max_imbalance_tokens)
+
+    def bind(self, rng: np.random.Generator) -> _PrefixAffinity:
+        return _PrefixAffinity(rng, self.max_imbalance_tokens)

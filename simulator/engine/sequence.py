@@ -1,0 +1,58 @@
+"""A request in flight on a replica. Plain ``__slots__`` object: no per-token state.
+
+While decoding, a sequence's token counts are lazy: with the replica's step counter ``S``,
+``generated = gen0 + (S - base)`` and ``kv_tokens = kv0 + (S - base)``, so a jump of k steps
+touches no sequence. ``kv_tokens = target + generated_since_prefill``: after a prefill of
+``target`` tokens the cache holds them, and each decode step stores one more token's KV.
+"""
+
+from __future__ import annotations
+
+import math
+
+from workloads.request import Request
+
+WAITING, RUNNING, SWAPPED, DONE = 0, 1, 2, 3
+
+
+class Seq:
+    """Scheduler state of one request on one replica."""
+
+    __slots__ = (
+        "admit_s", "base", "blocks", "deadline_s", "extra_gaps", "first_s", "gen0", "hit_tokens",
+        "key", "kv0", "last_tok_s", "preemptions", "prefilled", "ranges", "rejoin_from_s",
+        "replica", "request", "seg_start", "state", "target",
+    )
+
+    def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
+        self.request = request
+        self.key = key  # run-unique id, also the heap tie-break
+        self.replica = replica
+        self.state = WAITING
+        self.target = request.prompt_tokens  # tokens the next prefill must have in cache
+        self.prefilled = 0
+        self.hit_tokens = 0
+        self.blocks = 0  # private blocks, while prefilling or swapped
+        self.gen0 = 0
+        self.kv0 = 0
+        self.base = 0
+        self.admit_s = math.nan
+        self.first_s = math.nan
+        self.last_tok_s = math.nan
+        self.rejoin_from_s = math.nan
+        self.deadline_s = request.arrival_s + timeout_s
+        self.preemptions = 0
+        self.seg_start = 0
+        self.ranges: list[tuple[int, int]] = []  # step-log segment ranges spent decoding
+        self.extra_gaps: list[float] = []  # gaps across preemptions
+
+    def generated(self, step: int) -> int:
+        """Output tokens so far, at replica step counter `step` (valid while decoding)."""
+        return self.gen0 + (step - self.base)
+
+    def kv_tokens(self, step: int) -> int:
+        """Tokens whose KV is cached, at replica step counter `step` (valid while decoding)."""
+        return self.kv0 + (step - self.base)
+
+    def __repr__(self) -> str:
+        return f"Seq(request={self.request.id}, replica={self.replica}, state={self.state})"

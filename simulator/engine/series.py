@@ -1,0 +1,97 @@
+"""Closed forms for a stable decode batch: an arithmetic series of step times.
+
+Step ``i`` (0-based) of a stable batch of ``n`` sequences attending ``C`` tokens costs
+``g_i = g0 + d·i`` with ``g0 = a + b·C`` and ``d = b·n`` (each step adds ``n`` tokens of
+context), so k steps take
+
+    T(k) = Σ_{i<k} (g0 + d·i) = k·g0 + d·k(k−1)/2.
+
+Inverting: the whole steps finished within ``e`` seconds are the largest ``j`` with
+``T(j) ≤ e``, ``j = floor((−(g0 − d/2) + sqrt((g0 − d/2)² + 2·d·e)) / d)`` (``e / g0`` when
+``d = 0``), corrected by ±1 against float rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def series_s(g0: float, d: float, k: int) -> float:
+    """``T(k) = k·g0 + d·k(k−1)/2``: seconds of k steps."""
+    return k * g0 + d * (k * (k - 1) // 2)
+
+
+def steps_within(g0: float, d: float, e: float) -> int:
+    """Largest ``j ≥ 0`` with ``T(j) ≤ e`` (``g0 > 0``, ``d ≥ 0``)."""
+    if e < g0:
+        return 0
+    if d <= 0:
+        j = int(e // g0)
+    else:
+        h = g0 - d / 2
+        j = int((-h + math.sqrt(h * h + 2 * d * e)) / d)
+    while j > 0 and series_s(g0, d, j) > e:
+        j -= 1
+    while series_s(g0, d, j + 1) <= e:
+        j += 1
+    return j
+
+
+def steps_to_reach(g0: float, d: float, e: float) -> int:
+    """Smallest ``j ≥ 1`` with ``T(j) ≥ e``."""
+    j = max(1, steps_within(g0, d, e))
+    while j > 1 and series_s(g0, d, j - 1) >= e:
+        j -= 1
+    while series_s(g0, d, j) < e:
+        j += 1
+    return j
+
+
+def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -> int:
+    """New blocks ``Σ_seqs ceil((kv + j)/B) − ceil(kv/B)`` that j decode steps need.
+
+    ``hist[p]`` counts sequences with ``(kv − S) mod B = p`` and ``shift = S``; a sequence at
+    phase ``r = kv mod B`` needs ``floor((r + j − 1)/B) + [r = 0]`` new blocks in j ≥ 1 steps.
+    """
+    if j <= 0:
+        return 0
+    b = block_tokens
+    total = 0
+    for p, count in enumerate(hist):
+        if count:
+            r = (p + shift) % b
+            total += count * ((r + j - 1) // b + (r == 0))
+    return total
+
+
+def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequence[float],
+                 q: float = 0.99) -> float:
+    """Quantile `q` (numpy's linear rule) of the union of arithmetic series and `extra` values.
+
+    Series ``s`` holds ``g0s[s] + ds[s]·i`` for ``i < ks[s]`` (``ds ≥ 0``). With N values the
+    quantile interpolates the ascending values ``x[lo]`` and ``x[lo+1]``, ``lo = floor(q(N−1))``,
+    which are among the ``m = N − lo`` largest; each series offers only its top ``min(k, m)``, so
+    the cost is ``O(series · m)``, independent of N for the p99 of a few thousand tokens.
+    """
+    n_total = int(ks.sum()) + len(extra)
+    if n_total == 0:
+        return math.nan
+    pos = q * (n_total - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    m = n_total - lo
+    take = np.minimum(ks, m)
+    tot = int(take.sum())
+    seg = np.repeat(np.arange(len(ks)), take)
+    offs = np.arange(tot) - np.repeat(np.cumsum(take) - take, take)
+    vals = g0s[seg] + ds[seg] * (ks[seg] - 1 - offs)
+    if len(extra):
+        vals = np.concatenate([vals, np.asarray(extra, dtype=float)])
+    top = np.partition(vals, len(vals) - m)[len(vals) - m:]
+    top.sort()
+    x_lo = float(top[0])
+    x_hi = float(top[1]) if m >= 2 else x_lo
+    return x_lo + frac * (x_hi - x_lo)

@@ -1,0 +1,93 @@
+"""Registries, the cache-strategy contract over every registered strategy, router behaviour."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from simulator.engine.caches import make_strategy, register_strategy, strategy_names
+from simulator.engine.routers import make_router, pick_min, register_router, router_names
+from simulator.engine.sequence import Seq
+from simulator.errors import ConfigError
+from workloads.request import Request
+
+REQ = Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=10, segments=((1, 60), (2, 40)))
+
+
+def test_registries_reject_duplicates_and_list_names() -> None:
+    assert "full" in strategy_names()
+    assert {"round-robin", "least-tokens", "least-kv", "prefix-affinity"} <= set(router_names())
+    with pytest.raises(ConfigError, match=r"'name' must be one of \['full'"):
+        make_strategy("nope")
+    with pytest.raises(ConfigError, match="least-kv"):
+        make_router("nope")
+
+    @dataclass(frozen=True)
+    class Dup:
+        name: ClassVar[str] = "full"
+
+    with pytest.raises(ConfigError, match="already registered"):
+        register_strategy(Dup)
+    Dup.name = "round-robin"
+    with pytest.raises(ConfigError, match="already registered"):
+        register_router(Dup)
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_cache_strategy_contract(name: str) -> None:
+    """Every strategy: paged blocks_for, block-aligned hits within the cap, kept ≤ given, evict ≤ asked."""
+    block_tokens = 16
+    state = make_strategy(name).bind(block_tokens, 1000)
+    for t in (1, 15, 16, 17, 1000):
+        assert state.blocks_for(t) == -(-t // block_tokens)
+    seq = Seq(REQ, 0, 0, float("inf"))
+    assert 0 <= state.match(REQ) <= REQ.prompt_tokens
+    hit = state.on_admit(seq, 96)
+    assert 0 <= hit <= 96 and hit % block_tokens == 0
+    blocks = state.blocks_for(110) - hit // block_tokens
+    kept = state.on_finish(seq, 110, blocks)
+    assert 0 <= kept <= blocks
+    ev = state.evictable_blocks()
+    assert 0 <= ev <= kept + hit // block_tokens
+    assert 0 <= state.evict(ev + 5) <= ev
+
+
+class _Rep:
+    def __init__(self, load: int, used: int, hit: int = 0) -> None:
+        self.load, self.used, self.total_blocks, self.hit = load, used, 100, hit
+        self.cache = self
+
+    def outstanding_at(self, now: float) -> int:
+        return self.load
+
+    def used_at(self, now: float) -> int:
+        return self.used
+
+    def match(self, request: Request) -> int:
+        return self.hit
+
+
+def test_ties_are_broken_fairly() -> None:
+    rng = np.random.default_rng(0)
+    counts = Counter(pick_min([3, 1, 1, 1], rng) for _ in range(3000))
+    assert set(counts) == {1, 2, 3}
+    assert min(counts.values()) > 900
+    policy = make_router("least-tokens").bind(np.random.default_rng(1))
+    reps = [_Rep(5, 0), _Rep(5, 0)]
+    assert len({policy.choose(REQ, reps, 0.0) for _ in range(50)}) == 2
+
+
+def test_routers_pick_as_named() -> None:
+    rng = np.random.default_rng(0)
+    reps = [_Rep(50, 10), _Rep(10, 90), _Rep(30, 50, hit=64)]
+    assert make_router("least-tokens").bind(rng).choose(REQ, reps, 0.0) == 1
+    assert make_router("least-kv").bind(rng).choose(REQ, reps, 0.0) == 0
+    assert make_router("prefix-affinity").bind(rng).choose(REQ, reps, 0.0) == 2
+    assert make_router("prefix-affinity", max_imbalance_tokens=5).bind(rng).choose(REQ, reps, 0.0) == 1
+    rr = make_router("round-robin").bind(rng)
+    picks = [rr.choose(REQ, reps, 0.0) for _ in range(6)]
+    assert sorted(picks) == [0, 0, 1, 1, 2, 2] and picks[:3] == picks[3:]

@@ -1,0 +1,49 @@
+"""Closed forms of the decode jump against brute force."""
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.engine.series import blocks_crossed, gap_quantile, series_s, steps_to_reach, steps_within
+
+
+def test_series_hand_worked() -> None:
+    # 3 steps of 20 ms + 1 ms growth each: 20 + 21 + 22 = 63 ms
+    assert math.isclose(series_s(0.020, 0.001, 3), 0.063)
+    assert steps_within(0.020, 0.001, 0.063) == 3
+    assert steps_within(0.020, 0.001, 0.0629) == 2
+    assert steps_to_reach(0.020, 0.001, 0.0411) == 3
+    assert steps_within(0.02, 0.0, 0.019) == 0
+
+
+@given(st.floats(1e-4, 1.0), st.floats(0, 1e-2), st.floats(0, 50.0))
+def test_steps_within_is_largest(g0: float, d: float, e: float) -> None:
+    j = steps_within(g0, d, e)
+    assert series_s(g0, d, j) <= e < series_s(g0, d, j + 1)
+    r = steps_to_reach(g0, d, e)
+    assert r >= 1 and series_s(g0, d, r) >= e
+    assert r == 1 or series_s(g0, d, r - 1) < e
+
+
+@given(st.lists(st.integers(0, 500), min_size=1, max_size=20), st.integers(0, 1000), st.integers(1, 300),
+       st.sampled_from([1, 4, 16]))
+def test_blocks_crossed_matches_brute_force(kvs: list[int], step: int, j: int, b: int) -> None:
+    hist = [0] * b
+    for kv in kvs:
+        hist[(kv - step) % b] += 1
+    brute = sum(-(-(kv + j) // b) - (-(-kv // b)) for kv in kvs)
+    assert blocks_crossed(hist, step, b, j) == brute
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 400)),
+                min_size=1, max_size=8),
+       st.lists(st.floats(0.01, 5.0), max_size=3))
+def test_gap_quantile_matches_numpy(segs: list[tuple[float, float, int]], extra: list[float]) -> None:
+    g0s = np.array([s[0] for s in segs])
+    ds = np.array([s[1] for s in segs])
+    ks = np.array([s[2] for s in segs], dtype=np.int64)
+    every = np.concatenate([g + d * np.arange(k) for g, d, k in segs] + [np.array(extra)])
+    assert math.isclose(gap_quantile(g0s, ds, ks, extra), float(np.percentile(every, 99)), rel_tol=1e-9)
