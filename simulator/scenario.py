@@ -1,0 +1,224 @@
+"""Scenario files: one TOML file -> a validated, frozen `Scenario`.
+
+A scenario names the model, the hardware (one or more node kinds to compare, a node count
+and tensor parallelism), the KV layout and cache strategy, the scheduler and router, the
+workload (a generator table or a trace path), the SLOs, the price profile and the seed::
+
+    name = "chat-4k-h100"
+    seed = 0
+    [model]      name = "Llama-3.1-70B"            # or config = "path/to/config.json"
+    [cluster]    hardware = ["8xH100"]  nodes = 1  tp = 8
+    [cache]      layout = "native"  strategy = "full"
+    [scheduler]  max_num_seqs = 256                 # SchedulerConfig fields
+    [router]     name = "least-tokens"
+    [workload]   duration_s = 600  rate_scale = 1.0  [workload.spec] name = "chat-4k" ...
+    [slo]        ttft_p99_s = 2.0  tpot_p99_s = 0.1
+    [billing]    profile = "anthropic"  ttls = ["5m", "1h"]
+
+Every error names the file, the key path, the value and the rule, in one line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hardware.catalog import NodeSpec, load_catalog
+from simulator.capacity import kv_budget
+from simulator.config import build
+from simulator.engine.config import EngineConfig, SchedulerConfig
+from simulator.errors import ConfigError, DoesNotFitError, must
+from simulator.kv import parse_layout
+from simulator.models import ModelSpec, get_model
+from workloads import Workload, load_workload
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSection:
+    name: str = "Llama-3.1-70B"
+    config: str = ""  # path to a Hugging Face config.json, relative to the scenario file
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSection:
+    hardware: tuple[str, ...] = ("8xH100",)  # node kinds to compare, each a separate fleet
+    nodes: int = 1
+    tp: int = 8
+    memory_utilization: float = 0.9
+    block_tokens: int = 16
+    catalog: str = ""  # extra hardware TOML, relative to the scenario file
+
+    def __post_init__(self) -> None:
+        must(len(self.hardware) >= 1, "cluster", "hardware", "a non-empty list", self.hardware)
+        must(self.nodes >= 1, "cluster", "nodes", ">= 1", self.nodes)
+        must(self.tp >= 1, "cluster", "tp", ">= 1", self.tp)
+        must(0 < self.memory_utilization <= 1, "cluster", "memory_utilization", "in (0, 1]",
+             self.memory_utilization)
+        must(self.block_tokens >= 1, "cluster", "block_tokens", ">= 1", self.block_tokens)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheSection:
+    layout: str = "native"
+    strategy: str = "full"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterSection:
+    name: str = "least-tokens"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadSection:
+    spec: dict[str, Any] = field(default_factory=lambda: {"name": "chat-4k"})  # generator table
+    trace: str = ""  # a trace file instead of `spec`, relative to the scenario file
+    duration_s: float = 600.0
+    rate_scale: float = 1.0
+    start_s: float = 0.0
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        must(self.duration_s > 0, "workload", "duration_s", "> 0", self.duration_s)
+        must(self.rate_scale > 0, "workload", "rate_scale", "> 0", self.rate_scale)
+        must(self.time_scale > 0, "workload", "time_scale", "> 0", self.time_scale)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SLOSection:
+    ttft_p99_s: float = 2.0
+    tpot_p99_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        must(self.ttft_p99_s > 0, "slo", "ttft_p99_s", "> 0", self.ttft_p99_s)
+        must(self.tpot_p99_s > 0, "slo", "tpot_p99_s", "> 0", self.tpot_p99_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BillingSection:
+    profile: str = "anthropic"
+    tier: str = ""
+    ttls: tuple[str, ...] = ("5m", "1h")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A whole study, validated. ``path`` is where it was read from (relative paths resolve there)."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    model: ModelSection = field(default_factory=ModelSection)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
+    cache: CacheSection = field(default_factory=CacheSection)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    router: RouterSection = field(default_factory=RouterSection)
+    workload: WorkloadSection = field(default_factory=WorkloadSection)
+    slo: SLOSection = field(default_factory=SLOSection)
+    billing: BillingSection = field(default_factory=BillingSection)
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        must(self.seed >= 0, "scenario", "seed", ">= 0", self.seed)
+
+    # --- resolution -------------------------------------------------------------------------
+    def _resolve(self, rel: str) -> Path:
+        p = Path(rel)
+        return p if p.is_absolute() or not self.path else Path(self.path).parent / p
+
+    @property
+    def where(self) -> str:
+        return self.path or f"scenario {self.name!r}"
+
+    def model_spec(self) -> ModelSpec:
+        if self.model.config:
+            return get_model(str(self._resolve(self.model.config)))
+        return get_model(self.model.name)
+
+    def nodes(self) -> list[NodeSpec]:
+        catalog = load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+        return [catalog.node(h) for h in self.cluster.hardware]
+
+    def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
+        """The engine configuration for one node kind (the first one by default)."""
+        node = hardware if isinstance(hardware, NodeSpec) else (
+            self.nodes()[0] if hardware is None else
+            next(n for n in self.nodes() if n.key.lower() == str(hardware).lower()))
+        return EngineConfig(
+            model=self.model_spec(), node=node, n_nodes=n_nodes or self.cluster.nodes, tp=self.cluster.tp,
+            layout=parse_layout(self.cache.layout), block_tokens=self.cluster.block_tokens,
+            memory_utilization=self.cluster.memory_utilization, scheduler=self.scheduler,
+            router=self.router.name, router_params=self.router.params, cache=self.cache.strategy,
+            cache_params=self.cache.params, slo_ttft_s=self.slo.ttft_p99_s, slo_tpot_s=self.slo.tpot_p99_s,
+        )
+
+    def load_workload(self, seed: int | None = None, rate_scale: float = 1.0) -> Workload:
+        """The scenario's workload (generated with `seed`, default the scenario's)."""
+        w = self.workload
+        spec: Any = str(self._resolve(w.trace)) if w.trace else dict(w.spec)
+        try:
+            return load_workload(spec, seed=self.seed if seed is None else seed, duration_s=w.duration_s,
+                                 rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale)
+        except ConfigError as exc:
+            raise ConfigError(f"{self.where}: [workload] {exc}") from None
+
+    def validate(self) -> None:
+        """Cross-field rules: tp divides the node's GPUs, the model fits every node kind."""
+        model = self.model_spec()
+        for node in self.nodes():
+            if node.gpus % self.cluster.tp:
+                raise ConfigError(f"{self.where}: cluster.tp must divide the {node.gpus} GPUs of {node.key} "
+                                  f"(got {self.cluster.tp})")
+            try:
+                kv_budget(node, model, self.cluster.tp, self.cluster.memory_utilization)
+            except DoesNotFitError as exc:
+                raise ConfigError(f"{self.where}: {exc}") from None
+        parse_layout(self.cache.layout)
+
+    def check_context(self, workload: Workload) -> None:
+        """Rule: every request's prompt + output fits the model's context window."""
+        model = self.model_spec()
+        longest = max((r.prompt_tokens + r.output_tokens for r in workload), default=0)
+        if longest > model.max_context_tokens:
+            raise ConfigError(
+                f"{self.where}: workload requests must fit {model.key}'s context of "
+                f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
+
+
+def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
+    """A `Scenario` from a parsed table; `where` (the file) prefixes every error."""
+    try:
+        scenario = build(Scenario, {**data, "path": where}, where)
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    try:
+        scenario.validate()
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    return scenario
+
+
+def load_scenario(path: str | Path | None = None, **overrides: Any) -> Scenario:
+    """Read and validate a scenario file (default: ``scenarios/default.toml``)."""
+    p = Path(path) if path else DEFAULT_SCENARIO
+    if not p.is_file() and not p.suffix and (SCENARIO_DIR / f"{p}.toml").is_file():
+        p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        shipped = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
+        raise ConfigError(f"{p}: scenario file not found (shipped: {shipped})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    scenario = parse_scenario(data, str(p))
+    return replace(scenario, **overrides) if overrides else scenario
