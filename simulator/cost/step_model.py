@@ -185,6 +185,21 @@ class StepModel:
         kv = sequence_bytes(self.model, self.layout, int(context_tokens + new_tokens)) / shards
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
+    def attention_layer_s(self, prefill_chunks: Iterable[tuple[float, float]] = (), decode_batch: int = 0,
+                          decode_context_tokens: float = 0.0, query_tokens: int = 1) -> float:
+        """Seconds of ONE layer's attention kernel (for kernel-level calibration rows);
+        `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
+        p, n_l = self.params, self.model.n_layers
+        flops = bytes_ = 0.0
+        for n, c in prefill_chunks:
+            f, b = self.prefill_attention(n, c)
+            flops, bytes_ = flops + f / n_l, bytes_ + b / n_l
+        if decode_batch:
+            kv = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) / n_l
+            flops, bytes_ = flops + kv * self._dec_flops_per_byte * query_tokens, bytes_ + kv
+        t, _ = roofline_s(flops, bytes_, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff)
+        return t + p.attn_latency_s
+
     # ---- hot path -------------------------------------------------------------------------
     def decode_coefficients(self, batch: int) -> tuple[float, float]:
         """``(a_s, b_s_per_token)`` with ``decode_step_s(batch, C) = a_s + b_s_per_token · C``.
