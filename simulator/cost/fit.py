@@ -20,6 +20,7 @@ from simulator.errors import ConfigError
 EFF_FLOOR = 1e-3
 MAX_LATENCY_S = 0.1
 _US = 1e-6
+ROBUST_SCALE = 0.1  # soft_l1 loss: log-residuals beyond ~10% count linearly, not squared
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,10 +46,11 @@ def _scale(name: str) -> float:
 
 
 def fit_params(base: CostParams, free: tuple[str, ...], model: Callable[[CostParams], np.ndarray],
-               measured_s: np.ndarray) -> FitResult:
+               measured_s: np.ndarray, loss: str = "linear") -> FitResult:
     """Fit the `free` fields of `base` so that ``model(params)`` matches `measured_s`.
 
-    Raises `ConfigError` when there are fewer points than free parameters, a name is not a
+    ``loss="soft_l1"`` makes the fit robust to rows the roofline cannot describe (large
+    kernel tables); the default is plain least squares. Raises `ConfigError` when there are fewer points than free parameters, a name is not a
     parameter, or a measured time is not positive.
     """
     unknown = [f for f in free if f not in FITTABLE]
@@ -70,7 +72,7 @@ def fit_params(base: CostParams, free: tuple[str, ...], model: Callable[[CostPar
     lo = [EFF_FLOOR if f in EFFICIENCIES else 0.0 for f in free]
     hi = [1.0 if f in EFFICIENCIES else MAX_LATENCY_S / _US for f in free]
     x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
-    sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0)
+    sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=ROBUST_SCALE)
     fitted = params_of(sol.x)
     return FitResult(params=fitted, free=free, n_points=len(measured),
                      rel_errors=model(fitted) / measured - 1.0)
