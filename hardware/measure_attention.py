@@ -19,6 +19,7 @@ import argparse
 import csv
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (batch, prompt tokens)
@@ -57,17 +58,40 @@ def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
         q = torch.randn(b, h, s, d, device=dev, dtype=dt)
         k = torch.randn(b, kvh, s, d, device=dev, dtype=dt)
         v = torch.randn_like(k)
-        sec = _time_s(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                                            enable_gqa=True))
-        rows.append(dict(gpu=gpu, model=m.key, tp=1, phase="attention_prefill", batch=b, new_tokens=s, context=0,
-                         measured_s=sec, tokens_per_s="", source=f"hardware/measure_attention.py on {name}"))
+        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True))
+        rows.append(
+            dict(
+                gpu=gpu,
+                model=m.key,
+                tp=1,
+                phase="attention_prefill",
+                batch=b,
+                new_tokens=s,
+                context=0,
+                measured_s=sec,
+                tokens_per_s="",
+                source=f"hardware/measure_attention.py on {name}",
+            )
+        )
     for b, c in DECODE_SHAPES:
         q = torch.randn(b, h, 1, d, device=dev, dtype=dt)
         k = torch.randn(b, kvh, c, d, device=dev, dtype=dt)
         v = torch.randn_like(k)
-        sec = _time_s(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-        rows.append(dict(gpu=gpu, model=m.key, tp=1, phase="attention_decode", batch=b, new_tokens=1, context=c,
-                         measured_s=sec, tokens_per_s="", source=f"hardware/measure_attention.py on {name}"))
+        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, enable_gqa=True))
+        rows.append(
+            dict(
+                gpu=gpu,
+                model=m.key,
+                tp=1,
+                phase="attention_decode",
+                batch=b,
+                new_tokens=1,
+                context=c,
+                measured_s=sec,
+                tokens_per_s="",
+                source=f"hardware/measure_attention.py on {name}",
+            )
+        )
     return rows
 
 

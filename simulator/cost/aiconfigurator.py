@@ -60,9 +60,9 @@ def data_root() -> Path:
             pkg = __import__(mod)
         except ImportError:
             continue
-        for root in (Path(pkg.__file__).parent / "systems" / "data",):
-            if root.is_dir():
-                return root
+        root = Path(str(pkg.__file__)).parent / "systems" / "data"
+        if root.is_dir():
+            return root
     raise ConfigError("aiconfigurator is not installed; pip install 'kvsim[calibrate]' (aiconfigurator-core)")
 
 
@@ -74,7 +74,9 @@ def _table(root: Path, system: str, op: str, framework: str, filename: str) -> p
     base = root / system / op / framework
     if not base.is_dir():
         return None
-    for ver in sorted((d for d in base.iterdir() if d.is_dir()), key=lambda d: _version_key(d.name), reverse=True):
+    for ver in sorted(
+        (d for d in base.iterdir() if d.is_dir()), key=lambda d: _version_key(d.name), reverse=True
+    ):
         f = ver / filename
         if f.is_file():
             df = pd.read_parquet(f)
@@ -101,13 +103,18 @@ def _holdout(keys: pd.DataFrame) -> np.ndarray:
 
 
 def _rows(op: str, df: pd.DataFrame, shape: list[str], cols: dict[str, Any], peak: Any = None) -> KernelRows:
-    return KernelRows(op, {k: np.asarray(v, dtype=float) for k, v in cols.items()},
-                      df["latency"].to_numpy(float) * 1e-3, _holdout(df[shape]),
-                      None if peak is None else np.asarray(peak), df.attrs.get("path", ""))
+    return KernelRows(
+        op,
+        {k: np.asarray(v, dtype=float) for k, v in cols.items()},
+        df["latency"].to_numpy(float) * 1e-3,
+        _holdout(df[shape]),
+        None if peak is None else np.asarray(peak),
+        df.attrs.get("path", ""),
+    )
 
 
 def _min_over_kernels(df: pd.DataFrame, shape: list[str]) -> pd.DataFrame:
-    out = df.groupby(shape, as_index=False)["latency"].min()
+    out = pd.DataFrame(df.groupby(shape, as_index=False)["latency"].min())
     out.attrs = df.attrs
     return out
 
@@ -121,24 +128,40 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
         g = g.assign(gemm_dtype=g["gemm_dtype"].replace({"fp8_block": "fp8"}))
         g = _min_over_kernels(g[g["gemm_dtype"].isin(["bfloat16", "fp8"])], ["gemm_dtype", "m", "n", "k"])
         ib = np.where(g["gemm_dtype"] == "fp8", 1.0, 2.0)
-        out.append(_rows("gemm", g, ["gemm_dtype", "m", "n", "k"],
-                         {"m": g["m"], "n": g["n"], "k": g["k"], "in_bytes": ib},
-                         np.where(g["gemm_dtype"] == "fp8", "fp8", "bf16")))
+        out.append(
+            _rows(
+                "gemm",
+                g,
+                ["gemm_dtype", "m", "n", "k"],
+                {"m": g["m"], "n": g["n"], "k": g["k"], "in_bytes": ib},
+                np.where(g["gemm_dtype"] == "fp8", "fp8", "bf16"),
+            )
+        )
     shape = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
-    for op, fname in (("context_attention", "context_attention_perf.parquet"),
-                      ("generation_attention", "generation_attention_perf.parquet")):
+    for op, fname in (
+        ("context_attention", "context_attention_perf.parquet"),
+        ("generation_attention", "generation_attention_perf.parquet"),
+    ):
         a = _table(root, system, "attention", framework, fname)
         if a is None:
             continue
         a = a[(a["window_size"] == 0) & (a["attn_dtype"] == "bfloat16") & (a["beam_width"] == 1)]
         a = _min_over_kernels(a, shape)
         kvb = a["kv_cache_dtype"].map(KV_BYTES).to_numpy(float)
-        cols = {"b": a["batch_size"], "h": a["num_heads"], "kvh": a["num_key_value_heads"], "d": a["head_dim"],
-                "kv_bytes": kvb}
+        cols = {
+            "b": a["batch_size"],
+            "h": a["num_heads"],
+            "kvh": a["num_key_value_heads"],
+            "d": a["head_dim"],
+            "kv_bytes": kvb,
+        }
         cols |= {"s": a["isl"]} if op == "context_attention" else {"ctx": a["isl"] + a["step"]}
         out.append(_rows(op, a, shape, cols))
     mla_shape = ["batch_size", "isl", "num_heads", "kv_cache_dtype", "step"]
-    for op, fname in (("mla_context", "context_mla_perf.parquet"), ("mla_generation", "generation_mla_perf.parquet")):
+    for op, fname in (
+        ("mla_context", "context_mla_perf.parquet"),
+        ("mla_generation", "generation_mla_perf.parquet"),
+    ):
         m = _table(root, system, "mla", framework, fname)
         if m is None:
             m = _table(root, system, "mla", "trtllm", fname)  # vLLM ships module-level MLA tables only
@@ -148,18 +171,35 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
         kvb = m["kv_cache_dtype"].map(KV_BYTES).to_numpy(float)
         one = np.ones(len(m))
         if op == "mla_context":
-            cols = {"b": m["batch_size"], "s": m["isl"], "h": m["num_heads"], "d_qk": MLA_D_QK * one,
-                    "d_v": MLA_D_V * one}
+            cols = {
+                "b": m["batch_size"],
+                "s": m["isl"],
+                "h": m["num_heads"],
+                "d_qk": MLA_D_QK * one,
+                "d_v": MLA_D_V * one,
+            }
         else:
-            cols = {"b": m["batch_size"], "ctx": m["isl"] + m["step"], "h": m["num_heads"], "kv_bytes": kvb,
-                    "rank": MLA_RANK * one, "rope": MLA_ROPE * one}
+            cols = {
+                "b": m["batch_size"],
+                "ctx": m["isl"] + m["step"],
+                "h": m["num_heads"],
+                "kv_bytes": kvb,
+                "rank": MLA_RANK * one,
+                "rope": MLA_ROPE * one,
+            }
         out.append(_rows(op, m, mla_shape, cols))
     n = _table(root, system, "comm", "nccl", "nccl_perf.parquet")
     if n is not None and "all_reduce" in set(n["op_name"]):
         n = n[(n["op_name"] == "all_reduce") & (n["nccl_dtype"] == "half")]
         n = _min_over_kernels(n, ["num_gpus", "message_size"])
-        out.append(_rows("all_reduce", n, ["num_gpus", "message_size"],
-                         {"message_bytes": n["message_size"] * KV_BYTES["half"], "tp": n["num_gpus"]}))
+        out.append(
+            _rows(
+                "all_reduce",
+                n,
+                ["num_gpus", "message_size"],
+                {"message_bytes": n["message_size"] * KV_BYTES["half"], "tp": n["num_gpus"]},
+            )
+        )
     return out
 
 
@@ -191,8 +231,9 @@ GROUPS = {
 LATENCY = {"gemm": "gemm_latency_s", "attention_decode": "attn_latency_s", "comm": "collective_latency_s"}
 
 
-def fit_system(system: str, framework: str, base: CostParams,
-               root: Path | None = None) -> tuple[CostParams, list[dict[str, Any]]]:
+def fit_system(
+    system: str, framework: str, base: CostParams, root: Path | None = None
+) -> tuple[CostParams, list[dict[str, Any]]]:
     """Fit one GPU's parameters; returns them and one report row per op class."""
     gpu_key = SYSTEMS[system]
     rows = {r.op: r for r in load_rows(system, framework, root)}
@@ -206,14 +247,18 @@ def fit_system(system: str, framework: str, base: CostParams,
             continue
         if group in LATENCY:  # the fixed latency is the floor of the table (LATENCY_QUANTILE)
             floor = float(np.quantile(np.concatenate([r.measured_s for r in present]), LATENCY_QUANTILE))
-            params = replace(params, **{LATENCY[group]: floor})
+            latency: dict[str, Any] = {LATENCY[group]: floor}
+            params = replace(params, **latency)
         train = [(r, (r.holdout == 0) & (r.measured_s >= MIN_FIT_KERNEL_S)) for r in present]
 
         def model(p: CostParams, train: list[tuple[KernelRows, np.ndarray]] = train) -> np.ndarray:
-            return np.concatenate([_predict(r, gpu_key, p)[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)]
-                                   for r, m in train])
+            return np.concatenate(
+                [_predict(r, gpu_key, p)[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train]
+            )
 
-        measured = np.concatenate([r.measured_s[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train])
+        measured = np.concatenate(
+            [r.measured_s[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train]
+        )
         fits[group] = fit_params(params, free, model, measured, loss="soft_l1")
         params = fits[group].params
     report = []
@@ -221,16 +266,27 @@ def fit_system(system: str, framework: str, base: CostParams,
         err = np.abs(_predict(r, gpu_key, params) / r.measured_s - 1)
         long = r.measured_s >= MIN_FIT_KERNEL_S
         tr, ho = err[(r.holdout == 0) & long], err[(r.holdout != 0) & long]
-        report.append({"gpu": gpu_key, "op": op, "fitted": any(op in GROUPS[k][0] for k in fits),
-                       "train_rows": len(tr), "train_mape": _mean(tr), "holdout_rows": len(ho),
-                       "holdout_mape": _mean(ho), "holdout_p90": _q90(ho),
-                       "all_holdout_rows": int((r.holdout != 0).sum()), "all_holdout_mape": _mean(err[r.holdout != 0]),
-                       "table": r.path})
+        report.append(
+            {
+                "gpu": gpu_key,
+                "op": op,
+                "fitted": any(op in GROUPS[k][0] for k in fits),
+                "train_rows": len(tr),
+                "train_mape": _mean(tr),
+                "holdout_rows": len(ho),
+                "holdout_mape": _mean(ho),
+                "holdout_p90": _q90(ho),
+                "all_holdout_rows": int((r.holdout != 0).sum()),
+                "all_holdout_mape": _mean(err[r.holdout != 0]),
+                "table": r.path,
+            }
+        )
     return params, report
 
 
-def fit_all(framework: str, base: CostParams, gpus: list[str] | None = None,
-            root: Path | None = None) -> tuple[dict[str, CostParams], list[dict[str, Any]]]:
+def fit_all(
+    framework: str, base: CostParams, gpus: list[str] | None = None, root: Path | None = None
+) -> tuple[dict[str, CostParams], list[dict[str, Any]]]:
     """Fit every catalog GPU with tables (or those named in `gpus`, as system or catalog names)."""
     root = root or data_root()
     wanted = {s for s in SYSTEMS if not gpus or s in gpus or SYSTEMS[s].lower() in {g.lower() for g in gpus}}

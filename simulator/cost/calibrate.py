@@ -42,12 +42,29 @@ from simulator.kv import parse_layout
 from simulator.models import get_model
 
 PUBLISHED_FILE = Path(__file__).parent / "published.csv"
-REQUIRED = ("gpu", "model", "tp", "phase", "batch", "new_tokens", "context", "measured_s", "tokens_per_s", "source")
+REQUIRED = (
+    "gpu",
+    "model",
+    "tp",
+    "phase",
+    "batch",
+    "new_tokens",
+    "context",
+    "measured_s",
+    "tokens_per_s",
+    "source",
+)
 OPTIONAL = ("dtype", "layout", "output_tokens", "gpus", "split")
 PHASES = ("prefill", "decode", "attention_prefill", "attention_decode", "throughput")
 HOLDOUT_EVERY = 4
 # freed in this order while a GPU has training points for them
-DEFAULT_FREE = ("step_overhead_s", "attn_memory_eff", "gemm_memory_eff", "attn_compute_eff", "gemm_compute_eff")
+DEFAULT_FREE = (
+    "step_overhead_s",
+    "attn_memory_eff",
+    "gemm_memory_eff",
+    "attn_compute_eff",
+    "gemm_compute_eff",
+)
 
 
 def read_rows(path: Path) -> pd.DataFrame:
@@ -75,11 +92,14 @@ def read_rows(path: Path) -> pd.DataFrame:
         if has_s == has_tps:
             raise ConfigError(f"{where}: give exactly one of 'measured_s' and 'tokens_per_s'")
         if (r["phase"] == "throughput") != has_tps:
-            raise ConfigError(f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest")
+            raise ConfigError(
+                f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest"
+            )
         if pd.notna(r["split"]) and r["split"] not in ("train", "test"):
             raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {r['split']!r})")
     holdout = [
-        (r["split"] == "test") if pd.notna(r["split"])
+        (r["split"] == "test")
+        if pd.notna(r["split"])
         else zlib.crc32("|".join(str(r[c]) for c in REQUIRED[:7]).encode()) % HOLDOUT_EVERY == 0
         for _, r in df.iterrows()
     ]
@@ -128,11 +148,17 @@ class Calibration:
 
     def summary(self) -> pd.DataFrame:
         """MAPE and max |error| per GPU, for fitted and held-out rows."""
-        d = self.rows.assign(abs_err=self.rows["rel_error"].abs(), set=np.where(self.rows["holdout"], "held-out", "fit"))
-        return d.groupby(["gpu", "set"])["abs_err"].agg(mape="mean", max_error="max", rows="count").reset_index()
+        d = self.rows.assign(
+            abs_err=self.rows["rel_error"].abs(), set=np.where(self.rows["holdout"], "held-out", "fit")
+        )
+        return (
+            d.groupby(["gpu", "set"])["abs_err"].agg(mape="mean", max_error="max", rows="count").reset_index()
+        )
 
 
-def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None) -> Calibration:
+def calibrate(
+    df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None
+) -> Calibration:
     """Fit each GPU's parameters on its training rows (``holdout`` false).
 
     With `free` given, every GPU frees exactly those and `ConfigError` is raised when a GPU has

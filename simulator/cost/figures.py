@@ -26,8 +26,16 @@ def decode_mfu_table(sm: StepModel, batches: Sequence[int], contexts: Sequence[i
             if b > fit:
                 continue
             cost = sm.cost((), b, b * c)
-            rows.append({"batch": b, "context_tokens": c, "step_s": cost.total_s, "mfu": cost.mfu,
-                         "kv_share": cost.attention_s / cost.total_s, "bound": cost.bound})
+            rows.append(
+                {
+                    "batch": b,
+                    "context_tokens": c,
+                    "step_s": cost.total_s,
+                    "mfu": cost.mfu,
+                    "kv_share": cost.attention_s / cost.total_s,
+                    "bound": cost.bound,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -45,12 +46,19 @@ def _scale(name: str) -> float:
     return 1.0 if name in EFFICIENCIES else _US
 
 
-def fit_params(base: CostParams, free: tuple[str, ...], model: Callable[[CostParams], np.ndarray],
-               measured_s: np.ndarray, loss: str = "linear") -> FitResult:
+def fit_params(
+    base: CostParams,
+    free: tuple[str, ...],
+    model: Callable[[CostParams], np.ndarray],
+    measured_s: np.ndarray,
+    loss: str = "linear",
+) -> FitResult:
     """Fit the `free` fields of `base` so that ``model(params)`` matches `measured_s`.
 
     ``loss="soft_l1"`` makes the fit robust to rows the roofline cannot describe (large
-    kernel tables); the default is plain least squares. Raises `ConfigError` when there are fewer points than free parameters, a name is not a
+    kernel tables); the default is plain least squares.
+
+    Raises `ConfigError` when there are fewer points than free parameters, a name is not a
     parameter, or a measured time is not positive.
     """
     unknown = [f for f in free if f not in FITTABLE]
@@ -58,13 +66,16 @@ def fit_params(base: CostParams, free: tuple[str, ...], model: Callable[[CostPar
         raise ConfigError(f"cannot fit {unknown[0]!r}; fittable: {', '.join(FITTABLE)}")
     measured = np.asarray(measured_s, dtype=float)
     if len(measured) < len(free):
-        raise ConfigError(f"fit for {base.gpu}: {len(measured)} training points for {len(free)} free parameters "
-                          f"({', '.join(free)}); need at least as many points as parameters")
+        raise ConfigError(
+            f"fit for {base.gpu}: {len(measured)} training points for {len(free)} free parameters "
+            f"({', '.join(free)}); need at least as many points as parameters"
+        )
     if not np.all(measured > 0):
         raise ConfigError(f"fit for {base.gpu}: 'measured_s' must be > 0 (got {measured.min()!r})")
 
     def params_of(x: np.ndarray) -> CostParams:
-        return replace(base, **{f: float(v) * _scale(f) for f, v in zip(free, x, strict=True)})
+        values: dict[str, Any] = {f: float(v) * _scale(f) for f, v in zip(free, x, strict=True)}
+        return replace(base, **values)
 
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(model(params_of(x)) / measured)
@@ -74,5 +85,6 @@ def fit_params(base: CostParams, free: tuple[str, ...], model: Callable[[CostPar
     x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
     sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=ROBUST_SCALE)
     fitted = params_of(sol.x)
-    return FitResult(params=fitted, free=free, n_points=len(measured),
-                     rel_errors=model(fitted) / measured - 1.0)
+    return FitResult(
+        params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0
+    )

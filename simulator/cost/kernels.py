@@ -17,8 +17,14 @@ from simulator.cost.params import CostParams
 from simulator.cost.step_model import ACTIVATION_BYTES, ATTENTION_DTYPE
 
 Array = NDArray[np.float64]
-OP_CLASSES = ("gemm", "context_attention", "generation_attention", "mla_context", "mla_generation",
-              "all_reduce")
+OP_CLASSES = (
+    "gemm",
+    "context_attention",
+    "generation_attention",
+    "mla_context",
+    "mla_generation",
+    "all_reduce",
+)
 # which parameters each op class exercises (compute eff, memory eff, fixed latency)
 OP_PARAMS = {
     "gemm": ("gemm_compute_eff", "gemm_memory_eff", "gemm_latency_s"),
@@ -65,8 +71,15 @@ def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")
 
 
-def predict_s(op: str, flops: Array, bytes_: Array, gpu: GPUSpec, p: CostParams, tp: Array | float = 1.0,
-              peak_flops: Array | float | None = None) -> Array:
+def predict_s(
+    op: str,
+    flops: Array,
+    bytes_: Array,
+    gpu: GPUSpec,
+    p: CostParams,
+    tp: Array | float = 1.0,
+    peak_flops: Array | float | None = None,
+) -> Array:
     """Roofline seconds of each row: ``max(flops/(peak·eff_c), bytes/(bw·eff_m)) + latency``;
     for ``all_reduce`` ``2(tp−1)/tp · bytes / (nvlink · comm_eff) + collective_latency_s``."""
     if op == "all_reduce":

@@ -13,8 +13,9 @@ COMPUTE = "compute"
 MEMORY = "memory"
 
 
-def roofline_s(flops: float, bytes_: float, peak_flops: float, bytes_per_s: float,
-               compute_eff: float, memory_eff: float) -> tuple[float, str]:
+def roofline_s(
+    flops: float, bytes_: float, peak_flops: float, bytes_per_s: float, compute_eff: float, memory_eff: float
+) -> tuple[float, str]:
     """Seconds of one op class and its bound.
 
     ``t = max(flops / (peak_flops · compute_eff), bytes_ / (bytes_per_s · memory_eff))``
@@ -57,8 +58,9 @@ def causal_pairs(new_tokens: float, context_tokens: float, window: int = 0) -> f
     return grow + (c + n - top) * w
 
 
-def ring_allreduce_s(message_bytes: float, tp: int, link_bytes_per_s: float, comm_eff: float,
-                     latency_s: float) -> float:
+def ring_allreduce_s(
+    message_bytes: float, tp: int, link_bytes_per_s: float, comm_eff: float, latency_s: float
+) -> float:
     """One ring all-reduce of `message_bytes` over `tp` GPUs.
 
     ``t = 2 · (tp − 1) / tp · message_bytes / (link_bytes_per_s · comm_eff) + latency_s``; 0 when

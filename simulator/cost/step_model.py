@@ -33,7 +33,14 @@ from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
 from simulator.cost.params import CostParams
-from simulator.cost.roofline import COMPUTE, MEMORY, causal_pairs, expected_experts, ring_allreduce_s, roofline_s
+from simulator.cost.roofline import (
+    COMPUTE,
+    MEMORY,
+    causal_pairs,
+    expected_experts,
+    ring_allreduce_s,
+    roofline_s,
+)
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
 from simulator.models import ModelSpec, dtype
@@ -102,13 +109,40 @@ class StepModel:
         Weight storage and GEMM compute dtype (``bf16``, ``fp8``, ``fp4``); default the model's.
     """
 
-    __slots__ = ("_a_dec_s", "_attn_bw", "_attn_peak", "_bw", "_kv_alpha", "_kv_beta", "_peak",
-                 "_pf_flops_per_pair", "_qo_bytes", "_s_per_kv_byte", "dense_weight_bytes", "dtype",
-                 "expert_bytes", "gpu", "layout", "model", "params", "tp", "_dec_flops_per_byte",
-                 "_windows", "_lin_flops_per_token", "_ar_bytes_per_token")
+    __slots__ = (
+        "_a_dec_s",
+        "_ar_bytes_per_token",
+        "_attn_bw",
+        "_attn_peak",
+        "_bw",
+        "_dec_flops_per_byte",
+        "_kv_alpha",
+        "_kv_beta",
+        "_lin_flops_per_token",
+        "_peak",
+        "_pf_flops_per_pair",
+        "_qo_bytes",
+        "_s_per_kv_byte",
+        "_windows",
+        "dense_weight_bytes",
+        "dtype",
+        "expert_bytes",
+        "gpu",
+        "layout",
+        "model",
+        "params",
+        "tp",
+    )
 
-    def __init__(self, gpu: GPUSpec, model: ModelSpec, layout: KVLayout | None, tp: int,
-                 params: CostParams, dtype_name: str | None = None) -> None:
+    def __init__(
+        self,
+        gpu: GPUSpec,
+        model: ModelSpec,
+        layout: KVLayout | None,
+        tp: int,
+        params: CostParams,
+        dtype_name: str | None = None,
+    ) -> None:
         must(tp >= 1, "StepModel", "tp", ">= 1", tp)
         layout = layout or KVLayout()
         self.gpu, self.model, self.layout, self.tp, self.params = gpu, model, layout, tp, params
@@ -145,8 +179,9 @@ class StepModel:
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
         p = params
         self._attn_bw = self._bw * p.attn_memory_eff
-        self._s_per_kv_byte = max(self._dec_flops_per_byte / (self._attn_peak * p.attn_compute_eff),
-                                  1.0 / self._attn_bw)
+        self._s_per_kv_byte = max(
+            self._dec_flops_per_byte / (self._attn_peak * p.attn_compute_eff), 1.0 / self._attn_bw
+        )
         self._windows = self._layer_groups()
         self._a_dec_s = model.n_layers * p.attn_latency_s + p.step_overhead_s
 
@@ -173,8 +208,13 @@ class StepModel:
         if self.tp == 1:
             return 0.0
         p = self.params
-        one = ring_allreduce_s(tokens * self._ar_bytes_per_token, self.tp, self.gpu.nvlink_bytes_per_s,
-                               p.comm_eff, p.collective_latency_s)
+        one = ring_allreduce_s(
+            tokens * self._ar_bytes_per_token,
+            self.tp,
+            self.gpu.nvlink_bytes_per_s,
+            p.comm_eff,
+            p.collective_latency_s,
+        )
         return self.model.n_layers * ALLREDUCES_PER_LAYER * one
 
     def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
@@ -185,8 +225,13 @@ class StepModel:
         kv = sequence_bytes(self.model, self.layout, int(context_tokens + new_tokens)) / shards
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
-    def attention_layer_s(self, prefill_chunks: Iterable[tuple[float, float]] = (), decode_batch: int = 0,
-                          decode_context_tokens: float = 0.0, query_tokens: int = 1) -> float:
+    def attention_layer_s(
+        self,
+        prefill_chunks: Iterable[tuple[float, float]] = (),
+        decode_batch: int = 0,
+        decode_context_tokens: float = 0.0,
+        query_tokens: int = 1,
+    ) -> float:
         """Seconds of ONE layer's attention kernel (for kernel-level calibration rows);
         `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
         p, n_l = self.params, self.model.n_layers
@@ -222,13 +267,18 @@ class StepModel:
         """Seconds of a step that prefills one chunk of `new_tokens` after `context_tokens`."""
         return self.step_s(((new_tokens, context_tokens),), 0, 0.0)
 
-    def step_s(self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int,
-               decode_context_tokens: float) -> float:
+    def step_s(
+        self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int, decode_context_tokens: float
+    ) -> float:
         """Seconds of a mixed step: prefill chunks ``(new, context)`` plus a decode batch."""
         return self.cost(prefill_chunks, decode_batch, decode_context_tokens).total_s
 
-    def cost(self, prefill_chunks: Iterable[tuple[float, float]] = (), decode_batch: int = 0,
-             decode_context_tokens: float = 0.0) -> StepCost:
+    def cost(
+        self,
+        prefill_chunks: Iterable[tuple[float, float]] = (),
+        decode_batch: int = 0,
+        decode_context_tokens: float = 0.0,
+    ) -> StepCost:
         """The full breakdown of a step (see the module docstring for the formulas)."""
         p, m = self.params, self.model
         pf_flops = pf_bytes = new = 0.0
@@ -237,16 +287,30 @@ class StepModel:
             pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
         tokens = new + decode_batch
         lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
-        kv_dec = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) if decode_batch else 0.0
+        kv_dec = (
+            (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) if decode_batch else 0.0
+        )
         at_flops = pf_flops + kv_dec * self._dec_flops_per_byte
         at_bytes = pf_bytes + kv_dec
-        at_t, at_bound = roofline_s(at_flops, at_bytes, self._attn_peak, self._bw, p.attn_compute_eff,
-                                    p.attn_memory_eff)
+        at_t, at_bound = roofline_s(
+            at_flops, at_bytes, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff
+        )
         at_t += m.n_layers * p.attn_latency_s * ((new > 0) + (decode_batch > 0))
         comm = self.comm_s(tokens)
         total = lin_t + at_t + comm + p.step_overhead_s
         flops = lin_flops + at_flops
-        return StepCost(total_s=total, linear_s=lin_t, linear_bound=lin_bound, attention_s=at_t,
-                        attention_bound=at_bound, comm_s=comm, overhead_s=p.step_overhead_s, flops=flops,
-                        bytes=w_bytes + at_bytes, weight_bytes=w_bytes, kv_bytes=at_bytes, tokens=tokens,
-                        mfu=flops / (total * self._peak) if total else 0.0)
+        return StepCost(
+            total_s=total,
+            linear_s=lin_t,
+            linear_bound=lin_bound,
+            attention_s=at_t,
+            attention_bound=at_bound,
+            comm_s=comm,
+            overhead_s=p.step_overhead_s,
+            flops=flops,
+            bytes=w_bytes + at_bytes,
+            weight_bytes=w_bytes,
+            kv_bytes=at_bytes,
+            tokens=tokens,
+            mfu=flops / (total * self._peak) if total else 0.0,
+        )

@@ -26,21 +26,29 @@ from simulator.kv import sequence_bytes
 from simulator.models import dtype
 
 
-def steady_batch(sm: StepModel, input_tokens: int, output_tokens: int, max_batch: int,
-                 memory_utilization: float = DEFAULT_MEMORY_UTILIZATION) -> int:
+def steady_batch(
+    sm: StepModel,
+    input_tokens: int,
+    output_tokens: int,
+    max_batch: int,
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+) -> int:
     """Largest batch whose KV at ``I + O`` tokens fits beside the weights, capped at `max_batch`."""
     weights = sm.model.total_params * dtype(sm.dtype).effective_bytes
     budget = sm.tp * sm.gpu.hbm_bytes * memory_utilization - weights
     seq = sequence_bytes(sm.model, sm.layout, input_tokens + output_tokens)
     b = min(max_batch, math.floor(budget / seq)) if budget > 0 else 0
     if b < 1:
-        raise DoesNotFitError(f"{sm.model.key} ({sm.dtype}) on {sm.tp}x{sm.gpu.key}: no sequence of "
-                              f"{input_tokens + output_tokens} tokens fits beside the weights")
+        raise DoesNotFitError(
+            f"{sm.model.key} ({sm.dtype}) on {sm.tp}x{sm.gpu.key}: no sequence of "
+            f"{input_tokens + output_tokens} tokens fits beside the weights"
+        )
     return b
 
 
-def throughput_tokens_per_s(sm: StepModel, input_tokens: int, output_tokens: int, max_batch: int = 256,
-                            gpus: int | None = None) -> float:
+def throughput_tokens_per_s(
+    sm: StepModel, input_tokens: int, output_tokens: int, max_batch: int = 256, gpus: int | None = None
+) -> float:
     """Output tokens per second of `gpus` GPUs (default one replica) at steady state."""
     gpus = gpus or sm.tp
     must(gpus % sm.tp == 0, "throughput", "gpus", f"a multiple of tp={sm.tp}", gpus)

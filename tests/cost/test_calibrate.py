@@ -18,8 +18,21 @@ def _synthetic(tmp_path, truth):
     shapes += [("prefill", 1, n, 0) for n in (256, 2048, 8192)]
     lines = []
     for phase, b, n, c in shapes:
-        r = pd.Series({"gpu": "H100", "model": "Llama-3.1-8B", "tp": 1, "phase": phase, "batch": b, "new_tokens": n,
-                       "context": c, "dtype": np.nan, "layout": np.nan, "output_tokens": np.nan, "gpus": np.nan})
+        r = pd.Series(
+            {
+                "gpu": "H100",
+                "model": "Llama-3.1-8B",
+                "tp": 1,
+                "phase": phase,
+                "batch": b,
+                "new_tokens": n,
+                "context": c,
+                "dtype": np.nan,
+                "layout": np.nan,
+                "output_tokens": np.nan,
+                "gpus": np.nan,
+            }
+        )
         lines.append(f"H100,Llama-3.1-8B,1,{phase},{b},{n},{c},{predict_row(r, truth)!r},,synthetic")
     f = tmp_path / "syn.csv"
     f.write_text(HEAD + "\n".join(lines) + "\n")
@@ -44,7 +57,9 @@ def test_fit_recovers_known_parameters(tmp_path):
 
 def test_fit_refuses_too_few_points(tmp_path):
     f = tmp_path / "few.csv"
-    f.write_text(HEAD + "H100,Llama-3.1-8B,1,decode,1,0,1000,0.006,,x\nH100,Llama-3.1-8B,1,decode,2,0,1000,0.0061,,x\n")
+    f.write_text(
+        HEAD + "H100,Llama-3.1-8B,1,decode,1,0,1000,0.006,,x\nH100,Llama-3.1-8B,1,decode,2,0,1000,0.0061,,x\n"
+    )
     df = read_rows(f).assign(holdout=False)
     with pytest.raises(ConfigError, match="training points for 3 free parameters"):
         calibrate(df, load_params_file(), ("step_overhead_s", "gemm_memory_eff", "attn_memory_eff"))

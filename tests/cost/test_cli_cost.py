@@ -8,25 +8,53 @@ from simulator.cost.params import load_params_file
 
 
 def test_cost_text_and_json():
-    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-8B", "--batch", "8", "--context", "4096"])
+    r = CliRunner().invoke(
+        cost, ["--hardware", "H100", "--model", "Llama-3.1-8B", "--batch", "8", "--context", "4096"]
+    )
     assert r.exit_code == 0, r.output
     assert "decode step" in r.output and "KV reads" in r.output
-    r = CliRunner().invoke(cost, ["--hardware", "h200", "--model", "Llama-3.1-70B", "--tp", "4", "--batch", "32",
-                                  "--context", "8000", "--prompt", "2000", "--layout", "fp8", "--dtype", "fp8", "--json"])
+    r = CliRunner().invoke(
+        cost,
+        [
+            "--hardware",
+            "h200",
+            "--model",
+            "Llama-3.1-70B",
+            "--tp",
+            "4",
+            "--batch",
+            "32",
+            "--context",
+            "8000",
+            "--prompt",
+            "2000",
+            "--layout",
+            "fp8",
+            "--dtype",
+            "fp8",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["decode_bound"] in ("memory", "compute", "communication", "overhead")
     assert out["decode_share_comm"] > 0
-    shares = sum(out[k] for k in ("decode_share_weights", "decode_share_kv", "decode_share_comm",
-                                  "decode_share_overhead"))
+    shares = sum(
+        out[k]
+        for k in ("decode_share_weights", "decode_share_kv", "decode_share_comm", "decode_share_overhead")
+    )
     assert abs(shares - 1) < 1e-9
 
 
 def test_cost_config_error_exits_2():
-    r = CliRunner().invoke(cost, ["--hardware", "H999", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "1"])
+    r = CliRunner().invoke(
+        cost, ["--hardware", "H999", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "1"]
+    )
     assert r.exit_code == 2 and "unknown GPU" in r.output
-    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-8B", "--dtype", "fp4", "--batch", "1",
-                                  "--context", "1"])
+    r = CliRunner().invoke(
+        cost,
+        ["--hardware", "H100", "--model", "Llama-3.1-8B", "--dtype", "fp4", "--batch", "1", "--context", "1"],
+    )
     assert r.exit_code == 2 and "dtype" in r.output
 
 

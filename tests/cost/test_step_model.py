@@ -1,8 +1,16 @@
+import itertools
 import math
 
 import pytest
 
-from simulator.cost import StepModel, causal_pairs, expected_experts, load_params, ring_allreduce_s, step_model
+from simulator.cost import (
+    StepModel,
+    causal_pairs,
+    expected_experts,
+    load_params,
+    ring_allreduce_s,
+    step_model,
+)
 from simulator.cost.params import CostParams
 from simulator.errors import ConfigError
 
@@ -31,7 +39,7 @@ def test_llama8b_decode_batch1_with_shipped_params_is_a_few_ms():
 def test_decode_is_affine_in_total_context():
     sm = step_model("H100", "Llama-3.1-8B")
     ts = [sm.decode_step_s(16, c) for c in (10_000, 20_000, 30_000, 40_000)]
-    steps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(ts)]
     assert steps[0] > 0
     assert steps == pytest.approx([steps[0]] * 3, rel=1e-9)
     a, b = sm.decode_coefficients(16)
@@ -61,7 +69,7 @@ def test_mla_reads_3_56x_fewer_kv_bytes_than_gqa8(make, ideal):
     gqa = make("H100", "Llama-3.1-70B", ideal).cost((), 8, 8 * 4096).kv_bytes
     mla = make("H100", "Llama-3.1-70B", ideal, layout="mla").cost((), 8, 8 * 4096).kv_bytes
     assert gqa / mla == pytest.approx(2048 / 576)
-    assert 2048 / 576 == pytest.approx(3.56, abs=0.01)
+    assert pytest.approx(3.56, abs=0.01) == 2048 / 576
 
 
 def test_mla_decode_pays_absorbed_flops(make, ideal):
@@ -107,7 +115,9 @@ def test_expected_experts_limits():
     assert expected_experts(256, 8, 0) == 0
 
 
-@pytest.mark.parametrize(("n", "c", "w"), [(10, 0, 0), (10, 5, 0), (10, 0, 4), (10, 2, 4), (3, 8, 4), (7, 3, 9)])
+@pytest.mark.parametrize(
+    ("n", "c", "w"), [(10, 0, 0), (10, 5, 0), (10, 0, 4), (10, 2, 4), (3, 8, 4), (7, 3, 9)]
+)
 def test_causal_pairs_match_brute_force(n, c, w):
     brute = sum(min(p, w) if w else p for p in range(c + 1, c + n + 1))
     assert causal_pairs(n, c, w) == pytest.approx(brute)
@@ -141,8 +151,16 @@ def test_hot_path_is_fast():
 
 def test_params_validate_and_load():
     with pytest.raises(ConfigError, match="'gemm_compute_eff' must be in"):
-        CostParams(gpu="x", gemm_compute_eff=1.2, gemm_memory_eff=1, attn_compute_eff=1, attn_memory_eff=1,
-                   comm_eff=1, step_overhead_s=0, collective_latency_s=0)
+        CostParams(
+            gpu="x",
+            gemm_compute_eff=1.2,
+            gemm_memory_eff=1,
+            attn_compute_eff=1,
+            attn_memory_eff=1,
+            comm_eff=1,
+            step_overhead_s=0,
+            collective_latency_s=0,
+        )
     p = load_params("H100")
     assert 0 < p.gemm_memory_eff <= 1 and p.source
     assert "default" in load_params("MI300X").source
