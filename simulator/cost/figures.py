@@ -1,4 +1,13 @@
-"""Figures of the cost model: when does decode become KV-bound and MFU collapse?"""
+"""Figures of the cost model: when does decode become KV-bound and MFU collapse?
+
+``docs/figures/decode_mfu_llama8b_h100.png`` is::
+
+    sm = simulator.cost.step_model("H100", "Llama-3.1-8B")
+    plot_decode_mfu(decode_mfu_table(sm, [1, 8, 32, 128, 256], [512, 2048, 8192, 32768, 131072]))
+
+With the shipped parameters every batch that fits at 8k+ tokens per sequence stays under 5% MFU
+(the KV read dominates the step); at 512 tokens a batch of 256 reaches 28%.
+"""
 
 from __future__ import annotations
 
