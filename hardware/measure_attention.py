@@ -1,0 +1,123 @@
+"""Measure attention prefill and decode times on this machine's GPU; write calibration rows.
+
+Needs PyTorch with CUDA (not a kvsim dependency). Times one layer's
+``torch.nn.functional.scaled_dot_product_attention`` with CUDA events for a model's head
+shapes, and writes rows in the calibration format (`simulator/cost/calibrate.py`) with
+phases ``attention_prefill`` and ``attention_decode``::
+
+    python hardware/measure_attention.py --gpu H100 --model Llama-3.1-8B --out my_attention.csv
+    kvsim calibrate my_attention.csv --free attn_compute_eff,attn_memory_eff --out my_params.toml
+
+Decode is timed as one query token per sequence against a dense (unpaged) bf16 KV of
+``context`` tokens, so it measures HBM streaming as the cost model sees it; a paged kernel
+(vLLM, FlashInfer) will be somewhat slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (batch, prompt tokens)
+DECODE_SHAPES = ((1, 4096), (16, 4096), (64, 4096), (16, 32768), (64, 16384))  # (batch, context tokens)
+WARMUP, REPEATS = 3, 10
+
+
+def _time_s(fn: Callable[[], object]) -> float:
+    """Mean seconds of `fn` over REPEATS calls after WARMUP, timed with CUDA events."""
+    import torch
+
+    for _ in range(WARMUP):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(REPEATS):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return float(start.elapsed_time(end)) / REPEATS / 1e3
+
+
+def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
+    """Rows for one model's head shapes (tp 1, bf16)."""
+    import torch
+    import torch.nn.functional as F
+
+    from simulator.models import get_model
+
+    m = get_model(model_name)
+    h, kvh, d = m.n_heads, m.n_kv_heads, m.head_dim
+    dev, dt = "cuda", torch.bfloat16
+    name = torch.cuda.get_device_name()
+    rows: list[dict[str, object]] = []
+    for b, s in PREFILL_SHAPES:
+        q = torch.randn(b, h, s, d, device=dev, dtype=dt)
+        k = torch.randn(b, kvh, s, d, device=dev, dtype=dt)
+        v = torch.randn_like(k)
+        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True))
+        rows.append(
+            dict(
+                gpu=gpu,
+                model=m.key,
+                tp=1,
+                phase="attention_prefill",
+                batch=b,
+                new_tokens=s,
+                context=0,
+                measured_s=sec,
+                tokens_per_s="",
+                source=f"hardware/measure_attention.py on {name}",
+            )
+        )
+    for b, c in DECODE_SHAPES:
+        q = torch.randn(b, h, 1, d, device=dev, dtype=dt)
+        k = torch.randn(b, kvh, c, d, device=dev, dtype=dt)
+        v = torch.randn_like(k)
+        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, enable_gqa=True))
+        rows.append(
+            dict(
+                gpu=gpu,
+                model=m.key,
+                tp=1,
+                phase="attention_decode",
+                batch=b,
+                new_tokens=1,
+                context=c,
+                measured_s=sec,
+                tokens_per_s="",
+                source=f"hardware/measure_attention.py on {name}",
+            )
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, measure, write the CSV; returns an exit code."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--gpu", required=True, help="kvsim GPU key of this machine's GPU (H100, H200, ...)")
+    ap.add_argument("--model", default="Llama-3.1-8B", help="model whose head shapes to time")
+    ap.add_argument("--out", type=Path, default=Path("attention_calibration.csv"))
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("measure_attention: PyTorch is not installed (pip install torch)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("measure_attention: no CUDA GPU visible", file=sys.stderr)
+        return 2
+    rows = measure(args.gpu, args.model)
+    with args.out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Least-squares fit of `CostParams` fields to measured times.
+
+Residuals are ``log(predicted_s / measured_s)`` (a relative error, symmetric in over- and
+under-prediction), minimised by `scipy.optimize.least_squares` with bounds: efficiencies in
+``[EFF_FLOOR, 1]``, latencies in ``[0, MAX_LATENCY_S]`` (fitted in microseconds so that all
+free variables are of order one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from simulator.cost.params import EFFICIENCIES, FITTABLE, CostParams
+from simulator.errors import ConfigError
+
+EFF_FLOOR = 1e-3
+MAX_LATENCY_S = 0.1
+_US = 1e-6
+ROBUST_SCALE = 0.1  # soft_l1 loss: log-residuals beyond ~10% count linearly, not squared
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitResult:
+    """Fitted parameters, the freed names, training points and relative errors."""
+
+    params: CostParams
+    free: tuple[str, ...]
+    n_points: int
+    rel_errors: np.ndarray
+
+    @property
+    def mape(self) -> float:
+        return float(np.mean(np.abs(self.rel_errors)))
+
+    @property
+    def max_error(self) -> float:
+        return float(np.max(np.abs(self.rel_errors)))
+
+
+def _scale(name: str) -> float:
+    return 1.0 if name in EFFICIENCIES else _US
+
+
+def fit_params(
+    base: CostParams,
+    free: tuple[str, ...],
+    model: Callable[[CostParams], np.ndarray],
+    measured_s: np.ndarray,
+    loss: str = "linear",
+) -> FitResult:
+    """Fit the `free` fields of `base` so that ``model(params)`` matches `measured_s`.
+
+    ``loss="soft_l1"`` makes the fit robust to rows the roofline cannot describe (large
+    kernel tables); the default is plain least squares.
+
+    Raises `ConfigError` when there are fewer points than free parameters, a name is not a
+    parameter, or a measured time is not positive.
+    """
+    unknown = [f for f in free if f not in FITTABLE]
+    if unknown:
+        raise ConfigError(f"cannot fit {unknown[0]!r}; fittable: {', '.join(FITTABLE)}")
+    measured = np.asarray(measured_s, dtype=float)
+    if len(measured) < len(free):
+        raise ConfigError(
+            f"fit for {base.gpu}: {len(measured)} training points for {len(free)} free parameters "
+            f"({', '.join(free)}); need at least as many points as parameters"
+        )
+    if not np.all(measured > 0):
+        raise ConfigError(f"fit for {base.gpu}: 'measured_s' must be > 0 (got {measured.min()!r})")
+
+    def params_of(x: np.ndarray) -> CostParams:
+        values: dict[str, Any] = {f: float(v) * _scale(f) for f, v in zip(free, x, strict=True)}
+        return replace(base, **values)
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(model(params_of(x)) / measured)
+
+    lo = [EFF_FLOOR if f in EFFICIENCIES else 0.0 for f in free]
+    hi = [1.0 if f in EFFICIENCIES else MAX_LATENCY_S / _US for f in free]
+    x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
+    sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=ROBUST_SCALE)
+    fitted = params_of(sol.x)
+    return FitResult(
+        params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0
+    )

@@ -1,0 +1,146 @@
+"""Cost-model parameters: efficiency factors and overheads per GPU, loaded from ``params.toml``.
+
+The shipped ``params.toml`` is the output of the calibration (see `simulator.cost.calibrate`
+and `simulator.cost.aiconfigurator` for the commands that regenerate it); every GPU table
+carries its provenance (data, command, date, error). A GPU without a fitted table uses the
+``[default]`` table, and says so in its ``source``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import ConfigError, must
+
+PARAMS_FILE = Path(__file__).parent / "params.toml"
+
+EFFICIENCIES = ("gemm_compute_eff", "gemm_memory_eff", "attn_compute_eff", "attn_memory_eff", "comm_eff")
+LATENCIES = ("step_overhead_s", "collective_latency_s", "gemm_latency_s", "attn_latency_s")
+FITTABLE = EFFICIENCIES + LATENCIES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostParams:
+    """Efficiency factors (fractions of the datasheet peak) and fixed latencies for one GPU.
+
+    Parameters
+    ----------
+    gemm_compute_eff, gemm_memory_eff : float
+        Linear layers reach ``eff · peak_flops(dtype)`` and ``eff · hbm_bytes_per_s``; in (0, 1].
+    attn_compute_eff, attn_memory_eff : float
+        The same for attention kernels (prefill FLOPs, decode KV reads).
+    comm_eff : float
+        Share of the NVLink per-direction bandwidth a ring all-reduce reaches; in (0, 1].
+    step_overhead_s : float
+        Fixed time per engine step: launch, scheduling, sampling.
+    collective_latency_s : float
+        Fixed time per all-reduce.
+    gemm_latency_s, attn_latency_s : float
+        Fixed time per GEMM kernel and per attention kernel (launch and tail).
+    """
+
+    gpu: str
+    gemm_compute_eff: float
+    gemm_memory_eff: float
+    attn_compute_eff: float
+    attn_memory_eff: float
+    comm_eff: float
+    step_overhead_s: float
+    collective_latency_s: float
+    gemm_latency_s: float = 0.0
+    attn_latency_s: float = 0.0
+    source: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        where = f"CostParams({self.gpu})"
+        for f in EFFICIENCIES:
+            v = getattr(self, f)
+            must(0 < v <= 1, where, f, "in (0, 1]", v)
+        for f in LATENCIES:
+            v = getattr(self, f)
+            must(v >= 0, where, f, ">= 0", v)
+
+    def as_table(self) -> dict[str, Any]:
+        """The TOML table of these parameters (`gpu` is the table's key)."""
+        out: dict[str, Any] = {f: getattr(self, f) for f in FITTABLE}
+        out["source"] = self.source
+        if self.provenance:
+            out["provenance"] = dict(self.provenance)
+        return out
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with Path(path).open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _build(gpu: str, raw: dict[str, Any], where: str) -> CostParams:
+    valid = set(FITTABLE) | {"source", "provenance"}
+    unknown = set(raw) - valid
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(valid))}")
+    try:
+        return CostParams(gpu=gpu, **raw)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def load_params_file(path: Path = PARAMS_FILE) -> dict[str, CostParams]:
+    """All tables of a params file, by GPU key; ``default`` is the fallback table."""
+    data = _read(path)
+    unknown = set(data) - {"gpu", "default", "provenance"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: default, gpu, provenance")
+    must("default" in data, str(path), "default", "a table", None)
+    out = {"default": _build("default", data["default"], f"{path}: default")}
+    for key, raw in data.get("gpu", {}).items():
+        merged = {**data["default"], "provenance": {}, **raw}
+        out[key] = _build(key, merged, f"{path}: gpu.{key}")
+    return out
+
+
+def load_params(gpu: str, path: Path = PARAMS_FILE) -> CostParams:
+    """The parameters for `gpu` (case-insensitive), or the default table relabelled for it."""
+    table = load_params_file(path)
+    for key, p in table.items():
+        if key.lower() == gpu.lower() and key != "default":
+            return p
+    d = table["default"]
+    return dataclasses.replace(d, gpu=gpu, source=f"default table (no fit for {gpu}): {d.source}")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(float(v)) if isinstance(v, float) else str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps_params(params: dict[str, CostParams], header: str, provenance: dict[str, Any]) -> str:
+    """Write params back as TOML (``[provenance]``, ``[default]``, ``[gpu.KEY]`` with provenance)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()] + ["", "[provenance]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in provenance.items()]
+    for key in ["default", *sorted(k for k in params if k != "default")]:
+        table = params[key].as_table()
+        prov = table.pop("provenance", {})
+        lines += ["", "[default]" if key == "default" else f"[gpu.{key}]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        if prov and key != "default":
+            lines += ["", f"[gpu.{key}.provenance]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in prov.items()]
+    return "\n".join(lines) + "\n"

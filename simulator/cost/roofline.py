@@ -1,0 +1,71 @@
+"""The analytic pieces of the step-time model, as pure functions of plain numbers.
+
+Every part of a step is timed by a roofline::
+
+    t = max(flops / (peak_flops · eff_c), bytes / (hbm_bytes_per_s · eff_m)) + fixed latency
+
+and reports which term was larger (``"compute"`` or ``"memory"``).
+"""
+
+from __future__ import annotations
+
+COMPUTE = "compute"
+MEMORY = "memory"
+
+
+def roofline_s(
+    flops: float, bytes_: float, peak_flops: float, bytes_per_s: float, compute_eff: float, memory_eff: float
+) -> tuple[float, str]:
+    """Seconds of one op class and its bound.
+
+    ``t = max(flops / (peak_flops · compute_eff), bytes_ / (bytes_per_s · memory_eff))``
+    """
+    tc = flops / (peak_flops * compute_eff)
+    tm = bytes_ / (bytes_per_s * memory_eff)
+    return (tc, COMPUTE) if tc >= tm else (tm, MEMORY)
+
+
+def expected_experts(n_experts: int, experts_per_token: int, tokens: float) -> float:
+    """Expected distinct experts one MoE layer touches when `tokens` tokens each route to
+    `experts_per_token` of `n_experts` uniformly: ``E · (1 − (1 − k/E)^T)``.
+
+    One token touches k; many tokens touch all E.
+    """
+    if n_experts <= 0 or tokens <= 0:
+        return 0.0
+    return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** tokens)
+
+
+def causal_pairs(new_tokens: float, context_tokens: float, window: int = 0) -> float:
+    """(query, key) pairs a causal prefill chunk scores.
+
+    Query ``i`` (1-based) of a chunk of ``n`` new tokens after ``c`` cached ones sees ``c + i``
+    keys, or ``min(c + i, w)`` in a sliding-window layer of window ``w``::
+
+        pairs = n·c + n(n+1)/2                                  (w = 0)
+        pairs = Σ_{p=c+1}^{c+n} min(p, w)                        (w > 0)
+    """
+    n, c = float(new_tokens), float(context_tokens)
+    if n <= 0:
+        return 0.0
+    if not window:
+        return n * c + n * (n + 1) / 2
+    w = float(window)
+    if c >= w:
+        return n * w
+    top = min(c + n, w)  # positions c+1..top grow, the rest are capped at w
+    grow = (top * (top + 1) - c * (c + 1)) / 2
+    return grow + (c + n - top) * w
+
+
+def ring_allreduce_s(
+    message_bytes: float, tp: int, link_bytes_per_s: float, comm_eff: float, latency_s: float
+) -> float:
+    """One ring all-reduce of `message_bytes` over `tp` GPUs.
+
+    ``t = 2 · (tp − 1) / tp · message_bytes / (link_bytes_per_s · comm_eff) + latency_s``; 0 when
+    ``tp == 1``. `link_bytes_per_s` is the per-direction NVLink bandwidth.
+    """
+    if tp <= 1:
+        return 0.0
+    return 2.0 * (tp - 1) / tp * message_bytes / (link_bytes_per_s * comm_eff) + latency_s

@@ -1,0 +1,316 @@
+"""Step time of one batch iteration on a tensor-parallel replica: `StepModel` and `StepCost`.
+
+A step runs prefill chunks ``(new_tokens, context_tokens)`` and a decode batch of ``B``
+sequences holding ``C`` context tokens in all. Its time is the sum of four parts::
+
+    t = t_linear + t_attention + t_comm + step_overhead_s
+
+- linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
+  ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
+  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`); roofline with the GEMM
+  efficiencies, plus ``n_layers · GEMMS_PER_LAYER · gemm_latency_s``.
+- attention: prefill ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
+  (``pairs = n·c + n(n+1)/2``, `causal_pairs`; ``= 4 · n_heads · d_head · (n·c + n²/2)`` for
+  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Decode reads
+  every cached KV byte (`sequence_bytes`, so the layout scales it) and pays
+  ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
+  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``. FLOPs split over ``tp``; KV bytes over
+  ``min(tp, kv_heads)`` (an MLA latent is replicated, not split). Roofline with the attention
+  efficiencies, plus ``n_layers · attn_latency_s`` per attention kind present.
+- comm: 2 ring all-reduces per layer of ``T · d_model · ACTIVATION_BYTES`` (`ring_allreduce_s`).
+
+Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
+FLOPs are a fixed multiple of its bytes, so the attention roofline is ``kv_bytes · s_per_byte``,
+and ``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
+than any sliding window or full-resolution compression window (shorter ones are charged
+as if they filled it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from hardware.catalog import GPUSpec
+from simulator.cost.params import CostParams
+from simulator.cost.roofline import (
+    COMPUTE,
+    MEMORY,
+    causal_pairs,
+    expected_experts,
+    ring_allreduce_s,
+    roofline_s,
+)
+from simulator.errors import must
+from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
+from simulator.models import ModelSpec, dtype
+
+GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
+ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
+ACTIVATION_BYTES = 2  # activations, Q/O and all-reduce payloads in bf16
+ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
+_REF_TOKENS = 1 << 22  # reference context for the affine KV fit: beyond any window
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """One step's time and where it went (seconds; FLOPs and bytes per GPU)."""
+
+    total_s: float
+    linear_s: float
+    linear_bound: str
+    attention_s: float
+    attention_bound: str
+    comm_s: float
+    overhead_s: float
+    flops: float
+    bytes: float
+    weight_bytes: float
+    kv_bytes: float
+    tokens: float
+    mfu: float
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved from HBM."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    @property
+    def bound(self) -> str:
+        """What most of the time went to: ``compute``, ``memory``, ``communication`` or ``overhead``."""
+        t = {"communication": self.comm_s, "overhead": self.overhead_s, COMPUTE: 0.0, MEMORY: 0.0}
+        t[self.linear_bound] += self.linear_s
+        t[self.attention_bound] += self.attention_s
+        return max(t, key=t.__getitem__)
+
+
+def _kv_shards(model: ModelSpec, layout: KVLayout, tp: int) -> int:
+    if layout.attention == "mla" or (layout.attention == "native" and model.attention == "mla"):
+        return 1
+    heads = {"native": model.n_kv_heads, "mha": model.n_heads, "mqa": 1, "gqa": layout.kv_heads}
+    return max(1, min(tp, heads[layout.attention]))
+
+
+def _is_latent(model: ModelSpec, layout: KVLayout) -> bool:
+    return layout.attention == "mla" or (layout.attention == "native" and model.attention == "mla")
+
+
+class StepModel:
+    """Precomputed step-time model of one replica; the hot-path methods take and return floats.
+
+    Parameters
+    ----------
+    gpu, model, layout : specs
+    tp : int
+        Tensor-parallel GPUs of the replica.
+    params : CostParams
+        Efficiencies and latencies (`load_params(gpu.key)`).
+    dtype : str | None
+        Weight storage and GEMM compute dtype (``bf16``, ``fp8``, ``fp4``); default the model's.
+    """
+
+    __slots__ = (
+        "_a_dec_s",
+        "_ar_bytes_per_token",
+        "_attn_bw",
+        "_attn_peak",
+        "_bw",
+        "_dec_flops_per_byte",
+        "_kv_alpha",
+        "_kv_beta",
+        "_lin_flops_per_token",
+        "_peak",
+        "_pf_flops_per_pair",
+        "_qo_bytes",
+        "_s_per_kv_byte",
+        "_windows",
+        "dense_weight_bytes",
+        "dtype",
+        "expert_bytes",
+        "gpu",
+        "layout",
+        "model",
+        "params",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        gpu: GPUSpec,
+        model: ModelSpec,
+        layout: KVLayout | None,
+        tp: int,
+        params: CostParams,
+        dtype_name: str | None = None,
+    ) -> None:
+        must(tp >= 1, "StepModel", "tp", ">= 1", tp)
+        layout = layout or KVLayout()
+        self.gpu, self.model, self.layout, self.tp, self.params = gpu, model, layout, tp, params
+        self.dtype = dtype_name or model.weight_dtype
+        self._peak = gpu.peak_flops(self.dtype)
+        self._attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
+        self._bw = gpu.hbm_bytes_per_s
+        wb = dtype(self.dtype).effective_bytes
+        moe_params = model.moe_layers * model.n_experts * model.expert_params
+        self.dense_weight_bytes = (model.total_params - moe_params) * wb / tp
+        self.expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
+        self._lin_flops_per_token = 2.0 * model.active_params / tp
+        self._ar_bytes_per_token = model.d_model * ACTIVATION_BYTES
+        # attention
+        d_k, d_v = model.head_dim, model.value_head_dim
+        self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
+        self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
+        entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
+        if _is_latent(model, layout):
+            rank = model.kv_lora_rank if model.attention == "mla" else layout.mla_rank
+            rope = model.qk_rope_head_dim if model.attention == "mla" else layout.mla_rope
+            entry_flops = 2.0 * model.n_heads * (2 * rank + rope)
+        else:
+            entry_flops = 2.0 * model.n_heads * (d_k + d_v)
+        shards = _kv_shards(model, layout, tp)
+        # all layers compute on their entries; sharing layers read what the owners stored
+        full = replace(layout, own_layer_fraction=1.0)
+        self._dec_flops_per_byte = entry_flops / tp / (entry_bytes / shards)
+        b1 = sequence_bytes(model, layout, _REF_TOKENS)
+        b2 = sequence_bytes(model, layout, 2 * _REF_TOKENS)
+        f_scale = sequence_bytes(model, full, _REF_TOKENS) / b1 if b1 else 1.0
+        self._dec_flops_per_byte *= f_scale
+        self._kv_beta = (b2 - b1) / _REF_TOKENS / shards  # KV bytes per context token, per GPU
+        self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
+        p = params
+        self._attn_bw = self._bw * p.attn_memory_eff
+        self._s_per_kv_byte = max(
+            self._dec_flops_per_byte / (self._attn_peak * p.attn_compute_eff), 1.0 / self._attn_bw
+        )
+        self._windows = self._layer_groups()
+        self._a_dec_s = model.n_layers * p.attn_latency_s + p.step_overhead_s
+
+    def _layer_groups(self) -> list[tuple[int, int]]:
+        m = self.model
+        if not (m.sliding_window and self.layout.use_sliding_window):
+            return [(m.n_layers, 0)]
+        g = m.n_global_layers
+        return [(g, 0), (m.n_layers - g, m.sliding_window)]
+
+    # ---- parts (floats) -------------------------------------------------------------------
+    def linear_s(self, tokens: float) -> tuple[float, str, float, float]:
+        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU."""
+        m, p = self.model, self.params
+        wbytes = self.dense_weight_bytes
+        if m.moe_layers:
+            wbytes += self.expert_bytes * expected_experts(m.n_experts, m.experts_per_token, tokens)
+        flops = self._lin_flops_per_token * tokens
+        t, bound = roofline_s(flops, wbytes, self._peak, self._bw, p.gemm_compute_eff, p.gemm_memory_eff)
+        return t + m.n_layers * GEMMS_PER_LAYER * p.gemm_latency_s, bound, flops, wbytes
+
+    def comm_s(self, tokens: float) -> float:
+        """Tensor-parallel all-reduces of one step over `tokens` tokens."""
+        if self.tp == 1:
+            return 0.0
+        p = self.params
+        one = ring_allreduce_s(
+            tokens * self._ar_bytes_per_token,
+            self.tp,
+            self.gpu.nvlink_bytes_per_s,
+            p.comm_eff,
+            p.collective_latency_s,
+        )
+        return self.model.n_layers * ALLREDUCES_PER_LAYER * one
+
+    def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
+        """(flops, bytes) per GPU of one prefill chunk's attention over all layers."""
+        flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
+        flops *= self._pf_flops_per_pair
+        shards = _kv_shards(self.model, self.layout, self.tp)
+        kv = sequence_bytes(self.model, self.layout, int(context_tokens + new_tokens)) / shards
+        return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
+
+    def attention_layer_s(
+        self,
+        prefill_chunks: Iterable[tuple[float, float]] = (),
+        decode_batch: int = 0,
+        decode_context_tokens: float = 0.0,
+        query_tokens: int = 1,
+    ) -> float:
+        """Seconds of ONE layer's attention kernel (for kernel-level calibration rows);
+        `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
+        p, n_l = self.params, self.model.n_layers
+        flops = bytes_ = 0.0
+        for n, c in prefill_chunks:
+            f, b = self.prefill_attention(n, c)
+            flops, bytes_ = flops + f / n_l, bytes_ + b / n_l
+        if decode_batch:
+            kv = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) / n_l
+            flops, bytes_ = flops + kv * self._dec_flops_per_byte * query_tokens, bytes_ + kv
+        t, _ = roofline_s(flops, bytes_, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff)
+        return t + p.attn_latency_s
+
+    # ---- hot path -------------------------------------------------------------------------
+    def decode_coefficients(self, batch: int) -> tuple[float, float]:
+        """``(a_s, b_s_per_token)`` with ``decode_step_s(batch, C) = a_s + b_s_per_token · C``.
+
+        k steps of a stable batch starting at total context ``C`` (each step adds ``batch``
+        tokens) take ``k · (a + b·C) + b · batch · k(k−1)/2``.
+        """
+        lin = self.linear_s(batch)[0]
+        a = lin + self.comm_s(batch) + self._a_dec_s + batch * self._kv_alpha * self._s_per_kv_byte
+        return a, self._kv_beta * self._s_per_kv_byte
+
+    def decode_step_s(self, batch: int, total_context_tokens: float) -> float:
+        """Seconds of one decode step of `batch` sequences holding `total_context_tokens`."""
+        if batch <= 0:
+            return 0.0
+        a, b = self.decode_coefficients(batch)
+        return a + b * total_context_tokens
+
+    def prefill_s(self, new_tokens: float, context_tokens: float = 0.0) -> float:
+        """Seconds of a step that prefills one chunk of `new_tokens` after `context_tokens`."""
+        return self.step_s(((new_tokens, context_tokens),), 0, 0.0)
+
+    def step_s(
+        self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int, decode_context_tokens: float
+    ) -> float:
+        """Seconds of a mixed step: prefill chunks ``(new, context)`` plus a decode batch."""
+        return self.cost(prefill_chunks, decode_batch, decode_context_tokens).total_s
+
+    def cost(
+        self,
+        prefill_chunks: Iterable[tuple[float, float]] = (),
+        decode_batch: int = 0,
+        decode_context_tokens: float = 0.0,
+    ) -> StepCost:
+        """The full breakdown of a step (see the module docstring for the formulas)."""
+        p, m = self.params, self.model
+        pf_flops = pf_bytes = new = 0.0
+        for n, c in prefill_chunks:
+            f, b = self.prefill_attention(n, c)
+            pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
+        tokens = new + decode_batch
+        lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
+        kv_dec = (
+            (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) if decode_batch else 0.0
+        )
+        at_flops = pf_flops + kv_dec * self._dec_flops_per_byte
+        at_bytes = pf_bytes + kv_dec
+        at_t, at_bound = roofline_s(
+            at_flops, at_bytes, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff
+        )
+        at_t += m.n_layers * p.attn_latency_s * ((new > 0) + (decode_batch > 0))
+        comm = self.comm_s(tokens)
+        total = lin_t + at_t + comm + p.step_overhead_s
+        flops = lin_flops + at_flops
+        return StepCost(
+            total_s=total,
+            linear_s=lin_t,
+            linear_bound=lin_bound,
+            attention_s=at_t,
+            attention_bound=at_bound,
+            comm_s=comm,
+            overhead_s=p.step_overhead_s,
+            flops=flops,
+            bytes=w_bytes + at_bytes,
+            weight_bytes=w_bytes,
+            kv_bytes=at_bytes,
+            tokens=tokens,
+            mfu=flops / (total * self._peak) if total else 0.0,
+        )

@@ -1,0 +1,168 @@
+import itertools
+import math
+
+import pytest
+
+from simulator.cost import (
+    StepModel,
+    causal_pairs,
+    expected_experts,
+    load_params,
+    ring_allreduce_s,
+    step_model,
+)
+from simulator.cost.params import CostParams
+from simulator.errors import ConfigError
+
+
+def test_llama8b_decode_batch1_h100_is_weight_read(make, ideal):
+    # Hand computation: Llama-3.1-8B bf16 holds 8.03e9 params x 2 B = 16.06 GB of weights.
+    # One decode step reads them once: 16.06e9 B / 3.35e12 B/s = 4.794 ms.
+    # Its KV at 1,000 tokens: 32 layers x 8 heads x 256 values x 2 B = 131,072 B/token
+    # -> 131.07 MB / 3.35e12 = 0.039 ms. FLOPs: 2 x 8.03e9 = 16.06 GFLOP -> 0.016 ms at 989 TFLOP/s.
+    sm = make("H100", "Llama-3.1-8B", ideal)
+    c = sm.cost((), 1, 1000)
+    assert c.linear_bound == "memory" and c.bound == "memory"
+    assert c.weight_bytes == pytest.approx(16.06e9)
+    assert c.linear_s == pytest.approx(16.06e9 / 3.35e12)
+    assert c.attention_s == pytest.approx(131_072_000 / 3.35e12)
+    assert c.total_s == pytest.approx(4.794e-3 + 0.039e-3, rel=2e-3)
+
+
+def test_llama8b_decode_batch1_with_shipped_params_is_a_few_ms():
+    sm = step_model("H100", "Llama-3.1-8B")
+    t = sm.decode_step_s(1, 1000)
+    assert 4.794e-3 < t < 10e-3  # the weight-read floor, divided by a memory efficiency <= 1
+    assert sm.cost((), 1, 1000).bound == "memory"
+
+
+def test_decode_is_affine_in_total_context():
+    sm = step_model("H100", "Llama-3.1-8B")
+    ts = [sm.decode_step_s(16, c) for c in (10_000, 20_000, 30_000, 40_000)]
+    steps = [b - a for a, b in itertools.pairwise(ts)]
+    assert steps[0] > 0
+    assert steps == pytest.approx([steps[0]] * 3, rel=1e-9)
+    a, b = sm.decode_coefficients(16)
+    assert sm.decode_step_s(16, 12_345) == pytest.approx(a + b * 12_345)
+
+
+def test_k_steps_are_an_arithmetic_series():
+    sm = step_model("H200", "Llama-3.1-70B", tp=4)
+    batch, c0, k = 32, 32 * 2000, 50
+    a, b = sm.decode_coefficients(batch)
+    direct = sum(sm.decode_step_s(batch, c0 + i * batch) for i in range(k))
+    assert direct == pytest.approx(k * (a + b * c0) + b * batch * k * (k - 1) / 2)
+
+
+def test_long_prefill_is_compute_bound(make, ideal):
+    sm = make("H100", "Llama-3.1-8B", ideal)
+    c = sm.cost([(16384, 0)])
+    assert c.linear_bound == "compute" and c.attention_bound == "compute" and c.bound == "compute"
+    # linear: 2 x 8.03e9 x 16384 / 989.4e12 = 0.266 s
+    assert c.linear_s == pytest.approx(2 * 8.03e9 * 16384 / 989.4e12)
+    # attention: 32 layers x 4 x 32 heads x 128 x 16384 x 16385 / 2 / 989.4e12
+    assert c.attention_s == pytest.approx(32 * 4 * 32 * 128 * 16384 * 16385 / 2 / 989.4e12)
+
+
+def test_mla_reads_3_56x_fewer_kv_bytes_than_gqa8(make, ideal):
+    # GQA, 8 KV heads x (128 + 128) = 2,048 values/token/layer; MLA latent 512 + 64 = 576.
+    gqa = make("H100", "Llama-3.1-70B", ideal).cost((), 8, 8 * 4096).kv_bytes
+    mla = make("H100", "Llama-3.1-70B", ideal, layout="mla").cost((), 8, 8 * 4096).kv_bytes
+    assert gqa / mla == pytest.approx(2048 / 576)
+    assert pytest.approx(3.56, abs=0.01) == 2048 / 576
+
+
+def test_mla_decode_pays_absorbed_flops(make, ideal):
+    # DeepSeek-V3: 128 heads x (2 x (512 + 64) + 2 x 512) = 278,528 FLOPs per cached token per layer
+    sm = make("H100", "DeepSeek-V3", ideal)
+    c0, c1 = sm.cost((), 1, 0), sm.cost((), 1, 1000)
+    assert (c1.flops - c0.flops) == pytest.approx(61 * 1000 * 128 * (2 * 576 + 2 * 512))
+
+
+def test_decode_mfu_under_5_percent_at_long_context_not_at_short_large_batch():
+    # The claim "KV fetches hold decode MFU under 5% at long context", Llama-3.1-8B bf16 on 1xH100:
+    sm = step_model("H100", "Llama-3.1-8B")
+    long = sm.cost((), 8, 8 * 32768)  # 8 x 32k tokens: 34 GB of KV, about all that fits
+    assert long.mfu < 0.05 and long.attention_s > long.linear_s
+    short = sm.cost((), 256, 256 * 512)  # short context, large batch: weights amortised
+    assert short.mfu > 0.05
+
+
+def test_fp8_peak_and_weights_follow_dtype(make, ideal):
+    bf = make("H100", "Llama-3.1-8B", ideal).cost([(8192, 0)])
+    f8 = make("H100", "Llama-3.1-8B", ideal, dtype="fp8").cost([(8192, 0)])
+    assert f8.weight_bytes == pytest.approx(bf.weight_bytes / 2)
+    assert f8.linear_s == pytest.approx(bf.linear_s / 2, rel=1e-3)  # 1,978.9 vs 2 x 989.4 TFLOP/s
+
+
+def test_fp4_needs_a_gpu_that_has_it(make, ideal):
+    with pytest.raises(ConfigError, match="dtype"):
+        make("H100", "Llama-3.1-8B", ideal, dtype="fp4")
+    make("B200", "Llama-3.1-8B", ideal, dtype="fp4")
+
+
+def test_moe_reads_only_touched_experts(make, ideal):
+    sm = make("H100", "Qwen3-235B-A22B", ideal, tp=8)
+    one, many = sm.cost((), 1, 1000), sm.cost((), 512, 512 * 1000)
+    assert one.weight_bytes < many.weight_bytes
+    full = sm.dense_weight_bytes + sm.expert_bytes * 128
+    assert many.weight_bytes == pytest.approx(full, rel=0.01)
+
+
+def test_expected_experts_limits():
+    assert expected_experts(256, 8, 1) == pytest.approx(8)
+    assert expected_experts(256, 8, 10_000) == pytest.approx(256)
+    assert expected_experts(256, 8, 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "w"), [(10, 0, 0), (10, 5, 0), (10, 0, 4), (10, 2, 4), (3, 8, 4), (7, 3, 9)]
+)
+def test_causal_pairs_match_brute_force(n, c, w):
+    brute = sum(min(p, w) if w else p for p in range(c + 1, c + n + 1))
+    assert causal_pairs(n, c, w) == pytest.approx(brute)
+
+
+def test_tp_adds_allreduce_and_splits_weights(make, ideal):
+    one = make("H100", "Llama-3.1-70B", ideal, tp=1).cost((), 64, 64 * 1000)
+    four = make("H100", "Llama-3.1-70B", ideal, tp=4).cost((), 64, 64 * 1000)
+    assert one.comm_s == 0 and four.comm_s > 0
+    assert four.weight_bytes == pytest.approx(one.weight_bytes / 4)
+    # ring: 2 x 3/4 x 64 x 8192 x 2 B / 450e9 per all-reduce, 2 per layer, 80 layers
+    assert four.comm_s == pytest.approx(160 * 2 * 0.75 * 64 * 8192 * 2 / 450e9)
+    assert ring_allreduce_s(1e6, 1, 450e9, 1.0, 1e-5) == 0
+
+
+def test_mixed_step_costs_more_than_either_part():
+    sm = step_model("H100", "Llama-3.1-8B")
+    mixed = sm.step_s([(512, 0)], 32, 32 * 4000)
+    assert mixed > sm.prefill_s(512) and mixed > sm.decode_step_s(32, 32 * 4000)
+
+
+def test_hot_path_is_fast():
+    import time
+
+    sm = step_model("H100", "Llama-3.1-8B")
+    t0 = time.perf_counter()
+    for i in range(20_000):
+        sm.decode_step_s(32, 1000 + i)
+    assert (time.perf_counter() - t0) / 20_000 < 20e-6
+
+
+def test_params_validate_and_load():
+    with pytest.raises(ConfigError, match="'gemm_compute_eff' must be in"):
+        CostParams(
+            gpu="x",
+            gemm_compute_eff=1.2,
+            gemm_memory_eff=1,
+            attn_compute_eff=1,
+            attn_memory_eff=1,
+            comm_eff=1,
+            step_overhead_s=0,
+            collective_latency_s=0,
+        )
+    p = load_params("H100")
+    assert 0 < p.gemm_memory_eff <= 1 and p.source
+    assert "default" in load_params("MI300X").source
+    assert isinstance(step_model("H100", "Llama-3.1-8B"), StepModel)
+    assert math.isfinite(step_model("MI300X", "Llama-3.1-8B").decode_step_s(1, 10))
