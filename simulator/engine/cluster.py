@@ -26,24 +26,19 @@ from simulator.engine.replica import Replica
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
 from simulator.engine.series import series_s, steps_within
-from simulator.engine.timer import AffineTimer, StepTimer
+from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
-from simulator.kv import bytes_per_token
+from simulator.cost import StepModel, load_params
+from simulator.kv import KVLayout, bytes_per_token
 from simulator.models import ModelSpec, get_model
 from workloads.request import Request
 
 TimerFactory = Callable[[NodeSpec, ModelSpec, int], StepTimer]
 
 
-def roofline_timer(node: NodeSpec, model: ModelSpec, tp: int, layout_bytes_per_token: float) -> AffineTimer:
-    """A memory/compute roofline stand-in until the cost model is wired in.
-
-    ``overhead = weights / (tp · hbm_bw)``, ``per_context_token = bytes_per_token / (tp · hbm_bw)``,
-    ``per_prefill_token = 2 · active_params / (tp · bf16_flops · 0.5)`` (50 % MFU).
-    """
-    bw = tp * node.gpu.hbm_bytes_per_s
-    return AffineTimer(overhead_s=model.weight_bytes / bw, per_context_token_s=layout_bytes_per_token / bw,
-                       per_prefill_token_s=2 * model.active_params / (tp * node.gpu.bf16_flops * 0.5))
+def cost_model_timer(node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout) -> StepTimer:
+    """The calibrated step-time model (`simulator.cost.StepModel`) of one replica: the default timer."""
+    return StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
 
 
 @dataclass(slots=True)
@@ -78,7 +73,7 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
             raise ConfigError(f"EngineConfig: KV pool of {node.key} tp {pool.tp} holds no block of "
                               f"{config.block_tokens} tokens")
         if timer is None:
-            t: StepTimer = roofline_timer(node, model, pool.tp, bpt)
+            t: StepTimer = cost_model_timer(node, model, pool.tp, config.layout)
         elif isinstance(timer, StepTimer):
             t = timer
         else:

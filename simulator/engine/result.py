@@ -64,7 +64,7 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
     Parameters
     ----------
     timer : StepTimer or factory ``(node, model, tp) -> StepTimer``, optional
-        Prices each iteration; default `cluster.roofline_timer` per pool.
+        Prices each iteration; default `cluster.cost_model_timer` (the calibrated cost model) per pool.
     progress : callable, optional
         Called with the fraction of requests done (needs ``len(requests)`` or `total_requests`).
     """

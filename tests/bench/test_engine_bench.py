@@ -1,9 +1,10 @@
 """Engine benchmark (`make bench`): simulated requests per wall second, events per request, memory.
 
-Chat-like workload (~2k prompt, ~250 output, Poisson) on 4 × 8×H100 serving Llama-3-70B at
-tp 8, at about 70 % load, priced by an `AffineTimer` with realistic coefficients (the lead
-switches it to the cost model). Doubling the output length at the same load must not double the
-wall time per request. If the Azure 2023 conversation trace sits next to the repo
+The chat-4k generator (multi-turn sessions, shared system prompts) on 4 × 8×H100 serving
+Llama-3-70B at tp 8, at about 70 % of the load the cluster sustains, priced by the calibrated
+cost model (the engine's default timer). Then synthetic Poisson chat at ~250 and ~500 output
+tokens: doubling the output length at the same load must not double the wall time per request.
+If the Azure 2023 conversation trace sits next to the repo
 (``../shared/data/traces/azure-2023-conv.csv``), it is replayed too.
 """
 
@@ -22,16 +23,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.engine import AffineTimer, EngineConfig, run
+from hardware.catalog import load_catalog
+from simulator.engine import EngineConfig, run
+from simulator.engine.cluster import cost_model_timer
+from simulator.kv import KVLayout
+from simulator.models import get_model
+from workloads import load_workload
 from workloads.request import Request
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO.parent / "shared" / "data" / "traces" / "azure-2023-conv.csv"
-# Llama-3-70B bf16, 8×H100: weights read once a step; KV 327,680 B/token over 8 × 3.35 TB/s;
-# prefill 2 × 70.6e9 FLOP/token at 50 % of 8 × 989 TFLOP/s
-TIMER = AffineTimer(overhead_s=0.020, per_seq_s=0.0, per_context_token_s=327680 / (8 * 3.35e12),
-                    per_prefill_token_s=2 * 70.6e9 / (8 * 989e12 * 0.5))
 CONFIG = EngineConfig(model="Llama-3-70B", node="8xH100", n_nodes=4, tp=8, sample_interval_s=1.0)
+TIMER = cost_model_timer(load_catalog().node("8xH100"), get_model("Llama-3-70B"), 8, KVLayout())
 N = int(os.environ.get("KVSIM_BENCH_REQUESTS", "100000"))
 
 
@@ -65,15 +68,15 @@ def azure(path: Path) -> Iterator[Request]:
 
 def per_replica_rate(mean_prompt: int, mean_output: int, batch: int = 256) -> float:
     """Requests/s one replica sustains: prefill time + its share of full-batch decode steps."""
-    ctx = mean_prompt + mean_output / 2
-    step = TIMER.overhead_s + TIMER.per_context_token_s * batch * ctx
-    per_request_s = TIMER.per_prefill_token_s * mean_prompt + mean_output / batch * step
+    a_s, b_s = TIMER.decode_coefficients(batch)
+    step = a_s + b_s * batch * (mean_prompt + mean_output / 2)
+    per_request_s = TIMER.prefill_s(mean_prompt, 0) + mean_output / batch * step
     return 1 / per_request_s
 
 
 def measure(label: str, requests: Iterator[Request], n: int) -> float:
     t = time.perf_counter()
-    res = run(CONFIG, requests, seed=1, timer=TIMER, total_requests=n)
+    res = run(CONFIG, requests, seed=1, total_requests=n)
     wall = time.perf_counter() - t
     s = res.summary
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -95,9 +98,17 @@ def test_engine_bench() -> None:
     if os.environ.get("KVSIM_BENCH_PROFILE"):
         prof = cProfile.Profile()
         prof.enable()
-        run(CONFIG, chat(20000, rate, 2000, 250, seed=0), seed=1, timer=TIMER)
+        run(CONFIG, chat(20000, rate, 2000, 250, seed=0), seed=1)
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    base_wl = load_workload("chat-4k", seed=0, duration_s=3600)
+    base_rate = len(base_wl.requests()) / 3600
+    mean_prompt = float(np.mean([r.prompt_tokens for r in base_wl]))
+    mean_output = float(np.mean([r.output_tokens for r in base_wl]))
+    target = 0.7 * replicas * per_replica_rate(int(mean_prompt), int(mean_output))
+    wl = load_workload("chat-4k", seed=0, duration_s=N / target, rate_scale=target / base_rate)
+    n_chat = len(wl.requests())
+    measure(f"chat-4k generator at {target:.1f} req/s", iter(wl), n_chat)
     base = measure(f"chat 2k/250 at {rate:.1f} req/s", chat(N, rate, 2000, 250, seed=0), N)
     rate2 = 0.7 * replicas * per_replica_rate(2000, 500)
     n2 = N // 2
