@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -46,11 +47,11 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
                         fontweight="bold")
     if max_context_tokens:
         ax.axvline(max_context_tokens, color="grey", ls=":", lw=1)
-        ax.text(max_context_tokens, 0.02, " model's max context", rotation=90, va="bottom", ha="right",
+        ax.text(max_context_tokens, 0.98, "model's max context ", rotation=90, va="top", ha="right",
                 fontsize=8, color="grey", transform=ax.get_xaxis_transform())
     if simulated is not None and len(simulated):
-        ax.scatter(simulated["context_tokens"], simulated["peak_streams"], color="black", marker="x",
-                   zorder=5, label="simulated peak")
+        ax.scatter(simulated["context_tokens"], simulated["peak_streams"], color="black", marker="X", s=60,
+                   zorder=5, label="simulated peak (native, paged)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
@@ -62,15 +63,87 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     return ax
 
 
-def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None) -> Figure:
-    """One panel per hardware kind, sharing the y axis."""
+def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
+                    simulated: pd.DataFrame | None = None) -> Figure:
+    """One panel per hardware kind, sharing the y axis; `simulated` adds measured peaks per kind."""
     kinds = list(dict.fromkeys(df["hardware"]))
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 5.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(max(8.0, 6.2 * len(kinds)), 5.4), sharey=True,
+                             squeeze=False)
     for ax, hw in zip(axes[0], kinds, strict=True):
-        plot_collapse_panel(df[df["hardware"] == hw], ax, max_context_tokens)
+        sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
+        plot_collapse_panel(df[df["hardware"] == hw], ax, max_context_tokens, sim)
     for ax in axes[0][1:]:
         ax.set_ylabel("")
-    fig.suptitle(f"Concurrency collapse: {model}, max concurrent streams vs context length "
-                 "(KV budget = 0.9 × HBM − weights)", fontsize=12)
+    fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length "
+                 "(KV budget = usable HBM − weights)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
+    v = values.dropna().sort_values().to_numpy()
+    if len(v):
+        ax.plot(v, (np.arange(1, len(v) + 1)) / len(v), lw=1.8, label=label)
+
+
+def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
+    """TTFT and TPOT distributions (CDFs) of completed requests, one line per hardware kind."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for hw, df in frames.items():
+        done = df[df.outcome == "completed"]
+        _cdf(a, done.ttft_s, hw)
+        _cdf(b, done.tpot_mean_s * 1e3, hw)
+    a.axvline(slo_ttft_s, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_ttft_s:g} s")
+    b.axvline(slo_tpot_s * 1e3, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_tpot_s * 1e3:g} ms")
+    for ax in (a, b):
+        ax.axhline(0.99, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_ylabel("share of completed requests")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    a.set(xlabel="time to first token (s, log)", title="TTFT distribution")
+    b.set(xlabel="mean time per output token (ms, log)", title="TPOT distribution")
+    fig.tight_layout()
+    return fig
+
+
+def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int]) -> Figure:
+    """KV-pool use and waiting requests over time, averaged over each fleet's replicas."""
+    fig, (a, b) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
+    for hw, ts in frames.items():
+        if ts.empty:
+            continue
+        t = ts.assign(minute=(ts.time_s // 10) * 10 / 60)
+        g = t.groupby("minute")
+        a.plot(g.kv_blocks_used.mean().index, 100 * g.kv_blocks_used.mean() / blocks_per_replica[hw], label=hw)
+        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw)
+    a.set(ylabel="KV pool used (% of blocks)", title="KV memory and queue over time (10 s means per replica)")
+    a.set_ylim(0, 105)
+    b.set(xlabel="simulated time (min)", ylabel="waiting requests per replica")
+    for ax in (a, b):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
+    """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
+    x = np.arange(len(plan))
+    a.bar(x - 0.2, plan.nodes, 0.4, label="nodes to meet the SLOs (simulated)")
+    a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, label="memory floor (analytic)", color="0.6")
+    for i, (n, why) in enumerate(zip(plan.nodes, plan.binding, strict=True)):
+        a.annotate(f"{n} ({why})", (i - 0.2, n), ha="center", va="bottom", fontsize=9)
+    a.set(xticks=x, xticklabels=plan.hardware, ylabel="nodes", title="Fleet size")
+    a.legend(fontsize=8)
+    b.bar(x, plan.usd_per_hour, color="C2")
+    for i, (usd, per_m) in enumerate(zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)):
+        b.annotate(f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out", (i, usd), ha="center", va="bottom", fontsize=9)
+    b.set(xticks=x, xticklabels=plan.hardware, ylabel="fleet cost (USD per hour)", title="Fleet cost")
+    b.set_ylim(0, max(plan.usd_per_hour) * 1.3)
+    for ax in (a, b):
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"Capacity plan: {title}")
     fig.tight_layout()
     return fig

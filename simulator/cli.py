@@ -7,6 +7,7 @@ import click
 from simulator import __version__
 from simulator.cli_breakeven import breakeven
 from simulator.cli_cost import calibrate, cost
+from simulator.cli_run import capacity_cmd, run_cmd
 from simulator.cli_spec import calc, collapse, fit, hardware, models
 from simulator.cli_workload import workload
 
@@ -17,5 +18,6 @@ def main() -> None:
     """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""
 
 
-for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven, cost, calibrate):
+for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven, cost, calibrate, run_cmd,
+             capacity_cmd):
     main.add_command(_cmd)

@@ -14,6 +14,7 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
     [workload]   duration_s = 600  rate_scale = 1.0  [workload.spec] name = "chat-4k" ...
     [slo]        ttft_p99_s = 2.0  tpot_p99_s = 0.1
     [billing]    profile = "anthropic"  ttls = ["5m", "1h"]
+    [report]     capacity = false  collapse = true  breakeven = true
 
 Every error names the file, the key path, the value and the rule, in one line.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hardware.catalog import NodeSpec, load_catalog
+from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import kv_budget
 from simulator.config import build
 from simulator.engine.config import EngineConfig, SchedulerConfig
@@ -109,6 +110,17 @@ class BillingSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReportSection:
+    """What `kvsim run` adds to the headline: each study costs some simulations."""
+
+    capacity: bool = False  # search the smallest fleet per hardware kind at the SLOs
+    collapse: bool = True  # analytic collapse chart with simulated peaks
+    collapse_layouts: tuple[str, ...] = ("native", "fp8", "mla", "cross-layer:0.5")
+    collapse_points: tuple[int, ...] = (4096, 16384, 65536, 131072)
+    breakeven: bool = True  # TTL break-even of the workload under the price profile
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     """A whole study, validated. ``path`` is where it was read from (relative paths resolve there)."""
 
@@ -123,6 +135,7 @@ class Scenario:
     workload: WorkloadSection = field(default_factory=WorkloadSection)
     slo: SLOSection = field(default_factory=SLOSection)
     billing: BillingSection = field(default_factory=BillingSection)
+    report: ReportSection = field(default_factory=ReportSection)
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -142,15 +155,20 @@ class Scenario:
             return get_model(str(self._resolve(self.model.config)))
         return get_model(self.model.name)
 
+    def _catalog(self) -> Catalog:
+        return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+
     def nodes(self) -> list[NodeSpec]:
-        catalog = load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+        """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``)."""
+        catalog = self._catalog()
         return [catalog.node(h) for h in self.cluster.hardware]
 
     def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
-        """The engine configuration for one node kind (the first one by default)."""
-        node = hardware if isinstance(hardware, NodeSpec) else (
-            self.nodes()[0] if hardware is None else
-            next(n for n in self.nodes() if n.key.lower() == str(hardware).lower()))
+        """The engine configuration for one node kind (the scenario's first by default)."""
+        if isinstance(hardware, NodeSpec):
+            node = hardware
+        else:
+            node = self._catalog().node(hardware or self.cluster.hardware[0])
         return EngineConfig(
             model=self.model_spec(), node=node, n_nodes=n_nodes or self.cluster.nodes, tp=self.cluster.tp,
             layout=parse_layout(self.cache.layout), block_tokens=self.cluster.block_tokens,

@@ -19,6 +19,7 @@ import simpy
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import kv_budget
+from simulator.cost import StepModel, load_params
 from simulator.engine.caches import make_strategy
 from simulator.engine.config import EngineConfig
 from simulator.engine.records import RequestRecord
@@ -28,7 +29,6 @@ from simulator.engine.sequence import Seq
 from simulator.engine.series import series_s, steps_within
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
-from simulator.cost import StepModel, load_params
 from simulator.kv import KVLayout, bytes_per_token
 from simulator.models import ModelSpec, get_model
 from workloads.request import Request

@@ -1,0 +1,128 @@
+"""The report folder of a scenario run: ``summary.md`` with the headline table and charts,
+per-hardware request and time-series data, the resolved configuration, seed and version.
+
+Layout of ``OUT/``::
+
+    summary.md            headline, studies, charts (relative links)
+    headline.csv          one row per hardware kind
+    scenario.json         the resolved scenario, engine configs, seed, kvsim version
+    <hardware>/           requests.csv, timeseries.csv, summary.json (per `Result.write`)
+    latency.png, timeseries.png, collapse.png + collapse.csv, breakeven.png + breakeven.csv,
+    capacity.png + capacity.csv (when those studies are on)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hardware.catalog import load_catalog
+from simulator import __version__
+from simulator.charts import collapse_figure, latency_figure, timeseries_figure
+from simulator.collapse import collapse_table
+from simulator.study import ScenarioRun, simulated_collapse
+from simulator.units import GB
+
+DPI = 110
+
+
+def _save(fig: Figure, path: Path) -> str:
+    fig.savefig(path, dpi=DPI)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path.name
+
+
+def _table(df: pd.DataFrame, floatfmt: str = "{:,.3g}") -> str:
+    return "```\n" + df.to_string(index=False, float_format=lambda x: floatfmt.format(x)) + "\n```\n"
+
+
+def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The analytic collapse table for the scenario's model and hardware, and simulated peaks."""
+    sc = run.scenario
+    model = sc.model_spec()
+    kinds = [n.key for n in sc.nodes()]
+    layouts = list(dict.fromkeys([sc.cache.layout, *sc.report.collapse_layouts]))
+    analytic = collapse_table(load_catalog(), model, kinds, layouts, tp=sc.cluster.tp,
+                              memory_utilization=sc.cluster.memory_utilization,
+                              block_tokens=sc.cluster.block_tokens)
+    points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
+    sims = [simulated_collapse(sc.engine_config(hw), points, run.seed) for hw in kinds]
+    return analytic, pd.concat(sims, ignore_index=True)
+
+
+def breakeven_study(run: ScenarioRun) -> pd.DataFrame:
+    """The workload billed under no cache and each TTL of the scenario's price profile."""
+    from simulator.billing import compare_ttls, get_profile
+
+    b = run.scenario.billing
+    profile = get_profile(b.profile, b.tier or None)
+    return compare_ttls(run.workload, profile, ["none", *b.ttls]).summary
+
+
+def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = None,
+                 on_step: Callable[[str], None] | None = None) -> Path:
+    """Write the report folder of `run` (and a capacity plan, when given) to `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    sc = run.scenario
+    say = on_step or (lambda _msg: None)
+    for hw, res in run.results.items():
+        res.write(out / hw)
+    headline = run.headline()
+    headline.to_csv(out / "headline.csv", index=False)
+    doc = {"seed": run.seed, "version": __version__, "scenario": dataclasses.asdict(sc),
+           "engine": {hw: r.config.as_dict() for hw, r in run.results.items()}}
+    (out / "scenario.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    wl = run.workload.summary()
+    md = [f"# {sc.name}\n", f"{sc.description}\n" if sc.description else "",
+          f"Scenario `{sc.path}`, seed {run.seed}, kvsim {__version__}. Workload: {wl.n_requests:,} requests "
+          f"over {wl.duration_s / 60:,.1f} min ({wl.rate_per_s:,.2f}/s), prompt mean {wl.prompt_tokens.mean:,.0f} "
+          f"tokens (p99 {wl.prompt_tokens.p99:,.0f}), output mean {wl.output_tokens.mean:,.0f}; "
+          f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n",
+          f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms.\n",
+          "## Headline\n", _table(headline)]
+    md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
+                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n",
+           "![timeseries](" + _save(timeseries_figure(
+               {hw: r.timeseries for hw, r in run.results.items()},
+               {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()}), out / "timeseries.png")
+           + ")\n"]
+    if capacity is not None:
+        from simulator.charts import capacity_figure
+
+        capacity.to_csv(out / "capacity.csv", index=False)
+        md += ["## Capacity plan: the smallest fleet that meets the SLOs\n", _table(capacity),
+               "`memory_floor_nodes` is the analytic lower bound from KV memory alone; `headroom_scale` is the "
+               "load multiplier the fleet takes before an SLO breaks.\n",
+               "![capacity](" + _save(capacity_figure(capacity, sc.name), out / "capacity.png") + ")\n"]
+    if sc.report.collapse:
+        say("collapse study")
+        analytic, simulated = collapse_study(run)
+        analytic.to_csv(out / "collapse.csv", index=False)
+        simulated.to_csv(out / "collapse_simulated.csv", index=False)
+        model = sc.model_spec()
+        budget = analytic.groupby("hardware").kv_budget_bytes.first() / GB
+        md += ["## Concurrency collapse\n",
+               f"Max concurrent streams per node vs context, {model.key}; KV budget per node: "
+               + ", ".join(f"{hw} {gb:,.0f} GB" for hw, gb in budget.items()) + ". Crosses: simulated peak "
+               "concurrency when one node is flooded with requests of that context.\n",
+               _table(simulated),
+               "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
+                                      out / "collapse.png") + ")\n"]
+    if sc.report.breakeven:
+        say("TTL break-even")
+        from simulator.billing.charts import plot_savings_vs_ttl
+
+        be = breakeven_study(run)
+        be.to_csv(out / "breakeven.csv", index=False)
+        ax = plot_savings_vs_ttl(be, title=f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})")
+        md += ["## Prompt-cache TTL break-even (customer side)\n", _table(be),
+               "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n"]  # type: ignore[arg-type]
+    (out / "summary.md").write_text("\n".join(x for x in md if x))
+    return out
