@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 import pandas as pd
@@ -19,8 +18,7 @@ SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_t
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[float], None]]:
     """A click progress bar driven by a fraction in [0, 1]."""
-    bar: Any
-    with click.progressbar(length=1000, label=label, file=click.get_text_stream("stderr")) as bar:
+    with click.progressbar(length=1000, label=label, file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]
         def update(fraction: float) -> None:
             bar.update(int(fraction * 1000) - bar.pos)
 
