@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/kvsim collapse --out $(OUT)
+	$(BIN)/kvsim run scenarios/default.toml --out $(OUT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_t
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[float], None]]:
     """A click progress bar driven by a fraction in [0, 1]."""
-    with click.progressbar(length=1000, label=label, file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]
+    with click.progressbar(length=1000, label=label, file=sys.stderr) as bar:
         def update(fraction: float) -> None:
             bar.update(int(fraction * 1000) - bar.pos)
 

@@ -1,0 +1,87 @@
+"""Scenario files: every shipped one loads; bad ones fail in one line naming file, key, value, rule."""
+
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.scenario import SCENARIO_DIR, load_scenario
+
+SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+BASE = """
+name = "t"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 1
+[workload]
+duration_s = 30
+[workload.spec]
+name = "chat-4k"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return p
+
+
+def test_the_shipped_set_is_complete():
+    assert set(SHIPPED) >= {"default", "chat-4k-h100", "code-repo-128k-b200", "ttl-breakeven",
+                            "concurrency-collapse", "capacity-plan", "mla-vs-gqa", "trace-replay"}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenarios_load_and_document_themselves(name):
+    sc = load_scenario(name)  # by name, as `kvsim run NAME`
+    assert sc.name == name and sc.description
+    assert (SCENARIO_DIR / f"{name}.toml").read_text().startswith(f"# {name}:")
+
+
+def test_defaults_and_resolution(tmp_path):
+    sc = load_scenario(write(tmp_path, BASE))
+    cfg = sc.engine_config()
+    assert cfg.node.key == "8xH100" and cfg.tp == 1 and cfg.model.key == "Llama-3.1-8B"
+    assert (sc.slo.ttft_p99_s, sc.slo.tpot_p99_s, sc.seed) == (2.0, 0.1, 0)
+
+
+@pytest.mark.parametrize(("edit", "msg"), [
+    (("[cluster]", "[cluster]\nnode = 2"), "s.toml.cluster.node: unknown key; valid: hardware, nodes, tp"),
+    (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 (got 3)"),
+    (("tp = 1", "tp = 'one'"), "s.toml.cluster.tp: must be an integer (got 'one')"),
+    (("tp = 1", "tp = 0"), "s.toml.cluster: cluster: 'tp' must be >= 1 (got 0)"),
+    (('name = "Llama-3.1-8B"', 'name = "DeepSeek-V3"'), "DeepSeek-V3 does not fit 1×H100"),
+    (('name = "Llama-3.1-8B"', 'name = "Llama-9"'), "unknown model 'Llama-9'"),
+    (('hardware = ["8xH100"]', 'hardware = ["8xA100"]'), "unknown node '8xA100'; valid: 8xH100"),
+    (("duration_s = 30", "duration_s = -1"), "s.toml.workload: workload: 'duration_s' must be > 0 (got -1.0)"),
+    (('name = "t"', 'name = "t"\nsed = 1'), "s.toml.sed: unknown key; valid: name, description, seed"),
+    (("[workload]", "[slo]\nttft_p99_s = 0\n[workload]"), "'ttft_p99_s' must be > 0 (got 0.0)"),
+])
+def test_bad_scenarios_fail_in_one_line(tmp_path, edit, msg):
+    p = write(tmp_path, BASE.replace(*edit))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    text = str(err.value)
+    assert msg in text and str(p) in text and "\n" not in text
+
+
+def test_missing_file_lists_shipped(tmp_path):
+    with pytest.raises(ConfigError, match=r"scenario file not found.*capacity-plan"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_workload_errors_name_the_file(tmp_path):
+    sc = load_scenario(write(tmp_path, BASE.replace('name = "chat-4k"', 'name = "chat-9k"')))
+    with pytest.raises(ConfigError, match=r"s\.toml: \[workload\] .*'name' must be one of"):
+        sc.load_workload()
+
+
+def test_context_rule(tmp_path):
+    text = BASE.replace('name = "Llama-3.1-8B"', 'name = "Llama-3-70B"').replace("tp = 1", "tp = 8")
+    text = text.replace('name = "chat-4k"', 'name = "code-repo-128k"').replace("duration_s = 30", "duration_s = 600")
+    sc = load_scenario(write(tmp_path, text))
+    with pytest.raises(ConfigError, match="must fit Llama-3-70B's context of 8,192 tokens"):
+        sc.check_context(sc.load_workload())

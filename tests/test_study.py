@@ -1,0 +1,149 @@
+"""Every shipped scenario runs (shortened) and its headline figures agree with the analytic model;
+`kvsim run` writes the report; `kvsim capacity` never answers below the memory floor."""
+
+import dataclasses
+import json
+import math
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from simulator.capacity import kv_budget, max_streams
+from simulator.cli import main
+from simulator.kv import bytes_per_token
+from simulator.planning import memory_floor_nodes, plan_capacity
+from simulator.scenario import SCENARIO_DIR, load_scenario
+from simulator.study import run_scenario, simulated_collapse
+
+SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def shortened(name, duration_s=60.0, **report):
+    sc = load_scenario(name)
+    off = {"capacity": False, "collapse": False, "breakeven": False, **report}
+    return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, duration_s=duration_s),
+                               report=dataclasses.replace(sc.report, **off))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name, request):
+    if name == "trace-replay":
+        request.getfixturevalue("traces_dir")  # the trace it replays lives in ../shared (skips without)
+    sc = shortened(name)
+    run = run_scenario(sc)
+    model = sc.model_spec()
+    for node in sc.nodes():
+        s = run.results[node.key].summary
+        # every request that entered left, and is counted once
+        assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == len(run.workload.requests())
+        # the KV pool is the analytic budget in 16-token blocks
+        budget = kv_budget(node, model, sc.cluster.tp, sc.cluster.memory_utilization)
+        layout = sc.engine_config(node).layout
+        assert s["kv_blocks_per_replica"] == int(budget.kv_bytes_per_replica // (16 * bytes_per_token(model, layout)))
+        # the fleet's price is nodes × the catalog's node price
+        assert s["cost_usd"] / s["makespan_s"] * 3600 == pytest.approx(sc.cluster.nodes * node.usd_per_hour)
+        # concurrency never exceeds the batch cap of all replicas
+        assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * budget.replicas * sc.cluster.nodes
+
+
+def test_simulated_peaks_track_the_analytic_maximum():
+    # Llama-3.1-70B on 8×H100: 10 streams at 128k. Flooded, the scheduler reaches the analytic
+    # count and passes it by at most 1 / (1 - 1/8) (sequences hold 7/8 n to n tokens).
+    sc = load_scenario("concurrency-collapse")
+    node = sc.nodes()[0]
+    model = sc.model_spec()
+    budget = kv_budget(node, model, 8)
+    sims = simulated_collapse(sc.engine_config(node), [8192, 32768, 131072], requests_per_point=300)
+    for n, peak in zip(sims.context_tokens, sims.peak_streams, strict=True):
+        analytic = max_streams(budget, model, None, int(n))
+        assert analytic <= peak <= math.ceil(analytic / (1 - 1 / 8)) + 1, (n, analytic, peak)
+    assert sims.set_index("context_tokens").peak_streams[131072] == 10
+
+
+def test_capacity_never_below_the_memory_floor():
+    sc = shortened("capacity-plan", duration_s=120.0)
+    sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, hardware=("8xH100", "8xB200")))
+    plan = plan_capacity(sc)
+    assert list(plan.hardware) == ["8xH100", "8xB200"]
+    for row in plan.itertuples():
+        assert row.nodes >= row.memory_floor_nodes >= 1
+        assert row.ttft_p99_s <= sc.slo.ttft_p99_s and row.tpot_p99_s <= sc.slo.tpot_p99_s
+        assert row.binding in ("memory", "compute") and row.headroom_scale >= 1.0
+    h100, b200 = plan.set_index("hardware").nodes
+    assert b200 <= h100  # more HBM bandwidth and FLOP/s per node never needs more nodes here
+
+
+def test_memory_floor_is_little_law_on_kv(tmp_path):
+    # 128k prompts arriving every few seconds hold ~42 GB each for their whole decode: the
+    # floor grows with the rate and is at least the sum of KV held over the span.
+    sc = shortened("code-repo-128k-b200", duration_s=600.0)
+    wl = sc.load_workload()
+    floor1 = memory_floor_nodes(sc, "8xB200", wl)
+    floor4 = memory_floor_nodes(sc, "8xB200", sc.load_workload(rate_scale=4.0))
+    assert 1 <= floor1 <= floor4
+
+
+def test_run_command_writes_the_report(tmp_path):
+    sc = tmp_path / "tiny.toml"
+    sc.write_text("""
+name = "tiny"
+description = "tiny"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 1
+[workload]
+duration_s = 60
+[workload.spec]
+name = "chat-4k"
+[report]
+collapse = true
+collapse_points = [4096, 16384]
+collapse_layouts = ["native", "fp8"]
+breakeven = true
+""")
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out), "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    for f in ["summary.md", "headline.csv", "scenario.json", "latency.png", "timeseries.png", "collapse.png",
+              "collapse.csv", "breakeven.png", "breakeven.csv", "8xH100/requests.csv", "8xH100/summary.json"]:
+        assert (out / f).exists(), f
+    doc = json.loads((out / "scenario.json").read_text())
+    assert doc["seed"] == 3 and doc["scenario"]["name"] == "tiny"
+    head = pd.read_csv(out / "headline.csv")
+    reqs = pd.read_csv(out / "8xH100" / "requests.csv")
+    assert head.requests[0] == len(reqs) and head["meets SLO"][0] == "yes"
+    assert "## Concurrency collapse" in (out / "summary.md").read_text()
+
+
+def test_run_command_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[cluster]\nnodes = "two"\n')
+    r = CliRunner().invoke(main, ["run", str(bad)])
+    assert r.exit_code == 2
+    assert r.output.strip() == f"Error: {bad}.cluster.nodes: must be an integer (got 'two')"
+
+
+def test_capacity_command(tmp_path):
+    sc = tmp_path / "cap.toml"
+    sc.write_text("""
+name = "cap"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 8
+[workload]
+duration_s = 60
+rate_scale = 4.0
+[workload.spec]
+name = "chat-4k"
+""")
+    r = CliRunner().invoke(main, ["capacity", str(sc), "--hardware", "8xH100,8xB200", "--slo-ttft-p99", "1",
+                                  "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    plan = pd.read_csv(tmp_path / "capacity.csv")
+    assert list(plan.hardware) == ["8xH100", "8xB200"] and (plan.nodes >= plan.memory_floor_nodes).all()
+    assert (tmp_path / "capacity.png").exists()
