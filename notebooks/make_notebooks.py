@@ -58,6 +58,60 @@ NOTEBOOKS: dict[str, list[tuple[str, str]]] = {
                  "assert [r.arrival_s for r in fast] == [0.0, 1.0, 2.5]\n"
                  "[r.arrival_s for r in fast]"),
     ],
+    "capacity_planning.ipynb": [
+        ("md", "# Capacity planning\n\nHow many nodes of which GPU does this traffic need at these SLOs, at "
+               "what price, and what binds? We take the shipped `capacity-plan` scenario, shorten it so the "
+               "notebook runs in well under a minute, and search node counts by simulation from the analytic "
+               "memory floor."),
+        ("code", "import dataclasses\n"
+                 "from simulator.scenario import load_scenario\n"
+                 "from simulator.planning import plan_capacity\n"
+                 "from simulator.charts import capacity_figure\n"
+                 "sc = load_scenario('capacity-plan')\n"
+                 "sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, duration_s=180.0))\n"
+                 "sc.workload, sc.slo"),
+        ("code", "plan = plan_capacity(sc, hardware=['8xH100', '8xB200'])\n"
+                 "assert (plan.nodes >= plan.memory_floor_nodes).all()\n"
+                 "plan"),
+        ("code", "fig = capacity_figure(plan, sc.name)"),
+        ("md", "The same scenario, run at the planned size of the first kind, gives the request-level records:"),
+        ("code", "from simulator.study import run_scenario\n"
+                 "h100 = int(plan.set_index('hardware').nodes['8xH100'])\n"
+                 "sized = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, hardware=('8xH100',), "
+                 "nodes=h100))\n"
+                 "run = run_scenario(sized)\n"
+                 "head = run.headline()\n"
+                 "assert head['meets SLO'][0] == 'yes'\n"
+                 "head"),
+    ],
+    "ttl_breakeven.ipynb": [
+        ("md", "# Prompt-cache TTL break-even\n\nA 5-minute cache writes at 1.25× and reads at 0.1× the input "
+               "price; a 1-hour cache writes at 2×. For reuse arriving as a Poisson process of rate λ a request "
+               "hits when the previous use was within the TTL, P = 1 − exp(−λT), and caching pays when "
+               "P·0.1 + (1 − P)·w < 1."),
+        ("code", "import numpy as np\n"
+                 "from simulator.billing import breakeven_hit_probability, breakeven_reuse_rate, get_profile\n"
+                 "p = get_profile('anthropic')\n"
+                 "p5 = breakeven_hit_probability(p.read_multiplier, p.write_multiplier(300))\n"
+                 "assert abs(p5 - 0.25 / 1.15) < 1e-12\n"
+                 "for ttl in (300, 3600):\n"
+                 "    rate = breakeven_reuse_rate(ttl, p.read_multiplier, p.write_multiplier(ttl))\n"
+                 "    print(f'TTL {ttl:>4} s pays above {rate * 60:.4f} reuses/min (one every {1 / rate / 60:.0f} min)')"),
+        ("md", "Now a real reuse pattern: coding agents re-send a repository context in bursts seconds apart, "
+               "then go idle for minutes. Replaying the workload bills each request as read, write or plain input:"),
+        ("code", "from workloads import load_workload\n"
+                 "from simulator.billing import compare_ttls\n"
+                 "wl = load_workload('code-repo-128k', seed=1, duration_s=3600)\n"
+                 "cmp = compare_ttls(wl, p, ['none', '5m', '1h'])\n"
+                 "s = cmp.summary.set_index('ttl')\n"
+                 "assert s.total_usd['5m'] < s.total_usd['none']\n"
+                 "print('best TTL for the customer:', cmp.best_ttl)\n"
+                 "cmp.summary[['ttl', 'hit_rate', 'read_tokens', 'write_tokens', 'total_usd', 'savings_pct']]"),
+        ("code", "from simulator.billing.charts import plot_gap_cdf\n"
+                 "from simulator.billing.numeric import ttl_rows\n"
+                 "gaps = cmp.results['none'].frame.reuse_gap_s.dropna().to_numpy()\n"
+                 "ax = plot_gap_cdf(gaps, ttl_rows(p, [300.0, 3600.0]), title='Reuse gaps of code-repo agents')"),
+    ],
 }
 
 

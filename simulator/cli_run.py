@@ -36,14 +36,22 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True,
               help="report folder")
 @click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed")
+@click.option("--trace", type=click.Path(path_type=Path), help="replay this trace file instead of the workload")
 @handle_errors
-def run_cmd(scenario: Path | None, out: Path, seed: int | None) -> None:
-    """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder."""
+def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None) -> None:
+    """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder.
+
+    SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`).
+    """
+    from dataclasses import replace
+
     from simulator.planning import plan_capacity
     from simulator.report import write_report
     from simulator.study import run_scenario
 
     sc = load_scenario(scenario)
+    if trace is not None:
+        sc = replace(sc, workload=replace(sc.workload, trace=str(trace.resolve())))
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     with _progress("simulating") as update:
         result = run_scenario(sc, seed, progress=update)

@@ -147,3 +147,14 @@ name = "chat-4k"
     plan = pd.read_csv(tmp_path / "capacity.csv")
     assert list(plan.hardware) == ["8xH100", "8xB200"] and (plan.nodes >= plan.memory_floor_nodes).all()
     assert (tmp_path / "capacity.png").exists()
+
+
+def test_run_command_replays_a_given_trace(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,1000,20\n2023-11-16 18:15:47.0000000,2000,30\n"
+                     "2023-11-16 18:15:49.5000000,500,10\n")
+    r = CliRunner().invoke(main, ["run", "trace-replay", "--trace", str(trace), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    reqs = pd.read_csv(tmp_path / "rep" / "8xH100" / "requests.csv")
+    assert list(reqs.prompt_tokens) == [1000, 2000, 500] and (reqs.outcome == "completed").all()
