@@ -7,13 +7,13 @@ overrides shipped ones: ``load_catalog(extra=Path("my_gpus.toml"))``.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from simulator.errors import ConfigError, must
+from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
 
@@ -116,16 +116,6 @@ def _lookup(table: dict[str, T], name: str, what: str) -> T:
     raise ConfigError(f"unknown {what} {name!r}; valid: {', '.join(table)}")
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-
-
 def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -> Any:
     fields = {f.name for f in dataclasses.fields(cls)} - {"key"} - set(extra)
     unknown = set(raw) - fields
@@ -161,13 +151,13 @@ def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None)
 
 @cache
 def _shipped() -> Catalog:
-    cat = parse_catalog(_read_toml(GPU_FILE), GPU_FILE)
-    return parse_catalog(_read_toml(NODE_FILE), NODE_FILE, cat)
+    cat = parse_catalog(read_toml(GPU_FILE), GPU_FILE)
+    return parse_catalog(read_toml(NODE_FILE), NODE_FILE, cat)
 
 
 def load_catalog(extra: Path | None = None) -> Catalog:
     """The shipped catalog, extended by a user file when given."""
     cat = _shipped()
     if extra is not None:
-        cat = parse_catalog(_read_toml(Path(extra)), Path(extra), cat)
+        cat = parse_catalog(read_toml(Path(extra)), Path(extra), cat)
     return cat

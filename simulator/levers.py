@@ -10,7 +10,6 @@ memory left.
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from simulator.capacity import KVBudget, max_streams
 from simulator.kv import KVLayout, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
+from simulator.tomlfile import read_toml
 
 LEVER_FILE = Path(__file__).parent / "data" / "levers.toml"
 MAX_COMBINED = 3
@@ -34,8 +34,7 @@ class Lever:
 
 @cache
 def levers() -> dict[str, Lever]:
-    with LEVER_FILE.open("rb") as fh:
-        raw = tomllib.load(fh)["lever"]
+    raw = read_toml(LEVER_FILE)["lever"]
     return {k: Lever(name=k, **v) for k, v in raw.items()}
 
 

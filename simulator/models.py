@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import ConfigError, must
+from simulator.tomlfile import read_toml
 
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
 DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
@@ -40,8 +40,7 @@ class DType:
 @cache
 def dtypes() -> dict[str, DType]:
     """The storage formats, by name (``bf16``, ``fp8``, ``int4``, ...)."""
-    with DTYPE_FILE.open("rb") as fh:
-        raw = tomllib.load(fh)["dtype"]
+    raw = read_toml(DTYPE_FILE)["dtype"]
     return {k: DType(name=k, **v) for k, v in raw.items()}
 
 
@@ -151,13 +150,7 @@ def build_spec(key: str, raw: dict[str, Any], where: str) -> ModelSpec:
 
 
 def _load(path: Path) -> dict[str, ModelSpec]:
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path)
     return {k: build_spec(k, v, f"{path}: model.{k}") for k, v in data.get("model", {}).items()}
 
 

@@ -21,7 +21,6 @@ Every error names the file, the key path, the value and the rule, in one line.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +33,7 @@ from simulator.engine.config import EngineConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import parse_layout
 from simulator.models import ModelSpec, get_model
+from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
@@ -230,13 +230,7 @@ def load_scenario(path: str | Path | None = None, **overrides: Any) -> Scenario:
     p = Path(path) if path else DEFAULT_SCENARIO
     if not p.is_file() and not p.suffix and (SCENARIO_DIR / f"{p}.toml").is_file():
         p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
-    try:
-        with p.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        shipped = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
-        raise ConfigError(f"{p}: scenario file not found (shipped: {shipped})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    shipped = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
+    data = read_toml(p, missing=f"scenario file not found (shipped: {shipped})")
     scenario = parse_scenario(data, str(p))
     return replace(scenario, **overrides) if overrides else scenario

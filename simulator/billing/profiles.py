@@ -10,13 +10,13 @@ merge of the two. A user file with the same schema adds or overrides profiles an
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import ConfigError, must
+from simulator.tomlfile import read_toml
 from simulator.units import HOUR_S, MINUTE_S, MTOK
 
 PROFILE_FILE = Path(__file__).parent / "profiles.toml"
@@ -173,16 +173,6 @@ class ProfileCatalog:
 _PROFILE_ONLY = {"style", "default_tier", "tier", "source", "as_of"}
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-
-
 def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None = None) -> ProfileCatalog:
     """Turn parsed TOML into a catalog; profiles and tiers extend (or override) `base`."""
     tiers = {k: dict(v) for k, v in base.tiers.items()} if base else {}
@@ -245,14 +235,14 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
 
 @cache
 def _shipped() -> ProfileCatalog:
-    return parse_profiles(_read_toml(PROFILE_FILE), PROFILE_FILE)
+    return parse_profiles(read_toml(PROFILE_FILE), PROFILE_FILE)
 
 
 def load_profiles(extra: Path | str | None = None) -> ProfileCatalog:
     """The shipped profiles, extended by a user TOML file when given."""
     cat = _shipped()
     if extra is not None:
-        cat = parse_profiles(_read_toml(Path(extra)), Path(extra), cat)
+        cat = parse_profiles(read_toml(Path(extra)), Path(extra), cat)
     return cat
 
 

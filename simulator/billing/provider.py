@@ -14,7 +14,6 @@ the engine will later feed measured residency (with eviction) through the same f
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
@@ -24,6 +23,7 @@ import pandas as pd
 
 from simulator.billing.compare import TTLComparison
 from simulator.errors import ConfigError, must
+from simulator.tomlfile import read_toml
 from simulator.units import GB, HOUR_S
 
 PROVIDER_FILE = Path(__file__).parent / "provider.toml"
@@ -53,8 +53,7 @@ class ProviderCosts:
 
 @cache
 def _shipped() -> ProviderCosts:
-    with PROVIDER_FILE.open("rb") as fh:
-        return _parse(tomllib.load(fh), PROVIDER_FILE)
+    return _parse(read_toml(PROVIDER_FILE), PROVIDER_FILE)
 
 
 def _parse(data: dict[str, object], path: Path) -> ProviderCosts:
@@ -78,11 +77,7 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
     base = _shipped()
     if extra is None:
         return base
-    try:
-        with Path(extra).open("rb") as fh:
-            data = tomllib.load(fh)
-    except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{extra}: cannot read ({exc})") from None
+    data = read_toml(extra)
     merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts)} | dict(data.get("provider", {}))
     return _parse({"provider": merged}, Path(extra))
 
