@@ -222,7 +222,7 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
     DataFrame
         Columns ``point`` (grid index), the swept keys, ``hardware``, then `METRICS`; rows in
         grid order whatever ran them. ``attrs["swept"]`` lists the swept keys and
-        ``attrs["scenario"]`` the scenario's name.
+        ``attrs["scenario"]`` the scenario's name, ``attrs["slo_*"]`` its SLOs.
     """
     points = expand_grid(scenario, grid)
     jobs = [(scenario_table(sc), scenario.path, {"point": i, **{k: _label(v) for k, v in values.items()}})
@@ -233,7 +233,8 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
         results = _run_local(jobs, workers or os.cpu_count() or 1, progress)
     rows = [row for rs in results for row in rs]
     df = pd.DataFrame(rows, columns=["point", *grid, "hardware", *METRICS])
-    df.attrs.update(swept=list(grid), scenario=scenario.name)
+    df.attrs.update(swept=list(grid), scenario=scenario.name, slo_ttft_p99_s=scenario.slo.ttft_p99_s,
+                    slo_tpot_p99_s=scenario.slo.tpot_p99_s)
     return df
 
 
