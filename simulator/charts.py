@@ -193,13 +193,20 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     ylabel, scale = SWEEP_LABELS.get(y, (y, 1.0))
     xlabel = SWEEP_LABELS.get(x, (x, 1.0))[0]
     split = ["hardware", *([hue] if hue and hue != "hardware" else [])]
-    split += [k for k in df.attrs.get("swept", []) if k not in (x, *split) and k in df and df[k].nunique() > 1]
+    split += [k for k in df.attrs.get("swept", []) if k not in (x, *split, "cluster.hardware")
+              and k in df and df[k].nunique() > 1]
     numeric_x = pd.api.types.is_numeric_dtype(df[x])
+    kinds = list(dict.fromkeys(df["hardware"]))
+    colours: dict[tuple[object, ...], int] = {}
     for keys, g in df.groupby(split, sort=False):
         if numeric_x:
             g = g.sort_values(x, kind="stable")
-        parts = [str(keys[0])] + [f"{k}={v}" for k, v in zip(split[1:], keys[1:], strict=True)]
-        ax.plot(g[x], g[y].astype(float) * scale, marker="o", lw=1.8, label=", ".join(parts))
+        hw, rest = keys[0], tuple(keys[1:])
+        style = kinds.index(hw)  # a line style and marker per node kind, a colour per other split
+        colour = colours.setdefault(rest, len(colours)) if rest else style
+        parts = [str(hw)] + [f"{k}={v}" for k, v in zip(split[1:], rest, strict=True)]
+        ax.plot(g[x], g[y].astype(float) * scale, color=f"C{colour % 10}", ls=["-", "--", "-.", ":"][style % 4],
+                marker="osD^v"[style % 5], lw=1.8, label=", ".join(parts))
     slo_attr, unit = _SLO_LINES.get(y, ("", ""))
     slo = df.attrs.get(slo_attr)
     if slo:
@@ -216,5 +223,8 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     name = df.attrs.get("scenario")
     ax.set_title((f"{name}: " if name else "") + f"{ylabel.split(' (')[0]} vs {xlabel.split(' (')[0]}")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, title=" / ".join(split), title_fontsize=8)
+    legend = ax.legend(fontsize=8, title=" / ".join(split), title_fontsize=8)
+    if len(ax.lines) > 4:  # many lines: beside the plot, not over it
+        legend.set_bbox_to_anchor((1.01, 1.0))
+        legend.set_loc("upper left")
     return ax
