@@ -82,7 +82,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     n = len(points)
     runs = sum(len(p.cluster.hardware) for _, p in points)
     click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations", err=True)
-    with click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:  # type: ignore[operator]
+    with click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
         df = run_sweep(sc, grid, workers=workers, dask_address=dask_address,
                        progress=lambda f: bar.update(round(f * n) - bar.pos))
     _echo_table(df)
