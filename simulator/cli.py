@@ -9,6 +9,7 @@ from simulator.cli_breakeven import breakeven
 from simulator.cli_cost import calibrate, cost
 from simulator.cli_run import capacity_cmd, run_cmd
 from simulator.cli_spec import calc, collapse, fit, hardware, models
+from simulator.cli_sweep import sweep
 from simulator.cli_workload import workload
 
 
@@ -19,5 +20,5 @@ def main() -> None:
 
 
 for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven, cost, calibrate, run_cmd,
-             capacity_cmd):
+             capacity_cmd, sweep):
     main.add_command(_cmd)
