@@ -27,6 +27,7 @@ from simulator.engine.retention import RetentionPolicy
 from simulator.engine.sequence import DONE, RUNNING, SWAPPED, WAITING, Seq
 from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
+
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
 

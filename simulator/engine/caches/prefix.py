@@ -65,17 +65,102 @@ class _PrefixState:
     def _hbm(path: list[Node], last: int) -> tuple[int, int]:
         tokens = free = 0
         for i, node in enumerate(path):
+            if node.tier != HBM:
+                break
+            t = last if i == len(path) - 1 else node.tokens
+            tokens += t
+            if node.ref == 0:
+                free += t
+        return tokens, free
+
+    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
+        path, last = self.tree.walk(self._pieces(seq), max_hit_tokens)
+        tokens, free = self._hbm(path, last)
+        return tokens, free // self.B
+
+    # ------------------------------------------------------------------ admission
+    def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
+        tree, B = self.tree, self.B
+        path, last = tree.walk(self._pieces(seq), max_hit_tokens)
+        seq.cache_node = None
+        if not path:
+            return NO_HIT
+        if last < path[-1].tokens:
+            path[-1] = tree.split(path[-1], last)
+        per_tier = [0] * len(self.tiers)
+        for node in path:
+            per_tier[node.tier] += node.tokens
+        hbm = per_tier[HBM]
+        # cheapest of: reload tiers 1..t, recompute the rest (t = 0: recompute all lower tiers)
+        best_t, best_s = 0, self._recompute_s(sum(per_tier[1:]), hbm)
+        reload_s = 0.0
+        for t in range(1, len(self.tiers)):
+            reload_s += per_tier[t] // B * self.reload_s_per_block[t]
+            s = reload_s + self._recompute_s(sum(per_tier[t + 1:]), hbm + sum(per_tier[1:t + 1]))
+            if s < best_s:
+                best_t, best_s = t, s
+        hit_node: Node | None = None
+        reload_blocks = 0
+        for node in path:
+            if node.tier > best_t:
+                break
+            if node.tier != HBM:
+                reload_blocks += self._promote(node)
+            tree.touch(node)
+            hit_node = node
+        if hit_node is None:
+            return Admission(recomputed_tokens=sum(per_tier[1:]))
+        tree.pin(hit_node)
+        seq.cache_node = hit_node
+        self.counters["reloaded_blocks"] += reload_blocks
+        self.counters["bytes_up"] += reload_blocks * self.ctx.block_bytes
+        reloaded = sum(per_tier[1:best_t + 1])
+        return Admission(
+            hit_tokens=hbm + reloaded, reload_blocks=reload_blocks,
+            reload_s=sum(per_tier[t] // B * self.reload_s_per_block[t] for t in range(1, best_t + 1)),
+            hbm_tokens=hbm, dram_tokens=self._reloaded(per_tier, best_t, "dram"),
+            nvme_tokens=self._reloaded(per_tier, best_t, "nvme"),
+            recomputed_tokens=sum(per_tier[best_t + 1:]))
+
+    def _promote(self, node: Node) -> int:
+        """Bring a lower-tier node into HBM (unreferenced); return its blocks."""
+        tree = self.tree
+        b = node.tokens // self.B
+        tree.blocks[node.tier] -= b
+        tree.blocks[HBM] += b
+        tree.evictable += b
+        node.tier = HBM
+        return b
+
+    def _reloaded(self, per_tier: list[int], best_t: int, name: str) -> int:
+        return sum(per_tier[t] for t in range(1, best_t + 1) if self.tiers[t] == name)
+
+    def _recompute_s(self, tokens: int, context: int) -> float:
+        if tokens == 0:
+            return 0.0
+        price = self.ctx.prefill_s
+        return price(tokens, context) if price is not None else float("inf")
+
+    # ------------------------------------------------------------------ completion
+    def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
+        tree, B = self.tree, self.B
+        if seq.cache_node is not None:
+            tree.unpin(seq.cache_node)  # type: ignore[arg-type]
+            seq.cache_node = None
+        n = tokens - tokens % B
+        if n <= seq.hit_tokens or private_blocks <= 0:
+            return 0
+        pieces = self._pieces(seq)
+        path, last = tree.walk(pieces, n)
+        kept = pos = 0
+        parent = tree.root
+        for i, node in enumerate(path):
             partial = i == len(path) - 1 and last < node.tokens
             if partial and (node.tier != HBM or pos + last < n):
                 node = tree.split(node, last)
                 partial = False
             if node.tier != HBM:  # the sequence's private copy takes its place in HBM
-                b = node.tokens // B
-                tree.blocks[node.tier] -= b
-                tree.blocks[HBM] += b
-                tree.evictable += b
-                node.tier = HBM
-                kept += b
+                kept += self._promote(node)
             tree.touch(node)
             parent = node
             pos += last if partial else node.tokens
