@@ -206,7 +206,8 @@ class Replica(DecodeSet):
                 return self.plan(now)
             return False
         n = self.n_dec
-        if self.chunks or swap_s or self.rejoined or not self.fast_forward:
+        # after a preemption the next step may re-admit from the cache's evictable blocks: one step
+        if self.chunks or swap_s or self.rejoined or not self.fast_forward or (preempted and self.waiting):
             if self.chunks or swap_s:
                 chunks = [(c, s.prefilled) for s, c in self.chunks]
                 g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s

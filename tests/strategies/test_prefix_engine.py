@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def test_hits_fall_as_the_pool_shrinks(tmp_path: Path, pins_checked: list[int]) 
         assert rep.used == tree.blocks[HBM]  # every sequence gave its blocks back
         assert rep.cache.evict(10**9) == rep.used and tree.evictable == 0
     assert pins_checked[0] > 0
-    assert all(a > b for a, b in zip(shares, shares[1:], strict=False)), shares
+    assert all(a > b for a, b in itertools.pairwise(shares)), shares
 
 
 def test_dram_tier_recovers_hits_lost_to_a_small_pool(tmp_path: Path) -> None:
