@@ -20,7 +20,8 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.option("--model", default="Llama-3.1-70B", show_default=True, help="Model (catalog key).")
 @click.option("--workload", "workload_spec", default="code-repo-128k", show_default=True,
               help="Generator name, TOML with [workload], or trace file.")
-@click.option("--duration", "duration_s", type=float, default=None, help="Seconds of traffic (default: the workload's).")
+@click.option("--duration", "duration_s", type=float, default=None,
+              help="Seconds of traffic (default: the workload's).")
 @click.option("--rate-scale", type=float, default=1.0, show_default=True,
               help="Arrival rate multiplier (generated workloads; thinning/compression for traces).")
 @click.option("--nodes", "n_nodes", type=int, default=1, show_default=True, help="Nodes in the pool.")

@@ -37,7 +37,8 @@ def test_levers_on_the_code_repo_workload() -> None:
     assert df.memory_factor["mla"] < df.memory_factor["fp8"] < df.memory_factor["native"]
     assert df.prefix_hit_ratio_tokens["native"] == 0 and df.prefix_hit_ratio_tokens["prefix"] > 0.5
     assert df.ttft_p99_s["prefix"] < df.ttft_p99_s["native"]
-    assert df.quality_debit_points["streaming-llm"] > df.quality_debit_points["mla"] > 0 == df.quality_debit_points["prefix"]
+    debit = df.quality_debit_points
+    assert debit["streaming-llm"] > debit["mla"] > 0 == debit["prefix"]
     fig = compare_figure(df.reset_index(), "test")
     assert len(fig.axes) == 6 and all(ax.get_title() for ax in fig.axes)
 
