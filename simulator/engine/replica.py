@@ -14,25 +14,20 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from simulator.engine.caches import NO_HIT, CacheState
 from simulator.engine.config import SchedulerConfig
-from simulator.engine.decode import DECODE, DecodeSet
 from simulator.engine.geometry import BlockGeometry
+from simulator.engine.observe import Observation, Observer
+from simulator.engine.pool import BlockPool
 from simulator.engine.retention import RetentionPolicy
-from simulator.engine.sequence import DONE, RUNNING, SWAPPED, WAITING, Seq
-from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach, steps_within
+from simulator.engine.sequence import RUNNING, Seq
+from simulator.engine.series import blocks_crossed, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
 
-# (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
-Observer = Callable[[Seq, str, str, float, float, float], None]
 
-
-class Replica(DecodeSet):
+class Replica(BlockPool, Observation):
     """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
 
     def __init__(self, *, index: int, total_blocks: int, geometry: BlockGeometry, retention: RetentionPolicy,
@@ -245,56 +240,6 @@ class Replica(DecodeSet):
                     break
         return k
 
-    def _drop_timed_out(self, now: float) -> None:
-        w = self.waiting
-        i = 0
-        while i < len(w) and math.isinf(w[i].deadline_s):
-            i += 1
-        while i < len(w) and w[i].deadline_s <= now:
-            seq = w[i]
-            del w[i]
-            r = seq.request
-            self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
-            self._end(seq, "timed_out", f"waited > queue_timeout_s {self.sched.queue_timeout_s:g}", now)
-
-    def _evict(self, n_blocks: int) -> None:
-        if n_blocks > 0 and self.cache.evictable_blocks():
-            self.used -= self.cache.evict(n_blocks)
-
-    # ----------------------------------------------------------------- preemption
-    def _preempt(self, now: float) -> float:
-        """Preempt the newest running sequence; return the swap-out seconds it costs."""
-        seq = next(reversed(self.running.values()))
-        seq.preemptions += 1
-        req = seq.request
-        if seq.state == DECODE:
-            blocks = self._private(seq, self._leave_decode(seq))
-            seq.last_tok_s = now
-            if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
-                seq.state = SWAPPED
-                seq.blocks = blocks
-                self.used -= blocks
-                self.host_used += blocks
-                self.swapped.append(seq)
-                return blocks * self.swap_s_per_block
-            tokens = seq.kv0
-        else:
-            del self.running[seq.key]
-            del self.prefilling[seq.key]
-            blocks = seq.blocks
-            tokens = seq.prefilled
-        kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
-        self.used -= blocks - kept
-        self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
-        seq.target = req.prompt_tokens + seq.gen0
-        seq.prefilled = 0
-        seq.hit_tokens = 0
-        seq.blocks = 0
-        seq.state = WAITING
-        seq.deadline_s = math.inf
-        self.waiting.appendleft(seq)
-        return 0.0
-
     # ----------------------------------------------------------------- commit
     def commit(self, n: int, end_s: float) -> None:
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
@@ -347,36 +292,3 @@ class Replica(DecodeSet):
         self.used -= blocks - kept
         self._end(seq, "completed", "", end_s)
 
-    def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
-        seq.state = DONE
-        p99 = mean = math.nan
-        out = seq.request.output_tokens
-        if outcome == "completed" and out > 1:
-            mean = (end_s - seq.first_s) / (out - 1)
-            p99 = self._gap_p99(seq)
-        self.observer(seq, outcome, reason, end_s, p99, mean)
-
-    def _gap_p99(self, seq: Seq) -> float:
-        ranges = seq.ranges
-        if len(ranges) == 1 and not seq.extra_gaps:
-            a, b = ranges[0]
-            if b - a == 1:  # one segment: the series' own quantile
-                k = self.log_k[a]
-                pos = 0.99 * (k - 1)
-                return self.log_g0[a] + self.log_d[a] * pos
-        g0s = np.concatenate([np.frombuffer(self.log_g0[a:b]) for a, b in ranges])
-        ds = np.concatenate([np.frombuffer(self.log_d[a:b]) for a, b in ranges])
-        ks = np.concatenate([np.frombuffer(self.log_k[a:b], dtype=np.int64) for a, b in ranges])
-        return gap_quantile(g0s, ds, ks, seq.extra_gaps)
-
-    # ----------------------------------------------------------------- observation
-    def _sample(self, now: float) -> None:
-        self.last_sample_s = now
-        tokens = self.kv_sum + sum(s.prefilled for s in self.prefilling.values())
-        batch_tokens = self.n_dec + sum(c for _, c in self.chunks)
-        self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens))
-
-    def sample(self, now: float) -> None:
-        """Record a time-series row now (used at the end of the run)."""
-        self._sample(now)
