@@ -81,9 +81,17 @@ def test_pinned_blocks_are_never_evicted() -> None:
     assert st.evict(10) == 0
     assert st.tree.blocks[HBM] == 4
     finish(st, pinned, 20)
-    assert st.evictable_blocks() == 5 and st.evict(2) == 2  # partial eviction trims a leaf's tail
-    assert st.tree.blocks[HBM] == 3
-    assert st.match(req(2, ((1, 16), (2, 4)))) == 12
+    assert st.evictable_blocks() == 5 and st.evict(2) == 5  # whole leaves up to EVICT_MIN_BLOCKS
+    assert st.tree.blocks[HBM] == 0
+
+
+def test_partial_eviction_trims_a_long_leaf() -> None:
+    st = make_strategy("prefix").bind(B, 1000)
+    seq, _ = run_one(st, req(0, ((1, 40 * B),)))
+    finish(st, seq, 40 * B)
+    assert st.evict(2) == 16  # at least EVICT_MIN_BLOCKS, taken from the leaf's tail
+    assert st.tree.blocks[HBM] == 24
+    assert st.match(req(1, ((1, 40 * B), (2, 4)))) == 24 * B
 
 
 @pytest.mark.parametrize("policy, survivor", [("lru", 1), ("lfu", 0), ("fifo", 1)])

@@ -15,8 +15,10 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
   step that admits, so in TTFT). The sequence allocates only ``blocks - hit / block_tokens``;
 - ``on_finish`` is told the sequence's private blocks and returns how many of them the cache
   keeps (0 ≤ kept ≤ private_blocks); the replica frees the others;
-- ``evictable_blocks`` are HBM cache blocks no running sequence references; ``evict(n)`` frees up
-  to ``n`` of them (moving them down a tier where there is one) and returns how many it freed.
+- ``evictable_blocks`` are HBM cache blocks no running sequence references; ``evict(n)`` frees
+  at least ``min(n, evictable_blocks())`` of them and at most ``evictable_blocks()`` (it may round
+  up to whole leaves or chunks, as SGLang does), moving them down a tier where there is one, and
+  returns how many it freed.
   Blocks a running sequence references are never evicted.
 
 How many blocks a sequence of ``t`` tokens holds is the replica's business (layout and
@@ -91,7 +93,7 @@ class CacheState(Protocol):
         ...
 
     def evict(self, n_blocks: int) -> int:
-        """Free up to `n_blocks` evictable blocks; return how many were freed."""
+        """Free at least ``min(n_blocks, evictable)`` evictable blocks (maybe more); return how many."""
         ...
 
     def stats(self) -> dict[str, float]:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from workloads.request import Request
 
 
+EVICT_MIN_BLOCKS = 16  # evict at least this much of a leaf at once: decode growth asks for 1 block a step
+
+
 def request_pieces(request: Request) -> tuple[Piece, ...]:
     """The request's token chain as pieces: prompt segments, then its output segment."""
     out_id = request.output_segment_id if request.output_segment_id >= 0 else ("out", request.id)
@@ -184,8 +187,8 @@ class _PrefixState:
             if victim is None:
                 break
             b = victim.tokens // B
-            want = n_blocks - freed
-            if b > want:
+            want = max(n_blocks - freed, EVICT_MIN_BLOCKS)
+            if b > want:  # trim the leaf's tail
                 tree.split(victim, (b - want) * B)
                 b = want
             self._demote(victim)

@@ -96,8 +96,12 @@ class RadixTree:
         last = 0
         n = len(pieces)
         while pos < limit and j < n:
-            key, _, _, got = cut(pieces, j, off, B)
-            child = node.children.get(key) if got == B else None
+            sid, _, end = pieces[j]
+            if end - off >= B:  # the usual case: the block lies within one segment
+                child = node.children.get(((sid, off, off + B),))
+            else:
+                key, _, _, got = cut(pieces, j, off, B)
+                child = node.children.get(key) if got == B else None
             if child is None:
                 break
             m, j, off = self._common(child.pieces, pieces, j, off)
