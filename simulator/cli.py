@@ -6,6 +6,7 @@ import click
 
 from simulator import __version__
 from simulator.cli_breakeven import breakeven
+from simulator.cli_compare import compare
 from simulator.cli_cost import calibrate, cost
 from simulator.cli_run import capacity_cmd, run_cmd
 from simulator.cli_spec import calc, collapse, fit, hardware, models
@@ -20,5 +21,5 @@ def main() -> None:
 
 
 for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven, cost, calibrate, run_cmd,
-             capacity_cmd, sweep):
+             capacity_cmd, sweep, compare):
     main.add_command(_cmd)

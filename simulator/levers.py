@@ -38,6 +38,17 @@ def levers() -> dict[str, Lever]:
     return {k: Lever(name=k, **v) for k, v in raw.items()}
 
 
+def layout_debit_points(layout: KVLayout) -> float:
+    """Σ debits of the levers `layout` applies (``fp8``, ``mla``, ``cross-layer``, ``compress``, ...).
+
+    Each ``+``-part of ``layout.label`` is matched to a lever by its name before any ``:``;
+    parts with no lever (``native``, ``bf16``) cost nothing.
+    """
+    table = levers()
+    return round(sum(table[p.split(":")[0]].debit_points for p in layout.label.split("+")
+                     if p.split(":")[0] in table), 6)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fix:
     """A set of levers under which the target fits."""

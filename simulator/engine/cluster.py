@@ -8,6 +8,7 @@ finished by then plus the step in progress, and plans again: exactly what steppi
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Callable, Generator, Iterable
@@ -20,25 +21,50 @@ import simpy
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import kv_budget
 from simulator.cost import StepModel, load_params
-from simulator.engine.caches import make_strategy
+from simulator.engine.caches import CacheContext, make_strategy
 from simulator.engine.config import EngineConfig
+from simulator.engine.geometry import BlockGeometry, block_geometry
 from simulator.engine.records import RequestRecord
 from simulator.engine.replica import Replica
+from simulator.engine.retention import debit_points, make_retention
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
 from simulator.engine.series import series_s, steps_within
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
-from simulator.kv import KVLayout, bytes_per_token
+from simulator.kv import KVLayout
+from simulator.levers import layout_debit_points
 from simulator.models import ModelSpec, get_model
 from workloads.request import Request
 
-TimerFactory = Callable[[NodeSpec, ModelSpec, int], StepTimer]
+TimerFactory = Callable[..., StepTimer]
+"""``(node, model, tp) -> StepTimer``; a factory that also takes a ``layout`` keyword parameter
+is called with ``layout=`` the run's `KVLayout` (so it can price the layout's KV bytes)."""
 
 
 def cost_model_timer(node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout) -> StepTimer:
-    """The calibrated step-time model (`simulator.cost.StepModel`) of one replica: the default timer."""
+    """The calibrated step-time model (`simulator.cost.StepModel`) of one replica: the default timer.
+
+    It prices the layout's KV bytes itself (windows and compression included)."""
     return StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
+
+
+def _call_factory(factory: TimerFactory, node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout) -> StepTimer:
+    try:
+        takes_layout = "layout" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes_layout = False
+    return factory(node, model, tp, layout=layout) if takes_layout else factory(node, model, tp)
+
+
+def _prefill_price(timer: StepTimer) -> Callable[[int, int], float]:
+    """Marginal seconds to prefill `tokens` after `context` cached tokens (step less its overhead)."""
+    a0 = timer.decode_coefficients(0)[0]
+
+    def price(tokens: int, context: int) -> float:
+        return max(0.0, timer.step_s([(tokens, context)], 0, 0) - a0)
+
+    return price
 
 
 @dataclass(slots=True)
@@ -55,8 +81,9 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                   observer: Callable[..., None], samples: list[tuple[Any, ...]]) -> Cluster:
     """Replicas for every pool: KV pool from `kv_budget`, timer, cache state, host swap space."""
     model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
-    bpt = bytes_per_token(model, config.layout)
+    geo: BlockGeometry = block_geometry(model, config.layout, config.block_tokens)
     strategy = make_strategy(config.cache, **dict(config.cache_params))
+    retention = make_retention(config.retention, **dict(config.retention_params))
     catalog = None
     replicas: list[Replica] = []
     nodes: list[tuple[NodeSpec, int]] = []
@@ -68,7 +95,7 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
             node = catalog.node(pool.node)
         nodes.append((node, pool.n_nodes))
         budget = kv_budget(node, model, pool.tp, config.memory_utilization)
-        blocks = config.kv_blocks or int(budget.kv_bytes_per_replica // (config.block_tokens * bpt))
+        blocks = config.kv_blocks or int(budget.kv_bytes_per_replica // geo.block_bytes)
         if blocks < 1:
             raise ConfigError(f"EngineConfig: KV pool of {node.key} tp {pool.tp} holds no block of "
                               f"{config.block_tokens} tokens")
@@ -77,14 +104,20 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         elif isinstance(timer, StepTimer):
             t = timer
         else:
-            t = timer(node, model, pool.tp)
-        host_blocks = int(node.host_dram_bytes / budget.replicas // (config.block_tokens * bpt))
+            t = _call_factory(timer, node, model, pool.tp, config.layout)
+        host_bytes = node.host_dram_bytes / budget.replicas
+        host_blocks = int(host_bytes // geo.block_bytes)
+        pcie = pool.tp * node.gpu.pcie_bytes_per_s
+        ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=pcie,
+                           nvme_bytes=node.nvme_bytes / budget.replicas,
+                           nvme_bytes_per_s=min(pcie, node.nvme_bytes_per_s / budget.replicas),
+                           prefill_s=_prefill_price(t))
         for _ in range(pool.n_nodes * budget.replicas):
             replicas.append(Replica(
-                index=len(replicas), total_blocks=blocks, block_tokens=config.block_tokens,
-                bytes_per_token=bpt, swap_bytes_per_s=pool.tp * node.gpu.pcie_bytes_per_s,
+                index=len(replicas), total_blocks=blocks, geometry=geo, retention=retention,
+                swap_bytes_per_s=pcie,
                 host_blocks=host_blocks, max_context_tokens=model.max_context_tokens, timer=t,
-                cache=strategy.bind(config.block_tokens, blocks), sched=config.scheduler,
+                cache=strategy.bind(config.block_tokens, blocks, ctx), sched=config.scheduler,
                 fast_forward=config.fast_forward, observer=observer,
                 sample_interval_s=config.sample_interval_s, samples=samples))
     return Cluster(replicas=replicas, nodes=nodes, samples=samples)
@@ -136,6 +169,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     (route_rng,) = (np.random.default_rng(s) for s in ss.spawn(1))
     records: list[tuple[Any, ...]] = []
+    layout_debit = layout_debit_points(config.layout)
+    retention_debit = debit_points(config.retention)
     total = total_requests if total_requests is not None else (
         len(requests) if hasattr(requests, "__len__") else None)  # type: ignore[arg-type]
     every = max(1, (total or 0) // 1000)
@@ -145,7 +180,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         records.append(RequestRecord(
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
             end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.hit_tokens, seq.preemptions,
-            outcome, reason, seq.admit_s))
+            outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
+            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0)))
         if progress is not None and total and len(records) % every == 0:
             progress(len(records) / total)
 

@@ -68,7 +68,10 @@ class EngineConfig:
 
     ``node``/``n_nodes``/``tp`` name the first pool; ``more_pools`` make a mixed fleet.
     ``kv_blocks`` > 0 overrides the pool size computed from `simulator.capacity.kv_budget`
-    (``floor(kv_bytes_per_replica / (block_tokens · bytes_per_token))``), for what-ifs and tests.
+    (``floor(kv_bytes_per_replica / block_bytes)``, a block sized by the layout: see
+    `simulator.engine.geometry`), for what-ifs and tests. ``cache`` names the reuse strategy
+    (`simulator.engine.caches`), ``retention`` the per-sequence retention policy
+    (`simulator.engine.retention`), each with its parameters.
     A request is *good* (counts to goodput) when ``ttft ≤ slo_ttft_s`` and its mean TPOT
     ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``.
     """
@@ -87,6 +90,8 @@ class EngineConfig:
     router_params: Mapping[str, object] = field(default_factory=dict)
     cache: str = "full"
     cache_params: Mapping[str, object] = field(default_factory=dict)
+    retention: str = "full"
+    retention_params: Mapping[str, object] = field(default_factory=dict)
     slo_ttft_s: float = 2.0
     slo_tpot_s: float = 0.1
     fast_forward: bool = True
@@ -130,6 +135,7 @@ class EngineConfig:
             },
             "router": {"name": self.router, **self.router_params},
             "cache": {"name": self.cache, **self.cache_params},
+            "retention": {"name": self.retention, **self.retention_params},
             "slo_ttft_s": self.slo_ttft_s,
             "slo_tpot_s": self.slo_tpot_s,
             "fast_forward": self.fast_forward,

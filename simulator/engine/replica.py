@@ -4,43 +4,42 @@
 FCFS admission under a watermark) and prices it; `commit` applies ``n`` steps of it. A batch of
 decodes only is *stable* until the next completion, the next block shortage or the next
 queue deadline, and is planned as one jump of k steps (see `simulator.engine.series`).
-Running aggregates (decoders, Σ KV tokens, a histogram of block phases, a heap of finish steps)
-make planning and committing O(changes), not O(batch).
+Running aggregates (`simulator.engine.decode`) make planning and committing O(changes), not
+O(batch). Blocks per sequence come from the layout's `BlockGeometry` and the retention policy
+(a per-sequence cap); sharing and eviction of cached prefixes from the `CacheState`.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from simulator.engine.caches import CacheState
+from simulator.engine.caches import NO_HIT, CacheState
 from simulator.engine.config import SchedulerConfig
-from simulator.engine.sequence import DONE, RUNNING, SWAPPED, WAITING, Seq
-from simulator.engine.series import blocks_crossed, gap_quantile, steps_to_reach, steps_within
+from simulator.engine.geometry import BlockGeometry
+from simulator.engine.observe import Observation, Observer
+from simulator.engine.pool import BlockPool
+from simulator.engine.retention import RetentionPolicy
+from simulator.engine.sequence import RUNNING, Seq
+from simulator.engine.series import blocks_crossed, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
 
-DECODE = 4  # a RUNNING sequence whose prefill is complete
-# (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
-Observer = Callable[[Seq, str, str, float, float, float], None]
 
-
-class Replica:
+class Replica(BlockPool, Observation):
     """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
 
-    def __init__(self, *, index: int, total_blocks: int, block_tokens: int, bytes_per_token: float,
+    def __init__(self, *, index: int, total_blocks: int, geometry: BlockGeometry, retention: RetentionPolicy,
                  swap_bytes_per_s: float, host_blocks: int, max_context_tokens: int, timer: StepTimer,
                  cache: CacheState, sched: SchedulerConfig, fast_forward: bool, observer: Observer,
                  sample_interval_s: float, samples: list[tuple[Any, ...]]) -> None:
         self.index = index
         self.total_blocks = total_blocks
-        self.B = block_tokens
-        self.swap_s_per_block = block_tokens * bytes_per_token / swap_bytes_per_s
+        self.geometry = geometry
+        self.retention = retention
+        self.B = geometry.block_tokens
+        self.swap_s_per_block = geometry.block_bytes / swap_bytes_per_s
         self.host_blocks = host_blocks
         self.max_context_tokens = max_context_tokens
         self.timer = timer
@@ -57,10 +56,7 @@ class Replica:
         self.running: dict[int, Seq] = {}  # admission order
         self.prefilling: dict[int, Seq] = {}
         self.S = 0  # steps run
-        self.n_dec = 0
-        self.kv_sum = 0  # Σ kv tokens of decoders at step S
-        self.hist = [0] * block_tokens  # decoders by (kv0 − base) mod B
-        self.heap: list[tuple[int, int, int, Seq]] = []  # (finish step, key, base, seq)
+        self._init_decode(self.B)
         self.used = 0  # blocks held by sequences and by the cache
         self.host_used = 0
         self.outstanding_tokens = 0  # prefill + output tokens still to compute
@@ -89,7 +85,10 @@ class Replica:
         if need > self.max_context_tokens:
             self._end(seq, "rejected", f"context {need} > max_context_tokens {self.max_context_tokens}", now)
             return False
-        blocks = self.cache.blocks_for(need)
+        prompt = req.prompt_tokens
+        seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
+        seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= seq.cap)
+        blocks = self.geometry.blocks(max(prompt, min(need, seq.cap)))
         if blocks > self.total_blocks - self.watermark_blocks:
             room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
             self._end(seq, "rejected", f"needs {blocks} blocks > {room}", now)
@@ -99,6 +98,10 @@ class Replica:
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
         return True
+
+    def _private(self, seq: Seq, kv_tokens: int) -> int:
+        """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
+        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
 
     @property
     def free_blocks(self) -> int:
@@ -139,7 +142,7 @@ class Replica:
         room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
         while self.swapped and not preempted and len(self.running) < self.sched.max_num_seqs:
             seq = self.swapped[0]
-            grow = -(-(seq.kv0 + 1) // B) - seq.hit_tokens // B
+            grow = self._private(seq, seq.kv0 + 1)
             if grow > room:
                 break
             self.swapped.popleft()
@@ -162,19 +165,23 @@ class Replica:
             while self.waiting and budget > 0 and len(self.running) < self.sched.max_num_seqs:
                 seq = self.waiting[0]
                 max_hit = (seq.target - 1) // B * B
-                hit = min(self.cache.match(seq.request), max_hit)
-                blocks = self.cache.blocks_for(seq.target) - hit // B
-                if blocks > room + self.cache.evictable_blocks():
+                hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
+                blocks = self.geometry.blocks(seq.target) - hbm // B
+                if blocks > room + self.cache.evictable_blocks() - unref:
                     break
                 self.waiting.popleft()
-                if blocks > self.free_blocks - need:
-                    self._evict(blocks - (self.free_blocks - need))
-                hit = self.cache.on_admit(seq, max_hit)
-                blocks = self.cache.blocks_for(seq.target) - hit // B
-                self.used += blocks
-                room = self.free_blocks - need - self.watermark_blocks
-                seq.blocks = blocks
+                adm = self.cache.on_admit(seq, max_hit) if seq.exact else NO_HIT
+                hit = adm.hit_tokens
                 seq.hit_tokens = hit
+                seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
+                seq.recomputed = adm.recomputed_tokens
+                seq.blocks = self.geometry.blocks(seq.target) - hit // B
+                new = seq.blocks + adm.reload_blocks
+                if new > self.free_blocks - need:
+                    self._evict(new - (self.free_blocks - need))
+                self.used += new
+                swap_s += adm.reload_s
+                room = self.free_blocks - need - self.watermark_blocks
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
                 seq.state = RUNNING
@@ -194,7 +201,8 @@ class Replica:
                 return self.plan(now)
             return False
         n = self.n_dec
-        if self.chunks or swap_s or self.rejoined or not self.fast_forward:
+        # after a preemption the next step may re-admit from the cache's evictable blocks: one step
+        if self.chunks or swap_s or self.rejoined or not self.fast_forward or (preempted and self.waiting):
             if self.chunks or swap_s:
                 chunks = [(c, s.prefilled) for s, c in self.chunks]
                 g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
@@ -204,7 +212,7 @@ class Replica:
             self.g0, self.d, self.k = g0, 0.0, 1
         else:
             a, b = self.timer.decode_coefficients(n)
-            self.g0, self.d = a + b * (self.kv_sum + n), b * n
+            self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
             self.k = self._stable_steps(now)
         if self.g0 <= 0:
             raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
@@ -214,10 +222,7 @@ class Replica:
 
     def _stable_steps(self, now: float) -> int:
         """Steps until the next completion, block shortage or queue deadline."""
-        heap = self.heap
-        while heap[0][3].state != DECODE or heap[0][3].base != heap[0][2]:
-            heapq.heappop(heap)
-        k = heap[0][0] - self.S
+        k = self._next_event_step() - self.S
         free = self.free_blocks
         if blocks_crossed(self.hist, self.S, self.B, k) > free:
             lo, hi = 1, k  # G(lo) ≤ free < G(hi)
@@ -235,78 +240,6 @@ class Replica:
                     break
         return k
 
-    def _drop_timed_out(self, now: float) -> None:
-        w = self.waiting
-        i = 0
-        while i < len(w) and math.isinf(w[i].deadline_s):
-            i += 1
-        while i < len(w) and w[i].deadline_s <= now:
-            seq = w[i]
-            del w[i]
-            r = seq.request
-            self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
-            self._end(seq, "timed_out", f"waited > queue_timeout_s {self.sched.queue_timeout_s:g}", now)
-
-    def _evict(self, n_blocks: int) -> None:
-        if n_blocks > 0 and self.cache.evictable_blocks():
-            self.used -= self.cache.evict(n_blocks)
-
-    # ----------------------------------------------------------------- decode set
-    def _join_decode(self, seq: Seq) -> None:
-        seq.state = DECODE
-        seq.base = self.S
-        seq.seg_start = len(self.log_k)
-        self.n_dec += 1
-        self.kv_sum += seq.kv0
-        self.hist[(seq.kv0 - self.S) % self.B] += 1
-        heapq.heappush(self.heap, (self.S + seq.request.output_tokens - seq.gen0, seq.key, self.S, seq))
-        self.running[seq.key] = seq
-
-    def _leave_decode(self, seq: Seq) -> int:
-        """Take `seq` out of the decode set; materialise its counts; return its private blocks."""
-        kv = seq.kv_tokens(self.S)
-        seq.gen0 = seq.generated(self.S)
-        seq.kv0 = kv
-        self.n_dec -= 1
-        self.kv_sum -= kv
-        self.hist[(kv - self.S) % self.B] -= 1
-        seq.ranges.append((seq.seg_start, len(self.log_k)))
-        del self.running[seq.key]
-        return -(-kv // self.B) - seq.hit_tokens // self.B
-
-    def _preempt(self, now: float) -> float:
-        """Preempt the newest running sequence; return the swap-out seconds it costs."""
-        seq = next(reversed(self.running.values()))
-        seq.preemptions += 1
-        req = seq.request
-        if seq.state == DECODE:
-            blocks = self._leave_decode(seq)
-            seq.last_tok_s = now
-            if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
-                seq.state = SWAPPED
-                seq.blocks = blocks
-                self.used -= blocks
-                self.host_used += blocks
-                self.swapped.append(seq)
-                return blocks * self.swap_s_per_block
-            tokens = seq.kv0
-        else:
-            del self.running[seq.key]
-            del self.prefilling[seq.key]
-            blocks = seq.blocks
-            tokens = seq.prefilled
-        kept = self.cache.on_finish(seq, tokens, blocks)
-        self.used -= blocks - kept
-        self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
-        seq.target = req.prompt_tokens + seq.gen0
-        seq.prefilled = 0
-        seq.hit_tokens = 0
-        seq.blocks = 0
-        seq.state = WAITING
-        seq.deadline_s = math.inf
-        self.waiting.appendleft(seq)
-        return 0.0
-
     # ----------------------------------------------------------------- commit
     def commit(self, n: int, end_s: float) -> None:
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
@@ -318,18 +251,16 @@ class Replica:
         if n_dec:
             grow = self.hist[-self.S % B] if n == 1 else blocks_crossed(self.hist, self.S, B, n)
             self.used += grow
-            self.kv_sum += n_dec * n
+            self.kv_sum += self.n_grow * n
             self.outstanding_tokens -= n_dec * n
         self.S += n
         for seq in self.rejoined:
             seq.extra_gaps.append(end_s - seq.rejoin_from_s)
             seq.seg_start = len(self.log_k)
-        heap = self.heap
-        while heap and heap[0][0] <= self.S:
-            _, _, base, seq = heapq.heappop(heap)
-            if seq.state == DECODE and seq.base == base:
-                blocks = self._leave_decode(seq)
-                self._release(seq, seq.kv0, blocks, end_s)
+        if self.heap and self.heap[0][0] <= self.S:
+            for seq in self._due():
+                kv = self._leave_decode(seq)
+                self._release(seq, kv, self._private(seq, kv), end_s)
         for seq, chunk in self.chunks:
             seq.prefilled += chunk
             self.outstanding_tokens -= chunk
@@ -347,45 +278,17 @@ class Replica:
                 del self.running[seq.key]
                 self._release(seq, seq.target, seq.blocks, end_s)
             else:
-                seq.kv0 = seq.target
+                keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
+                if keep < seq.target:  # retention drops KV once the prompt is scored
+                    self.used -= seq.blocks - self._private(seq, keep)
+                seq.kv0 = keep
                 self._join_decode(seq)
                 seq.seg_start = len(self.log_k)
 
     def _release(self, seq: Seq, tokens: int, blocks: int, end_s: float) -> None:
-        kept = self.cache.on_finish(seq, tokens, blocks)
+        r = seq.request
+        seq.evicted = r.prompt_tokens + r.output_tokens - 1 - tokens
+        kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
         self.used -= blocks - kept
         self._end(seq, "completed", "", end_s)
 
-    def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
-        seq.state = DONE
-        p99 = mean = math.nan
-        out = seq.request.output_tokens
-        if outcome == "completed" and out > 1:
-            mean = (end_s - seq.first_s) / (out - 1)
-            p99 = self._gap_p99(seq)
-        self.observer(seq, outcome, reason, end_s, p99, mean)
-
-    def _gap_p99(self, seq: Seq) -> float:
-        ranges = seq.ranges
-        if len(ranges) == 1 and not seq.extra_gaps:
-            a, b = ranges[0]
-            if b - a == 1:  # one segment: the series' own quantile
-                k = self.log_k[a]
-                pos = 0.99 * (k - 1)
-                return self.log_g0[a] + self.log_d[a] * pos
-        g0s = np.concatenate([np.frombuffer(self.log_g0[a:b]) for a, b in ranges])
-        ds = np.concatenate([np.frombuffer(self.log_d[a:b]) for a, b in ranges])
-        ks = np.concatenate([np.frombuffer(self.log_k[a:b], dtype=np.int64) for a, b in ranges])
-        return gap_quantile(g0s, ds, ks, seq.extra_gaps)
-
-    # ----------------------------------------------------------------- observation
-    def _sample(self, now: float) -> None:
-        self.last_sample_s = now
-        tokens = self.kv_sum + sum(s.prefilled for s in self.prefilling.values())
-        batch_tokens = self.n_dec + sum(c for _, c in self.chunks)
-        self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens))
-
-    def sample(self, now: float) -> None:
-        """Record a time-series row now (used at the end of the run)."""
-        self._sample(now)

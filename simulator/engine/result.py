@@ -17,6 +17,8 @@ from simulator.engine.cluster import Cluster, TimerFactory, simulate
 from simulator.engine.config import EngineConfig
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
 from simulator.engine.timer import StepTimer
+from simulator.kv import footprint
+from simulator.models import ModelSpec, get_model
 from simulator.units import HOUR_S
 from workloads.request import Request
 
@@ -75,6 +77,35 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
     ts = records_to_frame(cluster.samples, SampleRecord)
     return Result(config=config, seed=seed, requests=req, timeseries=ts,
                   summary=summarize(config, cluster, req, ts, end_s, events))
+
+
+def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
+    """Prefix reuse, tier traffic, retention evictions, quality debit and each layout lever's memory factor.
+
+    ``prefix_hit_ratio_tokens = Σ hit_tokens / Σ prompt_tokens`` over all requests;
+    ``prefix_hit_ratio_requests`` = share of requests with a hit. Layout factors are
+    `simulator.kv.footprint` factors at the mean context (prompt + output) of completed requests.
+    """
+    prompt = int(req.prompt_tokens.sum()) if len(req) else 0
+    out: dict[str, Any] = {
+        "prefix_hit_ratio_tokens": float(req.hit_tokens.sum() / prompt) if prompt else math.nan,
+        "prefix_hit_ratio_requests": float((req.hit_tokens > 0).mean()) if len(req) else math.nan,
+        "hit_hbm_tokens": int(req.hit_hbm_tokens.sum()),
+        "hit_dram_tokens": int(req.hit_dram_tokens.sum()),
+        "hit_nvme_tokens": int(req.hit_nvme_tokens.sum()),
+        "recomputed_tokens": int(req.recomputed_tokens.sum()),
+        "retention_evicted_tokens": int(req.evicted_tokens.sum()),
+        "quality_debit_points": float(done.quality_debit_points.mean()) if len(done) else math.nan,
+    }
+    stats: dict[str, float] = {}
+    for rep in cluster.replicas:
+        for k, v in rep.cache.stats().items():
+            stats[k] = stats.get(k, 0) + v
+    out.update({f"cache_{k}": v for k, v in stats.items()})
+    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    ctx = int((done.prompt_tokens + done.output_tokens).mean()) if len(done) else 4096
+    out["layout_factors"] = footprint(model, config.layout, max(ctx, 1), 1, config.block_tokens).factors
+    return out
 
 
 def _pct(s: pd.Series, q: float) -> float:
@@ -140,6 +171,7 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "events": events,
         "events_per_request": events / len(req) if len(req) else math.nan,
     }
+    summary.update(_cache_summary(config, cluster, req, done))
     cols = (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e"))
     for col, name in cols:
         for q in (50, 90, 99):

@@ -3,7 +3,8 @@
 While decoding, a sequence's token counts are lazy: with the replica's step counter ``S``,
 ``generated = gen0 + (S - base)`` and ``kv_tokens = kv0 + (S - base)``, so a jump of k steps
 touches no sequence. ``kv_tokens = target + generated_since_prefill``: after a prefill of
-``target`` tokens the cache holds them, and each decode step stores one more token's KV.
+``target`` tokens the cache holds them, and each decode step stores one more token's KV,
+until a retention cap (``cap``): then ``capped`` is set and ``kv_tokens`` stays at ``kv0``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ class Seq:
     """Scheduler state of one request on one replica."""
 
     __slots__ = (
-        "admit_s", "base", "blocks", "deadline_s", "extra_gaps", "first_s", "gen0", "hit_tokens",
-        "key", "kv0", "last_tok_s", "preemptions", "prefilled", "ranges", "rejoin_from_s",
+        "admit_s", "base", "blocks", "cache_node", "cap", "capped", "deadline_s", "evicted", "exact",
+        "extra_gaps", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme", "hit_tokens", "key", "kv0",
+        "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed", "rejoin_from_s",
         "replica", "request", "seg_start", "state", "target",
     )
 
@@ -45,6 +47,13 @@ class Seq:
         self.seg_start = 0
         self.ranges: list[tuple[int, int]] = []  # step-log segment ranges spent decoding
         self.extra_gaps: list[float] = []  # gaps across preemptions
+        self.cap = 1 << 62  # most KV tokens while decoding (retention / layout)
+        self.capped = False
+        self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache
+        self.pieces: tuple[tuple[object, int, int], ...] | None = None  # the prefix cache's key chain
+        self.cache_node: object = None  # the prefix cache's deepest referenced node
+        self.hit_hbm = self.hit_dram = self.hit_nvme = self.recomputed = 0
+        self.evicted = 0  # tokens whose KV retention dropped
 
     def generated(self, step: int) -> int:
         """Output tokens so far, at replica step counter `step` (valid while decoding)."""
@@ -52,7 +61,7 @@ class Seq:
 
     def kv_tokens(self, step: int) -> int:
         """Tokens whose KV is cached, at replica step counter `step` (valid while decoding)."""
-        return self.kv0 + (step - self.base)
+        return self.kv0 if self.capped else self.kv0 + (step - self.base)
 
     def __repr__(self) -> str:
         return f"Seq(request={self.request.id}, replica={self.replica}, state={self.state})"

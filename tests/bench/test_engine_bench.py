@@ -119,3 +119,25 @@ def test_engine_bench() -> None:
         rows = sum(1 for _ in TRACE.open()) - 1
         measure("azure-2023-conv trace", azure(TRACE), rows)
     assert long < 2 * base
+
+
+@pytest.mark.bench
+def test_engine_bench_prefix_cache() -> None:
+    """The chat workload with prefix caching on (no shared prefixes: pure overhead), then a shared-prefix variant."""
+    import dataclasses
+
+    replicas = 4
+    rate = 0.7 * replicas * per_replica_rate(2000, 250)
+    n = N // 2
+    config = dataclasses.replace(CONFIG, cache="prefix")
+    for label, shared in (("prefix cache, unique prompts", False), ("prefix cache, 1k shared system prompt", True)):
+        reqs = chat(n, rate, 2000, 250, seed=0)
+        if shared:
+            reqs = (dataclasses.replace(r, segments=((-1, 1024), (r.id, r.prompt_tokens - 1024))) for r in reqs)
+        t = time.perf_counter()
+        res = run(config, reqs, seed=1, timer=TIMER, total_requests=n)
+        wall = time.perf_counter() - t
+        s = res.summary
+        print(f"\n[{label}] {s['requests']} requests in {wall:.2f} s wall: {s['requests'] / wall:,.0f} requests/s, "
+              f"{s['events_per_request']:.2f} events/request, hit share {s['prefix_hit_ratio_tokens']:.2f}, "
+              f"TTFT p50/p99 {s['ttft_p50_s'] * 1e3:.0f}/{s['ttft_p99_s'] * 1e3:.0f} ms")

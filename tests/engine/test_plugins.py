@@ -1,4 +1,4 @@
-"""Registries, the cache-strategy contract over every registered strategy, router behaviour."""
+"""Registries and router behaviour (the cache-strategy contract is in tests/strategies)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 from simulator.engine.caches import make_strategy, register_strategy, strategy_names
 from simulator.engine.routers import make_router, pick_min, register_router, router_names
-from simulator.engine.sequence import Seq
 from simulator.errors import ConfigError
 from workloads.request import Request
 
@@ -35,25 +34,6 @@ def test_registries_reject_duplicates_and_list_names() -> None:
     Dup.name = "round-robin"
     with pytest.raises(ConfigError, match="already registered"):
         register_router(Dup)
-
-
-@pytest.mark.parametrize("name", strategy_names())
-def test_cache_strategy_contract(name: str) -> None:
-    """Every strategy: paged blocks_for, block-aligned hits within the cap, kept ≤ given, evict ≤ asked."""
-    block_tokens = 16
-    state = make_strategy(name).bind(block_tokens, 1000)
-    for t in (1, 15, 16, 17, 1000):
-        assert state.blocks_for(t) == -(-t // block_tokens)
-    seq = Seq(REQ, 0, 0, float("inf"))
-    assert 0 <= state.match(REQ) <= REQ.prompt_tokens
-    hit = state.on_admit(seq, 96)
-    assert 0 <= hit <= 96 and hit % block_tokens == 0
-    blocks = state.blocks_for(110) - hit // block_tokens
-    kept = state.on_finish(seq, 110, blocks)
-    assert 0 <= kept <= blocks
-    ev = state.evictable_blocks()
-    assert 0 <= ev <= kept + hit // block_tokens
-    assert 0 <= state.evict(ev + 5) <= ev
 
 
 class _Rep:

@@ -4,22 +4,32 @@ A strategy is a frozen dataclass of parameters with a ``name``; `bind` makes the
 per-replica `CacheState` the scheduler talks to. Block accounting contract, in blocks of
 ``block_tokens``:
 
-- the replica counts every block a sequence holds privately *and* every block the cache keeps
-  (referenced or not) as used;
-- ``on_admit`` returns prefix tokens already resident (a multiple of ``block_tokens``, at most
-  ``max_hit_tokens``); those blocks stay the cache's and the sequence allocates only the rest;
+- the replica counts every block a sequence holds privately *and* every HBM block the cache
+  keeps (referenced or not) as used; blocks in lower tiers (host DRAM, NVMe) are the cache's own;
+- ``probe`` tells, before admission, how many prefix tokens are resident in HBM (a block
+  multiple ≤ ``max_hit_tokens``) and how many of those blocks are unreferenced (counted in
+  ``evictable_blocks`` until the admission pins them);
+- ``on_admit`` references the reusable prefix and returns an `Admission`: hit tokens (a block
+  multiple ≤ ``max_hit_tokens``, HBM plus blocks reloaded from lower tiers), the HBM blocks the
+  reload adds to the cache (the replica allocates them) and the transfer seconds (paid in the
+  step that admits, so in TTFT). The sequence allocates only ``blocks - hit / block_tokens``;
 - ``on_finish`` is told the sequence's private blocks and returns how many of them the cache
   keeps (0 ≤ kept ≤ private_blocks); the replica frees the others;
-- ``evictable_blocks`` are cache blocks no running sequence references; ``evict(n)`` frees up
-  to ``n`` of them and returns how many it freed.
-- decode growth is paged: a sequence of ``t`` tokens with ``h`` hit tokens holds
-  ``blocks_for(t) - h / block_tokens`` private blocks, and ``blocks_for(t) = ceil(t / block_tokens)``
-  (the fast-forward counts block crossings with that formula).
+- ``evictable_blocks`` are HBM cache blocks no running sequence references; ``evict(n)`` frees
+  at least ``min(n, evictable_blocks())`` of them and at most ``evictable_blocks()`` (it may round
+  up to whole leaves or chunks, as SGLang does), moving them down a tier where there is one, and
+  returns how many it freed.
+  Blocks a running sequence references are never evicted.
+
+How many blocks a sequence of ``t`` tokens holds is the replica's business (layout and
+retention decide it; see `simulator.engine.geometry`), not the cache's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar
 
 from simulator.errors import ConfigError
 
@@ -28,19 +38,50 @@ if TYPE_CHECKING:
     from workloads.request import Request
 
 
+class Admission(NamedTuple):
+    """What `CacheState.on_admit` found: hit tokens by tier and what reloading them costs."""
+
+    hit_tokens: int = 0  # hbm + reloaded (dram + nvme), a block multiple
+    reload_blocks: int = 0  # HBM blocks the reload adds to the cache
+    reload_s: float = 0.0  # transfer seconds, paid in the admitting step
+    hbm_tokens: int = 0
+    dram_tokens: int = 0
+    nvme_tokens: int = 0
+    recomputed_tokens: int = 0  # found in a lower tier, recomputed because that was faster
+
+
+NO_HIT = Admission()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheContext:
+    """What a replica tells its cache at `bind`: block bytes, lower tiers and a prefill price.
+
+    ``prefill_s(new_tokens, context_tokens)`` is the timer's marginal prefill time; reload from
+    a tier takes ``blocks · block_bytes / bandwidth``; the cache reloads when that is faster.
+    """
+
+    block_bytes: float = 0.0
+    dram_bytes: float = 0.0
+    dram_bytes_per_s: float = 1.0
+    nvme_bytes: float = 0.0
+    nvme_bytes_per_s: float = 1.0
+    prefill_s: Callable[[int, int], float] | None = None
+
+
 class CacheState(Protocol):
     """Per-replica cache state: the hooks the scheduler calls."""
 
-    def blocks_for(self, tokens: int) -> int:
-        """Blocks a sequence of `tokens` tokens occupies: ``ceil(tokens / block_tokens)``."""
-        ...
-
     def match(self, request: Request) -> int:
-        """Prefix tokens of `request` resident now (a lookup with no side effect; routers use it)."""
+        """Prefix tokens of `request` resident in HBM now (a lookup with no side effect; routers use it)."""
         ...
 
-    def on_admit(self, seq: Seq, max_hit_tokens: int) -> int:
-        """Reference the resident prefix of `seq`; return its tokens (block multiple, ≤ `max_hit_tokens`)."""
+    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
+        """``(hbm_tokens, unreferenced_blocks)`` of `seq`'s prefix resident in HBM (no side effect)."""
+        ...
+
+    def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
+        """Reference the reusable prefix of `seq` (reloading from lower tiers when faster)."""
         ...
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
@@ -52,7 +93,11 @@ class CacheState(Protocol):
         ...
 
     def evict(self, n_blocks: int) -> int:
-        """Free up to `n_blocks` evictable blocks; return how many were freed."""
+        """Free at least ``min(n_blocks, evictable)`` evictable blocks (maybe more); return how many."""
+        ...
+
+    def stats(self) -> dict[str, float]:
+        """Counters for the run summary (evicted blocks, bytes moved between tiers, ...)."""
         ...
 
 
@@ -61,7 +106,7 @@ class CacheStrategy(Protocol):
 
     name: ClassVar[str]
 
-    def bind(self, block_tokens: int, total_blocks: int) -> CacheState:
+    def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> CacheState:
         """Fresh state for one replica whose pool has `total_blocks` blocks of `block_tokens`."""
         ...
 
@@ -93,5 +138,7 @@ def make_strategy(name: str, **params: object) -> CacheStrategy:
 
 
 from simulator.engine.caches.full import FullKV  # noqa: E402  (registers itself)
+from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
-__all__ = ["CacheState", "CacheStrategy", "FullKV", "make_strategy", "register_strategy", "strategy_names"]
+__all__ = ["NO_HIT", "Admission", "CacheContext", "CacheState", "CacheStrategy", "FullKV", "PrefixCache",
+           "make_strategy", "register_strategy", "strategy_names"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from simulator.engine.caches import register_strategy
+from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
 
 if TYPE_CHECKING:
     from simulator.engine.sequence import Seq
@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 class _FullState:
     block_tokens: int
 
-    def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_tokens)
-
     def match(self, request: Request) -> int:
         return 0
 
-    def on_admit(self, seq: Seq, max_hit_tokens: int) -> int:
-        return 0
+    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
+        return 0, 0
+
+    def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
+        return NO_HIT
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         return 0
@@ -34,13 +34,16 @@ class _FullState:
     def evict(self, n_blocks: int) -> int:
         return 0
 
+    def stats(self) -> dict[str, float]:
+        return {}
+
 
 @register_strategy
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FullKV:
-    """Full KV per sequence, no reuse across requests: ``ceil(tokens / block_tokens)`` blocks each."""
+    """Full KV per sequence, no reuse across requests."""
 
     name: ClassVar[str] = "full"
 
-    def bind(self, block_tokens: int, total_blocks: int) -> _FullState:
+    def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> _FullState:
         return _FullState(block_tokens)

@@ -1,0 +1,53 @@
+"""``kvsim compare``: the same workload under several cache-strategy sets, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from simulator.cli_common import handle_errors
+from simulator.compare import compare_figure, compare_strategies
+from simulator.engine import EngineConfig
+from workloads import load_workload
+
+COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per_million_tokens",
+           "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "completed"]
+
+
+@click.command("compare")
+@click.option("--hardware", default="8xH100", show_default=True, help="Node kind (hardware/nodes.toml).")
+@click.option("--model", default="Llama-3.1-70B", show_default=True, help="Model (catalog key).")
+@click.option("--workload", "workload_spec", default="code-repo-128k", show_default=True,
+              help="Generator name, TOML with [workload], or trace file.")
+@click.option("--duration", "duration_s", type=float, default=None,
+              help="Seconds of traffic (default: the workload's).")
+@click.option("--rate-scale", type=float, default=1.0, show_default=True,
+              help="Arrival rate multiplier (generated workloads; thinning/compression for traces).")
+@click.option("--nodes", "n_nodes", type=int, default=1, show_default=True, help="Nodes in the pool.")
+@click.option("--tp", type=int, default=8, show_default=True, help="Tensor-parallel GPUs per replica.")
+@click.option("--strategies", required=True,
+              help="Comma-separated strategy sets, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
+                   "streaming-llm,prefix,prefix+dram,prefix+fp8.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write compare.csv and compare.png here.")
+@handle_errors
+def compare(hardware: str, model: str, workload_spec: str, duration_s: float | None, rate_scale: float,
+            n_nodes: int, tp: int, strategies: str, seed: int, out: Path | None) -> None:
+    """Run one workload (same seed) under each strategy set; print and chart the headline figures."""
+    base = EngineConfig(model=model, node=hardware, n_nodes=n_nodes, tp=tp)
+    requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s,
+                                  rate_scale=rate_scale))
+    specs = strategies.split(",")
+    df = compare_strategies(base, requests, specs, seed)
+    click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "compare.csv", index=False)
+        name = Path(workload_spec).name
+        span = (f", {duration_s:g} s" if duration_s else "") + (f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
+        fig = compare_figure(df, f"{model} on {n_nodes}× {hardware} (tp {tp}): {name}{span}, "
+                                 f"{len(requests):,} requests, seed {seed}")
+        fig.savefig(out / "compare.png", dpi=110)
+        click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")

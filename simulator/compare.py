@@ -1,0 +1,134 @@
+"""Strategy sets side by side: the same requests (same seed) under each, one row per set.
+
+A strategy set is a ``+``-joined spec of levers from the three families::
+
+    layout     native, fp8 (or bf16, int8, int4, fp4), mla[:rank], cross-layer[:fraction],
+               compress[:ratio[:recent]], mha, mqa, gqa:N, no-sliding
+    retention  streaming-llm[:window], h2o[:budget], snapkv[:budget]
+               (a budget below 1 is a fraction of the prompt, else tokens)
+    reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction)
+
+e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+from simulator.engine import EngineConfig, StepTimer, run
+from simulator.engine.cluster import TimerFactory
+from simulator.errors import ConfigError
+from simulator.kv import parse_layout
+from workloads.request import Request
+
+RETENTIONS = {"streaming-llm": "window_tokens", "h2o": "budget_tokens", "snapkv": "budget_tokens"}
+REUSE = ("prefix", "dram", "nvme", "lru", "lfu", "fifo")
+
+
+def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
+    """`base` with the levers of `spec` applied (layout levers on top of ``base.layout``'s label)."""
+    layout_parts: list[str] = []
+    cache, cache_params = base.cache, dict(base.cache_params)
+    retention, retention_params = base.retention, dict(base.retention_params)
+    for raw in filter(None, (p.strip() for p in spec.split("+"))):
+        name, _, arg = raw.partition(":")
+        if name in RETENTIONS:
+            retention, retention_params = name, {}
+            if arg:
+                value = float(arg)
+                if name == "streaming-llm":
+                    retention_params = {"window_tokens": int(value)}
+                elif value < 1:
+                    retention_params = {"budget_fraction": value, "budget_tokens": 0}
+                else:
+                    retention_params = {"budget_tokens": int(value)}
+        elif name in REUSE:
+            cache = "prefix"
+            if name in ("dram", "nvme"):
+                cache_params[name] = True
+            elif name != "prefix":
+                cache_params["eviction"] = name
+        else:
+            layout_parts.append(raw)
+    try:
+        layout = parse_layout("+".join([base.layout.label, *layout_parts]))
+    except ConfigError as e:
+        raise ConfigError(f"strategy set {spec!r}: {e}; or a retention ({', '.join(RETENTIONS)}) or reuse "
+                          f"lever ({', '.join(REUSE)})") from None
+    return replace(base, layout=layout, cache=cache, cache_params=cache_params, retention=retention,
+                   retention_params=retention_params)
+
+
+def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], specs: list[str], seed: int = 0, *,
+                       timer: StepTimer | TimerFactory | None = None) -> pd.DataFrame:
+    """Run `requests` under each strategy set; one row per set with the headline figures.
+
+    ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``.
+    """
+    must_specs = [s.strip() for s in specs if s.strip()]
+    if not must_specs:
+        raise ConfigError("compare: 'strategies' must name at least one strategy set (got none)")
+    configs = [parse_strategy_set(s, base_config) for s in must_specs]  # all errors before any run
+    rows: list[dict[str, Any]] = []
+    for spec, config in zip(must_specs, configs, strict=True):
+        res = run(config, requests, seed=seed, timer=timer)
+        s, req = res.summary, res.requests
+        done = req[req.outcome == "completed"]
+        tokens = int(done.prompt_tokens.sum() + done.output_tokens.sum())
+        rows.append({
+            "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
+            "kv_blocks_per_replica": s["kv_blocks_per_replica"], "completed": s["completed"],
+            "max_concurrency": s["max_concurrency"], "mean_concurrency": s["mean_concurrency"],
+            "tokens_per_s": s["tokens_per_s"], "output_tokens_per_s": s["output_tokens_per_s"],
+            "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p99_s": s["tpot_p99_s"],
+            "usd_per_million_tokens": s["cost_usd"] / tokens * 1e6 if tokens else math.nan,
+            "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
+            "quality_debit_points": s["quality_debit_points"],
+            "memory_factor": math.prod(s["layout_factors"].values()),
+        })
+    return pd.DataFrame(rows)
+
+
+PANELS = (("max_concurrency", "max concurrent requests", "requests"),
+          ("tokens_per_s", "throughput (prompt + output)", "tokens / s"),
+          ("ttft_p99_s", "p99 time to first token", "seconds (log)"),
+          ("usd_per_million_tokens", "cost per million tokens", "USD / Mtok"),
+          ("prefix_hit_ratio_tokens", "prefix-cache hit share", "share of prompt tokens"),
+          ("quality_debit_points", "stated quality debit", "points (LongBench-style)"))
+
+
+def compare_figure(df: pd.DataFrame, title: str) -> Figure:
+    """A bar chart per headline figure, one bar per strategy set (same colour per set across panels)."""
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    colors = [f"C{i % 10}" for i in range(len(df))]
+    labels = list(df["strategy"])
+    for ax, (col, name, unit) in zip(axes.flat, PANELS, strict=True):
+        values = df[col].fillna(0.0).to_numpy()
+        bars = ax.bar(range(len(df)), values, color=colors)
+        ax.set_title(name, fontsize=11)
+        ax.set_ylabel(unit)
+        ax.set_xticks(range(len(df)), labels, rotation=30, ha="right", fontsize=9)
+        if col == "ttft_p99_s" and (values > 0).all() and values.max() / values.min() > 20:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylabel(unit.replace(" (log)", ""))
+        for bar, v in zip(bars, values, strict=True):
+            text = f"{v:.0%}" if col == "prefix_hit_ratio_tokens" else f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=8, xytext=(0, 2), textcoords="offset points")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.15)
+    fig.suptitle(title, fontsize=13)
+    fig.tight_layout()
+    return fig

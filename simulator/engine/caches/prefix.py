@@ -1,0 +1,263 @@
+"""Prefix caching (SGLang's RadixAttention) with optional host-DRAM and NVMe tiers (LMCache-style).
+
+A sequence's token chain (its prompt segments, then its output under ``output_segment_id``)
+is matched against a `RadixTree` of whole blocks on admission; matched HBM blocks are
+referenced (pinned) until the sequence finishes or is preempted, then its prompt and output
+blocks are inserted (a partial last block is not). Unreferenced tier leaves are evicted in
+``eviction`` order (LRU, LFU or FIFO) when the pool needs blocks, cached blocks before anyone is
+preempted. With ``dram``/``nvme`` an evicted block moves one tier down (each tier LRU-ordered
+with the same policy, sized from the node spec); a hit there is reloaded at the tier's bandwidth
+when that is faster than recomputing it::
+
+    reload_s = blocks · block_bytes / bandwidth      recompute_s = prefill_s(tokens, context)
+
+and the cache picks the cheapest of "reload tiers ≤ t, recompute the rest" over t. Reload time is
+paid in the admitting step (so in TTFT); moving blocks down is assumed overlapped with compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
+from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, cut
+from simulator.errors import must
+
+if TYPE_CHECKING:
+    from simulator.engine.sequence import Seq
+    from workloads.request import Request
+
+
+EVICT_MIN_BLOCKS = 16  # evict at least this much of a leaf at once: decode growth asks for 1 block a step
+
+
+def request_pieces(request: Request) -> tuple[Piece, ...]:
+    """The request's token chain as pieces: prompt segments, then its output segment."""
+    out_id = request.output_segment_id if request.output_segment_id >= 0 else ("out", request.id)
+    return (*((sid, 0, t) for sid, t in request.segments), (out_id, 0, request.output_tokens))
+
+
+class _PrefixState:
+    """One replica's radix tree, tier capacities and counters."""
+
+    def __init__(self, block_tokens: int, eviction: str, tiers: tuple[str, ...], ctx: CacheContext) -> None:
+        self.B = block_tokens
+        self.tiers = ("hbm", *tiers)
+        self.tree = RadixTree(block_tokens, eviction, len(self.tiers))
+        self.ctx = ctx
+        bb = ctx.block_bytes
+        caps = {"dram": ctx.dram_bytes, "nvme": ctx.nvme_bytes}
+        bws = {"dram": ctx.dram_bytes_per_s, "nvme": ctx.nvme_bytes_per_s}
+        self.cap = [0] + [int(caps[t] // bb) if bb > 0 else 0 for t in tiers]
+        self.reload_s_per_block = [0.0] + [bb / bws[t] for t in tiers]
+        self.counters = {"evicted_blocks": 0, "dropped_blocks": 0, "reloaded_blocks": 0,
+                         "bytes_down": 0.0, "bytes_up": 0.0}
+
+    # ------------------------------------------------------------------ lookups
+    def _pieces(self, seq: Seq) -> tuple[Piece, ...]:
+        if seq.pieces is None:
+            seq.pieces = request_pieces(seq.request)
+        return seq.pieces
+
+    def match(self, request: Request) -> int:
+        path, last = self.tree.walk(request_pieces(request), request.prompt_tokens)
+        return self._hbm(path, last)[0]
+
+    @staticmethod
+    def _hbm(path: list[Node], last: int) -> tuple[int, int]:
+        tokens = free = 0
+        for i, node in enumerate(path):
+            if node.tier != HBM:
+                break
+            t = last if i == len(path) - 1 else node.tokens
+            tokens += t
+            if node.ref == 0:
+                free += t
+        return tokens, free
+
+    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
+        path, last = self.tree.walk(self._pieces(seq), max_hit_tokens)
+        tokens, free = self._hbm(path, last)
+        return tokens, free // self.B
+
+    # ------------------------------------------------------------------ admission
+    def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
+        tree, B = self.tree, self.B
+        path, last = tree.walk(self._pieces(seq), max_hit_tokens)
+        seq.cache_node = None
+        if not path:
+            return NO_HIT
+        if last < path[-1].tokens:
+            path[-1] = tree.split(path[-1], last)
+        per_tier = [0] * len(self.tiers)
+        for node in path:
+            per_tier[node.tier] += node.tokens
+        hbm = per_tier[HBM]
+        # cheapest of: reload tiers 1..t, recompute the rest (t = 0: recompute all lower tiers)
+        best_t, best_s = 0, self._recompute_s(sum(per_tier[1:]), hbm)
+        reload_s = 0.0
+        for t in range(1, len(self.tiers)):
+            reload_s += per_tier[t] // B * self.reload_s_per_block[t]
+            s = reload_s + self._recompute_s(sum(per_tier[t + 1:]), hbm + sum(per_tier[1:t + 1]))
+            if s < best_s:
+                best_t, best_s = t, s
+        hit_node: Node | None = None
+        reload_blocks = 0
+        for node in path:
+            if node.tier > best_t:
+                break
+            if node.tier != HBM:
+                reload_blocks += self._promote(node)
+            tree.touch(node)
+            hit_node = node
+        if hit_node is None:
+            return Admission(recomputed_tokens=sum(per_tier[1:]))
+        tree.pin(hit_node)
+        seq.cache_node = hit_node
+        self.counters["reloaded_blocks"] += reload_blocks
+        self.counters["bytes_up"] += reload_blocks * self.ctx.block_bytes
+        reloaded = sum(per_tier[1:best_t + 1])
+        return Admission(
+            hit_tokens=hbm + reloaded, reload_blocks=reload_blocks,
+            reload_s=sum(per_tier[t] // B * self.reload_s_per_block[t] for t in range(1, best_t + 1)),
+            hbm_tokens=hbm, dram_tokens=self._reloaded(per_tier, best_t, "dram"),
+            nvme_tokens=self._reloaded(per_tier, best_t, "nvme"),
+            recomputed_tokens=sum(per_tier[best_t + 1:]))
+
+    def _promote(self, node: Node) -> int:
+        """Bring a lower-tier node into HBM (unreferenced); return its blocks."""
+        tree = self.tree
+        b = node.tokens // self.B
+        tree.blocks[node.tier] -= b
+        tree.blocks[HBM] += b
+        tree.evictable += b
+        node.tier = HBM
+        return b
+
+    def _reloaded(self, per_tier: list[int], best_t: int, name: str) -> int:
+        return sum(per_tier[t] for t in range(1, best_t + 1) if self.tiers[t] == name)
+
+    def _recompute_s(self, tokens: int, context: int) -> float:
+        if tokens == 0:
+            return 0.0
+        price = self.ctx.prefill_s
+        return price(tokens, context) if price is not None else float("inf")
+
+    # ------------------------------------------------------------------ completion
+    def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
+        tree, B = self.tree, self.B
+        if seq.cache_node is not None:
+            tree.unpin(seq.cache_node)  # type: ignore[arg-type]
+            seq.cache_node = None
+        n = tokens - tokens % B
+        if n <= seq.hit_tokens or private_blocks <= 0:
+            return 0
+        pieces = self._pieces(seq)
+        path, last = tree.walk(pieces, n)
+        kept = pos = 0
+        parent = tree.root
+        for i, node in enumerate(path):
+            partial = i == len(path) - 1 and last < node.tokens
+            if partial and (node.tier != HBM or pos + last < n):
+                node = tree.split(node, last)
+                partial = False
+            if node.tier != HBM:  # the sequence's private copy takes its place in HBM
+                kept += self._promote(node)
+            tree.touch(node)
+            parent = node
+            pos += last if partial else node.tokens
+        if pos < n:
+            _, j, off, _ = cut(pieces, 0, 0, pos)
+            rest, _, _, _ = cut(pieces, j, off, n - pos)
+            tree.add_child(parent, rest, n - pos, HBM)
+            kept += (n - pos) // B
+        tree.offer(parent)
+        return kept
+
+    # ------------------------------------------------------------------ eviction
+    def evictable_blocks(self) -> int:
+        return self.tree.evictable
+
+    def evict(self, n_blocks: int) -> int:
+        tree, B = self.tree, self.B
+        freed = 0
+        while freed < n_blocks:
+            victim = tree.pop_victim(HBM)
+            if victim is None:
+                break
+            b = victim.tokens // B
+            want = max(n_blocks - freed, EVICT_MIN_BLOCKS)
+            if b > want:  # trim the leaf's tail
+                tree.split(victim, (b - want) * B)
+                b = want
+            self._demote(victim)
+            freed += b
+        self.counters["evicted_blocks"] += freed
+        return freed
+
+    def _demote(self, node: Node) -> None:
+        """Move an unreferenced tier leaf one tier down, making room there; drop it from the last."""
+        tree = self.tree
+        t = node.tier
+        b = node.tokens // self.B
+        nxt = t + 1
+        if nxt < len(self.tiers) and b <= self.cap[nxt]:
+            while tree.blocks[nxt] + b > self.cap[nxt]:
+                victim = tree.pop_victim(nxt)
+                if victim is None:
+                    break
+                self._demote(victim)
+            if tree.blocks[nxt] + b <= self.cap[nxt]:
+                tree.blocks[t] -= b
+                tree.blocks[nxt] += b
+                if t == HBM:
+                    tree.evictable -= b
+                node.tier = nxt
+                self.counters["bytes_down"] += b * self.ctx.block_bytes
+                tree.offer(node)
+                if node.parent is not None:
+                    tree.offer(node.parent)
+                return
+        freed = tree.detach(node)
+        self.counters["dropped_blocks"] += sum(freed)
+
+    def stats(self) -> dict[str, float]:
+        out: dict[str, float] = dict(self.counters)
+        for i, name in enumerate(self.tiers):
+            out[f"{name}_cached_blocks"] = self.tree.blocks[i]
+        return out
+
+
+@register_strategy
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixCache:
+    """Radix-tree prefix cache over the KV pool, with optional host-DRAM and NVMe tiers.
+
+    Parameters
+    ----------
+    eviction : "lru" | "lfu" | "fifo"
+        Order in which unreferenced leaf blocks leave a tier.
+    dram, nvme : bool
+        Keep blocks evicted from HBM in host DRAM, then NVMe (sizes and bandwidths from the
+        node spec, split evenly over the node's replicas).
+    dram_fraction : float
+        Share of the replica's host DRAM given to the cache tier (the rest is swap space).
+    """
+
+    name: ClassVar[str] = "prefix"
+    eviction: str = "lru"
+    dram: bool = False
+    nvme: bool = False
+    dram_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        must(self.eviction in EVICTION_POLICIES, "PrefixCache", "eviction", f"one of {EVICTION_POLICIES}",
+             self.eviction)
+        must(0 < self.dram_fraction <= 1, "PrefixCache", "dram_fraction", "in (0, 1]", self.dram_fraction)
+
+    def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> _PrefixState:
+        ctx = context or CacheContext()
+        tiers = tuple(t for t, on in (("dram", self.dram), ("nvme", self.nvme)) if on)
+        ctx = replace(ctx, dram_bytes=ctx.dram_bytes * self.dram_fraction)
+        return _PrefixState(block_tokens, self.eviction, tiers, ctx)

@@ -1,0 +1,244 @@
+"""A radix tree over token blocks (SGLang's RadixAttention), with tiers and eviction order.
+
+A prompt is a chain of segments; its tokens are *pieces* ``(segment_id, start, end)`` (tokens
+``start..end`` of segment ``segment_id``). A node holds a run of whole blocks of
+``block_tokens`` tokens as a tuple of pieces, so matching costs O(nodes on the path · pieces
+per node), not O(blocks). A node's children are keyed by their *first block's key*: the pieces
+of its first ``block_tokens`` tokens (a block that straddles two segments is keyed by both), so
+two branches that diverge inside a block are distinct children. A partial last block is never
+stored: pages are blocks.
+
+Tiers: ``HBM = 0``, ``DRAM = 1``, ``NVME = 2``. Along any root-to-leaf path the tier never
+decreases (a node leaves HBM only once no child is in HBM, and so on down). A node in tier
+``t`` is a *tier leaf* when no child is in tier ``t``; only unreferenced tier leaves are
+evicted (moved one tier down, or dropped from the last tier with their subtree).
+
+Eviction order per tier is a lazy heap of ``(priority, tie, node)``: LRU ``priority = last
+access``, LFU ``(hits, last access)``, FIFO ``insertion``; stale entries are skipped on pop.
+The clock is logical (one tick per access), so no simulated time is needed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any
+
+HBM, DRAM, NVME = 0, 1, 2
+EVICTION_POLICIES = ("lru", "lfu", "fifo")
+Piece = tuple[Any, int, int]
+
+
+class Node:
+    """A run of whole blocks on one radix path."""
+
+    __slots__ = ("born", "children", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
+
+    def __init__(self, parent: Node | None, key: tuple[Piece, ...], pieces: tuple[Piece, ...], tokens: int,
+                 tier: int, stamp: int) -> None:
+        self.parent = parent
+        self.key = key
+        self.pieces = pieces
+        self.tokens = tokens
+        self.children: dict[tuple[Piece, ...], Node] = {}
+        self.ref = 0
+        self.tier = tier
+        self.stamp = stamp
+        self.born = stamp
+        self.hits = 0
+
+    def __repr__(self) -> str:
+        return f"Node(tokens={self.tokens}, tier={self.tier}, ref={self.ref}, pieces={self.pieces})"
+
+
+def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piece, ...], int, int, int]:
+    """Up to `n` tokens of `pieces` from piece `j` at segment offset `off`: ``(pieces, j, off, taken)``."""
+    out: list[Piece] = []
+    want = n
+    while n > 0 and j < len(pieces):
+        sid, _, b = pieces[j]
+        take = min(n, b - off)
+        out.append((sid, off, off + take))
+        n -= take
+        off += take
+        if off == b:
+            j += 1
+            off = pieces[j][1] if j < len(pieces) else 0
+    return tuple(out), j, off, want - n
+
+
+class RadixTree:
+    """Block-granular prefix tree; counts blocks per tier and unreferenced HBM blocks."""
+
+    def __init__(self, block_tokens: int, eviction: str = "lru", n_tiers: int = 1) -> None:
+        self.B = block_tokens
+        self.eviction = eviction
+        self.root = Node(None, (), (), 0, HBM, 0)
+        self.root.ref = 1  # never evicted
+        self.clock = itertools.count(1)
+        self.tie = itertools.count()
+        self.blocks = [0] * n_tiers  # blocks held per tier
+        self.evictable = 0  # HBM blocks with ref == 0
+        self.heaps: list[list[tuple[Any, int, Node]]] = [[] for _ in range(n_tiers)]
+
+    # ------------------------------------------------------------------ walking
+    def walk(self, pieces: tuple[Piece, ...], limit: int) -> tuple[list[Node], int]:
+        """Nodes matched from the root (whole nodes, then possibly one partial); tokens in the last.
+
+        Matching stops at `limit` tokens (rounded down to blocks) and at the first block whose
+        key differs. Returns ``(path, tokens_in_last)``; the last node may be matched partially.
+        """
+        B = self.B
+        limit -= limit % B
+        node, pos, j = self.root, 0, 0
+        off = pieces[0][1] if pieces else 0
+        path: list[Node] = []
+        last = 0
+        n = len(pieces)
+        while pos < limit and j < n:
+            sid, _, end = pieces[j]
+            if end - off >= B:  # the usual case: the block lies within one segment
+                child = node.children.get(((sid, off, off + B),))
+            else:
+                key, _, _, got = cut(pieces, j, off, B)
+                child = node.children.get(key) if got == B else None
+            if child is None:
+                break
+            m, j, off = self._common(child.pieces, pieces, j, off)
+            m = min(m - m % B, limit - pos)
+            path.append(child)
+            last = m
+            pos += m
+            if m < child.tokens:
+                break
+            node = child
+        return path, last
+
+    @staticmethod
+    def _common(node_pieces: tuple[Piece, ...], pieces: tuple[Piece, ...], j: int, off: int) -> tuple[int, int, int]:
+        """Tokens `node_pieces` share with `pieces` from (`j`, `off`); and the position after them."""
+        m = 0
+        n = len(pieces)
+        for nsid, na, nb in node_pieces:
+            if j >= n:
+                break
+            sid, _, b = pieces[j]
+            if nsid != sid or na != off:
+                break
+            step = min(nb - na, b - off)
+            m += step
+            off += step
+            if off == b:
+                j += 1
+                off = pieces[j][1] if j < n else 0
+            if step < nb - na:
+                break
+        return m, j, off
+
+    # ------------------------------------------------------------------ structure
+    def split(self, node: Node, tokens: int) -> Node:
+        """Split `node` after `tokens` (a block multiple inside it); return the new upper node."""
+        parent = node.parent
+        assert parent is not None and 0 < tokens < node.tokens and tokens % self.B == 0
+        head, j, off, _ = cut(node.pieces, 0, node.pieces[0][1], tokens)
+        tail = ((node.pieces[j][0], off, node.pieces[j][2]), *node.pieces[j + 1:])
+        top = Node(parent, node.key, head, tokens, node.tier, node.stamp)
+        top.ref, top.hits, top.born = node.ref, node.hits, node.born
+        parent.children[node.key] = top
+        node.parent = top
+        node.pieces = tail
+        node.tokens -= tokens
+        node.key = cut(tail, 0, tail[0][1], self.B)[0]
+        top.children[node.key] = node
+        return top
+
+    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int) -> Node:
+        """A new unreferenced node under `parent` (`tokens` a block multiple > 0)."""
+        key = cut(pieces, 0, pieces[0][1], self.B)[0]
+        node = Node(parent, key, pieces, tokens, tier, next(self.clock))
+        parent.children[key] = node
+        self.blocks[tier] += tokens // self.B
+        if tier == HBM:
+            self.evictable += tokens // self.B
+        self.offer(node)
+        return node
+
+    def remove(self, node: Node) -> list[int]:
+        """Drop `node` and its subtree (none referenced); return blocks freed per tier."""
+        freed = [0] * len(self.blocks)
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            stack.extend(n.children.values())
+            b = n.tokens // self.B
+            freed[n.tier] += b
+            self.blocks[n.tier] -= b
+            if n.tier == HBM and n.ref == 0:
+                self.evictable -= b
+            n.parent = None
+        return freed
+
+    def detach(self, node: Node) -> list[int]:
+        """Unlink `node` from its parent and drop its subtree; offer the parent for eviction."""
+        parent = node.parent
+        assert parent is not None
+        del parent.children[node.key]
+        freed = self.remove(node)
+        self.offer(parent)
+        return freed
+
+    # ------------------------------------------------------------------ access and pins
+    def touch(self, node: Node) -> None:
+        node.stamp = next(self.clock)
+        node.hits += 1
+
+    def pin(self, node: Node) -> None:
+        """Reference the path from `node` up to the root (one running sequence uses it)."""
+        n: Node | None = node
+        while n is not None and n is not self.root:
+            if n.ref == 0:
+                self.evictable -= n.tokens // self.B
+            n.ref += 1
+            n = n.parent
+
+    def unpin(self, node: Node) -> None:
+        """Drop one reference from the path from `node` up to the root."""
+        n: Node | None = node
+        while n is not None and n is not self.root:
+            n.ref -= 1
+            if n.ref == 0:
+                self.evictable += n.tokens // self.B
+                self.offer(n)
+            n = n.parent
+
+    # ------------------------------------------------------------------ eviction order
+    def _priority(self, node: Node) -> Any:
+        if self.eviction == "lru":
+            return node.stamp
+        if self.eviction == "lfu":
+            return (node.hits, node.stamp)
+        return node.born
+
+    def is_tier_leaf(self, node: Node) -> bool:
+        t = node.tier
+        if t == len(self.blocks) - 1:
+            return not node.children
+        return not any(c.tier == t for c in node.children.values())
+
+    def offer(self, node: Node) -> None:
+        """Push `node` as an eviction candidate of its tier (validated again on pop)."""
+        if node is not self.root and node.parent is not None and node.ref == 0 and self.is_tier_leaf(node):
+            heapq.heappush(self.heaps[node.tier], (self._priority(node), next(self.tie), node))
+
+    def pop_victim(self, tier: int) -> Node | None:
+        """The unreferenced tier leaf of `tier` first in eviction order, or None."""
+        heap = self.heaps[tier]
+        while heap:
+            prio, _, node = heapq.heappop(heap)
+            if node.parent is None or node.tier != tier or node.ref or not self.is_tier_leaf(node):
+                continue
+            if prio != self._priority(node):
+                self.offer(node)
+                continue
+            return node
+        return None

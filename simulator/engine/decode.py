@@ -1,0 +1,93 @@
+"""The decode set of a replica: running aggregates that make a stable batch O(changes).
+
+``n_dec`` decoders, ``n_grow`` of them still growing (not at their retention cap), ``kv_sum``
+(Σ KV tokens at step ``S``), ``hist[p]`` = growing decoders with ``(kv − S) mod B = p`` (so
+``blocks_crossed(hist, S, B, j)`` counts the blocks j more steps need), and a heap of each
+decoder's next event: its completion, or the step its KV reaches its cap, whichever is first.
+At the cap a sequence leaves ``hist`` and stops adding context; the planner never jumps past an
+event, so fast-forward and stepping see the same states.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+
+from simulator.engine.sequence import Seq
+
+DECODE = 4  # a RUNNING sequence whose prefill is complete
+
+
+class DecodeSet:
+    """Mixin of `Replica`: the decode set's aggregates and its join/leave/event rules."""
+
+    B: int
+    S: int
+    running: dict[int, Seq]
+    log_k: array
+
+    def _init_decode(self, block_tokens: int) -> None:
+        self.n_dec = 0
+        self.n_grow = 0
+        self.kv_sum = 0  # Σ kv tokens of decoders at step S
+        self.hist = [0] * block_tokens  # growing decoders by (kv0 − base) mod B
+        self.heap: list[tuple[int, int, int, Seq]] = []  # (event step, key, base, seq)
+
+    def _join_decode(self, seq: Seq) -> None:
+        seq.state = DECODE
+        seq.seg_start = len(self.log_k)
+        self.n_dec += 1
+        self.kv_sum += seq.kv0
+        self.running[seq.key] = seq
+        self._rebase(seq)
+
+    def _rebase(self, seq: Seq) -> None:
+        """Count `seq` (at ``kv0`` tokens, ``gen0`` generated) from step S; push its next event."""
+        seq.base = self.S
+        left = seq.request.output_tokens - seq.gen0
+        grow = seq.cap - seq.kv0
+        seq.capped = grow <= 0
+        if not seq.capped:
+            self.n_grow += 1
+            self.hist[(seq.kv0 - self.S) % self.B] += 1
+            left = min(left, grow)
+        heapq.heappush(self.heap, (self.S + left, seq.key, self.S, seq))
+
+    def _leave_decode(self, seq: Seq) -> int:
+        """Take `seq` out of the decode set; materialise its counts; return its KV tokens."""
+        kv = seq.kv_tokens(self.S)
+        if not seq.capped:
+            self.n_grow -= 1
+            self.hist[(kv - self.S) % self.B] -= 1
+        seq.gen0 = seq.generated(self.S)
+        seq.kv0 = kv
+        self.n_dec -= 1
+        self.kv_sum -= kv
+        seq.ranges.append((seq.seg_start, len(self.log_k)))
+        del self.running[seq.key]
+        return kv
+
+    def _due(self) -> list[Seq]:
+        """Pop events up to step S: sequences reaching their cap are re-based; return finished ones."""
+        heap = self.heap
+        done: list[Seq] = []
+        while heap and heap[0][0] <= self.S:
+            _, _, base, seq = heapq.heappop(heap)
+            if seq.state != DECODE or seq.base != base:
+                continue
+            if seq.generated(self.S) >= seq.request.output_tokens:
+                done.append(seq)
+                continue
+            kv = seq.kv_tokens(self.S)  # == cap
+            self.n_grow -= 1
+            self.hist[(kv - self.S) % self.B] -= 1
+            seq.gen0 = seq.generated(self.S)
+            seq.kv0 = kv
+            self._rebase(seq)
+        return done
+
+    def _next_event_step(self) -> int:
+        heap = self.heap
+        while heap[0][3].state != DECODE or heap[0][3].base != heap[0][2]:
+            heapq.heappop(heap)
+        return heap[0][0]

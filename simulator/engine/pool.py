@@ -1,0 +1,90 @@
+"""Block pool side of a replica: queue timeouts, cache eviction and preemption (recompute or swap).
+
+A mixin of `Replica`: preemption takes the newest running sequence; a decoder goes to host
+memory when ``preemption = "swap"`` and the host has room, otherwise it gives its blocks back
+(to the cache, which may keep its prefix) and waits to be prefilled again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+from simulator.engine.decode import DECODE, DecodeSet
+from simulator.engine.sequence import SWAPPED, WAITING, Seq
+
+if TYPE_CHECKING:
+    from simulator.engine.caches import CacheState
+    from simulator.engine.config import SchedulerConfig
+
+
+class BlockPool(DecodeSet):
+    """Mixin of `Replica` (see there for the attributes it uses)."""
+
+    cache: CacheState
+    sched: SchedulerConfig
+    waiting: deque[Seq]
+    swapped: deque[Seq]
+    prefilling: dict[int, Seq]
+    used: int
+    host_used: int
+    host_blocks: int
+    outstanding_tokens: int
+    swap_s_per_block: float
+
+    if TYPE_CHECKING:  # provided by `Replica` and `Observation`
+        def _private(self, seq: Seq, kv_tokens: int) -> int: ...
+
+        def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None: ...
+
+    def _drop_timed_out(self, now: float) -> None:
+        w = self.waiting
+        i = 0
+        while i < len(w) and math.isinf(w[i].deadline_s):
+            i += 1
+        while i < len(w) and w[i].deadline_s <= now:
+            seq = w[i]
+            del w[i]
+            r = seq.request
+            self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
+            self._end(seq, "timed_out", f"waited > queue_timeout_s {self.sched.queue_timeout_s:g}", now)
+
+    def _evict(self, n_blocks: int) -> None:
+        if n_blocks > 0 and self.cache.evictable_blocks():
+            self.used -= self.cache.evict(n_blocks)
+
+    # ----------------------------------------------------------------- preemption
+    def _preempt(self, now: float) -> float:
+        """Preempt the newest running sequence; return the swap-out seconds it costs."""
+        seq = next(reversed(self.running.values()))
+        seq.preemptions += 1
+        req = seq.request
+        if seq.state == DECODE:
+            blocks = self._private(seq, self._leave_decode(seq))
+            seq.last_tok_s = now
+            if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
+                seq.state = SWAPPED
+                seq.blocks = blocks
+                self.used -= blocks
+                self.host_used += blocks
+                self.swapped.append(seq)
+                return blocks * self.swap_s_per_block
+            tokens = seq.kv0
+        else:
+            del self.running[seq.key]
+            del self.prefilling[seq.key]
+            blocks = seq.blocks
+            tokens = seq.prefilled
+        kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
+        self.used -= blocks - kept
+        self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
+        seq.target = req.prompt_tokens + seq.gen0
+        seq.prefilled = 0
+        seq.hit_tokens = 0
+        seq.blocks = 0
+        seq.state = WAITING
+        seq.deadline_s = math.inf
+        self.waiting.appendleft(seq)
+        return 0.0
+
