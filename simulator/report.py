@@ -57,13 +57,32 @@ def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     return analytic, pd.concat(sims, ignore_index=True)
 
 
-def breakeven_study(run: ScenarioRun) -> pd.DataFrame:
-    """The workload billed under no cache and each TTL of the scenario's price profile."""
-    from simulator.billing import compare_ttls, get_profile
+def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """The workload billed under no cache and each TTL of the scenario's price profile (customer
+    side), and what each TTL costs and saves the provider on the scenario's first fleet.
 
-    b = run.scenario.billing
+    The provider's figures come from this deployment (`provider_costs_for`): KV bytes per token
+    of the model and layout, the prefill cost of the mean prompt from the cost model, the
+    simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price.
+    """
+    from simulator.billing import compare_ttls, get_profile
+    from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
+
+    sc = run.scenario
+    b = sc.billing
     profile = get_profile(b.profile, b.tier or None)
-    return compare_ttls(run.workload, profile, ["none", *b.ttls]).summary
+    comparison = compare_ttls(run.workload, profile, ["none", *b.ttls])
+    hw, result = next(iter(run.results.items()))
+    cfg = result.config
+    done = result.requests[result.requests.outcome == "completed"]
+    tpot = float(done.tpot_mean_s.mean()) if len(done) else float("nan")
+    costs = provider_costs_for(
+        cfg.node, cfg.model, cfg.layout, cfg.tp,  # type: ignore[arg-type]  # resolved specs
+        stream_context_tokens=float((done.prompt_tokens + done.output_tokens / 2).mean()),
+        tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
+        output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()))
+    provider = provider_table(comparison, costs).assign(hardware=hw)
+    return comparison.summary, provider, best_ttls(comparison, provider)
 
 
 def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = None,
@@ -119,10 +138,18 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         say("TTL break-even")
         from simulator.billing.charts import plot_savings_vs_ttl
 
-        be = breakeven_study(run)
+        be, provider, best = breakeven_study(run)
         be.to_csv(out / "breakeven.csv", index=False)
+        provider.to_csv(out / "breakeven_provider.csv", index=False)
         ax = plot_savings_vs_ttl(be, title=f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})")
-        md += ["## Prompt-cache TTL break-even (customer side)\n", _table(be),
-               "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n"]  # type: ignore[arg-type]
+        md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
+               _table(be),
+               "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n",  # type: ignore[arg-type]
+               f"Provider side, on {provider.hardware.iloc[0]}: the KV a TTL keeps resident (GB-hours) priced as "
+               "displaced concurrency on HBM (as if the pool were full: an upper bound; this fleet's time-mean KV "
+               f"use is {100 * next(iter(run.results.values())).summary['kv_utilization']:.1f}%) or as DRAM/SSD "
+               "capacity, against the prefill GPU time that hits save; margins are against no caching.\n",
+               _table(provider.drop(columns="hardware")),
+               "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
     (out / "summary.md").write_text("\n".join(x for x in md if x))
     return out

@@ -1,7 +1,8 @@
 """Provider side of a TTL: the KV it keeps resident against the prefill it saves.
 
 Pure formulas over the residency records of a replay (`simulator.billing.ledger.Residency`);
-the engine will later feed measured residency (with eviction) through the same functions.
+`provider_costs_for` derives the cost figures of a concrete deployment from the KV math,
+the cost model and a simulated run (the report does this for each scenario).
 
 * KV byte-seconds held: ``B = Σ own_tokens × kv_bytes_per_token × (end_s - start_s)``
   (nested breakpoints of one chain count their shared tokens once).
@@ -14,9 +15,10 @@ the engine will later feed measured residency (with eviction) through the same f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,7 +26,12 @@ import pandas as pd
 from simulator.billing.compare import TTLComparison
 from simulator.errors import ConfigError, must
 from simulator.tomlfile import read_toml
-from simulator.units import GB, HOUR_S
+from simulator.units import GB, HOUR_S, MTOK
+
+if TYPE_CHECKING:
+    from hardware.catalog import NodeSpec
+    from simulator.kv import KVLayout
+    from simulator.models import ModelSpec
 
 PROVIDER_FILE = Path(__file__).parent / "provider.toml"
 HOLDING_TIERS = ("hbm", "dram", "ssd")
@@ -148,3 +155,35 @@ def best_ttls(comparison: TTLComparison, table: pd.DataFrame) -> dict[str, str]:
             table["ttl"].iloc[int(np.argmax(table[f"margin_{tier}_usd"].to_numpy()))]
         )
     return out
+
+
+def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: int, *,
+                       stream_context_tokens: float, tokens_per_s_per_stream: float,
+                       output_usd_per_mtok: float, prompt_tokens: float,
+                       base: ProviderCosts | None = None) -> ProviderCosts:
+    """`ProviderCosts` of a concrete deployment, from the specs, the cost model and a run.
+
+    - ``kv_bytes_per_token = bytes_per_token(model, layout)`` (`simulator.kv`);
+    - ``bytes_per_stream = sequence_bytes(model, layout, stream_context_tokens)`` (mean context);
+    - ``revenue_usd_per_stream_s = tokens_per_s_per_stream × output_usd_per_mtok / MTOK``
+      (the simulated decode speed, 1 / mean TPOT, at the profile's output price);
+    - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model);
+    - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog).
+    DRAM and SSD prices come from `base` (default: ``provider.toml``).
+    """
+    from simulator.cost import StepModel, load_params
+    from simulator.kv import bytes_per_token, sequence_bytes
+
+    base = base or load_provider_costs()
+    step = StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
+    n = max(1, int(prompt_tokens))
+    return replace(
+        base,
+        kv_bytes_per_token=bytes_per_token(model, layout),
+        bytes_per_stream=sequence_bytes(model, layout, max(1, int(stream_context_tokens))),
+        revenue_usd_per_stream_s=tokens_per_s_per_stream * output_usd_per_mtok / MTOK,
+        prefill_gpu_s_per_token=tp * step.prefill_s(n, 0) / n,
+        usd_per_gpu_s=node.gpu.usd_per_gpu_hour / HOUR_S,
+        source=f"{model.key} on {tp}×{node.gpu.key}, layout {layout.label}: KV math, cost model and a simulated "
+               f"run; DRAM/SSD prices from provider.toml",
+    )
