@@ -8,8 +8,9 @@ For one node kind the search starts at the memory floor and grows:
   ``ceil(that / kv_budget_per_node)`` nodes. Simulated answers are never below it.
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   timed out), then bisect between the last failure and the first success.
-- **binding constraint** at the answer: ``memory`` when the fleet one node smaller failed with
-  its KV pool nearly full (time-mean use ≥ 80 % or preemptions), else ``compute``.
+- **binding constraint** at the answer: ``memory`` when the answer is the memory floor or the
+  fleet one node smaller failed with its KV pool nearly full (time-mean use ≥ 80 % or
+  preemptions), else ``compute`` (``none`` when a single node meets the SLOs).
 - **headroom**: the largest load multiplier (of the scenario's rate) the chosen fleet takes
   before an SLO breaks, by bisection over ``rate_scale``.
 """
@@ -106,9 +107,7 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     best = sim(hi)
     below = cache.get(hi - 1)
-    binding = "memory" if hi == floor or (below is not None and (
-        below.summary["kv_utilization"] >= MEMORY_BOUND_UTILIZATION
-        or below.requests.preemptions.sum() > 0)) else "compute"
+    binding = _binding(hi, floor, below)
     headroom = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, sim)
     s = best.summary
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
@@ -116,6 +115,19 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                      usd_per_million_output_tokens=s["usd_per_million_output_tokens"],
                      ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], kv_utilization=s["kv_utilization"],
                      binding=binding, headroom_scale=headroom, simulations=len(cache) + HEADROOM_STEPS)
+
+
+def _binding(nodes: int, floor: int, below: Result | None) -> str:
+    """What stops a smaller fleet: ``memory`` (floor reached, or the fleet one node smaller ran its
+    KV pool nearly full or preempted), ``compute`` otherwise; ``none`` when one node suffices."""
+    if nodes == 1:
+        return "none (1 node suffices)"
+    if nodes == floor:
+        return "memory"
+    if below is not None and (below.summary["kv_utilization"] >= MEMORY_BOUND_UTILIZATION
+                              or below.requests.preemptions.sum() > 0):
+        return "memory"
+    return "compute"
 
 
 def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: float, tpot: float,

@@ -79,3 +79,27 @@ def test_shipped_defaults_and_validation(tmp_path):
         load_provider_costs(f)
     with pytest.raises(ConfigError, match="'bytes_per_stream' must be > 0"):
         replace(COSTS, bytes_per_stream=0.0)
+
+
+def test_provider_costs_of_a_deployment_by_hand():
+    # Llama-3.1-70B bf16 on 8×H100 (tp 8): 327,680 B/token; a 4,096-token stream holds
+    # 327,680 · 4,096 = 1.342 GB; 40 tokens/s at $15/MTok = $6e-4 per stream-second;
+    # an H100-hour at $2.99 = $8.3056e-4 per GPU-second; prefill GPU-s/token = 8 · prefill_s(2000) / 2000.
+    from hardware.catalog import load_catalog
+    from simulator.billing.provider import provider_costs_for
+    from simulator.cost import StepModel, load_params
+    from simulator.kv import KVLayout
+    from simulator.models import get_model
+
+    node, model = load_catalog().node("8xH100"), get_model("Llama-3.1-70B")
+    c = provider_costs_for(node, model, KVLayout(), 8, stream_context_tokens=4096, tokens_per_s_per_stream=40,
+                           output_usd_per_mtok=15.0, prompt_tokens=2000)
+    assert c.kv_bytes_per_token == 327_680
+    assert c.bytes_per_stream == 327_680 * 4096
+    assert c.revenue_usd_per_stream_s == pytest.approx(6e-4)
+    assert c.usd_per_gpu_s == pytest.approx(2.99 / 3600)
+    step = StepModel(node.gpu, model, KVLayout(), 8, load_params("H100"))
+    assert c.prefill_gpu_s_per_token == pytest.approx(8 * step.prefill_s(2000, 0) / 2000)
+    # 2 · 70.55e9 FLOP/token at the dense peak of 8 H100s is 1.78e-5 s/token, i.e. 1.43e-4 GPU-s:
+    # the model can only be slower than peak
+    assert c.prefill_gpu_s_per_token > 2 * 70.55e9 / 989.4e12
