@@ -108,21 +108,30 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
 
 
 def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int]) -> Figure:
-    """KV-pool use and waiting requests over time, averaged over each fleet's replicas."""
-    fig, (a, b) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
-    for hw, ts in frames.items():
+    """KV-pool use, waiting requests and GPU utilisation over time, averaged over each fleet's replicas."""
+    fig, (a, b, c) = plt.subplots(3, 1, figsize=(12, 8.4), sharex=True)
+    for i, (hw, ts) in enumerate(frames.items()):
         if ts.empty:
             continue
         t = ts.assign(minute=(ts.time_s // 10) * 10 / 60)
         g = t.groupby("minute")
-        a.plot(g.kv_blocks_used.mean().index, 100 * g.kv_blocks_used.mean() / blocks_per_replica[hw], label=hw)
-        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw)
-    a.set(ylabel="KV pool used (% of blocks)", title="KV memory and queue over time (10 s means per replica)")
+        color = f"C{i}"
+        a.plot(g.kv_blocks_used.mean().index, 100 * g.kv_blocks_used.mean() / blocks_per_replica[hw], label=hw,
+               color=color)
+        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw, color=color)
+        if "mfu" in t:
+            c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=color)
+            c.plot(g.hbm_bw_util.mean().index, 100 * g.hbm_bw_util.mean(), label=f"{hw} HBM bandwidth",
+                   color=color, ls="--")
+    a.set(ylabel="KV pool used, incl.\ncached prefixes (% of blocks)", title="KV memory, queue and GPU utilisation over time "
+          "(10 s means per replica)")
     a.set_ylim(0, 105)
-    b.set(xlabel="simulated time (min)", ylabel="waiting requests per replica")
-    for ax in (a, b):
+    b.set(ylabel="waiting requests per replica")
+    c.set(xlabel="simulated time (min)", ylabel="utilisation of the step (%)")
+    c.set_ylim(0, 105)
+    for ax in (a, b, c):
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 

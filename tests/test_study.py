@@ -43,6 +43,10 @@ def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name, request)
         assert s["kv_blocks_per_replica"] == int(budget.kv_bytes_per_replica // (16 * bytes_per_token(model, layout)))
         # the fleet's price is nodes × the catalog's node price
         assert s["cost_usd"] / s["makespan_s"] * 3600 == pytest.approx(sc.cluster.nodes * node.usd_per_hour)
+        # the time series carries the step's utilisation from the cost model, within physical bounds
+        ts = run.results[node.key].timeseries
+        busy = ts[ts.batch_tokens > 0]
+        assert len(busy) and busy.mfu.between(0, 1).all() and busy.hbm_bw_util.between(0, 1).all()
         # concurrency never exceeds the batch cap of all replicas
         assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * budget.replicas * sc.cluster.nodes
 

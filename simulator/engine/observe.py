@@ -35,6 +35,7 @@ class Observation:
     waiting: deque[Seq]
     swapped: deque[Seq]
     chunks: list[tuple[Seq, int]]
+    timer: Any
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -63,8 +64,14 @@ class Observation:
         self.last_sample_s = now
         tokens = self.kv_sum + sum(s.prefilled for s in self.prefilling.values())
         batch_tokens = self.n_dec + sum(c for _, c in self.chunks)
+        mfu = bw = math.nan
+        breakdown = getattr(self.timer, "cost", None)  # the cost model's full step breakdown
+        if breakdown is not None and batch_tokens:
+            c = breakdown([(n, s.prefilled) for s, n in self.chunks], self.n_dec, self.kv_sum + self.n_dec)
+            mfu = c.mfu
+            bw = c.bytes / (c.total_s * self.timer.gpu.hbm_bytes_per_s) if c.total_s > 0 else math.nan
         self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens))
+                             len(self.swapped), batch_tokens, mfu, bw))
 
     def sample(self, now: float) -> None:
         """Record a time-series row now (used at the end of the run)."""

@@ -59,6 +59,8 @@ class SampleRecord(NamedTuple):
     waiting: int
     swapped: int
     batch_tokens: int
+    mfu: float  # model FLOPs utilisation of the step as formed (NaN when the timer has no breakdown)
+    hbm_bw_util: float  # HBM bytes the step moves / (step time × bandwidth), per GPU
 
 
 def records_to_frame(records: Iterable[Sequence[Any]],
