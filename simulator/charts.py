@@ -123,8 +123,8 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
             c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=color)
             c.plot(g.hbm_bw_util.mean().index, 100 * g.hbm_bw_util.mean(), label=f"{hw} HBM bandwidth",
                    color=color, ls="--")
-    a.set(ylabel="KV pool used, incl.\ncached prefixes (% of blocks)", title="KV memory, queue and GPU utilisation over time "
-          "(10 s means per replica)")
+    a.set(ylabel="KV pool used, incl.\ncached prefixes (% of blocks)",
+          title="KV memory, queue and GPU utilisation over time (10 s means per replica)")
     a.set_ylim(0, 105)
     b.set(ylabel="waiting requests per replica")
     c.set(xlabel="simulated time (min)", ylabel="utilisation of the step (%)")
