@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
-from simulator.errors import ConfigError
+from simulator.registry import C, Registry
 
 if TYPE_CHECKING:
     from simulator.engine.sequence import Seq
@@ -111,30 +111,22 @@ class CacheStrategy(Protocol):
         ...
 
 
-_REGISTRY: dict[str, type] = {}
-S = TypeVar("S", bound=type)
+_REGISTRY: Registry[CacheStrategy] = Registry("cache strategy")
 
 
-def register_strategy(cls: S) -> S:
+def register_strategy(cls: C) -> C:
     """Class decorator: register a strategy under its ``name``; a second registration raises."""
-    name = cls.name  # type: ignore[attr-defined]
-    if name in _REGISTRY:
-        raise ConfigError(f"cache strategy {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-    _REGISTRY[name] = cls
-    return cls
+    return _REGISTRY.register(cls)
 
 
 def strategy_names() -> list[str]:
-    """Registered strategy names, sorted."""
-    return sorted(_REGISTRY)
+    """Registered names, sorted."""
+    return _REGISTRY.names()
 
 
 def make_strategy(name: str, **params: object) -> CacheStrategy:
-    """Instantiate the strategy `name` with `params`; unknown names list the valid ones."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"cache strategy: 'name' must be one of {strategy_names()} (got {name!r})")
-    strategy: CacheStrategy = _REGISTRY[name](**params)
-    return strategy
+    """Instantiate `name` with `params`; unknown names and parameters list the valid ones."""
+    return _REGISTRY.make(name, **params)
 
 
 from simulator.engine.caches.full import FullKV  # noqa: E402  (registers itself)

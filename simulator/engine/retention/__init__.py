@@ -19,9 +19,10 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol
 
 from simulator.errors import ConfigError
+from simulator.registry import C, Registry
 
 RETENTION_FILE = Path(__file__).resolve().parents[2] / "data" / "retention.toml"
 NO_CAP = 1 << 62
@@ -57,30 +58,22 @@ def debit_points(name: str) -> float:
     return table[name][0]
 
 
-_REGISTRY: dict[str, type] = {}
-R = TypeVar("R", bound=type)
+_REGISTRY: Registry[RetentionPolicy] = Registry("retention policy")
 
 
-def register_retention(cls: R) -> R:
-    """Class decorator: register a policy under its ``name``; a second registration raises."""
-    name = cls.name  # type: ignore[attr-defined]
-    if name in _REGISTRY:
-        raise ConfigError(f"retention policy {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-    _REGISTRY[name] = cls
-    return cls
+def register_retention(cls: C) -> C:
+    """Class decorator: register a retention policy under its ``name``; a second registration raises."""
+    return _REGISTRY.register(cls)
 
 
 def retention_names() -> list[str]:
-    """Registered policy names, sorted."""
-    return sorted(_REGISTRY)
+    """Registered names, sorted."""
+    return _REGISTRY.names()
 
 
 def make_retention(name: str, **params: object) -> RetentionPolicy:
-    """Instantiate policy `name` with `params`; unknown names list the valid ones."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"retention: 'name' must be one of {retention_names()} (got {name!r})")
-    policy: RetentionPolicy = _REGISTRY[name](**params)
-    return policy
+    """Instantiate `name` with `params`; unknown names and parameters list the valid ones."""
+    return _REGISTRY.make(name, **params)
 
 
 from simulator.engine.retention.policies import H2O, FullRetention, SnapKV, StreamingLLM  # noqa: E402

@@ -8,11 +8,11 @@ never toward the lowest index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.registry import C, Registry
 from workloads.request import Request
 
 
@@ -54,30 +54,22 @@ def pick_min(values: Sequence[float], rng: np.random.Generator) -> int:
     return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
 
 
-_REGISTRY: dict[str, type] = {}
-R = TypeVar("R", bound=type)
+_REGISTRY: Registry[Router] = Registry("router")
 
 
-def register_router(cls: R) -> R:
+def register_router(cls: C) -> C:
     """Class decorator: register a router under its ``name``; a second registration raises."""
-    name = cls.name  # type: ignore[attr-defined]
-    if name in _REGISTRY:
-        raise ConfigError(f"router {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-    _REGISTRY[name] = cls
-    return cls
+    return _REGISTRY.register(cls)
 
 
 def router_names() -> list[str]:
-    """Registered router names, sorted."""
-    return sorted(_REGISTRY)
+    """Registered names, sorted."""
+    return _REGISTRY.names()
 
 
 def make_router(name: str, **params: object) -> Router:
-    """Instantiate the router `name` with `params`; unknown names list the valid ones."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"router: 'name' must be one of {router_names()} (got {name!r})")
-    router: Router = _REGISTRY[name](**params)
-    return router
+    """Instantiate `name` with `params`; unknown names and parameters list the valid ones."""
+    return _REGISTRY.make(name, **params)
 
 
 from simulator.engine.routers.basic import LeastKV, LeastTokens, PrefixAffinity, RoundRobin  # noqa: E402
