@@ -16,6 +16,7 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 
 
 @click.command("compare")
+@click.argument("scenario", required=False, type=click.Path(path_type=Path))
 @click.option("--hardware", default="8xH100", show_default=True, help="Node kind (hardware/nodes.toml).")
 @click.option("--model", default="Llama-3.1-70B", show_default=True, help="Model (catalog key).")
 @click.option("--workload", "workload_spec", default="code-repo-128k", show_default=True,
@@ -33,12 +34,24 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.csv and compare.png here.")
 @handle_errors
-def compare(hardware: str, model: str, workload_spec: str, duration_s: float | None, rate_scale: float,
-            n_nodes: int, tp: int, strategies: str, seed: int, out: Path | None) -> None:
-    """Run one workload (same seed) under each strategy set; print and chart the headline figures."""
-    base = EngineConfig(model=model, node=hardware, n_nodes=n_nodes, tp=tp)
-    requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s,
-                                  rate_scale=rate_scale))
+def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str, duration_s: float | None,
+            rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int, out: Path | None) -> None:
+    """Run one workload (same seed) under each strategy set; print and chart the headline figures.
+
+    With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
+    workload are used, and --hardware/--model/--workload/--nodes/--tp are ignored.
+    """
+    if scenario is not None:
+        from simulator.scenario import load_scenario
+
+        sc = load_scenario(scenario)
+        base = sc.engine_config()
+        requests = list(sc.load_workload(seed, rate_scale=rate_scale))
+        model, hardware, n_nodes, tp = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes, sc.cluster.tp
+        workload_spec, duration_s = sc.name, sc.workload.duration_s
+    else:
+        base = EngineConfig(model=model, node=hardware, n_nodes=n_nodes, tp=tp)
+        requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)
     click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))

@@ -37,10 +37,13 @@ REUSE = ("prefix", "dram", "nvme", "lru", "lfu", "fifo")
 
 
 def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
-    """`base` with the levers of `spec` applied (layout levers on top of ``base.layout``'s label)."""
+    """`base` (hardware, model, scheduler) with exactly the levers of `spec`: a set names every
+    lever it uses, so the base's own layout, cache and retention are not inherited (``native``
+    is the model as it ships, full KV, no reuse)."""
     layout_parts: list[str] = []
-    cache, cache_params = base.cache, dict(base.cache_params)
-    retention, retention_params = base.retention, dict(base.retention_params)
+    cache, retention = "full", "full"
+    cache_params: dict[str, object] = {}
+    retention_params: dict[str, object] = {}
     for raw in filter(None, (p.strip() for p in spec.split("+"))):
         name, _, arg = raw.partition(":")
         if name in RETENTIONS:
@@ -62,7 +65,7 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
         else:
             layout_parts.append(raw)
     try:
-        layout = parse_layout("+".join([base.layout.label, *layout_parts]))
+        layout = parse_layout("+".join(["native", *layout_parts]))
     except ConfigError as e:
         raise ConfigError(f"strategy set {spec!r}: {e}; or a retention ({', '.join(RETENTIONS)}) or reuse "
                           f"lever ({', '.join(REUSE)})") from None

@@ -51,3 +51,33 @@ def test_cli_compare(tmp_path: Path) -> None:
     assert "prefix+fp8" in res.output and (tmp_path / "compare.png").stat().st_size > 10_000
     bad = runner.invoke(compare, ["--workload", "chat-4k", "--duration", "5", "--strategies", "native,nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def test_compare_command_on_a_scenario_does_not_inherit_its_levers(tmp_path):
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    sc = tmp_path / "s.toml"
+    sc.write_text("""
+name = "s"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 8
+[cache]
+layout = "fp8"
+strategy = "prefix"
+[workload]
+duration_s = 120
+[workload.spec]
+name = "chat-4k"
+""")
+    r = CliRunner().invoke(main, ["compare", str(sc), "--strategies", "native,prefix+fp8", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "compare.csv").set_index("strategy")
+    assert df.prefix_hit_ratio_tokens["native"] == 0 and df.prefix_hit_ratio_tokens["prefix+fp8"] > 0.5
+    assert df.memory_factor["prefix+fp8"] == df.memory_factor["native"] / 2
