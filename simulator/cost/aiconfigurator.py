@@ -36,7 +36,7 @@ import pandas as pd
 
 from hardware.catalog import load_catalog
 from simulator.cost.fit import FitResult, fit_params
-from simulator.cost.kernels import predict_s, work
+from simulator.cost.kernels import predict_s
 from simulator.cost.params import CostParams
 from simulator.errors import ConfigError
 
@@ -48,6 +48,9 @@ MAX_TRAIN_ROWS = 20000
 # H100) across the benchmark's repeats, so they beat the HBM roofline; they are left out of
 # the fit and scored separately (``all_*`` columns of the report).
 MIN_FIT_KERNEL_S = 50e-6
+# GEMM and attention kernels of every length are fitted (their latency terms describe short
+# ones); NCCL's table only from MIN_FIT_KERNEL_S (its small messages switch algorithms).
+FIT_MIN_S = {"comm": MIN_FIT_KERNEL_S}
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
@@ -74,9 +77,7 @@ def _table(root: Path, system: str, op: str, framework: str, filename: str) -> p
     base = root / system / op / framework
     if not base.is_dir():
         return None
-    for ver in sorted(
-        (d for d in base.iterdir() if d.is_dir()), key=lambda d: _version_key(d.name), reverse=True
-    ):
+    for ver in sorted((d for d in base.iterdir() if d.is_dir()), key=lambda d: _version_key(d.name), reverse=True):
         f = ver / filename
         if f.is_file():
             df = pd.read_parquet(f)
@@ -87,14 +88,15 @@ def _table(root: Path, system: str, op: str, framework: str, filename: str) -> p
 
 @dataclass(frozen=True, slots=True)
 class KernelRows:
-    """Rows of one op class: the shape columns `work` needs, measured seconds, held-out mask."""
+    """Rows of one op class: the shape columns `work` needs, measured seconds, held-out mask;
+    `label` names the set in reports (``gemm_bf16`` and ``gemm_fp8`` are both op ``gemm``)."""
 
     op: str
     cols: dict[str, np.ndarray]
     measured_s: np.ndarray
     holdout: np.ndarray
-    peak_dtype: np.ndarray | None
     path: str
+    label: str
 
 
 def _holdout(keys: pd.DataFrame) -> np.ndarray:
@@ -102,14 +104,14 @@ def _holdout(keys: pd.DataFrame) -> np.ndarray:
     return np.array([zlib.crc32(k.encode()) % HOLDOUT_EVERY == 0 for k in s])
 
 
-def _rows(op: str, df: pd.DataFrame, shape: list[str], cols: dict[str, Any], peak: Any = None) -> KernelRows:
+def _rows(op: str, df: pd.DataFrame, shape: list[str], cols: dict[str, Any], label: str = "") -> KernelRows:
     return KernelRows(
         op,
         {k: np.asarray(v, dtype=float) for k, v in cols.items()},
         df["latency"].to_numpy(float) * 1e-3,
         _holdout(df[shape]),
-        None if peak is None else np.asarray(peak),
         df.attrs.get("path", ""),
+        label or op,
     )
 
 
@@ -127,16 +129,12 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
     if g is not None:
         g = g.assign(gemm_dtype=g["gemm_dtype"].replace({"fp8_block": "fp8"}))
         g = _min_over_kernels(g[g["gemm_dtype"].isin(["bfloat16", "fp8"])], ["gemm_dtype", "m", "n", "k"])
-        ib = np.where(g["gemm_dtype"] == "fp8", 1.0, 2.0)
-        out.append(
-            _rows(
-                "gemm",
-                g,
-                ["gemm_dtype", "m", "n", "k"],
-                {"m": g["m"], "n": g["n"], "k": g["k"], "in_bytes": ib},
-                np.where(g["gemm_dtype"] == "fp8", "fp8", "bf16"),
-            )
-        )
+        for name, in_bytes in (("bfloat16", 2.0), ("fp8", 1.0)):
+            d = g[g["gemm_dtype"] == name]
+            d.attrs = g.attrs
+            cols = {"m": d["m"], "n": d["n"], "k": d["k"], "in_bytes": np.full(len(d), in_bytes)}
+            label = "gemm_bf16" if in_bytes == 2.0 else "gemm_fp8"
+            out.append(_rows("gemm", d, ["gemm_dtype", "m", "n", "k"], cols, label))
     shape = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
     for op, fname in (
         ("context_attention", "context_attention_perf.parquet"),
@@ -204,12 +202,7 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
 
 
 def _predict(rows: KernelRows, gpu_key: str, p: CostParams) -> np.ndarray:
-    gpu = load_catalog().gpu(gpu_key)
-    flops, bytes_ = work(rows.op, {k: v for k, v in rows.cols.items() if k != "tp"})
-    peak = None
-    if rows.peak_dtype is not None:
-        peak = np.where(rows.peak_dtype == "fp8", gpu.peak_flops("fp8"), gpu.peak_flops("bf16"))
-    return predict_s(rows.op, flops, bytes_, gpu, p, tp=rows.cols.get("tp", 1.0), peak_flops=peak)
+    return predict_s(rows.op, rows.cols, load_catalog().gpu(gpu_key), p)
 
 
 def _mean(x: np.ndarray) -> float:
@@ -223,9 +216,24 @@ def _q90(x: np.ndarray) -> float:
 # op classes fitted together, and the parameters each group frees
 # (fitted in this order: decode attention sets the memory efficiency, prefill then the compute one)
 GROUPS = {
-    "gemm": (("gemm",), ("gemm_compute_eff", "gemm_memory_eff")),
-    "attention_decode": (("generation_attention",), ("attn_memory_eff", "attn_compute_eff")),
-    "attention_prefill": (("context_attention",), ("attn_compute_eff",)),
+    "gemm": (("gemm_bf16",), ("gemm_compute_eff", "gemm_memory_eff", "gemm_latency_s", "gemm_overlap_p")),
+    "gemm_fp8": (("gemm_fp8",), ("gemm_fp8_eff", "gemm_fp8_latency_s")),
+    "attention_decode": (
+        ("generation_attention",),
+        (
+            "decode_memory_eff",
+            "decode_compute_eff",
+            "attn_latency_s",
+            "decode_overlap_p",
+            "decode_seq_latency_s",
+            "decode_head_latency_s",
+            "decode_fp8_kv_factor",
+        ),
+    ),
+    "attention_prefill": (
+        ("context_attention",),
+        ("attn_compute_eff", "attn_memory_eff", "attn_overlap_p", "prefill_pair_flops", "prefill_half_tiles"),
+    ),
     "comm": (("all_reduce",), ("comm_eff",)),
 }
 LATENCY = {"gemm": "gemm_latency_s", "attention_decode": "attn_latency_s", "comm": "collective_latency_s"}
@@ -236,7 +244,7 @@ def fit_system(
 ) -> tuple[CostParams, list[dict[str, Any]]]:
     """Fit one GPU's parameters; returns them and one report row per op class."""
     gpu_key = SYSTEMS[system]
-    rows = {r.op: r for r in load_rows(system, framework, root)}
+    rows = {r.label: r for r in load_rows(system, framework, root)}
     if not rows:
         raise ConfigError(f"aiconfigurator has no {framework} tables for {system}")
     params = replace(base, gpu=gpu_key)
@@ -249,16 +257,14 @@ def fit_system(
             floor = float(np.quantile(np.concatenate([r.measured_s for r in present]), LATENCY_QUANTILE))
             latency: dict[str, Any] = {LATENCY[group]: floor}
             params = replace(params, **latency)
-        train = [(r, (r.holdout == 0) & (r.measured_s >= MIN_FIT_KERNEL_S)) for r in present]
+        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0))) for r in present]
 
         def model(p: CostParams, train: list[tuple[KernelRows, np.ndarray]] = train) -> np.ndarray:
             return np.concatenate(
                 [_predict(r, gpu_key, p)[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train]
             )
 
-        measured = np.concatenate(
-            [r.measured_s[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train]
-        )
+        measured = np.concatenate([r.measured_s[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train])
         fits[group] = fit_params(params, free, model, measured, loss="soft_l1")
         params = fits[group].params
     report = []
