@@ -52,6 +52,10 @@ MIN_FIT_KERNEL_S = 50e-6
 # ones); NCCL's table only from MIN_FIT_KERNEL_S (its small messages switch algorithms).
 FIT_MIN_S = {"comm": MIN_FIT_KERNEL_S}
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
+# head dimensions of production GQA/MHA models (Llama, Qwen, Mistral: 128; Gemma: 256; small
+# models: 64). vLLM's tables also hold 192 and 512, which run other kernels (on Blackwell
+# head_dim 192 takes a path 5-10x slower than the roofline); they are scored, not fitted.
+MAIN_HEAD_DIMS = (64, 128, 256)
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
 
@@ -100,8 +104,8 @@ class KernelRows:
 
 
 def _holdout(keys: pd.DataFrame) -> np.ndarray:
-    s = keys.astype(str).agg("|".join, axis=1)
-    return np.array([zlib.crc32(k.encode()) % HOLDOUT_EVERY == 0 for k in s])
+    cols = [keys[c].astype(str).tolist() for c in keys.columns]  # "a|b|c" per row, as before
+    return np.array([zlib.crc32("|".join(k).encode()) % HOLDOUT_EVERY == 0 for k in zip(*cols, strict=True)])
 
 
 def _rows(op: str, df: pd.DataFrame, shape: list[str], cols: dict[str, Any], label: str = "") -> KernelRows:
@@ -257,7 +261,7 @@ def fit_system(
             floor = float(np.quantile(np.concatenate([r.measured_s for r in present]), LATENCY_QUANTILE))
             latency: dict[str, Any] = {LATENCY[group]: floor}
             params = replace(params, **latency)
-        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0))) for r in present]
+        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0)) & _in_scope(r)) for r in present]
 
         def model(p: CostParams, train: list[tuple[KernelRows, np.ndarray]] = train) -> np.ndarray:
             return np.concatenate(
@@ -267,27 +271,36 @@ def fit_system(
         measured = np.concatenate([r.measured_s[m][:: max(1, int(m.sum()) // MAX_TRAIN_ROWS)] for r, m in train])
         fits[group] = fit_params(params, free, model, measured, loss="soft_l1")
         params = fits[group].params
-    report = []
-    for op, r in rows.items():
-        err = np.abs(_predict(r, gpu_key, params) / r.measured_s - 1)
-        long = r.measured_s >= MIN_FIT_KERNEL_S
-        tr, ho = err[(r.holdout == 0) & long], err[(r.holdout != 0) & long]
-        report.append(
-            {
-                "gpu": gpu_key,
-                "op": op,
-                "fitted": any(op in GROUPS[k][0] for k in fits),
-                "train_rows": len(tr),
-                "train_mape": _mean(tr),
-                "holdout_rows": len(ho),
-                "holdout_mape": _mean(ho),
-                "holdout_p90": _q90(ho),
-                "all_holdout_rows": int((r.holdout != 0).sum()),
-                "all_holdout_mape": _mean(err[r.holdout != 0]),
-                "table": r.path,
-            }
-        )
-    return params, report
+    return params, [_score(r, gpu_key, params, any(op in GROUPS[k][0] for k in fits)) for op, r in rows.items()]
+
+
+def _in_scope(r: KernelRows) -> np.ndarray:
+    """Rows the fit uses: attention rows of a `MAIN_HEAD_DIMS` head dimension, every other row."""
+    if "d" not in r.cols:
+        return np.ones(len(r.measured_s), dtype=bool)
+    return np.isin(r.cols["d"], MAIN_HEAD_DIMS)
+
+
+def _score(r: KernelRows, gpu_key: str, p: CostParams, fitted: bool) -> dict[str, Any]:
+    """Report row of one op class: MAPE of the training and held-out rows (all of them, in
+    scope, and of kernels of at least `MIN_FIT_KERNEL_S`) and the held-out 90th percentile."""
+    err = np.abs(_predict(r, gpu_key, p) / r.measured_s - 1)
+    ho, scope, long = r.holdout != 0, _in_scope(r), r.measured_s >= MIN_FIT_KERNEL_S
+    return {
+        "gpu": gpu_key,
+        "op": r.label,
+        "fitted": fitted,
+        "train_rows": int((~ho).sum()),
+        "train_mape": _mean(err[~ho]),
+        "holdout_rows": int(ho.sum()),
+        "holdout_mape": _mean(err[ho]),
+        "holdout_p90": _q90(err[ho]),
+        "scope_holdout_rows": int((ho & scope).sum()),
+        "scope_holdout_mape": _mean(err[ho & scope]),
+        "long_holdout_rows": int((ho & long).sum()),
+        "long_holdout_mape": _mean(err[ho & long]),
+        "table": r.path,
+    }
 
 
 def fit_all(

@@ -105,17 +105,17 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
         tc = flops / (peak * p.gemm_compute_eff)
         lat = p.gemm_latency_s + np.where(low, p.gemm_fp8_latency_s, 0.0)
         return _smax(tc, bytes_ / (bw * p.gemm_memory_eff), p.gemm_overlap_p) + lat
-    peak = gpu.peak_flops(ATTENTION_DTYPE)
+    attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
     b, h = f["b"], f["h"]
     if op in ("context_attention", "mla_context"):
         s = f["s"]
         tiles = b * h * np.ceil(s / PREFILL_TILE_TOKENS)
-        tc = (flops + p.prefill_pair_flops * b * h * s * (s + 1) / 2) / (peak * p.attn_compute_eff)
+        tc = (flops + p.prefill_pair_flops * b * h * s * (s + 1) / 2) / (attn_peak * p.attn_compute_eff)
         tc = tc * (1.0 + p.prefill_half_tiles / tiles)
         return _smax(tc, bytes_ / (bw * p.attn_memory_eff), p.attn_overlap_p) + p.attn_latency_s
     if op in ("generation_attention", "mla_generation"):
         kv_factor = np.where(f["kv_bytes"] <= LOW_PRECISION_BYTES, p.decode_fp8_kv_factor, 1.0)
-        tc = flops / (peak * p.decode_compute_eff)
+        tc = flops / (attn_peak * p.decode_compute_eff)
         tm = bytes_ * kv_factor / (bw * p.decode_memory_eff)
         kvh = f.get("kvh", np.ones_like(b))  # an MLA latent is one KV head
         per_seq = p.decode_seq_latency_s + kvh * p.decode_head_latency_s
