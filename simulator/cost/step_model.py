@@ -8,22 +8,29 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 - linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
   ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
   ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`); roofline with the GEMM
-  efficiencies, plus ``n_layers · GEMMS_PER_LAYER · gemm_latency_s``.
-- attention: prefill ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
+  efficiencies (fp8/fp4 times ``gemm_fp8_eff``) and the smooth maximum of exponent
+  ``gemm_overlap_p`` (`smooth_max`), plus ``n_layers · GEMMS_PER_LAYER`` GEMM latencies.
+- prefill attention: ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
   (``pairs = n·c + n(n+1)/2``, `causal_pairs`; ``= 4 · n_heads · d_head · (n·c + n²/2)`` for
-  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Decode reads
-  every cached KV byte (`sequence_bytes`, so the layout scales it) and pays
-  ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
-  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``. FLOPs split over ``tp``; KV bytes over
-  ``min(tp, kv_heads)`` (an MLA latent is replicated, not split). Roofline with the attention
-  efficiencies, plus ``n_layers · attn_latency_s`` per attention kind present.
+  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Compute
+  time counts ``prefill_pair_flops`` more per pair and head (the softmax) and is stretched by
+  ``1 + prefill_half_tiles / tiles`` (``tiles = n_heads/tp · Σ ceil(n / 128)``, few tiles leave
+  SMs idle); smooth max with ``attn_overlap_p``; plus ``n_layers · attn_latency_s``.
+- decode attention reads every cached KV byte (`sequence_bytes`, so the layout scales it) and
+  pays ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
+  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``; roofline with the decode efficiencies
+  (memory time times ``decode_fp8_kv_factor`` for an fp8 cache) and ``decode_overlap_p``, plus
+  ``n_layers · (attn_latency_s + B · (decode_seq_latency_s + kv_heads · decode_head_latency_s))``.
+  FLOPs split over ``tp``; KV bytes over ``min(tp, kv_heads)`` (an MLA latent is replicated).
 - comm: 2 ring all-reduces per layer of ``T · d_model · ACTIVATION_BYTES`` (`ring_allreduce_s`).
 
 Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
-FLOPs are a fixed multiple of its bytes, so the attention roofline is ``kv_bytes · s_per_byte``,
-and ``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
+FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte``
+(homogeneous of degree one), every size-dependent term depends on ``B`` only, and
+``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
 than any sliding window or full-resolution compression window (shorter ones are charged
-as if they filled it).
+as if they filled it). The kernel forms and their fit are in `simulator.cost.kernels` and
+`simulator.cost.aiconfigurator`.
 """
 
 from __future__ import annotations
