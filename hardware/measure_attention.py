@@ -6,7 +6,7 @@ shapes, and writes rows in the calibration format (`simulator/cost/calibrate.py`
 phases ``attention_prefill`` and ``attention_decode``::
 
     python hardware/measure_attention.py --gpu H100 --model Llama-3.1-8B --out my_attention.csv
-    kvsim calibrate my_attention.csv --free attn_compute_eff,attn_memory_eff --out my_params.toml
+    kvsim calibrate my_attention.csv --free attn_compute_eff,decode_memory_eff --out my_params.toml
 
 Decode is timed as one query token per sequence against a dense (unpaged) bf16 KV of
 ``context`` tokens, so it measures HBM streaming as the cost model sees it; a paged kernel

@@ -22,9 +22,7 @@ __all__ = [
 ]
 
 
-def step_model(
-    gpu: str, model: str, tp: int = 1, layout: str = "native", dtype: str | None = None
-) -> StepModel:
+def step_model(gpu: str, model: str, tp: int = 1, layout: str = "native", dtype: str | None = None) -> StepModel:
     """A `StepModel` from catalog names: ``step_model("H100", "Llama-3.1-8B")``."""
     from hardware.catalog import load_catalog
     from simulator.kv import parse_layout

@@ -60,7 +60,7 @@ HOLDOUT_EVERY = 4
 # freed in this order while a GPU has training points for them
 DEFAULT_FREE = (
     "step_overhead_s",
-    "attn_memory_eff",
+    "decode_memory_eff",
     "gemm_memory_eff",
     "attn_compute_eff",
     "gemm_compute_eff",
@@ -92,9 +92,7 @@ def read_rows(path: Path) -> pd.DataFrame:
         if has_s == has_tps:
             raise ConfigError(f"{where}: give exactly one of 'measured_s' and 'tokens_per_s'")
         if (r["phase"] == "throughput") != has_tps:
-            raise ConfigError(
-                f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest"
-            )
+            raise ConfigError(f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest")
         if pd.notna(r["split"]) and r["split"] not in ("train", "test"):
             raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {r['split']!r})")
     holdout = [
@@ -151,14 +149,10 @@ class Calibration:
         d = self.rows.assign(
             abs_err=self.rows["rel_error"].abs(), set=np.where(self.rows["holdout"], "held-out", "fit")
         )
-        return (
-            d.groupby(["gpu", "set"])["abs_err"].agg(mape="mean", max_error="max", rows="count").reset_index()
-        )
+        return d.groupby(["gpu", "set"])["abs_err"].agg(mape="mean", max_error="max", rows="count").reset_index()
 
 
-def calibrate(
-    df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None
-) -> Calibration:
+def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None) -> Calibration:
     """Fit each GPU's parameters on its training rows (``holdout`` false).
 
     With `free` given, every GPU frees exactly those and `ConfigError` is raised when a GPU has

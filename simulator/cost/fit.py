@@ -2,8 +2,8 @@
 
 Residuals are ``log(predicted_s / measured_s)`` (a relative error, symmetric in over- and
 under-prediction), minimised by `scipy.optimize.least_squares` with bounds: efficiencies in
-``[EFF_FLOOR, 1]``, latencies in ``[0, MAX_LATENCY_S]`` (fitted in microseconds so that all
-free variables are of order one).
+``[EFF_FLOOR, 1]``, latencies in ``[0, MAX_LATENCY_S]`` (fitted in microseconds), kernel-shape
+parameters in `FIT_BOUNDS` (each scaled so that all free variables are of order one).
 """
 
 from __future__ import annotations
@@ -15,13 +15,20 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from simulator.cost.params import EFFICIENCIES, FITTABLE, CostParams
+from simulator.cost.params import EFFICIENCIES, FITTABLE, SHAPES, CostParams
 from simulator.errors import ConfigError
 
 EFF_FLOOR = 1e-3
 MAX_LATENCY_S = 0.1
 _US = 1e-6
 ROBUST_SCALE = 0.1  # soft_l1 loss: log-residuals beyond ~10% count linearly, not squared
+MAX_FIT_P = 64.0  # a smooth-max exponent beyond this is a hard max to within 1.1%
+# kernel-shape parameters as fitted: (lower, upper, scale of the free variable)
+FIT_BOUNDS = {
+    name: (lo, min(hi, MAX_FIT_P) if name.endswith("_p") else hi, {"prefill_pair_flops": 100.0}.get(name, 1.0))
+    for name, (lo, hi) in SHAPES.items()
+}
+FIT_BOUNDS["prefill_half_tiles"] = (0.0, 1e4, 100.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,7 +50,16 @@ class FitResult:
 
 
 def _scale(name: str) -> float:
+    if name in FIT_BOUNDS:
+        return FIT_BOUNDS[name][2]
     return 1.0 if name in EFFICIENCIES else _US
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    if name in FIT_BOUNDS:
+        lo, hi, scale = FIT_BOUNDS[name]
+        return lo / scale, hi / scale
+    return (EFF_FLOOR, 1.0) if name in EFFICIENCIES else (0.0, MAX_LATENCY_S / _US)
 
 
 def fit_params(
@@ -80,11 +96,9 @@ def fit_params(
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(model(params_of(x)) / measured)
 
-    lo = [EFF_FLOOR if f in EFFICIENCIES else 0.0 for f in free]
-    hi = [1.0 if f in EFFICIENCIES else MAX_LATENCY_S / _US for f in free]
+    lo = [_bounds(f)[0] for f in free]
+    hi = [_bounds(f)[1] for f in free]
     x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
     sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=ROBUST_SCALE)
     fitted = params_of(sol.x)
-    return FitResult(
-        params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0
-    )
+    return FitResult(params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0)

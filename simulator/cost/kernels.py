@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hardware.catalog import GPUSpec
-from simulator.cost.params import CostParams
+from simulator.cost.params import PREFILL_TILE_TOKENS, CostParams
 from simulator.cost.step_model import ACTIVATION_BYTES, ATTENTION_DTYPE
 
 Array = NDArray[np.float64]
@@ -25,15 +25,7 @@ OP_CLASSES = (
     "mla_generation",
     "all_reduce",
 )
-# which parameters each op class exercises (compute eff, memory eff, fixed latency)
-OP_PARAMS = {
-    "gemm": ("gemm_compute_eff", "gemm_memory_eff", "gemm_latency_s"),
-    "context_attention": ("attn_compute_eff", "attn_memory_eff", "attn_latency_s"),
-    "generation_attention": ("attn_compute_eff", "attn_memory_eff", "attn_latency_s"),
-    "mla_context": ("attn_compute_eff", "attn_memory_eff", "attn_latency_s"),
-    "mla_generation": ("attn_compute_eff", "attn_memory_eff", "attn_latency_s"),
-    "all_reduce": ("comm_eff", "collective_latency_s"),
-}
+LOW_PRECISION_BYTES = 1.0  # an input or KV element of this many bytes is fp8
 
 
 def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
@@ -71,20 +63,61 @@ def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")
 
 
-def predict_s(
-    op: str,
-    flops: Array,
-    bytes_: Array,
-    gpu: GPUSpec,
-    p: CostParams,
-    tp: Array | float = 1.0,
-    peak_flops: Array | float | None = None,
-) -> Array:
-    """Roofline seconds of each row: ``max(flops/(peak·eff_c), bytes/(bw·eff_m)) + latency``;
-    for ``all_reduce`` ``2(tp−1)/tp · bytes / (nvlink · comm_eff) + collective_latency_s``."""
+def _smax(a: Array, b: Array, p: float) -> Array:
+    """Vectorised `simulator.cost.roofline.smooth_max`."""
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    if np.isinf(p):
+        return hi
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(hi > 0, lo / hi, 0.0)
+    return hi * (1.0 + r**p) ** (1.0 / p)
+
+
+def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
+    """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
+
+    - ``gemm``: ``smax_p(flops / (peak(dtype) · eff_c · [fp8_eff]), bytes / (bw · eff_m))
+      + gemm_latency_s [+ gemm_fp8_latency_s]`` with ``p = gemm_overlap_p``; rows with
+      ``in_bytes == 1`` are fp8 GEMMs (the bracketed factors apply to them only).
+    - ``context_attention``, ``mla_context`` (prefill)::
+
+          t_c = (flops + pair_flops · b · h · s(s+1)/2) / (peak · attn_compute_eff) · (1 + half / tiles)
+          t_m = bytes / (bw · attn_memory_eff);  tiles = b · h · ceil(s / PREFILL_TILE_TOKENS)
+          t = smax_p(t_c, t_m) + attn_latency_s          (p = attn_overlap_p)
+
+    - ``generation_attention``, ``mla_generation`` (decode)::
+
+          t = smax_p(flops / (peak · decode_compute_eff), bytes · [fp8_kv_factor] / (bw · decode_memory_eff))
+              + attn_latency_s + b · (decode_seq_latency_s + kvh · decode_head_latency_s)
+          (p = decode_overlap_p; an MLA latent counts as one KV head)
+
+    - ``all_reduce``: ``2(tp−1)/tp · bytes / (nvlink · comm_eff) + collective_latency_s``.
+    """
+    f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     if op == "all_reduce":
-        tp_ = np.asarray(tp, dtype=np.float64)
-        return 2 * (tp_ - 1) / tp_ * bytes_ / (gpu.nvlink_bytes_per_s * p.comm_eff) + p.collective_latency_s
-    ce, me, lat = (getattr(p, n) for n in OP_PARAMS[op])
-    peak = gpu.peak_flops(ATTENTION_DTYPE) if peak_flops is None else peak_flops
-    return np.maximum(flops / (peak * ce), bytes_ / (gpu.hbm_bytes_per_s * me)) + lat
+        tp_ = f["tp"]
+        return 2 * (tp_ - 1) / tp_ * f["message_bytes"] / (gpu.nvlink_bytes_per_s * p.comm_eff) + p.collective_latency_s
+    flops, bytes_ = work(op, {k: v for k, v in f.items() if k != "tp"})
+    bw = gpu.hbm_bytes_per_s
+    if op == "gemm":
+        low = f["in_bytes"] <= LOW_PRECISION_BYTES
+        peak = np.where(low, gpu.peak_flops("fp8") * p.gemm_fp8_eff, gpu.peak_flops("bf16"))
+        tc = flops / (peak * p.gemm_compute_eff)
+        lat = p.gemm_latency_s + np.where(low, p.gemm_fp8_latency_s, 0.0)
+        return _smax(tc, bytes_ / (bw * p.gemm_memory_eff), p.gemm_overlap_p) + lat
+    attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
+    b, h = f["b"], f["h"]
+    if op in ("context_attention", "mla_context"):
+        s = f["s"]
+        tiles = b * h * np.ceil(s / PREFILL_TILE_TOKENS)
+        tc = (flops + p.prefill_pair_flops * b * h * s * (s + 1) / 2) / (attn_peak * p.attn_compute_eff)
+        tc = tc * (1.0 + p.prefill_half_tiles / tiles)
+        return _smax(tc, bytes_ / (bw * p.attn_memory_eff), p.attn_overlap_p) + p.attn_latency_s
+    if op in ("generation_attention", "mla_generation"):
+        kv_factor = np.where(f["kv_bytes"] <= LOW_PRECISION_BYTES, p.decode_fp8_kv_factor, 1.0)
+        tc = flops / (attn_peak * p.decode_compute_eff)
+        tm = bytes_ * kv_factor / (bw * p.decode_memory_eff)
+        kvh = f.get("kvh", np.ones_like(b))  # an MLA latent is one KV head
+        per_seq = p.decode_seq_latency_s + kvh * p.decode_head_latency_s
+        return _smax(tc, tm, p.decode_overlap_p) + p.attn_latency_s + b * per_seq
+    raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")

@@ -9,6 +9,7 @@ carries its provenance (data, command, date, error). A GPU without a fitted tabl
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,29 @@ from simulator.errors import ConfigError, must
 PARAMS_FILE = Path(__file__).parent / "params.toml"
 
 EFFICIENCIES = ("gemm_compute_eff", "gemm_memory_eff", "attn_compute_eff", "attn_memory_eff", "comm_eff")
-LATENCIES = ("step_overhead_s", "collective_latency_s", "gemm_latency_s", "attn_latency_s")
-FITTABLE = EFFICIENCIES + LATENCIES
+LATENCIES = (
+    "step_overhead_s",
+    "collective_latency_s",
+    "gemm_latency_s",
+    "attn_latency_s",
+    "decode_seq_latency_s",
+    "decode_head_latency_s",
+    "gemm_fp8_latency_s",
+)
+# kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
+SHAPES = {
+    "gemm_fp8_eff": (0.05, 1.0),
+    "gemm_overlap_p": (1.0, math.inf),
+    "attn_overlap_p": (1.0, math.inf),
+    "decode_overlap_p": (1.0, math.inf),
+    "decode_compute_eff": (1e-3, 1.0),
+    "decode_memory_eff": (1e-3, 1.0),
+    "decode_fp8_kv_factor": (0.25, 4.0),
+    "prefill_pair_flops": (0.0, 1e4),
+    "prefill_half_tiles": (0.0, 1e5),
+}
+FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
+PREFILL_TILE_TOKENS = 128  # query rows per attention tile (FlashAttention-2/3 block M)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +54,7 @@ class CostParams:
     gemm_compute_eff, gemm_memory_eff : float
         Linear layers reach ``eff · peak_flops(dtype)`` and ``eff · hbm_bytes_per_s``; in (0, 1].
     attn_compute_eff, attn_memory_eff : float
-        The same for attention kernels (prefill FLOPs, decode KV reads).
+        The same for prefill attention kernels (FLOPs of the causal scores, Q/K/V/O bytes).
     comm_eff : float
         Share of the NVLink per-direction bandwidth a ring all-reduce reaches; in (0, 1].
     step_overhead_s : float
@@ -41,6 +63,30 @@ class CostParams:
         Fixed time per all-reduce.
     gemm_latency_s, attn_latency_s : float
         Fixed time per GEMM kernel and per attention kernel (launch and tail).
+    decode_seq_latency_s, decode_head_latency_s : float
+        Extra time of a decode attention kernel per sequence in the batch, and per sequence and
+        KV head on the GPU (page-table walk, Q load, O write, split-KV merge); constants for a
+        fixed batch, so decode stays affine in context.
+    gemm_fp8_eff, gemm_fp8_latency_s : float
+        Multiplies `gemm_compute_eff` for fp8/fp4 GEMMs (their kernels do not reach twice the
+        bf16 rate; scaling epilogues cost time), and the extra fixed time of each (the kernel
+        that quantises the activations).
+    gemm_overlap_p, attn_overlap_p, decode_overlap_p : float
+        Exponent of the smooth maximum of compute and memory time of GEMMs, prefill attention
+        and decode attention, ``(t_c^p + t_m^p)^(1/p)``: ``inf`` is the hard max of the plain
+        roofline, ``1`` the sum (no overlap of compute and memory).
+    decode_compute_eff, decode_memory_eff : float
+        Efficiencies of decode attention kernels (paged, split-KV: a different kernel from
+        prefill's, which uses `attn_compute_eff` and `attn_memory_eff`).
+    decode_fp8_kv_factor : float
+        Multiplies the memory time of decode attention over an fp8 KV cache (dequantisation).
+    prefill_pair_flops : float
+        Extra FLOP-equivalents per (query, key) pair per head of a prefill: the softmax
+        (exp, max, rescale) that does not scale with the head dimension.
+    prefill_half_tiles : float
+        Prefill attention compute time is ``t_c · (1 + half / tiles)`` with
+        ``tiles = Σ heads/tp · ceil(new / PREFILL_TILE_TOKENS)``: few tiles leave SMs idle (a
+        saturating efficiency, reaching half its maximum at ``tiles = half``).
     """
 
     gpu: str
@@ -53,6 +99,18 @@ class CostParams:
     collective_latency_s: float
     gemm_latency_s: float = 0.0
     attn_latency_s: float = 0.0
+    decode_seq_latency_s: float = 0.0
+    decode_head_latency_s: float = 0.0
+    gemm_fp8_eff: float = 1.0
+    gemm_fp8_latency_s: float = 0.0
+    gemm_overlap_p: float = math.inf
+    attn_overlap_p: float = math.inf
+    decode_overlap_p: float = math.inf
+    decode_compute_eff: float = 1.0
+    decode_memory_eff: float = 1.0
+    decode_fp8_kv_factor: float = 1.0
+    prefill_pair_flops: float = 0.0
+    prefill_half_tiles: float = 0.0
     source: str = ""
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -64,6 +122,9 @@ class CostParams:
         for f in LATENCIES:
             v = getattr(self, f)
             must(v >= 0, where, f, ">= 0", v)
+        for f, (lo, hi) in SHAPES.items():
+            v = getattr(self, f)
+            must(lo <= v <= hi, where, f, f"in [{lo}, {hi}]", v)
 
     def as_table(self) -> dict[str, Any]:
         """The TOML table of these parameters (`gpu` is the table's key)."""
@@ -122,6 +183,8 @@ def load_params(gpu: str, path: Path = PARAMS_FILE) -> CostParams:
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if isinstance(v, int | float):
         return repr(float(v)) if isinstance(v, float) else str(v)
     if isinstance(v, str):

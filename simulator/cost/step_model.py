@@ -8,31 +8,39 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 - linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
   ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
   ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`); roofline with the GEMM
-  efficiencies, plus ``n_layers · GEMMS_PER_LAYER · gemm_latency_s``.
-- attention: prefill ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
+  efficiencies (fp8/fp4 times ``gemm_fp8_eff``) and the smooth maximum of exponent
+  ``gemm_overlap_p`` (`smooth_max`), plus ``n_layers · GEMMS_PER_LAYER`` GEMM latencies.
+- prefill attention: ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
   (``pairs = n·c + n(n+1)/2``, `causal_pairs`; ``= 4 · n_heads · d_head · (n·c + n²/2)`` for
-  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Decode reads
-  every cached KV byte (`sequence_bytes`, so the layout scales it) and pays
-  ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
-  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``. FLOPs split over ``tp``; KV bytes over
-  ``min(tp, kv_heads)`` (an MLA latent is replicated, not split). Roofline with the attention
-  efficiencies, plus ``n_layers · attn_latency_s`` per attention kind present.
+  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Compute
+  time counts ``prefill_pair_flops`` more per pair and head (the softmax) and is stretched by
+  ``1 + prefill_half_tiles / tiles`` (``tiles = n_heads/tp · Σ ceil(n / 128)``, few tiles leave
+  SMs idle); smooth max with ``attn_overlap_p``; plus ``n_layers · attn_latency_s``.
+- decode attention reads every cached KV byte (`sequence_bytes`, so the layout scales it) and
+  pays ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
+  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``; roofline with the decode efficiencies
+  (memory time times ``decode_fp8_kv_factor`` for an fp8 cache) and ``decode_overlap_p``, plus
+  ``n_layers · (attn_latency_s + B · (decode_seq_latency_s + kv_heads · decode_head_latency_s))``.
+  FLOPs split over ``tp``; KV bytes over ``min(tp, kv_heads)`` (an MLA latent is replicated).
 - comm: 2 ring all-reduces per layer of ``T · d_model · ACTIVATION_BYTES`` (`ring_allreduce_s`).
 
 Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
-FLOPs are a fixed multiple of its bytes, so the attention roofline is ``kv_bytes · s_per_byte``,
-and ``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
+FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte``
+(homogeneous of degree one), every size-dependent term depends on ``B`` only, and
+``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
 than any sliding window or full-resolution compression window (shorter ones are charged
-as if they filled it).
+as if they filled it). The kernel forms and their fit are in `simulator.cost.kernels` and
+`simulator.cost.aiconfigurator`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
-from simulator.cost.params import CostParams
+from simulator.cost.params import PREFILL_TILE_TOKENS, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
     MEMORY,
@@ -40,6 +48,7 @@ from simulator.cost.roofline import (
     expected_experts,
     ring_allreduce_s,
     roofline_s,
+    smooth_max,
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
@@ -84,11 +93,15 @@ class StepCost:
         return max(t, key=t.__getitem__)
 
 
+def _kv_heads(model: ModelSpec, layout: KVLayout) -> int:
+    heads = {"native": model.n_kv_heads, "mha": model.n_heads, "mqa": 1, "gqa": layout.kv_heads}
+    return heads[layout.attention]
+
+
 def _kv_shards(model: ModelSpec, layout: KVLayout, tp: int) -> int:
     if layout.attention == "mla" or (layout.attention == "native" and model.attention == "mla"):
         return 1
-    heads = {"native": model.n_kv_heads, "mha": model.n_heads, "mqa": 1, "gqa": layout.kv_heads}
-    return max(1, min(tp, heads[layout.attention]))
+    return max(1, min(tp, _kv_heads(model, layout)))
 
 
 def _is_latent(model: ModelSpec, layout: KVLayout) -> bool:
@@ -115,14 +128,21 @@ class StepModel:
         "_attn_bw",
         "_attn_peak",
         "_bw",
+        "_dec_bw",
         "_dec_flops_per_byte",
+        "_dec_seq_s",
+        "_gemm_latency_s",
+        "_gemm_peak",
         "_kv_alpha",
         "_kv_beta",
+        "_kv_factor",
         "_lin_flops_per_token",
         "_peak",
+        "_pf_eff_per_flop",
         "_pf_flops_per_pair",
         "_qo_bytes",
         "_s_per_kv_byte",
+        "_tiles_per_tile_row",
         "_windows",
         "dense_weight_bytes",
         "dtype",
@@ -148,6 +168,9 @@ class StepModel:
         self.gpu, self.model, self.layout, self.tp, self.params = gpu, model, layout, tp, params
         self.dtype = dtype_name or model.weight_dtype
         self._peak = gpu.peak_flops(self.dtype)
+        low = self.dtype in ("fp8", "fp4")
+        self._gemm_peak = self._peak * params.gemm_compute_eff * (params.gemm_fp8_eff if low else 1.0)
+        self._gemm_latency_s = params.gemm_latency_s + (params.gemm_fp8_latency_s if low else 0.0)
         self._attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
@@ -160,6 +183,9 @@ class StepModel:
         d_k, d_v = model.head_dim, model.value_head_dim
         self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
         self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
+        # softmax FLOP-equivalents per pair ride on the real FLOPs: effective / real
+        self._pf_eff_per_flop = 1.0 + params.prefill_pair_flops / (2.0 * (d_k + d_v))
+        self._tiles_per_tile_row = model.n_heads / tp  # attention tiles per PREFILL_TILE_TOKENS rows
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
         if _is_latent(model, layout):
             rank = model.kv_lora_rank if model.attention == "mla" else layout.mla_rank
@@ -179,11 +205,17 @@ class StepModel:
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
         p = params
         self._attn_bw = self._bw * p.attn_memory_eff
-        self._s_per_kv_byte = max(
-            self._dec_flops_per_byte / (self._attn_peak * p.attn_compute_eff), 1.0 / self._attn_bw
+        self._kv_factor = p.decode_fp8_kv_factor if dtype(layout.kv_dtype).effective_bytes <= 1 else 1.0
+        self._dec_bw = self._bw * p.decode_memory_eff
+        self._s_per_kv_byte = smooth_max(
+            self._dec_flops_per_byte / (self._attn_peak * p.decode_compute_eff),
+            self._kv_factor / self._dec_bw,
+            p.decode_overlap_p,
         )
         self._windows = self._layer_groups()
         self._a_dec_s = model.n_layers * p.attn_latency_s + p.step_overhead_s
+        kv_heads = 1 if _is_latent(model, layout) else _kv_heads(model, layout) / shards
+        self._dec_seq_s = model.n_layers * (p.decode_seq_latency_s + kv_heads * p.decode_head_latency_s)
 
     def _layer_groups(self) -> list[tuple[int, int]]:
         m = self.model
@@ -200,8 +232,8 @@ class StepModel:
         if m.moe_layers:
             wbytes += self.expert_bytes * expected_experts(m.n_experts, m.experts_per_token, tokens)
         flops = self._lin_flops_per_token * tokens
-        t, bound = roofline_s(flops, wbytes, self._peak, self._bw, p.gemm_compute_eff, p.gemm_memory_eff)
-        return t + m.n_layers * GEMMS_PER_LAYER * p.gemm_latency_s, bound, flops, wbytes
+        t, bound = roofline_s(flops, wbytes, self._gemm_peak, self._bw, 1.0, p.gemm_memory_eff, p.gemm_overlap_p)
+        return t + m.n_layers * GEMMS_PER_LAYER * self._gemm_latency_s, bound, flops, wbytes
 
     def comm_s(self, tokens: float) -> float:
         """Tensor-parallel all-reduces of one step over `tokens` tokens."""
@@ -225,6 +257,21 @@ class StepModel:
         kv = sequence_bytes(self.model, self.layout, int(context_tokens + new_tokens)) / shards
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
+    def prefill_tiles(self, chunks: Iterable[tuple[float, float]]) -> float:
+        """Attention tiles of one layer's prefill kernel: ``Σ heads/tp · ceil(new / tile)``."""
+        return self._tiles_per_tile_row * sum(math.ceil(n / PREFILL_TILE_TOKENS) for n, _ in chunks)
+
+    def prefill_attention_s(self, flops: float, bytes_: float, tiles: float) -> tuple[float, float, float]:
+        """(seconds, compute s, memory s) of prefill attention of `flops`/`bytes_` over `tiles`
+        tiles a layer, without the kernel latency (`simulator.cost.kernels.predict_s`)."""
+        if flops <= 0.0:
+            return 0.0, 0.0, 0.0
+        p = self.params
+        tc = flops * self._pf_eff_per_flop / (self._attn_peak * p.attn_compute_eff)
+        tc *= 1.0 + p.prefill_half_tiles / max(tiles, 1.0)
+        tm = bytes_ / self._attn_bw
+        return smooth_max(tc, tm, p.attn_overlap_p), tc, tm
+
     def attention_layer_s(
         self,
         prefill_chunks: Iterable[tuple[float, float]] = (),
@@ -232,18 +279,23 @@ class StepModel:
         decode_context_tokens: float = 0.0,
         query_tokens: int = 1,
     ) -> float:
-        """Seconds of ONE layer's attention kernel (for kernel-level calibration rows);
+        """Seconds of ONE layer's attention kernels (for kernel-level calibration rows);
         `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
         p, n_l = self.params, self.model.n_layers
-        flops = bytes_ = 0.0
-        for n, c in prefill_chunks:
-            f, b = self.prefill_attention(n, c)
-            flops, bytes_ = flops + f / n_l, bytes_ + b / n_l
+        chunks = list(prefill_chunks)
+        t = 0.0
+        if chunks:
+            flops = bytes_ = 0.0
+            for n, c in chunks:
+                f, b = self.prefill_attention(n, c)
+                flops, bytes_ = flops + f / n_l, bytes_ + b / n_l
+            t += self.prefill_attention_s(flops, bytes_, self.prefill_tiles(chunks))[0] + p.attn_latency_s
         if decode_batch:
             kv = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) / n_l
-            flops, bytes_ = flops + kv * self._dec_flops_per_byte * query_tokens, bytes_ + kv
-        t, _ = roofline_s(flops, bytes_, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff)
-        return t + p.attn_latency_s
+            tc = kv * self._dec_flops_per_byte * query_tokens / (self._attn_peak * p.decode_compute_eff)
+            tm = kv * self._kv_factor / self._dec_bw
+            t += smooth_max(tc, tm, p.decode_overlap_p) + p.attn_latency_s + decode_batch * self._dec_seq_s / n_l
+        return t
 
     # ---- hot path -------------------------------------------------------------------------
     def decode_coefficients(self, batch: int) -> tuple[float, float]:
@@ -253,7 +305,7 @@ class StepModel:
         tokens) take ``k · (a + b·C) + b · batch · k(k−1)/2``.
         """
         lin = self.linear_s(batch)[0]
-        a = lin + self.comm_s(batch) + self._a_dec_s + batch * self._kv_alpha * self._s_per_kv_byte
+        a = lin + self.comm_s(batch) + self._a_dec_s + batch * (self._kv_alpha * self._s_per_kv_byte + self._dec_seq_s)
         return a, self._kv_beta * self._s_per_kv_byte
 
     def decode_step_s(self, batch: int, total_context_tokens: float) -> float:
@@ -281,20 +333,23 @@ class StepModel:
     ) -> StepCost:
         """The full breakdown of a step (see the module docstring for the formulas)."""
         p, m = self.params, self.model
+        chunks = list(prefill_chunks)
         pf_flops = pf_bytes = new = 0.0
-        for n, c in prefill_chunks:
+        for n, c in chunks:
             f, b = self.prefill_attention(n, c)
             pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
         tokens = new + decode_batch
         lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
-        kv_dec = (
-            (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) if decode_batch else 0.0
-        )
+        at_t, tc, tm = self.prefill_attention_s(pf_flops, pf_bytes, self.prefill_tiles(chunks))
+        kv_dec = 0.0
+        if decode_batch:
+            kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
+            at_t += kv_dec * self._s_per_kv_byte + decode_batch * self._dec_seq_s
+            tc += kv_dec * self._dec_flops_per_byte / (self._attn_peak * p.decode_compute_eff)
+            tm += kv_dec * self._kv_factor / self._dec_bw
         at_flops = pf_flops + kv_dec * self._dec_flops_per_byte
         at_bytes = pf_bytes + kv_dec
-        at_t, at_bound = roofline_s(
-            at_flops, at_bytes, self._attn_peak, self._bw, p.attn_compute_eff, p.attn_memory_eff
-        )
+        at_bound = COMPUTE if tc >= tm else MEMORY
         at_t += m.n_layers * p.attn_latency_s * ((new > 0) + (decode_batch > 0))
         comm = self.comm_s(tokens)
         total = lin_t + at_t + comm + p.step_overhead_s

@@ -166,3 +166,55 @@ def test_params_validate_and_load():
     assert "default" in load_params("MI300X").source
     assert isinstance(step_model("H100", "Llama-3.1-8B"), StepModel)
     assert math.isfinite(step_model("MI300X", "Llama-3.1-8B").decode_step_s(1, 10))
+
+
+def test_smooth_max_limits():
+    from simulator.cost.roofline import smooth_max
+
+    assert smooth_max(3.0, 4.0) == 4.0  # p = inf: the hard max of the plain roofline
+    assert smooth_max(3.0, 4.0, 1.0) == pytest.approx(7.0)  # p = 1: no overlap, the sum
+    assert smooth_max(3.0, 4.0, 2.0) == pytest.approx(5.0)  # 3-4-5
+    assert smooth_max(0.0, 0.0, 2.0) == 0.0
+
+
+def test_decode_per_sequence_latency_is_a_batch_constant(make, ideal):
+    # Llama-3.1-8B: 32 layers, 8 KV heads on one GPU. Per layer a decode kernel adds
+    # B x (1 us + 8 x 0.1 us); batch 4 over 32 layers: 32 x 4 x 1.8 us = 230.4 us.
+    from dataclasses import replace
+
+    p = replace(ideal, decode_seq_latency_s=1e-6, decode_head_latency_s=1e-7)
+    base, lat = make("H100", "Llama-3.1-8B", ideal), make("H100", "Llama-3.1-8B", p)
+    a0, b0 = base.decode_coefficients(4)
+    a1, b1 = lat.decode_coefficients(4)
+    assert a1 - a0 == pytest.approx(230.4e-6)
+    assert b1 == b0  # the slope in context is untouched: decode stays affine
+    assert lat.step_s((), 4, 40_000) == pytest.approx(a1 + b1 * 40_000, rel=1e-12)
+
+
+def test_fp8_gemm_factor_scales_compute_only(make, ideal):
+    from dataclasses import replace
+
+    half = replace(ideal, gemm_fp8_eff=0.5)
+    bf = make("H100", "Llama-3.1-8B", ideal).cost([(8192, 0)])
+    f8 = make("H100", "Llama-3.1-8B", half, dtype="fp8").cost([(8192, 0)])
+    # fp8 peak 1,978.9 TFLOP/s x 0.5 = the bf16 peak: a compute-bound prefill takes as long
+    assert f8.linear_s == pytest.approx(bf.linear_s, rel=1e-3)
+    assert make("H100", "Llama-3.1-8B", half).cost([(8192, 0)]).linear_s == bf.linear_s  # bf16 untouched
+
+
+def test_step_model_attention_matches_the_kernel_formulas():
+    # The step model and `kernels.predict_s` are one model: a prefill layer of Llama-3.1-8B
+    # (32 heads, 8 KV heads, d 128, bf16 KV) agrees exactly; a decode layer up to the Q/O
+    # bytes the kernel table counts and the step model leaves out (< 0.1% at 8k tokens).
+    import numpy as np
+
+    from hardware.catalog import load_catalog
+    from simulator.cost.kernels import predict_s
+
+    sm, p, gpu = step_model("H100", "Llama-3.1-8B"), load_params("H100"), load_catalog().gpu("H100")
+    shape = {"b": [2.0], "h": [32.0], "kvh": [8.0], "d": [128.0], "kv_bytes": [2.0]}
+    pf = predict_s("context_attention", shape | {"s": [3000.0]}, gpu, p)[0]
+    assert sm.attention_layer_s([(3000, 0)] * 2) == pytest.approx(pf, rel=1e-9)
+    dec = predict_s("generation_attention", shape | {"ctx": [8192.0]}, gpu, p)[0]
+    assert sm.attention_layer_s((), 2, 2 * 8192) == pytest.approx(dec, rel=1e-3)
+    assert np.isfinite(pf) and pf > p.attn_latency_s
