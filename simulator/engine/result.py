@@ -34,17 +34,19 @@ class Result:
     summary: dict[str, Any]
 
     def write(self, directory: str | Path) -> Path:
-        """Write ``requests``, ``timeseries`` (Parquet if pyarrow imports, else CSV), ``summary.json``."""
+        """Write ``requests`` and ``timeseries`` as CSV (and Parquet too when pyarrow imports), and
+        ``summary.json``: the files are the same whichever optional packages are installed."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
+        self.requests.to_csv(out / "requests.csv", index=False)
+        self.timeseries.to_csv(out / "timeseries.csv", index=False)
         try:
             import pyarrow  # noqa: F401
-
+        except ImportError:
+            pass
+        else:
             self.requests.to_parquet(out / "requests.parquet", index=False)
             self.timeseries.to_parquet(out / "timeseries.parquet", index=False)
-        except ImportError:
-            self.requests.to_csv(out / "requests.csv", index=False)
-            self.timeseries.to_csv(out / "timeseries.csv", index=False)
         doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(),
                "summary": self.summary}
         (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n")

@@ -29,7 +29,7 @@ def test_run_writes_frames_and_summary(tmp_path: Path) -> None:
     doc = json.loads((out / "summary.json").read_text())
     assert doc["seed"] == 42 and doc["version"] == __version__
     assert doc["config"]["pools"] == [{"node": "8xH100", "n_nodes": 1, "tp": 2}]
-    assert (out / "requests.csv").exists() or (out / "requests.parquet").exists()
+    assert (out / "requests.csv").exists() and (out / "timeseries.csv").exists()
 
 
 def test_mixed_fleet_and_default_timer() -> None:
