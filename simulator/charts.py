@@ -51,7 +51,10 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
                 fontsize=8, color="grey", transform=ax.get_xaxis_transform())
     if simulated is not None and len(simulated):
         ax.scatter(simulated["context_tokens"], simulated["peak_streams"], color="black", marker="X", s=60,
-                   zorder=5, label="simulated peak (native, paged)")
+                   zorder=5, label="simulated peak, flooded")
+        if "mean_streams" in simulated:
+            ax.scatter(simulated["context_tokens"], simulated["mean_streams"], facecolors="none",
+                       edgecolors="black", marker="o", s=60, zorder=5, label="simulated mean at 80% offered load")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
@@ -65,13 +68,29 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
 
 def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
                     simulated: pd.DataFrame | None = None) -> Figure:
-    """One panel per hardware kind, sharing the y axis; `simulated` adds measured peaks per kind."""
+    """One panel per hardware kind, sharing the y axis; `simulated` adds measured streams per kind
+    and, when it carries goodput, a second row with the share of requests meeting the SLOs."""
     kinds = list(dict.fromkeys(df["hardware"]))
-    fig, axes = plt.subplots(1, len(kinds), figsize=(max(8.0, 6.2 * len(kinds)), 5.4), sharey=True,
-                             squeeze=False)
-    for ax, hw in zip(axes[0], kinds, strict=True):
+    with_goodput = simulated is not None and "goodput_fraction" in simulated and len(simulated) > 0
+    rows = 2 if with_goodput else 1
+    fig, axes = plt.subplots(rows, len(kinds), figsize=(max(8.0, 6.2 * len(kinds)), 5.4 + 2.6 * (rows - 1)),
+                             sharey="row", squeeze=False, gridspec_kw={"height_ratios": [3, 1.2][:rows]})
+    for col, hw in enumerate(kinds):
         sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
-        plot_collapse_panel(df[df["hardware"] == hw], ax, max_context_tokens, sim)
+        plot_collapse_panel(df[df["hardware"] == hw], axes[0][col], max_context_tokens, sim)
+        if with_goodput and sim is not None:
+            g = axes[1][col]
+            g.plot(sim["context_tokens"], 100 * sim["goodput_fraction"], color="black", marker="s", ms=5)
+            g.set_xscale("log", base=2)
+            g.xaxis.set_major_formatter(FuncFormatter(_tokens))
+            g.set_xlim(axes[0][col].get_xlim())
+            g.set_ylim(-5, 105)
+            g.set_xlabel("context length per stream (tokens)")
+            g.set_title("simulated, native layout, 80% of the analytic concurrency offered", fontsize=9)
+            g.grid(True, alpha=0.3)
+            axes[0][col].set_xlabel("")
+    if with_goodput:
+        axes[1][0].set_ylabel("requests meeting\nthe SLOs (%)")
     for ax in axes[0][1:]:
         ax.set_ylabel("")
     fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length "

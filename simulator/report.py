@@ -130,7 +130,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         md += ["## Concurrency collapse\n",
                f"Max concurrent streams per node vs context, {model.key}; KV budget per node: "
                + ", ".join(f"{hw} {gb:,.0f} GB" for hw, gb in budget.items()) + ". Crosses: simulated peak "
-               "concurrency when one node is flooded with requests of that context.\n",
+               "concurrency when one node is flooded with requests of that context (no batch cap: memory binds, "
+               "or at short context the prefill token budget). Circles and the lower row: one node offered 80% of "
+               "the analytic concurrency under the scenario's scheduler; the mean concurrency it sustains and the "
+               "share of requests that meet the SLOs (goodput).\n",
                _table(simulated),
                "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
                                       out / "collapse.png") + ")\n"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from hardware.catalog import load_catalog
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import SchedulerConfig
 from simulator.scenario import Scenario
@@ -79,30 +80,55 @@ def saturating_requests(context_tokens: int, output_tokens: int, n: int, rate_pe
 
 def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int = 0,
                        output_fraction: float = 1 / 8, max_output_tokens: int = 4096,
-                       requests_per_point: int = 400) -> pd.DataFrame:
-    """Peak concurrency and throughput under overload, per context length (one node).
+                       requests_per_point: int = 400, offered_fraction: float = 0.8) -> pd.DataFrame:
+    """Simulated concurrency and goodput per context length, beside the analytic maximum (one node).
 
-    Each point floods one node with requests whose prompt + output = context (the output is
-    `output_fraction` of it, at most `max_output_tokens`; long enough that admissions, not
-    prefill, fill the pool), with no batch-size cap, so memory alone limits how many run at
-    once: the peak is what paged allocation and the scheduler achieve against the analytic
-    maximum. Sequences hold between ``prompt`` and ``context`` tokens while they decode, so the
-    peak may pass the all-at-full-context bound by up to ``1 / (1 − output_fraction)``.
+    Two runs per context ``n`` (requests of prompt ``n − o`` and output ``o``, ``o`` being
+    `output_fraction` of ``n``, at most `max_output_tokens`):
+
+    - **flood**: requests arrive far faster than they can be served and there is no batch-size
+      cap, so memory limits how many run at once (at short contexts the prefill token budget may
+      bind first): ``peak_streams`` is what paged allocation and the scheduler achieve against the
+      analytic maximum. Sequences hold between ``n − o`` and
+      ``n`` tokens while they decode, so the peak may pass the all-at-full-context bound by up to
+      ``1 / (1 − output_fraction)``.
+    - **at capacity**: Poisson arrivals offered at `offered_fraction` of the analytic concurrency,
+      ``λ = f · m / (prefill_s(n − o) + o · step_s(m, m · (n − o/2)))`` with ``m`` the analytic
+      max streams, under the config's own scheduler limits: ``mean_streams`` is the concurrency
+      achieved and ``goodput_rps`` the requests per second that meet the config's SLOs.
     """
+    from simulator.capacity import kv_budget, max_streams
+    from simulator.engine.cluster import cost_model_timer
+    from simulator.models import get_model
+
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    cfg = replace(config, n_nodes=1, more_pools=(), sample_interval_s=0.0,
-                  scheduler=replace(config.scheduler, max_num_seqs=1_000_000,
-                                    max_num_batched_tokens=max(config.scheduler.max_num_batched_tokens, 8192)))
+    flood = replace(config, n_nodes=1, more_pools=(), sample_interval_s=0.0,
+                    scheduler=replace(config.scheduler, max_num_seqs=1_000_000,
+                                      max_num_batched_tokens=max(config.scheduler.max_num_batched_tokens, 8192)))
+    steady = replace(config, n_nodes=1, more_pools=())
+    node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
+    model = config.model if not isinstance(config.model, str) else get_model(config.model)
+    budget = kv_budget(node, model, config.tp, config.memory_utilization)
+    timer = cost_model_timer(node, model, config.tp, config.layout)
     rows = []
     for n in contexts:
         out = max(1, min(max_output_tokens, int(n * output_fraction)))
-        reqs = saturating_requests(int(n), out, requests_per_point, rate_per_s=1e3, rng=rng)
-        res = run(cfg, reqs, seed)
-        s = res.summary
-        rows.append({"hardware": config.node if isinstance(config.node, str) else config.node.key,
-                     "context_tokens": int(n), "peak_streams": s["max_concurrency"],
-                     "output_tokens_per_s": s["output_tokens_per_s"], "goodput_fraction": s["goodput_fraction"],
-                     "kv_utilization": s["kv_utilization"]})
+        m = max_streams(budget, model, config.layout, int(n), config.block_tokens)
+        n_req = max(requests_per_point, 2 * m)  # enough to fill the pool twice over
+        s = run(flood, saturating_requests(int(n), out, n_req, rate_per_s=1e3, rng=rng), seed).summary
+        row = {"hardware": node.key, "context_tokens": int(n), "analytic_streams": m,
+               "peak_streams": s["max_concurrency"], "mean_streams": float("nan"), "goodput_rps": float("nan"),
+               "goodput_fraction": float("nan")}
+        if m >= 1:
+            a_s, b_s = timer.decode_coefficients(min(m, config.scheduler.max_num_seqs))
+            batch = min(m, config.scheduler.max_num_seqs)
+            service_s = timer.prefill_s(n - out, 0) + out * (a_s + b_s * batch * (n - out / 2))
+            rate = offered_fraction * batch / service_s
+            c = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng),
+                    seed).summary
+            row.update(mean_streams=c["mean_concurrency"], goodput_rps=c["goodput_requests_per_s"],
+                       goodput_fraction=c["goodput_fraction"])
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
