@@ -98,7 +98,7 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
       achieved and ``goodput_rps`` the requests per second that meet the config's SLOs.
     """
     from simulator.capacity import kv_budget, max_streams
-    from simulator.engine.cluster import cost_model_timer
+    from simulator.cost import StepModel, load_params
     from simulator.models import get_model
 
     rng = np.random.default_rng(np.random.SeedSequence(seed))
@@ -109,7 +109,7 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
     model = config.model if not isinstance(config.model, str) else get_model(config.model)
     budget = kv_budget(node, model, config.tp, config.memory_utilization)
-    timer = cost_model_timer(node, model, config.tp, config.layout)
+    timer = StepModel(node.gpu, model, config.layout, config.tp, load_params(node.gpu.key))
     rows = []
     for n in contexts:
         out = max(1, min(max_output_tokens, int(n * output_fraction)))
