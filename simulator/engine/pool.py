@@ -78,6 +78,12 @@ class BlockPool(DecodeSet):
             tokens = seq.prefilled
         kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
         self.used -= blocks - kept
+        self._to_recompute(seq)
+        return 0.0
+
+    def _to_recompute(self, seq: Seq) -> None:
+        """Put `seq` (holding no HBM blocks now) back at the queue head, to be prefilled again."""
+        req = seq.request
         self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
         seq.target = req.prompt_tokens + seq.gen0
         seq.prefilled = 0
@@ -86,5 +92,24 @@ class BlockPool(DecodeSet):
         seq.state = WAITING
         seq.deadline_s = math.inf
         self.waiting.appendleft(seq)
-        return 0.0
+
+    def _unblock_empty_replica(self, now: float) -> None:
+        """Nothing runs and nothing could be scheduled: make progress (never deadlock).
+
+        A swapped sequence that cannot come back (the pool is pinned by other swapped sequences'
+        cached prefixes) drops its host copy and is recomputed instead; that unpins its prefix, so
+        once nothing is swapped every queued request fits (`enqueue` checked it). A queued request
+        that still does not fit an empty replica is rejected (cannot happen; kept as a guard).
+        """
+        if self.swapped:
+            seq = self.swapped.popleft()
+            self.host_used -= seq.blocks
+            if seq.exact:
+                self.cache.on_finish(seq, seq.kv0, 0)  # unpin; nothing of it is in HBM
+            self._to_recompute(seq)
+            return
+        seq = self.waiting.popleft()
+        r = seq.request
+        self.outstanding_tokens -= seq.target - seq.prefilled + r.output_tokens - seq.gen0
+        self._end(seq, "rejected", "cannot be scheduled on an empty replica", now)
 

@@ -144,7 +144,11 @@ class Replica(BlockPool, Observation):
             seq = self.swapped[0]
             grow = self._private(seq, seq.kv0 + 1)
             if grow > room:
-                break
+                if grow > room + self.cache.evictable_blocks():
+                    break
+                free0 = self.free_blocks
+                self._evict(grow - room)
+                room += self.free_blocks - free0
             self.swapped.popleft()
             self.host_used -= seq.blocks
             self.used += seq.blocks
@@ -195,9 +199,8 @@ class Replica(BlockPool, Observation):
         if not self.chunks and not self.n_dec:
             if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
                 return self.plan(now)
-            if self.waiting and not self.running and not self.swapped:  # cannot happen; never deadlock
-                seq = self.waiting.popleft()
-                self._end(seq, "rejected", "cannot be scheduled on an empty replica", now)
+            if not self.running and (self.waiting or self.swapped):  # never deadlock
+                self._unblock_empty_replica(now)
                 return self.plan(now)
             return False
         n = self.n_dec
