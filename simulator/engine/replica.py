@@ -135,10 +135,11 @@ class Replica(BlockPool, Observation):
         need = self.hist[-self.S % B] if self.n_dec else 0
         if need > self.free_blocks:
             self._evict(need - self.free_blocks)
-            while need > self.free_blocks:
+            while need > self.free_blocks:  # cached blocks go before anyone is preempted
                 swap_s += self._preempt(now)
                 preempted = True
                 need = self.hist[-self.S % B] if self.n_dec else 0
+                self._evict(need - self.free_blocks)  # a recompute may have handed its blocks to the cache
         room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
         while self.swapped and not preempted and len(self.running) < self.sched.max_num_seqs:
             seq = self.swapped[0]

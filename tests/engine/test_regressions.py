@@ -62,3 +62,25 @@ def test_swap_with_prefix_cache_ends_every_request(blocks: int, exact_blocks: li
     for rep in cluster.replicas:
         assert rep.used == rep.cache.evictable_blocks() and rep.host_used == 0
         assert not rep.swapped and not rep.waiting and not rep.running
+
+
+def test_no_preemption_while_cache_blocks_are_evictable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 2: a preempted sequence hands its blocks to the cache (still used), so the preemption
+    loop preempted again instead of evicting them. Cached blocks go before anyone is preempted."""
+    from simulator.engine.pool import BlockPool
+
+    seen = {"preempt": 0, "with_evictable": 0}
+    orig = BlockPool._preempt
+
+    def preempt(self: Replica, now: float) -> float:
+        seen["preempt"] += 1
+        seen["with_evictable"] += self.cache.evictable_blocks() > 0
+        return orig(self, now)
+
+    monkeypatch.setattr(BlockPool, "_preempt", preempt)
+    config = EngineConfig(kv_blocks=150, cache="prefix",
+                          scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=300))
+    for seed in range(3):
+        simulate(config, shared_prefix_requests(40, seed, rate_per_s=20, output_tokens=(100, 600)), seed,
+                 timer=TIMER)
+    assert seen["preempt"] > 0 and seen["with_evictable"] == 0
