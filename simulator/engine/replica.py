@@ -99,6 +99,20 @@ class Replica(BlockPool, Observation):
             self._sample(now)
         return True
 
+    def _prefill_tokens(self, seq: Seq) -> int:
+        """KV tokens `seq` holds while it prefills `target` tokens: ``max(prompt, retained)``.
+
+        The first prefill holds the whole prompt (the policy scores it before dropping anything).
+        A re-prefill after a recompute preemption (``target = prompt + generated``) holds at most
+        what the policy keeps, ``min(kept_after_prefill(prompt, target), cap)``, or the prompt if
+        larger: it rebuilds the retained KV, evicting as it goes as decode does, so a request that
+        fit at `enqueue` still fits (``≤ max(prompt, min(prompt + output, cap))``). Its compute is
+        still priced as the full ``target`` tokens (conservative for StreamingLLM, whose window
+        alone would do). Exact sequences keep everything: ``target``.
+        """
+        prompt = seq.request.prompt_tokens
+        return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
+
     def _private(self, seq: Seq, kv_tokens: int) -> int:
         """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
         return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
@@ -171,7 +185,7 @@ class Replica(BlockPool, Observation):
                 seq = self.waiting[0]
                 max_hit = (seq.target - 1) // B * B
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
-                blocks = self.geometry.blocks(seq.target) - hbm // B
+                blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hbm // B
                 if blocks > room + self.cache.evictable_blocks() - unref:
                     break
                 self.waiting.popleft()
@@ -180,7 +194,7 @@ class Replica(BlockPool, Observation):
                 seq.hit_tokens = hit
                 seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
                 seq.recomputed = adm.recomputed_tokens
-                seq.blocks = self.geometry.blocks(seq.target) - hit // B
+                seq.blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hit // B
                 new = seq.blocks + adm.reload_blocks
                 if new > self.free_blocks - need:
                     self._evict(new - (self.free_blocks - need))
@@ -283,8 +297,7 @@ class Replica(BlockPool, Observation):
                 self._release(seq, seq.target, seq.blocks, end_s)
             else:
                 keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
-                if keep < seq.target:  # retention drops KV once the prompt is scored
-                    self.used -= seq.blocks - self._private(seq, keep)
+                self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
                 self._join_decode(seq)
                 seq.seg_start = len(self.log_k)

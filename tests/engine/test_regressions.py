@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -84,3 +85,21 @@ def test_no_preemption_while_cache_blocks_are_evictable(monkeypatch: pytest.Monk
         simulate(config, shared_prefix_requests(40, seed, rate_per_s=20, output_tokens=(100, 600)), seed,
                  timer=TIMER)
     assert seen["preempt"] > 0 and seen["with_evictable"] == 0
+
+
+def test_retention_recompute_never_rejects_an_accepted_request(exact_blocks: list[Any]) -> None:
+    """Finding 3: after a recompute preemption the re-prefill held blocks(prompt + generated),
+    more than the StreamingLLM window the request was sized by at enqueue, so a request that had
+    produced tokens was rejected. The re-prefill now holds at most what the policy retains."""
+    from workloads.request import Request
+
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=1, output_tokens=1000, segments=((0, 1),)),
+            Request(id=1, arrival_s=0.001, prompt_tokens=200, output_tokens=1000, segments=((1, 200),))]
+    config = EngineConfig(kv_blocks=20, retention="streaming-llm", retention_params={"window_tokens": 200},
+                          scheduler=SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=512))
+    for ff in (True, False):
+        cluster, _, _ = simulate(replace(config, fast_forward=ff), reqs, 0, timer=TIMER)
+        recs: list[Any] = sorted(cluster.records)
+        assert [r.outcome for r in recs] == ["completed", "completed"]
+        assert recs[1].preemptions >= 1
+    assert not exact_blocks
