@@ -1,9 +1,11 @@
 """The SimPy side: one thin process per replica, one injector, a router; `run` ties them up.
 
 A replica process asks its `Replica` for a plan, yields one timeout for the whole jump and
-commits it. An arrival routed to a replica in the middle of a jump interrupts it (only when its
-queue was empty, so the arrival may change the batch); the process then commits the whole steps
-finished by then plus the step in progress, and plans again: exactly what stepping would do.
+commits it. An arrival routed to a replica in the middle of a jump interrupts it when its queue
+was empty (the arrival may change the batch) or when its queue deadline falls before the jump's
+end (the jump was bounded by no deadline of the queue's preempted, deadline-free requests); the
+process then commits the whole steps finished by then plus the step in progress, and plans
+again: exactly what stepping would do.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -
         n = k
         if k > 1:
             rep.jump_start_s, rep.jump_n = start, k
+            rep.jump_end_s = start + series_s(g0, d, k)
             rep.interruptible = True
             try:
                 yield env.timeout(series_s(g0, d, k))
@@ -199,12 +202,13 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         i = policy.choose(req, replicas, env.now)
         rep = replicas[i]
         was_empty = not rep.waiting
-        if not rep.enqueue(Seq(req, next(ids), i, timeout_s), env.now):
+        seq = Seq(req, next(ids), i, timeout_s)
+        if not rep.enqueue(seq, env.now):
             return
         if rep.idle:
             rep.idle = False
             rep.wake.succeed()
-        elif was_empty and rep.interruptible:
+        elif rep.interruptible and (was_empty or seq.deadline_s < rep.jump_end_s):
             rep.interruptible = False
             rep.proc.interrupt()
 

@@ -68,6 +68,7 @@ class Replica(BlockPool, Observation):
         self.interruptible = False
         self.jump_start_s = 0.0
         self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
+        self.jump_end_s = 0.0
         self.wake: Any = None
         self.proc: Any = None
         # the plan

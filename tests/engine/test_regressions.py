@@ -103,3 +103,23 @@ def test_retention_recompute_never_rejects_an_accepted_request(exact_blocks: lis
         assert [r.outcome for r in recs] == ["completed", "completed"]
         assert recs[1].preemptions >= 1
     assert not exact_blocks
+
+
+def test_arrival_deadline_bounds_a_jump_when_the_queue_holds_only_preempted() -> None:
+    """Finding 4: an arrival interrupted a jump only if the queue was empty; with only preempted
+    (deadline-free) requests queued, a new request's timeout inside the jump was missed."""
+    from workloads.request import Request
+
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=16, output_tokens=600, segments=((0, 16),)),
+            Request(id=1, arrival_s=0.001, prompt_tokens=16, output_tokens=600, segments=((1, 16),)),
+            Request(id=2, arrival_s=8.0, prompt_tokens=16, output_tokens=10, segments=((2, 16),))]
+    config = EngineConfig(kv_blocks=40, scheduler=SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=512,
+                                                                  queue_timeout_s=1.0))
+    ends = []
+    for ff in (True, False):
+        cluster, _, _ = simulate(replace(config, fast_forward=ff), reqs, 0, timer=TIMER)
+        recs: list[Any] = sorted(cluster.records)
+        assert recs[2].outcome == "timed_out" and recs[1].preemptions == 1
+        ends.append([r.end_s for r in recs])
+    assert ends[0] == pytest.approx(ends[1], rel=1e-12)
+    assert 9.0 <= ends[0][2] < 9.1  # the first step boundary after 8 s + 1 s
