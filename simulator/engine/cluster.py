@@ -142,7 +142,10 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -
             try:
                 yield env.timeout(series_s(g0, d, k))
             except simpy.Interrupt:
-                n = rep.jump_n = min(k, steps_within(g0, d, env.now - start) + 1)
+                e = env.now - start
+                j = steps_within(g0, d, e)
+                # the steps finished by now, plus the one in progress (none when now is a boundary)
+                n = rep.jump_n = min(k, j if j >= 1 and series_s(g0, d, j) >= e else j + 1)
                 yield env.timeout(max(0.0, start + series_s(g0, d, n) - env.now))
             rep.interruptible = False
             rep.jump_n = 0

@@ -123,3 +123,17 @@ def test_arrival_deadline_bounds_a_jump_when_the_queue_holds_only_preempted() ->
         ends.append([r.end_s for r in recs])
     assert ends[0] == pytest.approx(ends[1], rel=1e-12)
     assert 9.0 <= ends[0][2] < 9.1  # the first step boundary after 8 s + 1 s
+
+
+def test_arrival_on_a_step_boundary_is_admitted_at_once() -> None:
+    """Finding 5: an arrival exactly at a step boundary of a jump committed one extra step
+    before admission (fast-forward admitted it a step later than stepping)."""
+    from simulator.engine import run
+    from workloads.request import Request
+
+    timer = AffineTimer(overhead_s=0.25, per_seq_s=0.0, per_context_token_s=0.0, per_prefill_token_s=0.0)
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=10, output_tokens=40, segments=((0, 10),)),
+            Request(id=1, arrival_s=2.0, prompt_tokens=10, output_tokens=5, segments=((1, 10),))]
+    for ff in (True, False):
+        r = run(EngineConfig(kv_blocks=100, fast_forward=ff), reqs, 0, timer=timer).requests
+        assert list(r.admit_s) == [0.0, 2.0] and list(r.end_s) == [10.0, 3.25]
