@@ -36,6 +36,8 @@ class BlockPool(DecodeSet):
     if TYPE_CHECKING:  # provided by `Replica` and `Observation`
         def _private(self, seq: Seq, kv_tokens: int) -> int: ...
 
+        def _prefill_tokens(self, seq: Seq) -> int: ...
+
         def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None: ...
 
     def _drop_timed_out(self, now: float) -> None:
@@ -59,7 +61,6 @@ class BlockPool(DecodeSet):
         """Preempt the newest running sequence; return the swap-out seconds it costs."""
         seq = next(reversed(self.running.values()))
         seq.preemptions += 1
-        req = seq.request
         if seq.state == DECODE:
             blocks = self._private(seq, self._leave_decode(seq))
             seq.last_tok_s = now
@@ -74,6 +75,7 @@ class BlockPool(DecodeSet):
         else:
             del self.running[seq.key]
             del self.prefilling[seq.key]
+            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
             blocks = seq.blocks
             tokens = seq.prefilled
         kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0

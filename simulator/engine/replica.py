@@ -60,6 +60,7 @@ class Replica(BlockPool, Observation):
         self.used = 0  # blocks held by sequences and by the cache
         self.host_used = 0
         self.outstanding_tokens = 0  # prefill + output tokens still to compute
+        self._init_integrals()
         self.log_g0 = array("d")
         self.log_d = array("d")
         self.log_k = array("q")
@@ -141,6 +142,7 @@ class Replica(BlockPool, Observation):
     def plan(self, now: float) -> bool:
         """Form the next batch; False when there is nothing to do."""
         B = self.B
+        self._accrue(now)
         if self.waiting and not math.isinf(self.sched.queue_timeout_s):
             self._drop_timed_out(now)
         self.chunks = []
@@ -204,6 +206,7 @@ class Replica(BlockPool, Observation):
                 room = self.free_blocks - need - self.watermark_blocks
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
+                self.private_off += self._prefill_tokens(seq) - hit
                 seq.state = RUNNING
                 if math.isnan(seq.admit_s):
                     seq.admit_s = now
@@ -218,6 +221,7 @@ class Replica(BlockPool, Observation):
             if not self.running and (self.waiting or self.swapped):  # never deadlock
                 self._unblock_empty_replica(now)
                 return self.plan(now)
+            self._sample(now)  # going idle: the time series shows it
             return False
         n = self.n_dec
         # after a preemption the next step may re-admit from the cache's evictable blocks: one step
@@ -263,6 +267,7 @@ class Replica(BlockPool, Observation):
     def commit(self, n: int, end_s: float) -> None:
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
         B = self.B
+        self._accrue_steps(n, end_s)
         self.log_g0.append(self.g0)
         self.log_d.append(self.d)
         self.log_k.append(n)
@@ -286,6 +291,7 @@ class Replica(BlockPool, Observation):
             if seq.prefilled < seq.target:
                 continue
             del self.prefilling[seq.key]
+            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
             gen = seq.gen0 + 1
             if gen == 1:
                 seq.first_s = end_s

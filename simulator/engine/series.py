@@ -67,6 +67,33 @@ def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -
     return total
 
 
+def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float, d: float, n: int) -> float:
+    """Block-seconds the blocks crossed add over n steps: ``Σ_{i<n} G(i)·g_i``, ``G = blocks_crossed``.
+
+    During step ``i`` the decoders hold ``G(i)`` new blocks; a decoder at phase ``r`` takes one at
+    each step ``t ≡ 1 − r (mod B)``, ``t ≥ 1``, held for the rest of the n steps, ``T(n) − T(t)``.
+    Summing over the ``m`` such t ``= t0 + B·q`` needs only ``Σt`` and ``Σt²``: O(phases), not O(n).
+    """
+    b = block_tokens
+    tn = series_s(g0, d, n)
+    total = 0.0
+    for p, count in enumerate(hist):
+        if count:
+            t0 = (-(p + shift)) % b + 1
+            if t0 > n - 1:
+                continue
+            m = (n - 1 - t0) // b + 1
+            s1 = m * t0 + b * (m * (m - 1) // 2)
+            s2 = m * t0 * t0 + t0 * b * m * (m - 1) + b * b * ((m - 1) * m * (2 * m - 1) // 6)
+            total += count * (m * tn - (g0 * s1 + d * (s2 - s1) / 2))
+    return total
+
+
+def ramp_s(g0: float, d: float, n: int) -> float:
+    """``Σ_{i<n} i·g_i``: token-seconds one growing decoder adds over n steps."""
+    return g0 * (n * (n - 1) // 2) + d * ((n - 1) * n * (2 * n - 1) // 6)
+
+
 def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequence[float],
                  q: float = 0.99) -> float:
     """Quantile `q` (numpy's linear rule) of the union of arithmetic series and `extra` values.

@@ -92,6 +92,10 @@ class CacheState(Protocol):
         """Cache blocks that no running sequence references."""
         ...
 
+    def hbm_blocks(self) -> int:
+        """HBM blocks the cache holds, referenced or not (counted in the replica's used blocks)."""
+        ...
+
     def evict(self, n_blocks: int) -> int:
         """Free at least ``min(n_blocks, evictable)`` evictable blocks (maybe more); return how many."""
         ...

@@ -31,6 +31,9 @@ class _FullState:
     def evictable_blocks(self) -> int:
         return 0
 
+    def hbm_blocks(self) -> int:
+        return 0
+
     def evict(self, n_blocks: int) -> int:
         return 0
 

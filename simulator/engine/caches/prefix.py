@@ -179,6 +179,9 @@ class _PrefixState:
     def evictable_blocks(self) -> int:
         return self.tree.evictable
 
+    def hbm_blocks(self) -> int:
+        return self.tree.blocks[HBM]
+
     def evict(self, n_blocks: int) -> int:
         tree, B = self.tree, self.B
         freed = 0
