@@ -185,9 +185,9 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         r = seq.request
         records.append(RequestRecord(
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
-            end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.hit_tokens, seq.preemptions,
+            end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0)))
+            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit))
         if progress is not None and total and len(records) % every == 0:
             progress(len(records) / total)
 

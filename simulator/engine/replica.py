@@ -195,8 +195,12 @@ class Replica(BlockPool, Observation):
                 adm = self.cache.on_admit(seq, max_hit) if seq.exact else NO_HIT
                 hit = adm.hit_tokens
                 seq.hit_tokens = hit
-                seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
-                seq.recomputed = adm.recomputed_tokens
+                if math.isnan(seq.admit_s):  # first admission: what other requests left in the cache
+                    seq.first_hit = hit  # < prompt: max_hit keeps one token to compute
+                    seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
+                    seq.recomputed = adm.recomputed_tokens
+                else:  # re-admission after a recompute preemption: mostly its own KV
+                    seq.resume_hit += hit
                 seq.blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hit // B
                 new = seq.blocks + adm.reload_blocks
                 if new > self.free_blocks - need:

@@ -85,7 +85,9 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
     """Prefix reuse, tier traffic, retention evictions, quality debit and each layout lever's memory factor.
 
     ``prefix_hit_ratio_tokens = Σ hit_tokens / Σ prompt_tokens`` over all requests;
-    ``prefix_hit_ratio_requests`` = share of requests with a hit. Layout factors are
+    ``prefix_hit_ratio_requests`` = share of requests with a hit (hits at first admission only,
+    so ≤ 1); ``resume_hit_tokens`` = tokens a re-admission after a recompute preemption reused
+    (recompute savings). Layout factors are
     `simulator.kv.footprint` factors at the mean context (prompt + output) of completed requests.
     """
     prompt = int(req.prompt_tokens.sum()) if len(req) else 0
@@ -96,6 +98,7 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
         "hit_dram_tokens": int(req.hit_dram_tokens.sum()),
         "hit_nvme_tokens": int(req.hit_nvme_tokens.sum()),
         "recomputed_tokens": int(req.recomputed_tokens.sum()),
+        "resume_hit_tokens": int(req.resume_hit_tokens.sum()),
         "retention_evicted_tokens": int(req.evicted_tokens.sum()),
         "quality_debit_points": float(done.quality_debit_points.mean()) if len(done) else math.nan,
     }

@@ -191,3 +191,20 @@ def test_kv_integrals_equal_in_fast_forward_and_stepping(cache: str, retention: 
     for key in ("kv_utilization", "kv_fragmentation", "kv_cache_share"):
         assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
     assert 0 < a["kv_utilization"] <= 1 and 0 <= a["kv_fragmentation"] < 1
+
+
+def test_prefix_hits_count_other_requests_only() -> None:
+    """Finding 8: a request re-admitted after a recompute preemption reused its own KV and counted
+    it as a prefix hit (hit_tokens > prompt_tokens). Hits are taken at the first admission; the
+    re-admissions' reuse is reported as recompute savings."""
+    from simulator.engine import run
+
+    config = EngineConfig(kv_blocks=150, cache="prefix",
+                          scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=300))
+    res = run(config, shared_prefix_requests(40, 0, rate_per_s=20, docs=40, output_tokens=(300, 900)), 0,
+              timer=TIMER)
+    r = res.requests
+    assert (r.hit_tokens < r.prompt_tokens).all()
+    assert r.preemptions.sum() > 0 and res.summary["resume_hit_tokens"] > 0
+    assert res.summary["resume_hit_tokens"] == r.resume_hit_tokens.sum()
+    assert res.summary["prefix_hit_ratio_tokens"] <= 1.0
