@@ -229,7 +229,7 @@ class Replica(BlockPool, Observation):
             return False
         n = self.n_dec
         # after a preemption the next step may re-admit from the cache's evictable blocks: one step
-        if self.chunks or swap_s or self.rejoined or not self.fast_forward or (preempted and self.waiting):
+        if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
             if self.chunks or swap_s:
                 chunks = [(c, s.prefilled) for s, c in self.chunks]
                 g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
@@ -240,7 +240,9 @@ class Replica(BlockPool, Observation):
         else:
             a, b = self.timer.decode_coefficients(n)
             self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
-            self.k = self._stable_steps(now)
+            self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
+            if not self.fast_forward:
+                self.d, self.k = 0.0, 1
         if self.g0 <= 0:
             raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
         if now - self.last_sample_s >= self.sample_interval_s:
@@ -248,14 +250,20 @@ class Replica(BlockPool, Observation):
         return True
 
     def _stable_steps(self, now: float) -> int:
-        """Steps until the next completion, block shortage or queue deadline."""
+        """Steps until the next completion, block shortage or queue deadline; evicts what they need.
+
+        Blocks available are free plus evictable cache blocks; the cache blocks the k steps need
+        are evicted up front, in the cache's order, so a jump costs one eviction however many
+        blocks it crosses (stepping calls this too and evicts the same blocks at the same step).
+        """
         k = self._next_event_step() - self.S
         free = self.free_blocks
-        if blocks_crossed(self.hist, self.S, self.B, k) > free:
-            lo, hi = 1, k  # G(lo) ≤ free < G(hi)
+        avail = free + self.cache.evictable_blocks()
+        if blocks_crossed(self.hist, self.S, self.B, k) > avail:
+            lo, hi = 1, k  # G(lo) ≤ avail < G(hi)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if blocks_crossed(self.hist, self.S, self.B, mid) <= free:
+                if blocks_crossed(self.hist, self.S, self.B, mid) <= avail:
                     lo = mid
                 else:
                     hi = mid
@@ -265,6 +273,7 @@ class Replica(BlockPool, Observation):
                 if not math.isinf(seq.deadline_s):
                     k = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
                     break
+        self._evict(blocks_crossed(self.hist, self.S, self.B, k) - free)
         return k
 
     # ----------------------------------------------------------------- commit

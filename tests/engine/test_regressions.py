@@ -208,3 +208,42 @@ def test_prefix_hits_count_other_requests_only() -> None:
     assert r.preemptions.sum() > 0 and res.summary["resume_hit_tokens"] > 0
     assert res.summary["resume_hit_tokens"] == r.resume_hit_tokens.sum()
     assert res.summary["prefix_hit_ratio_tokens"] <= 1.0
+
+
+def _warm_then_decode(out: int) -> list[Any]:
+    from workloads.request import Request
+
+    warm = [Request(id=i, arrival_s=0.001 * i, prompt_tokens=2000, output_tokens=1, segments=((i, 2000),))
+            for i in range(400)]
+    batch = [Request(id=400 + i, arrival_s=30.0 + 0.001 * i, prompt_tokens=100, output_tokens=out,
+                     segments=((10_000 + i, 100),)) for i in range(64)]
+    return warm + batch
+
+
+def test_warm_prefix_cache_events_do_not_grow_with_output_tokens() -> None:
+    """Finding 9: a jump was bounded by free blocks only and eviction freed ~16 blocks a time, so
+    with the pool full of cache the events grew with output tokens. A jump now counts evictable
+    blocks and evicts what it needs up front (stepping evicts the same blocks at the same step)."""
+    from simulator.engine import run
+
+    config = EngineConfig(kv_blocks=20000, cache="prefix",
+                          scheduler=SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192))
+    events = {out: run(config, _warm_then_decode(out), 0, timer=TIMER).summary["events"] for out in (200, 3200)}
+    full = run(replace(config, cache="full"), _warm_then_decode(3200), 0, timer=TIMER).summary["events"]
+    assert events[200] == events[3200] == full
+
+
+def test_warm_prefix_cache_fast_forward_equals_stepping(exact_blocks: list[Any]) -> None:
+    from simulator.engine import run
+    from tests.engine.test_invariants import assert_same_records
+
+    config = EngineConfig(kv_blocks=7000, cache="prefix",
+                          scheduler=SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192))
+    reqs = _warm_then_decode(300)
+    reqs += [replace(r, id=464 + i, arrival_s=31.0 + 0.5 * i) for i, r in enumerate(reqs[380:400])]  # re-hits
+    fast = run(config, reqs, 0, timer=TIMER)
+    slow = run(replace(config, fast_forward=False), reqs, 0, timer=TIMER)
+    assert_same_records(fast.requests, slow.requests)
+    assert fast.summary["cache_evicted_blocks"] == slow.summary["cache_evicted_blocks"] > 0
+    assert fast.requests.hit_tokens.iloc[464:].sum() > 0
+    assert not exact_blocks
