@@ -70,6 +70,7 @@ class Replica(BlockPool, Observation):
         self.jump_start_s = 0.0
         self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
         self.jump_end_s = 0.0
+        self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
         self.wake: Any = None
         self.proc: Any = None
         # the plan
@@ -147,7 +148,7 @@ class Replica(BlockPool, Observation):
             self._drop_timed_out(now)
         self.chunks = []
         self.rejoined = []
-        swap_s = 0.0
+        swap_s, self.carried_swap_s = self.carried_swap_s, 0.0
         preempted = False
         need = self.hist[-self.S % B] if self.n_dec else 0
         if need > self.free_blocks:
@@ -221,6 +222,7 @@ class Replica(BlockPool, Observation):
                 budget -= chunk
         if not self.chunks and not self.n_dec:
             if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
+                self.carried_swap_s = swap_s  # the swap-outs are paid by the step planned next
                 return self.plan(now)
             if not self.running and (self.waiting or self.swapped):  # never deadlock
                 self._unblock_empty_replica(now)

@@ -247,3 +247,34 @@ def test_warm_prefix_cache_fast_forward_equals_stepping(exact_blocks: list[Any])
     assert fast.summary["cache_evicted_blocks"] == slow.summary["cache_evicted_blocks"] > 0
     assert fast.requests.hit_tokens.iloc[464:].sum() > 0
     assert not exact_blocks
+
+
+def test_swap_out_seconds_are_paid_when_everything_is_preempted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Suspected issue (real): when plan preempts every running sequence in swap mode it plans
+    afresh and dropped the swap-out seconds it had accumulated. With a constant step time, every
+    swap-out and swap-in must show in the step times: paid = 2 × Σ swap-out seconds."""
+    from simulator.engine.pool import BlockPool
+    from workloads.request import Request
+
+    outs: list[float] = []
+    orig = BlockPool._preempt
+
+    def preempt(self: Replica, now: float) -> float:
+        s = orig(self, now)
+        outs.append(s)
+        return s
+
+    monkeypatch.setattr(BlockPool, "_preempt", preempt)
+    timer = AffineTimer(overhead_s=0.02, per_seq_s=0.0, per_context_token_s=0.0, per_prefill_token_s=0.0)
+    # request 2 pins request 0's cached 160-token prefix; once it is swapped out, request 1 grows
+    # until the pinned prefix leaves it no block: it is swapped out too, and nothing runs
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=160, output_tokens=1, segments=((1, 160),)),
+            Request(id=1, arrival_s=1.0, prompt_tokens=16, output_tokens=600, segments=((2, 16),)),
+            Request(id=2, arrival_s=1.001, prompt_tokens=176, output_tokens=300, segments=((1, 160), (3, 16)))]
+    config = EngineConfig(kv_blocks=40, cache="prefix", scheduler=SchedulerConfig(preemption="swap"))
+    cluster, _, _ = simulate(config, reqs, 0, timer=timer)
+    rep = cluster.replicas[0]
+    paid = sum(g0 - 0.02 for g0, k in zip(rep.log_g0, rep.log_k, strict=True) if k == 1)
+    assert len(outs) == 2 and all(s > 0 for s in outs)
+    assert paid == pytest.approx(2 * sum(outs), rel=1e-9)
+    assert [r.outcome for r in cluster.records] == ["completed"] * 3  # type: ignore[attr-defined]
