@@ -278,3 +278,33 @@ def test_swap_out_seconds_are_paid_when_everything_is_preempted(monkeypatch: pyt
     assert len(outs) == 2 and all(s > 0 for s in outs)
     assert paid == pytest.approx(2 * sum(outs), rel=1e-9)
     assert [r.outcome for r in cluster.records] == ["completed"] * 3  # type: ignore[attr-defined]
+
+
+def test_mixed_fleet_kv_metrics_are_capacity_weighted() -> None:
+    """Suspected issue (real): kv_utilization divided by the average pool and
+    kv_blocks_per_replica reported replica 0 only. Now Σ∫used / (span · Σ pools); the largest
+    pool and the total are reported."""
+    from simulator.engine import PoolConfig, run
+    from simulator.engine.cluster import Cluster
+    from simulator.engine.result import summarize
+
+    captured: list[Cluster] = []
+    import simulator.engine.result as result_mod
+
+    def spy(config: EngineConfig, cluster: Cluster, *args: Any) -> dict[str, Any]:
+        captured.append(cluster)
+        return summarize(config, cluster, *args)
+
+    from tests.engine.helpers import poisson_requests
+
+    reqs = poisson_requests(40, 10.0, (100, 800), (10, 100), seed=0)
+    config = EngineConfig(model="Llama-3.1-8B", tp=8, more_pools=(PoolConfig(node="8xH100", n_nodes=1, tp=4),))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(result_mod, "summarize", spy)
+        s = run(config, reqs, seed=1, timer=TIMER).summary
+    reps = captured[0].replicas
+    pools = [r.total_blocks for r in reps]
+    assert len(set(pools)) == 2  # tp 8 and tp 4 replicas hold different pools
+    assert s["kv_blocks_per_replica"] == max(pools) and s["kv_blocks_total"] == sum(pools)
+    used = sum(r.used_block_s for r in reps)
+    assert s["kv_utilization"] == pytest.approx(used / (s["makespan_s"] * sum(pools)))
