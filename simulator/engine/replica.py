@@ -318,6 +318,12 @@ class Replica(BlockPool, Observation):
                 del self.running[seq.key]
                 self._release(seq, seq.target, seq.blocks, end_s)
             else:
+                if seq.exact:  # the cache takes over the prefilled blocks, still referenced by seq
+                    shared, kept = self.cache.on_prefilled(seq, seq.target)
+                    moved = (shared - seq.hit_tokens) // B
+                    self.used -= moved - kept  # blocks the cache already held are freed
+                    seq.blocks -= moved
+                    seq.hit_tokens = shared
                 keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep

@@ -274,3 +274,23 @@ def test_mixed_fleet_kv_metrics_are_capacity_weighted() -> None:
     assert s["kv_blocks_per_replica"] == max(pools) and s["kv_blocks_total"] == sum(pools)
     used = sum(r.used_block_s for r in reps)
     assert s["kv_utilization"] == pytest.approx(used / (s["makespan_s"] * sum(pools)))
+
+
+def test_prompt_is_shared_once_its_prefill_completes(exact_blocks: list[Any]) -> None:
+    """Finding 10 (modelling gap): prompt blocks entered the radix tree only at finish or
+    preemption, so requests arriving while the first one decoded recomputed the shared 4000-token
+    prefix. As in SGLang, they are inserted (and pinned) when the prefill completes."""
+    from simulator.engine import run
+    from tests.engine.test_invariants import assert_same_records
+    from workloads.request import Request
+
+    reqs = [Request(id=i, arrival_s=0.05 * i, prompt_tokens=4016, output_tokens=400,
+                    segments=((0, 4000), (1000 + i, 16))) for i in range(32)]
+    config = EngineConfig(kv_blocks=3000, cache="prefix", sample_interval_s=0.0)
+    fast = run(config, reqs, 0, timer=TIMER)
+    assert (fast.requests.hit_tokens.iloc[1:] == 4000).all()
+    # the shared prefix is held once: 250 blocks + 32 private tails of ≤ 26 blocks
+    assert fast.timeseries.kv_blocks_used.max() <= 250 + 32 * 26
+    slow = run(replace(config, fast_forward=False), reqs, 0, timer=TIMER)
+    assert_same_records(fast.requests, slow.requests)
+    assert not exact_blocks
