@@ -8,10 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import gap_quantile, growth_block_s, ramp_s
+from simulator.engine.series import gap_quantile_ranges, ramp_s
 
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
@@ -63,10 +61,7 @@ class Observation:
                 k = self.log_k[a]
                 pos = 0.99 * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        g0s = np.concatenate([np.frombuffer(self.log_g0[a:b]) for a, b in ranges])
-        ds = np.concatenate([np.frombuffer(self.log_d[a:b]) for a, b in ranges])
-        ks = np.concatenate([np.frombuffer(self.log_k[a:b], dtype=np.int64) for a, b in ranges])
-        return gap_quantile(g0s, ds, ks, seq.extra_gaps)
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps)
 
     # ----------------------------------------------------------------- time integrals
     def _init_integrals(self) -> None:
@@ -95,16 +90,21 @@ class Observation:
             self.private_token_s += (self.kv_sum + self.private_off) * dt
         self.acc_s = now
 
-    def _accrue_steps(self, n: int, end_s: float) -> None:
-        """Integrate n steps of the plan (ending at `end_s`): the decoders grow one token a step."""
-        grow = ramp = 0.0
+    def _accrue_steps(self, n: int, end_s: float, grow_block_s: float) -> None:
+        """Integrate n steps of the plan ending at `end_s`: the state as planned, plus the decoders'
+        growth (`grow_block_s` from `series.growth_block_s`, and one token a step each)."""
+        used = self.used
+        dt = end_s - self.acc_s
+        cache = self.cache.hbm_blocks()
+        private = used - cache - self.geometry.overhead_blocks * len(self.running)
+        tokens = (self.kv_sum + self.private_off) * dt
         if n > 1 and self.n_grow:
-            grow = growth_block_s(self.hist, self.S, self.B, self.g0, self.d, n)
-            ramp = self.n_grow * ramp_s(self.g0, self.d, n)
-        self._accrue(end_s)
-        self.used_block_s += grow
-        self.private_block_s += grow
-        self.private_token_s += ramp
+            tokens += self.n_grow * ramp_s(self.g0, self.d, n)
+        self.used_block_s += used * dt + grow_block_s
+        self.cache_block_s += cache * dt
+        self.private_block_s += private * dt + grow_block_s
+        self.private_token_s += tokens
+        self.acc_s = end_s
 
     # ----------------------------------------------------------------- observation
     def _sample(self, now: float) -> None:

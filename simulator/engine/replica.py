@@ -23,7 +23,7 @@ from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
 from simulator.engine.retention import RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import blocks_crossed, steps_to_reach, steps_within
+from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
 
 
@@ -114,6 +114,8 @@ class Replica(BlockPool, Observation):
         alone would do). Exact sequences keep everything: ``target``.
         """
         prompt = seq.request.prompt_tokens
+        if seq.target == prompt:  # the first prefill
+            return prompt
         return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
 
     def _private(self, seq: Seq, kv_tokens: int) -> int:
@@ -143,7 +145,8 @@ class Replica(BlockPool, Observation):
     def plan(self, now: float) -> bool:
         """Form the next batch; False when there is nothing to do."""
         B = self.B
-        self._accrue(now)
+        if now > self.acc_s:
+            self._accrue(now)
         if self.waiting and not math.isinf(self.sched.queue_timeout_s):
             self._drop_timed_out(now)
         self.chunks = []
@@ -260,7 +263,8 @@ class Replica(BlockPool, Observation):
         """
         k = self._next_event_step() - self.S
         free = self.free_blocks
-        avail = free + self.cache.evictable_blocks()
+        evictable = self.cache.evictable_blocks()
+        avail = free + evictable
         if blocks_crossed(self.hist, self.S, self.B, k) > avail:
             lo, hi = 1, k  # G(lo) ≤ avail < G(hi)
             while hi - lo > 1:
@@ -275,20 +279,26 @@ class Replica(BlockPool, Observation):
                 if not math.isinf(seq.deadline_s):
                     k = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
                     break
-        self._evict(blocks_crossed(self.hist, self.S, self.B, k) - free)
+        if evictable:
+            self._evict(blocks_crossed(self.hist, self.S, self.B, k) - free)
         return k
 
     # ----------------------------------------------------------------- commit
     def commit(self, n: int, end_s: float) -> None:
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
         B = self.B
-        self._accrue_steps(n, end_s)
+        n_dec = self.n_dec
+        grow, grow_s = 0, 0.0
+        if n_dec:
+            if n == 1:
+                grow = self.hist[-self.S % B]
+            else:
+                grow, grow_s = growth_block_s(self.hist, self.S, B, self.g0, self.d, n)
+        self._accrue_steps(n, end_s, grow_s)
         self.log_g0.append(self.g0)
         self.log_d.append(self.d)
         self.log_k.append(n)
-        n_dec = self.n_dec
         if n_dec:
-            grow = self.hist[-self.S % B] if n == 1 else blocks_crossed(self.hist, self.S, B, n)
             self.used += grow
             self.kv_sum += self.n_grow * n
             self.outstanding_tokens -= n_dec * n

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from simulator.engine.series import (
     blocks_crossed,
     gap_quantile,
+    gap_quantile_ranges,
     growth_block_s,
     ramp_s,
     series_s,
@@ -66,5 +67,22 @@ def test_growth_block_s_matches_brute_force(kvs: list[int], step: int, n: int, b
     for kv in kvs:
         hist[(kv - step) % b] += 1
     brute = sum(blocks_crossed(hist, step, b, i) * (g0 + d * i) for i in range(n))
-    assert growth_block_s(hist, step, b, g0, d, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+    blocks, block_s = growth_block_s(hist, step, b, g0, d, n)
+    assert blocks == blocks_crossed(hist, step, b, n)
+    assert block_s == pytest.approx(brute, rel=1e-9, abs=1e-9)
     assert ramp_s(g0, d, n) == pytest.approx(sum(i * (g0 + d * i) for i in range(n)), rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=80)
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 400)),
+                min_size=1, max_size=12),
+       st.lists(st.floats(0.01, 5.0), max_size=3), st.integers(0, 3))
+def test_gap_quantile_ranges_equals_numpy_version(segs: list[tuple[float, float, int]], extra: list[float],
+                                                  cut_at: int) -> None:
+    g0s = [s[0] for s in segs]
+    ds = [s[1] for s in segs]
+    ks = [s[2] for s in segs]
+    cut_at = min(cut_at, len(segs))
+    ranges = [(0, cut_at), (cut_at, len(segs))]
+    expected = gap_quantile(np.array(g0s), np.array(ds), np.array(ks, dtype=np.int64), extra)
+    assert gap_quantile_ranges(g0s, ds, ks, ranges, extra) == expected
