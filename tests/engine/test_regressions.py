@@ -294,3 +294,30 @@ def test_prompt_is_shared_once_its_prefill_completes(exact_blocks: list[Any]) ->
     slow = run(replace(config, fast_forward=False), reqs, 0, timer=TIMER)
     assert_same_records(fast.requests, slow.requests)
     assert not exact_blocks
+
+
+def test_swapped_sequences_pinning_the_pool_fall_back_to_recompute(monkeypatch: pytest.MonkeyPatch,
+                                                                   exact_blocks: list[Any]) -> None:
+    """Finding 1, second half: swapped sequences keep their cached prompts pinned in HBM; when they
+    leave no room for any of them to come back and nothing runs, the head is recomputed instead
+    (no request is lost or rejected after producing tokens)."""
+    from simulator.engine.pool import BlockPool
+
+    fell_back = [0]
+    orig = BlockPool._unblock_empty_replica
+
+    def unblock(self: Replica, now: float) -> None:
+        fell_back[0] += bool(self.swapped)
+        orig(self, now)
+
+    monkeypatch.setattr(BlockPool, "_unblock_empty_replica", unblock)
+    config = EngineConfig(kv_blocks=80, cache="prefix", scheduler=SchedulerConfig(
+        max_num_seqs=8, max_num_batched_tokens=300, preemption="swap"))
+    for seed in range(3):
+        reqs = [r for r in shared_prefix_requests(40, seed, rate_per_s=20, output_tokens=(100, 600))
+                if r.prompt_tokens + r.output_tokens < 80 * 16 * 0.9]
+        cluster, _, _ = simulate(config, reqs, seed, timer=TIMER)
+        assert sorted(r[0] for r in cluster.records) == [r.id for r in reqs]
+        assert {r.outcome for r in cluster.records} == {"completed"}  # type: ignore[attr-defined]
+    assert fell_back[0] > 0
+    assert not exact_blocks
