@@ -1,4 +1,4 @@
-"""Block pool side of a replica: queue timeouts, cache eviction and preemption (recompute or swap).
+"""Block pool side of a replica: block counts, queue timeouts, cache eviction and preemption.
 
 A mixin of `Replica`: preemption takes the newest running sequence; a decoder goes to host
 memory when ``preemption = "swap"`` and the host has room, otherwise it gives its blocks back
@@ -17,6 +17,8 @@ from simulator.engine.sequence import SWAPPED, WAITING, Seq
 if TYPE_CHECKING:
     from simulator.engine.caches import CacheState
     from simulator.engine.config import SchedulerConfig
+    from simulator.engine.geometry import BlockGeometry
+    from simulator.engine.retention import RetentionPolicy
 
 
 class BlockPool(DecodeSet):
@@ -32,13 +34,37 @@ class BlockPool(DecodeSet):
     host_blocks: int
     outstanding_tokens: int
     swap_s_per_block: float
+    total_blocks: int
+    geometry: BlockGeometry
+    retention: RetentionPolicy
+    private_off: int
 
-    if TYPE_CHECKING:  # provided by `Replica` and `Observation`
-        def _private(self, seq: Seq, kv_tokens: int) -> int: ...
-
-        def _prefill_tokens(self, seq: Seq) -> int: ...
-
+    if TYPE_CHECKING:  # provided by `Observation`
         def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None: ...
+
+    def _prefill_tokens(self, seq: Seq) -> int:
+        """KV tokens `seq` holds while it prefills `target` tokens: ``max(prompt, retained)``.
+
+        The first prefill holds the whole prompt (the policy scores it before dropping anything).
+        A re-prefill after a recompute preemption (``target = prompt + generated``) holds at most
+        what the policy keeps, ``min(kept_after_prefill(prompt, target), cap)``, or the prompt if
+        larger: it rebuilds the retained KV, evicting as it goes as decode does, so a request that
+        fit at `enqueue` still fits (``≤ max(prompt, min(prompt + output, cap))``). Its compute is
+        still priced as the full ``target`` tokens (conservative for StreamingLLM, whose window
+        alone would do). Exact sequences keep everything: ``target``.
+        """
+        prompt = seq.request.prompt_tokens
+        if seq.target == prompt:  # the first prefill
+            return prompt
+        return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
+
+    def _private(self, seq: Seq, kv_tokens: int) -> int:
+        """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
+        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - self.used
 
     def _drop_timed_out(self, now: float) -> None:
         w = self.waiting

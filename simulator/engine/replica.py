@@ -102,30 +102,6 @@ class Replica(BlockPool, Observation):
             self._sample(now)
         return True
 
-    def _prefill_tokens(self, seq: Seq) -> int:
-        """KV tokens `seq` holds while it prefills `target` tokens: ``max(prompt, retained)``.
-
-        The first prefill holds the whole prompt (the policy scores it before dropping anything).
-        A re-prefill after a recompute preemption (``target = prompt + generated``) holds at most
-        what the policy keeps, ``min(kept_after_prefill(prompt, target), cap)``, or the prompt if
-        larger: it rebuilds the retained KV, evicting as it goes as decode does, so a request that
-        fit at `enqueue` still fits (``≤ max(prompt, min(prompt + output, cap))``). Its compute is
-        still priced as the full ``target`` tokens (conservative for StreamingLLM, whose window
-        alone would do). Exact sequences keep everything: ``target``.
-        """
-        prompt = seq.request.prompt_tokens
-        if seq.target == prompt:  # the first prefill
-            return prompt
-        return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
-
-    def _private(self, seq: Seq, kv_tokens: int) -> int:
-        """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
-        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
-
-    @property
-    def free_blocks(self) -> int:
-        return self.total_blocks - self.used
-
     def steps_done(self, now: float) -> int:
         """Whole steps of the jump in flight finished by `now` (not yet committed)."""
         if self.jump_n <= 1:
