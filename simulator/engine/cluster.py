@@ -1,9 +1,11 @@
 """The SimPy side: one thin process per replica, one injector, a router; `run` ties them up.
 
 A replica process asks its `Replica` for a plan, yields one timeout for the whole jump and
-commits it. An arrival routed to a replica in the middle of a jump interrupts it (only when its
-queue was empty, so the arrival may change the batch); the process then commits the whole steps
-finished by then plus the step in progress, and plans again: exactly what stepping would do.
+commits it. An arrival routed to a replica in the middle of a jump interrupts it when its queue
+was empty (the arrival may change the batch) or when its queue deadline falls before the jump's
+end (the jump was bounded by no deadline of the queue's preempted, deadline-free requests); the
+process then commits the whole steps finished by then plus the step in progress, and plans
+again: exactly what stepping would do.
 """
 
 from __future__ import annotations
@@ -135,11 +137,15 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -
         n = k
         if k > 1:
             rep.jump_start_s, rep.jump_n = start, k
+            rep.jump_end_s = start + series_s(g0, d, k)
             rep.interruptible = True
             try:
                 yield env.timeout(series_s(g0, d, k))
             except simpy.Interrupt:
-                n = rep.jump_n = min(k, steps_within(g0, d, env.now - start) + 1)
+                e = env.now - start
+                j = steps_within(g0, d, e)
+                # the steps finished by now, plus the one in progress (none when now is a boundary)
+                n = rep.jump_n = min(k, j if j >= 1 and series_s(g0, d, j) >= e else j + 1)
                 yield env.timeout(max(0.0, start + series_s(g0, d, n) - env.now))
             rep.interruptible = False
             rep.jump_n = 0
@@ -179,9 +185,9 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         r = seq.request
         records.append(RequestRecord(
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
-            end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.hit_tokens, seq.preemptions,
+            end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0)))
+            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit))
         if progress is not None and total and len(records) % every == 0:
             progress(len(records) / total)
 
@@ -199,12 +205,13 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         i = policy.choose(req, replicas, env.now)
         rep = replicas[i]
         was_empty = not rep.waiting
-        if not rep.enqueue(Seq(req, next(ids), i, timeout_s), env.now):
+        seq = Seq(req, next(ids), i, timeout_s)
+        if not rep.enqueue(seq, env.now):
             return
         if rep.idle:
             rep.idle = False
             rep.wake.succeed()
-        elif was_empty and rep.interruptible:
+        elif rep.interruptible and (was_empty or seq.deadline_s < rep.jump_end_s):
             rep.interruptible = False
             rep.proc.interrupt()
 

@@ -30,6 +30,9 @@ class DecodeSet:
         self.n_dec = 0
         self.n_grow = 0
         self.kv_sum = 0  # Σ kv tokens of decoders at step S
+        # private KV tokens of the running sequences = kv_sum + private_off, where private_off =
+        # Σ_prefilling (prefill tokens − hit) − Σ_decoders hit (a shared prefix is the cache's)
+        self.private_off = 0
         self.hist = [0] * block_tokens  # growing decoders by (kv0 − base) mod B
         self.heap: list[tuple[int, int, int, Seq]] = []  # (event step, key, base, seq)
 
@@ -38,6 +41,7 @@ class DecodeSet:
         seq.seg_start = len(self.log_k)
         self.n_dec += 1
         self.kv_sum += seq.kv0
+        self.private_off -= seq.hit_tokens
         self.running[seq.key] = seq
         self._rebase(seq)
 
@@ -63,6 +67,7 @@ class DecodeSet:
         seq.kv0 = kv
         self.n_dec -= 1
         self.kv_sum -= kv
+        self.private_off += seq.hit_tokens
         seq.ranges.append((seq.seg_start, len(self.log_k)))
         del self.running[seq.key]
         return kv

@@ -8,10 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import gap_quantile
+from simulator.engine.series import gap_quantile_ranges, ramp_s
 
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
@@ -28,7 +26,16 @@ class Observation:
     last_sample_s: float
     samples: list[tuple[Any, ...]]
     kv_sum: int
+    private_off: int
     used: int
+    n_grow: int
+    hist: list[int]
+    S: int
+    B: int
+    g0: float
+    d: float
+    cache: Any
+    geometry: Any
     n_dec: int
     prefilling: dict[int, Seq]
     running: dict[int, Seq]
@@ -54,10 +61,50 @@ class Observation:
                 k = self.log_k[a]
                 pos = 0.99 * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        g0s = np.concatenate([np.frombuffer(self.log_g0[a:b]) for a, b in ranges])
-        ds = np.concatenate([np.frombuffer(self.log_d[a:b]) for a, b in ranges])
-        ks = np.concatenate([np.frombuffer(self.log_k[a:b], dtype=np.int64) for a, b in ranges])
-        return gap_quantile(g0s, ds, ks, seq.extra_gaps)
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps)
+
+    # ----------------------------------------------------------------- time integrals
+    def _init_integrals(self) -> None:
+        """Exact time integrals (from t = 0) behind the summary's KV metrics.
+
+        ``used_block_s = ∫ used dt``; ``cache_block_s = ∫ cache HBM blocks dt``;
+        ``private_block_s = ∫ (used − cache − overhead · running) dt``, the blocks sequences hold
+        privately for tokens; ``private_token_s = ∫ private tokens dt`` (KV tokens less each
+        sequence's shared prefix). State is constant between events except in a decode jump,
+        where blocks and tokens grow step by step: closed forms in `series`.
+        """
+        self.acc_s = 0.0
+        self.used_block_s = 0.0
+        self.cache_block_s = 0.0
+        self.private_block_s = 0.0
+        self.private_token_s = 0.0
+
+    def _accrue(self, now: float) -> None:
+        """Integrate the state, constant since the last event, up to `now`."""
+        dt = now - self.acc_s
+        if dt > 0:
+            cache = self.cache.hbm_blocks()
+            self.used_block_s += self.used * dt
+            self.cache_block_s += cache * dt
+            self.private_block_s += (self.used - cache - self.geometry.overhead_blocks * len(self.running)) * dt
+            self.private_token_s += (self.kv_sum + self.private_off) * dt
+        self.acc_s = now
+
+    def _accrue_steps(self, n: int, end_s: float, grow_block_s: float) -> None:
+        """Integrate n steps of the plan ending at `end_s`: the state as planned, plus the decoders'
+        growth (`grow_block_s` from `series.growth_block_s`, and one token a step each)."""
+        used = self.used
+        dt = end_s - self.acc_s
+        cache = self.cache.hbm_blocks()
+        private = used - cache - self.geometry.overhead_blocks * len(self.running)
+        tokens = (self.kv_sum + self.private_off) * dt
+        if n > 1 and self.n_grow:
+            tokens += self.n_grow * ramp_s(self.g0, self.d, n)
+        self.used_block_s += used * dt + grow_block_s
+        self.cache_block_s += cache * dt
+        self.private_block_s += private * dt + grow_block_s
+        self.private_token_s += tokens
+        self.acc_s = end_s
 
     # ----------------------------------------------------------------- observation
     def _sample(self, now: float) -> None:
@@ -74,5 +121,6 @@ class Observation:
                              len(self.swapped), batch_tokens, mfu, bw))
 
     def sample(self, now: float) -> None:
-        """Record a time-series row now (used at the end of the run)."""
+        """Integrate up to `now` and record a time-series row (used at the end of the run)."""
+        self._accrue(now)
         self._sample(now)

@@ -1,4 +1,4 @@
-"""Block pool side of a replica: queue timeouts, cache eviction and preemption (recompute or swap).
+"""Block pool side of a replica: block counts, queue timeouts, cache eviction and preemption.
 
 A mixin of `Replica`: preemption takes the newest running sequence; a decoder goes to host
 memory when ``preemption = "swap"`` and the host has room, otherwise it gives its blocks back
@@ -17,6 +17,8 @@ from simulator.engine.sequence import SWAPPED, WAITING, Seq
 if TYPE_CHECKING:
     from simulator.engine.caches import CacheState
     from simulator.engine.config import SchedulerConfig
+    from simulator.engine.geometry import BlockGeometry
+    from simulator.engine.retention import RetentionPolicy
 
 
 class BlockPool(DecodeSet):
@@ -32,11 +34,37 @@ class BlockPool(DecodeSet):
     host_blocks: int
     outstanding_tokens: int
     swap_s_per_block: float
+    total_blocks: int
+    geometry: BlockGeometry
+    retention: RetentionPolicy
+    private_off: int
 
-    if TYPE_CHECKING:  # provided by `Replica` and `Observation`
-        def _private(self, seq: Seq, kv_tokens: int) -> int: ...
-
+    if TYPE_CHECKING:  # provided by `Observation`
         def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None: ...
+
+    def _prefill_tokens(self, seq: Seq) -> int:
+        """KV tokens `seq` holds while it prefills `target` tokens: ``max(prompt, retained)``.
+
+        The first prefill holds the whole prompt (the policy scores it before dropping anything).
+        A re-prefill after a recompute preemption (``target = prompt + generated``) holds at most
+        what the policy keeps, ``min(kept_after_prefill(prompt, target), cap)``, or the prompt if
+        larger: it rebuilds the retained KV, evicting as it goes as decode does, so a request that
+        fit at `enqueue` still fits (``≤ max(prompt, min(prompt + output, cap))``). Its compute is
+        still priced as the full ``target`` tokens (conservative for StreamingLLM, whose window
+        alone would do). Exact sequences keep everything: ``target``.
+        """
+        prompt = seq.request.prompt_tokens
+        if seq.target == prompt:  # the first prefill
+            return prompt
+        return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
+
+    def _private(self, seq: Seq, kv_tokens: int) -> int:
+        """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
+        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - self.used
 
     def _drop_timed_out(self, now: float) -> None:
         w = self.waiting
@@ -59,7 +87,6 @@ class BlockPool(DecodeSet):
         """Preempt the newest running sequence; return the swap-out seconds it costs."""
         seq = next(reversed(self.running.values()))
         seq.preemptions += 1
-        req = seq.request
         if seq.state == DECODE:
             blocks = self._private(seq, self._leave_decode(seq))
             seq.last_tok_s = now
@@ -74,10 +101,17 @@ class BlockPool(DecodeSet):
         else:
             del self.running[seq.key]
             del self.prefilling[seq.key]
+            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
             blocks = seq.blocks
             tokens = seq.prefilled
         kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
         self.used -= blocks - kept
+        self._to_recompute(seq)
+        return 0.0
+
+    def _to_recompute(self, seq: Seq) -> None:
+        """Put `seq` (holding no HBM blocks now) back at the queue head, to be prefilled again."""
+        req = seq.request
         self.outstanding_tokens += req.prompt_tokens + seq.gen0 - (seq.target - seq.prefilled)
         seq.target = req.prompt_tokens + seq.gen0
         seq.prefilled = 0
@@ -86,5 +120,24 @@ class BlockPool(DecodeSet):
         seq.state = WAITING
         seq.deadline_s = math.inf
         self.waiting.appendleft(seq)
-        return 0.0
+
+    def _unblock_empty_replica(self, now: float) -> None:
+        """Nothing runs and nothing could be scheduled: make progress (never deadlock).
+
+        A swapped sequence that cannot come back (the pool is pinned by other swapped sequences'
+        cached prefixes) drops its host copy and is recomputed instead; that unpins its prefix, so
+        once nothing is swapped every queued request fits (`enqueue` checked it). A queued request
+        that still does not fit an empty replica is rejected (cannot happen; kept as a guard).
+        """
+        if self.swapped:
+            seq = self.swapped.popleft()
+            self.host_used -= seq.blocks
+            if seq.exact:
+                self.cache.on_finish(seq, seq.kv0, 0)  # unpin; nothing of it is in HBM
+            self._to_recompute(seq)
+            return
+        seq = self.waiting.popleft()
+        r = seq.request
+        self.outstanding_tokens -= seq.target - seq.prefilled + r.output_tokens - seq.gen0
+        self._end(seq, "rejected", "cannot be scheduled on an empty replica", now)
 

@@ -17,8 +17,10 @@ class RequestRecord(NamedTuple):
     ``tpot_mean_s = (end − first token) / (output_tokens − 1)``; ``tpot_p99_s`` is the p99
     (numpy's linear rule) of the request's ``output_tokens − 1`` inter-token gaps, computed
     exactly from the arithmetic series of the jumps it decoded in (see `series.gap_quantile`).
-    ``hit_tokens`` are the prefix tokens reused at its last admission, ``hit_{hbm,dram,nvme}_tokens``
-    the same by the tier they came from; ``recomputed_tokens`` were found in a lower tier but
+    ``hit_tokens`` are the prefix tokens other requests left cached, reused at its first admission
+    (``< prompt_tokens``), ``hit_{hbm,dram,nvme}_tokens`` the same by the tier they came from;
+    ``resume_hit_tokens`` are those reused at re-admissions after recompute preemptions (mostly its
+    own KV: recompute savings, not prefix hits); ``recomputed_tokens`` were found in a lower tier but
     recomputed (faster than reloading); ``evicted_tokens`` are the tokens whose KV retention
     dropped (``prompt + output − 1 − kept``); ``quality_debit_points`` adds the layout levers'
     debits and, when it evicted anything, the retention policy's.
@@ -46,6 +48,7 @@ class RequestRecord(NamedTuple):
     recomputed_tokens: int = 0
     evicted_tokens: int = 0
     quality_debit_points: float = 0.0
+    resume_hit_tokens: int = 0
 
 
 class SampleRecord(NamedTuple):

@@ -23,7 +23,7 @@ from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
 from simulator.engine.retention import RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import blocks_crossed, steps_to_reach, steps_within
+from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach, steps_within
 from simulator.engine.timer import StepTimer
 
 
@@ -60,6 +60,7 @@ class Replica(BlockPool, Observation):
         self.used = 0  # blocks held by sequences and by the cache
         self.host_used = 0
         self.outstanding_tokens = 0  # prefill + output tokens still to compute
+        self._init_integrals()
         self.log_g0 = array("d")
         self.log_d = array("d")
         self.log_k = array("q")
@@ -68,6 +69,8 @@ class Replica(BlockPool, Observation):
         self.interruptible = False
         self.jump_start_s = 0.0
         self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
+        self.jump_end_s = 0.0
+        self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
         self.wake: Any = None
         self.proc: Any = None
         # the plan
@@ -99,14 +102,6 @@ class Replica(BlockPool, Observation):
             self._sample(now)
         return True
 
-    def _private(self, seq: Seq, kv_tokens: int) -> int:
-        """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
-        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
-
-    @property
-    def free_blocks(self) -> int:
-        return self.total_blocks - self.used
-
     def steps_done(self, now: float) -> int:
         """Whole steps of the jump in flight finished by `now` (not yet committed)."""
         if self.jump_n <= 1:
@@ -126,25 +121,32 @@ class Replica(BlockPool, Observation):
     def plan(self, now: float) -> bool:
         """Form the next batch; False when there is nothing to do."""
         B = self.B
+        if now > self.acc_s:
+            self._accrue(now)
         if self.waiting and not math.isinf(self.sched.queue_timeout_s):
             self._drop_timed_out(now)
         self.chunks = []
         self.rejoined = []
-        swap_s = 0.0
+        swap_s, self.carried_swap_s = self.carried_swap_s, 0.0
         preempted = False
         need = self.hist[-self.S % B] if self.n_dec else 0
         if need > self.free_blocks:
             self._evict(need - self.free_blocks)
-            while need > self.free_blocks:
+            while need > self.free_blocks:  # cached blocks go before anyone is preempted
                 swap_s += self._preempt(now)
                 preempted = True
                 need = self.hist[-self.S % B] if self.n_dec else 0
+                self._evict(need - self.free_blocks)  # a recompute may have handed its blocks to the cache
         room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
         while self.swapped and not preempted and len(self.running) < self.sched.max_num_seqs:
             seq = self.swapped[0]
             grow = self._private(seq, seq.kv0 + 1)
             if grow > room:
-                break
+                if grow > room + self.cache.evictable_blocks():
+                    break
+                free0 = self.free_blocks
+                self._evict(grow - room)
+                room += self.free_blocks - free0
             self.swapped.popleft()
             self.host_used -= seq.blocks
             self.used += seq.blocks
@@ -166,16 +168,20 @@ class Replica(BlockPool, Observation):
                 seq = self.waiting[0]
                 max_hit = (seq.target - 1) // B * B
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
-                blocks = self.geometry.blocks(seq.target) - hbm // B
+                blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hbm // B
                 if blocks > room + self.cache.evictable_blocks() - unref:
                     break
                 self.waiting.popleft()
                 adm = self.cache.on_admit(seq, max_hit) if seq.exact else NO_HIT
                 hit = adm.hit_tokens
                 seq.hit_tokens = hit
-                seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
-                seq.recomputed = adm.recomputed_tokens
-                seq.blocks = self.geometry.blocks(seq.target) - hit // B
+                if math.isnan(seq.admit_s):  # first admission: what other requests left in the cache
+                    seq.first_hit = hit  # < prompt: max_hit keeps one token to compute
+                    seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
+                    seq.recomputed = adm.recomputed_tokens
+                else:  # re-admission after a recompute preemption: mostly its own KV
+                    seq.resume_hit += hit
+                seq.blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hit // B
                 new = seq.blocks + adm.reload_blocks
                 if new > self.free_blocks - need:
                     self._evict(new - (self.free_blocks - need))
@@ -184,6 +190,7 @@ class Replica(BlockPool, Observation):
                 room = self.free_blocks - need - self.watermark_blocks
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
+                self.private_off += self._prefill_tokens(seq) - hit
                 seq.state = RUNNING
                 if math.isnan(seq.admit_s):
                     seq.admit_s = now
@@ -194,15 +201,16 @@ class Replica(BlockPool, Observation):
                 budget -= chunk
         if not self.chunks and not self.n_dec:
             if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
+                self.carried_swap_s = swap_s  # the swap-outs are paid by the step planned next
                 return self.plan(now)
-            if self.waiting and not self.running and not self.swapped:  # cannot happen; never deadlock
-                seq = self.waiting.popleft()
-                self._end(seq, "rejected", "cannot be scheduled on an empty replica", now)
+            if not self.running and (self.waiting or self.swapped):  # never deadlock
+                self._unblock_empty_replica(now)
                 return self.plan(now)
+            self._sample(now)  # going idle: the time series shows it
             return False
         n = self.n_dec
         # after a preemption the next step may re-admit from the cache's evictable blocks: one step
-        if self.chunks or swap_s or self.rejoined or not self.fast_forward or (preempted and self.waiting):
+        if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
             if self.chunks or swap_s:
                 chunks = [(c, s.prefilled) for s, c in self.chunks]
                 g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
@@ -213,7 +221,9 @@ class Replica(BlockPool, Observation):
         else:
             a, b = self.timer.decode_coefficients(n)
             self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
-            self.k = self._stable_steps(now)
+            self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
+            if not self.fast_forward:
+                self.d, self.k = 0.0, 1
         if self.g0 <= 0:
             raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
         if now - self.last_sample_s >= self.sample_interval_s:
@@ -221,14 +231,21 @@ class Replica(BlockPool, Observation):
         return True
 
     def _stable_steps(self, now: float) -> int:
-        """Steps until the next completion, block shortage or queue deadline."""
+        """Steps until the next completion, block shortage or queue deadline; evicts what they need.
+
+        Blocks available are free plus evictable cache blocks; the cache blocks the k steps need
+        are evicted up front, in the cache's order, so a jump costs one eviction however many
+        blocks it crosses (stepping calls this too and evicts the same blocks at the same step).
+        """
         k = self._next_event_step() - self.S
         free = self.free_blocks
-        if blocks_crossed(self.hist, self.S, self.B, k) > free:
-            lo, hi = 1, k  # G(lo) ≤ free < G(hi)
+        evictable = self.cache.evictable_blocks()
+        avail = free + evictable
+        if blocks_crossed(self.hist, self.S, self.B, k) > avail:
+            lo, hi = 1, k  # G(lo) ≤ avail < G(hi)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if blocks_crossed(self.hist, self.S, self.B, mid) <= free:
+                if blocks_crossed(self.hist, self.S, self.B, mid) <= avail:
                     lo = mid
                 else:
                     hi = mid
@@ -238,18 +255,26 @@ class Replica(BlockPool, Observation):
                 if not math.isinf(seq.deadline_s):
                     k = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
                     break
+        if evictable:
+            self._evict(blocks_crossed(self.hist, self.S, self.B, k) - free)
         return k
 
     # ----------------------------------------------------------------- commit
     def commit(self, n: int, end_s: float) -> None:
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
         B = self.B
+        n_dec = self.n_dec
+        grow, grow_s = 0, 0.0
+        if n_dec:
+            if n == 1:
+                grow = self.hist[-self.S % B]
+            else:
+                grow, grow_s = growth_block_s(self.hist, self.S, B, self.g0, self.d, n)
+        self._accrue_steps(n, end_s, grow_s)
         self.log_g0.append(self.g0)
         self.log_d.append(self.d)
         self.log_k.append(n)
-        n_dec = self.n_dec
         if n_dec:
-            grow = self.hist[-self.S % B] if n == 1 else blocks_crossed(self.hist, self.S, B, n)
             self.used += grow
             self.kv_sum += self.n_grow * n
             self.outstanding_tokens -= n_dec * n
@@ -267,6 +292,7 @@ class Replica(BlockPool, Observation):
             if seq.prefilled < seq.target:
                 continue
             del self.prefilling[seq.key]
+            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
             gen = seq.gen0 + 1
             if gen == 1:
                 seq.first_s = end_s
@@ -278,9 +304,14 @@ class Replica(BlockPool, Observation):
                 del self.running[seq.key]
                 self._release(seq, seq.target, seq.blocks, end_s)
             else:
+                if seq.exact:  # the cache takes over the prefilled blocks, still referenced by seq
+                    shared, kept = self.cache.on_prefilled(seq, seq.target)
+                    moved = (shared - seq.hit_tokens) // B
+                    self.used -= moved - kept  # blocks the cache already held are freed
+                    seq.blocks -= moved
+                    seq.hit_tokens = shared
                 keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
-                if keep < seq.target:  # retention drops KV once the prompt is scored
-                    self.used -= seq.blocks - self._private(seq, keep)
+                self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
                 self._join_decode(seq)
                 seq.seg_start = len(self.log_k)

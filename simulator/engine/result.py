@@ -85,7 +85,9 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
     """Prefix reuse, tier traffic, retention evictions, quality debit and each layout lever's memory factor.
 
     ``prefix_hit_ratio_tokens = Σ hit_tokens / Σ prompt_tokens`` over all requests;
-    ``prefix_hit_ratio_requests`` = share of requests with a hit. Layout factors are
+    ``prefix_hit_ratio_requests`` = share of requests with a hit (hits at first admission only,
+    so ≤ 1); ``resume_hit_tokens`` = tokens a re-admission after a recompute preemption reused
+    (recompute savings). Layout factors are
     `simulator.kv.footprint` factors at the mean context (prompt + output) of completed requests.
     """
     prompt = int(req.prompt_tokens.sum()) if len(req) else 0
@@ -96,6 +98,7 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
         "hit_dram_tokens": int(req.hit_dram_tokens.sum()),
         "hit_nvme_tokens": int(req.hit_nvme_tokens.sum()),
         "recomputed_tokens": int(req.recomputed_tokens.sum()),
+        "resume_hit_tokens": int(req.resume_hit_tokens.sum()),
         "retention_evicted_tokens": int(req.evicted_tokens.sum()),
         "quality_debit_points": float(done.quality_debit_points.mean()) if len(done) else math.nan,
     }
@@ -120,8 +123,22 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     """Cluster totals: latency percentiles, throughput, goodput, concurrency, KV use, GPU time, cost.
 
     Goodput counts completed requests with ``ttft ≤ slo_ttft_s`` and mean TPOT ``≤ slo_tpot_s``
-    (single-token outputs have no TPOT and pass on TTFT). Fragmentation is
-    ``(block_tokens · blocks used − tokens held) / (block_tokens · blocks used)``, time-weighted.
+    (single-token outputs have no TPOT and pass on TTFT).
+
+    KV metrics are exact time integrals kept by each replica (`Observation._init_integrals`),
+    over the makespan ``span`` and summed over replicas ``r`` with pools ``N_r``:
+
+    - ``kv_utilization = Σ_r ∫ used_r dt / (span · Σ_r N_r)``: the share of the fleet's blocks in
+      use (sequences' blocks plus the prefix cache's HBM blocks), capacity-weighted in a mixed fleet;
+    - ``kv_fragmentation = (B · ∫ P dt − ∫ p dt) / (B · ∫ P dt)``, the rounding waste of private
+      blocks only: ``P`` the blocks sequences hold privately for tokens (no cached or shared
+      prefix, no per-sequence layout overhead), ``p`` the tokens in them (``B = block_tokens``);
+      in ``[0, 1)``. A prefilling sequence counts the tokens its blocks are reserved for;
+    - ``kv_cache_share = Σ_r ∫ cache_r dt / (span · Σ_r N_r)`` and ``kv_cache_blocks_mean`` (per
+      replica) for the HBM blocks the prefix cache holds, referenced or not.
+
+    ``kv_blocks_per_replica`` is the largest replica's pool (they differ in a mixed fleet);
+    ``kv_blocks_total`` sums them.
     """
     done = req[req.outcome == "completed"]
     start_s = float(req.arrival_s.min()) if len(req) else 0.0
@@ -136,18 +153,14 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     running = np.cumsum(steps[order]) if len(order) else np.zeros(1)
     gpus = sum(n * node.gpus for node, n in cluster.nodes)
     usd_per_s = sum(n * node.usd_per_hour for node, n in cluster.nodes) / HOUR_S
-    total_blocks = sum(r.total_blocks for r in cluster.replicas)
-    kv_util = frag = math.nan
-    if len(ts) > 1:
-        t = ts.sort_values(["replica", "time_s"])
-        dt = t.groupby("replica").time_s.diff().shift(-1).fillna(0.0).to_numpy()
-        used = t.kv_blocks_used.to_numpy()
-        blocks_per_replica = total_blocks / len(cluster.replicas)
-        if dt.sum() > 0:
-            kv_util = float((used * dt).sum() / (dt.sum() * blocks_per_replica))
-            held = used * config.block_tokens
-            w = held * dt
-            frag = float(((held - t.kv_tokens.to_numpy()) * dt).sum() / w.sum()) if w.sum() > 0 else 0.0
+    reps = cluster.replicas
+    total_blocks = sum(r.total_blocks for r in reps)
+    capacity = span * total_blocks
+    private_b = sum(r.private_block_s for r in reps) * config.block_tokens
+    private_t = sum(r.private_token_s for r in reps)
+    kv_util = sum(r.used_block_s for r in reps) / capacity if capacity > 0 else math.nan
+    frag = (private_b - private_t) / private_b if private_b > 0 else 0.0
+    cache_block_s = sum(r.cache_block_s for r in reps)
     out_tokens = int(done.output_tokens.sum())
     cost = usd_per_s * span
     summary: dict[str, Any] = {
@@ -156,7 +169,8 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "rejected": int((req.outcome == "rejected").sum()),
         "timed_out": int((req.outcome == "timed_out").sum()),
         "replicas": len(cluster.replicas),
-        "kv_blocks_per_replica": cluster.replicas[0].total_blocks if cluster.replicas else 0,
+        "kv_blocks_per_replica": max((r.total_blocks for r in reps), default=0),
+        "kv_blocks_total": total_blocks,
         "makespan_s": span,
         "output_tokens_per_s": out_tokens / span,
         "tokens_per_s": (out_tokens + int(done.prompt_tokens.sum())) / span,
@@ -167,6 +181,8 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "mean_in_system": float((done.end_s - done.arrival_s).sum() / span),
         "kv_utilization": kv_util,
         "kv_fragmentation": frag,
+        "kv_cache_share": cache_block_s / capacity if capacity > 0 else math.nan,
+        "kv_cache_blocks_mean": cache_block_s / span / len(reps) if reps else math.nan,
         "gpu_seconds": gpus * span,
         "cost_usd": cost,
         "usd_per_million_output_tokens": cost / out_tokens * 1e6 if out_tokens else math.nan,

@@ -21,9 +21,9 @@ class Seq:
 
     __slots__ = (
         "admit_s", "base", "blocks", "cache_node", "cap", "capped", "deadline_s", "evicted", "exact",
-        "extra_gaps", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme", "hit_tokens", "key", "kv0",
+        "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme", "hit_tokens", "key", "kv0",
         "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed", "rejoin_from_s",
-        "replica", "request", "seg_start", "state", "target",
+        "replica", "request", "resume_hit", "seg_start", "state", "target",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -33,7 +33,9 @@ class Seq:
         self.state = WAITING
         self.target = request.prompt_tokens  # tokens the next prefill must have in cache
         self.prefilled = 0
-        self.hit_tokens = 0
+        self.hit_tokens = 0  # prefix tokens reused at the current admission (block accounting)
+        self.first_hit = 0  # ... at the first admission: the request's cross-request prefix hit
+        self.resume_hit = 0  # Σ reused at re-admissions after recompute preemptions
         self.blocks = 0  # private blocks, while prefilling or swapped
         self.gen0 = 0
         self.kv0 = 0

@@ -13,6 +13,7 @@ Inverting: the whole steps finished within ``e`` seconds are the largest ``j`` w
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 
@@ -67,6 +68,39 @@ def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -
     return total
 
 
+def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float, d: float,
+                   n: int) -> tuple[int, float]:
+    """``(G(n), Σ_{i<n} G(i)·g_i)``: blocks n steps cross (``G = blocks_crossed``) and the block-seconds they add.
+
+    During step ``i`` the decoders hold ``G(i)`` new blocks; a decoder at phase ``r`` takes one at
+    each step ``t = t0 + B·q`` (``t0 = (−r mod B) + 1``), held for the rest of the n steps,
+    ``T(n) − T(t)``; summing over its ``m`` such ``t ≤ n − 1`` needs only ``Σt`` and ``Σt²``:
+    O(phases), not O(n). (The ``t ≤ n`` count the blocks crossed, as `blocks_crossed`.)
+    """
+    b = block_tokens
+    tn = series_s(g0, d, n)
+    last = n - 1
+    blocks = 0
+    total = 0.0
+    for p, count in enumerate(hist):
+        if count:
+            t0 = (-(p + shift)) % b + 1
+            if t0 <= n:
+                blocks += count * ((n - t0) // b + 1)
+                if t0 <= last:
+                    m = (last - t0) // b + 1
+                    q = m * (m - 1)
+                    s1 = m * t0 + b * (q // 2)
+                    s2 = m * t0 * t0 + t0 * b * q + b * b * (q * (2 * m - 1) // 6)
+                    total += count * (m * tn - g0 * s1 - d * (s2 - s1) / 2)
+    return blocks, total
+
+
+def ramp_s(g0: float, d: float, n: int) -> float:
+    """``Σ_{i<n} i·g_i``: token-seconds one growing decoder adds over n steps."""
+    return g0 * (n * (n - 1) // 2) + d * ((n - 1) * n * (2 * n - 1) // 6)
+
+
 def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequence[float],
                  q: float = 0.99) -> float:
     """Quantile `q` (numpy's linear rule) of the union of arithmetic series and `extra` values.
@@ -94,4 +128,40 @@ def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequenc
     top.sort()
     x_lo = float(top[0])
     x_hi = float(top[1]) if m >= 2 else x_lo
+    return x_lo + frac * (x_hi - x_lo)
+
+
+def gap_quantile_ranges(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
+                        ranges: Sequence[tuple[int, int]], extra: Sequence[float], q: float = 0.99) -> float:
+    """`gap_quantile` over the series ``s`` in the index ranges ``[a, b)`` of the logs, in plain Python.
+
+    Same values, same rule. Only the ``m`` largest values matter; each series is a descending
+    run ``g0 + d·(k − 1 − o)``, so a heap merge of the runs pops them in
+    ``O((series + m) log series)`` without building arrays.
+    """
+    n_total = len(extra)
+    heap: list[tuple[float, int, int]] = []
+    for a, b in ranges:
+        for i in range(a, b):
+            k = ks[i]
+            n_total += k
+            heap.append((-(g0s[i] + ds[i] * (k - 1)), i, k - 1))
+    if n_total == 0:
+        return math.nan
+    for j, x in enumerate(extra):
+        heap.append((-x, -1 - j, 0))
+    pos = q * (n_total - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    m = n_total - lo
+    heapq.heapify(heap)
+    x_hi = x_lo = 0.0
+    for _ in range(m):
+        x_hi = x_lo
+        neg, i, o = heapq.heappop(heap)
+        x_lo = -neg
+        if i >= 0 and o > 0:
+            heapq.heappush(heap, (-(g0s[i] + ds[i] * (o - 1)), i, o - 1))
+    if m < 2:
+        x_hi = x_lo
     return x_lo + frac * (x_hi - x_lo)

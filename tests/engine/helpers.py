@@ -22,3 +22,20 @@ def poisson_requests(n: int, rate_per_s: float, prompt_tokens: int | tuple[int, 
     prompts, outputs = draw(prompt_tokens), draw(output_tokens)
     return [Request(id=i, arrival_s=float(t[i]), prompt_tokens=prompts[i], output_tokens=outputs[i],
                     segments=((i, prompts[i]),)) for i in range(n)]
+
+
+def shared_prefix_requests(n: int, seed: int, rate_per_s: float = 10.0, docs: int = 5,
+                           output_tokens: tuple[int, int] = (1, 300)) -> list[Request]:
+    """`n` Poisson requests whose prompts are one of `docs` documents + a shared 37-token header
+    of that document + a private tail of 1-299 tokens; outputs uniform in ``[lo, hi)``."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
+    out = []
+    for i in range(n):
+        d = int(rng.integers(0, docs))
+        tail = int(rng.integers(1, 300))
+        segs = ((d, 40 + 16 * d), (100 + d, 37), (1000 + i, tail))
+        out.append(Request(id=i, arrival_s=float(t[i]), prompt_tokens=sum(s for _, s in segs),
+                           output_tokens=int(rng.integers(*output_tokens)), segments=segs,
+                           output_segment_id=10_000 + i))
+    return out

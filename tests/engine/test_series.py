@@ -3,10 +3,20 @@
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.series import blocks_crossed, gap_quantile, series_s, steps_to_reach, steps_within
+from simulator.engine.series import (
+    blocks_crossed,
+    gap_quantile,
+    gap_quantile_ranges,
+    growth_block_s,
+    ramp_s,
+    series_s,
+    steps_to_reach,
+    steps_within,
+)
 
 
 def test_series_hand_worked() -> None:
@@ -47,3 +57,32 @@ def test_gap_quantile_matches_numpy(segs: list[tuple[float, float, int]], extra:
     ks = np.array([s[2] for s in segs], dtype=np.int64)
     every = np.concatenate([g + d * np.arange(k) for g, d, k in segs] + [np.array(extra)])
     assert math.isclose(gap_quantile(g0s, ds, ks, extra), float(np.percentile(every, 99)), rel_tol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kvs=st.lists(st.integers(0, 200), min_size=1, max_size=12), step=st.integers(0, 50),
+       n=st.integers(1, 120), b=st.sampled_from([1, 4, 16]), g0=st.floats(0.01, 1.0), d=st.floats(0.0, 0.01))
+def test_growth_block_s_matches_brute_force(kvs: list[int], step: int, n: int, b: int, g0: float, d: float) -> None:
+    hist = [0] * b
+    for kv in kvs:
+        hist[(kv - step) % b] += 1
+    brute = sum(blocks_crossed(hist, step, b, i) * (g0 + d * i) for i in range(n))
+    blocks, block_s = growth_block_s(hist, step, b, g0, d, n)
+    assert blocks == blocks_crossed(hist, step, b, n)
+    assert block_s == pytest.approx(brute, rel=1e-9, abs=1e-9)
+    assert ramp_s(g0, d, n) == pytest.approx(sum(i * (g0 + d * i) for i in range(n)), rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=80)
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 400)),
+                min_size=1, max_size=12),
+       st.lists(st.floats(0.01, 5.0), max_size=3), st.integers(0, 3))
+def test_gap_quantile_ranges_equals_numpy_version(segs: list[tuple[float, float, int]], extra: list[float],
+                                                  cut_at: int) -> None:
+    g0s = [s[0] for s in segs]
+    ds = [s[1] for s in segs]
+    ks = [s[2] for s in segs]
+    cut_at = min(cut_at, len(segs))
+    ranges = [(0, cut_at), (cut_at, len(segs))]
+    expected = gap_quantile(np.array(g0s), np.array(ds), np.array(ks, dtype=np.int64), extra)
+    assert gap_quantile_ranges(g0s, ds, ks, ranges, extra) == expected

@@ -47,7 +47,8 @@ CASES = [(name, p) for name in strategy_names() for p in PARAMS.get(name, [{}])]
 
 @pytest.mark.parametrize("name, params", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_cache_strategy_contract(name: str, params: dict[str, Any]) -> None:
-    """Hook-level: block-aligned hits within the cap, kept ≤ private, min(asked, evictable) ≤ evicted ≤ evictable."""
+    """Hook-level: block-aligned hits within the cap, kept ≤ private (at prefill and at finish),
+    min(asked, evictable) ≤ evicted ≤ evictable."""
     state = make_strategy(name, **params).bind(B, 1000, CTX)
     reqs = shared_requests(30, 0)
     for i, r in enumerate(reqs):
@@ -60,8 +61,13 @@ def test_cache_strategy_contract(name: str, params: dict[str, Any]) -> None:
         assert 0 <= adm.hit_tokens <= cap and adm.hit_tokens % B == 0 and adm.hit_tokens >= hbm
         assert adm.hit_tokens == adm.hbm_tokens + adm.dram_tokens + adm.nvme_tokens
         seq.hit_tokens = adm.hit_tokens
+        if i % 2:  # the prefill completes: the cache may take its whole blocks over
+            shared, kept = state.on_prefilled(seq, r.prompt_tokens)
+            assert shared % B == 0 and adm.hit_tokens <= shared <= r.prompt_tokens
+            assert 0 <= kept <= (shared - adm.hit_tokens) // B
+            seq.hit_tokens = shared
         tokens = r.prompt_tokens + r.output_tokens - 1
-        private = -(-tokens // B) - adm.hit_tokens // B
+        private = -(-tokens // B) - seq.hit_tokens // B
         kept = state.on_finish(seq, tokens, private)
         assert 0 <= kept <= private
         ev = state.evictable_blocks()

@@ -13,6 +13,12 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
   multiple ≤ ``max_hit_tokens``, HBM plus blocks reloaded from lower tiers), the HBM blocks the
   reload adds to the cache (the replica allocates them) and the transfer seconds (paid in the
   step that admits, so in TTFT). The sequence allocates only ``blocks - hit / block_tokens``;
+- ``on_prefilled`` is told a sequence finished its prefill of ``tokens`` (the whole blocks of it
+  its KV holds) and may take them over while the sequence keeps a reference (SGLang inserts a
+  prompt into the radix tree when its prefill completes, so concurrent requests share it). It
+  returns ``(shared_tokens, kept_blocks)``: the sequence's blocks up to ``shared_tokens`` (a block
+  multiple ≥ its hit) are now the cache's, of which ``kept_blocks`` are new to the cache (the
+  others duplicated cached blocks: the replica frees them);
 - ``on_finish`` is told the sequence's private blocks and returns how many of them the cache
   keeps (0 ≤ kept ≤ private_blocks); the replica frees the others;
 - ``evictable_blocks`` are HBM cache blocks no running sequence references; ``evict(n)`` frees
@@ -84,12 +90,20 @@ class CacheState(Protocol):
         """Reference the reusable prefix of `seq` (reloading from lower tiers when faster)."""
         ...
 
+    def on_prefilled(self, seq: Seq, tokens: int) -> tuple[int, int]:
+        """`seq` holds the KV of `tokens` (a block multiple): ``(shared_tokens, kept_blocks)``."""
+        ...
+
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         """`seq` gives back its blocks (finished, or preempted to recompute); return how many are kept."""
         ...
 
     def evictable_blocks(self) -> int:
         """Cache blocks that no running sequence references."""
+        ...
+
+    def hbm_blocks(self) -> int:
+        """HBM blocks the cache holds, referenced or not (counted in the replica's used blocks)."""
         ...
 
     def evict(self, n_blocks: int) -> int:

@@ -25,10 +25,16 @@ class _FullState:
     def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
         return NO_HIT
 
+    def on_prefilled(self, seq: Seq, tokens: int) -> tuple[int, int]:
+        return seq.hit_tokens, 0
+
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         return 0
 
     def evictable_blocks(self) -> int:
+        return 0
+
+    def hbm_blocks(self) -> int:
         return 0
 
     def evict(self, n_blocks: int) -> int:

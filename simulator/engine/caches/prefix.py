@@ -2,8 +2,10 @@
 
 A sequence's token chain (its prompt segments, then its output under ``output_segment_id``)
 is matched against a `RadixTree` of whole blocks on admission; matched HBM blocks are
-referenced (pinned) until the sequence finishes or is preempted, then its prompt and output
-blocks are inserted (a partial last block is not). Unreferenced tier leaves are evicted in
+referenced (pinned) until the sequence finishes or is preempted. When its prefill completes, the
+whole blocks it prefilled are inserted and stay pinned by it (so concurrent requests with the
+same prefix share them, as in SGLang); when it finishes or is preempted its output blocks are
+inserted too (a partial last block never is). Unreferenced tier leaves are evicted in
 ``eviction`` order (LRU, LFU or FIFO) when the pool needs blocks, cached blocks before anyone is
 preempted. With ``dram``/``nvme`` an evicted block moves one tier down (each tier LRU-ordered
 with the same policy, sized from the node spec); a hit there is reloaded at the tier's bandwidth
@@ -145,6 +147,17 @@ class _PrefixState:
         return price(tokens, context) if price is not None else float("inf")
 
     # ------------------------------------------------------------------ completion
+    def on_prefilled(self, seq: Seq, tokens: int) -> tuple[int, int]:
+        n = tokens - tokens % self.B
+        if n <= seq.hit_tokens:
+            return seq.hit_tokens, 0
+        kept, node = self._insert(seq, n, exact_end=True)
+        self.tree.pin(node)  # the sequence references its whole prefilled prefix now
+        if seq.cache_node is not None:
+            self.tree.unpin(seq.cache_node)  # type: ignore[arg-type]
+        seq.cache_node = node
+        return n, kept
+
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         tree, B = self.tree, self.B
         if seq.cache_node is not None:
@@ -153,13 +166,24 @@ class _PrefixState:
         n = tokens - tokens % B
         if n <= seq.hit_tokens or private_blocks <= 0:
             return 0
+        kept, node = self._insert(seq, n, exact_end=False)
+        tree.offer(node)
+        return kept
+
+    def _insert(self, seq: Seq, n: int, exact_end: bool) -> tuple[int, Node]:
+        """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node).
+
+        Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
+        `exact_end` the last node ends at `n` tokens exactly (split when it is longer).
+        """
+        tree, B = self.tree, self.B
         pieces = self._pieces(seq)
         path, last = tree.walk(pieces, n)
         kept = pos = 0
         parent = tree.root
         for i, node in enumerate(path):
             partial = i == len(path) - 1 and last < node.tokens
-            if partial and (node.tier != HBM or pos + last < n):
+            if partial and (exact_end or node.tier != HBM or pos + last < n):
                 node = tree.split(node, last)
                 partial = False
             if node.tier != HBM:  # the sequence's private copy takes its place in HBM
@@ -170,14 +194,16 @@ class _PrefixState:
         if pos < n:
             _, j, off, _ = cut(pieces, 0, 0, pos)
             rest, _, _, _ = cut(pieces, j, off, n - pos)
-            tree.add_child(parent, rest, n - pos, HBM)
+            parent = tree.add_child(parent, rest, n - pos, HBM)
             kept += (n - pos) // B
-        tree.offer(parent)
-        return kept
+        return kept, parent
 
     # ------------------------------------------------------------------ eviction
     def evictable_blocks(self) -> int:
         return self.tree.evictable
+
+    def hbm_blocks(self) -> int:
+        return self.tree.blocks[HBM]
 
     def evict(self, n_blocks: int) -> int:
         tree, B = self.tree, self.B

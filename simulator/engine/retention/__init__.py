@@ -4,7 +4,9 @@ A policy bounds a sequence's KV by two numbers the scheduler uses (see `simulato
 
 - ``kept_after_prefill(prompt_tokens, target_tokens)``: KV tokens kept once the prefill of
   ``target_tokens`` (the prompt, plus output tokens already generated after a recompute) is done;
-  during the prefill the sequence holds all of them (the policy scores the whole prompt first);
+  during the first prefill the sequence holds the whole prompt (the policy scores it first); a
+  re-prefill after a recompute preemption holds ``max(prompt, min(kept, cap))``: it rebuilds the
+  retained KV, not the full history (see `Replica._prefill_tokens`);
 - ``cap_tokens(prompt_tokens)``: during decode the KV grows one token a step and stops at the cap
   (older tokens are evicted as new ones arrive), so blocks stop growing at ``ceil(cap / B)``.
 

@@ -1,0 +1,43 @@
+"""Engine test fixtures: exact block accounting checked after every plan and commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simulator.engine.decode import DECODE
+from simulator.engine.replica import Replica
+
+
+def expected_used(rep: Replica) -> int:
+    """Blocks the replica should count as used: sequences' private blocks plus the cache's HBM blocks."""
+    total = 0
+    for s in rep.running.values():
+        total += rep._private(s, s.kv_tokens(rep.S)) if s.state == DECODE else s.blocks
+    tree = getattr(rep.cache, "tree", None)
+    return total + (tree.blocks[0] if tree is not None else 0)
+
+
+@pytest.fixture
+def exact_blocks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Check after every plan and commit that the used count is exact and within the pool."""
+    bad: list[Any] = []
+    plan, commit = Replica.plan, Replica.commit
+
+    def check(rep: Replica, where: str) -> None:
+        if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
+            bad.append((where, rep.index, rep.used, expected_used(rep)))
+
+    def plan_checked(self: Replica, now: float) -> bool:
+        out = plan(self, now)
+        check(self, "plan")
+        return out
+
+    def commit_checked(self: Replica, n: int, end_s: float) -> None:
+        commit(self, n, end_s)
+        check(self, "commit")
+
+    monkeypatch.setattr(Replica, "plan", plan_checked)
+    monkeypatch.setattr(Replica, "commit", commit_checked)
+    return bad
