@@ -86,3 +86,22 @@ def test_gap_quantile_ranges_equals_numpy_version(segs: list[tuple[float, float,
     ranges = [(0, cut_at), (cut_at, len(segs))]
     expected = gap_quantile(np.array(g0s), np.array(ds), np.array(ks, dtype=np.int64), extra)
     assert gap_quantile_ranges(g0s, ds, ks, ranges, extra) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 40)),
+                min_size=25, max_size=300),
+       st.lists(st.floats(0.01, 5.0), max_size=3), st.integers(0, 300))
+def test_gap_quantile_ranges_on_long_logs_cuts_series_exactly(segs: list[tuple[float, float, int]],
+                                                               extra: list[float], cut_at: int) -> None:
+    # more than HEAP_ONLY_SERIES series: the numpy cut to the series that can hold the top values
+    from array import array
+
+    g0s, ds = array("d", [s[0] for s in segs]), array("d", [s[1] for s in segs])
+    ks = array("q", [s[2] for s in segs])
+    cut_at = min(cut_at, len(segs))
+    ranges = [(0, cut_at), (cut_at, len(segs))]
+    every = [g + d * i for g, d, k in segs for i in range(k)] + extra
+    expected = gap_quantile(np.array(g0s), np.array(ds), np.array(ks, dtype=np.int64), extra)
+    assert gap_quantile_ranges(g0s, ds, ks, ranges, extra) == expected
+    assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
