@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import ConfigError, must
+from simulator.tomlfile import read_toml
 
 PARAMS_FILE = Path(__file__).parent / "params.toml"
 
@@ -135,16 +135,6 @@ class CostParams:
         return out
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        with Path(path).open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-
-
 def _build(gpu: str, raw: dict[str, Any], where: str) -> CostParams:
     valid = set(FITTABLE) | {"source", "provenance"}
     unknown = set(raw) - valid
@@ -158,7 +148,7 @@ def _build(gpu: str, raw: dict[str, Any], where: str) -> CostParams:
 
 def load_params_file(path: Path = PARAMS_FILE) -> dict[str, CostParams]:
     """All tables of a params file, by GPU key; ``default`` is the fallback table."""
-    data = _read(path)
+    data = read_toml(path)
     unknown = set(data) - {"gpu", "default", "provenance"}
     if unknown:
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: default, gpu, provenance")
