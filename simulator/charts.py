@@ -162,7 +162,8 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     a.bar(x - 0.2, plan.nodes, 0.4, label="nodes to meet the SLOs (simulated)")
     a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, label="memory floor (analytic)", color="0.6")
     for i, (n, why) in enumerate(zip(plan.nodes, plan.binding, strict=True)):
-        a.annotate(f"{n} ({why})", (i - 0.2, n), ha="center", va="bottom", fontsize=9)
+        label = f"{n} (binds: {why})" if why in ("memory", "compute") else f"{n}: one node suffices"
+        a.annotate(label, (i - 0.2, n), ha="center", va="bottom", fontsize=9)
     a.set(xticks=x, xticklabels=plan.hardware, ylabel="nodes", title="Fleet size")
     a.legend(fontsize=8)
     b.bar(x, plan.usd_per_hour, color="C2")
