@@ -165,6 +165,8 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
         label = f"{n} (binds: {why})" if why in ("memory", "compute") else f"{n}: one node suffices"
         a.annotate(label, (i - 0.2, n), ha="center", va="bottom", fontsize=9)
     a.set(xticks=x, xticklabels=plan.hardware, ylabel="nodes", title="Fleet size")
+    a.set_ylim(0, max(plan.nodes) * 1.25 + 0.5)
+    a.yaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=8)
     b.bar(x, plan.usd_per_hour, color="C2")
     for i, (usd, per_m) in enumerate(zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)):
