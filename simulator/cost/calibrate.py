@@ -74,7 +74,7 @@ def read_rows(path: Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise ConfigError(f"{path}: not a calibration CSV ({exc})") from None
+        raise ConfigError(f"{path}: not a calibration CSV ({str(exc).strip()})") from None
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ConfigError(f"{path}: missing column {missing[0]!r}; required: {', '.join(REQUIRED)}")
