@@ -27,7 +27,8 @@ def _floats(text: str, what: str) -> list[float]:
         raise ConfigError(
             f"breakeven: {what!r} must be a number or a comma list of numbers (got {text!r})"
         ) from None
-    must(bool(values) and all(v > 0 for v in values), "breakeven", what, "> 0 each", text)
+    must(bool(values) and all(math.isfinite(v) and v > 0 for v in values), "breakeven", what,
+         "finite and > 0 each", text)
     return values
 
 
@@ -60,6 +61,9 @@ def parse_gaps(spec: str) -> Any:
         frozen.cdf(1.0)
     except TypeError as exc:
         raise ConfigError(f"--gaps: bad parameters for {name}: {exc}") from None
+    low, mean = frozen.support()[0], frozen.mean()
+    must(low >= 0 and math.isfinite(mean), "--gaps", "gaps",
+         "a distribution of gaps >= 0 seconds with a finite mean", spec)
     return frozen
 
 
@@ -165,30 +169,30 @@ def breakeven(
             _show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
             click.echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
             frames["workload"] = comparison.summary
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in frames.items():
-            frame.to_csv(out / f"{name}.csv", index=False)
-        lo = min([1e-3, *[r / 10 for r in rates]])
-        hi = max([10.0, *[r * 10 for r in rates]])
-        grid = np.logspace(math.log10(lo), math.log10(hi), 300)
-        y = "usd_per_request" if prefix_tokens else "relative_cost"
-        suffix = f", {prefix_tokens:,}-token prefix" if prefix_tokens else ""
-        ax = charts.plot_cost_vs_rate(
-            cost_curves(prof, ttls, grid, prefix_tokens), table, cross, y=y,
-            title=f"Prompt-cache break-even, {prof.key}{suffix}",
-        )  # fmt: skip
-        for r in rates:
-            ax.axvline(r, color="k", lw=1.0, alpha=0.5)
-            ax.annotate("your rate", (r, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=8,
-                        xytext=(3, 0), textcoords="offset points")  # fmt: skip
-        charts.save_png(ax, out / "breakeven.png")
-        written = ["breakeven.png"]
-        if comparison is not None:
-            charts.save_png(charts.plot_savings_vs_ttl(comparison.summary), out / "savings.png")
-            gaps = comparison.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
-            written.append("savings.png")
-        if gaps is not None and not hasattr(gaps, "cdf"):
-            charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
-            written.append("gaps.png")
-        click.echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, frame in frames.items():
+                frame.to_csv(out / f"{name}.csv", index=False)
+            lo = min([1e-3, *[r / 10 for r in rates]])
+            hi = max([10.0, *[r * 10 for r in rates]])
+            grid = np.logspace(math.log10(lo), math.log10(hi), 300)
+            y = "usd_per_request" if prefix_tokens else "relative_cost"
+            suffix = f", {prefix_tokens:,}-token prefix" if prefix_tokens else ""
+            ax = charts.plot_cost_vs_rate(
+                cost_curves(prof, ttls, grid, prefix_tokens), table, cross, y=y,
+                title=f"Prompt-cache break-even, {prof.key}{suffix}",
+            )  # fmt: skip
+            for r in rates:
+                ax.axvline(r, color="k", lw=1.0, alpha=0.5)
+                ax.annotate("your rate", (r, 0.02), xycoords=("data", "axes fraction"), rotation=90, fontsize=8,
+                            xytext=(3, 0), textcoords="offset points")  # fmt: skip
+            charts.save_png(ax, out / "breakeven.png")
+            written = ["breakeven.png"]
+            if comparison is not None:
+                charts.save_png(charts.plot_savings_vs_ttl(comparison.summary), out / "savings.png")
+                gaps = comparison.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
+                written.append("savings.png")
+            if gaps is not None and not hasattr(gaps, "cdf"):
+                charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
+                written.append("gaps.png")
+            click.echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")

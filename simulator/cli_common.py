@@ -24,11 +24,13 @@ class KvsimClickError(click.ClickException):
 
 @contextmanager
 def config_errors() -> Iterator[None]:
-    """Turn kvsim's own errors (bad input, does-not-fit) into `KvsimClickError`."""
+    """Turn kvsim's own errors (bad input, does-not-fit) and file-system errors into `KvsimClickError`."""
     try:
         yield
     except KvsimError as exc:
         raise KvsimClickError(str(exc)) from None
+    except OSError as exc:  # an --out folder that cannot be written, a file that cannot be read
+        raise KvsimClickError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:

@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats
 
 from simulator.errors import ConfigError, must
+from workloads.distributions import require_numbers
 
 
 class ArrivalProcess(Protocol):
@@ -154,6 +155,8 @@ def arrival_from(value: object, where: str) -> ArrivalProcess:
     unknown = sorted(set(params) - valid)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: {', '.join(sorted(valid))})")
+    require_numbers(params, where, keys={k for k, f in cls.__dataclass_fields__.items()
+                                         if str(f.type) in ("int", "float")})
     return cls(**params)
 
 

@@ -58,6 +58,15 @@ class LogNormal:
         return np.maximum(np.rint(self.sample(rng, n)), max(1.0, self.low)).astype(np.int64)
 
 
+def require_numbers(table: dict[str, object], where: str, keys: object = None) -> None:
+    """One-line `ConfigError` naming the first value of `table` (or of `keys`) that is not a real number."""
+    for key, value in table.items():
+        if keys is not None and key not in keys:  # type: ignore[operator]
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ConfigError(f"{where}.{key}: must be a number (got {value!r})")
+
+
 def lognormal_from(value: object, where: str) -> LogNormal:
     """A `LogNormal` from a spec, a plain mean, or a table ``{mean=, cv=, low=, high=}``."""
     if isinstance(value, LogNormal):
@@ -69,6 +78,7 @@ def lognormal_from(value: object, where: str) -> LogNormal:
         unknown = sorted(set(value) - valid)
         if unknown:
             raise ConfigError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(sorted(valid))})")
+        require_numbers(value, where)
         return LogNormal(**value)
     raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {value!r})")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,9 @@ def load_workload(
     """
     where = "load_workload"
     must(seed >= 0, where, "seed", ">= 0", seed)
-    must(duration_s is None or duration_s > 0, where, "duration_s", "> 0", duration_s)
-    must(rate_scale > 0, where, "rate_scale", "> 0", rate_scale)
+    must(duration_s is None or (math.isfinite(duration_s) and duration_s > 0), where, "duration_s",
+         "finite and > 0", duration_s)
+    must(math.isfinite(rate_scale) and rate_scale > 0, where, "rate_scale", "finite and > 0", rate_scale)
     if isinstance(spec, str) and spec in GENERATORS:
         spec = {"name": spec}
     if isinstance(spec, str | Path):

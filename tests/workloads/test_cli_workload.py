@@ -47,7 +47,7 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,abc,4\n")
     r = CliRunner().invoke(workload, ["describe", str(bad)])
     assert r.exit_code == 2
-    assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 1 (got 'abc')\n"
+    assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 0 (got 'abc')\n"
     r = CliRunner().invoke(workload, ["describe", str(bad), "--skip-bad-rows", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["skipped_rows"] == 1
 
@@ -79,3 +79,23 @@ def test_describe_azure_figures() -> None:
     figures = (s.n_requests, s.prompt_tokens.p50, s.prompt_tokens.p99, s.output_tokens.p50)
     assert figures == (8819, 1469, 7436, 13)
     assert s.prompt_tokens.mean == pytest.approx(2048, abs=0.5)
+
+
+@pytest.mark.parametrize(("toml", "msg"), [
+    ('user_tokens = {mean = "abc"}', "workload.user_tokens.mean: must be a number (got 'abc')"),
+    ('sessions = {kind = "poisson", rate_per_s = "x"}', "workload.sessions.rate_per_s: must be a number (got 'x')"),
+    ('n_system_prompts = "4"', "workload.n_system_prompts: must be a number (got '4')"),
+])
+def test_wrong_types_in_a_workload_table_are_one_line_errors(tmp_path: Path, toml: str, msg: str) -> None:
+    f = tmp_path / "w.toml"
+    f.write_text(f'[workload]\nname = "chat-4k"\n{toml}\n')
+    r = CliRunner().invoke(workload, ["describe", str(f)])
+    assert r.exit_code == 2 and r.output == f"Error: {msg}\n"
+
+
+def test_unwritable_out_and_infinite_duration_are_one_line_errors(tmp_path: Path) -> None:
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(tmp_path / "no" / "dir" / "x.csv"),
+                                      "--duration", "5"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "No such file or directory" in r.output
+    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration", "inf"])
+    assert r.exit_code == 2 and "'duration_s' must be finite and > 0" in r.output

@@ -35,7 +35,7 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
     p = write(tmp_path, "azure.csv", AZURE.replace("396,109", "abc,109"))
     with pytest.raises(ConfigError) as e:
         read_trace(p).requests()
-    assert str(e.value) == "azure.csv:3: 'ContextTokens' must be an integer >= 1 (got 'abc')"
+    assert str(e.value) == "azure.csv:3: 'ContextTokens' must be an integer >= 0 (got 'abc')"
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:
@@ -124,3 +124,21 @@ def test_undetectable_and_missing(tmp_path: Path) -> None:
         read_trace(tmp_path / "none.csv")
     p = write(tmp_path, "x.txt", AZURE)
     assert len(read_trace(p, format="azure").requests()) == 3
+
+
+def test_zero_token_rows_are_dropped_by_rule_and_counted(tmp_path: Path) -> None:
+    text = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,4\n"
+            "2023-11-16 18:15:47.0000000,0,4\n2023-11-16 18:15:48.0000000,50,0\n2023-11-16 18:15:49.0000000,7,7\n")
+    wl = read_trace(write(tmp_path, "azure.csv", text))
+    assert [r.prompt_tokens for r in wl.requests()] == [100, 7]
+    assert wl.summary().skipped_rows == 2
+
+
+def test_byte_order_mark_and_non_utf8_files(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,100,4\n")
+    assert [r.prompt_tokens for r in read_trace(bom).requests()] == [100]
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage\n")
+    with pytest.raises(ConfigError, match=r"bin\.csv: not UTF-8 text"):
+        read_trace(binary)

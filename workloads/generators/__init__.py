@@ -18,7 +18,7 @@ import numpy as np
 
 from simulator.errors import ConfigError
 from workloads.arrivals import arrival_from
-from workloads.distributions import lognormal_from
+from workloads.distributions import lognormal_from, require_numbers
 from workloads.request import Request
 
 
@@ -83,6 +83,8 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload") -> Any:
             value = arrival_from(value, f"{where}.{key}")
         elif isinstance(value, list):
             value = tuple(value)
+        elif kind in ("int", "float"):
+            require_numbers({key: value}, where)
         kwargs[key] = value
     try:
         return cls(**kwargs)

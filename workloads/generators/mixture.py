@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulator.errors import ConfigError, must
+from workloads.distributions import require_numbers
 from workloads.generators import finalize, generator_from_dict, register_generator
 from workloads.request import Request
 
@@ -64,6 +65,7 @@ class Mixture:
                 raise ConfigError(f"{w}: must be a table {{name = ..., weight = ...}} (got {item!r})")
             spec = dict(item)
             weight = spec.pop("weight", 1.0)
+            require_numbers({"weight": weight}, w)
             comps.append(Component(generator=generator_from_dict(spec, w), weight=weight))
         return cls(components=tuple(comps))
 

@@ -33,8 +33,11 @@ READERS: dict[str, Callable[..., Workload]] = {
 
 def detect_format(path: Path) -> str:
     """The trace format of `path`, from its suffix and its first line."""
-    with path.open(newline="") as f:
-        first = f.readline().strip()
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            first = f.readline().strip()
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     if path.suffix == ".jsonl" or first.startswith("{"):
         try:
             keys = set(json.loads(first)) if first else set()

@@ -8,6 +8,7 @@ the row and counts it (``on_error="skip"``, count in `ReadStats.skipped_rows`).
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -82,6 +83,16 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
     return x
 
 
+def _readable(path: Path, rows: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:
+    """`rows`, with an undecodable or malformed file reported in one line instead of a traceback."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except csv.Error as e:
+        raise ConfigError(f"{path.name}: not a readable CSV ({e})") from None
+
+
 def guarded(
     path: Path,
     rows: Iterator[tuple[int, T]],
@@ -97,7 +108,7 @@ def guarded(
     """
     last_s = 0.0
     n = 0
-    for line, row in rows:
+    for line, row in _readable(path, rows):
         try:
             r = parse(n, row)
             if r is not None and r.arrival_s < last_s:

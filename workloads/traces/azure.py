@@ -39,7 +39,7 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
     source = f"azure:{path.name}"
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             for row in reader:
                 yield reader.line_num, row
@@ -47,14 +47,16 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
     def run(stats: ReadStats) -> Iterator[Request]:
         first: list[float] = []
 
-        def parse(n: int, row: dict[str, str]) -> Request:
+        def parse(n: int, row: dict[str, str]) -> Request | None:
             t = parse_timestamp(get(row, "TIMESTAMP"))
-            prompt = as_int(get(row, "ContextTokens"), "ContextTokens", 1)
-            output = as_int(get(row, "GeneratedTokens"), "GeneratedTokens", 1)
+            prompt = as_int(get(row, "ContextTokens"), "ContextTokens", 0)
+            output = as_int(get(row, "GeneratedTokens"), "GeneratedTokens", 0)
             if not first:
                 first.append(t)
             if t < first[0]:
                 raise FieldError("TIMESTAMP", "not before the first row's", get(row, "TIMESTAMP"))
+            if prompt == 0 or output == 0:
+                return None  # an empty prompt or a failed request: dropped by rule, counted as skipped
             return Request(
                 id=n, arrival_s=t - first[0],
                 prompt_tokens=prompt, output_tokens=output,

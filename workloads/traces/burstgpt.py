@@ -25,7 +25,7 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
     path = Path(path)
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             for row in reader:
                 yield reader.line_num, row
@@ -35,9 +35,9 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
 
         def parse(n: int, row: dict[str, str]) -> Request | None:
             t = as_float(get(row, "Timestamp"), "Timestamp")
-            prompt = as_int(get(row, "Request tokens"), "Request tokens", 1)
+            prompt = as_int(get(row, "Request tokens"), "Request tokens", 0)
             output = as_int(get(row, "Response tokens"), "Response tokens", 0)
-            if output == 0:
+            if output == 0 or prompt == 0:  # a failed request or an empty prompt: dropped, counted
                 return None
             if not first:
                 first.append(t)

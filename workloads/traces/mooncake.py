@@ -50,7 +50,7 @@ def read_mooncake(path: str | Path, *, on_error: str = "stop") -> Workload:
     source = f"mooncake:{path.name}"
 
     def rows() -> Iterator[tuple[int, str]]:
-        with path.open() as f:
+        with path.open(encoding="utf-8-sig") as f:
             for line_no, line in enumerate(f, start=1):
                 if line.strip():
                     yield line_no, line

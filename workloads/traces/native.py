@@ -110,7 +110,7 @@ def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
     path = Path(path)
 
     def rows() -> Iterator[tuple[int, dict[str, Any]]]:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             if path.suffix == ".jsonl":
                 for line_no, line in enumerate(f, start=1):
                     if line.strip():
