@@ -98,7 +98,7 @@ def _show(title: str, frame: pd.DataFrame) -> None:
 )
 @click.option(
     "--workload", "workload_spec", default=None,
-    help="Workload: generator name (chat-4k, code-repo-128k, mixture) or trace file.",
+    help="Workload: generator name (chat-4k, code-repo-128k), a TOML file with [workload], or a trace file.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --workload.")
 @click.option("--duration-s", type=float, default=None, help="Duration for --workload, seconds.")

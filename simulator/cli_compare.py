@@ -30,12 +30,12 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.option("--strategies", required=True,
               help="Comma-separated strategy sets, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
                    "streaming-llm,prefix,prefix+dram,prefix+fp8.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed (default: the scenario's, else 0).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.csv and compare.png here.")
 @handle_errors
 def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str, duration_s: float | None,
-            rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int, out: Path | None) -> None:
+            rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int | None, out: Path | None) -> None:
     """Run one workload (same seed) under each strategy set; print and chart the headline figures.
 
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
@@ -45,11 +45,13 @@ def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str
         from simulator.scenario import load_scenario
 
         sc = load_scenario(scenario)
+        seed = sc.seed if seed is None else seed
         base = sc.engine_config()
         requests = list(sc.load_workload(seed, rate_scale=rate_scale))
         model, hardware, n_nodes, tp = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes, sc.cluster.tp
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
+        seed = 0 if seed is None else seed
         base = EngineConfig(model=model, node=hardware, n_nodes=n_nodes, tp=tp)
         requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
     specs = strategies.split(",")

@@ -199,6 +199,12 @@ class Scenario:
             except DoesNotFitError as exc:
                 raise ConfigError(f"{self.where}: {exc}") from None
         parse_layout(self.cache.layout)
+        if self.report.breakeven:  # a bad profile, tier or TTL fails now, not after the simulation
+            from simulator.billing import get_profile, parse_ttl
+
+            profile = get_profile(self.billing.profile, self.billing.tier or None)
+            for ttl in self.billing.ttls:
+                profile.write_multiplier(parse_ttl(ttl))
 
     def check_context(self, workload: Workload) -> None:
         """Rule: every request's prompt + output fits the model's context window."""

@@ -59,6 +59,8 @@ def test_defaults_and_resolution(tmp_path):
     (("duration_s = 30", "duration_s = -1"), "s.toml.workload: workload: 'duration_s' must be > 0 (got -1.0)"),
     (('name = "t"', 'name = "t"\nsed = 1'), "s.toml.sed: unknown key; valid: name, description, seed"),
     (("[workload]", "[slo]\nttft_p99_s = 0\n[workload]"), "'ttft_p99_s' must be > 0 (got 0.0)"),
+    (("[workload]", '[billing]\nprofile = "nope"\n[workload]'), "unknown price profile 'nope'; valid: anthropic"),
+    (("[workload]", '[billing]\nttls = ["10m"]\n[workload]'), "'ttl' must be one of 5m, 1h (got '10m')"),
 ])
 def test_bad_scenarios_fail_in_one_line(tmp_path, edit, msg):
     p = write(tmp_path, BASE.replace(*edit))
