@@ -64,19 +64,23 @@ class Residency(NamedTuple):
 
     key_id: int
     tokens: int  # cacheable tokens of the whole prefix
-    own_tokens: int  # tokens beyond the next shorter candidate prefix (counted once when nested)
+    own_tokens: int  # tokens beyond the request's next shorter breakpoint (what storage is billed on)
     start_s: float
     end_s: float
+    parent_key_id: int  # the longest other entry whose key is a prefix of this one (-1: none)
+    held_tokens: int  # tokens beyond that parent: held while this entry or any entry extending it lives
 
 
 class _Entry:
-    __slots__ = ("born_s", "expiry_s", "key_id", "own_tokens", "readable_s", "tokens")
+    __slots__ = ("born_s", "expiry_s", "held_tokens", "key_id", "own_tokens", "parent_id", "readable_s", "tokens")
 
     def __init__(
-        self, key_id: int, tokens: int, own_tokens: int, born_s: float, readable_s: float, expiry_s: float
+        self, key_id: int, tokens: int, own_tokens: int, born_s: float, readable_s: float, expiry_s: float,
+        parent_id: int = -1, held_tokens: int = 0,
     ) -> None:
         self.key_id, self.tokens, self.own_tokens = key_id, tokens, own_tokens
         self.born_s, self.readable_s, self.expiry_s = born_s, readable_s, expiry_s
+        self.parent_id, self.held_tokens = parent_id, held_tokens
 
 
 class Ledger:
@@ -130,7 +134,16 @@ class Ledger:
         return sorted(found.items(), key=lambda kv: kv[1])
 
     def _end_life(self, e: _Entry) -> None:
-        self.residencies.append(Residency(e.key_id, e.tokens, e.own_tokens, e.born_s, e.expiry_s))
+        self.residencies.append(Residency(e.key_id, e.tokens, e.own_tokens, e.born_s, e.expiry_s, e.parent_id,
+                                          e.held_tokens))
+
+    def _parent(self, key: tuple[int, ...]) -> _Entry | None:
+        """The entry with the longest key that is a proper prefix of `key` (ever created), if any."""
+        for j in range(len(key) - 1, 0, -1):
+            e = self._store.get(key[:j])
+            if e is not None:
+                return e
+        return None
 
     def _extend(
         self, key: tuple[int, ...], tokens: int, own: int, t: float, readable_s: float, expiry_s: float
@@ -140,8 +153,13 @@ class Ledger:
         if e is None or e.expiry_s <= t:
             if e is not None:
                 self._end_life(e)
+                parent_id, held = e.parent_id, e.held_tokens
+            else:
+                parent = self._parent(key)
+                parent_id = parent.key_id if parent else -1
+                held = tokens - (parent.tokens if parent else 0)
             self._store[key] = _Entry(
-                len(self._store) if e is None else e.key_id, tokens, own, t, readable_s, expiry_s
+                len(self._store) if e is None else e.key_id, tokens, own, t, readable_s, expiry_s, parent_id, held
             )
             return expiry_s - t
         e.readable_s = min(e.readable_s, readable_s)

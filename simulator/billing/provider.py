@@ -4,8 +4,8 @@ Pure formulas over the residency records of a replay (`simulator.billing.ledger.
 `provider_costs_for` derives the cost figures of a concrete deployment from the KV math,
 the cost model and a simulated run (the report does this for each scenario).
 
-* KV byte-seconds held: ``B = Σ own_tokens × kv_bytes_per_token × (end_s - start_s)``
-  (nested breakpoints of one chain count their shared tokens once).
+* KV byte-seconds held: each entry's tokens beyond its parent entry, held while it or any entry
+  extending it lives (shared prefixes counted once; see `kv_byte_seconds`).
 * Priced as displaced concurrency on HBM: ``B / bytes_per_stream`` stream-seconds displaced,
   × ``revenue_usd_per_stream_s``.
 * Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
@@ -90,11 +90,47 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
 
 
 def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float:
-    """``Σ own_tokens × kv_bytes_per_token × (end_s - start_s)`` over residency records."""
+    """KV byte-seconds the cache entries hold, shared prefixes counted once.
+
+    Entries nest (turn k+1's prefix extends turn k's): each entry owns ``held_tokens`` beyond
+    its parent entry, and those tokens are held while the entry *or any entry extending it* is
+    alive, so ``B = Σ_E held_tokens(E) · |∪ lives of E's subtree| · kv_bytes_per_token``.
+    Records without a parent column count ``own_tokens × (end_s − start_s)``.
+    """
     if residency.empty:
         return 0.0
-    life_s = (residency["end_s"] - residency["start_s"]).to_numpy(dtype=float)
-    return float(np.dot(residency["own_tokens"].to_numpy(dtype=float), life_s) * kv_bytes_per_token)
+    if "parent_key_id" not in residency:
+        life_s = (residency["end_s"] - residency["start_s"]).to_numpy(dtype=float)
+        return float(np.dot(residency["own_tokens"].to_numpy(dtype=float), life_s) * kv_bytes_per_token)
+    lives: dict[int, list[tuple[float, float]]] = {}
+    parent: dict[int, int] = {}
+    held: dict[int, float] = {}
+    for k, p, h, a, b in residency[["key_id", "parent_key_id", "held_tokens", "start_s", "end_s"]].itertuples(
+            index=False):
+        lives.setdefault(int(k), []).append((float(a), float(b)))
+        parent[int(k)], held[int(k)] = int(p), float(h)
+    children: dict[int, list[int]] = {}
+    for k, p in parent.items():
+        children.setdefault(p, []).append(k)
+    token_s = 0.0
+    stack: list[tuple[int, bool]] = [(k, False) for k in children.get(-1, [])]
+    merged: dict[int, list[tuple[float, float]]] = {}
+    while stack:  # post-order: a node's union needs its children's
+        k, done = stack.pop()
+        if not done:
+            stack.append((k, True))
+            stack.extend((c, False) for c in children.get(k, []))
+            continue
+        spans = sorted([*lives[k], *(iv for c in children.get(k, []) for iv in merged.pop(c))])
+        union: list[tuple[float, float]] = []
+        for a, b in spans:
+            if union and a <= union[-1][1]:
+                union[-1] = (union[-1][0], max(union[-1][1], b))
+            else:
+                union.append((a, b))
+        merged[k] = union
+        token_s += held[k] * sum(b - a for a, b in union)
+    return token_s * kv_bytes_per_token
 
 
 def hbm_holding_usd(byte_s: float, bytes_per_stream: float, revenue_usd_per_stream_s: float) -> float:

@@ -103,3 +103,25 @@ def test_provider_costs_of_a_deployment_by_hand():
     # 2 · 70.55e9 FLOP/token at the dense peak of 8 H100s is 1.78e-5 s/token, i.e. 1.43e-4 GPU-s:
     # the model can only be slower than peak
     assert c.prefill_gpu_s_per_token > 2 * 70.55e9 / 989.4e12
+
+
+def test_held_kv_counts_a_conversation_prefix_once():
+    # Opus 5-minute cache, breakpoint at the end of each turn; each turn reads the previous
+    # turn's entry (lookback) and writes only what it adds:
+    #   E1 (D,11): 101,000 tokens, lives [0, 360) (refreshed by turn 2's read at 60 s)
+    #   E2 (...,12,13): +2,500 tokens, lives [60, 500) (refreshed by turn 3 at 200 s)
+    #   E3 (...,14,15): +1,300 tokens, lives [200, 500)
+    # E1's tokens are held while E1, E2 or E3 lives: [0, 500). Token-seconds:
+    #   101,000·500 + 2,500·440 + 1,300·300 = 51,990,000
+    from simulator.billing.ledger import bill_requests
+    from simulator.billing.profiles import get_profile
+    from tests.billing.conftest import DOCS, req
+
+    turns = [
+        req(1, 0.0, [(DOCS, 100_000), (11, 1000)], (2,)),
+        req(2, 60.0, [(DOCS, 100_000), (11, 1000), (12, 500), (13, 2000)], (4,)),
+        req(3, 200.0, [(DOCS, 100_000), (11, 1000), (12, 500), (13, 2000), (14, 300), (15, 1000)], (6,)),
+    ]
+    res = bill_requests(turns, get_profile("anthropic", "opus-4"), 300)
+    assert list(res.frame.write_tokens) == [101_000, 2_500, 1_300]
+    assert kv_byte_seconds(res.residency, 1.0) == pytest.approx(51_990_000)
