@@ -83,6 +83,14 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
     return x
 
 
+def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped)."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            yield reader.line_num, row
+
+
 def _readable(path: Path, rows: Iterator[tuple[int, T]]) -> Iterator[tuple[int, T]]:
     """`rows`, with an undecodable or malformed file reported in one line instead of a traceback."""
     try:

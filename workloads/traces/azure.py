@@ -9,13 +9,12 @@ its own, id ``-(line number)`` (negative ids never collide with generated or tra
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_int, check_on_error, get, guarded
+from workloads.traces._rows import FieldError, as_int, check_on_error, csv_rows, get, guarded
 from workloads.workload import ReadStats, Workload
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -38,12 +37,6 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
     path = Path(path)
     source = f"azure:{path.name}"
 
-    def rows() -> Iterator[tuple[int, dict[str, str]]]:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            for row in reader:
-                yield reader.line_num, row
-
     def run(stats: ReadStats) -> Iterator[Request]:
         first: list[float] = []
 
@@ -63,6 +56,6 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
                 segments=((-(n + 1), prompt),), source=source,
             )
 
-        yield from guarded(path, rows(), parse, stats, on_error)
+        yield from guarded(path, csv_rows(path), parse, stats, on_error)
 
     return Workload(run, name=path.name)

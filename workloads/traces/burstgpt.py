@@ -8,12 +8,11 @@ of its own, id ``-(kept row number + 1)``.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from pathlib import Path
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, csv_rows, get, guarded
 from workloads.workload import ReadStats, Workload
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -23,12 +22,6 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
     """A workload replaying a BurstGPT CSV (streamed; failures dropped and counted)."""
     check_on_error(on_error)
     path = Path(path)
-
-    def rows() -> Iterator[tuple[int, dict[str, str]]]:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            for row in reader:
-                yield reader.line_num, row
 
     def run(stats: ReadStats) -> Iterator[Request]:
         first: list[float] = []
@@ -48,6 +41,6 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
                 segments=((-(n + 1), prompt),), source=f"burstgpt:{get(row, 'Model')}",
             )
 
-        yield from guarded(path, rows(), parse, stats, on_error)
+        yield from guarded(path, csv_rows(path), parse, stats, on_error)
 
     return Workload(run, name=path.name)
