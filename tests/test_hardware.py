@@ -40,19 +40,7 @@ def test_fp4_on_hopper_is_refused():
 
 def test_user_catalog_adds_a_gpu(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text("""
-[gpu.L40S]
-name = "NVIDIA L40S"
-hbm_bytes = 48e9
-hbm_bytes_per_s = 0.864e12
-bf16_flops = 362e12
-fp8_flops = 733e12
-fp4_flops = 0.0
-nvlink_bytes_per_s = 32e9
-pcie_bytes_per_s = 32e9
-usd_per_gpu_hour = 1.0
-source = "my datasheet, read 2026-01"
-
+    f.write_text(CAT_TEXT + """
 [node.4xL40S]
 gpu = "L40S"
 gpus = 4
