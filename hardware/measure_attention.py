@@ -54,44 +54,23 @@ def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
     dev, dt = "cuda", torch.bfloat16
     name = torch.cuda.get_device_name()
     rows: list[dict[str, object]] = []
+
+    def row(phase: str, batch: int, new_tokens: int, context: int, sec: float) -> None:
+        rows.append(dict(gpu=gpu, model=m.key, tp=1, phase=phase, batch=batch, new_tokens=new_tokens,
+                         context=context, measured_s=sec, tokens_per_s="",
+                         source=f"hardware/measure_attention.py on {name}"))
+
     for b, s in PREFILL_SHAPES:
         q = torch.randn(b, h, s, d, device=dev, dtype=dt)
         k = torch.randn(b, kvh, s, d, device=dev, dtype=dt)
         v = torch.randn_like(k)
-        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True))
-        rows.append(
-            dict(
-                gpu=gpu,
-                model=m.key,
-                tp=1,
-                phase="attention_prefill",
-                batch=b,
-                new_tokens=s,
-                context=0,
-                measured_s=sec,
-                tokens_per_s="",
-                source=f"hardware/measure_attention.py on {name}",
-            )
-        )
+        row("attention_prefill", b, s, 0,
+            _time_s(partial(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True)))
     for b, c in DECODE_SHAPES:
         q = torch.randn(b, h, 1, d, device=dev, dtype=dt)
         k = torch.randn(b, kvh, c, d, device=dev, dtype=dt)
         v = torch.randn_like(k)
-        sec = _time_s(partial(F.scaled_dot_product_attention, q, k, v, enable_gqa=True))
-        rows.append(
-            dict(
-                gpu=gpu,
-                model=m.key,
-                tp=1,
-                phase="attention_decode",
-                batch=b,
-                new_tokens=1,
-                context=c,
-                measured_s=sec,
-                tokens_per_s="",
-                source=f"hardware/measure_attention.py on {name}",
-            )
-        )
+        row("attention_decode", b, 1, c, _time_s(partial(F.scaled_dot_product_attention, q, k, v, enable_gqa=True)))
     return rows
 
 
