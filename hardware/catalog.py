@@ -26,12 +26,14 @@ COMPUTE_DTYPES = ("bf16", "fp8", "fp4")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GPUSpec:
-    """One accelerator. Bandwidths of links are per direction; FLOP/s are dense peaks."""
+    """One accelerator. Bandwidths of links are per direction; FLOP/s are dense peaks; `sm_count`
+    is the streaming multiprocessors (AMD: compute units) that kernels' thread blocks fill in waves."""
 
     key: str
     name: str
     hbm_bytes: float
     hbm_bytes_per_s: float
+    sm_count: int
     bf16_flops: float
     fp8_flops: float
     fp4_flops: float
@@ -45,6 +47,7 @@ class GPUSpec:
         for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
             v = getattr(self, f)
             must(v > 0, where, f, "> 0", v)
+        must(isinstance(self.sm_count, int) and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
         for f in ("fp8_flops", "fp4_flops", "usd_per_gpu_hour"):
             v = getattr(self, f)
             must(v >= 0, where, f, ">= 0", v)

@@ -151,7 +151,13 @@ def _command() -> str:
 @click.option("--free", default=None, help="Comma-separated parameters to fit (default: as many as the data allow).")
 @click.option("--from-aiconfigurator", "from_aic", is_flag=True, help="Fit to aiconfigurator's kernel tables.")
 @click.option("--gpu", "gpus", multiple=True, help="With --from-aiconfigurator: only these GPUs (repeatable).")
-@click.option("--framework", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"]))
+@click.option(
+    "--framework",
+    default="mixed",
+    show_default=True,
+    type=click.Choice(["mixed", "trtllm", "vllm", "sglang"]),
+    help="Which serving engine's kernel tables to fit; mixed: TensorRT-LLM GEMMs and prefill, vLLM decode.",
+)
 def calibrate(
     file: Path | None,
     out_file: Path | None,
@@ -194,8 +200,7 @@ def _fit_aiconfigurator(
         ver = "unknown"
     fitted: dict[str, CostParams] = {}
     report: list[dict[str, Any]] = []
-    start = {k: v for k, v in base.items()}
-    fitted, report = fit_all(framework, start.get("H100", start["default"]), gpus or None)
+    fitted, report = fit_all(framework, base, gpus or None)
     for k in fitted:  # keep each GPU's own non-kernel parameters (step overhead) from the base file
         if k in base:
             fitted[k] = replace(fitted[k], step_overhead_s=base[k].step_overhead_s)
@@ -209,6 +214,7 @@ def _fit_aiconfigurator(
             "kernels_data": f"aiconfigurator-core {ver} systems/data, framework {framework}",
             "kernels_command": f"kvsim calibrate --from-aiconfigurator --framework {framework}",
             "kernels_date": today,
+            "kernels_framework": framework,
         }
         p["kernels_holdout"] = "one row in 5 by shape hash; MAPE over every held-out row, then in scope, then >= 50 us"
         for _, r in g.iterrows():
@@ -216,6 +222,7 @@ def _fit_aiconfigurator(
             if r["scope_holdout_rows"] != r["holdout_rows"]:
                 p[f"kernels_scope_holdout_mape_{r['op']}"] = round(float(r["scope_holdout_mape"]), 4)
             p[f"kernels_long_holdout_mape_{r['op']}"] = round(float(r["long_holdout_mape"]), 4)
+            p[f"kernels_table_{r['op']}"] = str(r["table"])
         p["kernels_summary"] = (
             f"GEMM/attention/all-reduce kernel model fitted to aiconfigurator-core {ver} {framework} tables {today}"
         )

@@ -81,6 +81,7 @@ CAT_TEXT = """
 name = "NVIDIA L40S"
 hbm_bytes = 48e9
 hbm_bytes_per_s = 0.864e12
+sm_count = 142
 bf16_flops = 362e12
 fp8_flops = 733e12
 fp4_flops = 0.0

@@ -79,6 +79,10 @@ LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its t
 # models: 64). vLLM's tables also hold 192 and 512, which run other kernels (on Blackwell
 # head_dim 192 takes a path 5-10x slower than the roofline); they are scored, not fitted.
 MAIN_HEAD_DIMS = (64, 128, 256)
+# GEMM tables by dtype: bf16; fp8 with one scale per tensor (Llama/Qwen fp8 checkpoints, what the
+# step model prices); fp8 with 128x128 block scales (DeepSeek-V3 checkpoints), scored with the
+# per-tensor parameters, not fitted
+GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block"}
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
 
@@ -154,13 +158,14 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
     out: list[KernelRows] = []
     g = _table(root, system, "gemm", framework, "gemm_perf.parquet")
     if g is not None:
-        g = g.assign(gemm_dtype=g["gemm_dtype"].replace({"fp8_block": "fp8"}))
-        g = _min_over_kernels(g[g["gemm_dtype"].isin(["bfloat16", "fp8"])], ["gemm_dtype", "m", "n", "k"])
-        for name, in_bytes in (("bfloat16", 2.0), ("fp8", 1.0)):
+        g = _min_over_kernels(g[g["gemm_dtype"].isin(list(GEMM_LABELS))], ["gemm_dtype", "m", "n", "k"])
+        for name, label in GEMM_LABELS.items():
             d = g[g["gemm_dtype"] == name]
+            if d.empty:
+                continue
             d.attrs = g.attrs
+            in_bytes = 2.0 if name == "bfloat16" else 1.0
             cols = {"m": d["m"], "n": d["n"], "k": d["k"], "in_bytes": np.full(len(d), in_bytes)}
-            label = "gemm_bf16" if in_bytes == 2.0 else "gemm_fp8"
             out.append(_rows("gemm", d, ["gemm_dtype", "m", "n", "k"], cols, label))
     shape = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
     for op, fname in (
@@ -243,8 +248,19 @@ def _q90(x: np.ndarray) -> float:
 # op classes fitted together, and the parameters each group frees
 # (fitted in this order: decode attention sets the memory efficiency, prefill then the compute one)
 GROUPS = {
-    "gemm": (("gemm_bf16",), ("gemm_compute_eff", "gemm_memory_eff", "gemm_latency_s", "gemm_overlap_p")),
-    "gemm_fp8": (("gemm_fp8",), ("gemm_fp8_eff", "gemm_fp8_latency_s")),
+    "gemm": (
+        ("gemm_bf16",),
+        (
+            "gemm_compute_eff",
+            "gemm_memory_eff",
+            "gemm_latency_s",
+            "gemm_overlap_p",
+            "gemm_split_k_tokens",
+            "gemm_full_units",
+            "gemm_parallel_exp",
+        ),
+    ),
+    "gemm_fp8": (("gemm_fp8",), ("gemm_fp8_eff", "gemm_fp8_latency_s", "gemm_quant_s_per_value")),
     "attention_decode": (
         ("generation_attention",),
         (
@@ -259,25 +275,90 @@ GROUPS = {
     ),
     "attention_prefill": (
         ("context_attention",),
-        ("attn_compute_eff", "attn_memory_eff", "attn_overlap_p", "prefill_pair_flops", "prefill_half_tiles"),
+        (
+            "prefill_latency_s",
+            "prefill_fp8_latency_s",
+            "prefill_cta_s",
+            "attn_compute_eff",
+            "prefill_pair_flops",
+            "prefill_fp8_factor",
+            "prefill_d64_factor",
+            "prefill_odd_d_factor",
+            "attn_memory_eff",
+            "attn_overlap_p",
+        ),
     ),
+    "mla_prefill": (("mla_context",), ("mla_prefill_compute_factor", "mla_prefill_memory_factor")),
     "comm": (("all_reduce",), ("comm_eff",)),
 }
-LATENCY = {"gemm": "gemm_latency_s", "attention_decode": "attn_latency_s", "comm": "collective_latency_s"}
+# starting points of the shape parameters whose plain-roofline default has no gradient
+# (every GEMM "fully parallel"): the fit starts here whatever the base parameters, so it reproduces
+FIT_START: dict[str, Any] = {
+    "gemm_split_k_tokens": 5000.0,
+    "gemm_full_units": 20.0,
+    "gemm_parallel_exp": 0.7,
+    "prefill_cta_s": 2.5e-6,
+    "prefill_fp8_latency_s": 3e-6,
+    "attn_compute_eff": 0.6,
+    "attn_memory_eff": 0.5,
+    "attn_overlap_p": 3.0,
+    "prefill_pair_flops": 100.0,
+    "prefill_fp8_factor": 0.7,
+    "prefill_odd_d_factor": 0.8,
+}
+LATENCY = {
+    "gemm": "gemm_latency_s",
+    "attention_decode": "attn_latency_s",
+    "attention_prefill": "prefill_latency_s",
+    "comm": "collective_latency_s",
+}
+
+
+# `--framework mixed` (the shipped fit): each op class from the serving engine whose table the
+# kernel formula follows within 10% (README, "Cost model and calibration"): TensorRT-LLM's GEMMs
+# and prefill attention (the engine of the published end-to-end figures), vLLM's FlashAttention
+# decode (TensorRT-LLM's XQA decode table keeps a Hopper pattern the formula misses by 17-30%)
+MIXED = {
+    "gemm": "trtllm",
+    "gemm_fp8": "trtllm",
+    "attention_decode": "vllm",
+    "attention_prefill": "trtllm",
+    "mla_prefill": "trtllm",
+    "comm": "trtllm",
+}
+# tables scored but not fitted: the group whose parameters (and framework) price them
+SCORED_WITH = {"gemm_fp8_block": "gemm_fp8", "mla_generation": "attention_decode"}
+
+
+def group_frameworks(framework: str) -> dict[str, str]:
+    """The framework of each fitted group: `MIXED`, or `framework` for all of them."""
+    if framework == "mixed":
+        return dict(MIXED)
+    return {g: framework for g in GROUPS}
+
+
+def _label_group(label: str) -> str:
+    return next((g for g, (ops, _) in GROUPS.items() if label in ops), SCORED_WITH.get(label, "gemm"))
 
 
 def fit_system(
     system: str, framework: str, base: CostParams, root: Path | None = None
 ) -> tuple[CostParams, list[dict[str, Any]]]:
-    """Fit one GPU's parameters; returns them and one report row per op class."""
+    """Fit one GPU's parameters; returns them and one report row per op class (`framework`:
+    one engine's tables, or ``mixed``, see `MIXED`)."""
     gpu_key = SYSTEMS[system]
-    rows = {r.label: r for r in load_rows(system, framework, root)}
+    frameworks = group_frameworks(framework)
+    tables = {fw: {r.label: r for r in load_rows(system, fw, root)} for fw in sorted(set(frameworks.values()))}
+    rows: dict[str, KernelRows] = {}
+    for fw_rows in tables.values():
+        for label in fw_rows:
+            rows.setdefault(label, tables[frameworks[_label_group(label)]].get(label, fw_rows[label]))
     if not rows:
         raise ConfigError(f"aiconfigurator has no {framework} tables for {system}")
-    params = replace(base, gpu=gpu_key)
+    params = replace(base, gpu=gpu_key, **FIT_START)
     fits: dict[str, FitResult] = {}
     for group, (ops, free) in GROUPS.items():
-        present = [rows[o] for o in ops if o in rows]
+        present = [tables[frameworks[group]][o] for o in ops if o in tables[frameworks[group]]]
         if not present:
             continue
         if group in LATENCY:  # the fixed latency is the floor of the table (LATENCY_QUANTILE)
@@ -298,8 +379,9 @@ def fit_system(
 
 
 def _in_scope(r: KernelRows) -> np.ndarray:
-    """Rows the fit uses: attention rows of a `MAIN_HEAD_DIMS` head dimension, every other row."""
-    if "d" not in r.cols:
+    """Rows the fit uses: decode attention rows of a `MAIN_HEAD_DIMS` head dimension, every other
+    row (prefill has a factor of its own for the other head dimensions)."""
+    if "d" not in r.cols or r.op == "context_attention":
         return np.ones(len(r.measured_s), dtype=bool)
     return np.isin(r.cols["d"], MAIN_HEAD_DIMS)
 
@@ -327,9 +409,15 @@ def _score(r: KernelRows, gpu_key: str, p: CostParams, fitted: bool) -> dict[str
 
 
 def fit_all(
-    framework: str, base: CostParams, gpus: list[str] | None = None, root: Path | None = None
+    framework: str,
+    base: CostParams | dict[str, CostParams],
+    gpus: list[str] | None = None,
+    root: Path | None = None,
 ) -> tuple[dict[str, CostParams], list[dict[str, Any]]]:
-    """Fit every catalog GPU with tables (or those named in `gpus`, as system or catalog names)."""
+    """Fit every catalog GPU with tables (or those named in `gpus`, as system or catalog names).
+
+    Each GPU's fit starts from `base` (or, given a dict of tables, from its own table, else the
+    ``default`` one): the decode fit has local minima, so a refit starts where the last one ended."""
     root = root or data_root()
     wanted = {s for s in SYSTEMS if not gpus or s in gpus or SYSTEMS[s].lower() in {g.lower() for g in gpus}}
     if gpus and not wanted:
@@ -339,7 +427,8 @@ def fit_all(
     for system in sorted(wanted):
         if not (root / system).is_dir():
             continue
-        p, rep = fit_system(system, framework, base, root)
+        start = base if isinstance(base, CostParams) else base.get(SYSTEMS[system], base["default"])
+        p, rep = fit_system(system, framework, start, root)
         out[SYSTEMS[system]] = p
         report += rep
     if not out:

@@ -13,8 +13,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hardware.catalog import GPUSpec
-from simulator.cost.params import PREFILL_TILE_TOKENS, CostParams
-from simulator.cost.step_model import ACTIVATION_BYTES, ATTENTION_DTYPE
+from simulator.cost.params import (
+    ACTIVATION_BYTES,
+    ATTENTION_DTYPE,
+    GEMM_TILE,
+    MAIN_HEAD_DIMS,
+    PREFILL_GRAIN_TOKENS,
+    PREFILL_TILE_TOKENS,
+    CostParams,
+)
 
 Array = NDArray[np.float64]
 OP_CLASSES = (
@@ -73,18 +80,110 @@ def _smax(a: Array, b: Array, p: float) -> Array:
     return hi * (1.0 + r**p) ** (1.0 / p)
 
 
+def gemm_s(
+    flops: Any, bytes_: Any, m: Any, n: Any, k: Any, peak_flops: Any, low_precision: Any, gpu: GPUSpec, p: CostParams
+) -> Any:
+    """Seconds of GEMM kernels (floats or NumPy arrays, element-wise)::
+
+        units = ceil(m / 128) · ceil(n / 128) · max(1, k / gemm_split_k_tokens)
+        u     = min(1, units / gemm_full_units) ^ gemm_parallel_exp
+        t_c   = flops / (peak_flops · gemm_compute_eff · [gemm_fp8_eff]) / u
+        t_m   = bytes / (hbm_bytes_per_s · gemm_memory_eff) / u
+        t     = smax_p(t_c, t_m) + gemm_latency_s [+ m · k · gemm_quant_s_per_value + gemm_fp8_latency_s]
+
+    with ``p = gemm_overlap_p``; the bracketed terms apply to low-precision (fp8/fp4) GEMMs only:
+    `peak_flops` is the dense peak of the GEMM's dtype, and each low-precision call quantises its
+    ``m × k`` input first. A GEMM with
+    few output tiles and a short ``k`` cannot keep every SM busy (``u < 1``); `flops` and `bytes_`
+    are passed apart from the shape so that an MoE step can charge its touched experts.
+    """
+    low = np.asarray(low_precision, dtype=bool)
+    peak = peak_flops * np.where(low, p.gemm_fp8_eff, 1.0)
+    units = np.ceil(m / GEMM_TILE) * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
+    u = np.minimum(1.0, units / p.gemm_full_units) ** p.gemm_parallel_exp
+    tc = flops / (peak * p.gemm_compute_eff) / u
+    tm = bytes_ / (gpu.hbm_bytes_per_s * p.gemm_memory_eff) / u
+    extra = np.where(low, m * k * p.gemm_quant_s_per_value + p.gemm_fp8_latency_s, 0.0)
+    return _smax(tc, tm, p.gemm_overlap_p) + p.gemm_latency_s + extra
+
+
+def prefill_schedule(new: Any, cached: Any = 0.0, window: float = 0.0) -> tuple[Any, Any, Any]:
+    """``(ctas, scores, longest)`` of one causal prefill chunk per query head (floats or arrays).
+
+    A chunk of ``n`` new tokens after ``c`` cached ones runs ``T = ceil(n / M)`` thread blocks
+    (CTAs) of ``M = PREFILL_TILE_TOKENS`` query rows. CTA ``j`` scores its rows against
+    ``k_j = c + min(n, (j+1)·M)`` keys (the whole cached prefix, causal over the new tokens),
+    capped at ``w + M`` in a sliding-window layer of window ``w``; a partial tile's rows and keys
+    are rounded up to ``g = PREFILL_GRAIN_TOKENS``. With ``C = ceil_g(c)`` and ``K = ceil_g(w + M)``
+    (``inf`` without a window), the ``J`` full CTAs below the cap and the last CTA give::
+
+        scores  = M · (J·C + M·J(J+1)/2 + (T−1−J)·K) + r_T · k_T
+        longest = max(M · min(C + (T−1)·M, K), r_T · k_T)
+        r_T = ceil_g(n − (T−1)·M),  k_T = min(ceil_g(c + n), K)
+    """
+    m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
+    n, c = np.asarray(new, dtype=np.float64), np.asarray(cached, dtype=np.float64)
+    t = np.ceil(n / m)
+    cg = np.ceil(c / g) * g
+    cap = np.ceil((window + m) / g) * g if window else np.inf
+    j = np.clip(np.ceil((cap - cg) / m) - 1.0, 0.0, t - 1.0) if window else t - 1.0
+    full = m * (j * cg + m * j * (j + 1) / 2 + (t - 1 - j) * np.minimum(cap, 1e300) * (t - 1 > j))
+    r_last = np.ceil((n - (t - 1) * m) / g) * g
+    k_last = np.minimum(np.ceil((c + n) / g) * g, cap)
+    longest = np.maximum(m * np.minimum(cg + (t - 1) * m, cap) * (t > 1), r_last * k_last)
+    return t, full + r_last * k_last, longest
+
+
+def prefill_kernel_s(
+    ctas: Any,
+    scores: Any,
+    longest: Any,
+    bytes_: Any,
+    head_dim: Any,
+    v_head_dim: Any,
+    mla: Any,
+    fp8_kv: Any,
+    gpu: GPUSpec,
+    p: CostParams,
+) -> tuple[Any, Any, Any]:
+    """``(seconds, schedule s, memory s)`` of one prefill attention kernel call (element-wise).
+
+    `ctas`, `scores` and `longest` are summed over the call's chunks and heads
+    (`prefill_schedule` times the heads; `longest` is the largest CTA's scores)::
+
+        τ       = (2(d + d_v) + prefill_pair_flops) / (peak_bf16 / sm_count · attn_compute_eff · f_d · [f_mla])
+                  · [prefill_fp8_factor]            SM-seconds per (query, key) score
+        t_sched = max(ceil(ctas / sm_count) · (prefill_cta_s + τ · scores / ctas), prefill_cta_s + τ · longest)
+        t_mem   = bytes / (hbm_bytes_per_s · attn_memory_eff) · [mla_prefill_memory_factor]
+        t       = smax_p(t_sched, t_mem) + prefill_latency_s [+ prefill_fp8_latency_s]   (p = attn_overlap_p)
+
+    The CTAs run in waves over the SMs, and the longest causal CTA bounds a call with few of
+    them. ``f_d`` is `prefill_d64_factor` at head dim 64, `prefill_odd_d_factor` outside
+    `MAIN_HEAD_DIMS` (not for MLA), else 1; ``f_mla`` is `mla_prefill_compute_factor` for an MLA
+    prefill (K/V decompressed, one KV head per query head); brackets: fp8 KV or MLA only.
+    """
+    d = np.asarray(head_dim, dtype=np.float64)
+    is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
+    sms = float(gpu.sm_count)
+    odd = np.where(np.isin(d, MAIN_HEAD_DIMS) | is_mla, 1.0, p.prefill_odd_d_factor)
+    f_d = np.where(d == 64, p.prefill_d64_factor, odd)
+    eff = p.attn_compute_eff * f_d * np.where(is_mla, p.mla_prefill_compute_factor, 1.0)
+    tau = (2 * (d + v_head_dim) + p.prefill_pair_flops) / (gpu.peak_flops(ATTENTION_DTYPE) / sms * eff)
+    tau = tau * np.where(low, p.prefill_fp8_factor, 1.0)
+    ctas = np.maximum(ctas, 1.0)
+    t_sched = np.maximum(np.ceil(ctas / sms) * (p.prefill_cta_s + tau * scores / ctas), p.prefill_cta_s + tau * longest)
+    t_mem = bytes_ / (gpu.hbm_bytes_per_s * p.attn_memory_eff) * np.where(is_mla, p.mla_prefill_memory_factor, 1.0)
+    lat = p.prefill_latency_s + np.where(low, p.prefill_fp8_latency_s, 0.0)
+    return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
+
+
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
     """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
 
-    - ``gemm``: ``smax_p(flops / (peak(dtype) · eff_c · [fp8_eff]), bytes / (bw · eff_m))
-      + gemm_latency_s [+ gemm_fp8_latency_s]`` with ``p = gemm_overlap_p``; rows with
-      ``in_bytes == 1`` are fp8 GEMMs (the bracketed factors apply to them only).
-    - ``context_attention``, ``mla_context`` (prefill)::
-
-          t_c = (flops + pair_flops · b · h · s(s+1)/2) / (peak · attn_compute_eff) · (1 + half / tiles)
-          t_m = bytes / (bw · attn_memory_eff);  tiles = b · h · ceil(s / PREFILL_TILE_TOKENS)
-          t = smax_p(t_c, t_m) + attn_latency_s          (p = attn_overlap_p)
-
+    - ``gemm``: `gemm_s` (rows with ``in_bytes == 1`` are fp8 GEMMs).
+    - ``context_attention``, ``mla_context`` (prefill, no cached prefix): `prefill_kernel_s` over
+      ``b · h`` times `prefill_schedule(s)`; MLA runs decompressed (one KV head per query head,
+      ``d_qk`` = 192 for the scores, ``d_v`` = 128, bf16 K/V).
     - ``generation_attention``, ``mla_generation`` (decode)::
 
           t = smax_p(flops / (peak · decode_compute_eff), bytes · [fp8_kv_factor] / (bw · decode_memory_eff))
@@ -101,18 +200,17 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     bw = gpu.hbm_bytes_per_s
     if op == "gemm":
         low = f["in_bytes"] <= LOW_PRECISION_BYTES
-        peak = np.where(low, gpu.peak_flops("fp8") * p.gemm_fp8_eff, gpu.peak_flops("bf16"))
-        tc = flops / (peak * p.gemm_compute_eff)
-        lat = p.gemm_latency_s + np.where(low, p.gemm_fp8_latency_s, 0.0)
-        return _smax(tc, bytes_ / (bw * p.gemm_memory_eff), p.gemm_overlap_p) + lat
+        peak = np.where(low, gpu.peak_flops("fp8") if low.any() else 0.0, gpu.peak_flops("bf16"))
+        return np.asarray(gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p), dtype=np.float64)
     attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
     b, h = f["b"], f["h"]
     if op in ("context_attention", "mla_context"):
-        s = f["s"]
-        tiles = b * h * np.ceil(s / PREFILL_TILE_TOKENS)
-        tc = (flops + p.prefill_pair_flops * b * h * s * (s + 1) / 2) / (attn_peak * p.attn_compute_eff)
-        tc = tc * (1.0 + p.prefill_half_tiles / tiles)
-        return _smax(tc, bytes_ / (bw * p.attn_memory_eff), p.attn_overlap_p) + p.attn_latency_s
+        ctas, scores, longest = prefill_schedule(f["s"])
+        mla = op == "mla_context"
+        d, dv = (f["d_qk"], f["d_v"]) if mla else (f["d"], f["d"])
+        low = np.zeros_like(b, dtype=bool) if mla else f["kv_bytes"] <= LOW_PRECISION_BYTES
+        t, _, _ = prefill_kernel_s(b * h * ctas, b * h * scores, longest, bytes_, d, dv, mla, low, gpu, p)
+        return np.asarray(t, dtype=np.float64)
     if op in ("generation_attention", "mla_generation"):
         kv_factor = np.where(f["kv_bytes"] <= LOW_PRECISION_BYTES, p.decode_fp8_kv_factor, 1.0)
         tc = flops / (attn_peak * p.decode_compute_eff)

@@ -25,6 +25,9 @@ LATENCIES = (
     "collective_latency_s",
     "gemm_latency_s",
     "attn_latency_s",
+    "prefill_latency_s",
+    "prefill_fp8_latency_s",
+    "prefill_cta_s",
     "decode_seq_latency_s",
     "decode_head_latency_s",
     "gemm_fp8_latency_s",
@@ -39,10 +42,23 @@ SHAPES = {
     "decode_memory_eff": (1e-3, 1.0),
     "decode_fp8_kv_factor": (0.25, 4.0),
     "prefill_pair_flops": (0.0, 1e4),
-    "prefill_half_tiles": (0.0, 1e5),
+    "prefill_fp8_factor": (0.1, 5.0),
+    "prefill_d64_factor": (0.05, 5.0),
+    "prefill_odd_d_factor": (0.01, 5.0),
+    "mla_prefill_compute_factor": (0.05, 5.0),
+    "mla_prefill_memory_factor": (0.05, 5.0),
+    "gemm_split_k_tokens": (1.0, math.inf),
+    "gemm_full_units": (1.0, 1e6),
+    "gemm_parallel_exp": (0.0, 4.0),
+    "gemm_quant_s_per_value": (0.0, 1e-9),
 }
 FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
-PREFILL_TILE_TOKENS = 128  # query rows per attention tile (FlashAttention-2/3 block M)
+PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (FMHA / FlashAttention block M, N)
+PREFILL_GRAIN_TOKENS = 64  # a partial tile computes its rows and keys in multiples of this (Hopper wgmma M = 64)
+MAIN_HEAD_DIMS = (64, 128, 256)  # head dims of the main prefill kernels; others take `prefill_odd_d_factor`
+ACTIVATION_BYTES = 2  # activations, Q/O and all-reduce payloads in bf16
+ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
+GEMM_TILE = 128  # output rows and columns of one GEMM tile (CUTLASS/cuBLAS Hopper and Blackwell default 128x128)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +70,8 @@ class CostParams:
     gemm_compute_eff, gemm_memory_eff : float
         Linear layers reach ``eff · peak_flops(dtype)`` and ``eff · hbm_bytes_per_s``; in (0, 1].
     attn_compute_eff, attn_memory_eff : float
-        The same for prefill attention kernels (FLOPs of the causal scores, Q/K/V/O bytes).
+        Prefill attention: tensor-core efficiency of a score tile, share of HBM bandwidth on
+        the Q/K/V/O bytes.
     comm_eff : float
         Share of the NVLink per-direction bandwidth a ring all-reduce reaches; in (0, 1].
     step_overhead_s : float
@@ -62,7 +79,7 @@ class CostParams:
     collective_latency_s : float
         Fixed time per all-reduce.
     gemm_latency_s, attn_latency_s : float
-        Fixed time per GEMM kernel and per attention kernel (launch and tail).
+        Fixed time per GEMM kernel and per decode attention kernel (launch and tail).
     decode_seq_latency_s, decode_head_latency_s : float
         Extra time of a decode attention kernel per sequence in the batch, and per sequence and
         KV head on the GPU (page-table walk, Q load, O write, split-KV merge); constants for a
@@ -81,8 +98,25 @@ class CostParams:
     decode_fp8_kv_factor : float
         Multiplies the memory time of decode attention over an fp8 KV cache (dequantisation).
     prefill_pair_flops : float
-        Extra FLOP-equivalents per (query, key) pair per head of a prefill: the softmax
+        Extra FLOP-equivalents per (query, key) score per head of a prefill: the softmax
         (exp, max, rescale) that does not scale with the head dimension.
+    prefill_latency_s, prefill_fp8_latency_s, prefill_cta_s : float
+        Fixed time of a prefill attention kernel, its extra fixed time over an fp8 KV cache
+        (quantising Q/K/V), and the fixed time of one thread block (CTA) on its SM.
+    prefill_fp8_factor, prefill_d64_factor, prefill_odd_d_factor : float
+        Prefill score time over an fp8 KV cache relative to bf16; tensor-core efficiency
+        multipliers at head dim 64 and at head dims outside `MAIN_HEAD_DIMS` (192, 512).
+    mla_prefill_compute_factor, mla_prefill_memory_factor : float
+        MLA prefill (decompressed K/V, one KV head per query head): multiplier of the compute
+        efficiency and of the byte time (fitted on MLA rows after the other prefill terms).
+    gemm_split_k_tokens, gemm_full_units, gemm_parallel_exp : float
+        GEMM parallelism: a GEMM offers ``units = ceil(m/128) · ceil(n/128) · max(1, k / split_k)``
+        independent pieces of work (output tiles, each split over ``k`` in slices of
+        `gemm_split_k_tokens`); with fewer than `gemm_full_units` the SMs are not all busy and
+        both roofline terms are divided by ``(units / full)^exp``.
+    gemm_quant_s_per_value : float
+        Seconds per activation value of the pass that quantises a low-precision (fp8/fp4) GEMM's
+        input (``m · k`` values: read bf16, write fp8, per-token scale); 0 for bf16 GEMMs.
     prefill_half_tiles : float
         Prefill attention compute time is ``t_c · (1 + half / tiles)`` with
         ``tiles = Σ heads/tp · ceil(new / PREFILL_TILE_TOKENS)``: few tiles leave SMs idle (a
@@ -110,7 +144,18 @@ class CostParams:
     decode_memory_eff: float = 1.0
     decode_fp8_kv_factor: float = 1.0
     prefill_pair_flops: float = 0.0
-    prefill_half_tiles: float = 0.0
+    prefill_latency_s: float = 0.0
+    prefill_fp8_latency_s: float = 0.0
+    prefill_cta_s: float = 0.0
+    prefill_fp8_factor: float = 1.0
+    prefill_d64_factor: float = 1.0
+    prefill_odd_d_factor: float = 1.0
+    mla_prefill_compute_factor: float = 1.0
+    mla_prefill_memory_factor: float = 1.0
+    gemm_split_k_tokens: float = math.inf
+    gemm_full_units: float = 1.0
+    gemm_parallel_exp: float = 1.0
+    gemm_quant_s_per_value: float = 0.0
     source: str = ""
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 

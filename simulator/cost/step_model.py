@@ -7,9 +7,12 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 
 - linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
   ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
-  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`); roofline with the GEMM
-  efficiencies (fp8/fp4 times ``gemm_fp8_eff``) and the smooth maximum of exponent
-  ``gemm_overlap_p`` (`smooth_max`), plus ``n_layers · GEMMS_PER_LAYER`` GEMM latencies.
+  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`), run as
+  ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of ``flops / G`` and ``bytes / G`` each, timed
+  by `simulator.cost.kernels.gemm_s` with the shape ``m = T``, ``k = d_model`` and
+  ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU (the layer's projections as equal
+  GEMMs: the shape only sets how many tiles keep the SMs busy); fp8/fp4 GEMMs also quantise
+  their input.
 - prefill attention: ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
   (``pairs = n·c + n(n+1)/2``, `causal_pairs`; ``= 4 · n_heads · d_head · (n·c + n²/2)`` for
   ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Compute
@@ -35,19 +38,18 @@ as if they filled it). The kernel forms and their fit are in `simulator.cost.ker
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
-from simulator.cost.params import PREFILL_TILE_TOKENS, CostParams
+from simulator.cost.kernels import gemm_s, prefill_kernel_s, prefill_schedule
+from simulator.cost.params import ACTIVATION_BYTES, ATTENTION_DTYPE, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
     MEMORY,
     causal_pairs,
     expected_experts,
     ring_allreduce_s,
-    roofline_s,
     smooth_max,
 )
 from simulator.errors import must
@@ -56,8 +58,6 @@ from simulator.models import ModelSpec, dtype
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
-ACTIVATION_BYTES = 2  # activations, Q/O and all-reduce payloads in bf16
-ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
 _REF_TOKENS = 1 << 22  # reference context for the affine KV fit: beyond any window
 
 
@@ -125,24 +125,27 @@ class StepModel:
     __slots__ = (
         "_a_dec_s",
         "_ar_bytes_per_token",
-        "_attn_bw",
         "_attn_peak",
         "_bw",
         "_dec_bw",
+        "_dec_cache",
         "_dec_flops_per_byte",
         "_dec_seq_s",
-        "_gemm_latency_s",
-        "_gemm_peak",
+        "_gemm_count",
+        "_gemm_k",
+        "_gemm_n",
         "_kv_alpha",
         "_kv_beta",
         "_kv_factor",
         "_lin_flops_per_token",
         "_peak",
-        "_pf_eff_per_flop",
         "_pf_flops_per_pair",
+        "_pf_fp8",
+        "_pf_heads",
+        "_pf_mla",
+        "_pf_mla_kv_bytes",
         "_qo_bytes",
         "_s_per_kv_byte",
-        "_tiles_per_tile_row",
         "_windows",
         "dense_weight_bytes",
         "dtype",
@@ -168,24 +171,27 @@ class StepModel:
         self.gpu, self.model, self.layout, self.tp, self.params = gpu, model, layout, tp, params
         self.dtype = dtype_name or model.weight_dtype
         self._peak = gpu.peak_flops(self.dtype)
-        low = self.dtype in ("fp8", "fp4")
-        self._gemm_peak = self._peak * params.gemm_compute_eff * (params.gemm_fp8_eff if low else 1.0)
-        self._gemm_latency_s = params.gemm_latency_s + (params.gemm_fp8_latency_s if low else 0.0)
         self._attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
         self.dense_weight_bytes = (model.total_params - moe_params) * wb / tp
         self.expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
+        self._gemm_count = model.n_layers * GEMMS_PER_LAYER
+        self._gemm_k = float(model.d_model)
+        self._gemm_n = self.dense_weight_bytes / (self._gemm_count * model.d_model * wb)
+        self._dec_cache: dict[int, tuple[float, float]] = {}
         self._lin_flops_per_token = 2.0 * model.active_params / tp
         self._ar_bytes_per_token = model.d_model * ACTIVATION_BYTES
         # attention
         d_k, d_v = model.head_dim, model.value_head_dim
         self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
         self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
-        # softmax FLOP-equivalents per pair ride on the real FLOPs: effective / real
-        self._pf_eff_per_flop = 1.0 + params.prefill_pair_flops / (2.0 * (d_k + d_v))
-        self._tiles_per_tile_row = model.n_heads / tp  # attention tiles per PREFILL_TILE_TOKENS rows
+        self._pf_heads = model.n_heads / tp  # query heads per GPU: CTAs per query tile
+        self._pf_mla = _is_latent(model, layout)
+        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1 and not self._pf_mla
+        # MLA prefill runs decompressed: K and V of every query head in bf16
+        self._pf_mla_kv_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
         if _is_latent(model, layout):
             rank = model.kv_lora_rank if model.attention == "mla" else layout.mla_rank
@@ -204,7 +210,6 @@ class StepModel:
         self._kv_beta = (b2 - b1) / _REF_TOKENS / shards  # KV bytes per context token, per GPU
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
         p = params
-        self._attn_bw = self._bw * p.attn_memory_eff
         self._kv_factor = p.decode_fp8_kv_factor if dtype(layout.kv_dtype).effective_bytes <= 1 else 1.0
         self._dec_bw = self._bw * p.decode_memory_eff
         self._s_per_kv_byte = smooth_max(
@@ -232,8 +237,11 @@ class StepModel:
         if m.moe_layers:
             wbytes += self.expert_bytes * expected_experts(m.n_experts, m.experts_per_token, tokens)
         flops = self._lin_flops_per_token * tokens
-        t, bound = roofline_s(flops, wbytes, self._gemm_peak, self._bw, 1.0, p.gemm_memory_eff, p.gemm_overlap_p)
-        return t + m.n_layers * GEMMS_PER_LAYER * self._gemm_latency_s, bound, flops, wbytes
+        g, low, m_rows = self._gemm_count, self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
+        t = g * float(gemm_s(flops / g, wbytes / g, m_rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p))
+        eff_c = p.gemm_compute_eff * (p.gemm_fp8_eff if low else 1.0)
+        bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
+        return t, bound, flops, wbytes
 
     def comm_s(self, tokens: float) -> float:
         """Tensor-parallel all-reduces of one step over `tokens` tokens."""
@@ -250,27 +258,41 @@ class StepModel:
         return self.model.n_layers * ALLREDUCES_PER_LAYER * one
 
     def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
-        """(flops, bytes) per GPU of one prefill chunk's attention over all layers."""
+        """(flops, bytes) per GPU of one prefill chunk's attention over all layers (MLA: the
+        decompressed K/V the prefill kernel reads)."""
         flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
         flops *= self._pf_flops_per_pair
-        shards = _kv_shards(self.model, self.layout, self.tp)
-        kv = sequence_bytes(self.model, self.layout, int(context_tokens + new_tokens)) / shards
+        total = context_tokens + new_tokens
+        if self._pf_mla:
+            kv = self.model.n_layers * total * self._pf_mla_kv_bytes
+        else:
+            kv = sequence_bytes(self.model, self.layout, int(total)) / _kv_shards(self.model, self.layout, self.tp)
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
-    def prefill_tiles(self, chunks: Iterable[tuple[float, float]]) -> float:
-        """Attention tiles of one layer's prefill kernel: ``Σ heads/tp · ceil(new / tile)``."""
-        return self._tiles_per_tile_row * sum(math.ceil(n / PREFILL_TILE_TOKENS) for n, _ in chunks)
-
-    def prefill_attention_s(self, flops: float, bytes_: float, tiles: float) -> tuple[float, float, float]:
-        """(seconds, compute s, memory s) of prefill attention of `flops`/`bytes_` over `tiles`
-        tiles a layer, without the kernel latency (`simulator.cost.kernels.predict_s`)."""
-        if flops <= 0.0:
+    def prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
+        """(seconds, schedule s, memory s) of the prefill attention kernels of all layers for one
+        step's chunks: per layer group (full or sliding window), one `prefill_kernel_s` call over
+        ``heads/tp · Σ prefill_schedule(n, c, w)``; bytes as `prefill_attention` per layer."""
+        chunks = [(float(n), float(c)) for n, c in chunks if n > 0]
+        if not chunks:
             return 0.0, 0.0, 0.0
-        p = self.params
-        tc = flops * self._pf_eff_per_flop / (self._attn_peak * p.attn_compute_eff)
-        tc *= 1.0 + p.prefill_half_tiles / max(tiles, 1.0)
-        tm = bytes_ / self._attn_bw
-        return smooth_max(tc, tm, p.attn_overlap_p), tc, tm
+        n_l, m = self.model.n_layers, self.model
+        bytes_ = sum(self.prefill_attention(n, c)[1] for n, c in chunks) / n_l
+        total = t_sched = t_mem = 0.0
+        for layers, w in self._windows:
+            if not layers:
+                continue
+            ctas = scores = longest = 0.0
+            for n, c in chunks:
+                t, sc, lg = prefill_schedule(n, c, w)
+                ctas, scores, longest = ctas + float(t), scores + float(sc), max(longest, float(lg))
+            h = self._pf_heads
+            t, ts, tm = prefill_kernel_s(
+                h * ctas, h * scores, longest, bytes_, m.head_dim, m.value_head_dim,
+                self._pf_mla, self._pf_fp8, self.gpu, self.params,
+            )
+            total, t_sched, t_mem = total + layers * float(t), t_sched + layers * float(ts), t_mem + layers * float(tm)
+        return total, t_sched, t_mem
 
     def attention_layer_s(
         self,
@@ -283,13 +305,7 @@ class StepModel:
         `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
         p, n_l = self.params, self.model.n_layers
         chunks = list(prefill_chunks)
-        t = 0.0
-        if chunks:
-            flops = bytes_ = 0.0
-            for n, c in chunks:
-                f, b = self.prefill_attention(n, c)
-                flops, bytes_ = flops + f / n_l, bytes_ + b / n_l
-            t += self.prefill_attention_s(flops, bytes_, self.prefill_tiles(chunks))[0] + p.attn_latency_s
+        t = self.prefill_attention_s(chunks)[0] / n_l if chunks else 0.0
         if decode_batch:
             kv = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) / n_l
             tc = kv * self._dec_flops_per_byte * query_tokens / (self._attn_peak * p.decode_compute_eff)
@@ -304,9 +320,13 @@ class StepModel:
         k steps of a stable batch starting at total context ``C`` (each step adds ``batch``
         tokens) take ``k · (a + b·C) + b · batch · k(k−1)/2``.
         """
+        hit = self._dec_cache.get(batch)
+        if hit is not None:
+            return hit
         lin = self.linear_s(batch)[0]
         a = lin + self.comm_s(batch) + self._a_dec_s + batch * (self._kv_alpha * self._s_per_kv_byte + self._dec_seq_s)
-        return a, self._kv_beta * self._s_per_kv_byte
+        out = self._dec_cache[batch] = (a, self._kv_beta * self._s_per_kv_byte)
+        return out
 
     def decode_step_s(self, batch: int, total_context_tokens: float) -> float:
         """Seconds of one decode step of `batch` sequences holding `total_context_tokens`."""
@@ -340,7 +360,7 @@ class StepModel:
             pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
         tokens = new + decode_batch
         lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
-        at_t, tc, tm = self.prefill_attention_s(pf_flops, pf_bytes, self.prefill_tiles(chunks))
+        at_t, tc, tm = self.prefill_attention_s(chunks)
         kv_dec = 0.0
         if decode_batch:
             kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
@@ -350,7 +370,7 @@ class StepModel:
         at_flops = pf_flops + kv_dec * self._dec_flops_per_byte
         at_bytes = pf_bytes + kv_dec
         at_bound = COMPUTE if tc >= tm else MEMORY
-        at_t += m.n_layers * p.attn_latency_s * ((new > 0) + (decode_batch > 0))
+        at_t += m.n_layers * p.attn_latency_s * (decode_batch > 0)
         comm = self.comm_s(tokens)
         total = lin_t + at_t + comm + p.step_overhead_s
         flops = lin_flops + at_flops

@@ -1,10 +1,12 @@
-"""Scores the shipped parameters against aiconfigurator's held-out rows when the package is installed.
+"""Scores the shipped parameters against aiconfigurator's held-out rows (aiconfigurator-core is a
+dev dependency, so this runs in CI).
 
-The bounds are what the shipped fit achieves (rounded up by about one point), per GPU and op
-class, over every held-out row (one in five by shape hash, kernels of every length). Where
-they exceed the 10% target the reasons are in `simulator.cost.aiconfigurator` and the README:
-vLLM's fp8 GEMM table mixes four kernel families; prefill attention keeps 15-20% of
-shape-specific kernel choices; the MLA tables are scored out of sample (not fitted).
+The shipped fit is ``--framework mixed`` (`simulator.cost.aiconfigurator.MIXED`): TensorRT-LLM's
+GEMM and prefill attention tables, vLLM's decode attention table. Bounds are what the fit
+achieves, rounded up by about half a point, per GPU and op class, over every held-out row (one
+in five by shape hash, kernels of every length). The 10% target (issue 3) holds for GEMMs (bf16
+and per-tensor fp8; B300 bf16 sits at 10.1%) and prefill attention; decode attention is at
+12-13%, the MLA tables and block-scaled fp8 GEMMs are out of the target (README, "Cost model").
 """
 
 import numpy as np
@@ -12,41 +14,57 @@ import pytest
 
 from simulator.cost.params import load_params
 
-# held-out MAPE, all held-out rows: (H100, H200, B200, GB200, B300)
 GPUS = ("H100", "H200", "B200", "GB200", "B300")
+TARGET = 0.10
+# held-out MAPE bounds, all held-out rows: (H100, H200, B200, GB200, B300)
 BOUNDS = {
-    "gemm_bf16": (0.12, 0.125, 0.155, 0.165, 0.155),
-    "gemm_fp8": (0.32, 0.35, 0.355, 0.345, 0.345),
-    "context_attention": (0.165, 0.165, 0.22, 0.21, 0.225),
-    "generation_attention": (0.135, 0.135, 0.135, 0.13, 0.13),
-    "mla_context": (0.29, 0.34, 0.425, 0.40, 0.40),
-    "mla_generation": (0.18, 0.19, 0.385, 0.235, 0.235),
-    "all_reduce": (0.245, 0.245, 0.225, 0.225, 0.23),
+    "gemm_bf16": (0.08, 0.085, 0.10, 0.10, 0.105),
+    "gemm_fp8": (0.06, 0.06, 0.06, 0.065, 0.065),
+    "gemm_fp8_block": (0.44, 0.44, 0.64, 0.665, 0.66),
+    "context_attention": (0.075, 0.075, 0.075, 0.075, 0.075),
+    "generation_attention": (0.135, 0.135, 0.135, 0.125, 0.125),
+    "mla_context": (0.145, 0.14, 0.16, 0.17, 0.155),
+    "mla_generation": (0.18, 0.18, 0.385, 0.345, 0.23),
+    "all_reduce": (0.24, 0.24, 0.22, 0.22, 0.225),
 }
-# kernels of at least 50 us (MIN_FIT_KERNEL_S): bf16 GEMMs meet the 10% target on every GPU
-LONG_GEMM_BF16 = (0.075, 0.08, 0.08, 0.125, 0.08)
+MEETS_TARGET = ("gemm_bf16", "gemm_fp8", "context_attention")
 
 
 @pytest.mark.parametrize("gpu", GPUS)
 def test_shipped_params_score_on_held_out_rows(gpu):
     pytest.importorskip("aiconfigurator_core")
-    from simulator.cost.aiconfigurator import MIN_FIT_KERNEL_S, SYSTEMS, _predict, load_rows
+    from simulator.cost.aiconfigurator import SYSTEMS, _label_group, _predict, group_frameworks, load_rows
 
     system = {v: k for k, v in SYSTEMS.items()}[gpu]
     p = load_params(gpu)
     i = GPUS.index(gpu)
+    frameworks = group_frameworks(p.provenance["kernels_framework"])
     seen = set()
-    for rows in load_rows(system, "vllm"):
-        ho = rows.holdout != 0
-        err = np.abs(_predict(rows, gpu, p) / rows.measured_s - 1)
-        mape = err[ho].mean()
-        assert mape == pytest.approx(p.provenance[f"kernels_holdout_mape_{rows.label}"], abs=0.005), rows.label
-        assert mape < BOUNDS[rows.label][i], rows.label
-        if rows.label == "gemm_bf16":
-            long = ho & (rows.measured_s >= MIN_FIT_KERNEL_S)
-            assert err[long].mean() < LONG_GEMM_BF16[i]
-        seen.add(rows.label)
+    for fw in sorted(set(frameworks.values())):
+        for rows in load_rows(system, fw):
+            if frameworks[_label_group(rows.label)] != fw and rows.label not in ("mla_generation", "all_reduce"):
+                continue
+            if rows.label in seen:
+                continue
+            ho = rows.holdout != 0
+            mape = np.abs(_predict(rows, gpu, p) / rows.measured_s - 1)[ho].mean()
+            assert mape == pytest.approx(p.provenance[f"kernels_holdout_mape_{rows.label}"], abs=0.005), rows.label
+            assert mape < BOUNDS[rows.label][i], rows.label
+            if rows.label in MEETS_TARGET and not (gpu == "B300" and rows.label == "gemm_bf16"):
+                assert mape < TARGET, rows.label
+            seen.add(rows.label)
     assert seen == set(BOUNDS)
+
+
+def test_mixed_fit_takes_each_op_class_from_its_engine():
+    from simulator.cost.aiconfigurator import MIXED, group_frameworks
+
+    assert group_frameworks("mixed") == MIXED
+    assert MIXED["gemm"] == MIXED["attention_prefill"] == "trtllm" and MIXED["attention_decode"] == "vllm"
+    assert set(group_frameworks("vllm").values()) == {"vllm"}
+    p = load_params("H100")
+    assert "/trtllm/" in p.provenance["kernels_table_gemm_bf16"]
+    assert "/vllm/" in p.provenance["kernels_table_generation_attention"]
 
 
 def test_missing_package_is_a_config_error(monkeypatch):
