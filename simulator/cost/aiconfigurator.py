@@ -264,13 +264,31 @@ GROUPS = {
     "attention_decode": (
         ("generation_attention",),
         (
-            "decode_memory_eff",
-            "decode_compute_eff",
             "attn_latency_s",
-            "decode_overlap_p",
-            "decode_seq_latency_s",
+            "decode_head_dim_latency_s",
+            "decode_fp8_latency_s",
             "decode_head_latency_s",
+            "decode_head_dim_growth",
+            "decode_seq_latency_s",
+            "decode_half_ctas",
+            "decode_saturation_exp",
             "decode_fp8_kv_factor",
+            "decode_compute_eff",
+            "decode_compute_half_ctas",
+            "decode_memory_eff",
+            "decode_overlap_p",
+            "decode_d192_factor",
+            "decode_d512_factor",
+        ),
+    ),
+    "mla_decode": (
+        ("mla_generation",),
+        (
+            "mla_decode_latency_s",
+            "mla_decode_seq_latency_s",
+            "mla_decode_compute_factor",
+            "mla_decode_memory_factor",
+            "mla_decode_half_ctas",
         ),
     ),
     "attention_prefill": (
@@ -305,6 +323,21 @@ FIT_START: dict[str, Any] = {
     "prefill_pair_flops": 100.0,
     "prefill_fp8_factor": 0.7,
     "prefill_odd_d_factor": 0.8,
+    "decode_head_dim_latency_s": 1e-6,
+    "decode_fp8_latency_s": 0.5e-6,
+    "decode_head_latency_s": 20e-9,
+    "decode_head_dim_growth": 0.0,
+    "decode_seq_latency_s": 5e-9,
+    "decode_half_ctas": 1.0,
+    "decode_saturation_exp": 1.0,
+    "decode_fp8_kv_factor": 1.2,
+    "decode_compute_eff": 0.5,
+    "decode_compute_half_ctas": 8.0,
+    "decode_memory_eff": 0.9,
+    "decode_overlap_p": 2.0,
+    "mla_decode_latency_s": 10e-6,
+    "mla_decode_seq_latency_s": 30e-9,
+    "mla_decode_half_ctas": 1.0,
 }
 LATENCY = {
     "gemm": "gemm_latency_s",
@@ -324,10 +357,11 @@ MIXED = {
     "attention_decode": "vllm",
     "attention_prefill": "trtllm",
     "mla_prefill": "trtllm",
+    "mla_decode": "trtllm",
     "comm": "trtllm",
 }
 # tables scored but not fitted: the group whose parameters (and framework) price them
-SCORED_WITH = {"gemm_fp8_block": "gemm_fp8", "mla_generation": "attention_decode"}
+SCORED_WITH = {"gemm_fp8_block": "gemm_fp8"}
 
 
 def group_frameworks(framework: str) -> dict[str, str]:
@@ -365,7 +399,7 @@ def fit_system(
             floor = float(np.quantile(np.concatenate([r.measured_s for r in present]), LATENCY_QUANTILE))
             latency: dict[str, Any] = {LATENCY[group]: floor}
             params = replace(params, **latency)
-        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0)) & _in_scope(r)) for r in present]
+        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0))) for r in present]
 
         def model(p: CostParams, train: list[tuple[KernelRows, np.ndarray]] = train) -> np.ndarray:
             return np.concatenate(
@@ -379,9 +413,9 @@ def fit_system(
 
 
 def _in_scope(r: KernelRows) -> np.ndarray:
-    """Rows the fit uses: decode attention rows of a `MAIN_HEAD_DIMS` head dimension, every other
-    row (prefill has a factor of its own for the other head dimensions)."""
-    if "d" not in r.cols or r.op == "context_attention":
+    """Rows of a `MAIN_HEAD_DIMS` head dimension (attention), every row (other op classes);
+    the fit uses every row, the report scores these apart."""
+    if "d" not in r.cols:
         return np.ones(len(r.measured_s), dtype=bool)
     return np.isin(r.cols["d"], MAIN_HEAD_DIMS)
 

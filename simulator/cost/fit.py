@@ -28,6 +28,9 @@ FIT_BOUNDS = {
     name: (lo, min(hi, MAX_FIT_P) if name.endswith("_p") else hi, {"prefill_pair_flops": 100.0}.get(name, 1.0))
     for name, (lo, hi) in SHAPES.items()
 }
+FIT_BOUNDS["decode_half_ctas"] = (0.0, 1e3, 1.0)
+FIT_BOUNDS["decode_compute_half_ctas"] = (0.0, 1e3, 10.0)
+FIT_BOUNDS["mla_decode_half_ctas"] = (0.0, 1e3, 1.0)
 FIT_BOUNDS["gemm_split_k_tokens"] = (128.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_full_units"] = (1.0, 1e4, 10.0)
 FIT_BOUNDS["gemm_quant_s_per_value"] = (0.0, 1e-9, 1e-12)

@@ -177,6 +177,61 @@ def prefill_kernel_s(
     return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
 
 
+def _saturation(n: Any, half: float, q: float) -> Any:
+    """Share of the GPU a grid of `n` blocks keeps busy: ``(1 + (half/n)^q)^(−1/q)``."""
+    return (1.0 + (half / np.maximum(n, 1e-300)) ** q) ** (-1.0 / q)
+
+
+def decode_kernel_terms(
+    batch: Any,
+    kv_heads: Any,
+    head_dim: Any,
+    qo_bytes_per_seq: Any,
+    flops_per_kv_byte: Any,
+    mla: Any,
+    fp8_kv: Any,
+    gpu: GPUSpec,
+    p: CostParams,
+) -> tuple[Any, Any, Any, Any]:
+    """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of one decode attention kernel (element-wise): its time over
+    ``K`` bytes of cached KV is ``fixed_s + s_per_kv_byte · K``, affine in context for a batch::
+
+        n, r  = batch · kv_heads, d / 128                       blocks (sequence, KV head); MLA: kv_heads = 1
+        fixed = attn_latency_s + decode_head_dim_latency_s · r + [decode_fp8_latency_s · r]
+                + n · decode_head_latency_s · (1 + decode_head_dim_growth · (r − 1))
+                + batch · decode_seq_latency_s + batch · qo_bytes / hbm_bytes_per_s
+        s_c   = flops_per_kv_byte / (peak_bf16 · decode_compute_eff · sat(n; decode_compute_half_ctas, 1) · e_d)
+        s_m   = [decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · sat(n; decode_half_ctas, q) · e_d)
+        s_per_kv_byte = smax_p(s_c, s_m)                        (p = decode_overlap_p, q = decode_saturation_exp)
+
+    with ``sat`` from `_saturation` and ``e_d`` the head-dim factor (192, 512). An MLA (absorbed)
+    decode uses `mla_decode_latency_s` and `mla_decode_seq_latency_s` in place of the kernel,
+    per-sequence and per-block latencies, no per-head-dim or fp8 latency terms, multiplies the
+    efficiencies by `mla_decode_compute_factor` and `mla_decode_memory_factor`, and saturates its
+    bandwidth with ``sat(batch; mla_decode_half_ctas, 1)`` (no compute saturation).
+    """
+    d = np.asarray(head_dim, dtype=np.float64)
+    is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
+    n, r = batch * kv_heads, d / 128.0
+    e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, np.where(d == 512, p.decode_d512_factor, 1.0)))
+    gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + batch * p.decode_seq_latency_s
+    gqa_fixed = gqa_fixed + n * p.decode_head_latency_s * (1.0 + p.decode_head_dim_growth * (r - 1.0))
+    mla_fixed = p.mla_decode_latency_s + batch * p.mla_decode_seq_latency_s
+    gqa_fixed = gqa_fixed + np.where(low, p.decode_fp8_latency_s * r, 0.0)
+    fixed = np.where(is_mla, mla_fixed, gqa_fixed)
+    fixed = fixed + batch * qo_bytes_per_seq / gpu.hbm_bytes_per_s
+    c_eff = p.decode_compute_eff * np.where(is_mla, p.mla_decode_compute_factor, 1.0)
+    m_eff = p.decode_memory_eff * np.where(is_mla, p.mla_decode_memory_factor, 1.0)
+    c_sat = np.where(is_mla, 1.0, _saturation(n, p.decode_compute_half_ctas, 1.0))
+    m_sat = np.where(
+        is_mla, _saturation(n, p.mla_decode_half_ctas, 1.0), _saturation(n, p.decode_half_ctas, p.decode_saturation_exp)
+    )
+    s_c = flops_per_kv_byte / (gpu.peak_flops(ATTENTION_DTYPE) * c_eff * c_sat)
+    s_m = np.where(low, p.decode_fp8_kv_factor, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat)
+    s_c, s_m = s_c / e_d, s_m / e_d
+    return fixed, _smax(s_c, s_m, p.decode_overlap_p), s_c, s_m
+
+
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
     """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
 
@@ -184,12 +239,9 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     - ``context_attention``, ``mla_context`` (prefill, no cached prefix): `prefill_kernel_s` over
       ``b · h`` times `prefill_schedule(s)`; MLA runs decompressed (one KV head per query head,
       ``d_qk`` = 192 for the scores, ``d_v`` = 128, bf16 K/V).
-    - ``generation_attention``, ``mla_generation`` (decode)::
-
-          t = smax_p(flops / (peak · decode_compute_eff), bytes · [fp8_kv_factor] / (bw · decode_memory_eff))
-              + attn_latency_s + b · (decode_seq_latency_s + kvh · decode_head_latency_s)
-          (p = decode_overlap_p; an MLA latent counts as one KV head)
-
+    - ``generation_attention``, ``mla_generation`` (decode): `decode_kernel_terms` with the KV
+      bytes and FLOPs of `work` (Q read and O write priced at HBM bandwidth in the fixed part;
+      an MLA latent is one KV head of ``rank + rope`` values).
     - ``all_reduce``: ``2(tp−1)/tp · bytes / (nvlink · comm_eff) + collective_latency_s``.
     """
     f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
@@ -197,12 +249,10 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
         tp_ = f["tp"]
         return 2 * (tp_ - 1) / tp_ * f["message_bytes"] / (gpu.nvlink_bytes_per_s * p.comm_eff) + p.collective_latency_s
     flops, bytes_ = work(op, {k: v for k, v in f.items() if k != "tp"})
-    bw = gpu.hbm_bytes_per_s
     if op == "gemm":
         low = f["in_bytes"] <= LOW_PRECISION_BYTES
         peak = np.where(low, gpu.peak_flops("fp8") if low.any() else 0.0, gpu.peak_flops("bf16"))
         return np.asarray(gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p), dtype=np.float64)
-    attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
     b, h = f["b"], f["h"]
     if op in ("context_attention", "mla_context"):
         ctas, scores, longest = prefill_schedule(f["s"])
@@ -212,10 +262,16 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
         t, _, _ = prefill_kernel_s(b * h * ctas, b * h * scores, longest, bytes_, d, dv, mla, low, gpu, p)
         return np.asarray(t, dtype=np.float64)
     if op in ("generation_attention", "mla_generation"):
-        kv_factor = np.where(f["kv_bytes"] <= LOW_PRECISION_BYTES, p.decode_fp8_kv_factor, 1.0)
-        tc = flops / (attn_peak * p.decode_compute_eff)
-        tm = bytes_ * kv_factor / (bw * p.decode_memory_eff)
-        kvh = f.get("kvh", np.ones_like(b))  # an MLA latent is one KV head
-        per_seq = p.decode_seq_latency_s + kvh * p.decode_head_latency_s
-        return _smax(tc, tm, p.decode_overlap_p) + p.attn_latency_s + b * per_seq
+        low = f["kv_bytes"] <= LOW_PRECISION_BYTES
+        if op == "mla_generation":
+            kvh, d, mla = np.ones_like(b), f["rank"] + f["rope"], True
+            q = f.get("q", np.ones_like(b))
+            qo = h * q * (2 * f["rank"] + f["rope"]) * ACTIVATION_BYTES
+            kv_bytes = b * f["ctx"] * d * f["kv_bytes"]
+        else:
+            kvh, d, mla = f["kvh"], f["d"], False
+            qo = 2 * h * d * ACTIVATION_BYTES
+            kv_bytes = b * f["ctx"] * 2 * kvh * d * f["kv_bytes"]
+        fixed, s_per_byte, _, _ = decode_kernel_terms(b, kvh, d, qo, flops / kv_bytes, mla, low, gpu, p)
+        return np.asarray(fixed + s_per_byte * kv_bytes, dtype=np.float64)
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")

@@ -30,6 +30,10 @@ LATENCIES = (
     "prefill_cta_s",
     "decode_seq_latency_s",
     "decode_head_latency_s",
+    "decode_head_dim_latency_s",
+    "decode_fp8_latency_s",
+    "mla_decode_latency_s",
+    "mla_decode_seq_latency_s",
     "gemm_fp8_latency_s",
 )
 # kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
@@ -41,6 +45,15 @@ SHAPES = {
     "decode_compute_eff": (1e-3, 1.0),
     "decode_memory_eff": (1e-3, 1.0),
     "decode_fp8_kv_factor": (0.25, 4.0),
+    "decode_head_dim_growth": (-0.9, 3.0),
+    "decode_half_ctas": (0.0, 1e4),
+    "decode_saturation_exp": (0.1, 8.0),
+    "decode_compute_half_ctas": (0.0, 1e4),
+    "decode_d192_factor": (0.01, 2.0),
+    "decode_d512_factor": (0.01, 2.0),
+    "mla_decode_compute_factor": (0.01, 100.0),
+    "mla_decode_memory_factor": (0.01, 10.0),
+    "mla_decode_half_ctas": (0.0, 1e4),
     "prefill_pair_flops": (0.0, 1e4),
     "prefill_fp8_factor": (0.1, 5.0),
     "prefill_d64_factor": (0.05, 5.0),
@@ -81,9 +94,22 @@ class CostParams:
     gemm_latency_s, attn_latency_s : float
         Fixed time per GEMM kernel and per decode attention kernel (launch and tail).
     decode_seq_latency_s, decode_head_latency_s : float
-        Extra time of a decode attention kernel per sequence in the batch, and per sequence and
-        KV head on the GPU (page-table walk, Q load, O write, split-KV merge); constants for a
-        fixed batch, so decode stays affine in context.
+        Extra time of a decode attention kernel per sequence in the batch, and per thread block
+        (one per sequence and KV head on the GPU: Q load, page-table walk, O write, split-KV
+        merge), times ``1 + decode_head_dim_growth · (d/128 − 1)``; constants for a fixed batch, so
+        decode stays affine in context.
+    decode_head_dim_latency_s, decode_fp8_latency_s : float
+        Fixed time of a decode kernel per ``d/128`` (pipeline fill of the first KV tile), and its
+        extra over an fp8 KV cache.
+    decode_half_ctas, decode_saturation_exp, decode_compute_half_ctas : float
+        A decode grid of ``n = batch · kv_heads`` blocks keeps ``sat(n) = (1 + (n0/n)^q)^(−1/q)``
+        of the HBM bandwidth (``n0 = decode_half_ctas``, ``q = decode_saturation_exp``) and of the
+        tensor cores (``n0 = decode_compute_half_ctas``, ``q = 1``) busy; ``n0 = 0``: all of it.
+    decode_d192_factor, decode_d512_factor : float
+        Efficiency multipliers of the decode kernels at head dims 192 and 512 (other kernels).
+    mla_decode_latency_s, mla_decode_seq_latency_s, mla_decode_compute_factor, mla_decode_memory_factor : float
+        MLA (absorbed) decode: its fixed time per kernel and per sequence (in place of the GQA
+        ones), and multipliers of the decode compute and memory efficiencies.
     gemm_fp8_eff, gemm_fp8_latency_s : float
         Multiplies `gemm_compute_eff` for fp8/fp4 GEMMs (their kernels do not reach twice the
         bf16 rate; scaling epilogues cost time), and the extra fixed time of each (the kernel
@@ -143,6 +169,19 @@ class CostParams:
     decode_compute_eff: float = 1.0
     decode_memory_eff: float = 1.0
     decode_fp8_kv_factor: float = 1.0
+    decode_head_dim_latency_s: float = 0.0
+    decode_fp8_latency_s: float = 0.0
+    decode_head_dim_growth: float = 0.0
+    decode_half_ctas: float = 0.0
+    decode_saturation_exp: float = 1.0
+    decode_compute_half_ctas: float = 0.0
+    decode_d192_factor: float = 1.0
+    decode_d512_factor: float = 1.0
+    mla_decode_latency_s: float = 0.0
+    mla_decode_seq_latency_s: float = 0.0
+    mla_decode_compute_factor: float = 1.0
+    mla_decode_memory_factor: float = 1.0
+    mla_decode_half_ctas: float = 0.0
     prefill_pair_flops: float = 0.0
     prefill_latency_s: float = 0.0
     prefill_fp8_latency_s: float = 0.0

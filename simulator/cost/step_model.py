@@ -13,22 +13,23 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
   ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU (the layer's projections as equal
   GEMMs: the shape only sets how many tiles keep the SMs busy); fp8/fp4 GEMMs also quantise
   their input.
-- prefill attention: ``flops = 2 · n_heads · (d_k + d_v) · pairs`` per layer
-  (``pairs = n·c + n(n+1)/2``, `causal_pairs`; ``= 4 · n_heads · d_head · (n·c + n²/2)`` for
-  ``d_k = d_v``), bytes = the chunk's KV (`sequence_bytes(c + n)`) plus its Q and O. Compute
-  time counts ``prefill_pair_flops`` more per pair and head (the softmax) and is stretched by
-  ``1 + prefill_half_tiles / tiles`` (``tiles = n_heads/tp · Σ ceil(n / 128)``, few tiles leave
-  SMs idle); smooth max with ``attn_overlap_p``; plus ``n_layers · attn_latency_s``.
+- prefill attention: one kernel per layer (`simulator.cost.kernels.prefill_kernel_s`): the
+  chunks' thread blocks (``n_heads/tp · Σ prefill_schedule(n, c, w)``: 128 query rows each,
+  causal keys plus the cached prefix, capped at the window in sliding-window layers) in waves
+  over the SMs, and the chunk's bytes (KV `sequence_bytes(c + n)` per layer, or MLA's
+  decompressed K/V, plus Q and O). FLOPs reported: ``2 · n_heads · (d_k + d_v) · pairs`` per
+  layer (``pairs = n·c + n(n+1)/2``, `causal_pairs`).
 - decode attention reads every cached KV byte (`sequence_bytes`, so the layout scales it) and
   pays ``2 · n_heads · (d_k + d_v)`` FLOPs per cached entry per layer, or for an MLA latent the
-  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``; roofline with the decode efficiencies
-  (memory time times ``decode_fp8_kv_factor`` for an fp8 cache) and ``decode_overlap_p``, plus
-  ``n_layers · (attn_latency_s + B · (decode_seq_latency_s + kv_heads · decode_head_latency_s))``.
+  absorbed ``2 · n_heads · (2 · kv_lora_rank + rope)``; per layer it costs
+  ``fixed(B) + s_per_kv_byte(B) · KV bytes`` (`simulator.cost.kernels.decode_kernel_terms`:
+  kernel, per-sequence and per-(sequence, KV head) latencies, Q/O traffic, and efficiencies
+  that saturate with the ``B · kv_heads`` thread blocks of the grid).
   FLOPs split over ``tp``; KV bytes over ``min(tp, kv_heads)`` (an MLA latent is replicated).
 - comm: 2 ring all-reduces per layer of ``T · d_model · ACTIVATION_BYTES`` (`ring_allreduce_s`).
 
 Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
-FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte``
+FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte(B)``
 (homogeneous of degree one), every size-dependent term depends on ``B`` only, and
 ``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
 than any sliding window or full-resolution compression window (shorter ones are charged
@@ -42,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
-from simulator.cost.kernels import gemm_s, prefill_kernel_s, prefill_schedule
+from simulator.cost.kernels import decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
 from simulator.cost.params import ACTIVATION_BYTES, ATTENTION_DTYPE, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
@@ -50,7 +51,6 @@ from simulator.cost.roofline import (
     causal_pairs,
     expected_experts,
     ring_allreduce_s,
-    smooth_max,
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
@@ -123,20 +123,21 @@ class StepModel:
     """
 
     __slots__ = (
-        "_a_dec_s",
         "_ar_bytes_per_token",
         "_attn_peak",
         "_bw",
-        "_dec_bw",
         "_dec_cache",
         "_dec_flops_per_byte",
-        "_dec_seq_s",
+        "_dec_fp8",
+        "_dec_head_dim",
+        "_dec_kv_heads",
+        "_dec_mla",
+        "_dec_qo_bytes",
         "_gemm_count",
         "_gemm_k",
         "_gemm_n",
         "_kv_alpha",
         "_kv_beta",
-        "_kv_factor",
         "_lin_flops_per_token",
         "_peak",
         "_pf_flops_per_pair",
@@ -145,7 +146,6 @@ class StepModel:
         "_pf_mla",
         "_pf_mla_kv_bytes",
         "_qo_bytes",
-        "_s_per_kv_byte",
         "_windows",
         "dense_weight_bytes",
         "dtype",
@@ -209,18 +209,30 @@ class StepModel:
         self._dec_flops_per_byte *= f_scale
         self._kv_beta = (b2 - b1) / _REF_TOKENS / shards  # KV bytes per context token, per GPU
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
-        p = params
-        self._kv_factor = p.decode_fp8_kv_factor if dtype(layout.kv_dtype).effective_bytes <= 1 else 1.0
-        self._dec_bw = self._bw * p.decode_memory_eff
-        self._s_per_kv_byte = smooth_max(
-            self._dec_flops_per_byte / (self._attn_peak * p.decode_compute_eff),
-            self._kv_factor / self._dec_bw,
-            p.decode_overlap_p,
-        )
         self._windows = self._layer_groups()
-        self._a_dec_s = model.n_layers * p.attn_latency_s + p.step_overhead_s
-        kv_heads = 1 if _is_latent(model, layout) else _kv_heads(model, layout) / shards
-        self._dec_seq_s = model.n_layers * (p.decode_seq_latency_s + kv_heads * p.decode_head_latency_s)
+        # decode kernel shape per layer and GPU: KV heads (an MLA latent is one), the head dim of
+        # the latency terms, the Q read and O write per sequence
+        self._dec_mla = _is_latent(model, layout)
+        self._dec_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
+        self._dec_kv_heads = 1.0 if self._dec_mla else _kv_heads(model, layout) / shards
+        if self._dec_mla:
+            self._dec_head_dim = float(rank + rope)
+            self._dec_qo_bytes = model.n_heads / tp * (2 * rank + rope) * ACTIVATION_BYTES
+        else:
+            self._dec_head_dim = float(d_k)
+            self._dec_qo_bytes = model.n_heads / tp * (d_k + d_v) * ACTIVATION_BYTES
+
+    def decode_terms(self, batch: int, query_tokens: int = 1) -> tuple[float, float, float, float]:
+        """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of the decode attention of all layers for `batch`
+        sequences (`simulator.cost.kernels.decode_kernel_terms` per layer, ``n_layers`` times the
+        fixed part); its time over ``K`` KV bytes per GPU is ``fixed_s + s_per_kv_byte · K``."""
+        if batch <= 0:
+            return 0.0, 0.0, 0.0, 0.0
+        fixed, s_b, s_c, s_m = decode_kernel_terms(
+            float(batch), self._dec_kv_heads, self._dec_head_dim, self._dec_qo_bytes * query_tokens,
+            self._dec_flops_per_byte * query_tokens, self._dec_mla, self._dec_fp8, self.gpu, self.params,
+        )
+        return self.model.n_layers * float(fixed), float(s_b), float(s_c), float(s_m)
 
     def _layer_groups(self) -> list[tuple[int, int]]:
         m = self.model
@@ -303,14 +315,13 @@ class StepModel:
     ) -> float:
         """Seconds of ONE layer's attention kernels (for kernel-level calibration rows);
         `query_tokens` > 1 is a decode that scores several query tokens per sequence (MTP)."""
-        p, n_l = self.params, self.model.n_layers
+        n_l = self.model.n_layers
         chunks = list(prefill_chunks)
         t = self.prefill_attention_s(chunks)[0] / n_l if chunks else 0.0
         if decode_batch:
             kv = (decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens) / n_l
-            tc = kv * self._dec_flops_per_byte * query_tokens / (self._attn_peak * p.decode_compute_eff)
-            tm = kv * self._kv_factor / self._dec_bw
-            t += smooth_max(tc, tm, p.decode_overlap_p) + p.attn_latency_s + decode_batch * self._dec_seq_s / n_l
+            fixed, s_b, _, _ = self.decode_terms(decode_batch, query_tokens)
+            t += (fixed + s_b * kv * n_l) / n_l
         return t
 
     # ---- hot path -------------------------------------------------------------------------
@@ -323,9 +334,10 @@ class StepModel:
         hit = self._dec_cache.get(batch)
         if hit is not None:
             return hit
+        fixed, s_b, _, _ = self.decode_terms(batch)
         lin = self.linear_s(batch)[0]
-        a = lin + self.comm_s(batch) + self._a_dec_s + batch * (self._kv_alpha * self._s_per_kv_byte + self._dec_seq_s)
-        out = self._dec_cache[batch] = (a, self._kv_beta * self._s_per_kv_byte)
+        a = lin + self.comm_s(batch) + self.params.step_overhead_s + fixed + batch * self._kv_alpha * s_b
+        out = self._dec_cache[batch] = (a, self._kv_beta * s_b)
         return out
 
     def decode_step_s(self, batch: int, total_context_tokens: float) -> float:
@@ -352,7 +364,7 @@ class StepModel:
         decode_context_tokens: float = 0.0,
     ) -> StepCost:
         """The full breakdown of a step (see the module docstring for the formulas)."""
-        p, m = self.params, self.model
+        p = self.params
         chunks = list(prefill_chunks)
         pf_flops = pf_bytes = new = 0.0
         for n, c in chunks:
@@ -364,13 +376,12 @@ class StepModel:
         kv_dec = 0.0
         if decode_batch:
             kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
-            at_t += kv_dec * self._s_per_kv_byte + decode_batch * self._dec_seq_s
-            tc += kv_dec * self._dec_flops_per_byte / (self._attn_peak * p.decode_compute_eff)
-            tm += kv_dec * self._kv_factor / self._dec_bw
+            fixed, s_b, s_c, s_m = self.decode_terms(decode_batch)
+            at_t += fixed + kv_dec * s_b
+            tc, tm = tc + kv_dec * s_c, tm + kv_dec * s_m
         at_flops = pf_flops + kv_dec * self._dec_flops_per_byte
         at_bytes = pf_bytes + kv_dec
         at_bound = COMPUTE if tc >= tm else MEMORY
-        at_t += m.n_layers * p.attn_latency_s * (decode_batch > 0)
         comm = self.comm_s(tokens)
         total = lin_t + at_t + comm + p.step_overhead_s
         flops = lin_flops + at_flops

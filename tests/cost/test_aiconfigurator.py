@@ -5,8 +5,8 @@ The shipped fit is ``--framework mixed`` (`simulator.cost.aiconfigurator.MIXED`)
 GEMM and prefill attention tables, vLLM's decode attention table. Bounds are what the fit
 achieves, rounded up by about half a point, per GPU and op class, over every held-out row (one
 in five by shape hash, kernels of every length). The 10% target (issue 3) holds for GEMMs (bf16
-and per-tensor fp8; B300 bf16 sits at 10.1%) and prefill attention; decode attention is at
-12-13%, the MLA tables and block-scaled fp8 GEMMs are out of the target (README, "Cost model").
+and per-tensor fp8; B300 bf16 sits at 10.1%), prefill attention and decode attention (B200 at
+10.5%); the MLA tables (12-16%) and block-scaled fp8 GEMMs (not fitted) miss it (README, "Cost model").
 """
 
 import numpy as np
@@ -22,12 +22,13 @@ BOUNDS = {
     "gemm_fp8": (0.06, 0.06, 0.06, 0.065, 0.065),
     "gemm_fp8_block": (0.44, 0.44, 0.64, 0.665, 0.66),
     "context_attention": (0.075, 0.075, 0.075, 0.075, 0.075),
-    "generation_attention": (0.135, 0.135, 0.135, 0.125, 0.125),
+    "generation_attention": (0.095, 0.095, 0.11, 0.105, 0.105),
     "mla_context": (0.145, 0.14, 0.16, 0.17, 0.155),
-    "mla_generation": (0.18, 0.18, 0.385, 0.345, 0.23),
+    "mla_generation": (0.13, 0.135, 0.145, 0.135, 0.14),
     "all_reduce": (0.24, 0.24, 0.22, 0.22, 0.225),
 }
-MEETS_TARGET = ("gemm_bf16", "gemm_fp8", "context_attention")
+MEETS_TARGET = ("gemm_bf16", "gemm_fp8", "context_attention", "generation_attention")
+MISSES = {("B300", "gemm_bf16"), ("B200", "generation_attention")}  # 10.1% and 10.5%: README
 
 
 @pytest.mark.parametrize("gpu", GPUS)
@@ -50,7 +51,7 @@ def test_shipped_params_score_on_held_out_rows(gpu):
             mape = np.abs(_predict(rows, gpu, p) / rows.measured_s - 1)[ho].mean()
             assert mape == pytest.approx(p.provenance[f"kernels_holdout_mape_{rows.label}"], abs=0.005), rows.label
             assert mape < BOUNDS[rows.label][i], rows.label
-            if rows.label in MEETS_TARGET and not (gpu == "B300" and rows.label == "gemm_bf16"):
+            if rows.label in MEETS_TARGET and (gpu, rows.label) not in MISSES:
                 assert mape < TARGET, rows.label
             seen.add(rows.label)
     assert seen == set(BOUNDS)

@@ -87,14 +87,14 @@ def test_published_set_loads_with_sources_and_held_out_rows():
     cal = calibrate(df, load_params_file(), ("step_overhead_s",))
     s = cal.summary()
     assert set(s["gpu"]) == {"H100", "H200", "B200"}
-    # the shipped fit (README): fit MAPE 43.2% over 7 rows, held-out 17.2% over 4; the worst row is
-    # TensorRT-LLM's 128/128 Llama-3.1-8B fp8 throughput, priced 2.0x slower (short requests at
+    # the shipped fit (README): fit MAPE 42.5% over 7 rows, held-out 17.6% over 4; the worst row is
+    # TensorRT-LLM's 128/128 Llama-3.1-8B fp8 throughput, priced 2.03x slower (short requests at
     # batch 512: the engine's own scheduling overlaps what the cycle model serialises)
     err = cal.rows["rel_error"].abs()
     held = cal.rows["holdout"].astype(bool)
-    assert err[~held].mean() == pytest.approx(0.432, abs=0.005)
-    assert err[held].mean() == pytest.approx(0.172, abs=0.005)
-    assert err.max() < 1.01
+    assert err[~held].mean() == pytest.approx(0.425, abs=0.005)
+    assert err[held].mean() == pytest.approx(0.176, abs=0.005)
+    assert err.max() < 1.03
 
 
 def test_throughput_model_batch_and_units():
