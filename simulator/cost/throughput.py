@@ -5,14 +5,18 @@ A steady-state, fixed-length benchmark (``I`` input and ``O`` output tokens per 
 
     B = min(max_batch, floor((tp · hbm_bytes · memory_utilization − weight_bytes) / kv(I + O)))
 
-and repeats a cycle: prefill ``B`` prompts (``B · prefill_s(I)``), then ``O`` decode steps whose
-context grows from ``B·I`` by ``B`` each step (the arithmetic series of `decode_coefficients`)::
+and repeats a cycle: prefill ``B`` prompts in steps of at most ``P`` tokens (`prefill_cycle_s`:
+``k = floor(P / I)`` prompts a step, or a prompt longer than ``P`` in chunks of ``P`` after the
+tokens already cached), then ``O`` decode steps whose context grows from ``B·I`` by ``B`` each
+step (the arithmetic series of `decode_coefficients`)::
 
-    t_cycle  = B · prefill_s(I) + O · a + b · B · (O · I + O(O − 1)/2)
+    t_cycle  = t_prefill(B, I, P) + O · a + b · B · (O · I + O(O − 1)/2)
     tokens/s = (gpus / tp) · B · O / t_cycle
 
-It ignores the overlap of prefill with decode that chunked prefill gives, so it is a lower
-bound on what a scheduler achieves with the same step times.
+``P`` is the engine's step token budget (`PREFILL_TOKENS_PER_STEP`, the default
+``max_num_batched_tokens`` of `simulator.engine.config.SchedulerConfig`). The cycle ignores the
+overlap of prefill with decode that chunked prefill gives, so it is a lower bound on what a
+scheduler achieves with the same step times.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from simulator.cost.step_model import StepModel
 from simulator.errors import DoesNotFitError, must
 from simulator.kv import sequence_bytes
 from simulator.models import dtype
+
+PREFILL_TOKENS_PER_STEP = 8192  # = SchedulerConfig.max_num_batched_tokens (tests/cost/test_calibrate.py checks)
 
 
 def steady_batch(
@@ -46,6 +52,20 @@ def steady_batch(
     return b
 
 
+def prefill_cycle_s(sm: StepModel, batch: int, input_tokens: int, step_tokens: int = PREFILL_TOKENS_PER_STEP) -> float:
+    """Seconds to prefill `batch` prompts of `input_tokens` in steps of at most `step_tokens` tokens:
+    ``k = floor(P / I)`` whole prompts a step (``batch // k`` full steps and one of the rest), or,
+    for ``I > P``, each prompt in ``ceil(I / P)`` chunks of ``P`` after what is already cached."""
+    i, p = input_tokens, step_tokens
+    if i <= p:
+        k = max(1, p // i)
+        full, rest = divmod(batch, k)
+        t = full * sm.step_s([(i, 0)] * k, 0, 0.0)
+        return t + (sm.step_s([(i, 0)] * rest, 0, 0.0) if rest else 0.0)
+    one = sum(sm.step_s([(min(p, i - c), c)], 0, 0.0) for c in range(0, i, p))
+    return batch * one
+
+
 def throughput_tokens_per_s(
     sm: StepModel, input_tokens: int, output_tokens: int, max_batch: int = 256, gpus: int | None = None
 ) -> float:
@@ -55,5 +75,5 @@ def throughput_tokens_per_s(
     b = steady_batch(sm, input_tokens, output_tokens, max_batch)
     a, slope = sm.decode_coefficients(b)
     o, i = output_tokens, input_tokens
-    cycle = b * sm.prefill_s(i) + o * a + slope * b * (o * i + o * (o - 1) / 2)
+    cycle = prefill_cycle_s(sm, b, i) + o * a + slope * b * (o * i + o * (o - 1) / 2)
     return gpus / sm.tp * b * o / cycle
