@@ -47,7 +47,7 @@ class GPUSpec:
         for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
             v = getattr(self, f)
             must(v > 0, where, f, "> 0", v)
-        must(isinstance(self.sm_count, int) and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
+        must(type(self.sm_count) is int and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
         for f in ("fp8_flops", "fp4_flops", "usd_per_gpu_hour"):
             v = getattr(self, f)
             must(v >= 0, where, f, ">= 0", v)

@@ -90,3 +90,12 @@ pcie_bytes_per_s = 32e9
 usd_per_gpu_hour = 1.0
 source = "x"
 """
+
+
+def test_sm_count_is_a_positive_integer(tmp_path):
+    for bad in ("0", "true", "132.5"):
+        f = tmp_path / "g.toml"
+        f.write_text(CAT_TEXT.replace("sm_count = 142", f"sm_count = {bad}"))
+        with pytest.raises(ConfigError, match="sm_count"):
+            load_catalog(extra=f)
+    assert load_catalog().gpu("H100").sm_count == 132

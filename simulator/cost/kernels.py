@@ -41,9 +41,11 @@ def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
     - ``gemm``: ``2mnk`` FLOPs; ``(mk + kn)·in_bytes + mn·2`` bytes.
     - ``context_attention`` (causal, no cached prefix): ``b · 2h(2d) · s(s+1)/2`` FLOPs;
       ``b · s · (2·h·d·2 + 2·kvh·d·kv_bytes)`` bytes (Q, O, K, V).
-    - ``generation_attention``: ``b · 4hd · ctx`` FLOPs; ``b · ctx · 2·kvh·d·kv_bytes`` bytes.
+    - ``generation_attention``: ``b · 4hd · ctx`` FLOPs; ``b · ctx · 2·kvh·d·kv_bytes + b · 2hd · 2``
+      bytes (K/V, then Q and O).
     - ``mla_generation`` (absorbed, latent rank r = 512, rope 64): ``b · h · (2(r+rope) + 2r) · ctx``
-      FLOPs; ``b · ctx · (r + rope) · kv_bytes`` bytes.
+      FLOPs; ``b · ctx · (r + rope) · kv_bytes`` bytes (the latent; its Q/O traffic is priced in
+      `decode_kernel_terms`).
     - ``mla_context`` (decompressed, d_qk = 192, d_v = 128): ``b · 2h(d_qk + d_v) · s(s+1)/2`` FLOPs;
       ``b · s · h · (2·d_qk + 2·d_v) · 2`` bytes.
     - ``all_reduce``: no FLOPs; ``message_bytes`` in ``bytes``.
@@ -130,8 +132,9 @@ def prefill_schedule(new: Any, cached: Any = 0.0, window: float = 0.0) -> tuple[
     full = m * (j * cg + m * j * (j + 1) / 2 + (t - 1 - j) * np.minimum(cap, 1e300) * (t - 1 > j))
     r_last = np.ceil((n - (t - 1) * m) / g) * g
     k_last = np.minimum(np.ceil((c + n) / g) * g, cap)
-    longest = np.maximum(m * np.minimum(cg + (t - 1) * m, cap) * (t > 1), r_last * k_last)
-    return t, full + r_last * k_last, longest
+    last = r_last * k_last * (n > 0)
+    longest = np.maximum(m * np.minimum(cg + (t - 1) * m, cap) * (t > 1), last)
+    return t, full * (t > 1) + last, longest
 
 
 def prefill_kernel_s(
@@ -153,12 +156,13 @@ def prefill_kernel_s(
 
         τ       = (2(d + d_v) + prefill_pair_flops) / (peak_bf16 / sm_count · attn_compute_eff · f_d · [f_mla])
                   · [prefill_fp8_factor]            SM-seconds per (query, key) score
-        t_sched = max(ceil(ctas / sm_count) · (prefill_cta_s + τ · scores / ctas), prefill_cta_s + τ · longest)
+        t_sched = max(ceil(ctas / sm_count) · prefill_cta_s + τ · scores / sm_count, prefill_cta_s + τ · longest)
         t_mem   = bytes / (hbm_bytes_per_s · attn_memory_eff) · [mla_prefill_memory_factor]
         t       = smax_p(t_sched, t_mem) + prefill_latency_s [+ prefill_fp8_latency_s]   (p = attn_overlap_p)
 
-    The CTAs run in waves over the SMs, and the longest causal CTA bounds a call with few of
-    them. ``f_d`` is `prefill_d64_factor` at head dim 64, `prefill_odd_d_factor` outside
+    The SMs share the scores evenly and pay each wave's fixed block cost, and the longest causal
+    CTA bounds a call with few of them (both terms only grow when work is added). ``f_d`` is
+    `prefill_d64_factor` at head dim 64, `prefill_odd_d_factor` outside
     `MAIN_HEAD_DIMS` (not for MLA), else 1; ``f_mla`` is `mla_prefill_compute_factor` for an MLA
     prefill (K/V decompressed, one KV head per query head); brackets: fp8 KV or MLA only.
     """
@@ -171,7 +175,7 @@ def prefill_kernel_s(
     tau = (2 * (d + v_head_dim) + p.prefill_pair_flops) / (gpu.peak_flops(ATTENTION_DTYPE) / sms * eff)
     tau = tau * np.where(low, p.prefill_fp8_factor, 1.0)
     ctas = np.maximum(ctas, 1.0)
-    t_sched = np.maximum(np.ceil(ctas / sms) * (p.prefill_cta_s + tau * scores / ctas), p.prefill_cta_s + tau * longest)
+    t_sched = np.maximum(np.ceil(ctas / sms) * p.prefill_cta_s + tau * scores / sms, p.prefill_cta_s + tau * longest)
     t_mem = bytes_ / (gpu.hbm_bytes_per_s * p.attn_memory_eff) * np.where(is_mla, p.mla_prefill_memory_factor, 1.0)
     lat = p.prefill_latency_s + np.where(low, p.prefill_fp8_latency_s, 0.0)
     return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
@@ -212,7 +216,7 @@ def decode_kernel_terms(
     """
     d = np.asarray(head_dim, dtype=np.float64)
     is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
-    n, r = batch * kv_heads, d / 128.0
+    n, r = np.maximum(batch * kv_heads, 1.0), d / 128.0
     e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, np.where(d == 512, p.decode_d512_factor, 1.0)))
     gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + batch * p.decode_seq_latency_s
     gqa_fixed = gqa_fixed + n * p.decode_head_latency_s * (1.0 + p.decode_head_dim_growth * (r - 1.0))
@@ -229,7 +233,9 @@ def decode_kernel_terms(
     s_c = flops_per_kv_byte / (gpu.peak_flops(ATTENTION_DTYPE) * c_eff * c_sat)
     s_m = np.where(low, p.decode_fp8_kv_factor, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat)
     s_c, s_m = s_c / e_d, s_m / e_d
-    return fixed, _smax(s_c, s_m, p.decode_overlap_p), s_c, s_m
+    on = np.asarray(batch, dtype=np.float64) > 0  # no sequences: no kernel
+    s_b = _smax(s_c, s_m, p.decode_overlap_p)
+    return fixed * on, s_b * on, s_c * on, s_m * on
 
 
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
@@ -268,10 +274,12 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
             q = f.get("q", np.ones_like(b))
             qo = h * q * (2 * f["rank"] + f["rope"]) * ACTIVATION_BYTES
             kv_bytes = b * f["ctx"] * d * f["kv_bytes"]
+            per_byte = h * q * (2 * d + 2 * f["rank"]) / (d * f["kv_bytes"])
         else:
             kvh, d, mla = f["kvh"], f["d"], False
             qo = 2 * h * d * ACTIVATION_BYTES
             kv_bytes = b * f["ctx"] * 2 * kvh * d * f["kv_bytes"]
-        fixed, s_per_byte, _, _ = decode_kernel_terms(b, kvh, d, qo, flops / kv_bytes, mla, low, gpu, p)
+            per_byte = 4 * h * d / (2 * kvh * d * f["kv_bytes"])
+        fixed, s_per_byte, _, _ = decode_kernel_terms(b, kvh, d, qo, per_byte, mla, low, gpu, p)
         return np.asarray(fixed + s_per_byte * kv_bytes, dtype=np.float64)
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")

@@ -110,6 +110,8 @@ class CostParams:
     mla_decode_latency_s, mla_decode_seq_latency_s, mla_decode_compute_factor, mla_decode_memory_factor : float
         MLA (absorbed) decode: its fixed time per kernel and per sequence (in place of the GQA
         ones), and multipliers of the decode compute and memory efficiencies.
+    mla_decode_half_ctas : float
+        MLA decode bandwidth saturates with the batch as ``sat(batch; mla_decode_half_ctas, 1)``.
     gemm_fp8_eff, gemm_fp8_latency_s : float
         Multiplies `gemm_compute_eff` for fp8/fp4 GEMMs (their kernels do not reach twice the
         bf16 rate; scaling epilogues cost time), and the extra fixed time of each (the kernel
@@ -143,10 +145,6 @@ class CostParams:
     gemm_quant_s_per_value : float
         Seconds per activation value of the pass that quantises a low-precision (fp8/fp4) GEMM's
         input (``m · k`` values: read bf16, write fp8, per-token scale); 0 for bf16 GEMMs.
-    prefill_half_tiles : float
-        Prefill attention compute time is ``t_c · (1 + half / tiles)`` with
-        ``tiles = Σ heads/tp · ceil(new / PREFILL_TILE_TOKENS)``: few tiles leave SMs idle (a
-        saturating efficiency, reaching half its maximum at ``tiles = half``).
     """
 
     gpu: str

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
 from simulator.cost.kernels import decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
-from simulator.cost.params import ACTIVATION_BYTES, ATTENTION_DTYPE, CostParams
+from simulator.cost.params import ACTIVATION_BYTES, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
     MEMORY,
@@ -124,37 +124,35 @@ class StepModel:
 
     __slots__ = (
         "_ar_bytes_per_token",
-        "_attn_peak",
         "_bw",
         "_dec_cache",
         "_dec_flops_per_byte",
         "_dec_fp8",
         "_dec_head_dim",
         "_dec_kv_heads",
-        "_dec_mla",
         "_dec_qo_bytes",
+        "_dtype",
         "_gemm_count",
         "_gemm_k",
         "_gemm_n",
+        "_gpu",
         "_kv_alpha",
         "_kv_beta",
+        "_layout",
         "_lin_flops_per_token",
+        "_mla",
+        "_model",
+        "_params",
         "_peak",
         "_pf_flops_per_pair",
         "_pf_fp8",
         "_pf_heads",
-        "_pf_mla",
         "_pf_mla_kv_bytes",
         "_qo_bytes",
+        "_tp",
         "_windows",
         "dense_weight_bytes",
-        "dtype",
         "expert_bytes",
-        "gpu",
-        "layout",
-        "model",
-        "params",
-        "tp",
     )
 
     def __init__(
@@ -168,10 +166,9 @@ class StepModel:
     ) -> None:
         must(tp >= 1, "StepModel", "tp", ">= 1", tp)
         layout = layout or KVLayout()
-        self.gpu, self.model, self.layout, self.tp, self.params = gpu, model, layout, tp, params
-        self.dtype = dtype_name or model.weight_dtype
+        self._gpu, self._model, self._layout, self._tp, self._params = gpu, model, layout, tp, params
+        self._dtype = dtype_name or model.weight_dtype
         self._peak = gpu.peak_flops(self.dtype)
-        self._attn_peak = gpu.peak_flops(ATTENTION_DTYPE)
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
@@ -188,8 +185,8 @@ class StepModel:
         self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
         self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
         self._pf_heads = model.n_heads / tp  # query heads per GPU: CTAs per query tile
-        self._pf_mla = _is_latent(model, layout)
-        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1 and not self._pf_mla
+        self._mla = _is_latent(model, layout)
+        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1 and not self._mla
         # MLA prefill runs decompressed: K and V of every query head in bf16
         self._pf_mla_kv_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
@@ -212,10 +209,9 @@ class StepModel:
         self._windows = self._layer_groups()
         # decode kernel shape per layer and GPU: KV heads (an MLA latent is one), the head dim of
         # the latency terms, the Q read and O write per sequence
-        self._dec_mla = _is_latent(model, layout)
         self._dec_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
-        self._dec_kv_heads = 1.0 if self._dec_mla else _kv_heads(model, layout) / shards
-        if self._dec_mla:
+        self._dec_kv_heads = 1.0 if self._mla else _kv_heads(model, layout) / shards
+        if self._mla:
             self._dec_head_dim = float(rank + rope)
             self._dec_qo_bytes = model.n_heads / tp * (2 * rank + rope) * ACTIVATION_BYTES
         else:
@@ -230,9 +226,35 @@ class StepModel:
             return 0.0, 0.0, 0.0, 0.0
         fixed, s_b, s_c, s_m = decode_kernel_terms(
             float(batch), self._dec_kv_heads, self._dec_head_dim, self._dec_qo_bytes * query_tokens,
-            self._dec_flops_per_byte * query_tokens, self._dec_mla, self._dec_fp8, self.gpu, self.params,
+            self._dec_flops_per_byte * query_tokens, self._mla, self._dec_fp8, self.gpu, self.params,
         )
         return self.model.n_layers * float(fixed), float(s_b), float(s_c), float(s_m)
+
+    # read-only: everything below is precomputed from them (and `decode_coefficients` cached)
+    @property
+    def gpu(self) -> GPUSpec:
+        return self._gpu
+
+    @property
+    def model(self) -> ModelSpec:
+        return self._model
+
+    @property
+    def layout(self) -> KVLayout:
+        return self._layout
+
+    @property
+    def tp(self) -> int:
+        return self._tp
+
+    @property
+    def params(self) -> CostParams:
+        return self._params
+
+    @property
+    def dtype(self) -> str:
+        """Weight storage and GEMM compute dtype."""
+        return self._dtype
 
     def _layer_groups(self) -> list[tuple[int, int]]:
         m = self.model
@@ -275,7 +297,7 @@ class StepModel:
         flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
         flops *= self._pf_flops_per_pair
         total = context_tokens + new_tokens
-        if self._pf_mla:
+        if self._mla:
             kv = self.model.n_layers * total * self._pf_mla_kv_bytes
         else:
             kv = sequence_bytes(self.model, self.layout, int(total)) / _kv_shards(self.model, self.layout, self.tp)
@@ -301,7 +323,7 @@ class StepModel:
             h = self._pf_heads
             t, ts, tm = prefill_kernel_s(
                 h * ctas, h * scores, longest, bytes_, m.head_dim, m.value_head_dim,
-                self._pf_mla, self._pf_fp8, self.gpu, self.params,
+                self._mla, self._pf_fp8, self.gpu, self.params,
             )
             total, t_sched, t_mem = total + layers * float(t), t_sched + layers * float(ts), t_mem + layers * float(tm)
         return total, t_sched, t_mem
@@ -368,6 +390,8 @@ class StepModel:
         chunks = list(prefill_chunks)
         pf_flops = pf_bytes = new = 0.0
         for n, c in chunks:
+            if n <= 0:
+                continue
             f, b = self.prefill_attention(n, c)
             pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
         tokens = new + decode_batch

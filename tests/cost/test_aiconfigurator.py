@@ -58,14 +58,11 @@ def test_shipped_params_score_on_held_out_rows(gpu):
 
 
 def test_mixed_fit_takes_each_op_class_from_its_engine():
-    from simulator.cost.aiconfigurator import MIXED, group_frameworks
-
-    assert group_frameworks("mixed") == MIXED
-    assert MIXED["gemm"] == MIXED["attention_prefill"] == "trtllm" and MIXED["attention_decode"] == "vllm"
-    assert set(group_frameworks("vllm").values()) == {"vllm"}
+    # the shipped parameters say which measured table each op class was fitted to
     p = load_params("H100")
-    assert "/trtllm/" in p.provenance["kernels_table_gemm_bf16"]
-    assert "/vllm/" in p.provenance["kernels_table_generation_attention"]
+    assert p.provenance["kernels_framework"] == "mixed"
+    for label, engine in (("gemm_bf16", "trtllm"), ("context_attention", "trtllm"), ("generation_attention", "vllm")):
+        assert f"/{engine}/" in p.provenance[f"kernels_table_{label}"], label
 
 
 def test_missing_package_is_a_config_error(monkeypatch):
