@@ -4,19 +4,20 @@ Pure functions and a precomputed `StepModel`; no SimPy. Parameters come from the
 ``params.toml`` shipped beside this module (`load_params`).
 """
 
+from simulator.cost.kernels import allreduce_s
 from simulator.cost.params import CostParams, load_params, load_params_file
-from simulator.cost.roofline import causal_pairs, expected_experts, ring_allreduce_s, roofline_s
+from simulator.cost.roofline import causal_pairs, expected_experts, roofline_s
 from simulator.cost.step_model import StepCost, StepModel
 
 __all__ = [
     "CostParams",
     "StepCost",
     "StepModel",
+    "allreduce_s",
     "causal_pairs",
     "expected_experts",
     "load_params",
     "load_params_file",
-    "ring_allreduce_s",
     "roofline_s",
     "step_model",
 ]

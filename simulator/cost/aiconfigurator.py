@@ -13,7 +13,8 @@ no per-shape lookup) with `scipy.optimize.least_squares` on ``log(predicted/meas
   exponent, kernel latency, per-sequence and per-(sequence, KV head) latency, fp8-KV factor;
 - ``attention_prefill`` on context attention: compute and memory efficiency, exponent,
   softmax FLOPs per (query, key) pair, tiles at which half the SMs idle;
-- ``comm`` on NCCL's all-reduce (messages of at least `MIN_FIT_KERNEL_S`): bandwidth share.
+- ``comm`` on NCCL's all-reduce (every message size): ring bandwidth share, latency and its
+  growth per GPU, LL protocol bandwidth, Simple protocol latency, NVLS bandwidth.
 
 Attention is fitted on head dimensions `MAIN_HEAD_DIMS` (no sliding window, bf16 compute,
 bf16/fp8 KV). One row in five (by a hash of its shape) is held out of every fit; the report
@@ -68,12 +69,9 @@ SYSTEMS = {"h100_sxm": "H100", "h200_sxm": "H200", "b200_sxm": "B200", "gb200": 
 HOLDOUT_EVERY = 5  # one row in five, by shape hash, is kept out of every fit
 MAX_TRAIN_ROWS = 20000
 # Kernels shorter than this are launch-bound or read a working set that stays in L2 (50 MB on
-# H100) across the benchmark's repeats, so they beat the HBM roofline; they are left out of
-# the fit and scored separately (``all_*`` columns of the report).
+# H100) across the benchmark's repeats, so they beat the HBM roofline; every kernel is fitted
+# (latency terms describe short ones) and these are also scored apart (``long_*`` columns).
 MIN_FIT_KERNEL_S = 50e-6
-# GEMM and attention kernels of every length are fitted (their latency terms describe short
-# ones); NCCL's table only from MIN_FIT_KERNEL_S (its small messages switch algorithms).
-FIT_MIN_S = {"comm": MIN_FIT_KERNEL_S}
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
 # head dimensions of production GQA/MHA models (Llama, Qwen, Mistral: 128; Gemma: 256; small
 # models: 64). vLLM's tables also hold 192 and 512, which run other kernels (on Blackwell
@@ -307,7 +305,17 @@ GROUPS = {
         ),
     ),
     "mla_prefill": (("mla_context",), ("mla_prefill_compute_factor", "mla_prefill_memory_factor")),
-    "comm": (("all_reduce",), ("comm_eff",)),
+    "comm": (
+        ("all_reduce",),
+        (
+            "comm_eff",
+            "collective_latency_s",
+            "collective_hop_latency_s",
+            "comm_ll_factor",
+            "comm_simple_latency_s",
+            "comm_nvls_factor",
+        ),
+    ),
 }
 # starting points of the shape parameters whose plain-roofline default has no gradient
 # (every GEMM "fully parallel"): the fit starts here whatever the base parameters, so it reproduces
@@ -338,6 +346,10 @@ FIT_START: dict[str, Any] = {
     "mla_decode_latency_s": 10e-6,
     "mla_decode_seq_latency_s": 30e-9,
     "mla_decode_half_ctas": 1.0,
+    "collective_hop_latency_s": 1e-6,
+    "comm_ll_factor": 0.5,
+    "comm_simple_latency_s": 20e-6,
+    "comm_nvls_factor": 0.7,
 }
 LATENCY = {
     "gemm": "gemm_latency_s",
@@ -399,7 +411,7 @@ def fit_system(
             floor = float(np.quantile(np.concatenate([r.measured_s for r in present]), LATENCY_QUANTILE))
             latency: dict[str, Any] = {LATENCY[group]: floor}
             params = replace(params, **latency)
-        train = [(r, (r.holdout == 0) & (r.measured_s >= FIT_MIN_S.get(group, 0.0))) for r in present]
+        train = [(r, r.holdout == 0) for r in present]
 
         def model(p: CostParams, train: list[tuple[KernelRows, np.ndarray]] = train) -> np.ndarray:
             return np.concatenate(

@@ -238,6 +238,33 @@ def decode_kernel_terms(
     return fixed * on, s_b * on, s_c * on, s_m * on
 
 
+def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any:
+    """Seconds of one NCCL all-reduce of `message_bytes` over `tp` GPUs (floats or arrays; 0 at
+    ``tp = 1``). NCCL runs the fastest of its algorithm/protocol pairs for the message::
+
+        lat    = collective_latency_s + collective_hop_latency_s · (tp − 1)
+        B      = nvlink_bytes_per_s · comm_eff,  a = 2(tp − 1)/tp     (ring: link bytes per byte)
+        t_LL   = lat + a · S / (B · comm_ll_factor)                    ring, LL (flag per word)
+        t_ring = lat + comm_simple_latency_s + a · S / B               ring, Simple
+        t_NVLS = lat + comm_simple_latency_s + S / (B · comm_nvls_factor)
+        t      = min(t_LL, t_ring, t_NVLS)
+
+    The latency grows with the ring's hops; the LL protocol has the lowest latency but moves
+    only part of its words as data; Simple pipelines large chunks (a fill latency) at full
+    bandwidth; NVLS (NVSwitch multicast, the switch reduces) sends each byte over a link once.
+    Defaults (``comm_ll_factor = 1``, no Simple or hop latency, ``comm_nvls_factor = 0``: no
+    NVLS) give the plain ring ``a · S / B + collective_latency_s``.
+    """
+    lat = p.collective_latency_s + p.collective_hop_latency_s * (tp - 1)
+    bw = gpu.nvlink_bytes_per_s * p.comm_eff
+    link = 2 * (tp - 1) / tp * message_bytes / bw
+    simple = lat + p.comm_simple_latency_s
+    t = np.minimum(lat + link / p.comm_ll_factor, simple + link)
+    if p.comm_nvls_factor > 0:
+        t = np.minimum(t, simple + message_bytes / (bw * p.comm_nvls_factor))
+    return t * (tp > 1)
+
+
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
     """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
 
@@ -248,12 +275,11 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     - ``generation_attention``, ``mla_generation`` (decode): `decode_kernel_terms` with the KV
       bytes and FLOPs of `work` (Q read and O write priced at HBM bandwidth in the fixed part;
       an MLA latent is one KV head of ``rank + rope`` values).
-    - ``all_reduce``: ``2(tp−1)/tp · bytes / (nvlink · comm_eff) + collective_latency_s``.
+    - ``all_reduce``: `allreduce_s` of ``message_bytes`` over ``tp`` GPUs.
     """
     f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     if op == "all_reduce":
-        tp_ = f["tp"]
-        return 2 * (tp_ - 1) / tp_ * f["message_bytes"] / (gpu.nvlink_bytes_per_s * p.comm_eff) + p.collective_latency_s
+        return np.asarray(allreduce_s(f["message_bytes"], f["tp"], gpu, p), dtype=np.float64)
     flops, bytes_ = work(op, {k: v for k, v in f.items() if k != "tp"})
     if op == "gemm":
         low = f["in_bytes"] <= LOW_PRECISION_BYTES

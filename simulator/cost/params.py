@@ -23,6 +23,8 @@ EFFICIENCIES = ("gemm_compute_eff", "gemm_memory_eff", "attn_compute_eff", "attn
 LATENCIES = (
     "step_overhead_s",
     "collective_latency_s",
+    "collective_hop_latency_s",
+    "comm_simple_latency_s",
     "gemm_latency_s",
     "attn_latency_s",
     "prefill_latency_s",
@@ -64,6 +66,8 @@ SHAPES = {
     "gemm_full_units": (1.0, 1e6),
     "gemm_parallel_exp": (0.0, 4.0),
     "gemm_quant_s_per_value": (0.0, 1e-9),
+    "comm_ll_factor": (0.05, 1.0),
+    "comm_nvls_factor": (0.0, 2.0),
 }
 FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
 PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (FMHA / FlashAttention block M, N)
@@ -86,11 +90,22 @@ class CostParams:
         Prefill attention: tensor-core efficiency of a score tile, share of HBM bandwidth on
         the Q/K/V/O bytes.
     comm_eff : float
-        Share of the NVLink per-direction bandwidth a ring all-reduce reaches; in (0, 1].
+        Share of the NVLink per-direction bandwidth a ring all-reduce (Simple protocol) reaches;
+        in (0, 1].
     step_overhead_s : float
         Fixed time per engine step: launch, scheduling, sampling.
     collective_latency_s : float
-        Fixed time per all-reduce.
+        Fixed time per all-reduce (`simulator.cost.kernels.allreduce_s`).
+    collective_hop_latency_s : float
+        Extra fixed time of an all-reduce per GPU beyond the first (one more ring step).
+    comm_ll_factor : float
+        Bandwidth of NCCL's low-latency (LL) protocol relative to Simple (it sends a flag with
+        every data word); 1: LL is Simple.
+    comm_simple_latency_s : float
+        Extra fixed time of the Simple protocol (pipeline fill of its large chunks) over LL.
+    comm_nvls_factor : float
+        NVLS all-reduce (NVSwitch multicast: each byte crosses a link once, not ``2(tp−1)/tp``
+        times) efficiency relative to `comm_eff`; 0: no NVLS.
     gemm_latency_s, attn_latency_s : float
         Fixed time per GEMM kernel and per decode attention kernel (launch and tail).
     decode_seq_latency_s, decode_head_latency_s : float
@@ -193,6 +208,10 @@ class CostParams:
     gemm_full_units: float = 1.0
     gemm_parallel_exp: float = 1.0
     gemm_quant_s_per_value: float = 0.0
+    collective_hop_latency_s: float = 0.0
+    comm_ll_factor: float = 1.0
+    comm_simple_latency_s: float = 0.0
+    comm_nvls_factor: float = 0.0
     source: str = ""
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 

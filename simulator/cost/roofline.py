@@ -79,15 +79,3 @@ def causal_pairs(new_tokens: float, context_tokens: float, window: int = 0) -> f
     grow = (top * (top + 1) - c * (c + 1)) / 2
     return grow + (c + n - top) * w
 
-
-def ring_allreduce_s(
-    message_bytes: float, tp: int, link_bytes_per_s: float, comm_eff: float, latency_s: float
-) -> float:
-    """One ring all-reduce of `message_bytes` over `tp` GPUs.
-
-    ``t = 2 · (tp − 1) / tp · message_bytes / (link_bytes_per_s · comm_eff) + latency_s``; 0 when
-    ``tp == 1``. `link_bytes_per_s` is the per-direction NVLink bandwidth.
-    """
-    if tp <= 1:
-        return 0.0
-    return 2.0 * (tp - 1) / tp * message_bytes / (link_bytes_per_s * comm_eff) + latency_s

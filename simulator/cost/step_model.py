@@ -26,7 +26,8 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
   kernel, per-sequence and per-(sequence, KV head) latencies, Q/O traffic, and efficiencies
   that saturate with the ``B · kv_heads`` thread blocks of the grid).
   FLOPs split over ``tp``; KV bytes over ``min(tp, kv_heads)`` (an MLA latent is replicated).
-- comm: 2 ring all-reduces per layer of ``T · d_model · ACTIVATION_BYTES`` (`ring_allreduce_s`).
+- comm: 2 all-reduces per layer of ``T · d_model · ACTIVATION_BYTES``
+  (`simulator.cost.kernels.allreduce_s`: the fastest of NCCL's ring LL, ring Simple and NVLS).
 
 Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
 FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte(B)``
@@ -43,14 +44,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from hardware.catalog import GPUSpec
-from simulator.cost.kernels import decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
+from simulator.cost.kernels import allreduce_s, decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
 from simulator.cost.params import ACTIVATION_BYTES, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
     MEMORY,
     causal_pairs,
     expected_experts,
-    ring_allreduce_s,
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
@@ -281,14 +281,7 @@ class StepModel:
         """Tensor-parallel all-reduces of one step over `tokens` tokens."""
         if self.tp == 1:
             return 0.0
-        p = self.params
-        one = ring_allreduce_s(
-            tokens * self._ar_bytes_per_token,
-            self.tp,
-            self.gpu.nvlink_bytes_per_s,
-            p.comm_eff,
-            p.collective_latency_s,
-        )
+        one = float(allreduce_s(tokens * self._ar_bytes_per_token, self.tp, self.gpu, self.params))
         return self.model.n_layers * ALLREDUCES_PER_LAYER * one
 
     def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:

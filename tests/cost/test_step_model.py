@@ -5,10 +5,10 @@ import pytest
 
 from simulator.cost import (
     StepModel,
+    allreduce_s,
     causal_pairs,
     expected_experts,
     load_params,
-    ring_allreduce_s,
     step_model,
 )
 from simulator.cost.params import CostParams
@@ -137,7 +137,35 @@ def test_tp_adds_allreduce_and_splits_weights(make, ideal):
     assert four.weight_bytes == pytest.approx(one.weight_bytes / 4)
     # ring: 2 x 3/4 x 64 x 8192 x 2 B / 450e9 per all-reduce, 2 per layer, 80 layers
     assert four.comm_s == pytest.approx(160 * 2 * 0.75 * 64 * 8192 * 2 / 450e9)
-    assert ring_allreduce_s(1e6, 1, 450e9, 1.0, 1e-5) == 0
+    from hardware.catalog import load_catalog
+
+    assert allreduce_s(1e6, 1, load_catalog().gpu("H100"), ideal) == 0
+
+
+def test_allreduce_takes_the_fastest_nccl_protocol(ideal):
+    from dataclasses import replace
+
+    from hardware.catalog import load_catalog
+
+    h100 = load_catalog().gpu("H100")  # 450 GB/s per direction
+    p = replace(
+        ideal,
+        collective_latency_s=5e-6,
+        collective_hop_latency_s=1e-6,
+        comm_ll_factor=0.5,
+        comm_simple_latency_s=20e-6,
+        comm_nvls_factor=0.5,
+    )
+    # 4.5 kB over 8 GPUs: LL, 5 + 7 us latency, 1.75 x 4.5e3 / 225e9 = 35 ns
+    assert allreduce_s(4.5e3, 8, h100, p) == pytest.approx(12e-6 + 35e-9)
+    # 450 MB over 2 GPUs: ring Simple (NVLS is half as fast), 26 us + 1 ms
+    assert allreduce_s(450e6, 2, h100, p) == pytest.approx(26e-6 + 1e-3)
+    # 450 MB over 8 GPUs: the ring moves 1.75 bytes per byte (1.75 ms), NVLS one, here at half
+    # the bandwidth (2 ms): the ring wins; at 0.6 of it NVLS does (1.67 ms)
+    assert allreduce_s(450e6, 8, h100, p) == pytest.approx(32e-6 + 1.75e-3)
+    assert allreduce_s(450e6, 8, h100, replace(p, comm_nvls_factor=0.6)) == pytest.approx(32e-6 + 1e-3 / 0.6)
+    # defaults: the plain ring
+    assert allreduce_s(450e6, 4, h100, ideal) == pytest.approx(1.5e-3)
 
 
 def test_mixed_step_costs_more_than_either_part():
