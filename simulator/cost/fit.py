@@ -35,6 +35,10 @@ FIT_BOUNDS["gemm_split_k_tokens"] = (128.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_full_units"] = (1.0, 1e4, 10.0)
 FIT_BOUNDS["gemm_quant_s_per_value"] = (0.0, 1e-9, 1e-12)
 FIT_BOUNDS["comm_nvls_factor"] = (0.05, 2.0, 1.0)  # 0 (no NVLS) has no gradient
+FIT_BOUNDS["gemm_k_step_s"] = (0.0, 1e-7, 1e-9)
+FIT_BOUNDS["gemm_serial_k_tokens"] = (32.0, 1e5, 1000.0)
+FIT_BOUNDS["gemm_power_derate"] = (0.0, 2.0, 1.0)
+FIT_BOUNDS["gemm_power_time_s"] = (1e-6, 0.1, 1e-4)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

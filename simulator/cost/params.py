@@ -68,6 +68,10 @@ SHAPES = {
     "gemm_quant_s_per_value": (0.0, 1e-9),
     "comm_ll_factor": (0.05, 1.0),
     "comm_nvls_factor": (0.0, 2.0),
+    "gemm_k_step_s": (0.0, 1e-6),
+    "gemm_serial_k_tokens": (1.0, math.inf),
+    "gemm_power_derate": (0.0, 4.0),
+    "gemm_power_time_s": (1e-7, math.inf),
 }
 FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
 PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (FMHA / FlashAttention block M, N)
@@ -160,6 +164,13 @@ class CostParams:
     gemm_quant_s_per_value : float
         Seconds per activation value of the pass that quantises a low-precision (fp8/fp4) GEMM's
         input (``m · k`` values: read bf16, write fp8, per-token scale); 0 for bf16 GEMMs.
+    gemm_k_step_s, gemm_serial_k_tokens : float
+        Seconds per ``k`` element of one thread block's serial main loop (load, MMA chain), over
+        at most `gemm_serial_k_tokens` of ``k`` (the kernel splits a deeper ``k``): the floor
+        ``gemm_k_step_s · min(k, gemm_serial_k_tokens)`` of a GEMM with few tiles; 0: none.
+    gemm_power_derate, gemm_power_time_s : float
+        Long compute-bound GEMMs run at a lower clock (power limit): the compute time ``t_c``
+        grows by ``gemm_power_derate · t_c / (t_c + gemm_power_time_s)``; 0: none.
     """
 
     gpu: str
@@ -212,6 +223,10 @@ class CostParams:
     comm_ll_factor: float = 1.0
     comm_simple_latency_s: float = 0.0
     comm_nvls_factor: float = 0.0
+    gemm_k_step_s: float = 0.0
+    gemm_serial_k_tokens: float = math.inf
+    gemm_power_derate: float = 0.0
+    gemm_power_time_s: float = 1e-3
     source: str = ""
     provenance: dict[str, Any] = field(default_factory=dict, compare=False)
 
