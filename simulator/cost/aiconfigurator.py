@@ -205,6 +205,7 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
                 "h": m["num_heads"],
                 "d_qk": MLA_D_QK * one,
                 "d_v": MLA_D_V * one,
+                "kv_bytes": kvb,
             }
         else:
             cols = {
@@ -291,6 +292,11 @@ GROUPS = {
             "mla_decode_compute_factor",
             "mla_decode_memory_factor",
             "mla_decode_half_ctas",
+            "mla_decode_head_latency_s",
+            "mla_decode_fp8_head_latency_s",
+            "mla_decode_fp8_kv_factor",
+            "mla_decode_fp8_compute_factor",
+            "mla_decode_overlap_p",
         ),
     ),
     "attention_prefill": (
@@ -308,7 +314,18 @@ GROUPS = {
             "attn_overlap_p",
         ),
     ),
-    "mla_prefill": (("mla_context",), ("mla_prefill_compute_factor", "mla_prefill_memory_factor")),
+    "mla_prefill": (
+        ("mla_context",),
+        (
+            "mla_prefill_compute_factor",
+            "mla_prefill_memory_factor",
+            "mla_prefill_token_s",
+            "mla_prefill_longest_factor",
+            "mla_prefill_fp8_factor",
+            "mla_prefill_fp8_latency_s",
+            "mla_prefill_quant_s_per_value",
+        ),
+    ),
     "comm": (
         ("all_reduce",),
         (
@@ -358,6 +375,12 @@ FIT_START: dict[str, Any] = {
     "comm_ll_factor": 0.5,
     "comm_simple_latency_s": 20e-6,
     "comm_nvls_factor": 0.7,
+    "mla_decode_head_latency_s": 0.5e-9,
+    "mla_decode_fp8_head_latency_s": 0.3e-9,
+    "mla_decode_overlap_p": 4.0,
+    "mla_prefill_token_s": 0.5e-9,
+    "mla_prefill_fp8_latency_s": 3e-6,
+    "mla_prefill_quant_s_per_value": 0.5e-12,
 }
 LATENCY = {
     "gemm": "gemm_latency_s",

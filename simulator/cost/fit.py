@@ -39,6 +39,10 @@ FIT_BOUNDS["gemm_k_step_s"] = (0.0, 1e-7, 1e-9)
 FIT_BOUNDS["gemm_serial_k_tokens"] = (32.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_power_derate"] = (0.0, 2.0, 1.0)
 FIT_BOUNDS["gemm_power_time_s"] = (1e-6, 0.1, 1e-4)
+FIT_BOUNDS["mla_prefill_quant_s_per_value"] = (0.0, 1e-9, 1e-12)
+FIT_BOUNDS["mla_prefill_token_s"] = (0.0, 1e-6, 1e-9)
+FIT_BOUNDS["mla_decode_head_latency_s"] = (0.0, 1e-6, 1e-9)
+FIT_BOUNDS["mla_decode_fp8_head_latency_s"] = (0.0, 1e-6, 1e-9)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from simulator.cost.params import (
     ATTENTION_DTYPE,
     GEMM_TILE,
     MAIN_HEAD_DIMS,
+    MLA_DECODE_HEAD_TILE,
     PREFILL_GRAIN_TOKENS,
     PREFILL_TILE_TOKENS,
     CostParams,
@@ -155,6 +156,8 @@ def prefill_kernel_s(
     fp8_kv: Any,
     gpu: GPUSpec,
     p: CostParams,
+    tokens: Any = 0.0,
+    heads: Any = 0.0,
 ) -> tuple[Any, Any, Any]:
     """``(seconds, schedule s, memory s)`` of one prefill attention kernel call (element-wise).
 
@@ -162,16 +165,24 @@ def prefill_kernel_s(
     (`prefill_schedule` times the heads; `longest` is the largest CTA's scores)::
 
         τ       = (2(d + d_v) + prefill_pair_flops) / (peak_bf16 / sm_count · attn_compute_eff · f_d · [f_mla])
-                  · [prefill_fp8_factor]            SM-seconds per (query, key) score
-        t_sched = max(ceil(ctas / sm_count) · prefill_cta_s + τ · scores / sm_count, prefill_cta_s + τ · longest)
+                  · [prefill_fp8_factor | mla_prefill_fp8_factor]   SM-seconds per (query, key) score
+        t_sched = max(ceil(ctas / sm_count) · prefill_cta_s + τ · scores / sm_count,
+                      prefill_cta_s + τ · longest · [mla_prefill_longest_factor])
         t_mem   = bytes / (hbm_bytes_per_s · attn_memory_eff) · [mla_prefill_memory_factor]
         t       = smax_p(t_sched, t_mem) + prefill_latency_s [+ prefill_fp8_latency_s]   (p = attn_overlap_p)
+                  [+ tokens · mla_prefill_token_s]
+                  [+ mla_prefill_fp8_latency_s + tokens · heads · (2d + d_v) · mla_prefill_quant_s_per_value]
 
     The SMs share the scores evenly and pay each wave's fixed block cost, and the longest causal
     CTA bounds a call with few of them (both terms only grow when work is added). ``f_d`` is
     `prefill_d64_factor` at head dim 64, `prefill_odd_d_factor` outside
     `MAIN_HEAD_DIMS` (not for MLA), else 1; ``f_mla`` is `mla_prefill_compute_factor` for an MLA
-    prefill (K/V decompressed, one KV head per query head); brackets: fp8 KV or MLA only.
+    prefill (K/V decompressed, one KV head per query head); brackets: fp8 KV or MLA only. An MLA
+    prefill also pays per new token (`tokens`, over the call's sequences) the passes that do not
+    scale with the heads (latent KV-cache append, RoPE of the shared key part), its lone longest
+    CTA runs at its own rate (`mla_prefill_longest_factor`), and over an fp8 KV cache it runs
+    the fp8 kernel after quantising Q, K and V (``2d + d_v`` values per token and query head,
+    `heads` per GPU).
     """
     d = np.asarray(head_dim, dtype=np.float64)
     is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
@@ -180,11 +191,14 @@ def prefill_kernel_s(
     f_d = np.where(d == 64, p.prefill_d64_factor, odd)
     eff = p.attn_compute_eff * f_d * np.where(is_mla, p.mla_prefill_compute_factor, 1.0)
     tau = (2 * (d + v_head_dim) + p.prefill_pair_flops) / (gpu.peak_flops(ATTENTION_DTYPE) / sms * eff)
-    tau = tau * np.where(low, p.prefill_fp8_factor, 1.0)
+    tau = tau * np.where(low, np.where(is_mla, p.mla_prefill_fp8_factor, p.prefill_fp8_factor), 1.0)
     ctas = np.maximum(ctas, 1.0)
-    t_sched = np.maximum(np.ceil(ctas / sms) * p.prefill_cta_s + tau * scores / sms, p.prefill_cta_s + tau * longest)
+    lone = tau * longest * np.where(is_mla, p.mla_prefill_longest_factor, 1.0)
+    t_sched = np.maximum(np.ceil(ctas / sms) * p.prefill_cta_s + tau * scores / sms, p.prefill_cta_s + lone)
     t_mem = bytes_ / (gpu.hbm_bytes_per_s * p.attn_memory_eff) * np.where(is_mla, p.mla_prefill_memory_factor, 1.0)
-    lat = p.prefill_latency_s + np.where(low, p.prefill_fp8_latency_s, 0.0)
+    quant = p.mla_prefill_fp8_latency_s + tokens * heads * (2 * d + v_head_dim) * p.mla_prefill_quant_s_per_value
+    lat = p.prefill_latency_s + np.where(low, np.where(is_mla, quant, p.prefill_fp8_latency_s), 0.0)
+    lat = lat + np.where(is_mla, tokens * p.mla_prefill_token_s, 0.0)
     return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
 
 
@@ -203,6 +217,7 @@ def decode_kernel_terms(
     fp8_kv: Any,
     gpu: GPUSpec,
     p: CostParams,
+    heads: Any = 1.0,
 ) -> tuple[Any, Any, Any, Any]:
     """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of one decode attention kernel (element-wise): its time over
     ``K`` bytes of cached KV is ``fixed_s + s_per_kv_byte · K``, affine in context for a batch::
@@ -216,33 +231,49 @@ def decode_kernel_terms(
         s_per_kv_byte = smax_p(s_c, s_m)                        (p = decode_overlap_p, q = decode_saturation_exp)
 
     with ``sat`` from `_saturation` and ``e_d`` the head-dim factor (192, 512). An MLA (absorbed)
-    decode uses `mla_decode_latency_s` and `mla_decode_seq_latency_s` in place of the kernel,
-    per-sequence and per-block latencies, no per-head-dim or fp8 latency terms, multiplies the
-    efficiencies by `mla_decode_compute_factor` and `mla_decode_memory_factor`, and saturates its
-    bandwidth with ``sat(batch; mla_decode_half_ctas, 1)`` (no compute saturation).
+    decode of `heads` query rows per GPU (heads times query tokens) runs one block per sequence and tile of
+    ``MLA_DECODE_HEAD_TILE`` query heads (FlashMLA)::
+
+        n     = batch · ceil(heads / 64)
+        fixed = mla_decode_latency_s + batch · mla_decode_seq_latency_s
+                + batch · heads · (mla_decode_head_latency_s + [mla_decode_fp8_head_latency_s])
+                + batch · qo_bytes / hbm_bytes_per_s
+        s_c   = flops_per_kv_byte / (peak_bf16 · min(1, decode_compute_eff · mla_decode_compute_factor)
+                                     · [mla_decode_fp8_compute_factor])
+        s_m   = [mla_decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · mla_decode_memory_factor
+                                              · sat(n; mla_decode_half_ctas, 1))
+        s_per_kv_byte = smax_p(s_c, s_m)                        (p = mla_decode_overlap_p)
+
+    (per query head: the Q read and fp8 quantisation, the output merge; over an fp8 cache the
+    kernel's MMAs may run in fp8: `mla_decode_fp8_compute_factor` up to 2, the fp8 peak).
     """
     d = np.asarray(head_dim, dtype=np.float64)
     is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
-    n, r = np.maximum(batch * kv_heads, 1.0), d / 128.0
+    tiles = np.ceil(np.asarray(heads, dtype=np.float64) / MLA_DECODE_HEAD_TILE)
+    n, r = np.maximum(batch * np.where(is_mla, tiles, kv_heads), 1.0), d / 128.0
     e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, np.where(d == 512, p.decode_d512_factor, 1.0)))
     gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + batch * p.decode_seq_latency_s
     gqa_fixed = gqa_fixed + n * p.decode_head_latency_s * (1.0 + p.decode_head_dim_growth * (r - 1.0))
     mla_fixed = p.mla_decode_latency_s + batch * p.mla_decode_seq_latency_s
+    head_s = p.mla_decode_head_latency_s + np.where(low, p.mla_decode_fp8_head_latency_s, 0.0)
+    mla_fixed = mla_fixed + batch * heads * head_s
     gqa_fixed = gqa_fixed + np.where(low, p.decode_fp8_latency_s * r, 0.0)
     fixed = np.where(is_mla, mla_fixed, gqa_fixed)
     fixed = fixed + batch * qo_bytes_per_seq / gpu.hbm_bytes_per_s
-    c_eff = p.decode_compute_eff * np.where(is_mla, p.mla_decode_compute_factor, 1.0)
+    mla_c = min(1.0, p.decode_compute_eff * p.mla_decode_compute_factor)  # at most the bf16 peak
+    c_eff = np.where(is_mla, mla_c * np.where(low, p.mla_decode_fp8_compute_factor, 1.0), p.decode_compute_eff)
     m_eff = p.decode_memory_eff * np.where(is_mla, p.mla_decode_memory_factor, 1.0)
     c_sat = np.where(is_mla, 1.0, _saturation(n, p.decode_compute_half_ctas, 1.0))
     m_sat = np.where(
         is_mla, _saturation(n, p.mla_decode_half_ctas, 1.0), _saturation(n, p.decode_half_ctas, p.decode_saturation_exp)
     )
     s_c = flops_per_kv_byte / (gpu.peak_flops(ATTENTION_DTYPE) * c_eff * c_sat)
-    s_m = np.where(low, p.decode_fp8_kv_factor, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat)
+    fp8_f = np.where(is_mla, p.mla_decode_fp8_kv_factor, p.decode_fp8_kv_factor)
+    s_m = np.where(low, fp8_f, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat)
     s_c, s_m = s_c / e_d, s_m / e_d
     on = np.asarray(batch, dtype=np.float64) > 0  # no sequences: no kernel
-    s_b = _smax(s_c, s_m, p.decode_overlap_p)
-    return fixed * on, s_b * on, s_c * on, s_m * on
+    s_kv = np.where(is_mla, _smax(s_c, s_m, p.mla_decode_overlap_p), _smax(s_c, s_m, p.decode_overlap_p))
+    return fixed * on, s_kv * on, s_c * on, s_m * on
 
 
 def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any:
@@ -278,7 +309,7 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     - ``gemm``: `gemm_s` (rows with ``in_bytes == 1`` are fp8 GEMMs).
     - ``context_attention``, ``mla_context`` (prefill, no cached prefix): `prefill_kernel_s` over
       ``b · h`` times `prefill_schedule(s)`; MLA runs decompressed (one KV head per query head,
-      ``d_qk`` = 192 for the scores, ``d_v`` = 128, bf16 K/V).
+      ``d_qk`` = 192 for the scores, ``d_v`` = 128; K/V in bf16, or fp8 over an fp8 KV cache).
     - ``generation_attention``, ``mla_generation`` (decode): `decode_kernel_terms` with the KV
       bytes and FLOPs of `work` (Q read and O write priced at HBM bandwidth in the fixed part;
       an MLA latent is one KV head of ``rank + rope`` values).
@@ -297,8 +328,9 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
         ctas, scores, longest = prefill_schedule(f["s"])
         mla = op == "mla_context"
         d, dv = (f["d_qk"], f["d_v"]) if mla else (f["d"], f["d"])
-        low = np.zeros_like(b, dtype=bool) if mla else f["kv_bytes"] <= LOW_PRECISION_BYTES
-        t, _, _ = prefill_kernel_s(b * h * ctas, b * h * scores, longest, bytes_, d, dv, mla, low, gpu, p)
+        low = f.get("kv_bytes", np.full_like(b, ACTIVATION_BYTES)) <= LOW_PRECISION_BYTES
+        tokens = b * f["s"]
+        t, _, _ = prefill_kernel_s(b * h * ctas, b * h * scores, longest, bytes_, d, dv, mla, low, gpu, p, tokens, h)
         return np.asarray(t, dtype=np.float64)
     if op in ("generation_attention", "mla_generation"):
         low = f["kv_bytes"] <= LOW_PRECISION_BYTES
@@ -313,6 +345,7 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
             qo = 2 * h * d * ACTIVATION_BYTES
             kv_bytes = b * f["ctx"] * 2 * kvh * d * f["kv_bytes"]
             per_byte = 4 * h * d / (2 * kvh * d * f["kv_bytes"])
-        fixed, s_per_byte, _, _ = decode_kernel_terms(b, kvh, d, qo, per_byte, mla, low, gpu, p)
+        rows = h * f.get("q", np.ones_like(b))  # query rows per sequence (MLA head tiles)
+        fixed, s_per_byte, _, _ = decode_kernel_terms(b, kvh, d, qo, per_byte, mla, low, gpu, p, rows)
         return np.asarray(fixed + s_per_byte * kv_bytes, dtype=np.float64)
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")

@@ -36,6 +36,10 @@ LATENCIES = (
     "decode_fp8_latency_s",
     "mla_decode_latency_s",
     "mla_decode_seq_latency_s",
+    "mla_prefill_token_s",
+    "mla_decode_head_latency_s",
+    "mla_decode_fp8_head_latency_s",
+    "mla_prefill_fp8_latency_s",
     "gemm_fp8_latency_s",
 )
 # kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
@@ -56,12 +60,18 @@ SHAPES = {
     "mla_decode_compute_factor": (0.01, 100.0),
     "mla_decode_memory_factor": (0.01, 10.0),
     "mla_decode_half_ctas": (0.0, 1e4),
+    "mla_decode_fp8_kv_factor": (0.25, 4.0),
+    "mla_decode_fp8_compute_factor": (0.1, 2.0),
+    "mla_decode_overlap_p": (1.0, math.inf),
     "prefill_pair_flops": (0.0, 1e4),
     "prefill_fp8_factor": (0.1, 5.0),
     "prefill_d64_factor": (0.05, 5.0),
     "prefill_odd_d_factor": (0.01, 5.0),
     "mla_prefill_compute_factor": (0.05, 5.0),
     "mla_prefill_memory_factor": (0.05, 5.0),
+    "mla_prefill_fp8_factor": (0.1, 5.0),
+    "mla_prefill_longest_factor": (0.1, 10.0),
+    "mla_prefill_quant_s_per_value": (0.0, 1e-9),
     "gemm_split_k_tokens": (1.0, math.inf),
     "gemm_full_units": (1.0, 1e6),
     "gemm_parallel_exp": (0.0, 4.0),
@@ -79,6 +89,7 @@ PREFILL_GRAIN_TOKENS = 64  # a partial tile computes its rows and keys in multip
 MAIN_HEAD_DIMS = (64, 128, 256)  # head dims of the main prefill kernels; others take `prefill_odd_d_factor`
 ACTIVATION_BYTES = 2  # activations, Q/O and all-reduce payloads in bf16
 ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
+MLA_DECODE_HEAD_TILE = 64  # query heads per thread block of an absorbed MLA decode (FlashMLA block_h = 64)
 GEMM_TILE = 128  # output rows and columns of one GEMM tile (CUTLASS/cuBLAS Hopper and Blackwell default 128x128)
 
 
@@ -128,9 +139,18 @@ class CostParams:
         Efficiency multipliers of the decode kernels at head dims 192 and 512 (other kernels).
     mla_decode_latency_s, mla_decode_seq_latency_s, mla_decode_compute_factor, mla_decode_memory_factor : float
         MLA (absorbed) decode: its fixed time per kernel and per sequence (in place of the GQA
-        ones), and multipliers of the decode compute and memory efficiencies.
+        ones), and multipliers of the decode compute and memory efficiencies (the compute one
+        capped at the bf16 peak).
+    mla_decode_head_latency_s, mla_decode_fp8_head_latency_s : float
+        MLA decode: fixed time per sequence and query head (Q load, output merge), and its extra
+        over an fp8 KV cache (quantising Q); constant for a batch, so decode stays affine.
+    mla_decode_fp8_kv_factor, mla_decode_fp8_compute_factor, mla_decode_overlap_p : float
+        MLA decode over an fp8 KV cache: multiplier of the memory time per byte and of the compute
+        efficiency (itself capped at the bf16 peak; up to 2: fp8 MMAs where the kernel has them);
+        smooth-max exponent of the MLA kernel's compute and memory time (for `decode_overlap_p`).
     mla_decode_half_ctas : float
-        MLA decode bandwidth saturates with the batch as ``sat(batch; mla_decode_half_ctas, 1)``.
+        MLA decode bandwidth saturates with its ``batch · ceil(heads / 64)`` blocks (FlashMLA tiles of
+        64 query heads) as ``sat(n; mla_decode_half_ctas, 1)``.
     gemm_fp8_eff, gemm_fp8_latency_s : float
         Multiplies `gemm_compute_eff` for fp8/fp4 GEMMs (their kernels do not reach twice the
         bf16 rate; scaling epilogues cost time), and the extra fixed time of each (the kernel
@@ -156,6 +176,16 @@ class CostParams:
     mla_prefill_compute_factor, mla_prefill_memory_factor : float
         MLA prefill (decompressed K/V, one KV head per query head): multiplier of the compute
         efficiency and of the byte time (fitted on MLA rows after the other prefill terms).
+    mla_prefill_token_s : float
+        MLA prefill: seconds per new token of the passes that do not scale with the query heads
+        (latent KV-cache append, RoPE of the shared key part).
+    mla_prefill_longest_factor : float
+        MLA prefill: multiplies the score time of the longest causal CTA (the bound of a grid of
+        few CTAs): a CTA alone on its SM at its own rate rather than its share of a full GPU's.
+    mla_prefill_fp8_factor, mla_prefill_fp8_latency_s, mla_prefill_quant_s_per_value : float
+        MLA prefill over an fp8 KV cache (the fp8 kernel): its score time relative to bf16, its
+        extra fixed time, and seconds per value of the pass that quantises Q, K and V
+        (``2·d_qk + d_v`` values per token and query head).
     gemm_split_k_tokens, gemm_full_units, gemm_parallel_exp : float
         GEMM parallelism: a GEMM offers ``units = ceil(m/128) · ceil(n/128) · max(1, k / split_k)``
         independent pieces of work (output tiles, each split over ``k`` in slices of
@@ -206,6 +236,11 @@ class CostParams:
     mla_decode_compute_factor: float = 1.0
     mla_decode_memory_factor: float = 1.0
     mla_decode_half_ctas: float = 0.0
+    mla_decode_head_latency_s: float = 0.0
+    mla_decode_fp8_head_latency_s: float = 0.0
+    mla_decode_fp8_kv_factor: float = 1.0
+    mla_decode_fp8_compute_factor: float = 1.0
+    mla_decode_overlap_p: float = math.inf
     prefill_pair_flops: float = 0.0
     prefill_latency_s: float = 0.0
     prefill_fp8_latency_s: float = 0.0
@@ -215,6 +250,11 @@ class CostParams:
     prefill_odd_d_factor: float = 1.0
     mla_prefill_compute_factor: float = 1.0
     mla_prefill_memory_factor: float = 1.0
+    mla_prefill_token_s: float = 0.0
+    mla_prefill_longest_factor: float = 1.0
+    mla_prefill_fp8_factor: float = 1.0
+    mla_prefill_fp8_latency_s: float = 0.0
+    mla_prefill_quant_s_per_value: float = 0.0
     gemm_split_k_tokens: float = math.inf
     gemm_full_units: float = 1.0
     gemm_parallel_exp: float = 1.0

@@ -129,6 +129,7 @@ class StepModel:
         "_dec_flops_per_byte",
         "_dec_fp8",
         "_dec_head_dim",
+        "_dec_heads",
         "_dec_kv_heads",
         "_dec_qo_bytes",
         "_dtype",
@@ -186,8 +187,8 @@ class StepModel:
         self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
         self._pf_heads = model.n_heads / tp  # query heads per GPU: CTAs per query tile
         self._mla = _is_latent(model, layout)
-        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1 and not self._mla
-        # MLA prefill runs decompressed: K and V of every query head in bf16
+        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
+        # MLA prefill runs decompressed: K and V of every query head (fp8 kernel over an fp8 cache)
         self._pf_mla_kv_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
         if _is_latent(model, layout):
@@ -211,6 +212,7 @@ class StepModel:
         # the latency terms, the Q read and O write per sequence
         self._dec_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
         self._dec_kv_heads = 1.0 if self._mla else _kv_heads(model, layout) / shards
+        self._dec_heads = model.n_heads / tp  # query heads per GPU (an MLA decode's head tiles)
         if self._mla:
             self._dec_head_dim = float(rank + rope)
             self._dec_qo_bytes = model.n_heads / tp * (2 * rank + rope) * ACTIVATION_BYTES
@@ -227,6 +229,7 @@ class StepModel:
         fixed, s_b, s_c, s_m = decode_kernel_terms(
             float(batch), self._dec_kv_heads, self._dec_head_dim, self._dec_qo_bytes * query_tokens,
             self._dec_flops_per_byte * query_tokens, self._mla, self._dec_fp8, self.gpu, self.params,
+            self._dec_heads * query_tokens,
         )
         return self.model.n_layers * float(fixed), float(s_b), float(s_c), float(s_m)
 
@@ -316,7 +319,7 @@ class StepModel:
             h = self._pf_heads
             t, ts, tm = prefill_kernel_s(
                 h * ctas, h * scores, longest, bytes_, m.head_dim, m.value_head_dim,
-                self._mla, self._pf_fp8, self.gpu, self.params,
+                self._mla, self._pf_fp8, self.gpu, self.params, sum(n for n, _ in chunks), h,
             )
             total, t_sched, t_mem = total + layers * float(t), t_sched + layers * float(ts), t_mem + layers * float(tm)
         return total, t_sched, t_mem
