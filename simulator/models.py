@@ -105,6 +105,10 @@ class ModelSpec:
                  f"in 1..n_experts={self.n_experts}", self.experts_per_token)
             must(self.moe_layers <= self.n_layers, w, "moe_layers", f"<= n_layers={self.n_layers}",
                  self.moe_layers)
+            routed = self.moe_layers * self.experts_per_token * self.expert_params
+            must(self.active_params > routed, w, "active_params",
+                 f"> the routed experts' moe_layers x experts_per_token x expert_params = {routed:g}",
+                 self.active_params)
 
     @property
     def value_head_dim(self) -> int:

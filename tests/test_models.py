@@ -89,3 +89,14 @@ def test_uninterpretable_configs_fail_in_one_line(tmp_path, cfg, msg):
     with pytest.raises(ConfigError, match=msg) as err:
         get_model(str(write(tmp_path, cfg)))
     assert "config.json" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_moe_active_params_must_exceed_the_routed_experts():
+    from dataclasses import asdict
+
+    from simulator.models import ModelSpec
+
+    raw = asdict(get_model("Qwen3-235B-A22B"))
+    raw["active_params"] = 10e9  # the 8 routed experts of 94 layers alone hold 14.2e9
+    with pytest.raises(ConfigError, match="active_params"):
+        ModelSpec(**raw)

@@ -84,36 +84,49 @@ def _smax(a: Array, b: Array, p: float) -> Array:
 
 
 def gemm_s(
-    flops: Any, bytes_: Any, m: Any, n: Any, k: Any, peak_flops: Any, low_precision: Any, gpu: GPUSpec, p: CostParams
+    flops: Any,
+    bytes_: Any,
+    m: Any,
+    n: Any,
+    k: Any,
+    peak_flops: Any,
+    low_precision: Any,
+    gpu: GPUSpec,
+    p: CostParams,
+    groups: Any = 1.0,
 ) -> Any:
     """Seconds of GEMM kernels (floats or NumPy arrays, element-wise)::
 
-        units = ceil(m / 128) · ceil(n / 128) · max(1, k / gemm_split_k_tokens)
+        units = groups · ceil(n / 128) · max(1, k / gemm_split_k_tokens)
         u     = min(1, units / gemm_full_units) ^ gemm_parallel_exp
         t_c0  = flops / (peak_flops · gemm_compute_eff · [gemm_fp8_eff]) / u
         t_c   = t_c0 · (1 + gemm_power_derate · t_c0 / (t_c0 + gemm_power_time_s))
         t_m   = bytes / (hbm_bytes_per_s · gemm_memory_eff) / u
         t_k   = gemm_k_step_s · min(k, gemm_serial_k_tokens)
-        t     = smax_p(smax_p(t_c, t_m), t_k) + gemm_latency_s [+ m · k · gemm_quant_s_per_value + gemm_fp8_latency_s]
+        t     = smax_p(smax_p(t_c, t_m), t_k) + gemm_latency_s
+                [+ groups · m · k · gemm_quant_s_per_value + gemm_fp8_latency_s]
 
     with ``p = gemm_overlap_p``; the bracketed terms apply to low-precision (fp8/fp4) GEMMs only:
     `peak_flops` is the dense peak of the GEMM's dtype, and each low-precision call quantises its
-    ``m × k`` input first. A GEMM with
-    few output tiles and a short ``k`` cannot keep every SM busy (``u < 1``); `flops` and `bytes_`
-    are passed apart from the shape so that an MoE step can charge its touched experts. ``t_k``
+    ``m × k`` input first. A GEMM with few output column tiles and a short ``k`` cannot keep
+    every SM busy (``u < 1``): the library spreads a GEMM's rows over the SMs as it needs (split-K,
+    smaller tiles), so rows add no parallelism of their own and a GEMM never gets faster with more
+    of them. `groups` is the number of equal GEMMs one grouped kernel runs (MoE experts, each
+    ``m × n × k``); `flops` and `bytes_` are totals, passed apart from the shape so that an MoE
+    step can charge the experts its tokens touch. ``t_k``
     is one thread block's serial main loop over its ``k`` slice (the floor of a small GEMM: the
     kernel splits ``k`` beyond `gemm_serial_k_tokens`); long compute-bound kernels run at a
     lower clock (power limit), ``t_c`` growing by up to `gemm_power_derate`.
     """
     low = np.asarray(low_precision, dtype=bool)
     peak = peak_flops * np.where(low, p.gemm_fp8_eff, 1.0)
-    units = np.ceil(m / GEMM_TILE) * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
+    units = groups * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
     u = np.minimum(1.0, units / p.gemm_full_units) ** p.gemm_parallel_exp
     tc = flops / (peak * p.gemm_compute_eff) / u
     tc = tc * (1.0 + p.gemm_power_derate * tc / (tc + p.gemm_power_time_s))
     tm = bytes_ / (gpu.hbm_bytes_per_s * p.gemm_memory_eff) / u
     tk = p.gemm_k_step_s * np.minimum(k, p.gemm_serial_k_tokens)
-    extra = np.where(low, m * k * p.gemm_quant_s_per_value + p.gemm_fp8_latency_s, 0.0)
+    extra = np.where(low, groups * m * k * p.gemm_quant_s_per_value + p.gemm_fp8_latency_s, 0.0)
     return _smax(_smax(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
 
 

@@ -7,12 +7,12 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 
 - linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
   ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
-  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`), run as
-  ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of ``flops / G`` and ``bytes / G`` each, timed
-  by `simulator.cost.kernels.gemm_s` with the shape ``m = T``, ``k = d_model`` and
-  ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU (the layer's projections as equal
-  GEMMs: the shape only sets how many tiles keep the SMs busy); fp8/fp4 GEMMs also quantise
-  their input.
+  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`). The dense part runs as
+  ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of equal shape (``m = T``, ``k = d_model``,
+  ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU: the shape only sets how many
+  tiles keep the SMs busy); the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
+  kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`,
+  and fp8/fp4 GEMMs also quantise their input.
 - prefill attention: one kernel per layer (`simulator.cost.kernels.prefill_kernel_s`): the
   chunks' thread blocks (``n_heads/tp · Σ prefill_schedule(n, c, w)``: 128 query rows each,
   causal keys plus the cached prefix, capped at the window in sliding-window layers) in waves
@@ -57,6 +57,7 @@ from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
 from simulator.models import ModelSpec, dtype
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
+EXPERT_GEMMS_PER_LAYER = 2  # an MoE layer's experts: one grouped kernel for gate+up, one for down
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
 _REF_TOKENS = 1 << 22  # reference context for the affine KV fit: beyond any window
 
@@ -133,6 +134,9 @@ class StepModel:
         "_dec_kv_heads",
         "_dec_qo_bytes",
         "_dtype",
+        "_expert_flops_per_token",
+        "_expert_gemm_count",
+        "_expert_n",
         "_gemm_count",
         "_gemm_k",
         "_gemm_n",
@@ -179,7 +183,11 @@ class StepModel:
         self._gemm_k = float(model.d_model)
         self._gemm_n = self.dense_weight_bytes / (self._gemm_count * model.d_model * wb)
         self._dec_cache: dict[int, tuple[float, float]] = {}
-        self._lin_flops_per_token = 2.0 * model.active_params / tp
+        expert_active = model.moe_layers * model.experts_per_token * model.expert_params
+        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp  # dense GEMMs
+        self._expert_flops_per_token = 2.0 * expert_active / tp
+        self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
+        self._expert_n = model.expert_params / (EXPERT_GEMMS_PER_LAYER * model.d_model * tp)  # one expert
         self._ar_bytes_per_token = model.d_model * ACTIVATION_BYTES
         # attention
         d_k, d_v = model.head_dim, model.value_head_dim
@@ -268,14 +276,29 @@ class StepModel:
 
     # ---- parts (floats) -------------------------------------------------------------------
     def linear_s(self, tokens: float) -> tuple[float, str, float, float]:
-        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU."""
+        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU.
+
+        Dense projections: ``n_layers · GEMMS_PER_LAYER`` GEMMs of ``m = T`` rows. MoE experts:
+        ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped kernels, each over the ``E_touched``
+        experts the step's tokens reach (`expected_experts`) with ``m = T · k / E_touched`` rows
+        an expert; both timed by `simulator.cost.kernels.gemm_s`."""
         m, p = self.model, self.params
-        wbytes = self.dense_weight_bytes
-        if m.moe_layers:
-            wbytes += self.expert_bytes * expected_experts(m.n_experts, m.experts_per_token, tokens)
+        low, rows = self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
         flops = self._lin_flops_per_token * tokens
-        g, low, m_rows = self._gemm_count, self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
-        t = g * float(gemm_s(flops / g, wbytes / g, m_rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p))
+        wbytes = self.dense_weight_bytes
+        g = self._gemm_count
+        t = g * float(gemm_s(flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p))
+        if m.moe_layers:
+            touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
+            e_flops, e_bytes = self._expert_flops_per_token * tokens, self.expert_bytes * touched
+            ge, e_rows = self._expert_gemm_count, max(rows * m.experts_per_token / touched, 1.0)
+            t += ge * float(
+                gemm_s(
+                    e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, low, self.gpu, p,
+                    groups=touched,
+                )
+            )
+            flops, wbytes = flops + e_flops, wbytes + e_bytes
         eff_c = p.gemm_compute_eff * (p.gemm_fp8_eff if low else 1.0)
         bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
         return t, bound, flops, wbytes

@@ -99,3 +99,23 @@ def test_prefill_step_never_gets_cheaper_with_more_tokens(model):
     for c in (0, 3000):
         ts = np.array([sm.step_s([(n, c)], 0, 0.0) for n in range(1, 4097)])
         assert np.all(np.diff(ts) >= -1e-12 * ts[1:]), (model, c, int(np.argmin(np.diff(ts))) + 1)
+
+
+@pytest.mark.parametrize(("gpu", "model", "tp"), [("H100", "Llama-3.1-70B", 8), ("B200", "Qwen3-235B-A22B", 8)])
+def test_decode_step_never_gets_cheaper_with_a_larger_batch(gpu, model, tp):
+    # the MoE experts run as grouped GEMMs of their own shape: crossing a tile boundary of the
+    # dense projections does not speed up the expert reads
+    sm = step_model(gpu, model, tp=tp)
+    ts = np.array([sm.decode_step_s(b, 2000 * b) for b in range(1, 600)])
+    assert np.all(np.diff(ts) > 0)
+
+
+def test_gemm_never_gets_faster_with_more_rows():
+    from simulator.cost.params import load_params
+
+    p = load_params("H100")
+    m = np.arange(1.0, 4097.0)
+    for n, k in ((1024, 4096), (1024, 1024), (32, 8192), (28672, 8192)):
+        f, b = 2 * m * n * k, (m * k + k * n) * 2 + m * n * 2
+        t = gemm_s(f, b, m, n, k, 989.4e12, False, H100, p)
+        assert np.all(np.diff(t) >= 0), (n, k)
