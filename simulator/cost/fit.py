@@ -31,6 +31,7 @@ FIT_BOUNDS = {
 FIT_BOUNDS["decode_half_ctas"] = (0.0, 1e3, 1.0)
 FIT_BOUNDS["decode_compute_half_ctas"] = (0.0, 1e3, 10.0)
 FIT_BOUNDS["mla_decode_half_ctas"] = (0.0, 1e3, 1.0)
+FIT_BOUNDS["decode_d192_half_scale"] = (0.01, 1e3, 10.0)
 FIT_BOUNDS["gemm_split_k_tokens"] = (128.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_full_units"] = (1.0, 1e4, 10.0)
 FIT_BOUNDS["gemm_quant_s_per_value"] = (0.0, 1e-9, 1e-12)

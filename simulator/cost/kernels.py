@@ -215,7 +215,7 @@ def prefill_kernel_s(
     return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
 
 
-def _saturation(n: Any, half: float, q: float) -> Any:
+def _saturation(n: Any, half: Any, q: float) -> Any:
     """Share of the GPU a grid of `n` blocks keeps busy: ``(1 + (half/n)^q)^(−1/q)``."""
     return (1.0 + (half / np.maximum(n, 1e-300)) ** q) ** (-1.0 / q)
 
@@ -233,19 +233,22 @@ def decode_kernel_terms(
     heads: Any = 1.0,
 ) -> tuple[Any, Any, Any, Any]:
     """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of one decode attention kernel (element-wise): its time over
-    ``K`` bytes of cached KV is ``fixed_s + s_per_kv_byte · K``, affine in context for a batch::
+    ``K`` bytes of cached KV is ``fixed_s + s_per_kv_byte · K``, affine in context for a batch.
+    GQA/MHA/MQA (`heads` query heads and `kv_heads` KV heads per GPU, group ``g = heads / kv_heads``)::
 
-        n, r  = batch · kv_heads, d / 128                       blocks (sequence, KV head); MLA: kv_heads = 1
+        n, r  = batch · kv_heads, d / 128                       blocks (sequence, KV head)
         fixed = attn_latency_s + decode_head_dim_latency_s · r + [decode_fp8_latency_s · r]
-                + n · decode_head_latency_s · (1 + decode_head_dim_growth · (r − 1))
-                + batch · decode_seq_latency_s + batch · qo_bytes / hbm_bytes_per_s
-        s_c   = flops_per_kv_byte / (peak_bf16 · decode_compute_eff · sat(n; decode_compute_half_ctas, 1) · e_d)
-        s_m   = [decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · sat(n; decode_half_ctas, q) · e_d)
+                + n · decode_head_latency_s · (1 + decode_head_dim_growth · (r − 1)) + batch · decode_seq_latency_s
+                + batch · qo_bytes / (hbm_bytes_per_s · decode_qo_eff)            Q read and O write
+        s_c   = flops_per_kv_byte / (peak_bf16 · decode_compute_eff · sat(n · g^x; decode_compute_half_ctas, 1) · e_d)
+        s_m   = [decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · sat(n; n_m, q) · e_d)
         s_per_kv_byte = smax_p(s_c, s_m)                        (p = decode_overlap_p, q = decode_saturation_exp)
 
-    with ``sat`` from `_saturation` and ``e_d`` the head-dim factor (192, 512). An MLA (absorbed)
-    decode of `heads` query rows per GPU (heads times query tokens) runs one block per sequence and tile of
-    ``MLA_DECODE_HEAD_TILE`` query heads (FlashMLA)::
+    with ``sat`` from `_saturation`, ``e_d`` the head-dim factor (192, 512), ``x`` =
+    `decode_compute_group_exp` (a block computes the group's query rows) and ``n_m`` =
+    `decode_half_ctas`, times `decode_d192_half_scale` at head dim 192 (a path without split-KV).
+    An MLA (absorbed) decode of `heads` query rows per GPU (heads times query tokens) runs one
+    block per sequence and tile of ``MLA_DECODE_HEAD_TILE`` query heads (FlashMLA)::
 
         n     = batch · ceil(heads / 64)
         fixed = mla_decode_latency_s + batch · mla_decode_seq_latency_s
@@ -258,32 +261,35 @@ def decode_kernel_terms(
         s_per_kv_byte = smax_p(s_c, s_m)                        (p = mla_decode_overlap_p)
 
     (per query head: the Q read and fp8 quantisation, the output merge; over an fp8 cache the
-    kernel's MMAs may run in fp8: `mla_decode_fp8_compute_factor` up to 2, the fp8 peak).
+    kernel's MMAs may run in fp8: `mla_decode_fp8_compute_factor` up to 2, the fp8 peak). Every
+    term depends on the batch's shape, none on the context. No sequences: no kernel (zeros).
     """
     d = np.asarray(head_dim, dtype=np.float64)
     is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
     tiles = np.ceil(np.asarray(heads, dtype=np.float64) / MLA_DECODE_HEAD_TILE)
     n, r = np.maximum(batch * np.where(is_mla, tiles, kv_heads), 1.0), d / 128.0
     e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, np.where(d == 512, p.decode_d512_factor, 1.0)))
-    gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + batch * p.decode_seq_latency_s
+    # fixed parts
+    gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + np.where(low, p.decode_fp8_latency_s * r, 0.0)
     gqa_fixed = gqa_fixed + n * p.decode_head_latency_s * (1.0 + p.decode_head_dim_growth * (r - 1.0))
-    mla_fixed = p.mla_decode_latency_s + batch * p.mla_decode_seq_latency_s
+    gqa_fixed = gqa_fixed + batch * p.decode_seq_latency_s
     head_s = p.mla_decode_head_latency_s + np.where(low, p.mla_decode_fp8_head_latency_s, 0.0)
-    mla_fixed = mla_fixed + batch * heads * head_s
-    gqa_fixed = gqa_fixed + np.where(low, p.decode_fp8_latency_s * r, 0.0)
-    fixed = np.where(is_mla, mla_fixed, gqa_fixed)
-    fixed = fixed + batch * qo_bytes_per_seq / gpu.hbm_bytes_per_s
+    mla_fixed = p.mla_decode_latency_s + batch * p.mla_decode_seq_latency_s + batch * heads * head_s
+    qo_s = batch * qo_bytes_per_seq / (gpu.hbm_bytes_per_s * np.where(is_mla, 1.0, p.decode_qo_eff))
+    fixed = np.where(is_mla, mla_fixed, gqa_fixed) + qo_s
+    # per KV byte
     mla_c = min(1.0, p.decode_compute_eff * p.mla_decode_compute_factor)  # at most the bf16 peak
     c_eff = np.where(is_mla, mla_c * np.where(low, p.mla_decode_fp8_compute_factor, 1.0), p.decode_compute_eff)
     m_eff = p.decode_memory_eff * np.where(is_mla, p.mla_decode_memory_factor, 1.0)
-    c_sat = np.where(is_mla, 1.0, _saturation(n, p.decode_compute_half_ctas, 1.0))
+    group = np.maximum(np.asarray(heads, dtype=np.float64) / np.maximum(kv_heads, 1e-300), 1.0)
+    c_sat = np.where(is_mla, 1.0, _saturation(n * group**p.decode_compute_group_exp, p.decode_compute_half_ctas, 1.0))
+    m_half = p.decode_half_ctas * np.where(d == 192, p.decode_d192_half_scale, 1.0)
     m_sat = np.where(
-        is_mla, _saturation(n, p.mla_decode_half_ctas, 1.0), _saturation(n, p.decode_half_ctas, p.decode_saturation_exp)
+        is_mla, _saturation(n, p.mla_decode_half_ctas, 1.0), _saturation(n, m_half, p.decode_saturation_exp)
     )
-    s_c = flops_per_kv_byte / (gpu.peak_flops(ATTENTION_DTYPE) * c_eff * c_sat)
+    s_c = flops_per_kv_byte / (gpu.peak_flops(ATTENTION_DTYPE) * c_eff * c_sat * e_d)
     fp8_f = np.where(is_mla, p.mla_decode_fp8_kv_factor, p.decode_fp8_kv_factor)
-    s_m = np.where(low, fp8_f, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat)
-    s_c, s_m = s_c / e_d, s_m / e_d
+    s_m = np.where(low, fp8_f, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat * e_d)
     on = np.asarray(batch, dtype=np.float64) > 0  # no sequences: no kernel
     s_kv = np.where(is_mla, _smax(s_c, s_m, p.mla_decode_overlap_p), _smax(s_c, s_m, p.decode_overlap_p))
     return fixed * on, s_kv * on, s_c * on, s_m * on

@@ -57,6 +57,9 @@ SHAPES = {
     "decode_compute_half_ctas": (0.0, 1e4),
     "decode_d192_factor": (0.01, 2.0),
     "decode_d512_factor": (0.01, 2.0),
+    "decode_qo_eff": (1e-3, 1.0),
+    "decode_d192_half_scale": (0.01, 1e4),
+    "decode_compute_group_exp": (0.0, 1.0),
     "mla_decode_compute_factor": (0.01, 100.0),
     "mla_decode_memory_factor": (0.01, 10.0),
     "mla_decode_half_ctas": (0.0, 1e4),
@@ -137,6 +140,15 @@ class CostParams:
         tensor cores (``n0 = decode_compute_half_ctas``, ``q = 1``) busy; ``n0 = 0``: all of it.
     decode_d192_factor, decode_d512_factor : float
         Efficiency multipliers of the decode kernels at head dims 192 and 512 (other kernels).
+    decode_d192_half_scale : float
+        Multiplies `decode_half_ctas` at head dim 192 (its kernel does not split the KV, so the
+        bandwidth needs more blocks to saturate); 1: the same saturation as the other head dims.
+    decode_qo_eff : float
+        Share of the HBM bandwidth at which a decode kernel reads Q and writes O (per query
+        head, small scattered accesses); 1: the datasheet bandwidth.
+    decode_compute_group_exp : float
+        The compute saturation counts ``n · g^x`` blocks, ``g = h/kvh`` query rows per block
+        (a large GQA group fills the tensor cores of one block); 0: ``n`` blocks.
     mla_decode_latency_s, mla_decode_seq_latency_s, mla_decode_compute_factor, mla_decode_memory_factor : float
         MLA (absorbed) decode: its fixed time per kernel and per sequence (in place of the GQA
         ones), and multipliers of the decode compute and memory efficiencies (the compute one
@@ -231,6 +243,9 @@ class CostParams:
     decode_compute_half_ctas: float = 0.0
     decode_d192_factor: float = 1.0
     decode_d512_factor: float = 1.0
+    decode_qo_eff: float = 1.0
+    decode_d192_half_scale: float = 1.0
+    decode_compute_group_exp: float = 0.0
     mla_decode_latency_s: float = 0.0
     mla_decode_seq_latency_s: float = 0.0
     mla_decode_compute_factor: float = 1.0
