@@ -2,11 +2,11 @@
 dev dependency, so this runs in CI).
 
 The shipped fit is ``--framework mixed`` (`simulator.cost.aiconfigurator.MIXED`): TensorRT-LLM's
-GEMM and prefill attention tables, vLLM's decode attention table. Bounds are what the fit
-achieves, rounded up by about half a point, per GPU and op class, over every held-out row (one
-in five by shape hash, kernels of every length). The 10% target (issue 3) holds for GEMMs (bf16
-and per-tensor fp8; B300 bf16 sits at 10.1%), prefill attention and decode attention (B200 at
-10.5%); the MLA tables (12-16%) and block-scaled fp8 GEMMs (not fitted) miss it (README, "Cost model").
+GEMM, prefill attention and MLA tables, vLLM's decode attention table, NCCL's all-reduce. Bounds
+are what the fit achieves, rounded up by 0.3-0.8 points, per GPU and op class, over every
+held-out row (one in five by shape hash, kernels of every length). The 10% target (issue 3)
+holds everywhere except in `MISSES` (decode on B200 at 10.1%, MLA decode on Blackwell at
+11.1-11.6%) and for block-scaled fp8 GEMMs, which are scored and not fitted (README, "Cost model").
 """
 
 import numpy as np
@@ -18,17 +18,31 @@ GPUS = ("H100", "H200", "B200", "GB200", "B300")
 TARGET = 0.10
 # held-out MAPE bounds, all held-out rows: (H100, H200, B200, GB200, B300)
 BOUNDS = {
-    "gemm_bf16": (0.08, 0.085, 0.10, 0.10, 0.105),
-    "gemm_fp8": (0.06, 0.06, 0.06, 0.065, 0.065),
-    "gemm_fp8_block": (0.44, 0.44, 0.64, 0.665, 0.66),
-    "context_attention": (0.075, 0.075, 0.075, 0.075, 0.075),
-    "generation_attention": (0.095, 0.095, 0.11, 0.105, 0.105),
-    "mla_context": (0.145, 0.14, 0.16, 0.17, 0.155),
-    "mla_generation": (0.13, 0.135, 0.145, 0.135, 0.14),
-    "all_reduce": (0.24, 0.24, 0.22, 0.22, 0.225),
+    "gemm_bf16": (0.07, 0.07, 0.09, 0.09, 0.095),
+    "gemm_fp8": (0.055, 0.06, 0.06, 0.06, 0.065),
+    "gemm_fp8_block": (0.435, 0.44, 0.635, 0.66, 0.655),
+    "context_attention": (0.075, 0.075, 0.08, 0.08, 0.075),
+    "generation_attention": (0.09, 0.09, 0.105, 0.1, 0.1),
+    "mla_context": (0.07, 0.07, 0.07, 0.08, 0.08),
+    "mla_generation": (0.09, 0.09, 0.12, 0.115, 0.12),
+    "all_reduce": (0.06, 0.065, 0.07, 0.06, 0.08),
 }
-MEETS_TARGET = ("gemm_bf16", "gemm_fp8", "context_attention", "generation_attention")
-MISSES = {("B300", "gemm_bf16"), ("B200", "generation_attention")}  # 10.1% and 10.5%: README
+MEETS_TARGET = (
+    "gemm_bf16",
+    "gemm_fp8",
+    "context_attention",
+    "generation_attention",
+    "mla_context",
+    "mla_generation",
+    "all_reduce",
+)
+# where the fit misses 10% (README, "Cost model and calibration", says why)
+MISSES = {
+    ("B200", "generation_attention"),
+    ("B200", "mla_generation"),
+    ("GB200", "mla_generation"),
+    ("B300", "mla_generation"),
+}
 
 
 @pytest.mark.parametrize("gpu", GPUS)
