@@ -1,49 +1,29 @@
 """Fit the kernel-level cost model to NVIDIA aiconfigurator's measured kernel tables.
 
-aiconfigurator (``pip install 'kvsim[calibrate]'``, Apache-2.0) ships measured kernel latencies
-(ms) under ``aiconfigurator_core/systems/data/<gpu>/<op>/<framework>/<version>/*.parquet``.
-For every GPU that has tables and is in our catalog, this module fits the formulas of
-`simulator.cost.kernels.predict_s` (a roofline with a smooth maximum and a few fixed costs,
-no per-shape lookup) with `scipy.optimize.least_squares` on ``log(predicted/measured)``
-(soft-L1), in this order (`GROUPS`):
+aiconfigurator (``pip install 'kvsim[calibrate]'``, Apache-2.0; a dev dependency too) ships
+measured kernel latencies (ms) under
+``aiconfigurator_core/systems/data/<gpu>/<op>/<framework>/<version>/*.parquet``. For every GPU
+that has tables and is in our catalog, this module fits the formulas of
+`simulator.cost.kernels.predict_s` (closed-form kernel models, no per-shape lookup) with
+`scipy.optimize.least_squares` on ``log(predicted/measured)`` (soft-L1), one group of
+parameters at a time, in the order of `GROUPS`: bf16 GEMMs; per-tensor fp8 GEMMs (their
+compute factor, latency, input quantisation); decode attention (latencies, saturations,
+efficiencies, head-dim factors); MLA decode; prefill attention; MLA prefill; the all-reduce.
+Each group is fitted to one serving engine's tables (`group_frameworks`: ``mixed`` takes
+`MIXED`); every row of a table is fitted (all head dims, all message sizes) except the held-out
+ones. `FIT_START` gives the starting point of the shape parameters, so a refit reproduces.
 
-- ``gemm`` on the bf16 GEMMs: compute and memory efficiency, smooth-max exponent, latency;
-  ``gemm_fp8`` then only its compute factor and extra latency (activation quantisation);
-- ``attention_decode`` on generation attention: memory and compute efficiency, smooth-max
-  exponent, kernel latency, per-sequence and per-(sequence, KV head) latency, fp8-KV factor;
-- ``attention_prefill`` on context attention: compute and memory efficiency, exponent,
-  softmax FLOPs per (query, key) pair, tiles at which half the SMs idle;
-- ``comm`` on NCCL's all-reduce (every message size): ring bandwidth share, latency and its
-  growth per GPU, LL protocol bandwidth, Simple protocol latency, NVLS bandwidth.
-
-Attention is fitted on head dimensions `MAIN_HEAD_DIMS` (no sliding window, bf16 compute,
-bf16/fp8 KV). One row in five (by a hash of its shape) is held out of every fit; the report
-gives held-out MAPE per GPU and op class over all held-out rows, over those in scope, and
-over kernels of at least `MIN_FIT_KERNEL_S`. The MLA tables are scored out of sample with the
-prefill/decode attention parameters.
-
-Held-out MAPE, all held-out rows (aiconfigurator-core 0.12.0, vllm, 2026-11-29; before: the
-constant-efficiency roofline, scored on kernels >= 50 us only)::
-
-                        H100   H200   B200   GB200  B300
-    gemm bf16           10.9   11.5   14.4   15.6   14.7    (>= 50 us: 6.7 7.1 6.9 11.8 7.3)
-    gemm fp8            31.1   33.9   34.3   33.5   33.6
-    context attention   15.8   15.7   20.8   19.8   21.3
-    generation attn     12.7   12.7   12.7   11.9   11.9    (head_dim 64/128/256: 11.6 11.5 11.4 10.6 10.4)
-    before: gemm 27-34, context 35-50, generation 27-53
-
-Where the 10% target is missed: vLLM's fp8 table is the fastest of four kernel families
-(per-tensor CUTLASS; DeepGEMM, CUTLASS and FlashInfer block-scaled), which switch at
-``m`` = 16/32 and ``n`` = 32, and each call includes quantising the activations; one compute
-factor cannot follow those switches. Prefill attention keeps a shape pattern of the kernel's
-tile scheduling (short sequences at large batch; on Blackwell head_dim 192 runs 5-10x slower
-than the roofline). Small bf16 GEMMs (< 50 us, launch- and L2-bound) carry most of the GEMM error.
+One row in five (by a hash of its shape) is held out of every fit; the report gives held-out
+MAPE per GPU and op class over all held-out rows, over rows of a `MAIN_HEAD_DIMS` head dim, and
+over kernels of at least `MIN_FIT_KERNEL_S`. The figures, and where the 10% target is missed
+and why, are in the README ("Cost model and calibration") and pinned by
+``tests/cost/test_aiconfigurator.py``.
 
 Regenerate the shipped parameters (then the published end-to-end set refines the step
 overhead, see `simulator.cost.calibrate`)::
 
     pip install -e '.[calibrate]'
-    kvsim calibrate --from-aiconfigurator --framework vllm --out simulator/cost/params.toml
+    kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml
     kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml
 """
 
@@ -61,7 +41,7 @@ import pandas as pd
 from hardware.catalog import load_catalog
 from simulator.cost.fit import FitResult, fit_params
 from simulator.cost.kernels import predict_s
-from simulator.cost.params import CostParams
+from simulator.cost.params import MAIN_HEAD_DIMS, CostParams
 from simulator.errors import ConfigError
 
 # aiconfigurator system folder -> kvsim GPU catalog key (names only; the specs are ours)
@@ -73,10 +53,8 @@ MAX_TRAIN_ROWS = 20000
 # (latency terms describe short ones) and these are also scored apart (``long_*`` columns).
 MIN_FIT_KERNEL_S = 50e-6
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
-# head dimensions of production GQA/MHA models (Llama, Qwen, Mistral: 128; Gemma: 256; small
-# models: 64). vLLM's tables also hold 192 and 512, which run other kernels (on Blackwell
-# head_dim 192 takes a path 5-10x slower than the roofline); they are scored, not fitted.
-MAIN_HEAD_DIMS = (64, 128, 256)
+# the report scores rows of MAIN_HEAD_DIMS (production GQA/MHA models) apart; the tables also
+# hold 192 and 512, which run other kernels (head-dim factors of their own in the fit)
 # GEMM tables by dtype: bf16; fp8 with one scale per tensor (Llama/Qwen fp8 checkpoints, what the
 # step model prices); fp8 with 128x128 block scales (DeepSeek-V3 checkpoints), scored with the
 # per-tensor parameters, not fitted

@@ -40,8 +40,9 @@ as if they filled it). The kernel forms and their fit are in `simulator.cost.ker
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from hardware.catalog import GPUSpec
 from simulator.cost.kernels import allreduce_s, decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
@@ -60,6 +61,8 @@ GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
 EXPERT_GEMMS_PER_LAYER = 2  # an MoE layer's experts: one grouped kernel for gate+up, one for down
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
 _REF_TOKENS = 1 << 22  # reference context for the affine KV fit: beyond any window
+MEMO_ENTRIES = 1 << 16  # hot-path results remembered per StepModel (a few MB)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +148,7 @@ class StepModel:
         "_kv_beta",
         "_layout",
         "_lin_flops_per_token",
+        "_memo",
         "_mla",
         "_model",
         "_params",
@@ -182,7 +186,10 @@ class StepModel:
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
         self._gemm_n = self.dense_weight_bytes / (self._gemm_count * model.d_model * wb)
+        # memo tables of the hot path (the specs are read-only): decode coefficients and decode
+        # kernel terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._dec_cache: dict[int, tuple[float, float]] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
         expert_active = model.moe_layers * model.experts_per_token * model.expert_params
         self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp  # dense GEMMs
         self._expert_flops_per_token = 2.0 * expert_active / tp
@@ -234,12 +241,24 @@ class StepModel:
         fixed part); its time over ``K`` KV bytes per GPU is ``fixed_s + s_per_kv_byte · K``."""
         if batch <= 0:
             return 0.0, 0.0, 0.0, 0.0
+        return self._memoized(("decode", batch, query_tokens), self._decode_terms, batch, query_tokens)
+
+    def _decode_terms(self, batch: int, query_tokens: int) -> tuple[float, float, float, float]:
         fixed, s_b, s_c, s_m = decode_kernel_terms(
             float(batch), self._dec_kv_heads, self._dec_head_dim, self._dec_qo_bytes * query_tokens,
             self._dec_flops_per_byte * query_tokens, self._mla, self._dec_fp8, self.gpu, self.params,
             self._dec_heads * query_tokens,
         )
         return self.model.n_layers * float(fixed), float(s_b), float(s_c), float(s_m)
+
+    def _memoized(self, key: tuple[Any, ...], fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, remembered under `key` (at most `MEMO_ENTRIES`, then forgotten at once)."""
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= MEMO_ENTRIES:
+                self._memo.clear()
+            hit = self._memo[key] = fn(*args)
+        return hit
 
     # read-only: everything below is precomputed from them (and `decode_coefficients` cached)
     @property
@@ -276,6 +295,10 @@ class StepModel:
 
     # ---- parts (floats) -------------------------------------------------------------------
     def linear_s(self, tokens: float) -> tuple[float, str, float, float]:
+        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU (`_linear_s`)."""
+        return self._memoized(("linear", tokens), self._linear_s, tokens)
+
+    def _linear_s(self, tokens: float) -> tuple[float, str, float, float]:
         """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU.
 
         Dense projections: ``n_layers · GEMMS_PER_LAYER`` GEMMs of ``m = T`` rows. MoE experts:
@@ -305,6 +328,9 @@ class StepModel:
 
     def comm_s(self, tokens: float) -> float:
         """Tensor-parallel all-reduces of one step over `tokens` tokens."""
+        return self._memoized(("comm", tokens), self._comm_s, tokens)
+
+    def _comm_s(self, tokens: float) -> float:
         if self.tp == 1:
             return 0.0
         one = float(allreduce_s(tokens * self._ar_bytes_per_token, self.tp, self.gpu, self.params))
@@ -313,6 +339,10 @@ class StepModel:
     def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
         """(flops, bytes) per GPU of one prefill chunk's attention over all layers (MLA: the
         decompressed K/V the prefill kernel reads)."""
+        key = ("chunk", new_tokens, context_tokens)
+        return self._memoized(key, self._prefill_attention, new_tokens, context_tokens)
+
+    def _prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
         flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
         flops *= self._pf_flops_per_pair
         total = context_tokens + new_tokens
@@ -323,6 +353,11 @@ class StepModel:
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
     def prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
+        """(seconds, schedule s, memory s) of one step's prefill attention (`_prefill_attention_s`)."""
+        key = tuple(chunks)
+        return self._memoized(("prefill", key), self._prefill_attention_s, key)
+
+    def _prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
         """(seconds, schedule s, memory s) of the prefill attention kernels of all layers for one
         step's chunks: per layer group (full or sliding window), one `prefill_kernel_s` call over
         ``heads/tp · Σ prefill_schedule(n, c, w)``; bytes as `prefill_attention` per layer."""
