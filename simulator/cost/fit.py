@@ -31,6 +31,7 @@ FIT_BOUNDS = {
 FIT_BOUNDS["decode_half_ctas"] = (0.0, 1e3, 1.0)
 FIT_BOUNDS["decode_compute_half_ctas"] = (0.0, 1e3, 10.0)
 FIT_BOUNDS["mla_decode_half_ctas"] = (0.0, 1e3, 1.0)
+FIT_BOUNDS["mla_decode_compute_half_ctas"] = (0.0, 1e3, 10.0)
 FIT_BOUNDS["decode_d192_half_scale"] = (0.01, 1e3, 10.0)
 FIT_BOUNDS["gemm_split_k_tokens"] = (128.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_full_units"] = (1.0, 1e4, 10.0)
@@ -83,11 +84,13 @@ def fit_params(
     model: Callable[[CostParams], np.ndarray],
     measured_s: np.ndarray,
     loss: str = "linear",
+    f_scale: float = ROBUST_SCALE,
 ) -> FitResult:
     """Fit the `free` fields of `base` so that ``model(params)`` matches `measured_s`.
 
     ``loss="soft_l1"`` makes the fit robust to rows the roofline cannot describe (large
-    kernel tables); the default is plain least squares.
+    kernel tables), quadratic within `f_scale` of a log-residual and linear beyond; the default
+    is plain least squares.
 
     Raises `ConfigError` when there are fewer points than free parameters, a name is not a
     parameter, or a measured time is not positive.
@@ -114,6 +117,6 @@ def fit_params(
     lo = [_bounds(f)[0] for f in free]
     hi = [_bounds(f)[1] for f in free]
     x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
-    sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=ROBUST_SCALE)
+    sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=f_scale)
     fitted = params_of(sol.x)
     return FitResult(params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0)

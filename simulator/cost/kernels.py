@@ -245,7 +245,7 @@ def decode_kernel_terms(
         s_m   = [decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · sat(n; n_m, q) · e_d)
         s_per_kv_byte = smax_p(s_c, s_m)                        (p = decode_overlap_p, q = decode_saturation_exp)
 
-    with ``sat`` from `_saturation`, ``e_d`` the head-dim factor (192, 512), ``x`` =
+    with ``sat`` from `_saturation`, ``e_d`` the head-dim factor (64, 192, 512), ``x`` =
     `decode_compute_group_exp` (a block computes the group's query rows) and ``n_m`` =
     `decode_half_ctas`, times `decode_d192_half_scale` at head dim 192 (a path without split-KV).
     An MLA (absorbed) decode of `heads` query rows per GPU (heads times query tokens) runs one
@@ -256,7 +256,7 @@ def decode_kernel_terms(
                 + batch · heads · (mla_decode_head_latency_s + [mla_decode_fp8_head_latency_s])
                 + batch · qo_bytes / hbm_bytes_per_s
         s_c   = flops_per_kv_byte / (peak_bf16 · min(1, decode_compute_eff · mla_decode_compute_factor)
-                                     · [mla_decode_fp8_compute_factor])
+                                     · [mla_decode_fp8_compute_factor] · sat(n; mla_decode_compute_half_ctas, 1))
         s_m   = [mla_decode_fp8_kv_factor] / (hbm_bytes_per_s · decode_memory_eff · mla_decode_memory_factor
                                               · sat(n; mla_decode_half_ctas, 1))
         s_per_kv_byte = smax_p(s_c, s_m)                        (p = mla_decode_overlap_p)
@@ -269,7 +269,8 @@ def decode_kernel_terms(
     is_mla, low = np.asarray(mla, dtype=bool), np.asarray(fp8_kv, dtype=bool)
     tiles = np.ceil(np.asarray(heads, dtype=np.float64) / MLA_DECODE_HEAD_TILE)
     n, r = np.maximum(batch * np.where(is_mla, tiles, kv_heads), 1.0), d / 128.0
-    e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, np.where(d == 512, p.decode_d512_factor, 1.0)))
+    f_d = np.where(d == 64, p.decode_d64_factor, np.where(d == 512, p.decode_d512_factor, 1.0))
+    e_d = np.where(is_mla, 1.0, np.where(d == 192, p.decode_d192_factor, f_d))
     # fixed parts
     gqa_fixed = p.attn_latency_s + p.decode_head_dim_latency_s * r + np.where(low, p.decode_fp8_latency_s * r, 0.0)
     gqa_fixed = gqa_fixed + n * p.decode_head_latency_s * (1.0 + p.decode_head_dim_growth * (r - 1.0))
@@ -283,7 +284,8 @@ def decode_kernel_terms(
     c_eff = np.where(is_mla, mla_c * np.where(low, p.mla_decode_fp8_compute_factor, 1.0), p.decode_compute_eff)
     m_eff = p.decode_memory_eff * np.where(is_mla, p.mla_decode_memory_factor, 1.0)
     group = np.maximum(np.asarray(heads, dtype=np.float64) / np.maximum(kv_heads, 1e-300), 1.0)
-    c_sat = np.where(is_mla, 1.0, _saturation(n * group**p.decode_compute_group_exp, p.decode_compute_half_ctas, 1.0))
+    gqa_c_sat = _saturation(n * group**p.decode_compute_group_exp, p.decode_compute_half_ctas, 1.0)
+    c_sat = np.where(is_mla, _saturation(n, p.mla_decode_compute_half_ctas, 1.0), gqa_c_sat)
     m_half = p.decode_half_ctas * np.where(d == 192, p.decode_d192_half_scale, 1.0)
     m_sat = np.where(
         is_mla, _saturation(n, p.mla_decode_half_ctas, 1.0), _saturation(n, m_half, p.decode_saturation_exp)

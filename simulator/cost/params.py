@@ -66,6 +66,8 @@ SHAPES = {
     "mla_decode_fp8_kv_factor": (0.25, 4.0),
     "mla_decode_fp8_compute_factor": (0.1, 2.0),
     "mla_decode_overlap_p": (1.0, math.inf),
+    "mla_decode_compute_half_ctas": (0.0, 1e4),
+    "decode_d64_factor": (0.01, 2.0),
     "prefill_pair_flops": (0.0, 1e4),
     "prefill_fp8_factor": (0.1, 5.0),
     "prefill_d64_factor": (0.05, 5.0),
@@ -140,6 +142,9 @@ class CostParams:
         tensor cores (``n0 = decode_compute_half_ctas``, ``q = 1``) busy; ``n0 = 0``: all of it.
     decode_d192_factor, decode_d512_factor : float
         Efficiency multipliers of the decode kernels at head dims 192 and 512 (other kernels).
+    decode_d64_factor : float
+        Efficiency multiplier of the decode kernel at head dim 64 (same kernel, half-width KV rows:
+        fewer bytes in flight per load and per block).
     decode_d192_half_scale : float
         Multiplies `decode_half_ctas` at head dim 192 (its kernel does not split the KV, so the
         bandwidth needs more blocks to saturate); 1: the same saturation as the other head dims.
@@ -163,6 +168,9 @@ class CostParams:
     mla_decode_half_ctas : float
         MLA decode bandwidth saturates with its ``batch · ceil(heads / 64)`` blocks (FlashMLA tiles of
         64 query heads) as ``sat(n; mla_decode_half_ctas, 1)``.
+    mla_decode_compute_half_ctas : float
+        MLA decode tensor-core parallelism saturates with the same blocks, ``sat(n;
+        mla_decode_compute_half_ctas, 1)`` (as `decode_compute_half_ctas` for GQA); 0: all of it.
     gemm_fp8_eff, gemm_fp8_latency_s : float
         Multiplies `gemm_compute_eff` for fp8/fp4 GEMMs (their kernels do not reach twice the
         bf16 rate; scaling epilogues cost time), and the extra fixed time of each (the kernel
@@ -256,6 +264,8 @@ class CostParams:
     mla_decode_fp8_kv_factor: float = 1.0
     mla_decode_fp8_compute_factor: float = 1.0
     mla_decode_overlap_p: float = math.inf
+    mla_decode_compute_half_ctas: float = 0.0
+    decode_d64_factor: float = 1.0
     prefill_pair_flops: float = 0.0
     prefill_latency_s: float = 0.0
     prefill_fp8_latency_s: float = 0.0
