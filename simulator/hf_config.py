@@ -112,7 +112,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     non_expert = embed + L * attn + dense_layers * 3 * d * dense_inter + moe_layers * shared * expert_params
     estimated_total = non_expert + moe_layers * n_experts * expert_params
     active = non_expert + moe_layers * experts_per_token * expert_params
-    quant = (cfg.get("quantization_config") or {}).get("quant_method")
+    qcfg = cfg.get("quantization_config") or {}
+    quant = qcfg.get("quant_method")
+    block_scales = quant == "fp8" and bool(qcfg.get("weight_block_size"))
     if quant == "fp8":
         wdtype = "fp8"
     elif quant:
@@ -133,6 +135,6 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
         sliding_window=window, sliding_window_pattern=pattern,
         moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
-        expert_params=float(expert_params),
+        expert_params=float(expert_params), weight_block_scales=block_scales,
         source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
     )

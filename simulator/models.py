@@ -80,6 +80,7 @@ class ModelSpec:
     n_experts: int = 0
     experts_per_token: int = 0
     expert_params: float = 0.0
+    weight_block_scales: bool = False  # fp8 weights with a scale per 128x128 block (DeepSeek-style)
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -93,6 +94,8 @@ class ModelSpec:
         must(0 < self.active_params <= self.total_params, w, "active_params",
              f"in (0, total_params={self.total_params:g}]", self.active_params)
         dtype(self.weight_dtype)
+        must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
+             self.weight_block_scales)
         if self.attention == "mla":
             must(self.kv_lora_rank >= 1, w, "kv_lora_rank", ">= 1 for attention='mla'", self.kv_lora_rank)
         if self.attention == "mqa":

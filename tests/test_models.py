@@ -23,7 +23,7 @@ DEEPSEEK_V3 = {"hidden_size": 7168, "intermediate_size": 18432, "moe_intermediat
                "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
                "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280,
                "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
-               "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}
+               "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}
 GEMMA3 = {"architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16",
           "text_config": {"hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 62,
                           "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
@@ -64,6 +64,8 @@ def test_deepseek_config_reads_mla_and_moe(tmp_path):
     assert (spec.moe_layers, spec.n_experts, spec.experts_per_token) == (58, 256, 8)
     assert spec.total_params == pytest.approx(671e9, rel=0.01)
     assert spec.active_params == pytest.approx(37e9, rel=0.03)
+    assert spec.weight_block_scales and get_model("DeepSeek-V3").weight_block_scales
+    assert not get_model("Llama-3.1-8B").weight_block_scales
 
 
 def test_gemma3_config_reads_sliding_pattern(tmp_path):

@@ -7,7 +7,8 @@ that has tables and is in our catalog, this module fits the formulas of
 `simulator.cost.kernels.predict_s` (closed-form kernel models, no per-shape lookup) with
 `scipy.optimize.least_squares` on ``log(predicted/measured)`` (soft-L1), one group of
 parameters at a time, in the order of `GROUPS`: bf16 GEMMs; per-tensor fp8 GEMMs (their
-compute factor, latency, input quantisation); decode attention (latencies, saturations,
+compute factor, latency, input quantisation); block-scaled fp8 GEMMs (the same three of their
+own); decode attention (latencies, saturations,
 efficiencies, head-dim factors); MLA decode; prefill attention; MLA prefill; the all-reduce.
 Each group is fitted to one serving engine's tables (`group_frameworks`: ``mixed`` takes
 `MIXED`); every row of a table is fitted (all head dims, all message sizes) except the held-out
@@ -55,9 +56,8 @@ MIN_FIT_KERNEL_S = 50e-6
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
 # the report scores rows of MAIN_HEAD_DIMS (production GQA/MHA models) apart; the tables also
 # hold 192 and 512, which run other kernels (head-dim factors of their own in the fit)
-# GEMM tables by dtype: bf16; fp8 with one scale per tensor (Llama/Qwen fp8 checkpoints, what the
-# step model prices); fp8 with 128x128 block scales (DeepSeek-V3 checkpoints), scored with the
-# per-tensor parameters, not fitted
+# GEMM tables by dtype: bf16; fp8 with one scale per tensor (Llama/Qwen fp8 checkpoints); fp8
+# with 128x128 block scales (DeepSeek-V3 and Kimi-K2 checkpoints: `weight_block_scales`)
 GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block"}
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
@@ -142,6 +142,7 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
             d.attrs = g.attrs
             in_bytes = 2.0 if name == "bfloat16" else 1.0
             cols = {"m": d["m"], "n": d["n"], "k": d["k"], "in_bytes": np.full(len(d), in_bytes)}
+            cols["block"] = np.full(len(d), 1.0 if name == "fp8_block" else 0.0)
             out.append(_rows("gemm", d, ["gemm_dtype", "m", "n", "k"], cols, label))
     shape = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
     for op, fname in (
@@ -242,6 +243,10 @@ GROUPS = {
         ),
     ),
     "gemm_fp8": (("gemm_fp8",), ("gemm_fp8_eff", "gemm_fp8_latency_s", "gemm_quant_s_per_value")),
+    "gemm_fp8_block": (
+        ("gemm_fp8_block",),
+        ("gemm_fp8_block_eff", "gemm_fp8_block_latency_s", "gemm_fp8_block_quant_s_per_value"),
+    ),
     "attention_decode": (
         ("generation_attention",),
         (
@@ -389,6 +394,7 @@ LATENCY = {
 MIXED = {
     "gemm": "trtllm",
     "gemm_fp8": "trtllm",
+    "gemm_fp8_block": "trtllm",
     "attention_decode": "vllm",
     "attention_prefill": "trtllm",
     "mla_prefill": "trtllm",
@@ -396,7 +402,7 @@ MIXED = {
     "comm": "trtllm",
 }
 # tables scored but not fitted: the group whose parameters (and framework) price them
-SCORED_WITH = {"gemm_fp8_block": "gemm_fp8"}
+SCORED_WITH: dict[str, str] = {}
 
 
 def group_frameworks(framework: str) -> dict[str, str]:

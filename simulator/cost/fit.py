@@ -36,6 +36,7 @@ FIT_BOUNDS["decode_d192_half_scale"] = (0.01, 1e3, 10.0)
 FIT_BOUNDS["gemm_split_k_tokens"] = (128.0, 1e5, 1000.0)
 FIT_BOUNDS["gemm_full_units"] = (1.0, 1e4, 10.0)
 FIT_BOUNDS["gemm_quant_s_per_value"] = (0.0, 1e-9, 1e-12)
+FIT_BOUNDS["gemm_fp8_block_quant_s_per_value"] = (0.0, 1e-9, 1e-12)
 FIT_BOUNDS["comm_nvls_factor"] = (0.05, 2.0, 1.0)  # 0 (no NVLS) has no gradient
 FIT_BOUNDS["gemm_k_step_s"] = (0.0, 1e-7, 1e-9)
 FIT_BOUNDS["gemm_serial_k_tokens"] = (32.0, 1e5, 1000.0)

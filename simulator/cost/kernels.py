@@ -94,6 +94,7 @@ def gemm_s(
     gpu: GPUSpec,
     p: CostParams,
     groups: Any = 1.0,
+    block_scaled: Any = False,
 ) -> Any:
     """Seconds of GEMM kernels (floats or NumPy arrays, element-wise)::
 
@@ -108,7 +109,9 @@ def gemm_s(
 
     with ``p = gemm_overlap_p``; the bracketed terms apply to low-precision (fp8/fp4) GEMMs only:
     `peak_flops` is the dense peak of the GEMM's dtype, and each low-precision call quantises its
-    ``m × k`` input first. A GEMM with few output column tiles and a short ``k`` cannot keep
+    ``m × k`` input first; a `block_scaled` one (a scale per 128×128 weight block) takes
+    `gemm_fp8_block_eff`, `gemm_fp8_block_latency_s` and `gemm_fp8_block_quant_s_per_value` in
+    their place. A GEMM with few output column tiles and a short ``k`` cannot keep
     every SM busy (``u < 1``): the library spreads a GEMM's rows over the SMs as it needs (split-K,
     smaller tiles), so rows add no parallelism of their own and a GEMM never gets faster with more
     of them. `groups` is the number of equal GEMMs one grouped kernel runs (MoE experts, each
@@ -118,15 +121,17 @@ def gemm_s(
     kernel splits ``k`` beyond `gemm_serial_k_tokens`); long compute-bound kernels run at a
     lower clock (power limit), ``t_c`` growing by up to `gemm_power_derate`.
     """
-    low = np.asarray(low_precision, dtype=bool)
-    peak = peak_flops * np.where(low, p.gemm_fp8_eff, 1.0)
+    low, blk = np.asarray(low_precision, dtype=bool), np.asarray(block_scaled, dtype=bool)
+    peak = peak_flops * np.where(low, np.where(blk, p.gemm_fp8_block_eff, p.gemm_fp8_eff), 1.0)
     units = groups * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
     u = np.minimum(1.0, units / p.gemm_full_units) ** p.gemm_parallel_exp
     tc = flops / (peak * p.gemm_compute_eff) / u
     tc = tc * (1.0 + p.gemm_power_derate * tc / (tc + p.gemm_power_time_s))
     tm = bytes_ / (gpu.hbm_bytes_per_s * p.gemm_memory_eff) / u
     tk = p.gemm_k_step_s * np.minimum(k, p.gemm_serial_k_tokens)
-    extra = np.where(low, groups * m * k * p.gemm_quant_s_per_value + p.gemm_fp8_latency_s, 0.0)
+    quant = np.where(blk, p.gemm_fp8_block_quant_s_per_value, p.gemm_quant_s_per_value)
+    lat8 = np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s)
+    extra = np.where(low, groups * m * k * quant + lat8, 0.0)
     return _smax(_smax(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
 
 
@@ -328,7 +333,8 @@ def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
     """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
 
-    - ``gemm``: `gemm_s` (rows with ``in_bytes == 1`` are fp8 GEMMs).
+    - ``gemm``: `gemm_s` (rows with ``in_bytes == 1`` are fp8 GEMMs, with ``block = 1``
+      block-scaled ones).
     - ``context_attention``, ``mla_context`` (prefill, no cached prefix): `prefill_kernel_s` over
       ``b · h`` times `prefill_schedule(s)`; MLA runs decompressed (one KV head per query head,
       ``d_qk`` = 192 for the scores, ``d_v`` = 128; K/V in bf16, or fp8 over an fp8 KV cache).
@@ -344,7 +350,9 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     if op == "gemm":
         low = f["in_bytes"] <= LOW_PRECISION_BYTES
         peak = np.where(low, gpu.peak_flops("fp8") if low.any() else 0.0, gpu.peak_flops("bf16"))
-        return np.asarray(gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p), dtype=np.float64)
+        blk = f.get("block", np.zeros_like(low, dtype=float)) > 0
+        t = gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p, block_scaled=blk)
+        return np.asarray(t, dtype=np.float64)
     b, h = f["b"], f["h"]
     if op in ("context_attention", "mla_context"):
         ctas, scores, longest = prefill_schedule(f["s"])

@@ -41,6 +41,7 @@ LATENCIES = (
     "mla_decode_fp8_head_latency_s",
     "mla_prefill_fp8_latency_s",
     "gemm_fp8_latency_s",
+    "gemm_fp8_block_latency_s",
 )
 # kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
 SHAPES = {
@@ -81,6 +82,8 @@ SHAPES = {
     "gemm_full_units": (1.0, 1e6),
     "gemm_parallel_exp": (0.0, 4.0),
     "gemm_quant_s_per_value": (0.0, 1e-9),
+    "gemm_fp8_block_eff": (0.05, 1.5),
+    "gemm_fp8_block_quant_s_per_value": (0.0, 1e-9),
     "comm_ll_factor": (0.05, 1.0),
     "comm_nvls_factor": (0.0, 2.0),
     "gemm_k_step_s": (0.0, 1e-6),
@@ -214,6 +217,10 @@ class CostParams:
     gemm_quant_s_per_value : float
         Seconds per activation value of the pass that quantises a low-precision (fp8/fp4) GEMM's
         input (``m · k`` values: read bf16, write fp8, per-token scale); 0 for bf16 GEMMs.
+    gemm_fp8_block_eff, gemm_fp8_block_latency_s, gemm_fp8_block_quant_s_per_value : float
+        The same three for fp8 GEMMs with a scale per 128×128 weight block and per 1×128
+        activation group (DeepSeek-style checkpoints, DeepGEMM-type kernels), in place of
+        `gemm_fp8_eff`, `gemm_fp8_latency_s` and `gemm_quant_s_per_value`.
     gemm_k_step_s, gemm_serial_k_tokens : float
         Seconds per ``k`` element of one thread block's serial main loop (load, MMA chain), over
         at most `gemm_serial_k_tokens` of ``k`` (the kernel splits a deeper ``k``): the floor
@@ -284,6 +291,9 @@ class CostParams:
     gemm_full_units: float = 1.0
     gemm_parallel_exp: float = 1.0
     gemm_quant_s_per_value: float = 0.0
+    gemm_fp8_block_eff: float = 1.0
+    gemm_fp8_block_latency_s: float = 0.0
+    gemm_fp8_block_quant_s_per_value: float = 0.0
     collective_hop_latency_s: float = 0.0
     comm_ll_factor: float = 1.0
     comm_simple_latency_s: float = 0.0

@@ -12,7 +12,8 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
   ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU: the shape only sets how many
   tiles keep the SMs busy); the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
   kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`,
-  and fp8/fp4 GEMMs also quantise their input.
+  and fp8/fp4 GEMMs also quantise their input (block-scaled fp8 for a model with
+  `weight_block_scales`).
 - prefill attention: one kernel per layer (`simulator.cost.kernels.prefill_kernel_s`): the
   chunks' thread blocks (``n_heads/tp · Σ prefill_schedule(n, c, w)``: 128 query rows each,
   causal keys plus the cached prefix, capped at the window in sliding-window layers) in waves
@@ -307,10 +308,13 @@ class StepModel:
         an expert; both timed by `simulator.cost.kernels.gemm_s`."""
         m, p = self.model, self.params
         low, rows = self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
+        blk = self.dtype == "fp8" and m.weight_block_scales
         flops = self._lin_flops_per_token * tokens
         wbytes = self.dense_weight_bytes
         g = self._gemm_count
-        t = g * float(gemm_s(flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p))
+        t = g * float(
+            gemm_s(flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p, 1.0, blk)
+        )
         if m.moe_layers:
             touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
             e_flops, e_bytes = self._expert_flops_per_token * tokens, self.expert_bytes * touched
@@ -318,7 +322,7 @@ class StepModel:
             t += ge * float(
                 gemm_s(
                     e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, low, self.gpu, p,
-                    groups=touched,
+                    groups=touched, block_scaled=blk,
                 )
             )
             flops, wbytes = flops + e_flops, wbytes + e_bytes

@@ -5,8 +5,8 @@ The shipped fit is ``--framework mixed`` (`simulator.cost.aiconfigurator.MIXED`)
 GEMM, prefill attention and MLA tables, vLLM's decode attention table, NCCL's all-reduce. Bounds
 are what the fit achieves, rounded up by 0.3-0.8 points, per GPU and op class, over every
 held-out row (one in five by shape hash, kernels of every length). The 10% target (issue 3)
-holds everywhere except in `MISSES` (MLA decode on Blackwell at 10.9-11.3%) and for
-block-scaled fp8 GEMMs, which are scored and not fitted (README, "Cost model").
+holds everywhere except in `MISSES` (MLA decode on Blackwell at 10.9-11.3%, block-scaled fp8
+GEMMs on Hopper at 14-15%; README, "Cost model and calibration", says why).
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ TARGET = 0.10
 BOUNDS = {
     "gemm_bf16": (0.07, 0.07, 0.09, 0.09, 0.095),
     "gemm_fp8": (0.055, 0.06, 0.06, 0.06, 0.065),
-    "gemm_fp8_block": (0.435, 0.44, 0.635, 0.66, 0.655),
+    "gemm_fp8_block": (0.15, 0.16, 0.095, 0.095, 0.1),
     "context_attention": (0.075, 0.075, 0.08, 0.08, 0.075),
     "generation_attention": (0.09, 0.09, 0.105, 0.1, 0.1),
     "mla_context": (0.07, 0.07, 0.07, 0.08, 0.08),
@@ -30,6 +30,7 @@ BOUNDS = {
 MEETS_TARGET = (
     "gemm_bf16",
     "gemm_fp8",
+    "gemm_fp8_block",
     "context_attention",
     "generation_attention",
     "mla_context",
@@ -38,6 +39,8 @@ MEETS_TARGET = (
 )
 # where the fit misses 10% (README, "Cost model and calibration", says why)
 MISSES = {
+    ("H100", "gemm_fp8_block"),
+    ("H200", "gemm_fp8_block"),
     ("B200", "mla_generation"),
     ("GB200", "mla_generation"),
     ("B300", "mla_generation"),

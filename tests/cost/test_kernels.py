@@ -76,6 +76,10 @@ def test_gemm_parallelism_and_fp8_quantisation(ideal):
     q = replace(ideal, gemm_quant_s_per_value=1e-12, gemm_fp8_latency_s=3e-6)
     low = float(gemm_s(f, b, 128, 256, 1024, 1978.9e12, True, H100, q))
     assert low == pytest.approx(max(f / 1978.9e12, b / 3.35e12) + 128 * 1024 * 1e-12 + 3e-6)
+    # a block-scaled fp8 GEMM takes its own three: half the fp8 rate, 2 ps a value, 4 us
+    qb = replace(q, gemm_fp8_block_eff=0.5, gemm_fp8_block_quant_s_per_value=2e-12, gemm_fp8_block_latency_s=4e-6)
+    blk = float(gemm_s(f, b, 128, 256, 1024, 1978.9e12, True, H100, qb, block_scaled=True))
+    assert blk == pytest.approx(max(f / 989.45e12, b / 3.35e12) + 128 * 1024 * 2e-12 + 4e-6)
 
 
 def test_decode_kernel_terms_by_hand(ideal):
