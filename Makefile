@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 OUT     ?= report
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint calibrate clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -m bench -s
+
+# regenerate the shipped cost-model parameters: kernel fit, then the step overhead on published figures
+calibrate: $(STAMP)
+	$(BIN)/kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml
+	$(BIN)/kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulator workloads hardware tests
