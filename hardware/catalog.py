@@ -27,7 +27,9 @@ COMPUTE_DTYPES = ("bf16", "fp8", "fp4")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GPUSpec:
     """One accelerator. Bandwidths of links are per direction; FLOP/s are dense peaks; `sm_count`
-    is the streaming multiprocessors (AMD: compute units) that kernels' thread blocks fill in waves."""
+    is the streaming multiprocessors (AMD: compute units) that kernels' thread blocks fill in waves;
+    `nvswitch_reduce` says whether the GPUs' switch reduces in the network (NVLink SHARP, which
+    NCCL's NVLS all-reduce uses)."""
 
     key: str
     name: str
@@ -38,6 +40,7 @@ class GPUSpec:
     fp8_flops: float
     fp4_flops: float
     nvlink_bytes_per_s: float
+    nvswitch_reduce: bool
     pcie_bytes_per_s: float
     usd_per_gpu_hour: float
     source: str
@@ -47,6 +50,7 @@ class GPUSpec:
         for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
             v = getattr(self, f)
             must(v > 0, where, f, "> 0", v)
+        must(type(self.nvswitch_reduce) is bool, where, "nvswitch_reduce", "true or false", self.nvswitch_reduce)
         must(type(self.sm_count) is int and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
         for f in ("fp8_flops", "fp4_flops", "usd_per_gpu_hour"):
             v = getattr(self, f)

@@ -120,8 +120,11 @@ def _merge(
 ) -> dict[str, CostParams]:
     out = dict(base)
     for key, p in fitted.items():
-        old = base.get(key)
-        merged = {**(old.provenance if old else {}), **prov.get(key, {})}
+        old, new = base.get(key), prov.get(key, {})
+        # a fit replaces its own family of provenance keys (kernels_*, e2e_*) and keeps the other
+        families = {k.split("_", 1)[0] for k in new}
+        kept = {k: v for k, v in (old.provenance if old else {}).items() if k.split("_", 1)[0] not in families}
+        merged = {**kept, **new}
         src = "; ".join(str(merged[k]) for k in ("kernels_summary", "e2e_summary") if k in merged)
         out[key] = replace(p, gpu=key, provenance=merged if key != "default" else {}, source=src or p.source)
     return out
@@ -266,7 +269,9 @@ def _fit_csv(
             p["e2e_holdout_mape"] = round(float(s.at["held-out", "mape"]), 4)  # type: ignore[arg-type]
         p["e2e_summary"] = f"{', '.join(cal.free[gpu])} fitted to {file.name} {today}"
         prov[gpu] = p
-    return {k: cal.params[k] for k in cal.free}, prov
+    for gpu, how in cal.borrowed.items():
+        prov[gpu] = {"e2e_data": str(file.name), "e2e_date": today, "e2e_summary": f"{how}, {file.name} {today}"}
+    return {k: cal.params[k] for k in [*cal.free, *cal.borrowed]}, prov
 
 
 def _read(file: Path) -> pd.DataFrame:

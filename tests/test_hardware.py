@@ -86,6 +86,7 @@ bf16_flops = 362e12
 fp8_flops = 733e12
 fp4_flops = 0.0
 nvlink_bytes_per_s = 32e9
+nvswitch_reduce = false
 pcie_bytes_per_s = 32e9
 usd_per_gpu_hour = 1.0
 source = "x"

@@ -143,6 +143,7 @@ class Calibration:
     params: dict[str, CostParams]
     rows: pd.DataFrame  # input rows + predicted, rel_error
     free: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    borrowed: dict[str, str] = field(default_factory=dict)  # GPU -> how its step overhead was set
 
     def summary(self) -> pd.DataFrame:
         """MAPE and max |error| per GPU, for fitted and held-out rows."""
@@ -184,9 +185,17 @@ def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ..
             raise ConfigError(f"fit for {key}: {exc}") from None
         out[key] = res.params
         freed[key] = tuple(names)
+    borrowed: dict[str, str] = {}
+    overheads = [out[k].step_overhead_s for k, names in freed.items() if "step_overhead_s" in names]
+    if overheads:
+        shared = float(np.median(overheads))
+        for key in out:
+            if key not in freed and key != "default":
+                out[key] = replace(out[key], step_overhead_s=shared)
+                borrowed[key] = f"step_overhead_s = median of the fitted GPUs ({', '.join(sorted(freed))})"
     rows = df.copy()
     rows["gpu"] = [cat.gpu(str(x)).key for x in rows["gpu"]]
     pred = [_predicted_s_like(r, out[r["gpu"]]) for _, r in rows.iterrows()]
     rows["predicted_s"] = pred
     rows["rel_error"] = [p / _measured_s_like(r) - 1 for p, (_, r) in zip(pred, rows.iterrows(), strict=True)]
-    return Calibration(params=out, rows=rows, free=freed)
+    return Calibration(params=out, rows=rows, free=freed, borrowed=borrowed)

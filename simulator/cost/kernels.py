@@ -44,9 +44,9 @@ def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
       ``b · s · (2·h·d·2 + 2·kvh·d·kv_bytes)`` bytes (Q, O, K, V).
     - ``generation_attention``: ``b · 4hd · ctx`` FLOPs; ``b · ctx · 2·kvh·d·kv_bytes + b · 2hd · 2``
       bytes (K/V, then Q and O).
-    - ``mla_generation`` (absorbed, latent rank r = 512, rope 64): ``b · h · (2(r+rope) + 2r) · ctx``
-      FLOPs; ``b · ctx · (r + rope) · kv_bytes`` bytes (the latent; its Q/O traffic is priced in
-      `decode_kernel_terms`).
+    - ``mla_generation`` (absorbed, latent rank r = 512, rope 64, ``q`` query tokens a sequence,
+      default 1): ``b · q · h · (2(r+rope) + 2r) · ctx`` FLOPs; ``b · ctx · (r + rope) · kv_bytes``
+      bytes (the latent; its Q/O traffic is priced in `decode_kernel_terms`).
     - ``mla_context`` (decompressed, d_qk = 192, d_v = 128): ``b · 2h(d_qk + d_v) · s(s+1)/2`` FLOPs;
       ``b · s · h · (2·d_qk + 2·d_v) · 2`` bytes.
     - ``all_reduce``: no FLOPs; ``message_bytes`` in ``bytes``.
@@ -95,6 +95,7 @@ def gemm_s(
     p: CostParams,
     groups: Any = 1.0,
     block_scaled: Any = False,
+    quant_values: Any = None,
 ) -> Any:
     """Seconds of GEMM kernels (floats or NumPy arrays, element-wise)::
 
@@ -109,7 +110,9 @@ def gemm_s(
 
     with ``p = gemm_overlap_p``; the bracketed terms apply to low-precision (fp8/fp4) GEMMs only:
     `peak_flops` is the dense peak of the GEMM's dtype, and each low-precision call quantises its
-    ``m × k`` input first; a `block_scaled` one (a scale per 128×128 weight block) takes
+    ``m × k`` input first (`quant_values` in its place when the caller knows better: a
+    row-parallel GEMM's input is sharded, an MoE layer quantises a token once before dispatch); a
+    `block_scaled` one (a scale per 128×128 weight block) takes
     `gemm_fp8_block_eff`, `gemm_fp8_block_latency_s` and `gemm_fp8_block_quant_s_per_value` in
     their place. A GEMM with few output column tiles and a short ``k`` cannot keep
     every SM busy (``u < 1``): the library spreads a GEMM's rows over the SMs as it needs (split-K,
@@ -131,7 +134,8 @@ def gemm_s(
     tk = p.gemm_k_step_s * np.minimum(k, p.gemm_serial_k_tokens)
     quant = np.where(blk, p.gemm_fp8_block_quant_s_per_value, p.gemm_quant_s_per_value)
     lat8 = np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s)
-    extra = np.where(low, groups * m * k * quant + lat8, 0.0)
+    values = groups * m * k if quant_values is None else quant_values
+    extra = np.where(low, values * quant + lat8, 0.0)
     return _smax(_smax(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
 
 
@@ -187,9 +191,9 @@ def prefill_kernel_s(
         t_sched = max(ceil(ctas / sm_count) · prefill_cta_s + τ · scores / sm_count,
                       prefill_cta_s + τ · longest · [mla_prefill_longest_factor])
         t_mem   = bytes / (hbm_bytes_per_s · attn_memory_eff) · [mla_prefill_memory_factor]
-        t       = smax_p(t_sched, t_mem) + prefill_latency_s [+ prefill_fp8_latency_s]   (p = attn_overlap_p)
-                  [+ tokens · mla_prefill_token_s]
-                  [+ mla_prefill_fp8_latency_s + tokens · heads · (2d + d_v) · mla_prefill_quant_s_per_value]
+        t       = smax_p(t_sched, t_mem) + prefill_latency_s + [fp8 KV: prefill_fp8_latency_s]   (p = attn_overlap_p)
+        MLA:      + tokens · mla_prefill_token_s, and over fp8 KV, in place of prefill_fp8_latency_s,
+                  + mla_prefill_fp8_latency_s + tokens · heads · (2d + d_v) · mla_prefill_quant_s_per_value
 
     The SMs share the scores evenly and pay each wave's fixed block cost, and the longest causal
     CTA bounds a call with few of them (both terms only grow when work is added). ``f_d`` is
@@ -317,6 +321,7 @@ def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any
     The latency grows with the ring's hops; the LL protocol has the lowest latency but moves
     only part of its words as data; Simple pipelines large chunks (a fill latency) at full
     bandwidth; NVLS (NVSwitch multicast, the switch reduces) sends each byte over a link once.
+    NVLS needs a switch that reduces (`GPUSpec.nvswitch_reduce`; not on AMD's Infinity Fabric).
     Defaults (``comm_ll_factor = 1``, no Simple or hop latency, ``comm_nvls_factor = 0``: no
     NVLS) give the plain ring ``a · S / B + collective_latency_s``.
     """
@@ -325,7 +330,7 @@ def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any
     link = 2 * (tp - 1) / tp * message_bytes / bw
     simple = lat + p.comm_simple_latency_s
     t = np.minimum(lat + link / p.comm_ll_factor, simple + link)
-    if p.comm_nvls_factor > 0:
+    if p.comm_nvls_factor > 0 and gpu.nvswitch_reduce:
         t = np.minimum(t, simple + message_bytes / (bw * p.comm_nvls_factor))
     return t * (tp > 1)
 

@@ -134,8 +134,9 @@ class CostParams:
     decode_seq_latency_s, decode_head_latency_s : float
         Extra time of a decode attention kernel per sequence in the batch, and per thread block
         (one per sequence and KV head on the GPU: Q load, page-table walk, O write, split-KV
-        merge), times ``1 + decode_head_dim_growth · (d/128 − 1)``; constants for a fixed batch, so
-        decode stays affine in context.
+        merge); constants for a fixed batch, so decode stays affine in context.
+    decode_head_dim_growth : float
+        The per-block time grows with the head dim as ``1 + decode_head_dim_growth · (d/128 − 1)``.
     decode_head_dim_latency_s, decode_fp8_latency_s : float
         Fixed time of a decode kernel per ``d/128`` (pipeline fill of the first KV tile), and its
         extra over an fp8 KV cache.
@@ -210,10 +211,11 @@ class CostParams:
         extra fixed time, and seconds per value of the pass that quantises Q, K and V
         (``2·d_qk + d_v`` values per token and query head).
     gemm_split_k_tokens, gemm_full_units, gemm_parallel_exp : float
-        GEMM parallelism: a GEMM offers ``units = ceil(m/128) · ceil(n/128) · max(1, k / split_k)``
-        independent pieces of work (output tiles, each split over ``k`` in slices of
-        `gemm_split_k_tokens`); with fewer than `gemm_full_units` the SMs are not all busy and
-        both roofline terms are divided by ``(units / full)^exp``.
+        GEMM parallelism: a GEMM offers ``units = groups · ceil(n/128) · max(1, k / split_k)``
+        independent pieces of work (output column tiles, each split over ``k`` in slices of
+        `gemm_split_k_tokens`; the library spreads the rows itself); with fewer than
+        `gemm_full_units` the SMs are not all busy and both roofline terms are divided by
+        ``(units / full)^exp``.
     gemm_quant_s_per_value : float
         Seconds per activation value of the pass that quantises a low-precision (fp8/fp4) GEMM's
         input (``m · k`` values: read bf16, write fp8, per-token scale); 0 for bf16 GEMMs.
@@ -226,8 +228,8 @@ class CostParams:
         at most `gemm_serial_k_tokens` of ``k`` (the kernel splits a deeper ``k``): the floor
         ``gemm_k_step_s · min(k, gemm_serial_k_tokens)`` of a GEMM with few tiles; 0: none.
     gemm_power_derate, gemm_power_time_s : float
-        Long compute-bound GEMMs run at a lower clock (power limit): the compute time ``t_c``
-        grows by ``gemm_power_derate · t_c / (t_c + gemm_power_time_s)``; 0: none.
+        Long compute-bound GEMMs run at a lower clock (power limit): the compute time ``t_c`` is
+        multiplied by ``1 + gemm_power_derate · t_c / (t_c + gemm_power_time_s)``; 0: none.
     """
 
     gpu: str

@@ -137,10 +137,14 @@ class StepModel:
         "_dec_heads",
         "_dec_kv_heads",
         "_dec_qo_bytes",
+        "_dense_quant_per_token",
+        "_dense_weight_bytes",
         "_dtype",
+        "_expert_bytes",
         "_expert_flops_per_token",
         "_expert_gemm_count",
         "_expert_n",
+        "_expert_quant_per_token",
         "_gemm_count",
         "_gemm_k",
         "_gemm_n",
@@ -161,8 +165,6 @@ class StepModel:
         "_qo_bytes",
         "_tp",
         "_windows",
-        "dense_weight_bytes",
-        "expert_bytes",
     )
 
     def __init__(
@@ -182,11 +184,11 @@ class StepModel:
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
-        self.dense_weight_bytes = (model.total_params - moe_params) * wb / tp
-        self.expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
+        self._dense_weight_bytes = (model.total_params - moe_params) * wb / tp
+        self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
-        self._gemm_n = self.dense_weight_bytes / (self._gemm_count * model.d_model * wb)
+        self._gemm_n = self._dense_weight_bytes / (self._gemm_count * model.d_model * wb)
         # memo tables of the hot path (the specs are read-only): decode coefficients and decode
         # kernel terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._dec_cache: dict[int, tuple[float, float]] = {}
@@ -196,6 +198,18 @@ class StepModel:
         self._expert_flops_per_token = 2.0 * expert_active / tp
         self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
         self._expert_n = model.expert_params / (EXPERT_GEMMS_PER_LAYER * model.d_model * tp)  # one expert
+        # activation values an fp8/fp4 step quantises per token: the inputs of the column-parallel
+        # GEMMs (qkv, gate+up: d_model, replicated) and of the row-parallel ones (o, down: sharded
+        # over tp); an MoE layer quantises a token once before dispatch and each routed copy's
+        # intermediate. Dense d_ff is estimated from the parameter count (embeddings included).
+        d = model.d_model
+        o_in = model.n_heads * model.value_head_dim
+        attn_params = d * model.head_dim * (model.n_heads + 2 * model.n_kv_heads) + o_in * d
+        dense_layers = model.n_layers - model.moe_layers
+        d_ff = max(0.0, (model.total_params - moe_params) / model.n_layers - attn_params) / (3 * d)
+        self._dense_quant_per_token = model.n_layers * (d + o_in / tp) + dense_layers * (d + d_ff / tp)
+        moe_inter = model.expert_params / (3 * d)
+        self._expert_quant_per_token = model.moe_layers * (d + model.experts_per_token * moe_inter / tp)
         self._ar_bytes_per_token = model.d_model * ACTIVATION_BYTES
         # attention
         d_k, d_v = model.head_dim, model.value_head_dim
@@ -283,6 +297,16 @@ class StepModel:
         return self._params
 
     @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes per GPU of the weights every step reads (all but the routed experts)."""
+        return self._dense_weight_bytes
+
+    @property
+    def expert_bytes(self) -> float:
+        """Bytes per GPU of one routed expert in every MoE layer."""
+        return self._expert_bytes
+
+    @property
     def dtype(self) -> str:
         """Weight storage and GEMM compute dtype."""
         return self._dtype
@@ -310,23 +334,26 @@ class StepModel:
         low, rows = self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
         blk = self.dtype == "fp8" and m.weight_block_scales
         flops = self._lin_flops_per_token * tokens
-        wbytes = self.dense_weight_bytes
+        wbytes = self._dense_weight_bytes
         g = self._gemm_count
         t = g * float(
-            gemm_s(flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p, 1.0, blk)
+            gemm_s(
+                flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p,
+                block_scaled=blk, quant_values=tokens * self._dense_quant_per_token / g,
+            )
         )
         if m.moe_layers:
             touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
-            e_flops, e_bytes = self._expert_flops_per_token * tokens, self.expert_bytes * touched
+            e_flops, e_bytes = self._expert_flops_per_token * tokens, self._expert_bytes * touched
             ge, e_rows = self._expert_gemm_count, max(rows * m.experts_per_token / touched, 1.0)
             t += ge * float(
                 gemm_s(
                     e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, low, self.gpu, p,
-                    groups=touched, block_scaled=blk,
+                    groups=touched, block_scaled=blk, quant_values=tokens * self._expert_quant_per_token / ge,
                 )
             )
             flops, wbytes = flops + e_flops, wbytes + e_bytes
-        eff_c = p.gemm_compute_eff * (p.gemm_fp8_eff if low else 1.0)
+        eff_c = p.gemm_compute_eff * ((p.gemm_fp8_block_eff if blk else p.gemm_fp8_eff) if low else 1.0)
         bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
         return t, bound, flops, wbytes
 
@@ -358,7 +385,7 @@ class StepModel:
 
     def prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
         """(seconds, schedule s, memory s) of one step's prefill attention (`_prefill_attention_s`)."""
-        key = tuple(chunks)
+        key = tuple((float(n), float(c)) for n, c in chunks)
         return self._memoized(("prefill", key), self._prefill_attention_s, key)
 
     def _prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:

@@ -87,12 +87,12 @@ def test_published_set_loads_with_sources_and_held_out_rows():
     cal = calibrate(df, load_params_file(), ("step_overhead_s",))
     s = cal.summary()
     assert set(s["gpu"]) == {"H100", "H200", "B200"}
-    # the shipped fit (README): fit MAPE 19.2% over 7 rows, held-out 13.8% over 4; the worst row is
+    # the shipped fit (README): fit MAPE 21.4% over 7 rows, held-out 15.3% over 4; the worst row is
     # FlashAttention-3's 740 TFLOP/s at 16k tokens, which TensorRT-LLM's measured kernels do not reach
     err = cal.rows["rel_error"].abs()
     held = cal.rows["holdout"].astype(bool)
-    assert err[~held].mean() == pytest.approx(0.192, abs=0.005)
-    assert err[held].mean() == pytest.approx(0.138, abs=0.005)
+    assert err[~held].mean() == pytest.approx(0.214, abs=0.005)
+    assert err[held].mean() == pytest.approx(0.153, abs=0.005)
     assert err.max() < 0.38
 
 

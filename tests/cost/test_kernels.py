@@ -107,19 +107,20 @@ def test_prefill_step_never_gets_cheaper_with_more_tokens(model):
 
 @pytest.mark.parametrize(("gpu", "model", "tp"), [("H100", "Llama-3.1-70B", 8), ("B200", "Qwen3-235B-A22B", 8)])
 def test_decode_step_never_gets_cheaper_with_a_larger_batch(gpu, model, tp):
-    # the MoE experts run as grouped GEMMs of their own shape: crossing a tile boundary of the
-    # dense projections does not speed up the expert reads
+    # at 2,000 tokens a sequence; the MoE experts run as grouped GEMMs of their own shape, so
+    # crossing a tile boundary of the dense projections does not speed up the expert reads
     sm = step_model(gpu, model, tp=tp)
     ts = np.array([sm.decode_step_s(b, 2000 * b) for b in range(1, 600)])
     assert np.all(np.diff(ts) > 0)
 
 
-def test_gemm_never_gets_faster_with_more_rows():
-    from simulator.cost.params import load_params
+def test_step_accepts_chunks_as_lists():
+    sm = step_model("H100", "Llama-3.1-8B")
+    assert sm.step_s([[512, 0]], 0, 0.0) == sm.step_s(((512, 0),), 0, 0.0)
 
-    p = load_params("H100")
-    m = np.arange(1.0, 4097.0)
-    for n, k in ((1024, 4096), (1024, 1024), (32, 8192), (28672, 8192)):
-        f, b = 2 * m * n * k, (m * k + k * n) * 2 + m * n * 2
-        t = gemm_s(f, b, m, n, k, 989.4e12, False, H100, p)
-        assert np.all(np.diff(t) >= 0), (n, k)
+
+def test_fp8_moe_quantises_a_token_once_before_dispatch():
+    # DeepSeek-V3 at tp 8: per MoE layer a token's 7,168 hidden values, then its 8 routed copies'
+    # intermediates (2,048 / 8 = 256 each a GPU): 58 x (7,168 + 8 x 256) = 534,528 values a token
+    sm = step_model("H100", "DeepSeek-V3", tp=8)
+    assert sm._expert_quant_per_token == pytest.approx(58 * (7168 + 8 * 2048 / 8), rel=0.01)
