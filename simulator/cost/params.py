@@ -150,8 +150,9 @@ class CostParams:
         Efficiency multiplier of the decode kernel at head dim 64 (same kernel, half-width KV rows:
         fewer bytes in flight per load and per block).
     decode_d192_half_scale : float
-        Multiplies `decode_half_ctas` at head dim 192 (its kernel does not split the KV, so the
-        bandwidth needs more blocks to saturate); 1: the same saturation as the other head dims.
+        Multiplies `decode_half_ctas` at head dim 192, which runs a kernel path of its own (on
+        Blackwell one without split-KV, fitted > 1: more blocks to saturate; on Hopper < 1);
+        1: the same saturation as the other head dims.
     decode_qo_eff : float
         Share of the HBM bandwidth at which a decode kernel reads Q and writes O (per query
         head, small scattered accesses); 1: the datasheet bandwidth.
