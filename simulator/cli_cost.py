@@ -201,8 +201,6 @@ def _fit_aiconfigurator(
         ver = version("aiconfigurator-core")
     except PackageNotFoundError:
         ver = "unknown"
-    fitted: dict[str, CostParams] = {}
-    report: list[dict[str, Any]] = []
     fitted, report = fit_all(framework, base, gpus or None)
     for k in fitted:  # keep each GPU's own non-kernel parameters (step overhead) from the base file
         if k in base:

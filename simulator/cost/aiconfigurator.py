@@ -401,8 +401,6 @@ MIXED = {
     "mla_decode": "trtllm",
     "comm": "trtllm",
 }
-# tables scored but not fitted: the group whose parameters (and framework) price them
-SCORED_WITH: dict[str, str] = {}
 
 
 def group_frameworks(framework: str) -> dict[str, str]:
@@ -412,8 +410,15 @@ def group_frameworks(framework: str) -> dict[str, str]:
     return {g: framework for g in GROUPS}
 
 
-def _label_group(label: str) -> str:
-    return next((g for g, (ops, _) in GROUPS.items() if label in ops), SCORED_WITH.get(label, "gemm"))
+def system_rows(system: str, framework: str, root: Path | None = None) -> dict[str, KernelRows]:
+    """Every op class of one system, each from the table of its group's framework
+    (`group_frameworks`): what `fit_system` fits and scores."""
+    frameworks = group_frameworks(framework)
+    tables = {fw: {r.label: r for r in load_rows(system, fw, root)} for fw in sorted(set(frameworks.values()))}
+    rows: dict[str, KernelRows] = {}
+    for group, (ops, _) in GROUPS.items():
+        rows |= {op: tables[frameworks[group]][op] for op in ops if op in tables[frameworks[group]]}
+    return rows
 
 
 def fit_system(
@@ -422,18 +427,13 @@ def fit_system(
     """Fit one GPU's parameters; returns them and one report row per op class (`framework`:
     one engine's tables, or ``mixed``, see `MIXED`)."""
     gpu_key = SYSTEMS[system]
-    frameworks = group_frameworks(framework)
-    tables = {fw: {r.label: r for r in load_rows(system, fw, root)} for fw in sorted(set(frameworks.values()))}
-    rows: dict[str, KernelRows] = {}
-    for fw_rows in tables.values():
-        for label in fw_rows:
-            rows.setdefault(label, tables[frameworks[_label_group(label)]].get(label, fw_rows[label]))
+    rows = system_rows(system, framework, root)
     if not rows:
         raise ConfigError(f"aiconfigurator has no {framework} tables for {system}")
     params = replace(base, gpu=gpu_key, **FIT_START)
     fits: dict[str, FitResult] = {}
     for group, (ops, free) in GROUPS.items():
-        present = [tables[frameworks[group]][o] for o in ops if o in tables[frameworks[group]]]
+        present = [rows[o] for o in ops if o in rows]
         if not present:
             continue
         if group in LATENCY:  # the fixed latency is the floor of the table (LATENCY_QUANTILE)

@@ -50,26 +50,20 @@ MISSES = {
 @pytest.mark.parametrize("gpu", GPUS)
 def test_shipped_params_score_on_held_out_rows(gpu):
     pytest.importorskip("aiconfigurator_core")
-    from simulator.cost.aiconfigurator import SYSTEMS, _label_group, _predict, group_frameworks, load_rows
+    from simulator.cost.aiconfigurator import SYSTEMS, _predict, system_rows
 
     system = {v: k for k, v in SYSTEMS.items()}[gpu]
     p = load_params(gpu)
     i = GPUS.index(gpu)
-    frameworks = group_frameworks(p.provenance["kernels_framework"])
     seen = set()
-    for fw in sorted(set(frameworks.values())):
-        for rows in load_rows(system, fw):
-            if frameworks[_label_group(rows.label)] != fw and rows.label not in ("mla_generation", "all_reduce"):
-                continue
-            if rows.label in seen:
-                continue
-            ho = rows.holdout != 0
-            mape = np.abs(_predict(rows, gpu, p) / rows.measured_s - 1)[ho].mean()
-            assert mape == pytest.approx(p.provenance[f"kernels_holdout_mape_{rows.label}"], abs=0.005), rows.label
-            assert mape < BOUNDS[rows.label][i], rows.label
-            if rows.label in MEETS_TARGET and (gpu, rows.label) not in MISSES:
-                assert mape < TARGET, rows.label
-            seen.add(rows.label)
+    for label, rows in system_rows(system, p.provenance["kernels_framework"]).items():
+        ho = rows.holdout != 0
+        mape = np.abs(_predict(rows, gpu, p) / rows.measured_s - 1)[ho].mean()
+        assert mape == pytest.approx(p.provenance[f"kernels_holdout_mape_{label}"], abs=0.005), label
+        assert mape < BOUNDS[label][i], label
+        if label in MEETS_TARGET and (gpu, label) not in MISSES:
+            assert mape < TARGET, label
+        seen.add(label)
     assert seen == set(BOUNDS)
 
 
