@@ -130,11 +130,8 @@ class StepModel:
     __slots__ = (
         "_ar_bytes_per_token",
         "_bw",
-        "_dec_cache",
         "_dec_flops_per_byte",
-        "_dec_fp8",
         "_dec_head_dim",
-        "_dec_heads",
         "_dec_kv_heads",
         "_dec_qo_bytes",
         "_dense_quant_per_token",
@@ -145,10 +142,12 @@ class StepModel:
         "_expert_gemm_count",
         "_expert_n",
         "_expert_quant_per_token",
+        "_fp8_kv",
         "_gemm_count",
         "_gemm_k",
         "_gemm_n",
         "_gpu",
+        "_heads",
         "_kv_alpha",
         "_kv_beta",
         "_layout",
@@ -159,9 +158,6 @@ class StepModel:
         "_params",
         "_peak",
         "_pf_flops_per_pair",
-        "_pf_fp8",
-        "_pf_heads",
-        "_pf_mla_kv_bytes",
         "_qo_bytes",
         "_tp",
         "_windows",
@@ -189,9 +185,8 @@ class StepModel:
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
         self._gemm_n = self._dense_weight_bytes / (self._gemm_count * model.d_model * wb)
-        # memo tables of the hot path (the specs are read-only): decode coefficients and decode
-        # kernel terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
-        self._dec_cache: dict[int, tuple[float, float]] = {}
+        # memo of the hot path (the specs are read-only): decode coefficients and decode kernel
+        # terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._memo: dict[tuple[Any, ...], Any] = {}
         expert_active = model.moe_layers * model.experts_per_token * model.expert_params
         self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp  # dense GEMMs
@@ -215,13 +210,11 @@ class StepModel:
         d_k, d_v = model.head_dim, model.value_head_dim
         self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
         self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
-        self._pf_heads = model.n_heads / tp  # query heads per GPU: CTAs per query tile
+        self._heads = model.n_heads / tp  # query heads per GPU: prefill CTAs per query tile, MLA decode tiles
         self._mla = _is_latent(model, layout)
-        self._pf_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
-        # MLA prefill runs decompressed: K and V of every query head (fp8 kernel over an fp8 cache)
-        self._pf_mla_kv_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
+        self._fp8_kv = dtype(layout.kv_dtype).effective_bytes <= 1
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
-        if _is_latent(model, layout):
+        if self._mla:
             rank = model.kv_lora_rank if model.attention == "mla" else layout.mla_rank
             rope = model.qk_rope_head_dim if model.attention == "mla" else layout.mla_rope
             entry_flops = 2.0 * model.n_heads * (2 * rank + rope)
@@ -240,15 +233,13 @@ class StepModel:
         self._windows = self._layer_groups()
         # decode kernel shape per layer and GPU: KV heads (an MLA latent is one), the head dim of
         # the latency terms, the Q read and O write per sequence
-        self._dec_fp8 = dtype(layout.kv_dtype).effective_bytes <= 1
         self._dec_kv_heads = 1.0 if self._mla else _kv_heads(model, layout) / shards
-        self._dec_heads = model.n_heads / tp  # query heads per GPU (an MLA decode's head tiles)
         if self._mla:
             self._dec_head_dim = float(rank + rope)
             self._dec_qo_bytes = model.n_heads / tp * (2 * rank + rope) * ACTIVATION_BYTES
         else:
             self._dec_head_dim = float(d_k)
-            self._dec_qo_bytes = model.n_heads / tp * (d_k + d_v) * ACTIVATION_BYTES
+            self._dec_qo_bytes = self._qo_bytes
 
     def decode_terms(self, batch: int, query_tokens: int = 1) -> tuple[float, float, float, float]:
         """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of the decode attention of all layers for `batch`
@@ -261,8 +252,8 @@ class StepModel:
     def _decode_terms(self, batch: int, query_tokens: int) -> tuple[float, float, float, float]:
         fixed, s_b, s_c, s_m = decode_kernel_terms(
             float(batch), self._dec_kv_heads, self._dec_head_dim, self._dec_qo_bytes * query_tokens,
-            self._dec_flops_per_byte * query_tokens, self._mla, self._dec_fp8, self.gpu, self.params,
-            self._dec_heads * query_tokens,
+            self._dec_flops_per_byte * query_tokens, self._mla, self._fp8_kv, self.gpu, self.params,
+            self._heads * query_tokens,
         )
         return self.model.n_layers * float(fixed), float(s_b), float(s_c), float(s_m)
 
@@ -275,7 +266,7 @@ class StepModel:
             hit = self._memo[key] = fn(*args)
         return hit
 
-    # read-only: everything below is precomputed from them (and `decode_coefficients` cached)
+    # read-only: everything below is precomputed from them (and the hot path memoised)
     @property
     def gpu(self) -> GPUSpec:
         return self._gpu
@@ -378,7 +369,8 @@ class StepModel:
         flops *= self._pf_flops_per_pair
         total = context_tokens + new_tokens
         if self._mla:
-            kv = self.model.n_layers * total * self._pf_mla_kv_bytes
+            # MLA prefill runs decompressed: K and V of every query head, as many bytes as Q and O
+            kv = self.model.n_layers * total * self._qo_bytes
         else:
             kv = sequence_bytes(self.model, self.layout, int(total)) / _kv_shards(self.model, self.layout, self.tp)
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
@@ -405,10 +397,10 @@ class StepModel:
             for n, c in chunks:
                 t, sc, lg = prefill_schedule(n, c, w)
                 ctas, scores, longest = ctas + float(t), scores + float(sc), max(longest, float(lg))
-            h = self._pf_heads
+            h = self._heads
             t, ts, tm = prefill_kernel_s(
                 h * ctas, h * scores, longest, bytes_, m.head_dim, m.value_head_dim,
-                self._mla, self._pf_fp8, self.gpu, self.params, sum(n for n, _ in chunks), h,
+                self._mla, self._fp8_kv, self.gpu, self.params, sum(n for n, _ in chunks), h,
             )
             total, t_sched, t_mem = total + layers * float(t), t_sched + layers * float(ts), t_mem + layers * float(tm)
         return total, t_sched, t_mem
@@ -438,14 +430,13 @@ class StepModel:
         k steps of a stable batch starting at total context ``C`` (each step adds ``batch``
         tokens) take ``k · (a + b·C) + b · batch · k(k−1)/2``.
         """
-        hit = self._dec_cache.get(batch)
-        if hit is not None:
-            return hit
+        return self._memoized(("coefficients", batch), self._decode_coefficients, batch)
+
+    def _decode_coefficients(self, batch: int) -> tuple[float, float]:
         fixed, s_b, _, _ = self.decode_terms(batch)
         lin = self.linear_s(batch)[0]
         a = lin + self.comm_s(batch) + self.params.step_overhead_s + fixed + batch * self._kv_alpha * s_b
-        out = self._dec_cache[batch] = (a, self._kv_beta * s_b)
-        return out
+        return a, self._kv_beta * s_b
 
     def decode_step_s(self, batch: int, total_context_tokens: float) -> float:
         """Seconds of one decode step of `batch` sequences holding `total_context_tokens`."""
