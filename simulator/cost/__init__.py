@@ -4,9 +4,9 @@ Pure functions and a precomputed `StepModel`; no SimPy. Parameters come from the
 ``params.toml`` shipped beside this module (`load_params`).
 """
 
-from simulator.cost.kernels import allreduce_s
+from simulator.cost.kernels import allreduce_s, smooth_max
 from simulator.cost.params import CostParams, load_params, load_params_file
-from simulator.cost.roofline import causal_pairs, expected_experts, roofline_s
+from simulator.cost.roofline import causal_pairs, expected_experts
 from simulator.cost.step_model import StepCost, StepModel
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
     "expected_experts",
     "load_params",
     "load_params_file",
-    "roofline_s",
+    "smooth_max",
     "step_model",
 ]
 

@@ -7,6 +7,7 @@ can fit the efficiencies. All inputs are NumPy arrays or floats; times in second
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -73,8 +74,13 @@ def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
     raise ValueError(f"unknown op class {op!r}; valid: {', '.join(OP_CLASSES)}")
 
 
-def _smax(a: Array, b: Array, p: float) -> Array:
-    """Vectorised `simulator.cost.roofline.smooth_max`."""
+def smooth_max(a: Any, b: Any, p: float = math.inf) -> Any:
+    """``(a^p + b^p)^(1/p)`` for ``a, b >= 0`` (floats or arrays): ``max(a, b)`` when ``p = inf``,
+    ``a + b`` when ``p = 1``.
+
+    Kernels overlap compute with memory traffic imperfectly near the ridge point; a finite
+    ``p`` rounds the roofline's corner (at ``a = b`` the time is ``2^(1/p)`` times the max).
+    """
     hi, lo = np.maximum(a, b), np.minimum(a, b)
     if np.isinf(p):
         return hi
@@ -136,7 +142,7 @@ def gemm_s(
     lat8 = np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s)
     values = groups * m * k if quant_values is None else quant_values
     extra = np.where(low, values * quant + lat8, 0.0)
-    return _smax(_smax(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
+    return smooth_max(smooth_max(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
 
 
 def prefill_schedule(new: Any, cached: Any = 0.0, window: float = 0.0) -> tuple[Any, Any, Any]:
@@ -222,7 +228,7 @@ def prefill_kernel_s(
     quant = p.mla_prefill_fp8_latency_s + tokens * heads * (2 * d + v_head_dim) * p.mla_prefill_quant_s_per_value
     lat = p.prefill_latency_s + np.where(low, np.where(is_mla, quant, p.prefill_fp8_latency_s), 0.0)
     lat = lat + np.where(is_mla, tokens * p.mla_prefill_token_s, 0.0)
-    return _smax(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
+    return smooth_max(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
 
 
 def _saturation(n: Any, half: Any, q: float) -> Any:
@@ -303,7 +309,7 @@ def decode_kernel_terms(
     fp8_f = np.where(is_mla, p.mla_decode_fp8_kv_factor, p.decode_fp8_kv_factor)
     s_m = np.where(low, fp8_f, 1.0) / (gpu.hbm_bytes_per_s * m_eff * m_sat * e_d)
     on = np.asarray(batch, dtype=np.float64) > 0  # no sequences: no kernel
-    s_kv = np.where(is_mla, _smax(s_c, s_m, p.mla_decode_overlap_p), _smax(s_c, s_m, p.decode_overlap_p))
+    s_kv = np.where(is_mla, smooth_max(s_c, s_m, p.mla_decode_overlap_p), smooth_max(s_c, s_m, p.decode_overlap_p))
     return fixed * on, s_kv * on, s_c * on, s_m * on
 
 

@@ -204,7 +204,7 @@ def test_params_validate_and_load():
 
 
 def test_smooth_max_limits():
-    from simulator.cost.roofline import smooth_max
+    from simulator.cost.kernels import smooth_max
 
     assert smooth_max(3.0, 4.0) == 4.0  # p = inf: the hard max of the plain roofline
     assert smooth_max(3.0, 4.0, 1.0) == pytest.approx(7.0)  # p = 1: no overlap, the sum
