@@ -31,7 +31,7 @@ from simulator.engine.replica import Replica
 from simulator.engine.retention import debit_points, make_retention
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
-from simulator.engine.series import series_s, steps_within
+from simulator.engine.series import series_s, steps_to_reach
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
@@ -142,10 +142,8 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int]) -
             try:
                 yield env.timeout(series_s(g0, d, k))
             except simpy.Interrupt:
-                e = env.now - start
-                j = steps_within(g0, d, e)
                 # the steps finished by now, plus the one in progress (none when now is a boundary)
-                n = rep.jump_n = min(k, j if j >= 1 and series_s(g0, d, j) >= e else j + 1)
+                n = rep.jump_n = min(k, steps_to_reach(g0, d, env.now - start))
                 yield env.timeout(max(0.0, start + series_s(g0, d, n) - env.now))
             rep.interruptible = False
             rep.jump_n = 0

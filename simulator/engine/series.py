@@ -7,8 +7,9 @@ context), so k steps take
     T(k) = Σ_{i<k} (g0 + d·i) = k·g0 + d·k(k−1)/2.
 
 Inverting: the whole steps finished within ``e`` seconds are the largest ``j`` with
-``T(j) ≤ e``, ``j = floor((−(g0 − d/2) + sqrt((g0 − d/2)² + 2·d·e)) / d)`` (``e / g0`` when
-``d = 0``), corrected by ±1 against float rounding.
+``T(j) ≤ e``, the floor of the positive root of ``d/2·x² + h·x − e = 0`` with ``h = g0 − d/2``:
+``x = 2e / (h + sqrt(h² + 2de))`` (``e / g0`` when ``d = 0``), made exact against float rounding
+by a bounded search on ``T``.
 """
 
 from __future__ import annotations
@@ -26,29 +27,50 @@ def series_s(g0: float, d: float, k: int) -> float:
 
 
 def steps_within(g0: float, d: float, e: float) -> int:
-    """Largest ``j ≥ 0`` with ``T(j) ≤ e`` (``g0 > 0``, ``d ≥ 0``)."""
+    """Largest ``j ≥ 0`` with ``T(j) ≤ e`` (``g0 > 0``, ``d ≥ 0``, ``e`` finite).
+
+    The root is taken as ``2e / (h + sqrt(h² + 2de))`` while ``h = g0 − d/2 > 0``: the textbook
+    ``(−h + sqrt(h² + 2de)) / d`` cancels to 0 when ``2de ≪ h²`` (``d = 4e-42``) and left a walk of
+    one step per loop from there. For ``h ≤ 0`` the textbook form has no cancellation. Rounding
+    leaves the estimate a step or so off; a gallop then a bisection on ``T`` (monotone in ``j``)
+    makes it exact in at most ~130 evaluations of ``T``, whatever the inputs.
+    """
     if e < g0:
         return 0
-    if d <= 0:
-        j = int(e // g0)
-    else:
-        h = g0 - d / 2
-        j = int((-h + math.sqrt(h * h + 2 * d * e)) / d)
-    while j > 0 and series_s(g0, d, j) > e:
-        j -= 1
-    while series_s(g0, d, j + 1) <= e:
-        j += 1
-    return j
+    h = g0 - d / 2
+    root = math.sqrt(h * h + 2 * d * e)
+    j = int(2 * e / (h + root) if h > 0 else (root - h) / d)
+    return _largest_within(g0, d, e, j)
+
+
+def _largest_within(g0: float, d: float, e: float, j: int) -> int:
+    """Largest ``i ≥ 0`` with ``T(i) ≤ e``, starting from the guess ``j``: gallop, then bisect."""
+    step = 1
+    if series_s(g0, d, j) <= e:  # T(lo) ≤ e; gallop up until T(hi) > e
+        lo = j
+        while series_s(g0, d, lo + step) <= e:
+            lo += step
+            step *= 2
+        hi = lo + step
+    else:  # T(hi) > e; gallop down until T(lo) ≤ e (T(0) = 0 ≤ e)
+        hi = j
+        while hi - step > 0 and series_s(g0, d, hi - step) > e:
+            hi -= step
+            step *= 2
+        lo = max(0, hi - step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if series_s(g0, d, mid) <= e:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def steps_to_reach(g0: float, d: float, e: float) -> int:
-    """Smallest ``j ≥ 1`` with ``T(j) ≥ e``."""
-    j = max(1, steps_within(g0, d, e))
-    while j > 1 and series_s(g0, d, j - 1) >= e:
-        j -= 1
-    while series_s(g0, d, j) < e:
-        j += 1
-    return j
+    """Smallest ``j ≥ 1`` with ``T(j) ≥ e``: `steps_within`'s ``j`` where ``T(j) = e`` exactly, else ``j + 1``."""
+    j = steps_within(g0, d, e)
+    return j if j >= 1 and series_s(g0, d, j) >= e else j + 1
 
 
 def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -> int:

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simulator.engine.series import (
@@ -29,12 +29,34 @@ def test_series_hand_worked() -> None:
 
 
 @given(st.floats(1e-4, 1.0), st.floats(0, 1e-2), st.floats(0, 50.0))
+@example(1e-4, 3.99e-42, 15.0)  # cancelled to j = 0 and walked 150,000 steps (a CI deadline failure)
+@example(1e-4, 1e-300, 50.0)
+@example(1e-4, 1e-2, 50.0)  # h = g0 − d/2 < 0: the textbook root, no cancellation
 def test_steps_within_is_largest(g0: float, d: float, e: float) -> None:
     j = steps_within(g0, d, e)
     assert series_s(g0, d, j) <= e < series_s(g0, d, j + 1)
     r = steps_to_reach(g0, d, e)
     assert r >= 1 and series_s(g0, d, r) >= e
     assert r == 1 or series_s(g0, d, r - 1) < e
+
+
+@pytest.mark.parametrize(("g0", "d", "e"), [(1e-4, 3.99e-42, 15.0), (1e-4, 1e-300, 50.0), (0.02, 0.001, 0.063),
+                                            (1e-4, 0.0, 50.0), (1e-3, 5.0, 49.9)])
+def test_steps_within_evaluates_the_series_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch, g0: float,
+                                                                      d: float, e: float) -> None:
+    # the answer is exact and found in O(log) evaluations of T, never a step-by-step walk
+    import simulator.engine.series as series
+
+    calls = []
+
+    def counted(g0: float, d: float, k: int) -> float:
+        calls.append(k)
+        return series_s(g0, d, k)
+
+    monkeypatch.setattr(series, "series_s", counted)
+    j = series.steps_within(g0, d, e)
+    assert len(calls) <= 8
+    assert series_s(g0, d, j) <= e < series_s(g0, d, j + 1)
 
 
 @given(st.lists(st.integers(0, 500), min_size=1, max_size=20), st.integers(0, 1000), st.integers(1, 300),
