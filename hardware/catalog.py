@@ -71,7 +71,13 @@ class GPUSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSpec:
-    """A server of `gpus` identical GPUs with host DRAM and local NVMe."""
+    """A server of `gpus` identical GPUs with host DRAM, local NVMe and its interconnect.
+
+    ``nic_bytes_per_s`` is one GPU's scale-out NIC (per direction), ``nic_latency_s`` a message's
+    latency over it, ``nvlink_domain_gpus`` the GPUs one NVLink domain joins (the node itself in
+    an HGX server, 72 in an NVL72 rack). A user catalog may leave the interconnect out (0: unknown;
+    the domain is then the node): a plan that spans nodes then says what is missing.
+    """
 
     key: str
     gpu: GPUSpec
@@ -80,13 +86,24 @@ class NodeSpec:
     nvme_bytes: float
     nvme_bytes_per_s: float
     source: str
+    nic_bytes_per_s: float = 0.0
+    nic_latency_s: float = 0.0
+    nvlink_domain_gpus: int = 0
 
     def __post_init__(self) -> None:
         where = f"NodeSpec({self.key})"
         must(self.gpus >= 1, where, "gpus", ">= 1", self.gpus)
-        for f in ("host_dram_bytes", "nvme_bytes", "nvme_bytes_per_s"):
+        for f in ("host_dram_bytes", "nvme_bytes", "nvme_bytes_per_s", "nic_bytes_per_s", "nic_latency_s"):
             v = getattr(self, f)
             must(v >= 0, where, f, ">= 0", v)
+        d = self.nvlink_domain_gpus
+        must(type(d) is int and (d == 0 or (d >= self.gpus and d % self.gpus == 0)), where, "nvlink_domain_gpus",
+             f"0 (the node) or a multiple of the node's {self.gpus} GPUs", d)
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain (the node's own when the catalog does not say)."""
+        return self.nvlink_domain_gpus or self.gpus
 
     @property
     def hbm_bytes(self) -> float:
@@ -128,7 +145,8 @@ def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -
     unknown = set(raw) - fields
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(fields))}")
-    missing = fields - set(raw)
+    missing = {f.name for f in dataclasses.fields(cls) if f.name in fields and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING} - set(raw)
     if missing:
         raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
     try:

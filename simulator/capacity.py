@@ -1,16 +1,20 @@
-"""Node capacity: how much HBM is left for KV, how many streams fit, how long a context fits.
+"""Capacity: how much HBM each GPU has left for KV, how many streams fit, how long a context fits.
 
-Per replica of ``tp`` GPUs (a node of G GPUs holds ``G / tp`` replicas, each with all weights):
+Per GPU of pipeline stage ``s`` of a replica (`simulator.placement` says what it holds)::
 
-    kv_budget = tp · hbm · memory_utilization − weight_bytes
+    kv_budget_s = hbm · memory_utilization − weights_s
 
 ``memory_utilization`` (0.9 by default, as vLLM's ``gpu_memory_utilization``) leaves the rest
-for activations, CUDA graphs and workspace. Streams at context n:
+for activations, CUDA graphs and workspace. Streams at context n, on the binding GPU::
 
-    max_streams = replicas · floor(kv_budget / paged_sequence_bytes(n))
+    max_streams = replicas · groups · min_s floor(kv_budget_s / kv_s(n))
 
-Llama-3-70B bf16 on 8×H100 (tp 8): 0.9 · 640 GB − 141.1 GB = 434.9 GB of KV; at 128k tokens
-(41.94 GB a stream) 10 streams fit; at 4k (1.34 GB) 324.
+with ``kv_s(n)`` the paged KV one GPU of stage ``s`` holds for a sequence (its layers, its heads
+or the whole MLA latent) and ``groups`` the replica's independent KV pools (``tp`` under DP
+attention, else 1). ``replicas`` counts those on the node, or 1 on the nodes one replica spans.
+
+Llama-3-70B bf16 on 8×H100 (TP8): 0.9 · 80 GB − 141.1 GB / 8 = 54.36 GB of KV a GPU; a 128k
+stream holds 41.94 GB / 8 = 5.24 GB of it on each GPU, so 10 streams fit; at 4k, 324.
 """
 
 from __future__ import annotations
@@ -18,77 +22,143 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware.catalog import NodeSpec
-from simulator.errors import DoesNotFitError, must
+from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, sequence_bytes
 from simulator.models import ModelSpec
+from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
 from simulator.units import GB
 
 DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (docs.vllm.ai engine args)
 MAX_SEARCH_CONTEXT_TOKENS = 2**30  # longest context the search considers
+_REF_TOKENS = 1 << 22  # a context beyond every window: where a stage's share of a block is taken
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVBudget:
-    """HBM left for KV on one node, per replica and in all."""
+    """HBM left for KV on each GPU of a replica, and how replicas sit on the nodes.
+
+    ``replicas`` replicas occupy ``nodes`` nodes (one node, or the nodes one replica spans).
+    """
 
     node: str
     model: str
-    tp: int
+    plan: ParallelPlan
     replicas: int
-    usable_bytes_per_replica: float  # tp · hbm · memory_utilization
-    weight_bytes_per_replica: float
-    kv_bytes_per_replica: float
+    nodes: int
+    usable_bytes_per_gpu: float  # hbm · memory_utilization
+    stages: tuple[Stage, ...]
     memory_utilization: float
 
     @property
+    def tp(self) -> int:
+        return self.plan.tp
+
+    def stage_kv_bytes(self, s: int) -> float:
+        """KV budget of one GPU of stage `s`: ``usable − weights_s``."""
+        return self.usable_bytes_per_gpu - self.stages[s].weight_bytes
+
+    @property
+    def weight_bytes_per_replica(self) -> float:
+        """Weights over all GPUs of a replica (replicated parts counted on each GPU)."""
+        return sum(st.weight_bytes for st in self.stages) * self.plan.tp
+
+    @property
+    def usable_bytes_per_replica(self) -> float:
+        return self.usable_bytes_per_gpu * self.plan.gpus
+
+    @property
+    def kv_bytes_per_replica(self) -> float:
+        """HBM left for KV over all GPUs of a replica (a sum: the binding GPU decides capacity)."""
+        return self.usable_bytes_per_replica - self.weight_bytes_per_replica
+
+    @property
     def kv_bytes(self) -> float:
-        """KV budget of the whole node: ``replicas · kv_bytes_per_replica``."""
+        """HBM left for KV over the ``nodes`` nodes: ``replicas · kv_bytes_per_replica``."""
         return self.replicas * self.kv_bytes_per_replica
 
 
 def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
-              memory_utilization: float = DEFAULT_MEMORY_UTILIZATION) -> KVBudget:
-    """The KV budget of a node; raises `DoesNotFitError` (with the GB short) when weights don't fit."""
-    tp = node.gpus if tp is None else tp
-    must(1 <= tp <= node.gpus and node.gpus % tp == 0, f"node {node.key}", "tp",
-         f"a divisor of the node's {node.gpus} GPUs", tp)
+              memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, *, plan: ParallelPlan | None = None,
+              weight_dtype: str | None = None) -> KVBudget:
+    """The per-GPU KV budget of a replica under `plan` (default: ``tp`` GPUs, all of the node's
+    when not given); raises `DoesNotFitError` naming the GPU and the GB short when weights don't fit."""
+    plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)
     must(0 < memory_utilization <= 1, "kv_budget", "memory_utilization", "in (0, 1]", memory_utilization)
-    usable = tp * node.gpu.hbm_bytes * memory_utilization
-    weights = model.weight_bytes
-    kv = usable - weights
-    if kv <= 0:
-        raise DoesNotFitError(
-            f"{model.key} does not fit {tp}×{node.gpu.key}: weights {weights / GB:.1f} GB "
-            f"({model.weight_dtype}) exceed usable HBM {usable / GB:.1f} GB "
-            f"({memory_utilization:g} × {tp * node.gpu.hbm_bytes / GB:.0f} GB) by {-kv / GB:.1f} GB"
-        )
-    return KVBudget(node=node.key, model=model.key, tp=tp, replicas=node.gpus // tp,
-                    usable_bytes_per_replica=usable, weight_bytes_per_replica=weights,
-                    kv_bytes_per_replica=kv, memory_utilization=memory_utilization)
+    sp = span(node, plan)
+    usable = node.gpu.hbm_bytes * memory_utilization
+    sts = stages(model, plan, weight_dtype)
+    for s, st in enumerate(sts):
+        if st.weight_bytes >= usable:
+            where = f"stage {s + 1} of {plan.pp}, " if plan.pp > 1 else ""
+            raise DoesNotFitError(
+                f"{model.key} does not fit {plan.label} on {node.key}: {where}one GPU holds weights of "
+                f"{st.weight_bytes / GB:.1f} GB ({weight_dtype or model.weight_dtype}), more than its usable "
+                f"{usable / GB:.1f} GB ({memory_utilization:g} × {node.gpu.hbm_bytes / GB:.0f} GB) "
+                f"by {(st.weight_bytes - usable) / GB:.1f} GB"
+                + (f" ({(st.weight_bytes - usable) * plan.tp / GB:.1f} GB over the stage's {plan.tp} GPUs)"
+                   if plan.tp > 1 else "")
+            )
+    return KVBudget(node=node.key, model=model.key, plan=plan, replicas=sp.replicas, nodes=sp.nodes,
+                    usable_bytes_per_gpu=usable, stages=sts, memory_utilization=memory_utilization)
+
+
+def gpu_sequence_bytes(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int, stage: int,
+                       block_tokens: int = 0) -> float:
+    """KV bytes one GPU of `stage` holds for a sequence: ``sequence_bytes(n, its layers) · kv_share``."""
+    st = budget.stages[stage]
+    share = kv_share(model, layout, budget.plan.attention_tp)
+    return sequence_bytes(model, layout, context_tokens, block_tokens, st.layer_range) * share
+
+
+def sequences_per_group(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
+                        block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
+    """Sequences of `context_tokens` one KV pool holds: ``min_s floor(kv_budget_s / kv_s(n))``."""
+    fits = []
+    for s in range(len(budget.stages)):
+        per_seq = gpu_sequence_bytes(budget, model, layout, context_tokens, s, block_tokens)
+        fits.append(int(budget.stage_kv_bytes(s) // per_seq) if per_seq else MAX_SEARCH_CONTEXT_TOKENS)
+    return min(fits)
 
 
 def max_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, context_tokens: int,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
-    """Concurrent sequences of `context_tokens` that fit: ``replicas · floor(kv / paged bytes)``."""
+    """Concurrent sequences of `context_tokens` on the ``budget.nodes`` nodes:
+    ``replicas · groups · min_s floor(kv_budget_s / kv_s(n))``."""
     must(context_tokens >= 1, "max_streams", "context_tokens", ">= 1", context_tokens)
-    per_seq = sequence_bytes(model, layout or KVLayout(), context_tokens, block_tokens)
-    return budget.replicas * int(budget.kv_bytes_per_replica // per_seq)
+    per_group = sequences_per_group(budget, model, layout or KVLayout(), context_tokens, block_tokens)
+    return budget.replicas * budget.plan.kv_groups * per_group
+
+
+def block_share(budget: KVBudget, model: ModelSpec, layout: KVLayout, stage: int) -> float:
+    """Fraction of a replica-wide KV block one GPU of `stage` holds (its layers and heads), taken
+    past every window: ``kv_s(n) / sequence_bytes(n)`` at ``n = 2^22``."""
+    whole = sequence_bytes(model, layout, _REF_TOKENS)
+    return gpu_sequence_bytes(budget, model, layout, _REF_TOKENS, stage) / whole if whole else 1.0
+
+
+def blocks_per_group(budget: KVBudget, model: ModelSpec, layout: KVLayout, block_bytes: float) -> int:
+    """Blocks of `block_bytes` (a replica-wide block, `simulator.engine.geometry`) one KV pool
+    holds: ``min_s floor(kv_budget_s / (block_bytes · share_s))``. With one stage and sharded
+    heads this is ``floor(kv_bytes_per_replica / block_bytes)``."""
+    return min(int(budget.stage_kv_bytes(s) // (block_bytes * block_share(budget, model, layout, s)))
+               for s in range(len(budget.stages)))
 
 
 def max_context(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, batch: int,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
-    """The longest context at which `batch` sequences fit on the node (0 if none fits).
+    """The longest context at which `batch` sequences fit on the ``budget.nodes`` nodes (0 if none fits).
 
-    Sequences are spread over replicas (``ceil(batch / replicas)`` on the fullest one); bytes
-    are monotone in context, so a binary search finds the answer. Capped at
+    Sequences are spread over the KV pools (``ceil(batch / (replicas · groups))`` on the fullest);
+    bytes are monotone in context, so a binary search finds the answer. Capped at
     ``MAX_SEARCH_CONTEXT_TOKENS`` (a layout with only sliding-window layers never fills up).
     """
     must(batch >= 1, "max_context", "batch", ">= 1", batch)
     layout = layout or KVLayout()
-    per_replica = -(-batch // budget.replicas)
+    per_group = -(-batch // (budget.replicas * budget.plan.kv_groups))
 
     def fits(n: int) -> bool:
-        return per_replica * sequence_bytes(model, layout, n, block_tokens) <= budget.kv_bytes_per_replica
+        return all(per_group * gpu_sequence_bytes(budget, model, layout, n, s, block_tokens) <= budget.stage_kv_bytes(s)
+                   for s in range(len(budget.stages)))
 
     if not fits(1):
         return 0
@@ -99,3 +169,48 @@ def max_context(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, bat
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanCapacity:
+    """One plan's per-GPU arithmetic and streams at a context (`compare_plans`)."""
+
+    plan: str
+    gpus: int
+    nodes: int
+    weight_bytes_per_gpu: float  # the binding GPU's
+    kv_bytes_per_gpu: float
+    stream_bytes_per_gpu: float
+    max_streams: int
+    streams_per_node: float
+    fits: bool
+    why: str = ""
+
+
+def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_tokens: int,
+                  plans: list[ParallelPlan], memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+                  block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[PlanCapacity]:
+    """Each plan's binding GPU (the stage with the fewest streams) and streams at `context_tokens`;
+    a plan whose weights do not fit is kept with ``fits = False`` and the reason."""
+    rows = []
+    for plan in plans:
+        try:
+            b = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
+        except (DoesNotFitError, ConfigError) as exc:
+            heaviest = max(st.weight_bytes for st in stages(model, plan))
+            rows.append(PlanCapacity(plan=plan.label, gpus=plan.gpus, nodes=max(1, plan.gpus // node.gpus),
+                                     weight_bytes_per_gpu=heaviest,
+                                     kv_bytes_per_gpu=node.gpu.hbm_bytes * memory_utilization - heaviest,
+                                     stream_bytes_per_gpu=0.0, max_streams=0,
+                                     streams_per_node=0.0, fits=False, why=str(exc)))
+            continue
+        per_stage = [(b.stage_kv_bytes(s) // gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens), s)
+                     for s in range(len(b.stages))]
+        s = min(per_stage)[1]
+        streams = max_streams(b, model, layout, context_tokens, block_tokens)
+        rows.append(PlanCapacity(
+            plan=plan.label, gpus=plan.gpus, nodes=b.nodes, weight_bytes_per_gpu=b.stages[s].weight_bytes,
+            kv_bytes_per_gpu=b.stage_kv_bytes(s),
+            stream_bytes_per_gpu=gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens),
+            max_streams=streams, streams_per_node=streams / b.nodes, fits=True))
+    return rows

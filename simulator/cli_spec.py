@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
 
-from hardware.catalog import load_catalog
-from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, kv_budget, max_context, max_streams
+from hardware.catalog import NodeSpec, load_catalog
+from simulator.capacity import (
+    DEFAULT_MEMORY_UTILIZATION,
+    compare_plans,
+    gpu_sequence_bytes,
+    kv_budget,
+    max_context,
+    max_streams,
+)
 from simulator.cli_common import config_errors, echo_json
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import ModelSpec, get_model, load_models
+from simulator.placement import ParallelPlan, candidate_plans, heads_per_gpu, is_latent, kv_heads, kv_share
 from simulator.units import GB, MB
 
 MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
@@ -59,6 +68,21 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
         click.echo(f"    {name:<16} × {f:.4f}")
 
 
+def plan_options(f: Any) -> Any:
+    """``--tp --pp --dp-attention --ep``: a replica's parallelism plan (`simulator.placement`)."""
+    f = click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="expert parallelism of the routed experts (1: tensor-parallel experts)")(f)
+    f = click.option("--dp-attention/--no-dp-attention", default=False, show_default=True,
+                     help="attention data-parallel over the tp GPUs (each GPU its own sequences)")(f)
+    f = click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="pipeline stages")(f)
+    return click.option("--tp", type=click.IntRange(min=1),
+                        help="tensor parallelism per stage (default: all GPUs of the node)")(f)
+
+
+def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: int) -> ParallelPlan:
+    return ParallelPlan(tp=node.gpus if tp is None else tp, pp=pp, dp_attention=dp_attention, ep=ep)
+
+
 @click.command()
 @click.option("--hardware", default="8xH100", show_default=True, help="node (see `kvsim hardware`)")
 @click.option("--model", "model_name", default="Llama-3-70B", show_default=True, help=MODEL_HELP)
@@ -67,40 +91,75 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
 @click.option("--kv-dtype", help="KV dtype (shorthand for adding it to --layout)")
 @click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True)
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="target concurrent streams")
-@click.option("--tp", type=click.IntRange(min=1), help="tensor parallelism (default: all GPUs of the node)")
+@plan_options
 @click.option("--memory-utilization", type=click.FloatRange(0, 1, min_open=True),
               default=DEFAULT_MEMORY_UTILIZATION, show_default=True)
 @click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None,
-        context_tokens: int, batch: int, tp: int | None, memory_utilization: float, block_tokens: int,
-        catalog: Path | None, as_json: bool) -> None:
-    """KV budget of a node, max streams at a context, and the levers that make a target fit."""
+        context_tokens: int, batch: int, tp: int | None, pp: int, dp_attention: bool, ep: int,
+        memory_utilization: float, block_tokens: int, catalog: Path | None, as_json: bool) -> None:
+    """Per-GPU KV budget of a replica, max streams at a context, the plans side by side, and the
+    levers that make a target fit."""
     with config_errors():
         model = _model(model_name, model_config)
         node = load_catalog(catalog).node(hardware)
-        budget = kv_budget(node, model, tp, memory_utilization)
+        plan = make_plan(node, tp, pp, dp_attention, ep)
+        budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         lay = parse_layout(_layout(layout, kv_dtype))
         streams = max_streams(budget, model, lay, context_tokens, block_tokens)
         longest = max_context(budget, model, lay, batch, block_tokens)
         fixes = [] if streams >= batch else rank_fixes(budget, model, lay, context_tokens, batch, block_tokens)
+        plans = compare_plans(node, model, lay, context_tokens, candidate_plans(node, model), memory_utilization,
+                              block_tokens)
+        share = kv_share(model, lay, plan.attention_tp)
+        per_stage = [(s, budget.stages[s], budget.stage_kv_bytes(s),
+                      gpu_sequence_bytes(budget, model, lay, context_tokens, s, block_tokens))
+                     for s in range(plan.pp)]
+    unit = f"{budget.nodes} nodes" if budget.nodes > 1 else "the node"
     result = {
-        "hardware": node.key, "model": model.key, "layout": lay.label, "tp": budget.tp,
-        "replicas": budget.replicas, "hbm_bytes": node.hbm_bytes, "weight_bytes_per_replica":
-        budget.weight_bytes_per_replica, "kv_budget_bytes": budget.kv_bytes, "context_tokens": context_tokens,
-        "batch": batch, "max_streams": streams, "fits": streams >= batch, "max_context_tokens_at_batch": longest,
+        "hardware": node.key, "model": model.key, "layout": lay.label, "plan": plan.label, "tp": plan.tp,
+        "pp": plan.pp, "dp_attention": plan.dp_attention, "ep": plan.ep, "replicas": budget.replicas,
+        "nodes": budget.nodes, "weight_dtype": model.weight_dtype, "hbm_bytes_per_gpu": node.gpu.hbm_bytes,
+        "usable_bytes_per_gpu": budget.usable_bytes_per_gpu, "kv_share_per_gpu": share,
+        "stages": [{"layers": list(st.layer_range), "weight_bytes_per_gpu": st.weight_bytes,
+                    "attention_bytes_per_gpu": st.attention_bytes, "expert_bytes_per_gpu": st.expert_bytes,
+                    "other_bytes_per_gpu": st.other_bytes, "embedding_bytes_per_gpu": st.embedding_bytes,
+                    "kv_budget_bytes_per_gpu": kv, "stream_bytes_per_gpu": seq} for _, st, kv, seq in per_stage],
+        "weight_bytes_per_replica": budget.weight_bytes_per_replica, "kv_budget_bytes": budget.kv_bytes,
+        "context_tokens": context_tokens, "batch": batch, "max_streams": streams, "fits": streams >= batch,
+        "max_context_tokens_at_batch": longest, "plans": [dataclasses.asdict(p) for p in plans],
         "fixes": [dataclasses.asdict(f) for f in fixes],
     }
     if as_json:
         echo_json(result)
         return
-    click.echo(f"{model.key} on {node.key} (tp {budget.tp}, {budget.replicas} replica(s)), layout {lay.label}")
-    click.echo(f"  HBM {node.hbm_bytes / GB:,.0f} GB × {memory_utilization:g} − weights "
-               f"{budget.weight_bytes_per_replica / GB:,.1f} GB/replica = KV budget {budget.kv_bytes / GB:,.1f} GB")
-    click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}")
+    click.echo(f"{model.key} ({model.weight_dtype} weights) on {node.key}, plan {plan.label}: "
+               f"{budget.replicas} replica(s) on {unit}, layout {lay.label}")
+    what = "the whole MLA latent on every attention rank" if is_latent(model, lay) else \
+        f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
+    for s, st, kv, seq in per_stage:
+        name = f"  stage {s + 1} (layers {st.layer_range[0]}-{st.layer_range[1] - 1}) per GPU" if plan.pp > 1 \
+            else "  per GPU"
+        click.echo(f"{name}: {node.gpu.hbm_bytes / GB:,.0f} GB × {memory_utilization:g} − weights "
+                   f"{st.weight_bytes / GB:,.2f} GB (attention {st.attention_bytes / GB:,.2f}, experts "
+                   f"{st.expert_bytes / GB:,.2f}, dense {st.other_bytes / GB:,.2f}, embeddings "
+                   f"{st.embedding_bytes / GB:,.2f}) = KV {kv / GB:,.2f} GB")
+        click.echo(f"    a {context_tokens:,}-token stream holds {seq / GB:,.3f} GB here ({what}) -> "
+                   f"{int(kv // seq) if seq else 0:,} per KV pool")
+    click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
+               f"{plan.kv_groups} KV pool(s) × the binding GPU's count)")
     click.echo(f"  longest context for {batch} stream(s): {longest:,} tokens"
                + ("  (beyond the model's max context)" if longest > model.max_context_tokens else ""))
+    table = pd.DataFrame([{"plan": p.plan + (" *" if p.plan == plan.label else ""), "GPUs": p.gpus,
+                           "nodes": p.nodes, "weights GB/GPU": round(p.weight_bytes_per_gpu / GB, 2),
+                           "KV GB/GPU": round(p.kv_bytes_per_gpu / GB, 2),
+                           "GB/stream/GPU": round(p.stream_bytes_per_gpu / GB, 3),
+                           "streams": p.max_streams, "streams/node": round(p.streams_per_node, 1)}
+                          for p in plans])
+    click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; KV < 0: the weights do not fit):")
+    click.echo("    " + table.to_string(index=False).replace("\n", "\n    "))
     if streams >= batch:
         click.echo(f"  target {batch} × {context_tokens:,} tokens fits.")
         return
@@ -109,11 +168,11 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     if not fixes:
         click.echo("    none of the known levers (up to 3 combined) is enough.")
         return
-    table = pd.DataFrame([{"levers": " + ".join(f.levers), "debit (points)": f.debit_points,
-                           "needs training": "yes" if f.retrain else "no",
-                           "GB/stream": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
-                          for f in fixes])
-    click.echo(table.to_string(index=False))
+    fix_table = pd.DataFrame([{"levers": " + ".join(f.levers), "debit (points)": f.debit_points,
+                               "needs training": "yes" if f.retrain else "no",
+                               "GB/stream": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
+                              for f in fixes])
+    click.echo(fix_table.to_string(index=False))
 
 
 @click.command()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.errors import ConfigError
-from simulator.models import ModelSpec
+from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -87,14 +87,13 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         v = _int(cfg, where, "v_head_dim")
         q_lora = int(cfg.get("q_lora_rank") or 0)
         head_dim, kv = nope + rope, h
-        q = d * q_lora + q_lora * h * head_dim if q_lora else d * h * head_dim
-        attn = q + d * (kv_lora + rope) + kv_lora * h * (nope + v) + h * v * d
         kind = "mla"
     else:
         kv_lora = rope = v = q_lora = 0
         head_dim = _int(cfg, where, "head_dim", default=d // h)
-        attn = d * (h + 2 * kv) * head_dim + h * head_dim * d
         kind = "mha" if kv == h else "mqa" if kv == 1 else "gqa"
+    attn = attention_params(d, h, kv, head_dim, v or head_dim, mla=mla, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
+                            rope_dim=rope)
     n_experts = int(cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
     dense_inter = _int(cfg, where, "intermediate_size")
     moe_layers = experts_per_token = 0
@@ -135,6 +134,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
         sliding_window=window, sliding_window_pattern=pattern,
         moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
-        expert_params=float(expert_params), weight_block_scales=block_scales,
+        expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings")),
         source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
     )

@@ -178,27 +178,35 @@ def _entries(n: int, window: int, layout: KVLayout) -> int:
     return kept
 
 
-def _groups(model: ModelSpec, layout: KVLayout) -> list[tuple[int, int]]:
-    """(layers, window) per layer group; window 0 = full context."""
+def _groups(model: ModelSpec, layout: KVLayout, layers: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """(layers, window) per layer group of the layers ``[a, b)`` (default all); window 0 = full context.
+
+    Layer ``i`` is global when ``(i + 1) % sliding_window_pattern == 0``, so ``[a, b)`` holds
+    ``floor(b / p) − floor(a / p)`` global layers.
+    """
+    a, b = layers or (0, model.n_layers)
     if not (model.sliding_window and layout.use_sliding_window):
-        return [(model.n_layers, 0)]
-    g = model.n_global_layers
-    return [(g, 0), (model.n_layers - g, model.sliding_window)]
+        return [(b - a, 0)]
+    p = model.sliding_window_pattern
+    g = b // p - a // p if p else 0
+    return [(g, 0), (b - a - g, model.sliding_window)]
 
 
-def sequence_bytes(model: ModelSpec, layout: KVLayout, context_tokens: int, block_tokens: int = 0) -> float:
-    """KV bytes of one sequence of `context_tokens`; with `block_tokens` > 0, as paged blocks.
+def sequence_bytes(model: ModelSpec, layout: KVLayout, context_tokens: int, block_tokens: int = 0,
+                   layers: tuple[int, int] | None = None) -> float:
+    """KV bytes of one sequence of `context_tokens`; with `block_tokens` > 0, as paged blocks;
+    with `layers` ``(a, b)``, of the layers ``[a, b)`` only (a pipeline stage's).
 
     ``Σ_groups L_g · entries_g(n) · values · bytes_per_value · ceil(L·f)/L``
     """
     must(context_tokens >= 0, "sequence_bytes", "context_tokens", ">= 0", context_tokens)
     per_layer_entry = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
     total = 0.0
-    for layers, window in _groups(model, layout):
+    for group_layers, window in _groups(model, layout, layers):
         e = _entries(context_tokens, window, layout)
         if block_tokens:
             e = math.ceil(e / block_tokens) * block_tokens
-        total += layers * e
+        total += group_layers * e
     return total * per_layer_entry * own_layers(model, layout) / model.n_layers
 
 

@@ -19,6 +19,7 @@ from simulator.tomlfile import read_toml
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
 DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
 ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla")
+ROUNDING_TOLERANCE = 0.02  # a model card's total may round the shapes' sum down by this much
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +82,8 @@ class ModelSpec:
     experts_per_token: int = 0
     expert_params: float = 0.0
     weight_block_scales: bool = False  # fp8 weights with a scale per 128x128 block (DeepSeek-style)
+    vocab_size: int = 0  # 0: unknown (embeddings are then counted with the layers)
+    tie_word_embeddings: bool = False
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -112,6 +115,66 @@ class ModelSpec:
             must(self.active_params > routed, w, "active_params",
                  f"> the routed experts' moe_layers x experts_per_token x expert_params = {routed:g}",
                  self.active_params)
+        must(type(self.vocab_size) is int and self.vocab_size >= 0, w, "vocab_size", "an integer >= 0",
+             self.vocab_size)
+        must(isinstance(self.tie_word_embeddings, bool), w, "tie_word_embeddings", "true or false",
+             self.tie_word_embeddings)
+        parts = self.total_params - self._rest_params
+        must(parts <= self.total_params * (1 + ROUNDING_TOLERANCE), w, "total_params",
+             f">= embeddings + attention + routed experts = {parts:g} (from the shapes, less "
+             f"{ROUNDING_TOLERANCE:.0%} for a rounded model-card figure)", self.total_params)
+
+    @property
+    def embedding_params(self) -> float:
+        """Input embeddings: ``vocab_size · d_model``."""
+        return float(self.vocab_size * self.d_model)
+
+    @property
+    def lm_head_params(self) -> float:
+        """The output projection: ``vocab_size · d_model``, 0 when tied to the embeddings."""
+        return 0.0 if self.tie_word_embeddings else self.embedding_params
+
+    @property
+    def attention_params(self) -> float:
+        """One layer's attention projections (`attention_params`)."""
+        return attention_params(self.d_model, self.n_heads, self.n_kv_heads, self.head_dim, self.value_head_dim,
+                                mla=self.attention == "mla", q_lora_rank=self.q_lora_rank,
+                                kv_lora_rank=self.kv_lora_rank, rope_dim=self.qk_rope_head_dim)
+
+    @property
+    def kv_projection_params(self) -> float:
+        """The K and V projections of one layer, ``d · n_kv · (d_k + d_v)`` (0 for MLA, whose
+        latent projection is one matrix every rank holds): a GPU holds its KV heads' share."""
+        return 0.0 if self.attention == "mla" else float(
+            self.d_model * self.n_kv_heads * (self.head_dim + self.value_head_dim))
+
+    @property
+    def latent_projection_params(self) -> float:
+        """MLA's down-projections ``d · q_lora + d · (kv_lora + rope)``, which every attention
+        rank holds whole (vLLM's replicated ``q_a_proj`` and ``kv_a_proj_with_mqa``); 0 otherwise."""
+        if self.attention != "mla":
+            return 0.0
+        return float(self.d_model * (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim))
+
+    @property
+    def routed_expert_params(self) -> float:
+        """One MoE layer's routed experts: ``n_experts · expert_params``."""
+        return self.n_experts * self.expert_params
+
+    @property
+    def other_params_per_layer(self) -> float:
+        """Everything else, spread evenly over the layers: dense MLPs, shared experts, routers, norms.
+
+        ``max(0, total − embeddings − LM head − L · attention − moe_layers · routed experts) / L``
+        (0 where a rounded model-card total falls a little short of the shapes: Qwen3-235B-A22B's
+        "235B" against 235.04B of shapes).
+        """
+        return max(0.0, self._rest_params) / self.n_layers
+
+    @property
+    def _rest_params(self) -> float:
+        return (self.total_params - self.embedding_params - self.lm_head_params - self.n_layers * self.attention_params
+                - self.moe_layers * self.routed_expert_params)
 
     @property
     def value_head_dim(self) -> int:
@@ -139,6 +202,23 @@ class ModelSpec:
     def weight_bytes(self) -> float:
         """Bytes of all weights: ``total_params × bytes(weight_dtype)``."""
         return self.total_params * dtype(self.weight_dtype).effective_bytes
+
+
+def attention_params(d: int, n_heads: int, n_kv_heads: int, head_dim: int, v_head_dim: int, *, mla: bool = False,
+                     q_lora_rank: int = 0, kv_lora_rank: int = 0, rope_dim: int = 0) -> float:
+    """Parameters of one layer's attention projections.
+
+    MHA/GQA/MQA: ``d·h·d_k`` (Q) ``+ d·n_kv·(d_k + d_v)`` (K, V) ``+ h·d_v·d`` (O).
+    MLA: Q ``d·q_lora + q_lora·h·d_k`` (``d·h·d_k`` without a Q LoRA), the latent ``d·(kv_lora + rope)``,
+    its up-projection ``kv_lora · h · (d_k − rope + d_v)``, and O ``h·d_v·d``. DeepSeek-V3:
+    11.0M + 37.7M + 4.1M + 16.8M + 117.4M = 187.1M per layer.
+    """
+    o = n_heads * v_head_dim * d
+    if mla:
+        q = d * q_lora_rank + q_lora_rank * n_heads * head_dim if q_lora_rank else d * n_heads * head_dim
+        up = kv_lora_rank * n_heads * (head_dim - rope_dim + v_head_dim)
+        return float(q + d * (kv_lora_rank + rope_dim) + up + o)
+    return float(d * n_heads * head_dim + d * n_kv_heads * (head_dim + v_head_dim) + o)
 
 
 def _spec_fields() -> set[str]:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from simulator.capacity import kv_budget, max_streams
 from simulator.cli import main
 from simulator.kv import bytes_per_token
+from simulator.placement import kv_share
 from simulator.planning import memory_floor_nodes, plan_capacity
 from simulator.scenario import SCENARIO_DIR, load_scenario
 from simulator.study import run_scenario, simulated_collapse
@@ -37,10 +38,12 @@ def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name, request)
         s = run.results[node.key].summary
         # every request that entered left, and is counted once
         assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == len(run.workload.requests())
-        # the KV pool is the analytic budget in 16-token blocks
+        # the KV pool is one GPU's analytic budget in 16-token blocks of its share of the KV (its
+        # heads, or the whole MLA latent, which every TP rank holds)
         budget = kv_budget(node, model, sc.cluster.tp, sc.cluster.memory_utilization)
         layout = sc.engine_config(node).layout
-        assert s["kv_blocks_per_replica"] == int(budget.kv_bytes_per_replica // (16 * bytes_per_token(model, layout)))
+        block_gpu_bytes = 16 * bytes_per_token(model, layout) * kv_share(model, layout, sc.cluster.tp)
+        assert s["kv_blocks_per_replica"] == int(budget.stage_kv_bytes(0) // block_gpu_bytes)
         # the fleet's price is nodes × the catalog's node price
         assert s["cost_usd"] / s["makespan_s"] * 3600 == pytest.approx(sc.cluster.nodes * node.usd_per_hour)
         # the time series carries the step's utilisation from the cost model, within physical bounds

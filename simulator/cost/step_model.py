@@ -30,6 +30,25 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 - comm: 2 all-reduces per layer of ``T · d_model · ACTIVATION_BYTES``
   (`simulator.cost.kernels.allreduce_s`: the fastest of NCCL's ring LL, ring Simple and NVLS).
 
+Under a parallelism plan (`simulator.placement.ParallelPlan`; the default is ``tp`` GPUs), first
+principles on top of the fitted kernels (nothing below was fitted):
+
+- DP attention (one scheduler per GPU, ``dp = tp`` of them in step): attention runs on the GPU's
+  own sequences with every head (``tp_attn = 1`` above) and its projections as GEMMs of ``T``
+  rows over whole attention weights; the dense MLPs and experts run on all ranks' tokens
+  (``dp · T``, ranks assumed equally loaded) split over ``tp``. Instead of the attention
+  all-reduces, a dense layer gathers and scatters the ``dp · T`` tokens (an all-reduce of
+  ``dp · T · d`` bytes); an MoE layer with expert parallelism dispatches and combines each token
+  to its ``k`` experts (two all-to-alls of ``T · k · d · (ep − 1)/ep`` bytes a GPU, at the link's
+  bandwidth plus a zero-byte all-reduce's latency).
+- EP: an MoE layer's kernels run whole experts, ``1/ep`` of the touched ones a GPU.
+- PP: a scheduler's step passes every stage in turn (``pp`` of them in flight, vLLM's virtual
+  engines), so it costs the whole model on ``tp`` GPUs plus ``pp − 1`` hand-offs of
+  ``T · d`` activations (NVLink inside a domain, the NIC across, with its latency).
+- A TP group larger than an NVLink domain all-reduces hierarchically: inside the domain
+  (`allreduce_s`), then a ring over the ``N`` domains on each GPU's NIC:
+  ``2(N − 1)/N · S/g / nic_bytes_per_s + 2(N − 1) · nic_latency_s`` (``g`` GPUs a domain).
+
 Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a decode entry's
 FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte(B)``
 (homogeneous of degree one), every size-dependent term depends on ``B`` only, and
@@ -45,7 +64,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from hardware.catalog import GPUSpec
+from hardware.catalog import GPUSpec, NodeSpec
 from simulator.cost.kernels import allreduce_s, decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
 from simulator.cost.params import ACTIVATION_BYTES, CostParams
 from simulator.cost.roofline import (
@@ -57,8 +76,10 @@ from simulator.cost.roofline import (
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
 from simulator.models import ModelSpec, dtype
+from simulator.placement import ParallelPlan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
+ATTENTION_GEMMS_PER_LAYER = 2  # qkv and o of those four
 EXPERT_GEMMS_PER_LAYER = 2  # an MoE layer's experts: one grouped kernel for gate+up, one for down
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
 _REF_TOKENS = 1 << 22  # reference context for the affine KV fit: beyond any window
@@ -125,10 +146,18 @@ class StepModel:
         Efficiencies and latencies (`load_params(gpu.key)`).
     dtype : str | None
         Weight storage and GEMM compute dtype (``bf16``, ``fp8``, ``fp4``); default the model's.
+    plan : ParallelPlan | None
+        The replica's parallelism plan (default: ``tp`` GPUs, one stage); its ``tp`` must be `tp`.
+    node : NodeSpec | None
+        The node, for its interconnect: needed when the plan spans more than one NVLink domain.
     """
 
     __slots__ = (
+        "_a2a_bytes_per_token",
         "_ar_bytes_per_token",
+        "_attn_flops_per_token",
+        "_attn_tp",
+        "_attn_weight_bytes",
         "_bw",
         "_dec_flops_per_byte",
         "_dec_head_dim",
@@ -155,9 +184,11 @@ class StepModel:
         "_memo",
         "_mla",
         "_model",
+        "_node",
         "_params",
         "_peak",
         "_pf_flops_per_pair",
+        "_plan",
         "_qo_bytes",
         "_tp",
         "_windows",
@@ -171,10 +202,19 @@ class StepModel:
         tp: int,
         params: CostParams,
         dtype_name: str | None = None,
+        plan: ParallelPlan | None = None,
+        node: NodeSpec | None = None,
     ) -> None:
         must(tp >= 1, "StepModel", "tp", ">= 1", tp)
+        plan = plan or ParallelPlan(tp=tp)
+        must(plan.tp == tp, "StepModel", "plan", f"a plan of tp={tp}", plan.label)
         layout = layout or KVLayout()
         self._gpu, self._model, self._layout, self._tp, self._params = gpu, model, layout, tp, params
+        self._plan, self._node = plan, node
+        at = self._attn_tp = plan.attention_tp
+        if plan.gpus > (node.domain_gpus if node else plan.gpus):
+            must(bool(node and node.nic_bytes_per_s), f"node {node.key if node else '?'}", "nic_bytes_per_s",
+                 f"> 0 for {plan.label} over more than one NVLink domain", node.nic_bytes_per_s if node else None)
         self._dtype = dtype_name or model.weight_dtype
         self._peak = gpu.peak_flops(self.dtype)
         self._bw = gpu.hbm_bytes_per_s
@@ -192,7 +232,13 @@ class StepModel:
         self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp  # dense GEMMs
         self._expert_flops_per_token = 2.0 * expert_active / tp
         self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
-        self._expert_n = model.expert_params / (EXPERT_GEMMS_PER_LAYER * model.d_model * tp)  # one expert
+        # one expert's GEMM width a GPU: sharded over tp, or over tp/ep within an expert-parallel group
+        self._expert_n = model.expert_params / (EXPERT_GEMMS_PER_LAYER * model.d_model * tp / plan.ep)
+        # DP attention: the attention projections run whole on each GPU's own tokens
+        one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
+        self._attn_weight_bytes = one_stage.attention_bytes
+        self._attn_flops_per_token = 2.0 * model.n_layers * model.attention_params / at
+        self._a2a_bytes_per_token = model.experts_per_token * model.d_model * ACTIVATION_BYTES * (plan.ep - 1) / plan.ep
         # activation values an fp8/fp4 step quantises per token: the inputs of the column-parallel
         # GEMMs (qkv, gate+up: d_model, replicated) and of the row-parallel ones (o, down: sharded
         # over tp); an MoE layer quantises a token once before dispatch and each routed copy's
@@ -208,9 +254,9 @@ class StepModel:
         self._ar_bytes_per_token = model.d_model * ACTIVATION_BYTES
         # attention
         d_k, d_v = model.head_dim, model.value_head_dim
-        self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / tp  # per layer
-        self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / tp  # per token per layer
-        self._heads = model.n_heads / tp  # query heads per GPU: prefill CTAs per query tile, MLA decode tiles
+        self._pf_flops_per_pair = 2.0 * model.n_heads * (d_k + d_v) / at  # per layer
+        self._qo_bytes = model.n_heads * (d_k + d_v) * ACTIVATION_BYTES / at  # per token per layer
+        self._heads = model.n_heads / at  # query heads per GPU: prefill CTAs per query tile, MLA decode tiles
         self._mla = _is_latent(model, layout)
         self._fp8_kv = dtype(layout.kv_dtype).effective_bytes <= 1
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
@@ -220,10 +266,10 @@ class StepModel:
             entry_flops = 2.0 * model.n_heads * (2 * rank + rope)
         else:
             entry_flops = 2.0 * model.n_heads * (d_k + d_v)
-        shards = _kv_shards(model, layout, tp)
+        shards = _kv_shards(model, layout, at)
         # all layers compute on their entries; sharing layers read what the owners stored
         full = replace(layout, own_layer_fraction=1.0)
-        self._dec_flops_per_byte = entry_flops / tp / (entry_bytes / shards)
+        self._dec_flops_per_byte = entry_flops / at / (entry_bytes / shards)
         b1 = sequence_bytes(model, layout, _REF_TOKENS)
         b2 = sequence_bytes(model, layout, 2 * _REF_TOKENS)
         f_scale = sequence_bytes(model, full, _REF_TOKENS) / b1 if b1 else 1.0
@@ -236,7 +282,7 @@ class StepModel:
         self._dec_kv_heads = 1.0 if self._mla else _kv_heads(model, layout) / shards
         if self._mla:
             self._dec_head_dim = float(rank + rope)
-            self._dec_qo_bytes = model.n_heads / tp * (2 * rank + rope) * ACTIVATION_BYTES
+            self._dec_qo_bytes = model.n_heads / at * (2 * rank + rope) * ACTIVATION_BYTES
         else:
             self._dec_head_dim = float(d_k)
             self._dec_qo_bytes = self._qo_bytes
@@ -288,6 +334,10 @@ class StepModel:
         return self._params
 
     @property
+    def plan(self) -> ParallelPlan:
+        return self._plan
+
+    @property
     def dense_weight_bytes(self) -> float:
         """Bytes per GPU of the weights every step reads (all but the routed experts)."""
         return self._dense_weight_bytes
@@ -320,43 +370,115 @@ class StepModel:
         Dense projections: ``n_layers · GEMMS_PER_LAYER`` GEMMs of ``m = T`` rows. MoE experts:
         ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped kernels, each over the ``E_touched``
         experts the step's tokens reach (`expected_experts`) with ``m = T · k / E_touched`` rows
-        an expert; both timed by `simulator.cost.kernels.gemm_s`."""
-        m, p = self.model, self.params
-        low, rows = self.dtype in ("fp8", "fp4"), max(float(tokens), 1.0)
-        blk = self.dtype == "fp8" and m.weight_block_scales
+        an expert (``E_touched / ep`` of them a GPU under expert parallelism); all timed by
+        `simulator.cost.kernels.gemm_s`. Under DP attention the attention projections are
+        ``n_layers · ATTENTION_GEMMS_PER_LAYER`` GEMMs of the GPU's own ``T`` rows over whole
+        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens."""
+        m, dp = self.model, self._plan.kv_groups
         flops = self._lin_flops_per_token * tokens
         wbytes = self._dense_weight_bytes
         g = self._gemm_count
-        t = g * float(
-            gemm_s(
-                flops / g, wbytes / g, rows, self._gemm_n, self._gemm_k, self._peak, low, self.gpu, p,
-                block_scaled=blk, quant_values=tokens * self._dense_quant_per_token / g,
-            )
-        )
+        if dp == 1:
+            t = self._gemms(g, flops, wbytes, tokens, self._gemm_n, tokens * self._dense_quant_per_token)
+        else:
+            ga = m.n_layers * ATTENTION_GEMMS_PER_LAYER
+            a_flops, a_bytes = self._attn_flops_per_token * tokens, self._attn_weight_bytes
+            mlp_tokens = dp * tokens
+            attn_sharded = 2.0 * m.n_layers * m.attention_params / self.tp
+            mlp_flops = (self._lin_flops_per_token - attn_sharded) * mlp_tokens
+            mlp_bytes = max(0.0, wbytes - m.n_layers * m.attention_params * dtype(self.dtype).effective_bytes / self.tp)
+            quant = self._dense_quant_per_token / g
+            t = self._gemms(ga, a_flops, a_bytes, tokens, a_bytes / (ga * m.d_model * self._wb), tokens * quant * ga)
+            t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
+                             mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
+            flops, wbytes, tokens = a_flops + mlp_flops, a_bytes + mlp_bytes, mlp_tokens
         if m.moe_layers:
+            rows = max(float(tokens), 1.0)
             touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
             e_flops, e_bytes = self._expert_flops_per_token * tokens, self._expert_bytes * touched
             ge, e_rows = self._expert_gemm_count, max(rows * m.experts_per_token / touched, 1.0)
             t += ge * float(
                 gemm_s(
-                    e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, low, self.gpu, p,
-                    groups=touched, block_scaled=blk, quant_values=tokens * self._expert_quant_per_token / ge,
+                    e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, self._low, self.gpu,
+                    self.params, groups=touched / self._plan.ep, block_scaled=self._blk,
+                    quant_values=tokens * self._expert_quant_per_token / ge,
                 )
             )
             flops, wbytes = flops + e_flops, wbytes + e_bytes
-        eff_c = p.gemm_compute_eff * ((p.gemm_fp8_block_eff if blk else p.gemm_fp8_eff) if low else 1.0)
+        p = self.params
+        eff_c = p.gemm_compute_eff * ((p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff) if self._low else 1.0)
         bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
         return t, bound, flops, wbytes
 
+    def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float) -> float:
+        """Seconds of `count` equal dense GEMMs sharing `flops` and `wbytes`, ``m = tokens`` rows, width `n`."""
+        return count * float(
+            gemm_s(
+                flops / count, wbytes / count, max(float(tokens), 1.0), n, self._gemm_k, self._peak, self._low,
+                self.gpu, self.params, block_scaled=self._blk, quant_values=quant_values / count,
+            )
+        )
+
+    @property
+    def _wb(self) -> float:
+        return dtype(self.dtype).effective_bytes
+
+    @property
+    def _low(self) -> bool:
+        return self.dtype in ("fp8", "fp4")
+
+    @property
+    def _blk(self) -> bool:
+        return self.dtype == "fp8" and self.model.weight_block_scales
+
     def comm_s(self, tokens: float) -> float:
-        """Tensor-parallel all-reduces of one step over `tokens` tokens."""
+        """Communication of one step over `tokens` tokens (the module docstring's comm and plan terms)."""
         return self._memoized(("comm", tokens), self._comm_s, tokens)
 
     def _comm_s(self, tokens: float) -> float:
-        if self.tp == 1:
-            return 0.0
-        one = float(allreduce_s(tokens * self._ar_bytes_per_token, self.tp, self.gpu, self.params))
-        return self.model.n_layers * ALLREDUCES_PER_LAYER * one
+        m, plan = self.model, self._plan
+        t = 0.0
+        if plan.dp_attention:
+            gathered = self._allreduce_s(plan.kv_groups * tokens * self._ar_bytes_per_token)
+            if plan.ep > 1:
+                t += (m.n_layers - m.moe_layers) * gathered + m.moe_layers * 2 * self._all_to_all_s(tokens)
+            else:
+                t += m.n_layers * gathered
+        elif self.tp > 1:
+            t += m.n_layers * ALLREDUCES_PER_LAYER * self._allreduce_s(tokens * self._ar_bytes_per_token)
+        if plan.pp > 1:
+            t += (plan.pp - 1) * self._p2p_s(tokens * self._ar_bytes_per_token)
+        return t
+
+    def _crosses_domains(self, gpus: int) -> bool:
+        return self._node is not None and gpus > self._node.domain_gpus
+
+    def _allreduce_s(self, message_bytes: float) -> float:
+        """One all-reduce over the ``tp`` GPUs: NCCL inside an NVLink domain; across domains
+        hierarchically, the domain's all-reduce then a ring over the domains on the NICs."""
+        tp, gpu, p, node = self.tp, self.gpu, self.params, self._node
+        if node is None or not self._crosses_domains(tp):
+            return float(allreduce_s(message_bytes, tp, gpu, p))
+        g = node.domain_gpus
+        n = tp // g
+        ring = 2 * (n - 1) / n * message_bytes / g / node.nic_bytes_per_s + 2 * (n - 1) * node.nic_latency_s
+        return float(allreduce_s(message_bytes, g, gpu, p)) + ring
+
+    def _all_to_all_s(self, tokens: float) -> float:
+        """One expert-parallel all-to-all (dispatch or combine) of a GPU's `tokens`: each sends
+        ``T · k · d · (ep − 1)/ep`` bytes over its link, plus a zero-byte all-reduce's latency."""
+        ep, node = self._plan.ep, self._node
+        lat = float(allreduce_s(0.0, ep, self.gpu, self.params))
+        if node is not None and self._crosses_domains(ep):
+            return lat + node.nic_latency_s + tokens * self._a2a_bytes_per_token / node.nic_bytes_per_s
+        return lat + tokens * self._a2a_bytes_per_token / (self.gpu.nvlink_bytes_per_s * self.params.comm_eff)
+
+    def _p2p_s(self, message_bytes: float) -> float:
+        """One pipeline hand-off of `message_bytes`: the NIC when the replica spans NVLink domains."""
+        node = self._node
+        if node is not None and self._crosses_domains(self._plan.gpus):
+            return node.nic_latency_s + message_bytes / node.nic_bytes_per_s
+        return self.params.collective_latency_s + message_bytes / (self.gpu.nvlink_bytes_per_s * self.params.comm_eff)
 
     def prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
         """(flops, bytes) per GPU of one prefill chunk's attention over all layers (MLA: the
@@ -372,7 +494,8 @@ class StepModel:
             # MLA prefill runs decompressed: K and V of every query head, as many bytes as Q and O
             kv = self.model.n_layers * total * self._qo_bytes
         else:
-            kv = sequence_bytes(self.model, self.layout, int(total)) / _kv_shards(self.model, self.layout, self.tp)
+            shards = _kv_shards(self.model, self.layout, self._attn_tp)
+            kv = sequence_bytes(self.model, self.layout, int(total)) / shards
         return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
 
     def prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:

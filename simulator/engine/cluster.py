@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from hardware.catalog import NodeSpec, load_catalog
-from simulator.capacity import kv_budget
+from simulator.capacity import blocks_per_group, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine.caches import CacheContext, make_strategy
 from simulator.engine.config import EngineConfig
@@ -37,6 +37,7 @@ from simulator.errors import ConfigError
 from simulator.kv import KVLayout
 from simulator.levers import layout_debit_points
 from simulator.models import ModelSpec, get_model
+from simulator.placement import ParallelPlan
 from workloads.request import Request
 
 TimerFactory = Callable[..., StepTimer]
@@ -44,11 +45,13 @@ TimerFactory = Callable[..., StepTimer]
 is called with ``layout=`` the run's `KVLayout` (so it can price the layout's KV bytes)."""
 
 
-def cost_model_timer(node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout) -> StepTimer:
-    """The calibrated step-time model (`simulator.cost.StepModel`) of one replica: the default timer.
+def cost_model_timer(node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout,
+                     plan: ParallelPlan | None = None) -> StepTimer:
+    """The calibrated step-time model (`simulator.cost.StepModel`) of one replica's scheduler under
+    `plan` (default: ``tp`` GPUs): the default timer.
 
     It prices the layout's KV bytes itself (windows and compression included)."""
-    return StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
+    return StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key), plan=plan, node=node)
 
 
 def _call_factory(factory: TimerFactory, node: NodeSpec, model: ModelSpec, tp: int, layout: KVLayout) -> StepTimer:
@@ -96,25 +99,33 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
             catalog = catalog or load_catalog()
             node = catalog.node(pool.node)
         nodes.append((node, pool.n_nodes))
-        budget = kv_budget(node, model, pool.tp, config.memory_utilization)
-        blocks = config.kv_blocks or int(budget.kv_bytes_per_replica // geo.block_bytes)
+        plan = pool.plan
+        budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=plan)
+        if pool.n_nodes % budget.nodes:
+            raise ConfigError(f"EngineConfig: n_nodes of {node.key} must be a multiple of the {budget.nodes} nodes "
+                              f"one {plan.label} replica spans (got {pool.n_nodes})")
+        # each replica runs one scheduler per KV pool (a GPU under DP attention) and pipeline stage
+        # in flight (vLLM's virtual engines), sharing the replica's blocks, host memory and links
+        engines = plan.kv_groups * plan.pp
+        blocks = config.kv_blocks or blocks_per_group(budget, model, config.layout, geo.block_bytes) // plan.pp
         if blocks < 1:
-            raise ConfigError(f"EngineConfig: KV pool of {node.key} tp {pool.tp} holds no block of "
+            raise ConfigError(f"EngineConfig: KV pool of {node.key} {plan.label} holds no block of "
                               f"{config.block_tokens} tokens")
         if timer is None:
-            t: StepTimer = cost_model_timer(node, model, pool.tp, config.layout)
+            t: StepTimer = cost_model_timer(node, model, plan.tp, config.layout, plan=plan)
         elif isinstance(timer, StepTimer):
             t = timer
         else:
-            t = _call_factory(timer, node, model, pool.tp, config.layout)
-        host_bytes = node.host_dram_bytes / budget.replicas
+            t = _call_factory(timer, node, model, plan.tp, config.layout)
+        per_node = budget.replicas * engines / budget.nodes  # engines on one node's DRAM, NVMe and PCIe
+        host_bytes = node.host_dram_bytes / per_node
         host_blocks = int(host_bytes // geo.block_bytes)
-        pcie = pool.tp * node.gpu.pcie_bytes_per_s
+        pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node
         ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=pcie,
-                           nvme_bytes=node.nvme_bytes / budget.replicas,
-                           nvme_bytes_per_s=min(pcie, node.nvme_bytes_per_s / budget.replicas),
+                           nvme_bytes=node.nvme_bytes / per_node,
+                           nvme_bytes_per_s=min(pcie, node.nvme_bytes_per_s / per_node),
                            prefill_s=_prefill_price(t))
-        for _ in range(pool.n_nodes * budget.replicas):
+        for _ in range(pool.n_nodes // budget.nodes * budget.replicas * engines):
             replicas.append(Replica(
                 index=len(replicas), total_blocks=blocks, geometry=geo, retention=retention,
                 swap_bytes_per_s=pcie,

@@ -10,6 +10,7 @@ from hardware.catalog import NodeSpec
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
 from simulator.models import ModelSpec
+from simulator.placement import ParallelPlan
 
 PREEMPTION_MODES = ("recompute", "swap")
 
@@ -51,15 +52,24 @@ class SchedulerConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolConfig:
-    """`n_nodes` nodes of one kind, each split into ``node.gpus / tp`` replicas."""
+    """`n_nodes` nodes of one kind serving replicas of the plan ``tp, pp, dp_attention, ep``
+    (`simulator.placement.ParallelPlan`): ``node.gpus / (tp · pp)`` replicas a node, or one replica
+    on every ``tp · pp / node.gpus`` nodes."""
 
     node: str | NodeSpec = "8xH100"
     n_nodes: int = 1
     tp: int = 8
+    pp: int = 1
+    dp_attention: bool = False
+    ep: int = 1
 
     def __post_init__(self) -> None:
         must(self.n_nodes >= 1, "PoolConfig", "n_nodes", ">= 1", self.n_nodes)
-        must(self.tp >= 1, "PoolConfig", "tp", ">= 1", self.tp)
+        self.plan  # noqa: B018  # validates tp, pp, dp_attention, ep
+
+    @property
+    def plan(self) -> ParallelPlan:
+        return ParallelPlan(tp=self.tp, pp=self.pp, dp_attention=self.dp_attention, ep=self.ep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +90,9 @@ class EngineConfig:
     node: str | NodeSpec = "8xH100"
     n_nodes: int = 1
     tp: int = 8
+    pp: int = 1
+    dp_attention: bool = False
+    ep: int = 1
     more_pools: tuple[PoolConfig, ...] = ()
     layout: KVLayout = field(default_factory=KVLayout)
     block_tokens: int = DEFAULT_BLOCK_TOKENS
@@ -101,6 +114,7 @@ class EngineConfig:
         w = "EngineConfig"
         must(self.n_nodes >= 1, w, "n_nodes", ">= 1", self.n_nodes)
         must(self.tp >= 1, w, "tp", ">= 1", self.tp)
+        self.plan  # noqa: B018  # validates the first pool's plan
         must(self.block_tokens >= 1, w, "block_tokens", ">= 1", self.block_tokens)
         must(0 < self.memory_utilization <= 1, w, "memory_utilization", "in (0, 1]", self.memory_utilization)
         must(self.kv_blocks >= 0, w, "kv_blocks", ">= 0", self.kv_blocks)
@@ -110,8 +124,15 @@ class EngineConfig:
 
     @property
     def pools(self) -> tuple[PoolConfig, ...]:
-        """All pools, the first from ``node``/``n_nodes``/``tp``."""
-        return (PoolConfig(node=self.node, n_nodes=self.n_nodes, tp=self.tp), *self.more_pools)
+        """All pools, the first from ``node``/``n_nodes`` and the plan ``tp``/``pp``/``dp_attention``/``ep``."""
+        first = PoolConfig(node=self.node, n_nodes=self.n_nodes, tp=self.tp, pp=self.pp,
+                           dp_attention=self.dp_attention, ep=self.ep)
+        return (first, *self.more_pools)
+
+    @property
+    def plan(self) -> ParallelPlan:
+        """The first pool's parallelism plan."""
+        return self.pools[0].plan
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready view (specs by key) for ``summary.json``."""
@@ -120,7 +141,8 @@ class EngineConfig:
 
         return {
             "model": key(self.model),
-            "pools": [{"node": key(p.node), "n_nodes": p.n_nodes, "tp": p.tp} for p in self.pools],
+            "pools": [{"node": key(p.node), "n_nodes": p.n_nodes, "tp": p.tp, "pp": p.pp,
+                       "dp_attention": p.dp_attention, "ep": p.ep, "plan": p.plan.label} for p in self.pools],
             "layout": self.layout.label,
             "block_tokens": self.block_tokens,
             "memory_utilization": self.memory_utilization,

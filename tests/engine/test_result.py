@@ -28,7 +28,8 @@ def test_run_writes_frames_and_summary(tmp_path: Path) -> None:
     out = res.write(tmp_path / "r")
     doc = json.loads((out / "summary.json").read_text())
     assert doc["seed"] == 42 and doc["version"] == __version__
-    assert doc["config"]["pools"] == [{"node": "8xH100", "n_nodes": 1, "tp": 2}]
+    assert doc["config"]["pools"] == [{"node": "8xH100", "n_nodes": 1, "tp": 2, "pp": 1, "dp_attention": False, "ep": 1,
+                                       "plan": "TP2"}]
     assert (out / "requests.csv").exists() and (out / "timeseries.csv").exists()
 
 

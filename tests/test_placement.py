@@ -1,0 +1,161 @@
+"""Per-GPU placement of weights and KV under a parallelism plan, against hand arithmetic."""
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hardware.catalog import load_catalog
+from simulator.capacity import compare_plans, kv_budget, max_context, max_streams
+from simulator.cli import main
+from simulator.errors import ConfigError
+from simulator.kv import KVLayout, parse_layout, sequence_bytes
+from simulator.models import get_model
+from simulator.placement import (
+    ParallelPlan,
+    candidate_plans,
+    heads_per_gpu,
+    kv_share,
+    stage_layers,
+    stages,
+)
+
+CAT = load_catalog()
+H100, H200 = CAT.node("8xH100"), CAT.node("8xH200")
+DSV3, L70, L405 = get_model("DeepSeek-V3"), get_model("Llama-3-70B"), get_model("Llama-3.1-405B")
+GB = 1e9
+
+
+def test_deepseek_v3_tp8_on_8xh200_holds_the_whole_latent_on_every_gpu():
+    # fp8 weights (1 B each), per GPU under TP8:
+    #   embeddings + LM head 2 · 129,280 · 7,168 / 8 = 0.2317 GB
+    #   attention 61 · ((187.105M − 15.139M latent down-projections) / 8 + 15.139M) = 2.2347 GB
+    #   dense rest 61 · 62.70M / 8 = 0.4781 GB; routed experts 58 · 256 · 44.04M / 8 = 81.7383 GB
+    #   total 84.683 GB; KV budget 0.9 · 141 − 84.683 = 42.217 GB
+    b = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8))
+    st0 = b.stages[0]
+    assert st0.embedding_bytes / GB == pytest.approx(0.23168, abs=1e-4)
+    assert st0.attention_bytes / GB == pytest.approx(2.2348, abs=1e-3)
+    assert st0.expert_bytes / GB == pytest.approx(81.7383, abs=1e-3)
+    assert st0.weight_bytes / GB == pytest.approx(84.683, abs=1e-3)
+    assert b.stage_kv_bytes(0) / GB == pytest.approx(42.217, abs=1e-3)
+    # the latent (512 + 64 values, bf16, 61 layers = 70,272 B/token) is whole on every rank:
+    # 32,768 · 70,272 = 2.3027 GB a stream a GPU -> floor(42.217 / 2.3027) = 18 (the pooled model said 149)
+    assert kv_share(DSV3, KVLayout(), 8) == 1.0
+    assert max_streams(b, DSV3, None, 32_768) == 18
+
+
+def test_deepseek_v3_dp8_attention_ep8_on_8xh200():
+    # DP attention: every GPU holds the whole attention, 61 · 187.105M = 11.4134 GB, instead of 2.2347:
+    # weights 84.6830 − 2.2347 + 11.4134 = 93.862 GB, KV 126.9 − 93.862 = 33.038 GB a GPU; each GPU
+    # holds its own sequences: 8 · floor(33.038 / 2.3027) = 8 · 14 = 112 streams
+    b = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8, dp_attention=True, ep=8))
+    assert b.stages[0].weight_bytes / GB == pytest.approx(93.862, abs=1e-3)
+    assert b.stage_kv_bytes(0) / GB == pytest.approx(33.038, abs=1e-3)
+    assert max_streams(b, DSV3, None, 32_768) == 112
+
+
+def test_llama3_70b_tp16_over_two_nodes_replicates_kv_heads():
+    # 8 KV heads over 16 ranks: each GPU holds 1 head (replicated twice), 80 · 256 · 2 B = 40,960 B/token
+    b = kv_budget(H100, L70, plan=ParallelPlan(tp=16))
+    assert (b.nodes, b.replicas) == (2, 1)
+    assert heads_per_gpu(L70, KVLayout(), 16) == 1 and kv_share(L70, KVLayout(), 16) == 1 / 8
+    # weights per GPU: 141.1 GB / 16 = 8.819 GB, plus the K/V projections of the replicated head:
+    # all heads' K/V weights are 80 · 8192 · 8 · 256 · 2 B = 2.684 GB; a GPU holds 1/8 of them, not
+    # 1/16: + 2.684 / 16 = 0.168 GB -> 8.987 GB; KV 72 − 8.987 = 63.013 GB
+    assert b.stages[0].weight_bytes / GB == pytest.approx(141.1 / 16 + 2.684 / 16, abs=1e-3)
+    # a 128k stream: 131,072 · 40,960 = 5.369 GB a GPU -> floor(63.01 / 5.369) = 11 streams on the 2 nodes,
+    # where two TP8 nodes hold 2 · 10 = 20
+    assert max_streams(b, L70, None, 131_072) == 11
+    assert 2 * max_streams(kv_budget(H100, L70, plan=ParallelPlan(tp=8)), L70, None, 131_072) == 20
+
+
+def test_llama31_405b_bf16_on_two_8xh100_with_pp2():
+    # 126 layers -> 63 a stage. Per GPU (bf16): layers 63 · (570.43M + 2,617.25M) / 8 · 2 B = 50.205 GB,
+    # embeddings (stage 1) or LM head (stage 2) 128,256 · 16,384 / 8 · 2 B = 0.5253 GB: 50.731 GB
+    b = kv_budget(H100, L405, plan=ParallelPlan(tp=8, pp=2))
+    assert stage_layers(126, 2) == [(0, 63), (63, 126)]
+    assert (b.nodes, b.replicas) == (2, 1)
+    for s in (0, 1):
+        assert b.stages[s].weight_bytes / GB == pytest.approx(50.731, abs=1e-3)
+        assert b.stage_kv_bytes(s) / GB == pytest.approx(72 - 50.731, abs=1e-3)
+    # KV a GPU: 63 layers · 1 head · 256 · 2 B = 32,256 B/token; 128k: 4.228 GB -> floor(21.269 / 4.228) = 5
+    assert max_streams(b, L405, None, 131_072) == 5
+    # one node cannot hold it: 811.7 GB / 8 = 101.5 GB a GPU
+    with pytest.raises(Exception, match=r"101\.5 GB \(bf16\)"):
+        kv_budget(H100, L405, plan=ParallelPlan(tp=8))
+
+
+def test_stage_sequence_bytes_add_up_to_the_sequence():
+    # Gemma-3-27B (5 local : 1 global) over 4 stages: the stages' layers add up to the whole
+    gemma = get_model("Gemma-3-27B")
+    bounds = stage_layers(gemma.n_layers, 4)
+    assert bounds == [(0, 16), (16, 32), (32, 47), (47, 62)]
+    for n in (100, 5000, 200_000):
+        parts = sum(sequence_bytes(gemma, KVLayout(), n, 16, r) for r in bounds)
+        assert parts == pytest.approx(sequence_bytes(gemma, KVLayout(), n, 16))
+
+
+def test_plan_rules_name_what_is_wrong():
+    with pytest.raises(ConfigError, match="'ep' must be 1 for a dense model"):
+        kv_budget(H100, L70, plan=ParallelPlan(tp=8, ep=8))
+    with pytest.raises(ConfigError, match="'ep' must be an integer >= 1 that divides tp=8"):
+        ParallelPlan(tp=8, ep=3)
+    with pytest.raises(ConfigError, match="'tp' must be a multiple of its 8 KV heads"):
+        kv_share(L70, KVLayout(), 12)
+    with pytest.raises(ConfigError, match=r"'tp × pp' must be a multiple of the node's 8 GPUs"):
+        kv_budget(H100, L70, plan=ParallelPlan(tp=4, pp=3))
+
+
+def test_candidate_plans_and_side_by_side():
+    plans = candidate_plans(H200, DSV3)
+    labels = [p.label for p in plans]
+    assert labels == ["TP8", "TP4", "TP2", "TP1", "DP8-attention EP8", "TP16", "TP8 PP2", "DP8-attention PP2 EP8"]
+    rows = {r.plan: r for r in compare_plans(H200, DSV3, KVLayout(), 32_768, plans)}
+    assert rows["TP8"].max_streams == 18 and rows["DP8-attention EP8"].max_streams == 112
+    assert not rows["TP4"].fits and rows["TP4"].max_streams == 0 and "does not fit" in rows["TP4"].why
+    # DP attention helps only where KV is replicated: Llama-3-70B has 8 heads for 8 GPUs already
+    l70 = {r.plan: r for r in compare_plans(H100, L70, KVLayout(), 4096, candidate_plans(H100, L70))}
+    assert l70["TP8"].max_streams == 324 and l70["DP8-attention"].max_streams < 324
+
+
+@given(st.sampled_from(["native", "fp8", "mla", "gqa:4"]), st.integers(1, 300_000),
+       st.sampled_from([ParallelPlan(tp=8), ParallelPlan(tp=16), ParallelPlan(tp=8, pp=2), ParallelPlan(tp=4)]))
+def test_streams_fit_the_binding_gpu_exactly(text, n, plan):
+    layout = parse_layout(text)
+    b = kv_budget(H100, L70, plan=plan)
+    m = max_streams(b, L70, layout, n)
+    per_pool = m // (b.replicas * plan.kv_groups)
+    share = kv_share(L70, layout, plan.attention_tp)
+    for s, st_ in enumerate(b.stages):
+        one = sequence_bytes(L70, layout, n, 16, st_.layer_range) * share
+        assert per_pool * one <= b.stage_kv_bytes(s)
+    assert any((per_pool + 1) * sequence_bytes(L70, layout, n, 16, st_.layer_range) * share > b.stage_kv_bytes(s)
+               for s, st_ in enumerate(b.stages))
+    # the longest context for that many streams is at least n
+    if m:
+        assert max_context(b, L70, layout, m) >= n
+
+
+def test_weights_add_up_to_the_model_when_nothing_is_replicated():
+    # Llama-3-70B, TP8 (8 heads, 8 GPUs): the GPUs hold exactly the model's 141.1 GB
+    sts = stages(L70, ParallelPlan(tp=8))
+    assert 8 * sum(s.weight_bytes for s in sts) == pytest.approx(L70.weight_bytes, rel=1e-12)
+    sts = stages(L405, ParallelPlan(tp=8, pp=2))
+    assert 8 * sum(s.weight_bytes for s in sts) == pytest.approx(L405.weight_bytes, rel=1e-12)
+
+
+def test_fit_prints_per_gpu_arithmetic_and_plans():
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768"])
+    assert r.exit_code == 0, r.output
+    assert "per GPU: 141 GB × 0.9 − weights 84.68 GB" in r.output and "= KV 42.22 GB" in r.output
+    assert "max streams at 32,768 tokens: 18" in r.output
+    assert "DP8-attention EP8" in r.output and "112" in r.output
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3.1-405B", "--context", "131072",
+                                  "--pp", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    doc = json.loads(r.output)
+    assert doc["plan"] == "TP8 PP2" and doc["nodes"] == 2 and doc["max_streams"] == 5
+    assert [s["layers"] for s in doc["stages"]] == [[0, 63], [63, 126]]
