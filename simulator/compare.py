@@ -78,6 +78,9 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     """Run `requests` under each strategy set; one row per set with the headline figures.
 
     ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``.
+    ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with,
+    against an MHA, bf16, full-retention baseline (the layout's `simulator.kv.footprint` factors at
+    the mean context, times the share of its tokens' KV retention keeps: `kept_kv_fraction`).
     """
     must_specs = [s.strip() for s in specs if s.strip()]
     if not must_specs:
@@ -89,6 +92,8 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         s, req = res.summary, res.requests
         done = req[req.outcome == "completed"]
         tokens = int(done.prompt_tokens.sum() + done.output_tokens.sum())
+        layout_factor = math.prod(s["layout_factors"].values())
+        kept = kept_kv_fraction(req) if config.retention != "full" else 1.0
         rows.append({
             "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
             "kv_blocks_per_replica": s["kv_blocks_per_replica"], "completed": s["completed"],
@@ -98,9 +103,25 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "usd_per_million_tokens": s["cost_usd"] / tokens * 1e6 if tokens else math.nan,
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "quality_debit_points": s["quality_debit_points"],
-            "memory_factor": math.prod(s["layout_factors"].values()),
+            "memory_factor": layout_factor * kept,
+            "layout_memory_factor": layout_factor,
+            "kept_kv_fraction": kept,
         })
     return pd.DataFrame(rows)
+
+
+def kept_kv_fraction(requests: pd.DataFrame) -> float:
+    """Share of its KV a completed request still held at its end, over completed requests::
+
+        kept = 1 − Σ evicted_tokens / Σ (prompt + output − 1)
+
+    (a finished sequence has the KV of ``prompt + output − 1`` tokens: the last output token's
+    is never written; retention dropped ``evicted_tokens`` of them). 1 under full retention; NaN
+    when nothing completed.
+    """
+    done = requests[requests.outcome == "completed"]
+    full = int((done.prompt_tokens + done.output_tokens - 1).sum())
+    return 1.0 - int(done.evicted_tokens.sum()) / full if full > 0 else math.nan
 
 
 PANELS = (("max_concurrency", "max concurrent requests", "requests"),

@@ -50,6 +50,9 @@ class _Rep:
     def match(self, request: Request) -> int:
         return self.hit
 
+    def evictable_blocks(self) -> int:
+        return 0
+
 
 def test_ties_are_broken_fairly() -> None:
     rng = np.random.default_rng(0)

@@ -9,9 +9,10 @@ from click.testing import CliRunner
 
 from simulator.cli_compare import compare
 from simulator.compare import compare_figure, compare_strategies, parse_strategy_set
-from simulator.engine import EngineConfig
+from simulator.engine import AffineTimer, EngineConfig
 from simulator.errors import ConfigError
 from workloads import load_workload
+from workloads.request import Request
 
 BASE = EngineConfig(model="Llama-3.1-70B")
 
@@ -81,3 +82,31 @@ name = "chat-4k"
     df = pd.read_csv(tmp_path / "compare.csv").set_index("strategy")
     assert df.prefix_hit_ratio_tokens["native"] == 0 and df.prefix_hit_ratio_tokens["prefix+fp8"] > 0.5
     assert df.memory_factor["prefix+fp8"] == df.memory_factor["native"] / 2
+
+
+def test_memory_factor_counts_the_kv_retention_keeps() -> None:
+    """Issue 16: memory_factor showed native's value for streaming-llm, h2o and snapkv.
+
+    Three requests (prompt, output) = (1000, 200), (3000, 100), (500, 50) end with the KV of
+    prompt + output − 1 tokens each: 1199, 3099, 549 (Σ 4847). StreamingLLM with 4 sinks and a
+    1020-token window keeps at most 1024: 1024, 1024, 549 (Σ 2597), a kept fraction of 2597 / 4847.
+    H2O with a 256-token budget keeps 256, 256, 256: 768 / 4847; SnapKV with the same budget
+    compresses the prompt only: 256 + 199, 256 + 99, 256 + 49 = 1115 / 4847. Llama-3.1-8B's GQA
+    (8 KV heads of 32) gives native 1/4 of MHA's bytes and fp8 half that again:
+    memory_factor = layout factor · kept fraction.
+    """
+    reqs = [Request(id=i, arrival_s=float(i), prompt_tokens=p, output_tokens=o, segments=((i, p),))
+            for i, (p, o) in enumerate([(1000, 200), (3000, 100), (500, 50)])]
+    timer = AffineTimer(overhead_s=1e-3, per_context_token_s=1e-9, per_prefill_token_s=1e-6)
+    df = compare_strategies(EngineConfig(model="Llama-3.1-8B"), reqs,
+                            ["native", "streaming-llm:1020", "h2o:256", "snapkv:256",
+                             "fp8+streaming-llm:1020"], timer=timer)
+    df = df.set_index("strategy")
+    assert (df.completed == 3).all()
+    assert (df.memory_factor["native"], df.kept_kv_fraction["native"]) == (0.25, 1.0)
+    assert df.kept_kv_fraction["streaming-llm:1020"] == pytest.approx(2597 / 4847, rel=1e-12)
+    assert df.memory_factor["streaming-llm:1020"] == pytest.approx(0.25 * 2597 / 4847, rel=1e-12)
+    assert df.memory_factor["h2o:256"] == pytest.approx(0.25 * 768 / 4847, rel=1e-12)
+    assert df.memory_factor["snapkv:256"] == pytest.approx(0.25 * 1115 / 4847, rel=1e-12)
+    assert df.layout_memory_factor["fp8+streaming-llm:1020"] == 0.125
+    assert df.memory_factor["fp8+streaming-llm:1020"] == pytest.approx(0.125 * 2597 / 4847, rel=1e-12)

@@ -25,7 +25,8 @@ from workloads.request import Request
 B = 16
 CTX = CacheContext(block_bytes=1e6, dram_bytes=1e8, dram_bytes_per_s=1e9, nvme_bytes=1e9, nvme_bytes_per_s=1e9,
                    prefill_s=lambda tokens, context: 1e-4 * tokens)
-PARAMS: dict[str, list[dict[str, object]]] = {"prefix": [{}, {"eviction": "lfu", "dram": True, "nvme": True}]}
+PARAMS: dict[str, list[dict[str, object]]] = {"prefix": [{}, {"eviction": "lfu", "dram": True, "nvme": True},
+                                                          {"eviction": "fifo", "dram": True, "nvme": True}]}
 
 
 def shared_requests(n: int, seed: int) -> list[Request]:

@@ -137,3 +137,65 @@ def test_tree_split_keeps_pieces_and_keys() -> None:
     assert top.pieces == ((1, 0, 6), (2, 0, 2)) and n.pieces == ((2, 2, 6),)
     assert t.root.children[top.key] is top and top.children[n.key] is n
     assert t.blocks == [3] and t.evictable == 3
+
+
+def test_fifo_evicts_the_first_block_in_with_what_grew_below_it() -> None:
+    """Issue 16: ``fifo`` gave exactly ``lru``'s results. Three one-block nodes, B = 4 tokens:
+
+    insert [1] (node A), then [2] (C), then a request [1][3] hits A and grows [3] (D) below it.
+    LRU evicts the least recently used leaves: C (last used when made), then D, keeping A. FIFO
+    evicts the first block in, A, which goes after D (no match reaches D without A): it keeps C.
+    Three follow-ups [1][5], [2][6], [1][3][7] then hit 4 + 0 + 4 = 8 tokens under LRU and
+    0 + 4 + 0 = 4 under FIFO (FIFO by leaf creation evicted C and D like LRU: 8).
+    """
+    hits = {}
+    for policy in ("lru", "fifo"):
+        st = make_strategy("prefix", eviction=policy).bind(B, 1000)
+        for i, segs in enumerate((((1, 4),), ((2, 4),), ((1, 4), (3, 4)))):
+            seq, _ = run_one(st, req(i, segs), i)
+            finish(st, seq, sum(t for _, t in segs))
+        assert st.tree.blocks[HBM] == st.evictable_blocks() == 3
+        assert st.evict(1) == 1 and st.evict(1) == 1
+        follow = (((1, 4), (5, 4)), ((2, 4), (6, 4)), ((1, 4), (3, 4), (7, 4)))
+        hits[policy] = [st.match(req(10 + i, segs)) for i, segs in enumerate(follow)]
+    assert hits == {"lru": [4, 0, 4], "fifo": [0, 4, 0]}
+
+
+def test_fifo_spares_a_pinned_prefix_and_evicts_the_oldest_free_block() -> None:
+    """A running request pins A, the oldest block: FIFO passes over it to the oldest unreferenced
+    one, C, then takes D (below A, younger than C); A stays while it is referenced."""
+    st = make_strategy("prefix", eviction="fifo").bind(B, 1000)
+    for i, segs in enumerate((((1, 4),), ((2, 4),), ((1, 4), (3, 4)))):
+        seq, _ = run_one(st, req(i, segs), i)
+        finish(st, seq, sum(t for _, t in segs))
+    running, hit = run_one(st, req(5, ((1, 4), (8, 4))), 5)  # pins A only
+    assert hit == 4 and st.evictable_blocks() == 2
+    assert st.evict(1) == 1
+    assert [st.match(req(10, segs)) for segs in (((2, 4), (6, 4)), ((1, 4), (3, 4), (7, 4)))] == [0, 8]
+    assert st.evict(5) == 1 and st.evictable_blocks() == 0  # D; A stays, pinned
+    finish(st, running, 8)
+
+
+def test_fifo_counts_a_reload_from_dram_as_an_insertion() -> None:
+    """A is inserted, moved to DRAM, then C is inserted and A reloaded by a hit (growing D below it).
+
+    In HBM, A entered after C, so FIFO evicts C first (by creation order it would take D, then A).
+    """
+    from simulator.engine.caches import CacheContext
+
+    ctx = CacheContext(block_bytes=100.0, dram_bytes=2000.0, dram_bytes_per_s=1e4,
+                       prefill_s=lambda tokens, context: 1.0 * tokens)  # recompute 1 s/token: reload wins
+    st = make_strategy("prefix", eviction="fifo", dram=True, dram_fraction=1.0).bind(B, 1000, ctx)
+    seq, _ = run_one(st, req(0, ((1, 4),)))
+    finish(st, seq, 4)
+    assert st.evict(1) == 1 and st.tree.blocks == [0, 1]
+    seq, _ = run_one(st, req(1, ((2, 4),)), 1)
+    finish(st, seq, 4)
+    seq, hit = run_one(st, req(2, ((1, 4), (3, 4))), 2)
+    assert hit == 4 and st.tree.blocks == [2, 0]  # A reloaded
+    finish(st, seq, 8)
+    assert st.evict(1) == 1 and st.tree.blocks == [2, 1]
+    probe = Seq(req(3, ((1, 4), (3, 4), (7, 4))), 3, 0, float("inf"))
+    assert st.probe(probe, 8) == (8, 2)  # A and D still in HBM, unreferenced
+    c = Seq(req(4, ((2, 4), (6, 4))), 4, 0, float("inf"))
+    assert st.probe(c, 4) == (0, 0) and st.match(c.request) == 4  # C went down to DRAM (and would be reloaded)

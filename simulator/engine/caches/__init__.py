@@ -6,6 +6,8 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
 
 - the replica counts every block a sequence holds privately *and* every HBM block the cache
   keeps (referenced or not) as used; blocks in lower tiers (host DRAM, NVMe) are the cache's own;
+- ``match`` tells a router how many prefix tokens of a request the cache would reuse now, from
+  any tier (HBM, and lower tiers where reloading beats recomputing);
 - ``probe`` tells, before admission, how many prefix tokens are resident in HBM (a block
   multiple ≤ ``max_hit_tokens``) and how many of those blocks are unreferenced (counted in
   ``evictable_blocks`` until the admission pins them);
@@ -79,7 +81,8 @@ class CacheState(Protocol):
     """Per-replica cache state: the hooks the scheduler calls."""
 
     def match(self, request: Request) -> int:
-        """Prefix tokens of `request` resident in HBM now (a lookup with no side effect; routers use it)."""
+        """Prefix tokens of `request` the cache would reuse now: resident in HBM, or in a lower tier it
+        would reload rather than recompute (a lookup with no side effect; routers use it)."""
         ...
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:

@@ -6,10 +6,10 @@ referenced (pinned) until the sequence finishes or is preempted. When its prefil
 whole blocks it prefilled are inserted and stay pinned by it (so concurrent requests with the
 same prefix share them, as in SGLang); when it finishes or is preempted its output blocks are
 inserted too (a partial last block never is). Unreferenced tier leaves are evicted in
-``eviction`` order (LRU, LFU or FIFO) when the pool needs blocks, cached blocks before anyone is
-preempted. With ``dram``/``nvme`` an evicted block moves one tier down (each tier LRU-ordered
-with the same policy, sized from the node spec); a hit there is reloaded at the tier's bandwidth
-when that is faster than recomputing it::
+``eviction`` order (LRU, LFU or FIFO: see `radix` for what FIFO can mean in a tree) when the
+pool needs blocks, cached blocks before anyone is preempted. With ``dram``/``nvme`` an evicted
+block moves one tier down (each tier ordered by the same policy, sized from the node spec); a hit
+there is reloaded at the tier's bandwidth when that is faster than recomputing it::
 
     reload_s = blocks · block_bytes / bandwidth      recompute_s = prefill_s(tokens, context)
 
@@ -63,8 +63,12 @@ class _PrefixState:
         return seq.pieces
 
     def match(self, request: Request) -> int:
+        """Prefix tokens `on_admit` would reuse now: in HBM, or in a lower tier it would reload."""
         path, last = self.tree.walk(request_pieces(request), request.prompt_tokens)
-        return self._hbm(path, last)[0]
+        per_tier = [0] * len(self.tiers)
+        for i, node in enumerate(path):
+            per_tier[node.tier] += last if i == len(path) - 1 else node.tokens
+        return sum(per_tier[:self._reload_tiers(per_tier) + 1])
 
     @staticmethod
     def _hbm(path: list[Node], last: int) -> tuple[int, int]:
@@ -96,14 +100,7 @@ class _PrefixState:
         for node in path:
             per_tier[node.tier] += node.tokens
         hbm = per_tier[HBM]
-        # cheapest of: reload tiers 1..t, recompute the rest (t = 0: recompute all lower tiers)
-        best_t, best_s = 0, self._recompute_s(sum(per_tier[1:]), hbm)
-        reload_s = 0.0
-        for t in range(1, len(self.tiers)):
-            reload_s += per_tier[t] // B * self.reload_s_per_block[t]
-            s = reload_s + self._recompute_s(sum(per_tier[t + 1:]), hbm + sum(per_tier[1:t + 1]))
-            if s < best_s:
-                best_t, best_s = t, s
+        best_t = self._reload_tiers(per_tier)
         hit_node: Node | None = None
         reload_blocks = 0
         for node in path:
@@ -127,15 +124,25 @@ class _PrefixState:
             nvme_tokens=self._reloaded(per_tier, best_t, "nvme"),
             recomputed_tokens=sum(per_tier[best_t + 1:]))
 
+    def _reload_tiers(self, per_tier: list[int]) -> int:
+        """The ``t`` of the cheapest "reload tiers 1..t, recompute the rest" (0: recompute all).
+
+        `per_tier` holds the matched prefix tokens by tier (HBM first).
+        """
+        B, hbm = self.B, per_tier[HBM]
+        best_t, best_s = 0, self._recompute_s(sum(per_tier[1:]), hbm)
+        reload_s = 0.0
+        for t in range(1, len(self.tiers)):
+            reload_s += per_tier[t] // B * self.reload_s_per_block[t]
+            s = reload_s + self._recompute_s(sum(per_tier[t + 1:]), hbm + sum(per_tier[1:t + 1]))
+            if s < best_s:
+                best_t, best_s = t, s
+        return best_t
+
     def _promote(self, node: Node) -> int:
         """Bring a lower-tier node into HBM (unreferenced); return its blocks."""
-        tree = self.tree
-        b = node.tokens // self.B
-        tree.blocks[node.tier] -= b
-        tree.blocks[HBM] += b
-        tree.evictable += b
-        node.tier = HBM
-        return b
+        self.tree.move(node, HBM)
+        return node.tokens // self.B
 
     def _reloaded(self, per_tier: list[int], best_t: int, name: str) -> int:
         return sum(per_tier[t] for t in range(1, best_t + 1) if self.tiers[t] == name)
@@ -235,11 +242,7 @@ class _PrefixState:
                     break
                 self._demote(victim)
             if tree.blocks[nxt] + b <= self.cap[nxt]:
-                tree.blocks[t] -= b
-                tree.blocks[nxt] += b
-                if t == HBM:
-                    tree.evictable -= b
-                node.tier = nxt
+                tree.move(node, nxt)
                 self.counters["bytes_down"] += b * self.ctx.block_bytes
                 tree.offer(node)
                 if node.parent is not None:
@@ -263,7 +266,9 @@ class PrefixCache:
     Parameters
     ----------
     eviction : "lru" | "lfu" | "fifo"
-        Order in which unreferenced leaf blocks leave a tier.
+        Order in which unreferenced blocks leave a tier: least recently used leaf first, least
+        often used leaf first, or first in first (with the blocks below it, which no match can
+        reach once it has gone).
     dram, nvme : bool
         Keep blocks evicted from HBM in host DRAM, then NVMe (sizes and bandwidths from the
         node spec, split evenly over the node's replicas).

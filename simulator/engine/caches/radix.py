@@ -13,9 +13,21 @@ decreases (a node leaves HBM only once no child is in HBM, and so on down). A no
 ``t`` is a *tier leaf* when no child is in tier ``t``; only unreferenced tier leaves are
 evicted (moved one tier down, or dropped from the last tier with their subtree).
 
-Eviction order per tier is a lazy heap of ``(priority, tie, node)``: LRU ``priority = last
-access``, LFU ``(hits, last access)``, FIFO ``insertion``; stale entries are skipped on pop.
-The clock is logical (one tick per access), so no simulated time is needed.
+Eviction order per tier is a lazy heap of ``(priority, tie, node)``; stale entries are skipped
+on pop. LRU (``priority = last access``) and LFU (``(hits, last access)``) keep the unreferenced
+tier leaves there and evict the first. FIFO is the order in which blocks entered the tier
+(``born``: the node was created, reloaded into HBM or moved down, whichever came last); its heap
+keeps *every* unreferenced node of the tier, and the oldest goes first. That node is seldom a
+tier leaf, since a prefix is older than what grew below it, and the invariant above forbids
+emptying it while its descendants stay (a match walks from the root: they could never be hit
+again). So FIFO evicts the oldest node's subtree in the tier leaf by leaf, the oldest child's
+branch first, and then the node: the oldest block leaves as early as the invariant allows, and a
+younger one leaves before it only if it hangs below it. None of them is referenced: a reference
+pins the whole path to the root. (Ordering only tier leaves by their own creation gives LRU's
+order: a request that reaches a leaf grows new leaves below it, so a leaf is rarely accessed once
+created, and a parent, touched before each child was made, follows its last child out of either
+heap.) Clocks are logical (one tick per access, one per tier entry), so no simulated time is
+needed.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ Piece = tuple[Any, int, int]
 class Node:
     """A run of whole blocks on one radix path."""
 
+    # born: when the node entered its tier (FIFO order); stamp: last access (LRU); hits: accesses (LFU)
     __slots__ = ("born", "children", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
 
     def __init__(self, parent: Node | None, key: tuple[Piece, ...], pieces: tuple[Piece, ...], tokens: int,
@@ -76,6 +89,7 @@ class RadixTree:
         self.root = Node(None, (), (), 0, HBM, 0)
         self.root.ref = 1  # never evicted
         self.clock = itertools.count(1)
+        self.entries = itertools.count(1)  # tier entries, for FIFO (a clock of its own: LRU stamps are unchanged)
         self.tie = itertools.count()
         self.blocks = [0] * n_tiers  # blocks held per tier
         self.evictable = 0  # HBM blocks with ref == 0
@@ -150,12 +164,14 @@ class RadixTree:
         node.tokens -= tokens
         node.key = cut(tail, 0, tail[0][1], self.B)[0]
         top.children[node.key] = node
+        self.offer(top)  # a FIFO candidate; not a tier leaf (its tail is below it), so LRU/LFU skip it
         return top
 
     def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int) -> Node:
         """A new unreferenced node under `parent` (`tokens` a block multiple > 0)."""
         key = cut(pieces, 0, pieces[0][1], self.B)[0]
         node = Node(parent, key, pieces, tokens, tier, next(self.clock))
+        node.born = next(self.entries)
         parent.children[key] = node
         self.blocks[tier] += tokens // self.B
         if tier == HBM:
@@ -177,6 +193,17 @@ class RadixTree:
                 self.evictable -= b
             n.parent = None
         return freed
+
+    def move(self, node: Node, tier: int) -> None:
+        """Move an unreferenced `node`'s blocks to `tier` (counts follow); it enters that tier now."""
+        b = node.tokens // self.B
+        self.blocks[node.tier] -= b
+        self.blocks[tier] += b
+        self.evictable += b * ((tier == HBM) - (node.tier == HBM))
+        node.tier = tier
+        node.born = next(self.entries)
+        if self.eviction == "fifo":
+            self.offer(node)  # LRU/LFU candidates are tier leaves; the caller offers those
 
     def detach(self, node: Node) -> list[int]:
         """Unlink `node` from its parent and drop its subtree; offer the parent for eviction."""
@@ -226,12 +253,19 @@ class RadixTree:
         return not any(c.tier == t for c in node.children.values())
 
     def offer(self, node: Node) -> None:
-        """Push `node` as an eviction candidate of its tier (validated again on pop)."""
-        if node is not self.root and node.parent is not None and node.ref == 0 and self.is_tier_leaf(node):
+        """Push `node` as an eviction candidate of its tier (validated again on pop).
+
+        LRU and LFU take unreferenced tier leaves; FIFO any unreferenced node.
+        """
+        if node is self.root or node.parent is None or node.ref:
+            return
+        if self.eviction == "fifo" or self.is_tier_leaf(node):
             heapq.heappush(self.heaps[node.tier], (self._priority(node), next(self.tie), node))
 
     def pop_victim(self, tier: int) -> Node | None:
         """The unreferenced tier leaf of `tier` first in eviction order, or None."""
+        if self.eviction == "fifo":
+            return self._fifo_victim(tier)
         heap = self.heaps[tier]
         while heap:
             prio, _, node = heapq.heappop(heap)
@@ -242,3 +276,23 @@ class RadixTree:
                 continue
             return node
         return None
+
+    def _fifo_victim(self, tier: int) -> Node | None:
+        """The tier leaf that goes first for FIFO: the oldest unreferenced node of `tier`, or the
+        leaf at the end of its oldest branch in `tier` (its subtree leaves before it)."""
+        heap = self.heaps[tier]
+        while heap:
+            born, _, node = heap[0]
+            if node.parent is None or node.tier != tier or node.ref or born != node.born:
+                heapq.heappop(heap)  # gone, moved, referenced (offered again when unpinned) or stale
+                continue
+            while True:
+                below = [c for c in node.children.values() if c.tier == tier]
+                if not below:
+                    return node  # its heap entry goes stale when the caller moves or drops it
+                node = min(below, key=_born)
+        return None
+
+
+def _born(node: Node) -> int:
+    return node.born

@@ -22,14 +22,16 @@ class ReplicaView(Protocol):
     total_blocks: int
 
     @property
-    def cache(self) -> Any: ...
+    def cache(self) -> Any:
+        """The replica's `CacheState` (``match``, ``evictable_blocks``)."""
+        ...
 
     def outstanding_at(self, now: float) -> int:
         """Prefill and output tokens still to compute."""
         ...
 
     def used_at(self, now: float) -> int:
-        """KV blocks in use."""
+        """KV blocks in use, the cache's unreferenced HBM blocks included."""
         ...
 
 
@@ -54,6 +56,14 @@ def pick_min(values: Sequence[float], rng: np.random.Generator) -> int:
     return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
 
 
+def referenced_blocks_at(replica: ReplicaView, now: float) -> int:
+    """KV blocks `replica` holds that eviction cannot free: ``used − unreferenced cache blocks``.
+
+    That is, blocks private to running sequences plus cached blocks they reference.
+    """
+    return replica.used_at(now) - replica.cache.evictable_blocks()
+
+
 _REGISTRY: Registry[Router] = Registry("router")
 
 
@@ -75,4 +85,4 @@ def make_router(name: str, **params: object) -> Router:
 from simulator.engine.routers.basic import LeastKV, LeastTokens, PrefixAffinity, RoundRobin  # noqa: E402
 
 __all__ = ["LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin", "RoutePolicy", "Router",
-           "make_router", "pick_min", "register_router", "router_names"]
+           "make_router", "pick_min", "referenced_blocks_at", "register_router", "router_names"]

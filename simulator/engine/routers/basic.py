@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from simulator.engine.routers import ReplicaView, pick_min, register_router
+from simulator.engine.routers import ReplicaView, pick_min, referenced_blocks_at, register_router
 from simulator.errors import must
 from workloads.request import Request
 
@@ -61,13 +61,18 @@ class _LeastKV:
     rng: np.random.Generator
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
-        return pick_min([r.used_at(now) / r.total_blocks for r in replicas], self.rng)
+        return pick_min([referenced_blocks_at(r, now) / r.total_blocks for r in replicas], self.rng)
 
 
 @register_router
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeastKV:
-    """Smallest fraction of KV blocks in use."""
+    """Smallest fraction of KV blocks in use by running sequences: ``referenced_blocks_at / total``.
+
+    Cached blocks no sequence references are free for the taking (the replica evicts them before
+    it waits or preempts), so they do not count: a replica whose pool is full of such blocks is as
+    free as an empty one.
+    """
 
     name: ClassVar[str] = "least-kv"
 
@@ -95,7 +100,8 @@ class _PrefixAffinity:
 @register_router
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefixAffinity:
-    """The replica holding the longest cached prefix (per its cache strategy's ``match``).
+    """The replica holding the longest cached prefix (per its cache strategy's ``match``: HBM, and
+    the host-DRAM/NVMe tiers where reloading beats recomputing).
 
     Falls back to least outstanding tokens when no replica holds a prefix, or when the best one
     carries more than ``max_imbalance_tokens`` above the least loaded (it is overloaded).
