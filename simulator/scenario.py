@@ -7,7 +7,7 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
     name = "chat-4k-h100"
     seed = 0
     [model]      name = "Llama-3.1-70B"            # or config = "path/to/config.json"
-    [cluster]    hardware = ["8xH100"]  nodes = 1  tp = 8
+    [cluster]    hardware = ["8xH100"]  nodes = 1  tp = 8  pp = 1  dp_attention = false  ep = 1
     [cache]      layout = "native"  strategy = "full"
     [scheduler]  max_num_seqs = 256                 # SchedulerConfig fields
     [router]     name = "least-tokens"
@@ -33,6 +33,7 @@ from simulator.engine.config import EngineConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import parse_layout
 from simulator.models import ModelSpec, get_model
+from simulator.placement import ParallelPlan
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 
@@ -50,7 +51,10 @@ class ModelSection:
 class ClusterSection:
     hardware: tuple[str, ...] = ("8xH100",)  # node kinds to compare, each a separate fleet
     nodes: int = 1
-    tp: int = 8
+    tp: int = 8  # GPUs per pipeline stage (the plan: `simulator.placement.ParallelPlan`)
+    pp: int = 1
+    dp_attention: bool = False
+    ep: int = 1
     memory_utilization: float = 0.9
     block_tokens: int = 16
     catalog: str = ""  # extra hardware TOML, relative to the scenario file
@@ -59,6 +63,8 @@ class ClusterSection:
         must(len(self.hardware) >= 1, "cluster", "hardware", "a non-empty list", self.hardware)
         must(self.nodes >= 1, "cluster", "nodes", ">= 1", self.nodes)
         must(self.tp >= 1, "cluster", "tp", ">= 1", self.tp)
+        must(self.pp >= 1, "cluster", "pp", ">= 1", self.pp)
+        must(self.ep >= 1 and self.tp % self.ep == 0, "cluster", "ep", f">= 1 and a divisor of tp={self.tp}", self.ep)
         must(0 < self.memory_utilization <= 1, "cluster", "memory_utilization", "in (0, 1]",
              self.memory_utilization)
         must(self.block_tokens >= 1, "cluster", "block_tokens", ">= 1", self.block_tokens)
@@ -158,6 +164,12 @@ class Scenario:
     def _catalog(self) -> Catalog:
         return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
 
+    @property
+    def plan(self) -> ParallelPlan:
+        """The replicas' parallelism plan (``[cluster] tp, pp, dp_attention, ep``)."""
+        c = self.cluster
+        return ParallelPlan(tp=c.tp, pp=c.pp, dp_attention=c.dp_attention, ep=c.ep)
+
     def nodes(self) -> list[NodeSpec]:
         """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``)."""
         catalog = self._catalog()
@@ -171,6 +183,7 @@ class Scenario:
             node = self._catalog().node(hardware or self.cluster.hardware[0])
         return EngineConfig(
             model=self.model_spec(), node=node, n_nodes=n_nodes or self.cluster.nodes, tp=self.cluster.tp,
+            pp=self.cluster.pp, dp_attention=self.cluster.dp_attention, ep=self.cluster.ep,
             layout=parse_layout(self.cache.layout), block_tokens=self.cluster.block_tokens,
             memory_utilization=self.cluster.memory_utilization, scheduler=self.scheduler,
             router=self.router.name, router_params=self.router.params, cache=self.cache.strategy,
@@ -188,16 +201,22 @@ class Scenario:
             raise ConfigError(f"{self.where}: [workload] {exc}") from None
 
     def validate(self) -> None:
-        """Cross-field rules: tp divides the node's GPUs, the model fits every node kind."""
+        """Cross-field rules: a replica of tp × pp GPUs divides a node or spans whole nodes (and the
+        fleet is whole replicas), the plan suits the model, and the model fits every node kind."""
         model = self.model_spec()
         for node in self.nodes():
-            if node.gpus % self.cluster.tp:
-                raise ConfigError(f"{self.where}: cluster.tp must divide the {node.gpus} GPUs of {node.key} "
-                                  f"(got {self.cluster.tp})")
+            g = self.plan.gpus
+            if g <= node.gpus and node.gpus % g or g > node.gpus and g % node.gpus:
+                what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
+                raise ConfigError(f"{self.where}: {what} must divide the {node.gpus} GPUs of {node.key} or be a "
+                                  f"multiple of them (got {g})")
             try:
-                kv_budget(node, model, self.cluster.tp, self.cluster.memory_utilization)
+                budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=self.plan)
             except DoesNotFitError as exc:
                 raise ConfigError(f"{self.where}: {exc}") from None
+            if self.cluster.nodes % budget.nodes:
+                raise ConfigError(f"{self.where}: cluster.nodes must be a multiple of the {budget.nodes} {node.key} "
+                                  f"nodes one {self.plan.label} replica spans (got {self.cluster.nodes})")
         parse_layout(self.cache.layout)
         if self.report.breakeven:  # a bad profile, tier or TTL fails now, not after the simulation
             from simulator.billing import get_profile, parse_ttl

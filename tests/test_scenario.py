@@ -50,7 +50,12 @@ def test_defaults_and_resolution(tmp_path):
 
 @pytest.mark.parametrize(("edit", "msg"), [
     (("[cluster]", "[cluster]\nnode = 2"), "s.toml.cluster.node: unknown key; valid: hardware, nodes, tp"),
-    (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 (got 3)"),
+    (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 or be a multiple of them (got 3)"),
+    (("tp = 1", "tp = 8\npp = 2"),
+     "s.toml: cluster.nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (got 1)"),
+    (("tp = 1", "tp = 8\nep = 3"), "s.toml.cluster: cluster: 'ep' must be >= 1 and a divisor of tp=8 (got 3)"),
+    (("tp = 1", "tp = 8\nep = 8"), "plan TP8 EP8 for Llama-3.1-8B: 'ep' must be 1 for a dense model"),
+    (("tp = 1", "tp = 8\ndp_attention = 'yes'"), "s.toml.cluster.dp_attention: must be"),
     (("tp = 1", "tp = 'one'"), "s.toml.cluster.tp: must be an integer (got 'one')"),
     (("tp = 1", "tp = 0"), "s.toml.cluster: cluster: 'tp' must be >= 1 (got 0)"),
     (('name = "Llama-3.1-8B"', 'name = "DeepSeek-V3"'),

@@ -1,0 +1,71 @@
+"""The engine under parallelism plans: pools per GPU group, schedulers per DP rank and stage, invariants."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hardware.catalog import load_catalog
+from simulator.capacity import blocks_per_group, kv_budget
+from simulator.engine import EngineConfig, SchedulerConfig, run
+from simulator.engine.cluster import simulate
+from simulator.engine.geometry import block_geometry
+from simulator.errors import ConfigError
+from simulator.kv import KVLayout
+from simulator.models import get_model
+from simulator.placement import ParallelPlan
+from tests.engine.helpers import poisson_requests
+
+CAT = load_catalog()
+DSV2 = get_model("DeepSeek-V2")
+SCHED = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=4096)
+
+
+def _blocks(node: str, model_name: str, plan: ParallelPlan) -> int:
+    model = get_model(model_name)
+    geo = block_geometry(model, KVLayout(), 16)
+    return blocks_per_group(kv_budget(CAT.node(node), model, plan=plan), model, KVLayout(), geo.block_bytes)
+
+
+def test_tp8_mla_pool_is_one_gpus_budget_in_whole_latent_blocks():
+    # DeepSeek-V2 (bf16, MLA latent 512 + 64, 60 layers): a 16-token block is 16 · 576 · 2 · 60 = 1,105,920 B
+    # and every TP rank holds all of it, so the pool is one GPU's KV budget over that
+    b = kv_budget(CAT.node("8xH200"), DSV2, plan=ParallelPlan(tp=8))
+    assert _blocks("8xH200", "DeepSeek-V2", ParallelPlan(tp=8)) == int(b.stage_kv_bytes(0) // 1_105_920)
+
+
+def test_schedulers_and_pools_per_plan():
+    cfg = EngineConfig(model=DSV2, node="8xH200", tp=8, scheduler=SCHED)
+    tp8, _, _ = simulate(cfg, [], 0)
+    dp8, _, _ = simulate(replace(cfg, dp_attention=True, ep=8), [], 0)
+    assert len(tp8.replicas) == 1 and len(dp8.replicas) == 8  # a scheduler per DP rank
+    assert tp8.replicas[0].total_blocks == _blocks("8xH200", "DeepSeek-V2", ParallelPlan(tp=8))
+    dp_blocks = _blocks("8xH200", "DeepSeek-V2", ParallelPlan(tp=8, dp_attention=True, ep=8))
+    assert all(r.total_blocks == dp_blocks for r in dp8.replicas)
+    # DP attention holds more KV in all, though each GPU holds the whole attention weights
+    assert 8 * dp_blocks > 2 * tp8.replicas[0].total_blocks
+    # PP over two nodes: two virtual engines share the replica's blocks
+    l405 = EngineConfig(model="Llama-3.1-405B", node="8xH100", n_nodes=2, tp=8, pp=2, scheduler=SCHED)
+    pp2, _, _ = simulate(l405, [], 0)
+    assert len(pp2.replicas) == 2
+    assert pp2.replicas[0].total_blocks == _blocks("8xH100", "Llama-3.1-405B", ParallelPlan(tp=8, pp=2)) // 2
+    with pytest.raises(ConfigError, match="n_nodes of 8xH100 must be a multiple of the 2 nodes one TP8 PP2"):
+        simulate(replace(l405, n_nodes=3), [], 0)
+
+
+@pytest.mark.parametrize("plan", [dict(dp_attention=True, ep=8), dict(pp=2), dict(tp=16)])
+def test_every_request_ends_once_under_a_plan(plan):
+    model = "DeepSeek-V2" if plan.get("dp_attention") else "Llama-3.1-70B"
+    n_nodes = 2 if plan.get("pp") or plan.get("tp") == 16 else 1
+    cfg = replace(EngineConfig(model=model, node="8xH100" if model != "DeepSeek-V2" else "8xH200",
+                               n_nodes=n_nodes, scheduler=SCHED), **plan)
+    reqs = poisson_requests(120, 40.0, (200, 3000), (20, 300), seed=4)
+    res = run(cfg, reqs, seed=1)
+    s = res.summary
+    assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == 120
+    assert s["completed"] == 120
+    fast = res.requests
+    slow = run(replace(cfg, fast_forward=False), reqs, seed=1).requests
+    assert list(fast.replica) == list(slow.replica)
+    assert fast.ttft_s.to_numpy() == pytest.approx(slow.ttft_s.to_numpy(), rel=1e-9)
