@@ -26,25 +26,29 @@ def _tokens(x: float, _pos: int = 0) -> str:
 
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
                         simulated: pd.DataFrame | None = None) -> Axes:
-    """Max streams vs context (log-log) for one hardware kind, one line per layout.
+    """Max streams vs context (log-log) for one hardware kind: a colour per KV layout, a line style
+    per parallelism plan (column ``plan``, optional).
 
     `simulated` (optional: columns ``context_tokens``, ``peak_streams``) adds measured points.
     """
     ax = ax or plt.figure(figsize=(7, 5)).gca()
+    df = df if "plan" in df else df.assign(plan="")
     hw = df["hardware"].iloc[0]
-    budget = df["kv_budget_bytes"].iloc[0]
+    plans = list(dict.fromkeys(df["plan"]))
+    colours = {lay: f"C{i}" for i, lay in enumerate(dict.fromkeys(df["layout"]))}
     styles = ["-", "--", "-.", ":"]
-    for i, (layout, g) in enumerate(df.groupby("layout", sort=False)):
+    for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
         per_token_kb = g["bytes_per_token"].iloc[0] / 1e3
         g = g[g["max_streams"] > 0]
-        ax.plot(g["context_tokens"], g["max_streams"], ls=styles[i % len(styles)], lw=1.8,
-                label=f"{layout} ({per_token_kb:,.0f} kB/token)")
-    native = df[df["layout"] == df["layout"].iloc[0]].set_index("context_tokens")["max_streams"]
+        name = f"{layout} ({per_token_kb:,.0f} kB/token)" + (f", {plan}" if len(plans) > 1 else "")
+        ax.plot(g["context_tokens"], g["max_streams"], color=colours[layout], ls=styles[plans.index(plan) % 4],
+                lw=1.8, label=name)
+    first = df[(df["layout"] == df["layout"].iloc[0]) & (df["plan"] == plans[0])]
+    native = first.set_index("context_tokens")["max_streams"]
     for n in (4096, 131072):
         if n in native.index and native[n] > 0:
             ax.annotate(f"{native[n]:,} @ {_tokens(n)}", (n, native[n]), textcoords="offset points",
-                        xytext=(-10, -16), fontsize=9, color="C0",
-                        fontweight="bold")
+                        xytext=(6, 8), fontsize=9, color=colours[df["layout"].iloc[0]], fontweight="bold")
     if max_context_tokens:
         ax.axvline(max_context_tokens, color="grey", ls=":", lw=1)
         ax.text(max_context_tokens, 0.98, "model's max context ", rotation=90, va="top", ha="right",
@@ -60,9 +64,12 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
     ax.set_xlabel("context length per stream (tokens)")
     ax.set_ylabel("max concurrent streams per node")
-    ax.set_title(f"{hw}: KV budget {budget / GB:,.0f} GB")
+    per_gpu = "kv_budget_bytes_per_gpu" in df
+    budgets = df.groupby("plan", sort=False)["kv_budget_bytes_per_gpu" if per_gpu else "kv_budget_bytes"].first() / GB
+    ax.set_title(f"{hw}: KV budget per {'GPU' if per_gpu else 'node'} " + ", ".join(
+        f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items()), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="KV layout", fontsize=8, title_fontsize=8)
+    ax.legend(title="KV layout" + (", plan" if len(plans) > 1 else ""), fontsize=8, title_fontsize=8)
     return ax
 
 
@@ -94,7 +101,7 @@ def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None
     for ax in axes[0][1:]:
         ax.set_ylabel("")
     fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length "
-                 "(KV budget = usable HBM − weights)", fontsize=11)
+                 "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=11)
     fig.tight_layout()
     return fig
 

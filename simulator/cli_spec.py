@@ -22,7 +22,15 @@ from simulator.cli_common import config_errors, echo_json
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import ModelSpec, get_model, load_models
-from simulator.placement import ParallelPlan, candidate_plans, heads_per_gpu, is_latent, kv_heads, kv_share
+from simulator.placement import (
+    ParallelPlan,
+    candidate_plans,
+    heads_per_gpu,
+    is_latent,
+    kv_heads,
+    kv_share,
+    parse_plan,
+)
 from simulator.units import GB, MB
 
 MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
@@ -182,24 +190,33 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 @click.option("--layouts", default="native,fp8,cross-layer:0.5,mla,compress:8:4096,mla+fp8", show_default=True,
               help="layouts to draw, comma-separated")
 @click.option("--tp", type=click.IntRange(min=1), help="tensor parallelism (default: all GPUs of the node)")
+@click.option("--plans", help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
+              "(default: TP over the node, and DP attention too for an MLA model)")
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True)
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
-             catalog: Path | None, out: Path) -> None:
+             plans: str | None, catalog: Path | None, out: Path) -> None:
     """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV."""
     from simulator.charts import collapse_figure
-    from simulator.collapse import collapse_table
+    from simulator.collapse import collapse_table, default_plans
 
     with config_errors():
         model = _model(model_name, model_config)
-        df = collapse_table(load_catalog(catalog), model, [h for h in hardware.split(",") if h],
-                            [x for x in layouts.split(",") if x], tp=tp)
+        cat = load_catalog(catalog)
+        kinds = [h for h in hardware.split(",") if h]
+        if plans:
+            chosen = [parse_plan(p) for p in plans.split(",") if p]
+        elif tp is None and kinds:
+            chosen = default_plans(cat.node(kinds[0]).gpus, model)
+        else:
+            chosen = []
+        df = collapse_table(cat, model, kinds, [x for x in layouts.split(",") if x], tp=tp, plans=chosen)
     out.mkdir(parents=True, exist_ok=True)
     csv, png = out / "collapse.csv", out / "collapse.png"
     df.to_csv(csv, index=False)
     collapse_figure(df, model.key, model.max_context_tokens).savefig(png, dpi=110)
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
-        index=["hardware", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
+        index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
         sort=False).astype(int)
     pivot.columns = [f"{int(c) // 1024}k" if int(c) < 2**20 else "1M" for c in pivot.columns]
     click.echo(f"max concurrent streams per node, {model.key}:")

@@ -1,7 +1,8 @@
 """The concurrency-collapse table: max streams per node as context grows, per layout and GPU.
 
-``streams(n) = replicas · floor(kv_budget / paged_sequence_bytes(n))`` (see `simulator.capacity`)
-over a log grid of contexts from 1k to 1M tokens. The table is what the chart draws and
+``streams(n) = replicas · groups · min_s floor(kv_budget_s / kv_s(n))`` per node, on the binding
+GPU (see `simulator.capacity`), per parallelism plan, over a log grid of contexts from 1k to 1M
+tokens. The table is what the chart draws and
 what ``kvsim collapse`` writes as CSV.
 """
 
@@ -16,6 +17,7 @@ from hardware.catalog import Catalog
 from simulator.capacity import kv_budget, max_streams
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
+from simulator.placement import ParallelPlan
 
 DEFAULT_LAYOUTS = ("native", "fp8", "cross-layer:0.5", "mla", "compress:8:4096", "mla+fp8")
 DEFAULT_HARDWARE = ("8xH100", "8xH200", "8xB200")
@@ -32,18 +34,31 @@ def context_grid(min_tokens: int = 2**10, max_tokens: int = 2**20) -> np.ndarray
 def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] = DEFAULT_HARDWARE,
                    layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
                    tp: int | None = None, memory_utilization: float = 0.9,
-                   block_tokens: int = DEFAULT_BLOCK_TOKENS) -> pd.DataFrame:
-    """One row per (hardware, layout, context): KV budget, bytes per stream and max streams."""
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
+    """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
+    and max streams per node. `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""
     contexts = context_grid() if contexts is None else contexts
     rows = []
     for hw in hardware:
         node = catalog.node(hw)
-        budget = kv_budget(node, model, tp, memory_utilization)
-        for text in layouts:
-            layout = parse_layout(text)
-            for n in contexts:
-                rows.append((node.key, layout.label, int(n), budget.kv_bytes, bytes_per_token(model, layout),
-                             sequence_bytes(model, layout, int(n), block_tokens),
-                             max_streams(budget, model, layout, int(n), block_tokens)))
-    return pd.DataFrame(rows, columns=["hardware", "layout", "context_tokens", "kv_budget_bytes", "bytes_per_token",
-                                       "stream_bytes", "max_streams"])
+        for plan in plans or [ParallelPlan(tp=tp or node.gpus)]:
+            budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
+            for text in layouts:
+                layout = parse_layout(text)
+                for n in contexts:
+                    streams = max_streams(budget, model, layout, int(n), block_tokens) / budget.nodes
+                    rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,
+                                 budget.stage_kv_bytes(0), bytes_per_token(model, layout),
+                                 sequence_bytes(model, layout, int(n), block_tokens), int(streams)))
+    return pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
+                                       "kv_budget_bytes_per_gpu", "bytes_per_token", "stream_bytes", "max_streams"])
+
+
+def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:
+    """The plans a collapse study draws by default: TP over the node, and for an MLA model (whose
+    latent every TP rank holds whole) DP attention too, with EP for its experts."""
+    plans = [ParallelPlan(tp=node_gpus)]
+    if model.attention == "mla":
+        ep = node_gpus if model.is_moe and model.n_experts % node_gpus == 0 else 1
+        plans.append(ParallelPlan(tp=node_gpus, dp_attention=True, ep=ep))
+    return plans

@@ -239,3 +239,22 @@ def candidate_plans(node: NodeSpec, model: ModelSpec, max_nodes: int = 2) -> lis
             continue
         out.append(p)
     return out
+
+
+def parse_plan(text: str) -> ParallelPlan:
+    """A plan from ``tpN[+ppN][+epN]`` or ``dpN[+ppN][+epN]`` (DP attention over N GPUs): ``tp8``,
+    ``tp8+pp2``, ``dp8+ep8``, ``tp16``."""
+    fields: dict[str, int | bool] = {}
+    for raw in filter(None, text.strip().lower().split("+")):
+        key, num = raw[:2], raw[2:]
+        if key not in ("tp", "dp", "pp", "ep") or not num.isdigit() or key in fields or \
+                (key in ("tp", "dp") and ("tp" in fields or "dp_attention" in fields)):
+            raise ConfigError(f"plan {text!r}: {raw!r} is not one of tpN, dpN (DP attention over N GPUs), ppN, epN, "
+                              "each at most once, joined by '+' (e.g. tp8, tp8+pp2, dp8+ep8)")
+        if key == "dp":
+            fields.update(tp=int(num), dp_attention=True)
+        else:
+            fields[key] = int(num)
+    if "tp" not in fields:
+        raise ConfigError(f"plan {text!r}: name its GPUs a stage with tpN or dpN (e.g. tp8, dp8+ep8)")
+    return ParallelPlan(**fields)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from hardware.catalog import NodeSpec
-from simulator.capacity import kv_budget
+from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
 from simulator.kv import sequence_bytes
@@ -65,18 +65,25 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) ->
     node = cfg.node
     assert isinstance(node, NodeSpec)  # Scenario.engine_config resolves it
     model = scenario.model_spec()
-    budget = kv_budget(node, model, scenario.cluster.tp, scenario.cluster.memory_utilization)
-    step1 = StepModel(node.gpu, model, cfg.layout, scenario.cluster.tp, load_params(node.gpu.key))
+    budget = kv_budget(node, model, memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan)
+    step1 = StepModel(node.gpu, model, cfg.layout, scenario.cluster.tp, load_params(node.gpu.key),
+                      plan=scenario.plan, node=node)
     a_s, b_s = step1.decode_coefficients(1)
     reqs = workload.requests()
     if not reqs:
         return 1
     span = max(reqs[-1].arrival_s - reqs[0].arrival_s, 1.0)
+    # on the binding GPU: its share of each sequence's bytes against its budget, times the KV pools
+    # of a replica's nodes
+    share = min(range(len(budget.stages)), key=lambda s: budget.stage_kv_bytes(s) / block_share(budget, model,
+                                                                                                  cfg.layout, s))
+    per_unit = budget.replicas * budget.plan.kv_groups * budget.stage_kv_bytes(share)
+    frac = block_share(budget, model, cfg.layout, share)
     byte_seconds = 0.0
     for r in reqs:
         mid = r.prompt_tokens + r.output_tokens // 2
         byte_seconds += sequence_bytes(model, cfg.layout, mid) * r.output_tokens * (a_s + b_s * mid)
-    return max(1, math.ceil(byte_seconds / span / budget.kv_bytes))
+    return budget.nodes * max(1, math.ceil(byte_seconds * frac / span / per_unit))
 
 
 def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float, tpot_p99_s: float,
@@ -96,18 +103,22 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                     f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms")
         return r
 
-    ok = lambda n: meets_slo(sim(n), ttft_p99_s, tpot_p99_s)  # noqa: E731
-    lo, hi = floor - 1, floor
+    # the search counts whole replicas: `unit` nodes each (1, or the nodes a multi-node plan spans)
+    unit = kv_budget(scenario.engine_config(hardware).node, scenario.model_spec(),  # type: ignore[arg-type]
+                     memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan).nodes
+    ok = lambda k: meets_slo(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
+    lo, hi = floor // unit - 1, floor // unit
     while not ok(hi):
         lo, hi = hi, hi * 2
-        if hi > MAX_NODES:
+        if hi * unit > MAX_NODES:
             raise RuntimeError(f"{hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    hi *= unit
     best = sim(hi)
-    below = cache.get(hi - 1)
-    binding = _binding(hi, floor, below)
+    below = cache.get(hi - unit)
+    binding = _binding(hi, floor, below, unit)
     headroom = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, sim)
     s = best.summary
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
@@ -117,11 +128,11 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                      binding=binding, headroom_scale=headroom, simulations=len(cache) + HEADROOM_STEPS)
 
 
-def _binding(nodes: int, floor: int, below: Result | None) -> str:
-    """What stops a smaller fleet: ``memory`` (floor reached, or the fleet one node smaller ran its
-    KV pool nearly full or preempted), ``compute`` otherwise; ``none`` when one node suffices."""
-    if nodes == 1:
-        return "none (1 node suffices)"
+def _binding(nodes: int, floor: int, below: Result | None, unit: int = 1) -> str:
+    """What stops a smaller fleet: ``memory`` (floor reached, or the fleet one replica smaller ran
+    its KV pool nearly full or preempted), ``compute`` otherwise; ``none`` when one replica suffices."""
+    if nodes == unit:
+        return "none (1 node suffices)" if unit == 1 else f"none (1 replica of {unit} nodes suffices)"
     if nodes == floor:
         return "memory"
     if below is not None and (below.summary["kv_utilization"] >= MEMORY_BOUND_UTILIZATION

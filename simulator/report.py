@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from hardware.catalog import load_catalog
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
-from simulator.collapse import collapse_table
+from simulator.collapse import collapse_table, default_plans
 from simulator.study import ScenarioRun, simulated_collapse
 from simulator.units import GB
 
@@ -49,9 +49,10 @@ def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     model = sc.model_spec()
     kinds = [n.key for n in sc.nodes()]
     layouts = list(dict.fromkeys([sc.cache.layout, *sc.report.collapse_layouts]))
-    analytic = collapse_table(load_catalog(), model, kinds, layouts, tp=sc.cluster.tp,
-                              memory_utilization=sc.cluster.memory_utilization,
-                              block_tokens=sc.cluster.block_tokens)
+    plans = [sc.plan] + [p for p in default_plans(sc.plan.tp, model) if p.dp_attention and not sc.plan.dp_attention
+                         and sc.plan.pp == 1]
+    analytic = collapse_table(load_catalog(), model, kinds, layouts, memory_utilization=sc.cluster.memory_utilization,
+                              block_tokens=sc.cluster.block_tokens, plans=plans)
     points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
     sims = [simulated_collapse(sc.engine_config(hw), points, run.seed) for hw in kinds]
     return analytic, pd.concat(sims, ignore_index=True)

@@ -206,7 +206,7 @@ class Scenario:
         model = self.model_spec()
         for node in self.nodes():
             g = self.plan.gpus
-            if g <= node.gpus and node.gpus % g or g > node.gpus and g % node.gpus:
+            if (g <= node.gpus and node.gpus % g) or (g > node.gpus and g % node.gpus):
                 what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
                 raise ConfigError(f"{self.where}: {what} must divide the {node.gpus} GPUs of {node.key} or be a "
                                   f"multiple of them (got {g})")

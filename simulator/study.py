@@ -102,14 +102,16 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     from simulator.models import get_model
 
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    flood = replace(config, n_nodes=1, more_pools=(), sample_interval_s=0.0,
-                    scheduler=replace(config.scheduler, max_num_seqs=1_000_000,
-                                      max_num_batched_tokens=max(config.scheduler.max_num_batched_tokens, 8192)))
-    steady = replace(config, n_nodes=1, more_pools=())
     node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
     model = config.model if not isinstance(config.model, str) else get_model(config.model)
-    budget = kv_budget(node, model, config.tp, config.memory_utilization)
-    timer = StepModel(node.gpu, model, config.layout, config.tp, load_params(node.gpu.key))
+    budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=config.plan)
+    # one replica's nodes (one node, or the nodes a multi-node plan spans)
+    flood = replace(config, n_nodes=budget.nodes, more_pools=(), sample_interval_s=0.0,
+                    scheduler=replace(config.scheduler, max_num_seqs=1_000_000,
+                                      max_num_batched_tokens=max(config.scheduler.max_num_batched_tokens, 8192)))
+    steady = replace(config, n_nodes=budget.nodes, more_pools=())
+    timer = StepModel(node.gpu, model, config.layout, config.tp, load_params(node.gpu.key), plan=config.plan,
+                      node=node)
     rows = []
     for n in contexts:
         out = max(1, min(max_output_tokens, int(n * output_fraction)))

@@ -1,5 +1,6 @@
 """Per-GPU placement of weights and KV under a parallelism plan, against hand arithmetic."""
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -16,6 +17,7 @@ from simulator.placement import (
     candidate_plans,
     heads_per_gpu,
     kv_share,
+    parse_plan,
     stage_layers,
     stages,
 )
@@ -159,3 +161,32 @@ def test_fit_prints_per_gpu_arithmetic_and_plans():
     doc = json.loads(r.output)
     assert doc["plan"] == "TP8 PP2" and doc["nodes"] == 2 and doc["max_streams"] == 5
     assert [s["layers"] for s in doc["stages"]] == [[0, 63], [63, 126]]
+
+
+def test_parse_plan():
+    assert parse_plan("tp8") == ParallelPlan(tp=8)
+    assert parse_plan("dp8+ep8") == ParallelPlan(tp=8, dp_attention=True, ep=8)
+    assert parse_plan("TP8+PP2") == ParallelPlan(tp=8, pp=2)
+    for bad in ("pp2", "tp8+tp4", "tp8+dp8", "xx8", "tp", "tp8+ep3"):
+        with pytest.raises(ConfigError):
+            parse_plan(bad)
+
+
+def test_collapse_draws_tp_and_dp_attention_for_an_mla_model(tmp_path):
+    from simulator.collapse import collapse_table, default_plans
+
+    assert default_plans(8, L70) == [ParallelPlan(tp=8)]
+    plans = default_plans(8, DSV3)
+    assert plans == [ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)]
+    df = collapse_table(CAT, DSV3, ["8xH200"], ["native"], contexts=np.array([32_768]), plans=plans)
+    assert list(df.plan) == ["TP8", "DP8-attention EP8"] and list(df.max_streams) == [18, 112]
+    # a multi-node plan's streams are per node: TP8 PP2 holds 5 streams of 128k on 2 nodes -> 2 a node
+    df = collapse_table(CAT, L405, ["8xH100"], ["native"], contexts=np.array([131_072]),
+                        plans=[ParallelPlan(tp=8, pp=2)])
+    assert list(df.max_streams) == [2]
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--layouts",
+                                  "native", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "DP8-attention EP8" in r.output and (tmp_path / "collapse.png").stat().st_size > 10_000
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--plans", "tp8,zz", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "'zz' is not one of tpN" in r.output
