@@ -54,15 +54,19 @@ def _layout(layout: str, kv_dtype: str | None) -> str:
 @click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True, help="tokens per sequence")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="sequences")
 @click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
+@click.option("--tp", type=click.IntRange(min=1), help="also the bytes one GPU holds under this attention TP")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None, context_tokens: int,
-         batch: int, block_tokens: int, as_json: bool) -> None:
-    """KV bytes per token, per sequence and per batch, with the factor of each lever."""
+         batch: int, block_tokens: int, tp: int | None, as_json: bool) -> None:
+    """KV bytes per token, per sequence and per batch, with the factor of each lever; with
+    ``--tp``, the share one GPU holds (its KV heads, or the whole MLA latent)."""
     with config_errors():
         model = _model(model_name, model_config)
-        fp = footprint(model, parse_layout(_layout(layout, kv_dtype)), context_tokens, batch, block_tokens)
+        lay = parse_layout(_layout(layout, kv_dtype))
+        fp = footprint(model, lay, context_tokens, batch, block_tokens)
+        share = kv_share(model, lay, tp) if tp else None
     if as_json:
-        echo_json(dataclasses.asdict(fp))
+        echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
         return
     click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}")
     click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B")
@@ -74,6 +78,12 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
     click.echo("  factor of each lever (product = batch / baseline):")
     for name, f in fp.factors.items():
         click.echo(f"    {name:<16} × {f:.4f}")
+    if share is not None:
+        what = "the whole MLA latent on every rank" if is_latent(model, lay) else \
+            f"{heads_per_gpu(model, lay, tp or 1)} of {kv_heads(model, lay)} KV heads"
+        click.echo(f"  one GPU of TP{tp} holds {share:g} of it ({what}): "
+                   f"{fp.bytes_per_token * share:,.0f} B per token, "
+                   f"batch {fp.batch_bytes_paged * share / GB:,.3f} GB paged")
 
 
 def plan_options(f: Any) -> Any:

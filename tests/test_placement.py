@@ -190,3 +190,12 @@ def test_collapse_draws_tp_and_dp_attention_for_an_mla_model(tmp_path):
     assert "DP8-attention EP8" in r.output and (tmp_path / "collapse.png").stat().st_size > 10_000
     r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--plans", "tp8,zz", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "'zz' is not one of tpN" in r.output
+
+
+def test_calc_prints_one_gpus_share():
+    r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16"])
+    assert r.exit_code == 0, r.output
+    # 327,680 B/token / 8 heads = 40,960 B on each of 16 GPUs (1 head, replicated twice)
+    assert "one GPU of TP16 holds 0.125 of it (1 of 8 KV heads): 40,960 B per token" in r.output
+    r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--tp", "8"])
+    assert "70,272 B per token, batch 2.303 GB paged" in r.output
