@@ -24,7 +24,11 @@ simulator/cost/calibrate.py for the data, the model and the commands that regene
 @click.command("cost")
 @click.option("--hardware", "hardware", required=True, help="GPU key from the catalog (H100, H200, B200, ...).")
 @click.option("--model", "model_name", required=True, help="Model from the catalog or a config.json path.")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel GPUs per replica.")
+@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel GPUs per pipeline stage.")
+@click.option("--pp", default=1, show_default=True, type=int, help="Pipeline stages (replicas over nodes).")
+@click.option("--dp-attention/--no-dp-attention", default=False, show_default=True,
+              help="Attention data-parallel over the tp GPUs: --batch is then one GPU's sequences.")
+@click.option("--ep", default=1, show_default=True, type=int, help="Expert parallelism of the routed experts.")
 @click.option("--layout", default="native", show_default=True, help="KV layout, e.g. native, mla, fp8, gqa:4+fp8.")
 @click.option(
     "--dtype",
@@ -48,6 +52,9 @@ def cost(
     hardware: str,
     model_name: str,
     tp: int,
+    pp: int,
+    dp_attention: bool,
+    ep: int,
     layout: str,
     dtype_name: str | None,
     batch: int,
@@ -56,19 +63,24 @@ def cost(
     params_file: Path | None,
     as_json: bool,
 ) -> None:
-    """Prefill time of a prompt and decode step time of a batch, with bounds and shares."""
+    """Prefill time of a prompt and decode step time of a batch, with bounds and shares, under a
+    parallelism plan (the interconnect of the GPU's node in the catalog)."""
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import must
     from simulator.kv import parse_layout
     from simulator.models import get_model
+    from simulator.placement import ParallelPlan
 
     with config_errors():
         must(batch >= 1, "kvsim cost", "batch", ">= 1", batch)
         must(context >= 0, "kvsim cost", "context", ">= 0", context)
-        gpu = load_catalog().gpu(hardware)
+        catalog = load_catalog()
+        gpu = catalog.gpu(hardware)
+        node = next((n for n in catalog.nodes.values() if n.gpu.key == gpu.key), None)
         params = load_params(gpu.key, params_file or PARAMS_FILE)
-        sm = StepModel(gpu, get_model(model_name), parse_layout(layout), tp, params, dtype_name)
+        plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
+        sm = StepModel(gpu, get_model(model_name), parse_layout(layout), tp, params, dtype_name, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
         must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1", n_prompt)
         pf = sm.cost([(n_prompt, 0)])
@@ -77,6 +89,7 @@ def cost(
         "gpu": gpu.key,
         "model": sm.model.key,
         "tp": tp,
+        "plan": plan.label,
         "layout": sm.layout.label,
         "dtype": sm.dtype,
         "batch": batch,
@@ -86,7 +99,7 @@ def cost(
         "prefill_bound": pf.bound,
         "prefill_mfu": pf.mfu,
         "decode_step_s": dec.total_s,
-        "decode_tokens_per_s": batch / dec.total_s,
+        "decode_tokens_per_s": batch * plan.kv_groups / dec.total_s,  # all DP ranks
         "decode_bound": dec.bound,
         "decode_mfu": dec.mfu,
         "decode_flops_per_byte": dec.arithmetic_intensity,
@@ -101,10 +114,11 @@ def cost(
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"{sm.model.key} on {tp}x{gpu.key} ({sm.dtype}, KV {sm.layout.label})")
+    click.echo(f"{sm.model.key} on {plan.gpus}x{gpu.key}, plan {plan.label} ({sm.dtype}, KV {sm.layout.label})")
     click.echo(f"  prefill {n_prompt} tokens: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {pf.mfu:.1%})")
     click.echo(
-        f"  decode step, batch {batch} at {context} tokens: {dec.total_s / MS:.3f} ms, "
+        f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
+        + f" at {context} tokens: {dec.total_s / MS:.3f} ms, "
         f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {dec.mfu:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )

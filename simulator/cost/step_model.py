@@ -76,7 +76,7 @@ from simulator.cost.roofline import (
 from simulator.errors import must
 from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
 from simulator.models import ModelSpec, dtype
-from simulator.placement import ParallelPlan, stages
+from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
 ATTENTION_GEMMS_PER_LAYER = 2  # qkv and o of those four
@@ -208,6 +208,7 @@ class StepModel:
         must(tp >= 1, "StepModel", "tp", ">= 1", tp)
         plan = plan or ParallelPlan(tp=tp)
         must(plan.tp == tp, "StepModel", "plan", f"a plan of tp={tp}", plan.label)
+        check_plan(model, plan)
         layout = layout or KVLayout()
         self._gpu, self._model, self._layout, self._tp, self._params = gpu, model, layout, tp, params
         self._plan, self._node = plan, node
