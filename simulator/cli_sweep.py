@@ -1,18 +1,63 @@
-"""``sweep``: a scenario over a grid of its keys, in parallel, as a table, CSV and charts."""
+"""``sweep``: a scenario over a grid of its keys, in parallel, as a table, CSV and charts.
+
+With ``--out`` each point's rows reach ``sweep.csv`` as the point finishes (`simulator.sweep`),
+so ``--resume`` can pick up after a crash, a ``kill`` or a Ctrl-C. While the points run, SIGINT
+and SIGTERM raise `Stopped` in the main thread: the workers are terminated on the way out, the
+finished rows stay on disk, and the command exits 128 + the signal number (130, 143) with one
+line saying how many points are kept. Points that failed leave their error in the ``error``
+column, and the command exits 2 with one line counting them once the others are done.
+"""
 
 from __future__ import annotations
 
+import csv
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import click
 import pandas as pd
 
-from simulator.cli_common import handle_errors
+from simulator.cli_common import KvsimClickError, handle_errors
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 
 DEFAULT_PLOTS = ("ttft_p99_s", "usd_per_million_output_tokens")
+_SUMMARY_ERROR_CHARS = 120  # of the first failed point's error, in the one-line summary
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived while the sweep ran (a BaseException, like KeyboardInterrupt:
+    nothing on the way treats it as a failed point)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While inside, the first SIGINT or SIGTERM raises `Stopped`; later ones are ignored so that
+    the clean-up they started runs to its end. Outside the main thread, signals are left alone."""
+    raised: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not raised:
+            raised.append(signum)
+            raise Stopped(signum)
+
+    try:
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        previous = {}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def parse_grid(specs: tuple[str, ...]) -> dict[str, list[str]]:
@@ -60,34 +105,75 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--workers", type=click.IntRange(min=1), help="worker processes  [default: CPU count]")
 @click.option("--dask", "dask_address", metavar="ADDRESS",
               help="run the points on this Dask scheduler instead, e.g. tcp://host:8786 (needs kvsim[dask])")
-@click.option("--out", type=click.Path(path_type=Path), help="write sweep.csv (and .parquet) and the charts here")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="write sweep.csv (each point's rows as it finishes; .parquet at the end) and the charts here")
+@click.option("--resume", is_flag=True,
+              help="keep the points --out's sweep.csv already holds without an error and run only the rest")
 @click.option("--plot", "plots", multiple=True, metavar="METRIC[:KEY]",
               help="chart METRIC against grid KEY (default: the first grid key); repeatable  "
                    f"[default: {', '.join(DEFAULT_PLOTS)}]")
 @handle_errors
 def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_address: str | None,
-          out: Path | None, plots: tuple[str, ...]) -> None:
+          out: Path | None, resume: bool, plots: tuple[str, ...]) -> None:
     """Run SCENARIO at every point of the --grid cross product; one row per point and node kind.
 
     \b
     kvsim sweep scenarios/chat-4k-h100.toml --grid cluster.nodes=1,2,4 \\
         --grid workload.rate_scale=10,20,40 --out sweep --plot goodput_fraction
+
+    A point that raises, or whose worker process dies, is recorded with its error and the
+    others go on; the command then exits 2 naming how many failed. Ctrl-C or SIGTERM stops the
+    workers and keeps the finished rows in sweep.csv; --resume runs only what is missing.
     """
     from simulator.sweep import expand_grid, run_sweep
 
     grid = parse_grid(grids)
     charts = parse_plots(plots, grid)
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR: the folder whose sweep.csv it continues")
     sc = load_scenario(scenario)
     points = expand_grid(sc, grid)  # validates every point before anything runs
     n = len(points)
     runs = sum(len(p.cluster.hardware) for _, p in points)
     click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations", err=True)
-    with click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
-        df = run_sweep(sc, grid, workers=workers, dask_address=dask_address,
-                       progress=lambda f: bar.update(round(f * n) - bar.pos))
-    _echo_table(df)
+    log = None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        log = out / "sweep.csv"
+    try:
+        with stop_on_signals(), click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
+            df = run_sweep(sc, grid, workers=workers, dask_address=dask_address, csv_path=log, resume=resume,
+                           progress=lambda f: bar.update(round(f * n) - bar.pos))
+    except Stopped as stop:
+        name = signal.Signals(stop.signum).name
+        if log:
+            click.echo(f"sweep stopped by {name}: {_logged_points(log)} of {n} points kept in {log}; "
+                       "--resume runs the rest", err=True)
+        else:
+            click.echo(f"sweep stopped by {name}: nothing kept without --out", err=True)
+        click.get_current_context().exit(128 + stop.signum)
+    if df.attrs["reused_points"]:
+        click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
+    failed = df[df.error != ""].drop_duplicates("point")
+    shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
+    _echo_table(shown)
     if out:
         _write(df, out, charts)
+    if len(failed):
+        first = failed.iloc[0]
+        error = str(first.error)
+        if len(error) > _SUMMARY_ERROR_CHARS:
+            error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
+        where = f"their rows in {log} carry the error" if log else "their rows carry the error"
+        raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+def _logged_points(log: Path) -> int:
+    """How many grid points have rows in the CSV log (0 before it exists)."""
+    if not log.exists():
+        return 0
+    with log.open(newline="", encoding="utf-8", errors="replace") as f:
+        return len({row.get("point") for row in csv.DictReader(f)})
 
 
 def _write(df: pd.DataFrame, out: Path, charts: list[tuple[str, str]]) -> None:
@@ -95,9 +181,7 @@ def _write(df: pd.DataFrame, out: Path, charts: list[tuple[str, str]]) -> None:
 
     from simulator.charts import plot_sweep
 
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "sweep.csv"]
-    df.to_csv(written[0], index=False)
+    written = [out / "sweep.csv"]  # written by run_sweep as the points finished
     try:
         import pyarrow  # noqa: F401
     except ImportError:

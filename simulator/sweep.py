@@ -9,29 +9,65 @@ validated and reported exactly as the same value in a scenario file would be. St
 the integer 2; a single node kind for ``cluster.hardware`` is a one-element list.
 
 `run_sweep` simulates every point on each of its hardware kinds and returns one row per
-(point, hardware kind): the swept keys, then the headline metrics (`METRICS`). Points run in
-worker processes (`concurrent.futures.ProcessPoolExecutor`) or on a Dask cluster; each is
-seeded by its scenario, so the frame is the same whichever runs it.
+(point, hardware kind): the swept keys, then the headline metrics (`METRICS`), then ``error``
+and ``digest``. Points run in worker processes or on a Dask cluster; each is seeded by its
+scenario, so the frame is the same whichever runs it.
+
+Faults cost one point, never the sweep:
+
+- A point that raises gets rows whose metrics are empty and whose ``error`` is the exception
+  in one line (``ValueError: ...``); the others go on.
+- A worker process that dies (``kill -9``, the OOM killer) fails the one point it was running
+  (``error`` = ``worker process killed by SIGKILL``); a fresh worker takes its place. Each worker
+  runs one point at a time over its own pipe, so the parent knows which point that was.
+- With a CSV log (``csv_path``) each finished point's rows are appended, flushed and fsynced
+  as it finishes: a crash or a stop keeps every finished point. With ``resume`` the points
+  whose rows are already there without an error are not run again; they are matched by
+  ``digest``, a hash of the point's whole scenario (not its row number), so a changed scenario
+  or grid is refused rather than mixed in. At the end the file is rewritten once, atomically,
+  in grid order, without the failed rows a rerun replaced.
+- Any exception in the parent (``KeyboardInterrupt`` from Ctrl-C, or what the caller's
+  signal handler raises) terminates the workers before it propagates; the rows already
+  logged stay on disk. Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process
+  group; the parent decides) and exit when the parent's end of their pipe closes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import dataclasses
+import hashlib
+import io
 import itertools
+import json
 import math
 import os
+import pickle
+import signal
+import sys
 import typing
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.scenario import Scenario, parse_scenario
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkServerContext
+    from multiprocessing.process import BaseProcess
+
 Progress = Callable[[float], None]
 Row = dict[str, Any]
+#: What simulates one point: ``(scenario table, scenario path, labels) -> rows`` (`run_point`'s signature);
+#: top-level and picklable, for worker processes and Dask.
+PointFn = Callable[[dict[str, Any], str, dict[str, Any]], list[Row]]
+Finish = Callable[[int, list[Row] | None, str], None]  # (job index, its rows or None if it failed, error or "")
 
 #: Headline metric columns of a sweep frame, in order, with units in the names.
 METRICS: tuple[str, ...] = (
@@ -39,6 +75,9 @@ METRICS: tuple[str, ...] = (
     "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization", "usd_per_hour",
     "usd_per_million_output_tokens", "meets_slo",
 )
+#: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
+TRAILER: tuple[str, ...] = ("error", "digest")
+_ERROR_CHARS = 500  # longest error kept in the ``error`` column
 _SCENARIO_ONLY = ("path",)  # fields of `Scenario` that are not scenario-file keys
 
 
@@ -203,38 +242,101 @@ def _label(v: Any) -> Any:
     return "+".join(map(str, v)) if isinstance(v, tuple) else v
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Job:
+    """One grid point as the workers get it (`args`), with what the parent needs to log it."""
+
+    args: tuple[dict[str, Any], str, dict[str, Any]]  # run_point's (table, path, labels)
+    hardware: tuple[str, ...]  # the node kinds it runs on: one row each
+    digest: str  # the first 16 hex digits of the SHA-256 of its scenario table: --resume matches on it
+
+
+def _job(index: int, values: Mapping[str, Any], sc: Scenario, path: str) -> _Job:
+    table = scenario_table(sc)
+    text = json.dumps(table, sort_keys=True, default=str, separators=(",", ":"))
+    labels = {"point": index, **{k: _label(v) for k, v in values.items()}}
+    return _Job(args=(table, path, labels), hardware=tuple(n.key for n in sc.nodes()),
+                digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
 def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: int | None = None,
-              dask_address: str | None = None, progress: Progress | None = None) -> pd.DataFrame:
+              dask_address: str | None = None, progress: Progress | None = None, *,
+              csv_path: str | os.PathLike[str] | None = None, resume: bool = False,
+              point: PointFn | None = None) -> pd.DataFrame:
     """Simulate every grid point on each hardware kind; one row per (point, hardware kind).
 
     Parameters
     ----------
     workers : int, optional
-        Worker processes on this machine (default ``os.cpu_count()``); 1 runs in this process.
+        Worker processes on this machine (default ``os.cpu_count()``); 1 (or a single point to
+        run) runs in this process, where a crash ends the sweep (the logged rows stay).
     dask_address : str, optional
         A Dask scheduler (``tcp://host:port``) to run the points on instead; needs the
         ``dask`` extra (``pip install 'kvsim[dask]'``) and kvsim installed on the workers.
     progress : callable, optional
-        Called with the fraction of points done.
+        Called with the fraction of points done (failed ones included; first with the share
+        reused when resuming).
+    csv_path : path, optional
+        The CSV log: each point's rows appended, flushed and fsynced as it finishes, and the
+        file rewritten in grid order at the end. Without `resume` an existing file is replaced.
+    resume : bool
+        Keep the rows `csv_path` already holds and run only the points that have none there
+        without an error (matched on ``digest``). A file absent or empty starts afresh.
+    point : callable, optional
+        What simulates one point (default `run_point`); top-level and picklable.
 
     Returns
     -------
     DataFrame
-        Columns ``point`` (grid index), the swept keys, ``hardware``, then `METRICS`; rows in
-        grid order whatever ran them. ``attrs["swept"]`` lists the swept keys and
-        ``attrs["scenario"]`` the scenario's name, ``attrs["slo_*"]`` its SLOs.
+        Columns ``point`` (grid index), the swept keys, ``hardware``, `METRICS`, ``error`` (""
+        when the point ran; its metrics are empty otherwise) and ``digest``; rows in grid order
+        whatever ran them. ``attrs["swept"]`` lists the swept keys, ``attrs["scenario"]`` the
+        scenario's name, ``attrs["slo_*"]`` its SLOs, ``attrs["reused_points"]`` how many points
+        came from the log.
+
+    Raises
+    ------
+    ConfigError
+        A bad grid (see `expand_grid`), ``workers < 1``, or with `resume` a log whose columns or
+        rows are not this sweep's (another grid or an edited scenario).
     """
-    points = expand_grid(scenario, grid)
-    jobs = [(scenario_table(sc), scenario.path, {"point": i, **{k: _label(v) for k, v in values.items()}})
-            for i, (values, sc) in enumerate(points)]
-    if dask_address:
-        results = _run_dask(jobs, dask_address, progress)
-    else:
-        results = _run_local(jobs, workers or os.cpu_count() or 1, progress)
-    rows = [row for rs in results for row in rs]
-    df = pd.DataFrame(rows, columns=["point", *grid, "hardware", *METRICS])
+    if workers is not None and workers < 1:
+        raise ConfigError(f"run_sweep: 'workers' must be >= 1 (got {workers})")
+    jobs = [_job(i, values, sc, scenario.path) for i, (values, sc) in enumerate(expand_grid(scenario, grid))]
+    columns = ["point", *grid, "hardware", *METRICS, *TRAILER]
+    log = _CsvLog(Path(csv_path), columns, jobs, resume) if csv_path is not None else None
+    results: list[list[Row] | None] = [log.finished(i, job) if log else None for i, job in enumerate(jobs)]
+    todo = [i for i, rows in enumerate(results) if rows is None]
+    done = reused = len(jobs) - len(todo)
+    if reused:
+        _report(progress, done, len(jobs))
+
+    def finish(i: int, rows: list[Row] | None, error: str) -> None:
+        nonlocal done
+        job = jobs[i]
+        if rows is None:
+            rows = [{**job.args[2], "hardware": hw, **dict.fromkeys(METRICS, math.nan)} for hw in job.hardware]
+        results[i] = rows = [{**row, "error": error, "digest": job.digest} for row in rows]
+        if log:
+            log.append(rows)
+        done += 1
+        _report(progress, done, len(jobs))
+
+    fn = point or run_point
+    try:
+        if todo and dask_address:
+            _run_dask(jobs, todo, fn, finish, dask_address)
+        elif todo:
+            _run_local(jobs, todo, fn, finish, workers or os.cpu_count() or 1)
+    finally:
+        if log:
+            log.close()
+    rows = [row for point_rows in results for row in point_rows or ()]
+    if log:
+        log.rewrite(rows)
+    df = pd.DataFrame(rows, columns=columns)
     df.attrs.update(swept=list(grid), scenario=scenario.name, slo_ttft_p99_s=scenario.slo.ttft_p99_s,
-                    slo_tpot_p99_s=scenario.slo.tpot_p99_s)
+                    slo_tpot_p99_s=scenario.slo.tpot_p99_s, reused_points=reused)
     return df
 
 
@@ -243,28 +345,134 @@ def _report(progress: Progress | None, done: int, total: int) -> None:
         progress(done / total)
 
 
-def _run_local(jobs: list[tuple[Any, ...]], workers: int, progress: Progress | None) -> list[list[Row]]:
-    if workers < 1:
-        raise ConfigError(f"run_sweep: 'workers' must be >= 1 (got {workers})")
-    results: list[list[Row]] = [[] for _ in jobs]
-    if workers == 1 or len(jobs) == 1:
-        for i, job in enumerate(jobs):
-            results[i] = run_point(*job)
-            _report(progress, i + 1, len(jobs))
-        return results
+def _error_text(exc: BaseException) -> str:
+    """An exception as one line for the ``error`` column: ``Type: message``, at most `_ERROR_CHARS`."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= _ERROR_CHARS else text[:_ERROR_CHARS - 1] + "…"
+
+
+def _died(exitcode: int | None) -> str:
+    """Why a worker process ended mid-point, from its exit code (negative: the signal that killed it)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"worker process killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"worker process killed by signal {-exitcode}"
+    return f"worker process exited with code {exitcode} during the point"
+
+
+def _run_local(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, workers: int) -> None:
+    if workers == 1 or len(todo) == 1:
+        for i in todo:
+            try:
+                rows = fn(*jobs[i].args)
+            except Exception as exc:
+                finish(i, None, _error_text(exc))
+            else:
+                finish(i, rows, "")
+        return
+    _run_workers(jobs, todo, fn, finish, workers)
+
+
+# --- worker processes -------------------------------------------------------------------------
+# Each worker owns one duplex pipe: the parent sends ``(fn, args)``, the worker answers
+# ``("ok", rows)`` or ``("error", text)``. A worker runs one point at a time, so when its process
+# sentinel fires without an answer the parent knows which point died with it. (A
+# ProcessPoolExecutor cannot say: one dead worker breaks the pool and fails every pending future.)
+@dataclasses.dataclass(slots=True)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    job: int | None = None  # the job index it is running
+
+
+def _serve(conn: Connection, sys_path: list[str]) -> None:
+    """A worker's loop: run jobs from `conn` until the parent closes it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the parent decides
+    sys.path[:] = sys_path  # forkserver children do not inherit it: import what the parent can
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):  # the parent is gone or done
+            return
+        try:
+            fn, args = pickle.loads(data)
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as exc:
+            reply = ("error", _error_text(exc))
+        try:
+            conn.send(reply)
+        except OSError:
+            return
+        except Exception as exc:  # rows that do not pickle
+            conn.send(("error", _error_text(exc)))
+
+
+def _spawn(ctx: ForkServerContext) -> _Worker:
+    conn, child = ctx.Pipe()
+    process = ctx.Process(target=_serve, args=(child, list(sys.path)), name="kvsim-sweep", daemon=True)
+    process.start()
+    child.close()
+    return _Worker(process=process, conn=conn)
+
+
+def _run_workers(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, workers: int) -> None:
+    """Run the `todo` jobs on `workers` processes; whatever ends this, no worker outlives it."""
     import multiprocessing
+    from multiprocessing.connection import wait
 
-    # forkserver: workers start from a clean process, never a fork of one holding threads
-    ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-        futures = {pool.submit(run_point, *job): i for i, job in enumerate(jobs)}
-        for done, fut in enumerate(as_completed(futures), start=1):
-            results[futures[fut]] = fut.result()
-            _report(progress, done, len(jobs))
-    return results
+    ctx = multiprocessing.get_context("forkserver")  # never a fork of a process holding threads
+    queue = deque(todo)
+    pool: list[_Worker] = []
+    try:
+        while len(pool) < min(workers, len(queue)):
+            pool.append(_spawn(ctx))
+        while True:
+            for w in pool:
+                if w.job is None and queue:
+                    w.job = queue.popleft()
+                    with contextlib.suppress(OSError):  # it died before the point: its sentinel says so below
+                        w.conn.send((fn, jobs[w.job].args))
+            busy = [(w, w.job) for w in pool if w.job is not None]
+            if not busy:
+                return
+            ready = set(wait([o for w, _ in busy for o in (w.conn, w.process.sentinel)]))
+            for w, i in busy:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
+                w.job = None
+                try:
+                    reply = w.conn.recv() if w.conn.poll() else None
+                except (EOFError, OSError):
+                    reply = None
+                if reply is not None:
+                    status, value = reply
+                    finish(i, value if status == "ok" else None, "" if status == "ok" else value)
+                    continue
+                w.process.join(5)  # the worker died with point i: fail it, replace the worker
+                finish(i, None, _died(w.process.exitcode))
+                pool.remove(w)
+                _stop([w])
+                if queue:
+                    pool.append(_spawn(ctx))
+    finally:
+        _stop(pool)
 
 
-def _run_dask(jobs: list[tuple[Any, ...]], address: str, progress: Progress | None) -> list[list[Row]]:
+def _stop(pool: list[_Worker]) -> None:
+    """Terminate the workers (SIGTERM), then kill any still alive after 5 s; reap them all."""
+    for w in pool:
+        w.conn.close()
+        if w.process.is_alive():
+            w.process.terminate()
+    for w in pool:
+        w.process.join(5)
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join()
+
+
+def _run_dask(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, address: str) -> None:
     try:
         from dask.distributed import Client
         from dask.distributed import as_completed as dask_completed
@@ -275,13 +483,127 @@ def _run_dask(jobs: list[tuple[Any, ...]], address: str, progress: Progress | No
     except (OSError, TimeoutError) as exc:
         raise ConfigError(f"--dask {address}: cannot reach the Dask scheduler ({exc})") from None
     with client:
-        futures = [client.submit(run_point, *job, pure=False) for job in jobs]
-        index = {f.key: i for i, f in enumerate(futures)}
-        results: list[list[Row]] = [[] for _ in jobs]
-        for done, fut in enumerate(dask_completed(futures), start=1):
-            results[index[fut.key]] = fut.result()
-            _report(progress, done, len(jobs))
-    return results
+        futures = [client.submit(fn, *jobs[i].args, pure=False) for i in todo]
+        index = {f.key: i for f, i in zip(futures, todo, strict=True)}
+        try:
+            for fut in dask_completed(futures):
+                try:
+                    rows = fut.result()
+                except Exception as exc:  # the point raised, or its workers kept dying (KilledWorker)
+                    finish(index[fut.key], None, _error_text(exc))
+                else:
+                    finish(index[fut.key], rows, "")
+        except BaseException:
+            client.cancel(futures)  # stopped early: leave nothing running on the cluster for us
+            raise
 
 
-__all__ = ["METRICS", "expand_grid", "run_point", "run_sweep", "scenario_table"]
+# --- the CSV log ------------------------------------------------------------------------------
+class _CsvLog:
+    """An append-only CSV of finished points: one header, then each point's rows as it finishes.
+
+    Every append is flushed and fsynced, so a crash keeps every point logged before it; a line
+    cut short by a crash (no newline) is dropped when the log is resumed. Resuming checks that
+    the header is this sweep's and that every row's ``digest`` is one of its points.
+    """
+
+    def __init__(self, path: Path, columns: list[str], jobs: list[_Job], resume: bool) -> None:
+        self.path, self.columns = path, columns
+        self.done: dict[tuple[str, str], Row] = {}  # (digest, hardware) -> the metrics of a logged row that ran
+        old = self._read(jobs) if resume else False
+        self._file: TextIO = path.open("a" if old else "w", newline="", encoding="utf-8")
+        self._csv = csv.writer(self._file, lineterminator="\n")
+        if not old:
+            self.append([], header=True)
+
+    def _read(self, jobs: list[_Job]) -> bool:
+        """Load the rows already logged; False when there is nothing to resume."""
+        if not self.path.exists():
+            return False
+        data = self.path.read_bytes()
+        whole = data[:data.rfind(b"\n") + 1]  # a last line without its newline was cut by a crash
+        if not whole:
+            return False
+        try:
+            lines = list(csv.reader(io.StringIO(whole.decode("utf-8"))))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise ConfigError(f"{self.path}: --resume: not a sweep CSV ({exc})") from None
+        if lines[0] != self.columns:
+            missing = ", ".join(c for c in self.columns if c not in lines[0])[:80] or "none"
+            extra = ", ".join(c for c in lines[0] if c not in self.columns)[:80] or "none"
+            raise ConfigError(f"{self.path}: --resume: its columns are not this sweep's (missing: {missing}; "
+                              f"extra: {extra}); sweep the same keys, in the same order, or write elsewhere")
+        if len(whole) < len(data):
+            with self.path.open("r+b") as f:
+                f.truncate(len(whole))
+        ours = {job.digest for job in jobs}
+        at = {c: self.columns.index(c) for c in ("hardware", *METRICS, *TRAILER)}
+        for line, cells in enumerate(lines[1:], start=2):
+            digest = cells[at["digest"]] if len(cells) == len(self.columns) else ""
+            if digest not in ours:
+                raise ConfigError(f"{self.path} line {line}: --resume: not a point of this sweep (digest "
+                                  f"{digest[:16]!r}): the scenario or the grid changed since it was written; "
+                                  "resume with the same ones or write elsewhere")
+            key = (digest, cells[at["hardware"]])
+            if cells[at["error"]]:
+                self.done.pop(key, None)
+            else:
+                self.done[key] = {m: _parse_cell(cells[at[m]]) for m in METRICS}
+        return True
+
+    def finished(self, index: int, job: _Job) -> list[Row] | None:
+        """Job `index`'s logged rows if it ran on every hardware kind, else None."""
+        metrics = [self.done.get((job.digest, hw)) for hw in job.hardware]
+        if not all(metrics):
+            return None
+        return [{**job.args[2], "hardware": hw, **m, "error": "", "digest": job.digest}
+                for hw, m in zip(job.hardware, metrics, strict=True) if m]
+
+    def append(self, rows: list[Row], header: bool = False) -> None:
+        if header:
+            self._csv.writerow(self.columns)
+        self._csv.writerows([_cell(row.get(c)) for c in self.columns] for row in rows)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rewrite(self, rows: list[Row]) -> None:
+        """Replace the log, atomically, by `rows` (grid order, one row per point and node kind)."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f, lineterminator="\n")
+                writer.writerow(self.columns)
+                writer.writerows([_cell(row.get(c)) for c in self.columns] for row in rows)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:  # the log itself is untouched
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def _cell(v: Any) -> Any:
+    """A CSV cell: missing and NaN values empty (as pandas writes them), numbers by `str` (exact)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return _plain_value(v)
+
+
+def _parse_cell(text: str) -> Any:
+    """A metric cell read back as it was written: empty is NaN, then bool, int, float, or the text."""
+    if not text:
+        return math.nan
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+__all__ = ["METRICS", "TRAILER", "PointFn", "expand_grid", "run_point", "run_sweep", "scenario_table"]

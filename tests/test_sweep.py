@@ -1,5 +1,14 @@
-"""Sweeps: grid expansion and parsing, parallel runs equal serial ones, figures, the command."""
+"""Sweeps: grid expansion and parsing, parallel runs equal serial ones, figures, the command, and
+faults: rows logged as points finish, --resume, failed points, killed workers, signals."""
 
+import csv
+import dataclasses
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -10,8 +19,8 @@ from click.testing import CliRunner
 from simulator.charts import plot_sweep
 from simulator.cli_sweep import parse_grid, parse_plots, sweep
 from simulator.errors import ConfigError
-from simulator.scenario import load_scenario
-from simulator.sweep import METRICS, expand_grid, run_sweep
+from simulator.scenario import ClusterSection, load_scenario
+from simulator.sweep import METRICS, TRAILER, expand_grid, run_point, run_sweep
 
 TINY = """\
 name = "tiny"
@@ -74,8 +83,9 @@ def test_python_values_and_keys_inside_free_tables(tiny):
 
 
 @pytest.mark.parametrize(("key", "message"), [
-    ("cluster.node", "--grid cluster.node: unknown key 'node' in cluster; valid: hardware, nodes, tp, "
-                     "memory_utilization, block_tokens, catalog"),
+    # the cluster table's keys in declaration order (the list grows with the parallelism plans)
+    ("cluster.node", "--grid cluster.node: unknown key 'node' in cluster; valid: "
+                     + ", ".join(f.name for f in dataclasses.fields(ClusterSection))),
     ("clusters", "--grid clusters: unknown key 'clusters' in the scenario; valid: name, description, seed, "
                  "model, cluster, cache, scheduler, router, workload, slo, billing, report"),
     ("cluster", "--grid cluster: is a table; sweep one of its keys: hardware, nodes"),
@@ -111,7 +121,11 @@ def test_empty_value_list_is_an_error(tiny):
 
 # --- running ----------------------------------------------------------------------------------
 def test_sweep_frame_has_a_row_per_point_and_the_headline_metrics(serial):
-    assert list(serial.columns) == ["point", "cluster.nodes", "workload.rate_scale", "hardware", *METRICS]
+    assert list(serial.columns) == ["point", "cluster.nodes", "workload.rate_scale", "hardware", *METRICS,
+                                    "error", "digest"]
+    assert TRAILER == ("error", "digest")
+    assert (serial.error == "").all()
+    assert serial.digest.str.fullmatch("[0-9a-f]{16}").all() and serial.digest.nunique() == 4
     assert serial["point"].tolist() == [0, 1, 2, 3]
     assert serial[["cluster.nodes", "workload.rate_scale"]].values.tolist() == [[1, 5.0], [1, 40.0], [2, 5.0],
                                                                                [2, 40.0]]
@@ -200,3 +214,214 @@ def test_sweep_command_reports_bad_input_in_one_line_with_exit_code_2(tiny):
     assert res.exit_code == 2
     assert res.output.strip() == ("Error: sweep point cluster.nodes='two': "
                                   f"{tiny}.cluster.nodes: must be an integer (got 'two')")
+
+
+# --- faults: rows on disk as points finish, failed points, killed workers, signals, --resume ------
+REPO = Path(__file__).resolve().parents[1]
+
+
+# Point functions for worker processes (top level, so they pickle by reference): each spoils one point.
+def _raise_at_point_1(table: dict, path: str, labels: dict) -> list[dict]:
+    if labels["point"] == 1:
+        raise ValueError(f"no luck at\npoint {labels['point']}")  # two lines: the log keeps one
+    return run_point(table, path, labels)
+
+
+def _sigkill_at_point_2(table: dict, path: str, labels: dict) -> list[dict]:
+    if labels["point"] == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9` or the OOM killer would
+    return run_point(table, path, labels)
+
+
+def _rows(log: Path) -> list[dict[str, str]]:
+    with log.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_each_point_is_on_disk_and_fsynced_before_it_counts_as_done(tiny, tmp_path, monkeypatch):
+    log = tmp_path / "sweep.csv"
+    synced: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), fsync(fd))[1])
+    seen = []
+    grid = {"cluster.nodes": ["1", "2"], "workload.rate_scale": ["5"]}
+    df = run_sweep(load_scenario(tiny), grid, workers=1, csv_path=log,
+                   progress=lambda f: seen.append((f, len(synced), [r["point"] for r in _rows(log)])))
+    # the header is synced first, then each point's row before the sweep counts the point done
+    assert seen == [(0.5, 2, ["0"]), (1.0, 3, ["0", "1"])]
+    assert len(synced) == 4  # and once more for the final rewrite in grid order
+    assert log.read_text().count("point,") == 1
+    back = pd.read_csv(log)
+    pd.testing.assert_frame_equal(back[list(METRICS)], df[list(METRICS)])
+    assert back.usd_per_hour.tolist() == pytest.approx([23.92, 47.84])
+
+
+def test_a_point_that_raises_is_recorded_with_its_error_and_the_others_go_on(tiny, serial, tmp_path):
+    log = tmp_path / "sweep.csv"
+    df = run_sweep(load_scenario(tiny), GRID, workers=2, csv_path=log, point=_raise_at_point_1)
+    assert df.error.tolist() == ["", "ValueError: no luck at point 1", "", ""]
+    assert df.loc[1, list(METRICS)].isna().all() and df.loc[1, "hardware"] == "8xH100"
+    ok = [0, 2, 3]  # the others are the serial sweep's rows, figure for figure
+    pd.testing.assert_frame_equal(df.loc[ok], serial.loc[ok], check_dtype=False)
+    rows = _rows(log)
+    assert [r["error"] for r in rows] == ["", "ValueError: no luck at point 1", "", ""]
+    assert rows[1]["requests"] == "" and rows[1]["cluster.nodes"] == "1" and rows[1]["workload.rate_scale"] == "40.0"
+
+
+def test_a_worker_killed_with_sigkill_fails_its_point_only(tiny, serial, tmp_path):
+    log = tmp_path / "sweep.csv"
+    df = run_sweep(load_scenario(tiny), GRID, workers=2, csv_path=log, point=_sigkill_at_point_2)
+    assert df.error.tolist() == ["", "", "worker process killed by SIGKILL", ""]
+    ok = [0, 1, 3]  # a fresh worker ran point 3 after its neighbour died
+    pd.testing.assert_frame_equal(df.loc[ok], serial.loc[ok], check_dtype=False)
+    assert [r["error"] for r in _rows(log)] == df.error.tolist()
+    assert [p for p in multiprocessing.active_children() if p.name == "kvsim-sweep"] == []
+
+
+def test_an_interrupt_terminates_the_workers_and_keeps_the_finished_rows(tiny, serial, tmp_path):
+    log = tmp_path / "sweep.csv"
+
+    def interrupt(fraction: float) -> None:
+        raise KeyboardInterrupt  # Ctrl-C as the first point is reported done
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(load_scenario(tiny), GRID, workers=2, csv_path=log, progress=interrupt)
+    # the other worker was terminated, not left running
+    assert [p for p in multiprocessing.active_children() if p.name == "kvsim-sweep"] == []
+    [row] = _rows(log)
+    point = int(row["point"])
+    assert row["error"] == "" and int(row["requests"]) == serial.requests[point]
+    assert float(row["ttft_p99_s"]) == serial.ttft_p99_s[point]
+
+
+def test_resume_runs_only_the_missing_and_failed_points_and_ends_with_the_uninterrupted_file(tiny, tmp_path):
+    sc = load_scenario(tiny)
+    log = tmp_path / "sweep.csv"
+    fresh = run_sweep(sc, GRID, workers=1, csv_path=log)
+    text = log.read_text()
+    header, p0, p1, p2, p3 = text.splitlines(keepends=True)
+    cells = next(csv.reader([p1]))
+    columns = header.strip().split(",")
+    for m in METRICS:
+        cells[columns.index(m)] = ""
+    cells[columns.index("error")] = "ValueError: an earlier failure"
+    failed = ",".join(cells) + "\n"
+    # point 0 and 3 done, point 1 failed, point 2 cut short mid-line by a crash
+    log.write_text(header + p0 + failed + p3 + p2[:20])
+    ran: list[int] = []
+
+    def counting(table: dict, path: str, labels: dict) -> list[dict]:
+        ran.append(labels["point"])
+        return run_point(table, path, labels)
+
+    seen: list[float] = []
+    resumed = run_sweep(sc, GRID, workers=1, csv_path=log, resume=True, point=counting, progress=seen.append)
+    assert ran == [1, 2]
+    assert resumed.attrs["reused_points"] == 2 and seen == [0.5, 0.75, 1.0]
+    pd.testing.assert_frame_equal(resumed, fresh)
+    assert log.read_text() == text  # byte for byte the file of the sweep that was never interrupted
+    again = run_sweep(sc, GRID, workers=1, csv_path=log, resume=True, point=counting)
+    assert ran == [1, 2] and again.attrs["reused_points"] == 4
+
+
+def test_resume_refuses_a_log_of_another_scenario_or_grid(tiny, tmp_path):
+    sc = load_scenario(tiny)
+    log = tmp_path / "sweep.csv"
+    grid = {"cluster.nodes": ["1"], "workload.duration_s": ["10"]}
+    run_sweep(sc, grid, workers=1, csv_path=log)
+    text = log.read_text()
+
+    def never(table: dict, path: str, labels: dict) -> list[dict]:
+        raise AssertionError("a refused resume runs nothing")
+
+    with pytest.raises(ConfigError) as err:  # the same grid on another seed
+        run_sweep(dataclasses.replace(sc, seed=1), grid, workers=1, csv_path=log, resume=True, point=never)
+    digest = _rows(log)[0]["digest"]
+    assert str(err.value) == (f"{log} line 2: --resume: not a point of this sweep (digest {digest!r}): the "
+                              "scenario or the grid changed since it was written; resume with the same ones "
+                              "or write elsewhere")
+    with pytest.raises(ConfigError) as err:  # other grid keys
+        run_sweep(sc, {"cluster.nodes": ["1"]}, workers=1, csv_path=log, resume=True, point=never)
+    assert str(err.value) == (f"{log}: --resume: its columns are not this sweep's (missing: none; extra: "
+                              "workload.duration_s); sweep the same keys, in the same order, or write elsewhere")
+    assert log.read_text() == text
+
+
+def test_sweep_command_goes_past_a_failed_point_exits_2_naming_it_and_resumes(tiny, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    args = [str(tiny), "--grid", "cluster.nodes=1,2", "--grid", "workload.rate_scale=5", "--workers", "1",
+            "--out", str(out)]
+    monkeypatch.setattr("simulator.sweep.run_point", _raise_at_point_1)
+    res = CliRunner().invoke(sweep, args)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[-1] == (f"Error: 1 of 2 sweep points failed; their rows in {out / 'sweep.csv'} "
+                                           "carry the error (point 1: ValueError: no luck at point 1)")
+    assert "error" in res.stdout and "ValueError: no luck at point 1" in res.stdout
+    assert [r["error"] for r in _rows(out / "sweep.csv")] == ["", "ValueError: no luck at point 1"]
+    assert (out / "sweep.parquet").exists() and (out / "sweep-ttft_p99_s-vs-cluster.nodes.png").exists()
+    monkeypatch.undo()
+    res = CliRunner().invoke(sweep, [*args, "--resume"])
+    assert res.exit_code == 0, res.output
+    assert f"reused 1 finished points from {out / 'sweep.csv'}" in res.stderr
+    rows = _rows(out / "sweep.csv")
+    assert [r["error"] for r in rows] == ["", ""] and [r["usd_per_hour"] for r in rows] == ["23.92", "47.84"]
+    assert " error " not in res.stdout  # no failure, no error column in the table
+
+
+def test_sweep_command_resume_needs_out(tiny):
+    res = CliRunner().invoke(sweep, [str(tiny), "--grid", "cluster.nodes=1", "--resume"])
+    assert res.exit_code == 2
+    assert res.output.strip() == "Error: --resume needs --out DIR: the folder whose sweep.csv it continues"
+
+
+def _live_processes(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are not zombies (a zombie runs nothing; reaping it is
+    its parent's business, and once the sweep exits that is PID 1's)."""
+    live = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                state, _, group = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+            if int(group) == pgid and state != "Z":
+                live.append(int(entry.name))
+    return live
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+@pytest.mark.parametrize("how", ["SIGTERM to the parent", "Ctrl-C to the process group"])
+def test_a_signal_stops_the_workers_keeps_the_finished_rows_and_leaves_no_process(tiny, tmp_path, how):
+    out = tmp_path / "out"
+    log = out / "sweep.csv"
+    # point 0 simulates 10 s of traffic (well under a second); points 1 and 2 simulate 12,000 s (~10 s each)
+    cmd = [sys.executable, "-c", "from simulator.cli import main; main()", "sweep", str(tiny),
+           "--grid", "workload.duration_s=10,12000,12000", "--workers", "2", "--out", str(out)]
+    with (tmp_path / "stderr").open("wb") as stderr:  # a session of its own: its process group is its pid
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and log.read_text().count("\n") >= 2):  # the header and point 0's row
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()
+            time.sleep(0.02)
+        signum = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT
+        if signum == signal.SIGTERM:
+            os.kill(proc.pid, signum)
+        else:  # what a terminal's Ctrl-C does: every process of the foreground group gets SIGINT
+            os.killpg(proc.pid, signum)
+        assert proc.wait(timeout=30) == 128 + signum
+        deadline = time.monotonic() + 30
+        while _live_processes(proc.pid):  # the forkserver and resource tracker exit as the parent does
+            assert time.monotonic() < deadline, _live_processes(proc.pid)
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for pid in _live_processes(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert (tmp_path / "stderr").read_text().splitlines()[-1] == (
+        f"sweep stopped by {signal.Signals(signum).name}: 1 of 3 points kept in {log}; --resume runs the rest")
+    [row] = _rows(log)  # 10 s of chat-4k at 5× its base rate is 18 requests (seed 0), all served
+    assert (row["point"], row["workload.duration_s"], row["requests"], row["completed"], row["error"]) == (
+        "0", "10.0", "18", "18", "")
