@@ -65,7 +65,10 @@ class GPUSpec:
         key = "bf16" if dtype in ("bf16", "fp16") else dtype
         must(key in COMPUTE_DTYPES, f"GPUSpec({self.key})", "dtype", f"one of {COMPUTE_DTYPES}", dtype)
         flops: float = getattr(self, f"{key}_flops")
-        must(flops > 0, f"GPUSpec({self.key})", "dtype", "a precision this GPU computes in", dtype)
+        if flops <= 0:
+            can = [d for d in COMPUTE_DTYPES if getattr(self, f"{d}_flops") > 0]
+            raise ConfigError(f"{self.key} has no {dtype} tensor cores ({key}_flops = 0 in the GPU catalog): "
+                              f"'weight_dtype' must be one it computes in ({', '.join(can)}) (got {dtype!r})")
         return flops
 
 

@@ -31,11 +31,12 @@ simulator/cost/calibrate.py for the data, the model and the commands that regene
 @click.option("--ep", default=1, show_default=True, type=int, help="Expert parallelism of the routed experts.")
 @click.option("--layout", default="native", show_default=True, help="KV layout, e.g. native, mla, fp8, gqa:4+fp8.")
 @click.option(
+    "--weight-dtype",
     "--dtype",
     "dtype_name",
     default=None,
-    type=click.Choice(["bf16", "fp8", "fp4"]),
-    help="Weight/GEMM dtype (default: the model's).",
+    type=click.Choice(["bf16", "fp8", "fp8-block", "fp4"]),
+    help="Weight precision and GEMM dtype (default: the model's as released).",
 )
 @click.option("--batch", required=True, type=int, help="Decode batch size (sequences).")
 @click.option("--context", required=True, type=int, help="Context tokens per decoding sequence.")
@@ -69,7 +70,7 @@ def cost(
     from simulator.cost import StepModel
     from simulator.errors import must
     from simulator.kv import parse_layout
-    from simulator.models import get_model
+    from simulator.models import get_model, weight_precision, with_weight_precision
     from simulator.placement import ParallelPlan
 
     with config_errors():
@@ -80,7 +81,8 @@ def cost(
         node = next((n for n in catalog.nodes.values() if n.gpu.key == gpu.key), None)
         params = load_params(gpu.key, params_file or PARAMS_FILE)
         plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
-        sm = StepModel(gpu, get_model(model_name), parse_layout(layout), tp, params, dtype_name, plan=plan, node=node)
+        model = with_weight_precision(get_model(model_name), dtype_name, "--weight-dtype")
+        sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
         must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1", n_prompt)
         pf = sm.cost([(n_prompt, 0)])
@@ -92,6 +94,7 @@ def cost(
         "plan": plan.label,
         "layout": sm.layout.label,
         "dtype": sm.dtype,
+        "weight_dtype": weight_precision(sm.model),
         "batch": batch,
         "context_tokens": context,
         "prompt_tokens": n_prompt,
@@ -114,7 +117,8 @@ def cost(
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"{sm.model.key} on {plan.gpus}x{gpu.key}, plan {plan.label} ({sm.dtype}, KV {sm.layout.label})")
+    click.echo(f"{sm.model.key} on {plan.gpus}x{gpu.key}, plan {plan.label} "
+               f"({weight_precision(sm.model)} weights, KV {sm.layout.label})")
     click.echo(f"  prefill {n_prompt} tokens: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {pf.mfu:.1%})")
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")

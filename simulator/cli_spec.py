@@ -21,7 +21,14 @@ from simulator.capacity import (
 from simulator.cli_common import config_errors, echo_json
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
-from simulator.models import ModelSpec, get_model, load_models
+from simulator.models import (
+    WEIGHT_PRECISIONS,
+    ModelSpec,
+    get_model,
+    load_models,
+    weight_precision,
+    with_weight_precision,
+)
 from simulator.placement import (
     ParallelPlan,
     candidate_plans,
@@ -38,8 +45,13 @@ LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:ra
                "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4)")
 
 
-def _model(name: str, model_config: Path | None) -> ModelSpec:
-    return get_model(str(model_config)) if model_config else get_model(name)
+def _model(name: str, model_config: Path | None, weight_dtype: str | None = None) -> ModelSpec:
+    model = get_model(str(model_config)) if model_config else get_model(name)
+    return with_weight_precision(model, weight_dtype, "--weight-dtype")
+
+
+WEIGHT_DTYPE = click.option("--weight-dtype", type=click.Choice(WEIGHT_PRECISIONS),
+                            help="weight precision to serve in (default: the model's as released)")
 
 
 def _layout(layout: str, kv_dtype: str | None) -> str:
@@ -109,6 +121,7 @@ def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: i
 @click.option("--kv-dtype", help="KV dtype (shorthand for adding it to --layout)")
 @click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True)
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="target concurrent streams")
+@WEIGHT_DTYPE
 @plan_options
 @click.option("--memory-utilization", type=click.FloatRange(0, 1, min_open=True),
               default=DEFAULT_MEMORY_UTILIZATION, show_default=True)
@@ -116,12 +129,12 @@ def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: i
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None,
-        context_tokens: int, batch: int, tp: int | None, pp: int, dp_attention: bool, ep: int,
-        memory_utilization: float, block_tokens: int, catalog: Path | None, as_json: bool) -> None:
+        context_tokens: int, batch: int, weight_dtype: str | None, tp: int | None, pp: int, dp_attention: bool,
+        ep: int, memory_utilization: float, block_tokens: int, catalog: Path | None, as_json: bool) -> None:
     """Per-GPU KV budget of a replica, max streams at a context, the plans side by side, and the
     levers that make a target fit."""
     with config_errors():
-        model = _model(model_name, model_config)
+        model = _model(model_name, model_config, weight_dtype)
         node = load_catalog(catalog).node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
         budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
@@ -139,7 +152,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     result = {
         "hardware": node.key, "model": model.key, "layout": lay.label, "plan": plan.label, "tp": plan.tp,
         "pp": plan.pp, "dp_attention": plan.dp_attention, "ep": plan.ep, "replicas": budget.replicas,
-        "nodes": budget.nodes, "weight_dtype": model.weight_dtype, "hbm_bytes_per_gpu": node.gpu.hbm_bytes,
+        "nodes": budget.nodes, "weight_dtype": weight_precision(model), "hbm_bytes_per_gpu": node.gpu.hbm_bytes,
         "usable_bytes_per_gpu": budget.usable_bytes_per_gpu, "kv_share_per_gpu": share,
         "stages": [{"layers": list(st.layer_range), "weight_bytes_per_gpu": st.weight_bytes,
                     "attention_bytes_per_gpu": st.attention_bytes, "expert_bytes_per_gpu": st.expert_bytes,
@@ -153,7 +166,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     if as_json:
         echo_json(result)
         return
-    click.echo(f"{model.key} ({model.weight_dtype} weights) on {node.key}, plan {plan.label}: "
+    click.echo(f"{model.key} ({weight_precision(model)} weights) on {node.key}, plan {plan.label}: "
                f"{budget.replicas} replica(s) on {unit}, layout {lay.label}")
     what = "the whole MLA latent on every attention rank" if is_latent(model, lay) else \
         f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
@@ -200,18 +213,19 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 @click.option("--layouts", default="native,fp8,cross-layer:0.5,mla,compress:8:4096,mla+fp8", show_default=True,
               help="layouts to draw, comma-separated")
 @click.option("--tp", type=click.IntRange(min=1), help="tensor parallelism (default: all GPUs of the node)")
+@WEIGHT_DTYPE
 @click.option("--plans", help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
               "(default: TP over the node, and DP attention too for an MLA model)")
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True)
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
-             plans: str | None, catalog: Path | None, out: Path) -> None:
+             weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path) -> None:
     """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV."""
     from simulator.charts import collapse_figure
     from simulator.collapse import collapse_table, default_plans
 
     with config_errors():
-        model = _model(model_name, model_config)
+        model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
         if plans:
@@ -229,7 +243,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
         sort=False).astype(int)
     pivot.columns = [f"{int(c) // 1024}k" if int(c) < 2**20 else "1M" for c in pivot.columns]
-    click.echo(f"max concurrent streams per node, {model.key}:")
+    click.echo(f"max concurrent streams per node, {model.key} ({weight_precision(model)} weights):")
     click.echo(pivot.to_string())
     click.echo(f"wrote {csv} and {png}")
 
@@ -244,7 +258,7 @@ def models(catalog: Path | None) -> None:
 
     rows = [{"model": m.key, "attention": m.attention, "layers": m.n_layers, "heads": m.n_heads,
              "kv heads": m.n_kv_heads if m.attention != "mla" else "-", "head dim": m.head_dim,
-             "params (B)": m.total_params / 1e9, "active (B)": m.active_params / 1e9, "weights": m.weight_dtype,
+             "params (B)": m.total_params / 1e9, "active (B)": m.active_params / 1e9, "weights": weight_precision(m),
              "max ctx": m.max_context_tokens, "KV B/token": int(bytes_per_token(m))} for m in table.values()]
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
 

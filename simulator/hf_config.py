@@ -71,6 +71,40 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
     return 0, 0
 
 
+def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
+    """``(weight dtype, block scales)`` from a ``quantization_config``:
+
+    - ``fp8`` (DeepSeek, Qwen FP8): fp8, block-scaled when ``weight_block_size`` is set;
+    - ``modelopt`` (TensorRT Model Optimizer): ``quant_algo`` FP8 -> fp8, NVFP4 -> fp4;
+    - ``compressed-tensors`` (llm-compressor): the weights of its first config group,
+      ``num_bits`` 8 / 4 of ``type`` float -> fp8 / fp4 (block-scaled when ``strategy = "block"``);
+    - ``mxfp4`` (gpt-oss): fp4.
+    Anything else (AWQ, GPTQ, bitsandbytes: integer weight-only formats) is refused by name.
+    """
+    method = str(qcfg.get("quant_method"))
+    if method == "fp8":
+        return "fp8", bool(qcfg.get("weight_block_size"))
+    if method == "mxfp4":
+        return "fp4", False
+    if method == "modelopt":
+        algo = str(qcfg.get("quant_algo", "")).upper()
+        if algo in ("FP8", "NVFP4"):
+            return ("fp8" if algo == "FP8" else "fp4"), False
+        raise ConfigError(f"{where}: 'quantization_config.quant_algo' must be FP8 or NVFP4 (got {algo!r})")
+    if method == "compressed-tensors":
+        groups = qcfg.get("config_groups") or {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+        w: Any = (first.get("weights") or {}) if isinstance(first, dict) else {}
+        w = w if isinstance(w, dict) else {}
+        bits, kind = w.get("num_bits"), w.get("type")
+        if kind == "float" and bits in (8, 4):
+            return ("fp8" if bits == 8 else "fp4"), bits == 8 and w.get("strategy") == "block"
+        raise ConfigError(f"{where}: 'quantization_config.config_groups' weights must be float with num_bits 8 or 4 "
+                          f"(got type {kind!r}, num_bits {bits!r})")
+    raise ConfigError(f"{where}: cannot interpret 'quantization_config.quant_method' {method[:40]!r}; "
+                      "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits), mxfp4")
+
+
 def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
     if "text_config" in cfg:  # multimodal wrappers (Gemma 3) keep the language model here
         cfg = {**cfg["text_config"], "torch_dtype": cfg.get("torch_dtype", cfg["text_config"].get("torch_dtype"))}
@@ -112,18 +146,15 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     estimated_total = non_expert + moe_layers * n_experts * expert_params
     active = non_expert + moe_layers * experts_per_token * expert_params
     qcfg = cfg.get("quantization_config") or {}
-    quant = qcfg.get("quant_method")
-    block_scales = quant == "fp8" and bool(qcfg.get("weight_block_size"))
-    if quant == "fp8":
-        wdtype = "fp8"
-    elif quant:
-        raise ConfigError(f"{where}: cannot interpret 'quantization_config.quant_method' {quant!r}; "
-                          "supported: fp8 (or none)")
+    if not isinstance(qcfg, dict):
+        raise ConfigError(f"{where}: 'quantization_config' must be a table (got {type(qcfg).__name__})")
+    if qcfg.get("quant_method"):
+        wdtype, block_scales = quantized_weights(qcfg, where)
     else:
         raw_dtype = cfg.get("torch_dtype") or "bfloat16"
         if raw_dtype not in _TORCH_DTYPES:
             raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {raw_dtype!r})")
-        wdtype = _TORCH_DTYPES[raw_dtype]
+        wdtype, block_scales = _TORCH_DTYPES[raw_dtype], False
     window, pattern = _sliding(cfg, where, L)
     total = float(total_params) if total_params else float(estimated_total)
     return ModelSpec(

@@ -19,6 +19,7 @@ from simulator.tomlfile import read_toml
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
 DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
 ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla")
+WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8-block", "fp4")  # a deployment's weight formats
 ROUNDING_TOLERANCE = 0.02  # a model card's total may round the shapes' sum down by this much
 
 
@@ -219,6 +220,26 @@ def attention_params(d: int, n_heads: int, n_kv_heads: int, head_dim: int, v_hea
         up = kv_lora_rank * n_heads * (head_dim - rope_dim + v_head_dim)
         return float(q + d * (kv_lora_rank + rope_dim) + up + o)
     return float(d * n_heads * head_dim + d * n_kv_heads * (head_dim + v_head_dim) + o)
+
+
+def weight_precision(model: ModelSpec) -> str:
+    """The model's weight format as a deployment names it: ``fp8-block`` for fp8 with block scales."""
+    return "fp8-block" if model.weight_dtype == "fp8" and model.weight_block_scales else model.weight_dtype
+
+
+def with_weight_precision(model: ModelSpec, precision: str | None, where: str = "weight_dtype") -> ModelSpec:
+    """`model` served with weights in `precision` (one of `WEIGHT_PRECISIONS`; None: as it ships).
+
+    Weight bytes follow the storage format (`simulator/data/kv_dtypes.toml`: fp8 1 B; fp4 is
+    NVFP4, 0.5 B + an fp8 scale per 16 values = 0.5625 B); GEMMs run at that dtype's peak
+    (`simulator.cost.step_model`), block-scaled fp8 at its own fitted efficiency.
+    """
+    if precision is None:
+        return model
+    must(precision in WEIGHT_PRECISIONS, where, "weight_dtype", f"one of {', '.join(WEIGHT_PRECISIONS)}", precision)
+    if precision == "fp8-block":
+        return dataclasses.replace(model, weight_dtype="fp8", weight_block_scales=True)
+    return dataclasses.replace(model, weight_dtype=precision, weight_block_scales=False)
 
 
 def _spec_fields() -> set[str]:

@@ -32,7 +32,7 @@ from simulator.config import build
 from simulator.engine.config import EngineConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import parse_layout
-from simulator.models import ModelSpec, get_model
+from simulator.models import WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
 from simulator.placement import ParallelPlan
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
@@ -45,6 +45,12 @@ DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
 class ModelSection:
     name: str = "Llama-3.1-70B"
     config: str = ""  # path to a Hugging Face config.json, relative to the scenario file
+    weight_dtype: str = ""  # bf16, fp8, fp8-block or fp4; "": as the model was released
+
+    def __post_init__(self) -> None:
+        if self.weight_dtype:
+            must(self.weight_dtype in WEIGHT_PRECISIONS, "model", "weight_dtype",
+                 f"one of {', '.join(WEIGHT_PRECISIONS)} (or absent: as released)", self.weight_dtype)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,9 +163,9 @@ class Scenario:
         return self.path or f"scenario {self.name!r}"
 
     def model_spec(self) -> ModelSpec:
-        if self.model.config:
-            return get_model(str(self._resolve(self.model.config)))
-        return get_model(self.model.name)
+        """The model as served: the catalog's or the config.json's, in ``[model] weight_dtype``."""
+        model = get_model(str(self._resolve(self.model.config))) if self.model.config else get_model(self.model.name)
+        return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:
         return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
@@ -205,6 +211,7 @@ class Scenario:
         fleet is whole replicas), the plan suits the model, and the model fits every node kind."""
         model = self.model_spec()
         for node in self.nodes():
+            node.gpu.peak_flops(model.weight_dtype)  # the GPU computes in the weights' precision
             g = self.plan.gpus
             if (g <= node.gpus and node.gpus % g) or (g > node.gpus and g % node.gpus):
                 what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"

@@ -13,6 +13,7 @@ import pandas as pd
 from hardware.catalog import load_catalog
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import SchedulerConfig
+from simulator.models import ModelSpec, weight_precision
 from simulator.scenario import Scenario
 from workloads import Workload
 from workloads.request import Request
@@ -37,7 +38,9 @@ class ScenarioRun:
             slo_ok = (s["ttft_p99_s"] <= self.scenario.slo.ttft_p99_s
                       and s["tpot_p99_s"] <= self.scenario.slo.tpot_p99_s and s["timed_out"] == 0)
             rows.append({
-                "hardware": hw, "nodes": r.config.n_nodes, "requests": s["requests"],
+                "hardware": hw, "nodes": r.config.n_nodes, "plan": r.config.plan.label,
+                "weights": weight_precision(r.config.model) if isinstance(r.config.model, ModelSpec) else "",
+                "requests": s["requests"],
                 "completed": s["completed"], "rejected": s["rejected"], "timed out": s["timed_out"],
                 "TTFT p99 (s)": s["ttft_p99_s"], "TPOT p99 (ms)": s["tpot_p99_s"] * 1e3,
                 "output tok/s": s["output_tokens_per_s"], "goodput": s["goodput_fraction"],
