@@ -29,7 +29,7 @@ def test_weight_bytes_per_precision():
     assert blk.weight_dtype == "fp8" and blk.weight_block_scales and weight_precision(blk) == "fp8-block"
     assert weight_precision(get_model("DeepSeek-V3")) == "fp8-block"  # as released
     assert with_weight_precision(L70, None) is L70
-    with pytest.raises(ConfigError, match="'weight_dtype' must be one of bf16, fp8, fp8-block, fp4 .got 'int4'"):
+    with pytest.raises(ConfigError, match=r"'weight_dtype' must be one of bf16, fp8, fp8-block, fp4 \(got 'int4'\)"):
         with_weight_precision(L70, "int4")
 
 
@@ -66,7 +66,7 @@ def test_lower_precision_steps_faster():
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4", False),
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8", False),
     ({"quant_method": "compressed-tensors",
-      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8", False),
+      "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8", False),
     ({"quant_method": "compressed-tensors",
       "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "block"}}}}, "fp8", True),
     ({"quant_method": "compressed-tensors",
