@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from simulator.placement import ParallelPlan
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 
-SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIO_DIR = Path(str(files("scenarios")))  # package data: the same from a checkout and a pip install
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
 
 

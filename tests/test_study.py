@@ -28,9 +28,7 @@ def shortened(name, duration_s=60.0, **report):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name, request):
-    if name == "trace-replay":
-        request.getfixturevalue("traces_dir")  # the trace it replays lives in ../shared (skips without)
+def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name):
     sc = shortened(name)
     run = run_scenario(sc)
     model = sc.model_spec()
