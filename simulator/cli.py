@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from simulator import __version__
@@ -18,6 +20,9 @@ from simulator.cli_workload import workload
 @click.version_option(__version__, prog_name="kvsim")
 def main() -> None:
     """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""
+    # the command line draws to files: choose the off-screen backend here, not in the chart
+    # modules, so that a notebook importing them keeps its inline backend
+    os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 for _cmd in (calc, fit, collapse, models, hardware, workload, breakeven, cost, calibrate, run_cmd,

@@ -18,10 +18,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
