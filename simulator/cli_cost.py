@@ -67,6 +67,7 @@ def cost(
     """Prefill time of a prompt and decode step time of a batch, with bounds and shares, under a
     parallelism plan (the interconnect of the GPU's node in the catalog)."""
     from hardware.catalog import load_catalog
+    from simulator.capacity import kv_budget
     from simulator.cost import StepModel
     from simulator.errors import must
     from simulator.kv import parse_layout
@@ -83,6 +84,8 @@ def cost(
         plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
         model = with_weight_precision(get_model(model_name), dtype_name, "--weight-dtype")
         sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
+        if node is not None:  # a step of weights that do not fit the GPUs is no answer
+            kv_budget(node, model, plan=plan)
         n_prompt = context if prompt is None else prompt
         must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1", n_prompt)
         pf = sm.cost([(n_prompt, 0)])

@@ -70,3 +70,12 @@ def test_calibrate_published_writes_params(tmp_path):
 def test_calibrate_needs_a_source():
     r = CliRunner().invoke(calibrate, [])
     assert r.exit_code == 2 and "either FILE or --from-aiconfigurator" in r.output
+
+
+def test_cost_refuses_weights_that_do_not_fit():
+    # Llama-3.1-70B in bf16 on one H100: 141.1 GB of weights against 0.9 · 80 = 72 GB usable
+    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--batch", "1", "--context", "1"])
+    assert r.exit_code == 2 and "does not fit TP1 on 8xH100" in r.output and "by 69.1 GB" in r.output
+    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--tp", "3", "--batch", "1",
+                                  "--context", "1"])
+    assert r.exit_code == 2 and "'tp' must be a divisor of the 64 query heads (got 3)" in r.output
