@@ -214,3 +214,39 @@ def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_to
             stream_bytes_per_gpu=gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens),
             max_streams=streams, streams_per_node=streams / b.nodes, fits=True))
     return rows
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVTransfer:
+    """A prompt's KV moving from a prefill replica to a decode replica (`kv_transfer`)."""
+
+    payload_bytes: float  # the sequence's KV in the layout: what a transfer carries
+    send_bytes_per_gpu: float  # the most one prefill GPU sends (its layers, its heads or the latent)
+    recv_bytes_per_gpu: float  # the most one decode GPU receives
+    link_bytes: float  # bytes on one decode GPU's NIC, sender-limited: max(recv, send · nic_d / nic_p)
+    link_bytes_per_s: float  # one decode GPU's NIC
+    latency_s: float
+    seconds: float  # alone on the link: link_bytes / link_bytes_per_s + latency_s
+
+
+def kv_transfer(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KVBudget, decode: KVBudget,
+                prefill_node: NodeSpec, decode_node: NodeSpec, block_tokens: int = 0) -> KVTransfer:
+    """The KV of a `tokens`-token prompt sent from prefill GPUs to decode GPUs over their NICs.
+
+    Every GPU sends or receives its own share at once (GPU-direct RDMA, one NIC a GPU, as Dynamo
+    and Mooncake move KV): a prefill GPU sends what it holds, ``kv_s(n)`` of its stage and heads;
+    a decode GPU receives what it will hold. An MLA latent, whole on every TP rank, is received
+    whole by every decode GPU. Alone on the link the transfer takes
+    ``max(recv, send · nic_d / nic_p) / nic_d + latency``.
+    """
+    for node in (prefill_node, decode_node):
+        must(node.nic_bytes_per_s > 0, f"node {node.key}", "nic_bytes_per_s", "> 0 to move KV between pools",
+             node.nic_bytes_per_s)
+    payload = sequence_bytes(model, layout, tokens, block_tokens)
+    send = max(gpu_sequence_bytes(prefill, model, layout, tokens, s, block_tokens) for s in range(len(prefill.stages)))
+    recv = max(gpu_sequence_bytes(decode, model, layout, tokens, s, block_tokens) for s in range(len(decode.stages)))
+    rate = decode_node.nic_bytes_per_s
+    link = max(recv, send * rate / prefill_node.nic_bytes_per_s)
+    latency = max(prefill_node.nic_latency_s, decode_node.nic_latency_s)
+    return KVTransfer(payload_bytes=payload, send_bytes_per_gpu=send, recv_bytes_per_gpu=recv, link_bytes=link,
+                      link_bytes_per_s=rate, latency_s=latency, seconds=link / rate + latency)

@@ -199,3 +199,22 @@ def test_calc_prints_one_gpus_share():
     assert "one GPU of TP16 holds 0.125 of it (1 of 8 KV heads): 40,960 B per token" in r.output
     r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--tp", "8"])
     assert "70,272 B per token, batch 2.303 GB paged" in r.output
+
+
+def test_kv_transfer_by_hand():
+    from simulator.capacity import kv_transfer
+
+    # Llama-3-70B TP8 -> TP8 on 8×H100: a 4,096-token prompt is 1.342 GB; each GPU sends and receives
+    # its 1 of 8 heads, 167.8 MB, over its 400 Gb/s NIC: 167.8e6 / 50e9 = 3.355 ms + 5 µs
+    b = kv_budget(H100, L70, plan=ParallelPlan(tp=8))
+    t = kv_transfer(L70, KVLayout(), 4096, b, b, H100, H100)
+    assert t.payload_bytes == 327_680 * 4096 == 1_342_177_280
+    assert t.recv_bytes_per_gpu == t.send_bytes_per_gpu == 1_342_177_280 / 8
+    assert t.seconds == pytest.approx(1_342_177_280 / 8 / 50e9 + 5e-6, rel=1e-12)
+    # DeepSeek-V3: the latent is whole on every rank, so every decode GPU receives all 70,272 B a token
+    d = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8))
+    t = kv_transfer(DSV3, KVLayout(), 4096, d, d, H200, H200)
+    assert t.recv_bytes_per_gpu == pytest.approx(70_272 * 4096) and t.payload_bytes == pytest.approx(70_272 * 4096)
+    # fp8 KV halves it
+    t8 = kv_transfer(DSV3, parse_layout("fp8"), 4096, d, d, H200, H200)
+    assert t8.link_bytes == pytest.approx(t.link_bytes / 2)
