@@ -77,6 +77,9 @@ class EngineConfig:
     """A cluster serving one model, its scheduler, router, cache strategy and SLOs.
 
     ``node``/``n_nodes``/``tp`` name the first pool; ``more_pools`` make a mixed fleet.
+    With ``prefill_pool`` the fleet is disaggregated: that pool prefills every prompt, its KV
+    moves over the nodes' NICs (`simulator.engine.link`), and the other pools decode; prompts of
+    at most ``short_prompt_tokens`` tokens (0: none) prefill on the decode pool instead.
     ``kv_blocks`` > 0 overrides the pool size computed from `simulator.capacity.kv_budget`
     (``floor(kv_bytes_per_replica / block_bytes)``, a block sized by the layout: see
     `simulator.engine.geometry`), for what-ifs and tests. ``cache`` names the reuse strategy
@@ -94,6 +97,8 @@ class EngineConfig:
     dp_attention: bool = False
     ep: int = 1
     more_pools: tuple[PoolConfig, ...] = ()
+    prefill_pool: PoolConfig | None = None
+    short_prompt_tokens: int = 0
     layout: KVLayout = field(default_factory=KVLayout)
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     memory_utilization: float = 0.9
@@ -121,6 +126,10 @@ class EngineConfig:
         must(self.slo_ttft_s > 0, w, "slo_ttft_s", "> 0", self.slo_ttft_s)
         must(self.slo_tpot_s > 0, w, "slo_tpot_s", "> 0", self.slo_tpot_s)
         must(self.sample_interval_s >= 0, w, "sample_interval_s", ">= 0", self.sample_interval_s)
+        must(self.short_prompt_tokens >= 0, w, "short_prompt_tokens", ">= 0", self.short_prompt_tokens)
+        if self.prefill_pool is None:
+            must(self.short_prompt_tokens == 0, w, "short_prompt_tokens", "0 without a prefill_pool",
+                 self.short_prompt_tokens)
 
     @property
     def pools(self) -> tuple[PoolConfig, ...]:
@@ -139,10 +148,15 @@ class EngineConfig:
         def key(x: object) -> object:
             return getattr(x, "key", x)
 
+        def pool(p: PoolConfig) -> dict[str, object]:
+            return {"node": key(p.node), "n_nodes": p.n_nodes, "tp": p.tp, "pp": p.pp, "dp_attention": p.dp_attention,
+                    "ep": p.ep, "plan": p.plan.label}
+
         return {
             "model": key(self.model),
-            "pools": [{"node": key(p.node), "n_nodes": p.n_nodes, "tp": p.tp, "pp": p.pp,
-                       "dp_attention": p.dp_attention, "ep": p.ep, "plan": p.plan.label} for p in self.pools],
+            "pools": [pool(p) for p in self.pools],
+            "prefill_pool": pool(self.prefill_pool) if self.prefill_pool else None,
+            "short_prompt_tokens": self.short_prompt_tokens,
             "layout": self.layout.label,
             "block_tokens": self.block_tokens,
             "memory_utilization": self.memory_utilization,
