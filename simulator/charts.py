@@ -2,14 +2,58 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from simulator.units import GB
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plain_text(fn: F) -> F:
+    """Decorator of a chart function: the texts of the figure it draws are plain, ``$`` included.
+
+    Titles, labels, legends and annotations embed user strings (scenario, file, model, node,
+    strategy and profile names); matplotlib reads ``$...$`` as mathtext and a formula it cannot
+    parse fails when the figure is laid out or saved, after the tables are written. This is the one
+    place that turns parsing off: while `fn` draws (``text.parse_math``, this one setting, not
+    `plt.rc_context`, whose exit would also restore ``interactive`` and hide a notebook's later
+    charts), and afterwards on every text of its figure but the tick labels, which never hold user
+    strings and which a log axis writes as ``$\\mathdefault{10^{2}}$``.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        parse_math = plt.rcParams["text.parse_math"]
+        plt.rcParams["text.parse_math"] = False
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            plt.rcParams["text.parse_math"] = parse_math
+        fig = out if isinstance(out, Figure) else getattr(out, "figure", None)
+        if fig is not None:
+            ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                     for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks())
+                     for t in (tick.label1, tick.label2)}
+            for text in fig.findobj(Text):
+                text.set_parse_math(id(text) in ticks and parse_math)
+        return out
+
+    return cast(F, wrapper)
+
+
+def close_figure(fig: Any) -> None:
+    """Release a figure the command line drew to a file (a long session must not pile them up)."""
+    plt.close(fig)
 
 
 def _tokens(x: float, _pos: int = 0) -> str:
@@ -20,6 +64,7 @@ def _tokens(x: float, _pos: int = 0) -> str:
     return f"{x:g}"
 
 
+@plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
                         simulated: pd.DataFrame | None = None) -> Axes:
     """Max streams vs context (log-log) for one hardware kind: a colour per KV layout, a line style
@@ -69,6 +114,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     return ax
 
 
+@plain_text
 def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
                     simulated: pd.DataFrame | None = None) -> Figure:
     """One panel per hardware kind, sharing the y axis; `simulated` adds measured streams per kind
@@ -96,7 +142,8 @@ def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None
         axes[1][0].set_ylabel("requests meeting\nthe SLOs (%)")
     for ax in axes[0][1:]:
         ax.set_ylabel("")
-    fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length "
+    sep = " " if len(kinds) > 1 else "\n"  # one panel is too narrow for the subtitle on one line
+    fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length{sep}"
                  "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=11)
     fig.tight_layout()
     return fig
@@ -108,6 +155,7 @@ def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
         ax.plot(v, (np.arange(1, len(v) + 1)) / len(v), lw=1.8, label=label)
 
 
+@plain_text
 def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
     """TTFT and TPOT distributions (CDFs) of completed requests, one line per hardware kind."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -129,6 +177,7 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
     return fig
 
 
+@plain_text
 def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int]) -> Figure:
     """KV-pool use, waiting requests and GPU utilisation over time, averaged over each fleet's replicas."""
     fig, (a, b, c) = plt.subplots(3, 1, figsize=(12, 8.4), sharex=True)
@@ -158,6 +207,7 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
     return fig
 
 
+@plain_text
 def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
@@ -213,6 +263,7 @@ SWEEP_LABELS: dict[str, tuple[str, float]] = {
 _SLO_LINES = {"ttft_p99_s": ("slo_ttft_p99_s", "s"), "tpot_p99_s": ("slo_tpot_p99_s", "ms")}
 
 
+@plain_text
 def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axes | None = None) -> Axes:
     """Metric `y` against swept key `x`, one line per hardware kind (and per `hue` value).
 

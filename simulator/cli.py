@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
 from simulator import __version__
 from simulator.cli_breakeven import breakeven
+from simulator.cli_common import config_errors
 from simulator.cli_compare import compare
 from simulator.cli_cost import calibrate, cost
 from simulator.cli_run import capacity_cmd, run_cmd
@@ -16,7 +18,15 @@ from simulator.cli_sweep import sweep
 from simulator.cli_workload import workload
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class KvsimGroup(click.Group):
+    """The command group: any kvsim error a subcommand lets through is one line and exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with config_errors():
+            return super().invoke(ctx)
+
+
+@click.group(cls=KvsimGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kvsim")
 def main() -> None:
     """kvsim: the economics of LLM KV-cache memory, analytically and simulated."""

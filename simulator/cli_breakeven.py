@@ -6,6 +6,8 @@ CSV and PNG charts to ``--out``. The lead wires `breakeven` into the ``kvsim`` g
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,9 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli_common import config_errors
-from simulator.errors import ConfigError, must
+from simulator.cli_common import OutputFolder, config_errors, one_line
+from simulator.errors import ConfigError, must, shown
+from simulator.files import read_text
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -37,10 +40,17 @@ def parse_gaps(spec: str) -> Any:
     distribution ``name:k=v,k=v`` in seconds, e.g. ``lognorm:s=1.2,scale=60``, ``expon:scale=120``."""
     path = Path(spec)
     if path.is_file():
-        frame = pd.read_csv(path, header=None, comment="#", sep=None, engine="python")
+        text = read_text(path, "a gaps file")
+        try:
+            frame = pd.read_csv(io.StringIO(text), header=None, comment="#", sep=None, engine="python")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
+            raise ConfigError(f"--gaps {path}: not a CSV or text file of numbers ({one_line(str(exc), 80)})") from None
         numeric = frame.apply(pd.to_numeric, errors="coerce").dropna(axis=1, how="all")
-        must(not numeric.empty, f"--gaps {spec}", "gaps", "a column of numbers (seconds)", "none found")
-        return numeric.iloc[:, 0].dropna().to_numpy(dtype=float)
+        must(not numeric.empty, f"--gaps {path}", "gaps", "a column of numbers (seconds)", "none found")
+        gaps = numeric.iloc[:, 0].dropna().to_numpy(dtype=float)
+        bad = gaps[~(np.isfinite(gaps) & (gaps >= 0))]
+        must(not bad.size, f"--gaps {path}", "gaps", "finite seconds >= 0", float(bad[0]) if bad.size else 0.0)
+        return gaps
     name, _, args = spec.partition(":")
     dist = getattr(stats, name.strip(), None)
     if not isinstance(dist, stats.rv_continuous):
@@ -54,13 +64,13 @@ def parse_gaps(spec: str) -> Any:
         try:
             kwargs[k.strip()] = float(v)
         except ValueError:
-            raise ConfigError(f"--gaps: parameter {part!r} must be key=number") from None
-        must(bool(eq), "--gaps", "parameter", "key=number", part)
+            raise ConfigError(f"--gaps: parameter {shown(part)} must be key=number") from None
+        must(bool(eq) and math.isfinite(kwargs[k.strip()]), "--gaps", "parameter", "key=finite number", part)
     try:
         frozen = dist(**kwargs)
         frozen.cdf(1.0)
-    except TypeError as exc:
-        raise ConfigError(f"--gaps: bad parameters for {name}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--gaps: bad parameters for {name}: {one_line(str(exc), 80)}") from None
     low, mean = frozen.support()[0], frozen.mean()
     must(low >= 0 and math.isfinite(mean), "--gaps", "gaps",
          "a distribution of gaps >= 0 seconds with a finite mean", spec)
@@ -127,6 +137,11 @@ def breakeven(
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows
 
     with config_errors():
+        must(math.isfinite(write_latency_s) and write_latency_s >= 0, "breakeven", "--write-latency-s",
+             "finite seconds >= 0", write_latency_s)
+        folder = OutputFolder(out, "breakeven") if out is not None else None
+        if folder:
+            folder.prepare()  # a bad --out fails now, not after the tables
         prof = load_profiles(extra=profiles_file).get(profile, tier)
         ttls = _ttls(prof, ttl_text)
         given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]
@@ -169,8 +184,7 @@ def breakeven(
             _show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
             click.echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
             frames["workload"] = comparison.summary
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
+        if out is not None and folder:
             for name, frame in frames.items():
                 frame.to_csv(out / f"{name}.csv", index=False)
             lo = min([1e-3, *[r / 10 for r in rates]])
@@ -195,4 +209,5 @@ def breakeven(
             if gaps is not None and not hasattr(gaps, "cdf"):
                 charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
                 written.append("gaps.png")
+            folder.finish()
             click.echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")

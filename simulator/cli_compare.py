@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
 
-from simulator.cli_common import handle_errors
+from simulator.charts import close_figure
+from simulator.cli_common import OutputFolder, handle_errors
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
+from simulator.limits import MAX_NODES
 from workloads import load_workload
 
 COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per_million_tokens",
@@ -25,12 +28,14 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
               help="Seconds of traffic (default: the workload's).")
 @click.option("--rate-scale", type=float, default=1.0, show_default=True,
               help="Arrival rate multiplier (generated workloads; thinning/compression for traces).")
-@click.option("--nodes", "n_nodes", type=int, default=1, show_default=True, help="Nodes in the pool.")
-@click.option("--tp", type=int, default=8, show_default=True, help="Tensor-parallel GPUs per replica.")
+@click.option("--nodes", "n_nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
+              help="Nodes in the pool.")
+@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Tensor-parallel GPUs per replica.")
 @click.option("--strategies", required=True,
               help="Comma-separated strategy sets, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
                    "streaming-llm,prefix,prefix+dram,prefix+fp8.")
-@click.option("--seed", type=int, default=None, help="Seed (default: the scenario's, else 0).")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (default: the scenario's, else 0).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.csv and compare.png here.")
 @handle_errors
@@ -41,6 +46,9 @@ def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
     workload are used, and --hardware/--model/--workload/--nodes/--tp are ignored.
     """
+    folder = OutputFolder(out, "compare") if out is not None else None
+    if folder:
+        folder.prepare()  # a bad --out fails now, not after the runs
     if scenario is not None:
         from simulator.scenario import load_scenario
 
@@ -57,12 +65,14 @@ def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)
     click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None and folder:
         df.to_csv(out / "compare.csv", index=False)
         name = Path(workload_spec).name
-        span = (f", {duration_s:g} s" if duration_s else "") + (f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
+        span = (f", {duration_s:g} s" if duration_s and duration_s != math.inf else "") + (
+            f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
         fig = compare_figure(df, f"{model} on {n_nodes}× {hardware} (tp {tp}): {name}{span}, "
                                  f"{len(requests):,} requests, seed {seed}")
         fig.savefig(out / "compare.png", dpi=110)
+        close_figure(fig)
+        folder.finish()
         click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")

@@ -260,8 +260,10 @@ def _fit_csv(
     file: Path, base: dict[str, CostParams], free: str | None, today: str
 ) -> tuple[dict[str, CostParams], dict[str, dict[str, Any]]]:
     from simulator.cost.calibrate import calibrate as run
+    from simulator.errors import must
 
-    names = tuple(f.strip() for f in free.split(",")) if free else None
+    names = tuple(f.strip() for f in free.split(",") if f.strip()) if free is not None else None
+    must(names is None or bool(names), "kvsim calibrate", "--free", "parameters to fit, comma-separated", free)
     cal = run(_read(file), base, names)
     rows = cal.rows
     cols = ["gpu", "model", "tp", "phase", "batch", "new_tokens", "context", "holdout", "rel_error"]

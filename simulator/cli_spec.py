@@ -18,7 +18,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli_common import config_errors, echo_json
+from simulator.cli_common import OutputFolder, config_errors, echo_json
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
@@ -221,10 +221,12 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
              weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path) -> None:
     """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV."""
-    from simulator.charts import collapse_figure
+    from simulator.charts import close_figure, collapse_figure
     from simulator.collapse import collapse_table, default_plans
 
+    folder = OutputFolder(out, "collapse")
     with config_errors():
+        folder.prepare()  # a bad --out fails now, not after the table
         model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
@@ -235,10 +237,12 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         else:
             chosen = []
         df = collapse_table(cat, model, kinds, [x for x in layouts.split(",") if x], tp=tp, plans=chosen)
-    out.mkdir(parents=True, exist_ok=True)
     csv, png = out / "collapse.csv", out / "collapse.png"
     df.to_csv(csv, index=False)
-    collapse_figure(df, model.key, model.max_context_tokens).savefig(png, dpi=110)
+    fig = collapse_figure(df, model.key, model.max_context_tokens)
+    fig.savefig(png, dpi=110)
+    close_figure(fig)
+    folder.finish()
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
         index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
         sort=False).astype(int)

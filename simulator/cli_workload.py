@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from simulator.cli_common import handle_errors
+from simulator.errors import ConfigError
 from workloads import load_workload, write_workload
 
 
@@ -54,9 +55,14 @@ def describe(
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--duration", "duration_s", type=float, default=None, help="Seconds of arrivals to generate.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @handle_errors
-def generate(spec: str, out: Path, seed: int, duration_s: float | None) -> None:
+def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: bool) -> None:
     """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim format."""
+    if out.exists() and not force:  # before generating anything
+        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it")
+    if out.is_dir():
+        raise ConfigError(f"--out {out}: is a folder; give a file (.csv or .jsonl)")
     w = load_workload(spec, seed=seed, duration_s=duration_s)
     n = write_workload(w, out)
     click.echo(f"wrote {n} requests to {out}")

@@ -15,6 +15,7 @@ import pandas as pd
 
 from hardware.catalog import Catalog
 from simulator.capacity import kv_budget, max_streams
+from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan
@@ -37,6 +38,10 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
     """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
     and max streams per node. `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""
+    must(len(hardware) >= 1, "collapse", "hardware", "at least one node kind, e.g. 8xH100 (comma-separated)",
+         ",".join(hardware))
+    must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
+         ",".join(layouts))
     contexts = context_grid() if contexts is None else contexts
     rows = []
     for hw in hardware:

@@ -22,9 +22,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
+from simulator.charts import plain_text
 from simulator.engine import EngineConfig, StepTimer, run
+from simulator.engine.caches import make_strategy
 from simulator.engine.cluster import TimerFactory
-from simulator.errors import ConfigError
+from simulator.engine.retention import make_retention
+from simulator.errors import ConfigError, shown
 from simulator.kv import parse_layout
 from workloads.request import Request
 
@@ -45,10 +48,17 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
         if name in RETENTIONS:
             retention, retention_params = name, {}
             if arg:
-                value = float(arg)
+                try:
+                    value = float(arg)
+                except ValueError:
+                    value = math.nan
+                fraction = name != "streaming-llm" and 0 < value < 1
+                if not (fraction or (math.isfinite(value) and value >= 1 and value == int(value))):
+                    rule = "whole tokens >= 1" + ("" if name == "streaming-llm" else ", or a fraction in (0, 1)")
+                    raise ConfigError(f"strategy set {shown(spec)}: {name!r} takes {rule} (got {shown(arg)})")
                 if name == "streaming-llm":
                     retention_params = {"window_tokens": int(value)}
-                elif value < 1:
+                elif fraction:
                     retention_params = {"budget_fraction": value, "budget_tokens": 0}
                 else:
                     retention_params = {"budget_tokens": int(value)}
@@ -63,10 +73,25 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     try:
         layout = parse_layout("+".join(["native", *layout_parts]))
     except ConfigError as e:
-        raise ConfigError(f"strategy set {spec!r}: {e}; or a retention ({', '.join(RETENTIONS)}) or reuse "
+        raise ConfigError(f"strategy set {shown(spec)}: {e}; or a retention ({', '.join(RETENTIONS)}) or reuse "
                           f"lever ({', '.join(REUSE)})") from None
+    make_strategy(cache, **cache_params)  # its parameters fail now, before any run
+    make_retention(retention, **retention_params)
     return replace(base, layout=layout, cache=cache, cache_params=cache_params, retention=retention,
                    retention_params=retention_params)
+
+
+def check_context(config: EngineConfig, requests: Sequence[Request], what: str = "compare") -> None:
+    """Every request's prompt + output fits the model's context window (as `kvsim run` requires):
+    a longer one could never run, and a comparison of nothing completed is no answer."""
+    from simulator.models import ModelSpec, get_model
+
+    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    longest = max((r.prompt_tokens + r.output_tokens for r in requests), default=0)
+    if longest > model.max_context_tokens:
+        raise ConfigError(f"{what}: workload requests must fit {model.key}'s context of {model.max_context_tokens:,} "
+                          f"tokens (got a request of {longest:,} prompt + output tokens); choose a model with a "
+                          "longer context or a workload of shorter requests")
 
 
 def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], specs: list[str], seed: int = 0, *,
@@ -82,6 +107,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     if not must_specs:
         raise ConfigError("compare: 'strategies' must name at least one strategy set (got none)")
     configs = [parse_strategy_set(s, base_config) for s in must_specs]  # all errors before any run
+    check_context(base_config, requests)
     rows: list[dict[str, Any]] = []
     for spec, config in zip(must_specs, configs, strict=True):
         res = run(config, requests, seed=seed, timer=timer)
@@ -128,6 +154,7 @@ PANELS = (("max_concurrency", "max concurrent requests", "requests"),
           ("quality_debit_points", "stated quality debit", "points (LongBench-style)"))
 
 
+@plain_text
 def compare_figure(df: pd.DataFrame, title: str) -> Figure:
     """A bar chart per headline figure, one bar per strategy set (same colour per set across panels)."""
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))

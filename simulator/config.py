@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, shown
 
 C = TypeVar("C")
 
@@ -43,41 +43,49 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             except ConfigError as exc:
                 errors.append(str(exc))
         raise ConfigError(errors[0] if len(errors) == 1 else
-                          f"{where}: must be {' or '.join(_type_name(a) for a in args)} (got {value!r})")
+                          f"{where}: must be {' or '.join(_type_name(a) for a in args)} (got {shown(value)})")
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{where}: must be {_type_name(tp)} (got {value!r})")
+            raise ConfigError(f"{where}: must be {_type_name(tp)} (got {shown(value)})")
         return value
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where}: must be a list (got {value!r})")
+            raise ConfigError(f"{where}: must be a list (got {shown(value)})")
         (item,) = get_args(tp)[:1]
         return tuple(_coerce(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: must be a table (got {value!r})")
+            raise ConfigError(f"{where}: must be a table (got {shown(value)})")
         return dict(value)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: must be a table (got {value!r})")
+            raise ConfigError(f"{where}: must be a table (got {shown(value)})")
         return build(typing.cast(type, tp), value, where)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: must be true or false (got {value!r})")
+            raise ConfigError(f"{where}: must be true or false (got {shown(value)})")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: must be an integer (got {value!r})")
+            raise ConfigError(f"{where}: must be an integer (got {shown(value)})")
         return value
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: must be a number (got {value!r})")
-        return float(value)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ConfigError(f"{where}: must be a number (got {shown(value)})")
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            raise ConfigError(f"{where}: must be a number a float can hold (got {shown(value)})") from None
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: must be a string (got {value!r})")
+            raise ConfigError(f"{where}: must be a string (got {shown(value)})")
         return value
     return value  # Any
+
+
+def coerce(tp: Any, value: Any, where: str) -> Any:
+    """`value` as type `tp` (the rules of `build` for one field); `where` names it in the error."""
+    return _coerce(tp, value, where)
 
 
 def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
@@ -86,7 +94,7 @@ def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     unknown = [k for k in table if k not in fields]
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key; valid: {', '.join(fields)}")
+        raise ConfigError(f"{where}.{str(unknown[0])[:80]}: unknown key; valid: {', '.join(fields)}")
     missing = [n for n, f in fields.items() if n not in table and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:

@@ -1,5 +1,11 @@
 """The one error family users see. Messages are one line, attrs-style:
-``<where>: 'key' must be <rule> (got <value>)``. The CLI turns them into exit code 2."""
+``<where>: 'key' must be <rule> (got <value>)``. The CLI turns them into exit code 2.
+
+A message quotes the value it rejects through `shown`, cut to `SHOWN_CHARS` characters: a
+100 kB string in a scenario file is named, not echoed.
+"""
+
+SHOWN_CHARS = 80
 
 
 class KvsimError(Exception):
@@ -14,10 +20,20 @@ class DoesNotFitError(KvsimError):
     """A model or a request that cannot fit the memory it is given."""
 
 
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)``, cut to `limit` characters with its full length after the cut.
+
+    >>> shown("x" * 100_000, 12)
+    "'xxxxxxxxxx… (100,002 characters)"
+    """
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
+
+
 def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
     """Raise `ConfigError` with an attrs-style message unless `cond` holds.
 
     >>> must(3 > 0, "GPUSpec(H100)", "hbm_bytes", "> 0", 3)
     """
     if not cond:
-        raise ConfigError(f"{where}: {key!r} must be {rule} (got {value!r})")
+        raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(value)})")

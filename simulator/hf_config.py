@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, shown
 from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -36,17 +36,30 @@ def _get(cfg: dict[str, Any], where: str, *names: str, default: Any = None, requ
     return default
 
 
-def _int(cfg: dict[str, Any], where: str, *names: str, default: int | None = None) -> int:
+def _int(cfg: dict[str, Any], where: str, *names: str, default: int | None = None, minimum: int = 0) -> int:
     v = _get(cfg, where, *names, default=default)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise ConfigError(f"{where}: {names[0]!r} must be a non-negative integer (got {v!r})")
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        rule = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ConfigError(f"{where}: {names[0]!r} must be {rule} (got {shown(v)})")
+    return v
+
+
+def _opt_int(cfg: dict[str, Any], where: str, name: str) -> int:
+    """An optional count (absent, null or 0: 0)."""
+    return _int(cfg, where, name, default=0) if cfg.get(name) else 0
+
+
+def _list(cfg: dict[str, Any], where: str, name: str) -> list[Any]:
+    v = cfg.get(name) or []
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: {name!r} must be a list (got {shown(v)})")
     return v
 
 
 def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
     """(window, pattern): every `pattern`-th layer is global, the others local."""
-    layer_types = cfg.get("layer_types")
-    window = cfg.get("sliding_window") or 0
+    layer_types = _list(cfg, where, "layer_types")
+    window = _opt_int(cfg, where, "sliding_window")
     if cfg.get("use_sliding_window") is False:
         return 0, 0
     if layer_types:
@@ -64,8 +77,8 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
                               "every n-th layer")
         return int(window), period
     if window and "sliding_window_pattern" in cfg:
-        return int(window), int(cfg["sliding_window_pattern"])
-    if window and cfg.get("model_type", "").startswith("gemma2"):
+        return int(window), _int(cfg, where, "sliding_window_pattern")
+    if window and str(cfg.get("model_type", "")).startswith("gemma2"):
         return int(window), 2
     # Mistral/Llama configs may name a window equal to the context, which changes nothing.
     return 0, 0
@@ -106,29 +119,35 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
 
 
 def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where}: must be a JSON object of a Hugging Face config (got a {type(cfg).__name__})")
     if "text_config" in cfg:  # multimodal wrappers (Gemma 3) keep the language model here
-        cfg = {**cfg["text_config"], "torch_dtype": cfg.get("torch_dtype", cfg["text_config"].get("torch_dtype"))}
-    L = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers")
-    d = _int(cfg, where, "hidden_size", "d_model", "n_embd")
-    h = _int(cfg, where, "num_attention_heads", "n_head")
-    kv = _int(cfg, where, "num_key_value_heads", default=h)
+        text = cfg["text_config"]
+        if not isinstance(text, dict):
+            raise ConfigError(f"{where}: 'text_config' must be an object (got {shown(text)})")
+        cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype"))}
+    L = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    d = _int(cfg, where, "hidden_size", "d_model", "n_embd", minimum=1)
+    h = _int(cfg, where, "num_attention_heads", "n_head", minimum=1)
+    kv = _int(cfg, where, "num_key_value_heads", default=h, minimum=1)
     vocab = _int(cfg, where, "vocab_size")
     mla = cfg.get("kv_lora_rank") is not None
     if mla:
-        kv_lora = _int(cfg, where, "kv_lora_rank")
+        kv_lora = _int(cfg, where, "kv_lora_rank", minimum=1)
         rope = _int(cfg, where, "qk_rope_head_dim")
         nope = _int(cfg, where, "qk_nope_head_dim")
-        v = _int(cfg, where, "v_head_dim")
-        q_lora = int(cfg.get("q_lora_rank") or 0)
+        v = _int(cfg, where, "v_head_dim", minimum=1)
+        q_lora = _opt_int(cfg, where, "q_lora_rank")
         head_dim, kv = nope + rope, h
         kind = "mla"
     else:
         kv_lora = rope = v = q_lora = 0
-        head_dim = _int(cfg, where, "head_dim", default=d // h)
+        head_dim = _int(cfg, where, "head_dim", default=max(1, d // h), minimum=1)
         kind = "mha" if kv == h else "mqa" if kv == 1 else "gqa"
     attn = attention_params(d, h, kv, head_dim, v or head_dim, mla=mla, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
                             rope_dim=rope)
-    n_experts = int(cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
+    n_experts = next((_opt_int(cfg, where, k) for k in ("n_routed_experts", "num_experts", "num_local_experts")
+                      if cfg.get(k)), 0)
     dense_inter = _int(cfg, where, "intermediate_size")
     moe_layers = experts_per_token = 0
     expert_params = 0
@@ -136,9 +155,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     if n_experts:
         experts_per_token = _int(cfg, where, "num_experts_per_tok")
         moe_inter = _int(cfg, where, "moe_intermediate_size", default=dense_inter)
-        shared = int(cfg.get("n_shared_experts") or 0)
-        first_dense = int(cfg.get("first_k_dense_replace") or 0)
-        moe_layers = L - first_dense - len(cfg.get("mlp_only_layers") or [])
+        shared = _opt_int(cfg, where, "n_shared_experts")
+        first_dense = _opt_int(cfg, where, "first_k_dense_replace")
+        moe_layers = L - first_dense - len(_list(cfg, where, "mlp_only_layers"))
         expert_params = 3 * d * moe_inter
     dense_layers = L - moe_layers
     embed = vocab * d * (1 if cfg.get("tie_word_embeddings") else 2)
@@ -152,8 +171,8 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         wdtype, block_scales = quantized_weights(qcfg, where)
     else:
         raw_dtype = cfg.get("torch_dtype") or "bfloat16"
-        if raw_dtype not in _TORCH_DTYPES:
-            raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {raw_dtype!r})")
+        if not isinstance(raw_dtype, str) or raw_dtype not in _TORCH_DTYPES:
+            raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw_dtype)})")
         wdtype, block_scales = _TORCH_DTYPES[raw_dtype], False
     window, pattern = _sliding(cfg, where, L)
     total = float(total_params) if total_params else float(estimated_total)
@@ -161,7 +180,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         key=str(cfg.get("_name_or_path") or where),
         n_layers=L, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=head_dim, attention=kind,
         total_params=total, active_params=min(float(active), total), weight_dtype=wdtype,
-        max_context_tokens=_int(cfg, where, "max_position_embeddings", default=131072),
+        max_context_tokens=_int(cfg, where, "max_position_embeddings", default=131072, minimum=1),
         v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
         sliding_window=window, sliding_window_pattern=pattern,
         moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, shown
 from simulator.models import ModelSpec, dtype
 
 DEFAULT_BLOCK_TOKENS = 16
@@ -94,42 +94,79 @@ class KVLayout:
         return "+".join(parts) or "native"
 
 
+LEVERS = ("native, mha, mqa, gqa:N, mla[:rank], cross-layer[:fraction], compress[:ratio[:recent]], no-sliding, "
+          "or a KV dtype (bf16, fp16, fp8, int8, int4, fp4)")
+_FAMILY = {"mha": "attention", "mqa": "attention", "gqa": "attention", "mla": "attention",
+           "cross-layer": "cross-layer", "compress": "compress", "no-sliding": "no-sliding"}
+_ARGS = {"native": 0, "mha": 0, "mqa": 0, "no-sliding": 0, "gqa": 1, "mla": 1, "cross-layer": 1, "compress": 2}
+
+
+def _whole(text: str, raw: str, arg: str, minimum: int) -> int:
+    """A lever's integer parameter (``gqa:2.5`` is refused, not run as ``gqa:2``)."""
+    try:
+        x = float(arg)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x == int(x) and x >= minimum):
+        raise ConfigError(f"layout {shown(text)}: {raw!r} needs an integer >= {minimum} (got {arg!r})")
+    return int(x)
+
+
 def parse_layout(text: str) -> KVLayout:
     """Parse ``lever[+lever...]``: ``native``, ``mha``, ``mqa``, ``gqa:N``, ``mla[:rank]``,
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
-    ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``."""
+    ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``.
+
+    Each family appears once: ``fp8+int4`` or ``mla+gqa:4`` is an error, not "the last wins".
+    Integer parameters must be whole numbers, the fraction a finite number in (0, 1].
+    """
     layout = KVLayout()
-    for raw in filter(None, text.strip().split("+")):
-        name, *args = raw.strip().split(":")
+    seen: dict[str, str] = {}
+    for raw in filter(None, (p.strip() for p in text.strip().split("+"))):
+        name, *args = raw.split(":")
+        family = _FAMILY.get(name, "native" if name == "native" else "dtype")
+        if family != "native" and family in seen:
+            raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
+                              "at most)")
+        seen[family] = raw
+        if len(args) > _ARGS.get(name, 0):
+            raise ConfigError(f"layout {shown(text)}: {raw!r} takes at most {_ARGS.get(name, 0)} parameter(s); "
+                              f"levers: {LEVERS}")
         try:
-            nums = [float(a) for a in args]
-        except ValueError:
-            raise ConfigError(f"layout {text!r}: {raw!r} has a non-numeric parameter") from None
-        if name == "native":
-            continue
-        if name in ("mha", "mqa"):
-            layout = replace(layout, attention=name)
-        elif name == "gqa":
-            layout = replace(layout, attention="gqa", kv_heads=int(nums[0]) if nums else 0)
-        elif name == "mla":
-            layout = replace(layout, attention="mla", mla_rank=int(nums[0]) if nums else MLA_STYLE_RANK)
-        elif name == "cross-layer":
-            layout = replace(layout, own_layer_fraction=nums[0] if nums else 0.5)
-        elif name == "compress":
-            layout = replace(layout, compress_ratio=int(nums[0]) if nums else 8,
-                             compress_recent_tokens=int(nums[1]) if len(nums) > 1 else 4096)
-        elif name == "no-sliding":
-            layout = replace(layout, use_sliding_window=False)
-        else:
-            try:
-                dtype(name)
-            except ConfigError:
-                raise ConfigError(
-                    f"layout {text!r}: unknown lever {name!r}; valid: native, mha, mqa, gqa:N, mla[:rank], "
-                    "cross-layer[:fraction], compress[:ratio[:recent]], no-sliding, or a KV dtype "
-                    "(bf16, fp16, fp8, int8, int4, fp4)"
-                ) from None
-            layout = replace(layout, kv_dtype=name)
+            if name == "native":
+                continue
+            if name in ("mha", "mqa"):
+                layout = replace(layout, attention=name)
+            elif name == "gqa":
+                if not args:
+                    raise ConfigError(f"layout {shown(text)}: 'gqa' needs its KV heads, as gqa:N")
+                layout = replace(layout, attention="gqa", kv_heads=_whole(text, raw, args[0], 1))
+            elif name == "mla":
+                rank = _whole(text, raw, args[0], 1) if args else MLA_STYLE_RANK
+                layout = replace(layout, attention="mla", mla_rank=rank)
+            elif name == "cross-layer":
+                try:
+                    f = float(args[0]) if args else 0.5
+                except ValueError:
+                    f = math.nan
+                if not 0 < f <= 1:  # NaN fails too
+                    raise ConfigError(f"layout {shown(text)}: {raw!r} needs a fraction of layers in (0, 1] "
+                                      f"(got {args[0]!r})")
+                layout = replace(layout, own_layer_fraction=f)
+            elif name == "compress":
+                layout = replace(layout, compress_ratio=_whole(text, raw, args[0], 1) if args else 8,
+                                 compress_recent_tokens=_whole(text, raw, args[1], 0) if len(args) > 1 else 4096)
+            elif name == "no-sliding":
+                layout = replace(layout, use_sliding_window=False)
+            else:
+                try:
+                    dtype(name)
+                except ConfigError:
+                    raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}; valid: {LEVERS}") from None
+                layout = replace(layout, kv_dtype=name)
+        except ConfigError as exc:
+            msg = str(exc)
+            raise ConfigError(msg if msg.startswith("layout ") else f"layout {shown(text)}: {msg}") from None
     return layout
 
 
@@ -156,8 +193,14 @@ def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
 
 
 def own_layers(model: ModelSpec, layout: KVLayout) -> int:
-    """Layers that store their own KV: ``ceil(L · own_layer_fraction)``."""
-    return math.ceil(model.n_layers * layout.own_layer_fraction - 1e-9)
+    """Layers that store their own KV: ``ceil(L · own_layer_fraction)``, at least one (a fraction that
+    keeps no layer is an error, not a cache of 0 bytes per token)."""
+    n = math.ceil(model.n_layers * layout.own_layer_fraction - 1e-9)
+    if n < 1:
+        f = layout.own_layer_fraction
+        raise ConfigError(f"layout 'cross-layer:{f:g}': must keep at least one of {model.key}'s {model.n_layers} "
+                          f"layers, a fraction >= {1 / model.n_layers:.4g} (got {f:g})")
+    return n
 
 
 def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:

@@ -7,7 +7,6 @@ same schema, or a Hugging Face ``config.json`` (`from_hf_config`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -277,7 +276,7 @@ def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
 
 def get_model(name: str, extra: Path | None = None) -> ModelSpec:
     """A model by catalog name (case-insensitive), or by path to a HF ``config.json``."""
-    if name.endswith(".json"):
+    if name.endswith(".json") or "/" in name or (Path(name).suffix and Path(name).is_file()):
         return from_hf_config(Path(name))
     models = load_models(extra)
     for k, v in models.items():
@@ -293,12 +292,8 @@ def from_hf_config(path: Path, total_params: float | None = None) -> ModelSpec:
     shapes (embeddings, attention and MLP/expert matrices), and the estimate is marked in
     ``source``.
     """
-    try:
-        cfg = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    from simulator.files import read_json
     from simulator.hf_config import spec_from_hf_dict
 
+    cfg = read_json(path)
     return spec_from_hf_dict(cfg, str(path), total_params)

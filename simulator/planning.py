@@ -27,12 +27,14 @@ from hardware.catalog import NodeSpec
 from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
+from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
+from simulator.limits import MAX_CAPACITY_NODES
 from simulator.scenario import Scenario
 from workloads import Workload
 
 MEMORY_BOUND_UTILIZATION = 0.8
-MAX_NODES = 256
+MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
 HEADROOM_MAX_SCALE = 8.0
 HEADROOM_STEPS = 5
 
@@ -53,10 +55,13 @@ class FleetPlan:
 
 
 def meets_slo(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> bool:
-    """p99 TTFT and p99 TPOT (of per-request mean TPOT) within the SLOs and nothing timed out."""
+    """p99 TTFT and p99 TPOT (of per-request mean TPOT) within the SLOs and nothing timed out.
+
+    A workload of one-token answers has no TPOT (NaN): nothing can break that SLO.
+    """
     s = result.summary
     return s["completed"] > 0 and s["timed_out"] == 0 and s["ttft_p99_s"] <= ttft_p99_s \
-        and s["tpot_p99_s"] <= tpot_p99_s
+        and not s["tpot_p99_s"] > tpot_p99_s
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
@@ -90,6 +95,9 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                seed: int, on_step: Callable[[str], None] | None = None) -> FleetPlan:
     """The smallest node count of `hardware` that meets the SLOs for `workload`."""
     floor = memory_floor_nodes(scenario, hardware, workload)
+    if floor > MAX_NODES:
+        raise ConfigError(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
+                          f"memory alone needs {floor:,} nodes for this load")
     cache: dict[int, Result] = {}
 
     def sim(n: int, wl: Workload = workload) -> Result:
@@ -111,7 +119,11 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     while not ok(hi):
         lo, hi = hi, hi * 2
         if hi * unit > MAX_NODES:
-            raise RuntimeError(f"{hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs")
+            s = sim(lo * unit).summary
+            raise ConfigError(
+                f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
+                f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
+                f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -157,11 +169,15 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
                   tpot_p99_s: float | None = None, seed: int | None = None,
                   on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
     """One `FleetPlan` row per node kind, for the scenario's workload and SLOs (or those given)."""
+    for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
+        must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
     kinds = hardware or [n.key for n in scenario.nodes()]
-    rows = [plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s or scenario.slo.ttft_p99_s,
-                       tpot_p99_s=tpot_p99_s or scenario.slo.tpot_p99_s, seed=seed, on_step=on_step)
+    rows = [plan_fleet(scenario, hw, workload,
+                       ttft_p99_s=scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s,
+                       tpot_p99_s=scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s,
+                       seed=seed, on_step=on_step)
             for hw in kinds]
     return pd.DataFrame([asdict(r) for r in rows])

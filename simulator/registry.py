@@ -8,9 +8,12 @@ parameter the plug-in does not take, is a one-line `ConfigError` listing what is
 from __future__ import annotations
 
 import dataclasses
+import typing
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from simulator.errors import ConfigError
+from simulator.config import coerce
+from simulator.errors import ConfigError, shown
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
@@ -36,18 +39,28 @@ class Registry(Generic[T]):
         return sorted(self._classes)
 
     def make(self, name: str, **params: Any) -> T:
-        """An instance of the plug-in `name` with `params`."""
-        if name not in self._classes:
-            raise ConfigError(f"{self.what}: 'name' must be one of {self.names()} (got {name!r})")
+        """An instance of the plug-in `name` with `params` (each checked against its field's type:
+        ``dram = "yes"`` for a true-or-false field is an error, not a truthy string)."""
+        return self.build(name, params, self.what, f"{self.what} {shown(name)}")
+
+    def build(self, name: str, params: Mapping[str, Any], where_name: str, where_params: str,
+              key: str = "name") -> T:
+        """`make`, its errors prefixed by where the name (`key` in `where_name`) and the parameters
+        (`where_params`) were given: a scenario file's table, say."""
+        if not isinstance(name, str) or name not in self._classes:
+            raise ConfigError(f"{where_name}: {key!r} must be one of {self.names()} (got {shown(name)})")
         cls = self._classes[name]
+        kwargs = dict(params)
         if dataclasses.is_dataclass(cls):
             valid = [f.name for f in dataclasses.fields(cls) if f.init]
-            unknown = sorted(set(params) - set(valid))
+            unknown = sorted(str(k) for k in set(params) - set(valid))
             if unknown:
-                raise ConfigError(f"{self.what} {name!r}: unknown parameter {unknown[0]!r}; "
+                raise ConfigError(f"{where_params}: unknown parameter {shown(unknown[0])}; "
                                   f"valid: {', '.join(valid) or 'none'}")
+            hints = typing.get_type_hints(cls)
+            kwargs = {k: coerce(hints.get(k, Any), v, f"{where_params}.{k}") for k, v in params.items()}
         try:
-            instance: T = cls(**params)
-        except TypeError as exc:
-            raise ConfigError(f"{self.what} {name!r}: {exc}") from None
+            instance: T = cls(**kwargs)
+        except (TypeError, ConfigError) as exc:
+            raise ConfigError(f"{where_params}: {exc}") from None
         return instance

@@ -21,6 +21,7 @@ Every error names the file, the key path, the value and the rule, in one line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
@@ -32,14 +33,18 @@ from simulator.capacity import kv_budget
 from simulator.config import build
 from simulator.engine.config import EngineConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
-from simulator.kv import parse_layout
+from simulator.kv import bytes_per_token, parse_layout
+from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
 from simulator.placement import ParallelPlan
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
+from workloads.load import prepare_generator
 
 SCENARIO_DIR = Path(str(files("scenarios")))  # package data: the same from a checkout and a pip install
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
+MAX_COLLAPSE_POINTS = 16  # contexts the report's simulated collapse runs (two simulations each)
+MAX_COLLAPSE_CONTEXT = 2**24  # tokens (16M: beyond any model's window; longer points are dropped anyway)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +74,7 @@ class ClusterSection:
     def __post_init__(self) -> None:
         must(len(self.hardware) >= 1, "cluster", "hardware", "a non-empty list", self.hardware)
         must(self.nodes >= 1, "cluster", "nodes", ">= 1", self.nodes)
+        must(self.nodes <= MAX_NODES, "cluster", "nodes", f"at most {MAX_NODES:,} (kvsim's fleet limit)", self.nodes)
         must(self.tp >= 1, "cluster", "tp", ">= 1", self.tp)
         must(self.pp >= 1, "cluster", "pp", ">= 1", self.pp)
         must(self.ep >= 1 and self.tp % self.ep == 0, "cluster", "ep", f">= 1 and a divisor of tp={self.tp}", self.ep)
@@ -92,6 +98,13 @@ class RouterSection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSection:
+    """A generator table (`spec`) or a trace file (`trace`), and how much of it to run.
+
+    ``duration_s``: seconds of arrivals a generator draws (default 600), or the replay window of a
+    trace (default, or ``inf``: the whole trace); at most `simulator.limits.MAX_HORIZON_S`.
+    ``start_s`` and ``time_scale`` shift and speed up a trace replay; a generator has neither.
+    """
+
     spec: dict[str, Any] = field(default_factory=lambda: {"name": "chat-4k"})  # generator table
     trace: str = ""  # a trace file instead of `spec`, relative to the scenario file
     duration_s: float = 600.0
@@ -100,9 +113,16 @@ class WorkloadSection:
     time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        must(self.duration_s > 0, "workload", "duration_s", "> 0", self.duration_s)
-        must(self.rate_scale > 0, "workload", "rate_scale", "> 0", self.rate_scale)
-        must(self.time_scale > 0, "workload", "time_scale", "> 0", self.time_scale)
+        if not (self.trace and self.duration_s == math.inf):  # inf: a whole trace
+            check_horizon(self.duration_s, "workload")
+        must(0 < self.rate_scale < math.inf, "workload", "rate_scale", "finite and > 0", self.rate_scale)
+        must(0 < self.time_scale < math.inf, "workload", "time_scale", "finite and > 0", self.time_scale)
+        must(0 <= self.start_s < math.inf, "workload", "start_s", "finite and >= 0", self.start_s)
+        if not self.trace:
+            must(self.start_s == 0, "workload", "start_s", "0 for a generated workload (it shifts a trace replay)",
+                 self.start_s)
+            must(self.time_scale == 1, "workload", "time_scale",
+                 "1 for a generated workload (it speeds up a trace replay; use rate_scale)", self.time_scale)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +151,14 @@ class ReportSection:
     collapse_layouts: tuple[str, ...] = ("native", "fp8", "mla", "cross-layer:0.5")
     collapse_points: tuple[int, ...] = (4096, 16384, 65536, 131072)
     breakeven: bool = True  # TTL break-even of the workload under the price profile
+
+    def __post_init__(self) -> None:
+        n = self.collapse_points
+        must(len(n) <= MAX_COLLAPSE_POINTS, "report", "collapse_points",
+             f"at most {MAX_COLLAPSE_POINTS} contexts (each is two simulations)", len(n))
+        for x in n:
+            must(1 <= x <= MAX_COLLAPSE_CONTEXT, "report", "collapse_points",
+                 f"context lengths in 1..{MAX_COLLAPSE_CONTEXT:,} tokens", x)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,10 +230,54 @@ class Scenario:
         w = self.workload
         spec: Any = str(self._resolve(w.trace)) if w.trace else dict(w.spec)
         try:
-            return load_workload(spec, seed=self.seed if seed is None else seed, duration_s=w.duration_s,
+            return load_workload(spec, seed=self.seed if seed is None else seed,
+                                 duration_s=None if w.duration_s == math.inf else w.duration_s,
                                  rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale)
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: [workload] {exc}") from None
+
+    def _check_block(self, node: NodeSpec, model: ModelSpec, budget: Any) -> None:
+        """One KV block of ``cluster.block_tokens`` fits the pool, as the engine will size it."""
+        from simulator.capacity import blocks_per_group
+        from simulator.engine.geometry import block_geometry
+
+        layout = parse_layout(self.cache.layout)
+        geo = block_geometry(model, layout, self.cluster.block_tokens)
+        if blocks_per_group(budget, model, layout, geo.block_bytes) // self.plan.pp < 1:
+            raise ConfigError(f"{self.where}: cluster.block_tokens must be small enough for the KV pool of {node.key} "
+                              f"{self.plan.label} to hold one block (got {self.cluster.block_tokens:,} tokens, "
+                              f"{geo.block_bytes / 1e9:,.3g} GB a block)")
+
+    def _check_plugins(self) -> None:
+        """The cache strategy, router and KV layouts as the run will make them: a bad parameter
+        (``cache.params.dram = "yes"``) fails here, naming its key, not after the simulation."""
+        from simulator.engine.caches import STRATEGIES
+        from simulator.engine.routers import ROUTERS
+
+        model = self.model_spec()
+        STRATEGIES.build(self.cache.strategy, self.cache.params, "cache", "cache.params", key="strategy")
+        ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
+        layouts = [("cache.layout", self.cache.layout)]
+        if self.report.collapse:
+            layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]
+        for key, text in layouts:
+            try:
+                bytes_per_token(model, parse_layout(text))
+            except ConfigError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+
+    def _check_workload(self) -> None:
+        """The workload within kvsim's limits before anything is drawn: a generator's expected
+        requests, a trace's file and format (a trace's rows are checked as they stream)."""
+        w = self.workload
+        if w.trace:
+            self.load_workload()  # lazy: finds the file and its format, reads no row
+            return
+        try:
+            prepare_generator(dict(w.spec), duration_s=w.duration_s, rate_scale=w.rate_scale,
+                              base_dir=Path(self.path).parent if self.path else None)
+        except ConfigError as exc:
+            raise ConfigError(f"[workload] {exc}") from None
 
     def validate(self) -> None:
         """Cross-field rules: a replica of tp × pp GPUs divides a node or spans whole nodes (and the
@@ -225,7 +297,9 @@ class Scenario:
             if self.cluster.nodes % budget.nodes:
                 raise ConfigError(f"{self.where}: cluster.nodes must be a multiple of the {budget.nodes} {node.key} "
                                   f"nodes one {self.plan.label} replica spans (got {self.cluster.nodes})")
-        parse_layout(self.cache.layout)
+            self._check_block(node, model, budget)
+        self._check_plugins()
+        self._check_workload()
         if self.report.breakeven:  # a bad profile, tier or TTL fails now, not after the simulation
             from simulator.billing import get_profile, parse_ttl
 
@@ -244,7 +318,13 @@ class Scenario:
 
 
 def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
-    """A `Scenario` from a parsed table; `where` (the file) prefixes every error."""
+    """A `Scenario` from a parsed table; `where` (the file) prefixes every error.
+
+    A ``[workload]`` with a ``trace`` and no ``duration_s`` replays the whole trace.
+    """
+    w = data.get("workload")
+    if isinstance(w, Mapping) and w.get("trace") and "duration_s" not in w:
+        data = {**data, "workload": {**w, "duration_s": math.inf}}
     try:
         scenario = build(Scenario, {**data, "path": where}, where)
     except ConfigError as exc:
@@ -258,12 +338,20 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     return scenario
 
 
-def load_scenario(path: str | Path | None = None, **overrides: Any) -> Scenario:
-    """Read and validate a scenario file (default: ``scenarios/default.toml``)."""
+def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = None,
+                  **overrides: Any) -> Scenario:
+    """Read and validate a scenario file (default: ``scenarios/default.toml``).
+
+    `trace` replays that file instead of the scenario's workload (``kvsim run --trace``): the whole
+    trace unless the scenario's ``[workload]`` sets ``duration_s``; validated with the rest.
+    """
     p = Path(path) if path else DEFAULT_SCENARIO
-    if not p.is_file() and not p.suffix and (SCENARIO_DIR / f"{p}.toml").is_file():
+    if not p.is_file() and p.suffix != ".toml" and (SCENARIO_DIR / f"{p}.toml").is_file():
         p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
     shipped = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
     data = read_toml(p, missing=f"scenario file not found (shipped: {shipped})")
+    if trace is not None:
+        w = data.get("workload")
+        data = {**data, "workload": {**(w if isinstance(w, dict) else {}), "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
     return replace(scenario, **overrides) if overrides else scenario

@@ -83,9 +83,9 @@ def test_missing_file_lists_shipped(tmp_path):
 
 
 def test_workload_errors_name_the_file(tmp_path):
-    sc = load_scenario(write(tmp_path, BASE.replace('name = "chat-4k"', 'name = "chat-9k"')))
+    # the generator table is checked when the scenario is read, before anything runs
     with pytest.raises(ConfigError, match=r"s\.toml: \[workload\] .*'name' must be one of"):
-        sc.load_workload()
+        load_scenario(write(tmp_path, BASE.replace('name = "chat-4k"', 'name = "chat-9k"')))
 
 
 def test_context_rule(tmp_path):

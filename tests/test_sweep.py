@@ -77,9 +77,9 @@ def test_expand_grid_is_the_cross_product_in_grid_order_with_typed_values(tiny):
 
 def test_python_values_and_keys_inside_free_tables(tiny):
     sc = load_scenario(tiny)
-    [(values, point)] = expand_grid(sc, {"cluster.nodes": [3], "workload.spec.rate": ["0.25"]})
-    assert values == {"cluster.nodes": 3, "workload.spec.rate": 0.25}
-    assert point.workload.spec == {"name": "chat-4k", "rate": 0.25}
+    [(values, point)] = expand_grid(sc, {"cluster.nodes": [3], "workload.spec.mean_turns": ["2.5"]})
+    assert values == {"cluster.nodes": 3, "workload.spec.mean_turns": 2.5}
+    assert point.workload.spec == {"name": "chat-4k", "mean_turns": 2.5}
 
 
 @pytest.mark.parametrize(("key", "message"), [

@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, shown
+
+MAX_CV = 1e6  # beyond it cv**2 heads for overflow, and no measured length or gap is that skewed
+LARGEST_TOKENS = 2**40  # a token draw above this cannot be a request; it asks for a 'high' bound
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +38,11 @@ class LogNormal:
     def __post_init__(self) -> None:
         where = "LogNormal"
         must(self.mean > 0, where, "mean", "> 0", self.mean)
+        must(self.mean < math.inf, where, "mean", "finite", self.mean)
         must(self.cv > 0, where, "cv", "> 0", self.cv)
+        must(self.cv <= MAX_CV, where, "cv", f"at most {MAX_CV:g}", self.cv)
+        must(0 <= self.low < math.inf, where, "low", ">= 0 and finite (draws are positive)", self.low)
+        must(self.high > 0, where, "high", "> 0 (draws are positive)", self.high)
         must(self.low <= self.high, where, "low", f"<= high={self.high}", self.low)
 
     @property
@@ -54,33 +61,47 @@ class LogNormal:
         return np.clip(x, self.low, self.high)
 
     def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """`n` draws rounded to whole tokens, at least ``max(1, low)`` (int64)."""
-        return np.maximum(np.rint(self.sample(rng, n)), max(1.0, self.low)).astype(np.int64)
+        """`n` draws rounded to whole tokens, at least ``max(1, low)`` (int64); a draw above
+        `LARGEST_TOKENS` raises (give ``high``) instead of overflowing int64."""
+        x = np.maximum(np.rint(self.sample(rng, n)), max(1.0, self.low))
+        if x.size and not x.max() <= LARGEST_TOKENS:
+            raise ConfigError(f"LogNormal(mean={self.mean:g}, cv={self.cv:g}): drew {x.max():.3g} tokens, over "
+                              f"{LARGEST_TOKENS:.3g}; bound the draws with 'high'")
+        return x.astype(np.int64)
 
 
-def require_numbers(table: dict[str, object], where: str, keys: object = None) -> None:
-    """One-line `ConfigError` naming the first value of `table` (or of `keys`) that is not a real number."""
+def require_numbers(table: dict[str, object], where: str, keys: object = None,
+                    infinite: tuple[str, ...] = ()) -> None:
+    """One-line `ConfigError` naming the first value of `table` (or of `keys`) that is not a finite real
+    number (``inf`` is allowed for the keys in `infinite`, a bound that may be open)."""
     for key, value in table.items():
         if keys is not None and key not in keys:  # type: ignore[operator]
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            raise ConfigError(f"{where}.{key}: must be a number (got {value!r})")
+            raise ConfigError(f"{where}.{str(key)[:80]}: must be a number (got {shown(value)})")
+        if key not in infinite and not math.isfinite(value):
+            raise ConfigError(f"{where}.{str(key)[:80]}: must be a finite number (got {value!r})")
 
 
 def lognormal_from(value: object, where: str) -> LogNormal:
     """A `LogNormal` from a spec, a plain mean, or a table ``{mean=, cv=, low=, high=}``."""
     if isinstance(value, LogNormal):
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return LogNormal(mean=float(value))
-    if isinstance(value, dict):
-        valid = {"mean", "cv", "low", "high"}
-        unknown = sorted(set(value) - valid)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(sorted(valid))})")
-        require_numbers(value, where)
-        return LogNormal(**value)
-    raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {value!r})")
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            require_numbers({"mean": value}, where)
+            return LogNormal(mean=float(value))
+        if isinstance(value, dict):
+            valid = {"mean", "cv", "low", "high"}
+            unknown = sorted(str(k) for k in set(value) - valid)
+            if unknown:
+                raise ConfigError(f"{where}: unknown key {shown(unknown[0])} (valid: {', '.join(sorted(valid))})")
+            require_numbers(value, where, infinite=("high",))
+            return LogNormal(**value)
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {shown(value)})")
 
 
 def geometric_counts(rng: np.random.Generator, mean: float, n: int) -> np.ndarray:

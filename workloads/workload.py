@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from simulator.errors import must
+from simulator.errors import ConfigError, must
+from simulator.limits import MAX_HORIZON_S, MAX_REQUESTS
 from workloads.request import Request
 from workloads.summary import WorkloadSummary, summarize
 
@@ -65,7 +66,15 @@ class Workload:
         return cls(lambda _stats: iter(frozen), name=name, seed=seed)
 
     def _iter(self, stats_: ReadStats) -> Iterator[Request]:
-        yield from self._source(stats_)
+        """The source's requests, within kvsim's limits (`simulator.limits`): at most `MAX_REQUESTS`
+        of them, none arriving after `MAX_HORIZON_S` (a trace is streamed, so it is checked here)."""
+        for n, r in enumerate(self._source(stats_), start=1):
+            if n > MAX_REQUESTS or r.arrival_s > MAX_HORIZON_S:
+                what = (f"more than {MAX_REQUESTS:,} requests" if n > MAX_REQUESTS
+                        else f"a request at {r.arrival_s:,.0f} s, after {MAX_HORIZON_S:,.0f} s (366 days)")
+                raise ConfigError(f"{self.name or 'workload'}: {what}, beyond kvsim's limit; replay a window "
+                                  "(duration_s), thin it (rate_scale < 1) or speed it up (time_scale)")
+            yield r
         self._last = stats_
 
     def __iter__(self) -> Iterator[Request]:

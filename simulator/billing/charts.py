@@ -12,6 +12,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from simulator.charts import plain_text
+
 _Y_LABELS = {
     "relative_cost": "Expected prefix input cost per request\n(× cost without cache)",
     "usd_per_request": "Expected prefix input cost per request (USD)",
@@ -30,6 +32,7 @@ def _every_n_min(rate_per_min: float) -> str:
     return f"1 per {gap:.0f} min" if gap >= 10 else f"1 per {gap:.1f} min"
 
 
+@plain_text
 def plot_cost_vs_rate(
     curves: pd.DataFrame,
     breakevens: pd.DataFrame | None = None,
@@ -97,6 +100,7 @@ def plot_cost_vs_rate(
     return ax
 
 
+@plain_text
 def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Axes:
     """Savings against no cache (% of the whole bill) per TTL of a simulated comparison
     (`compare.TTLComparison.summary`), with the hit rate on each bar; one group per profile."""
@@ -132,6 +136,7 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     return ax
 
 
+@plain_text
 def plot_gap_cdf(
     gaps_s: np.ndarray, ttls: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None
 ) -> Axes:

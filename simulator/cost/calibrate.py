@@ -1,8 +1,14 @@
 """Calibrate `CostParams` to measured step, kernel or end-to-end figures in a CSV file.
 
-Format (one row per measurement; ``measured_s`` or ``tokens_per_s``, the other empty)::
+Format (one row per measurement; ``measured_s`` or ``tokens_per_s``, the other empty or its column
+left out: a file of step times may have no ``tokens_per_s`` column at all)::
 
     gpu,model,tp,phase,batch,new_tokens,context,measured_s,tokens_per_s,source[,dtype,layout,output_tokens,gpus,split]
+
+Every value is checked when the file is read, each error naming the file, the row and the column:
+``tp`` and ``batch`` whole numbers >= 1, ``new_tokens`` and ``context`` whole numbers >= 0,
+``measured_s``/``tokens_per_s`` finite and > 0, and the row must price (a known GPU and model, a
+plan the model's shapes allow, weights that fit).
 
 ``phase``:
 - ``prefill``: one step prefilling ``batch`` chunks of ``new_tokens`` after ``context`` each;
@@ -24,6 +30,9 @@ The shipped published set is refitted with::
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,10 +43,11 @@ import pandas as pd
 
 from hardware.catalog import load_catalog
 from simulator.cost.fit import fit_params
-from simulator.cost.params import FITTABLE, CostParams
+from simulator.cost.params import FITTABLE, CostParams, load_params
 from simulator.cost.step_model import StepModel
 from simulator.cost.throughput import throughput_tokens_per_s
-from simulator.errors import ConfigError, KvsimError
+from simulator.errors import ConfigError, KvsimError, shown
+from simulator.files import read_text
 from simulator.kv import parse_layout
 from simulator.models import get_model
 
@@ -54,7 +64,10 @@ REQUIRED = (
     "tokens_per_s",
     "source",
 )
+MEASURES = ("measured_s", "tokens_per_s")  # one of these columns at least; the other may be left out
 OPTIONAL = ("dtype", "layout", "output_tokens", "gpus", "split")
+# whole-number columns and their least value (empty allowed where the model has a default)
+WHOLE = {"tp": 1, "batch": 1, "new_tokens": 0, "context": 0, "output_tokens": 1, "gpus": 1}
 PHASES = ("prefill", "decode", "attention_prefill", "attention_decode", "throughput")
 HOLDOUT_EVERY = 4
 # freed in this order while a GPU has training points for them
@@ -69,32 +82,45 @@ DEFAULT_FREE = (
 
 def read_rows(path: Path) -> pd.DataFrame:
     """Read and validate a calibration CSV; errors name the file, row and column."""
+    text = read_text(path, "a calibration CSV")
     try:
-        df = pd.read_csv(path, comment="#", skipinitialspace=True)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise ConfigError(f"{path}: not a calibration CSV ({str(exc).strip()})") from None
-    missing = [c for c in REQUIRED if c not in df.columns]
+        df = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
+        raise ConfigError(f"{path}: not a calibration CSV ({shown(str(exc).strip())})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    required = [c for c in REQUIRED if c not in MEASURES]
+    missing = [c for c in required if c not in df.columns]
     if missing:
-        raise ConfigError(f"{path}: missing column {missing[0]!r}; required: {', '.join(REQUIRED)}")
+        raise ConfigError(f"{path}: missing column {missing[0]!r}; required: {', '.join(required)} and "
+                          "measured_s or tokens_per_s")
+    if not any(c in df.columns for c in MEASURES):
+        raise ConfigError(f"{path}: missing column 'measured_s' (or 'tokens_per_s' for throughput rows)")
     unknown = [c for c in df.columns if c not in REQUIRED + OPTIONAL]
     if unknown:
-        raise ConfigError(f"{path}: unknown column {unknown[0]!r}; valid: {', '.join(REQUIRED + OPTIONAL)}")
-    for c in OPTIONAL:
+        raise ConfigError(f"{path}: unknown column {shown(unknown[0])}; valid: {', '.join(REQUIRED + OPTIONAL)}")
+    if df.empty:
+        raise ConfigError(f"{path}: no rows after the header; give one measurement a row")
+    for c in (*MEASURES, *OPTIONAL):
         if c not in df.columns:
             df[c] = np.nan
     for i, r in df.iterrows():
         where = f"{path}: row {int(str(i)) + 2}"
+        _check_numbers(r, where)
         if r["phase"] not in PHASES:
-            raise ConfigError(f"{where}: 'phase' must be one of {PHASES} (got {r['phase']!r})")
+            raise ConfigError(f"{where}: 'phase' must be one of {PHASES} (got {shown(r['phase'])})")
         has_s, has_tps = pd.notna(r["measured_s"]), pd.notna(r["tokens_per_s"])
         if has_s == has_tps:
             raise ConfigError(f"{where}: give exactly one of 'measured_s' and 'tokens_per_s'")
         if (r["phase"] == "throughput") != has_tps:
             raise ConfigError(f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest")
         if pd.notna(r["split"]) and r["split"] not in ("train", "test"):
-            raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {r['split']!r})")
+            raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {shown(r['split'])})")
+        try:  # a row the model cannot price (unknown GPU or model, a plan its shapes rule out) fails here
+            value = predict_row(r, load_params(load_catalog().gpu(str(r["gpu"])).key))
+        except KvsimError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}: the model prices this row at {value!r}; check its shapes")
     holdout = [
         (r["split"] == "test")
         if pd.notna(r["split"])
@@ -103,6 +129,22 @@ def read_rows(path: Path) -> pd.DataFrame:
     ]
     df["holdout"] = holdout
     return df
+
+
+def _check_numbers(r: pd.Series, where: str) -> None:
+    """The row's numbers: whole counts at least their least value, measurements finite and > 0."""
+    for c, least in WHOLE.items():
+        v = r[c]
+        if c in ("tp", "batch") or pd.notna(v):
+            x = pd.to_numeric(v, errors="coerce")
+            if not (pd.notna(x) and math.isfinite(x) and x == int(x) and x >= least):
+                raise ConfigError(f"{where}: {c!r} must be a whole number >= {least} (got {shown(v)})")
+    for c in MEASURES:
+        v = r[c]
+        if pd.notna(v):
+            x = pd.to_numeric(v, errors="coerce")
+            if not (pd.notna(x) and math.isfinite(x) and x > 0):
+                raise ConfigError(f"{where}: {c!r} must be a finite number > 0 (got {shown(v)})")
 
 
 def _int(v: Any, default: int) -> int:
@@ -163,7 +205,7 @@ def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ..
     if free is not None:
         bad = [f for f in free if f not in FITTABLE]
         if bad:
-            raise ConfigError(f"cannot fit {bad[0]!r}; fittable: {', '.join(FITTABLE)}")
+            raise ConfigError(f"--free: cannot fit {shown(bad[0])}; fittable: {', '.join(FITTABLE)}")
     cat = load_catalog()
     out: dict[str, CostParams] = dict(base)
     freed: dict[str, tuple[str, ...]] = {}
@@ -181,7 +223,7 @@ def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ..
 
         try:
             res = fit_params(start, tuple(names), model, measured)
-        except KvsimError as exc:
+        except (KvsimError, ValueError) as exc:  # scipy: residuals not finite at the start
             raise ConfigError(f"fit for {key}: {exc}") from None
         out[key] = res.params
         freed[key] = tuple(names)

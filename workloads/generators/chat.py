@@ -13,12 +13,14 @@ Cache breakpoints: after the system prompt and at the end of the prompt (``(1, n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
 
 from simulator.errors import must
+from simulator.limits import MAX_SHARED_PREFIXES
 from workloads.arrivals import ArrivalProcess, Poisson, session_turn_times
 from workloads.distributions import LogNormal, geometric_counts
 from workloads.generators import finalize, register_generator
@@ -80,10 +82,17 @@ class Chat4k:
 
     def __post_init__(self) -> None:
         where = "Chat4k"
-        must(self.n_system_prompts >= 1, where, "n_system_prompts", ">= 1", self.n_system_prompts)
+        must(1 <= self.n_system_prompts <= MAX_SHARED_PREFIXES, where, "n_system_prompts",
+             f">= 1 and at most {MAX_SHARED_PREFIXES:,} (kvsim's limit)", self.n_system_prompts)
         must(self.system_prompt_zipf >= 0, where, "system_prompt_zipf", ">= 0", self.system_prompt_zipf)
         must(self.mean_turns >= 1, where, "mean_turns", ">= 1", self.mean_turns)
+        must(math.isfinite(self.system_prompt_zipf) and math.isfinite(self.mean_turns), where,
+             "system_prompt_zipf and mean_turns", "finite", (self.system_prompt_zipf, self.mean_turns))
         must(self.max_prompt_tokens >= 2, where, "max_prompt_tokens", ">= 2", self.max_prompt_tokens)
+
+    def expected_requests(self, duration_s: float) -> float:
+        """Turns drawn: sessions expected in `duration_s` times `mean_turns`."""
+        return self.sessions.expected_count(duration_s) * self.mean_turns
 
     def scaled(self, factor: float) -> Chat4k:
         """Session arrival rate times `factor`."""

@@ -14,6 +14,7 @@ Cache breakpoints: after the repository, after the task, and at the end: ``(1, 2
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -21,8 +22,9 @@ import numpy as np
 from scipy import stats
 
 from simulator.errors import must
+from simulator.limits import MAX_SHARED_PREFIXES
 from workloads.arrivals import ArrivalProcess, Poisson
-from workloads.distributions import LogNormal, geometric_counts
+from workloads.distributions import LARGEST_TOKENS, LogNormal, geometric_counts
 from workloads.generators import finalize, register_generator
 from workloads.request import Request
 from workloads.segments import SegmentIds
@@ -92,7 +94,11 @@ class CodeRepo128k:
         where = "CodeRepo128k"
         must(self.n_teams >= 1, where, "n_teams", ">= 1", self.n_teams)
         must(self.repos_per_team >= 1, where, "repos_per_team", ">= 1", self.repos_per_team)
+        must(self.n_teams * self.repos_per_team <= MAX_SHARED_PREFIXES, where, "n_teams × repos_per_team",
+             f"at most {MAX_SHARED_PREFIXES:,} repositories (kvsim's limit)", self.n_teams * self.repos_per_team)
         must(self.repo_min_tokens >= 1, where, "repo_min_tokens", ">= 1", self.repo_min_tokens)
+        must(self.repo_max_tokens <= LARGEST_TOKENS, where, "repo_max_tokens", f"<= {LARGEST_TOKENS:,}",
+             self.repo_max_tokens)
         must(
             self.repo_max_tokens >= self.repo_min_tokens, where, "repo_max_tokens",
             f">= repo_min_tokens={self.repo_min_tokens}", self.repo_max_tokens,
@@ -100,10 +106,18 @@ class CodeRepo128k:
         must(self.commit_rate_per_s >= 0, where, "commit_rate_per_s", ">= 0", self.commit_rate_per_s)
         must(self.mean_bursts >= 1, where, "mean_bursts", ">= 1", self.mean_bursts)
         must(self.mean_calls_per_burst >= 1, where, "mean_calls_per_burst", ">= 1", self.mean_calls_per_burst)
+        rates = (self.commit_rate_per_s, self.mean_bursts, self.mean_calls_per_burst)
+        must(all(math.isfinite(x) for x in rates), where, "commit_rate_per_s, mean_bursts and mean_calls_per_burst",
+             "finite", rates)
         must(
             self.max_prompt_tokens > self.repo_max_tokens, where, "max_prompt_tokens",
             f"> repo_max_tokens={self.repo_max_tokens}", self.max_prompt_tokens,
         )
+
+    def expected_requests(self, duration_s: float) -> float:
+        """Tool calls drawn (tasks × bursts × calls per burst), plus the commits drawn per repository."""
+        calls = self.tasks.expected_count(duration_s) * self.mean_bursts * self.mean_calls_per_burst
+        return calls + self.n_teams * self.repos_per_team * self.commit_rate_per_s * duration_s
 
     def scaled(self, factor: float) -> CodeRepo128k:
         """Task arrival rate times `factor` (commit rates unchanged)."""

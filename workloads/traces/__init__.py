@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, shown
 from workloads.traces.azure import read_azure
 from workloads.traces.burstgpt import read_burstgpt
 from workloads.traces.mooncake import read_mooncake
@@ -35,13 +35,15 @@ def detect_format(path: Path) -> str:
     """The trace format of `path`, from its suffix and its first line."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            first = f.readline().strip()
+            first = f.readline(4096).strip()
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    if "\x00" in first:  # a binary file (/proc/self/environ): say so, and echo none of it
+        raise ConfigError(f"{path.name}: not a text file (it holds NUL bytes); a trace must be UTF-8 text")
     if path.suffix == ".jsonl" or first.startswith("{"):
         try:
             keys = set(json.loads(first)) if first else set()
-        except (json.JSONDecodeError, TypeError):
+        except (json.JSONDecodeError, TypeError, RecursionError):
             keys = set()
         if "segments" in keys:
             return "kvsim"
@@ -56,7 +58,7 @@ def detect_format(path: Path) -> str:
         if "segments" in header:
             return "kvsim"
     raise ConfigError(
-        f"{path.name}: 'format' must be detectable from the header (got {first[:60]!r}); "
+        f"{path.name}: 'format' must be detectable from the header (got {shown(first[:60])}); "
         f"pass format= one of {', '.join(sorted(READERS))}"
     )
 
@@ -65,11 +67,11 @@ def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "
     """A streamed workload from a trace file (format detected unless given)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"read_trace: 'path' must be an existing file (got {str(path)!r})")
+        raise ConfigError(f"read_trace: 'path' must be an existing file (got {shown(str(path))})")
     fmt = format if format is not None else detect_format(path)
     reader = READERS.get(fmt)
     if reader is None:
-        raise ConfigError(f"read_trace: 'format' must be one of {', '.join(sorted(READERS))} (got {fmt!r})")
+        raise ConfigError(f"read_trace: 'format' must be one of {', '.join(sorted(READERS))} (got {shown(fmt)})")
     return reader(path, on_error=on_error)
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, shown
 from workloads.request import Request
 from workloads.workload import ReadStats
 
@@ -26,7 +26,7 @@ class FieldError(Exception):
     """One bad field of one row (internal; `guarded` turns it into a `ConfigError`)."""
 
     def __init__(self, key: str, rule: str, value: object) -> None:
-        super().__init__(f"{key!r} must be {rule} (got {value!r})")
+        super().__init__(f"{key!r} must be {rule} (got {shown(value)})")
 
 
 def check_on_error(on_error: str) -> None:
@@ -64,7 +64,7 @@ def as_int(value: object, key: str, minimum: int) -> int:
         n = int(x)
     else:
         raise FieldError(key, rule, value)
-    if n < minimum:
+    if n < minimum or n >= 2**63:  # an int64, as every count and id is
         raise FieldError(key, rule, value)
     return n
 
@@ -83,10 +83,22 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
     return x
 
 
+class BinaryFileError(ConfigError):
+    """A trace line holding NUL bytes: the file is not text, and none of it is echoed."""
+
+
+def text_lines(path: Path, lines: Iterable[str]) -> Iterator[str]:
+    """`lines`, refusing a line with a NUL byte (a binary file, such as ``/proc/self/environ``)."""
+    for line in lines:
+        if "\x00" in line:
+            raise BinaryFileError(f"{path.name}: not a text file (it holds NUL bytes); a trace must be UTF-8 text")
+        yield line
+
+
 def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped)."""
     with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+        reader = csv.DictReader(text_lines(path, f))
         for row in reader:
             yield reader.line_num, row
 

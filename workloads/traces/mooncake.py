@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded, text_lines
 from workloads.workload import ReadStats, Workload
 
 BLOCK_TOKENS = 512
@@ -51,7 +51,7 @@ def read_mooncake(path: str | Path, *, on_error: str = "stop") -> Workload:
 
     def rows() -> Iterator[tuple[int, str]]:
         with path.open(encoding="utf-8-sig") as f:
-            for line_no, line in enumerate(f, start=1):
+            for line_no, line in enumerate(text_lines(path, f), start=1):
                 if line.strip():
                     yield line_no, line
 
@@ -61,6 +61,8 @@ def read_mooncake(path: str | Path, *, on_error: str = "stop") -> Workload:
         def parse(n: int, line: str) -> Request:
             try:
                 row: Any = json.loads(line)
+            except RecursionError:
+                raise FieldError("row", "a JSON object", "(nested too deeply)") from None
             except json.JSONDecodeError as e:
                 raise FieldError("row", "a JSON object", f"{line.strip()[:40]}... ({e.msg})") from None
             if not isinstance(row, dict):

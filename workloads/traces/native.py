@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded, text_lines
 from workloads.workload import ReadStats, Workload, format_segments
 
 COLUMNS = (
@@ -70,12 +70,10 @@ def parse_segments(value: object) -> tuple[tuple[int, int], ...]:
     for p in pairs:
         if not isinstance(p, list | tuple) or len(p) != 2:
             raise FieldError("segments", rule, value)
-        try:
-            seg_id, tokens = int(p[0]), int(p[1])
-        except (TypeError, ValueError):
+        try:  # whole numbers only: 4.5 tokens is an error, not 4
+            seg_id, tokens = as_int(p[0], "segments", -(2**63)), as_int(p[1], "segments", 1)
+        except FieldError:
             raise FieldError("segments", rule, value) from None
-        if tokens < 1:
-            raise FieldError("segments", rule, value)
         out.append((seg_id, tokens))
     return tuple(out)
 
@@ -104,29 +102,40 @@ def _request(row: dict[str, Any]) -> Request:
     )
 
 
+class _BadLine:
+    """A JSONL line that is not JSON (reported, or skipped, by `guarded`)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
     """A workload replaying a file written by `write_workload` (streamed)."""
     check_on_error(on_error)
     path = Path(path)
 
-    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+    def rows() -> Iterator[tuple[int, Any]]:
         with path.open(newline="", encoding="utf-8-sig") as f:
             if path.suffix == ".jsonl":
-                for line_no, line in enumerate(f, start=1):
+                for line_no, line in enumerate(text_lines(path, f), start=1):
                     if line.strip():
                         try:
                             yield line_no, json.loads(line)
-                        except json.JSONDecodeError:
-                            yield line_no, {"_bad": line.strip()}
+                        except (json.JSONDecodeError, RecursionError):
+                            yield line_no, _BadLine(line.strip())
             else:
-                reader = csv.DictReader(f)
+                reader = csv.DictReader(text_lines(path, f))
                 for row in reader:
                     yield reader.line_num, row
 
     def run(stats: ReadStats) -> Iterator[Request]:
-        def parse(_n: int, row: dict[str, Any]) -> Request:
-            if "_bad" in row:
-                raise FieldError("row", "a JSON object", row["_bad"][:40])
+        def parse(_n: int, row: Any) -> Request:
+            if isinstance(row, _BadLine):
+                raise FieldError("row", "a JSON object", row.text[:40])
+            if not isinstance(row, dict):  # 5, null, [1, 2]: valid JSON, no request
+                raise FieldError("row", "a JSON object with the request's keys", row)
             return _request(row)
 
         yield from guarded(path, rows(), parse, stats, on_error)

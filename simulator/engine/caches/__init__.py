@@ -129,6 +129,7 @@ class CacheStrategy(Protocol):
 
 
 _REGISTRY: Registry[CacheStrategy] = Registry("cache strategy")
+STRATEGIES = _REGISTRY  # `STRATEGIES.build(...)` checks a table of parameters, naming where it was written
 
 
 def register_strategy(cls: C) -> C:
@@ -149,5 +150,5 @@ def make_strategy(name: str, **params: object) -> CacheStrategy:
 from simulator.engine.caches.full import FullKV  # noqa: E402  (registers itself)
 from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
-__all__ = ["NO_HIT", "Admission", "CacheContext", "CacheState", "CacheStrategy", "FullKV", "PrefixCache",
-           "make_strategy", "register_strategy", "strategy_names"]
+__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheState", "CacheStrategy", "FullKV",
+           "PrefixCache", "make_strategy", "register_strategy", "strategy_names"]

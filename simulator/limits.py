@@ -1,0 +1,54 @@
+"""Resource limits: the largest study kvsim accepts, checked before anything runs (a leaf module).
+
+A scenario, a command-line value or an input file beyond a limit is a one-line `ConfigError`
+naming the limit, instead of hours of simulation or memory grown until the machine swaps. The
+README lists them ("Limits"); why each is where it is:
+
+- `MAX_NODES` nodes in one fleet (``cluster.nodes``, ``compare --nodes``): 32,768 GPUs of
+  8-GPU nodes, more than one model is served on anywhere. The router looks at every replica for
+  every request, so a run costs requests × replicas (1,000 requests on 8,192 replicas: 4 s).
+- `MAX_CAPACITY_NODES`: where the capacity search (doubling, then bisection) gives up.
+- `MAX_HORIZON_S` seconds of arrivals (``workload.duration_s``; a trace's replayed times): a
+  year. Float seconds still resolve 4 ns there, far below any step time.
+- `MAX_REQUESTS` requests in one workload: a generator's expected draws are checked before it
+  draws (Poisson arrivals ``rate · duration``, times the turns or tool calls each brings), a
+  trace's rows as they are replayed. A request costs about 1 kB held in memory (the workload
+  and its record) and the engine simulates some 7,000 a second: 2 GB and 5 minutes at the limit.
+- `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
+  ``n_teams × repos_per_team``).
+- `MAX_INPUT_BYTES` per input file read whole (scenario, catalog, params, profiles,
+  ``config.json``, calibration CSV, ``--gaps``): `/dev/zero` as a catalog is an error after
+  64 MiB, not a read without end. Traces stream, bounded by `MAX_REQUESTS` instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.errors import ConfigError
+from simulator.units import MIB
+
+MAX_NODES = 4096
+MAX_CAPACITY_NODES = 256
+MAX_HORIZON_S = 366 * 86_400.0
+MAX_REQUESTS = 2_000_000
+MAX_SHARED_PREFIXES = 100_000
+MAX_INPUT_BYTES = 64 * MIB
+
+
+def check_horizon(duration_s: float, where: str, key: str = "duration_s") -> None:
+    """`duration_s` > 0 and at most `MAX_HORIZON_S`."""
+    if not duration_s > 0:
+        raise ConfigError(f"{where}: {key!r} must be > 0 (got {duration_s!r})")
+    if duration_s == math.inf:
+        raise ConfigError(f"{where}: {key!r} must be finite and > 0 (got {duration_s!r})")
+    if not duration_s <= MAX_HORIZON_S:
+        raise ConfigError(f"{where}: {key!r} must be at most {MAX_HORIZON_S:,.0f} s (366 days, kvsim's horizon "
+                          f"limit) (got {duration_s!r})")
+
+
+def check_expected_requests(expected: float, where: str) -> None:
+    """A generator's expected draws within `MAX_REQUESTS` (NaN or inf: over)."""
+    if not expected <= MAX_REQUESTS:
+        raise ConfigError(f"{where}: expects {expected:,.4g} requests, over kvsim's limit of {MAX_REQUESTS:,} "
+                          "per workload; lower the rate (rate_scale) or the duration (duration_s)")
