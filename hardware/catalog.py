@@ -129,8 +129,13 @@ class Catalog:
         return _lookup(self.gpus, name, "GPU")
 
     def node(self, name: str) -> NodeSpec:
-        """A node by key (``8xH100``), or by GPU key alone (``H100`` means ``8xH100``)."""
-        by_gpu = {n.gpu.key.lower(): n for n in self.nodes.values()}
+        """A node by key (``8xH100``), or by GPU key alone: the largest node of that GPU, the first
+        listed on a tie (``H100`` means ``8xH100``, not its ``1xH100`` or ``4xH100`` slices)."""
+        by_gpu: dict[str, NodeSpec] = {}
+        for n in self.nodes.values():
+            best = by_gpu.get(n.gpu.key.lower())
+            if best is None or n.gpus > best.gpus:
+                by_gpu[n.gpu.key.lower()] = n
         if name.lower() in by_gpu and name.lower() not in {k.lower() for k in self.nodes}:
             return by_gpu[name.lower()]
         return _lookup(self.nodes, name, "node")

@@ -22,8 +22,27 @@ def test_every_gpu_and_node_has_a_source_and_an_8_gpu_node():
     for g in CAT.gpus.values():
         assert "read 20" in g.source, g.key
     for n in CAT.nodes.values():
-        assert n.gpus == 8 and n.source
-    assert {n.gpu.key for n in CAT.nodes.values()} == set(CAT.gpus)
+        assert n.gpus in (1, 4, 8) and n.source and n.nic_bytes_per_s > 0 and n.nic_latency_s > 0, n.key
+    assert {n.gpu.key for n in CAT.nodes.values() if n.gpus == 8} == set(CAT.gpus)
+
+
+@pytest.mark.parametrize(("key", "gpu", "share"), [("1xH100", "H100", 1), ("4xH100", "H100", 4), ("1xB200", "B200", 1)])
+def test_small_nodes_are_slices_of_the_8_gpu_server(key, gpu, share):
+    node, server = CAT.node(key), CAT.node(f"8x{gpu}")
+    assert (node.gpu, node.gpus, node.domain_gpus) == (server.gpu, share, share)
+    # host DRAM, NVMe and its bandwidth are the server's divided by 8, times the GPUs: 2 TB / 8 = 250 GB a GPU,
+    # one 3.84 TB U.2 drive a GPU, 25 GB/s / 8 = 3.125 GB/s a GPU; the NIC (one 400 Gb/s per GPU) is unchanged
+    assert node.host_dram_bytes == pytest.approx(share * 250e9)
+    assert node.nvme_bytes == pytest.approx(share * 3.84e12)
+    assert node.nvme_bytes_per_s == pytest.approx(share * 3.125e9)
+    assert (node.nic_bytes_per_s, node.nic_latency_s) == (server.nic_bytes_per_s, server.nic_latency_s) == (50e9, 5e-6)
+    assert node.hbm_bytes == share * server.gpu.hbm_bytes
+    assert node.usd_per_hour == pytest.approx(share * server.gpu.usd_per_gpu_hour)  # 1 x 2.99, 4 x 2.99 $/h
+
+
+def test_gpu_name_means_its_largest_node_whatever_the_listing_order():
+    assert CAT.node("H100").key == "8xH100" and CAT.node("b200").key == "8xB200"
+    assert CAT.node("4xh100").key == "4xH100"
 
 
 def test_node_lookup_by_gpu_name_and_price():

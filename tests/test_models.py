@@ -8,9 +8,9 @@ from simulator.errors import ConfigError
 from simulator.kv import bytes_per_token
 from simulator.models import get_model, load_models
 
-REQUIRED = ["Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Llama-3-70B", "Qwen3-32B", "Qwen3-235B-A22B",
-            "DeepSeek-V3", "DeepSeek-V2", "DeepSeek-LLM-67B", "Kimi-K2", "GLM-4.5", "Mistral-Large-2",
-            "Gemma-3-27B"]
+REQUIRED = ["Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.3-70B", "Llama-3.1-405B", "Llama-3-70B", "Qwen3-32B",
+            "Qwen3-235B-A22B", "DeepSeek-V3", "DeepSeek-V2", "DeepSeek-LLM-67B", "Kimi-K2", "GLM-4.5",
+            "Mistral-Large-2", "Gemma-3-27B"]
 
 # Trimmed copies of real config.json files (the fields kvsim reads).
 LLAMA31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
@@ -55,6 +55,25 @@ def test_llama_config_matches_catalog(tmp_path):
     assert bytes_per_token(spec) == bytes_per_token(cat) == 131_072
     # embeddings 2 · 128256 · 4096 + 32 · (attention 4096·48·128 + 32·128·4096 + MLP 3·4096·14336) = 8.03e9
     assert spec.total_params == pytest.approx(8.03e9, rel=0.001)
+
+
+# meta-llama/Llama-3.3-70B-Instruct config.json, trimmed
+LLAMA33_70B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "intermediate_size": 28672,
+               "max_position_embeddings": 131072, "num_attention_heads": 64, "num_hidden_layers": 80,
+               "num_key_value_heads": 8, "torch_dtype": "bfloat16", "vocab_size": 128256,
+               "tie_word_embeddings": False}
+
+
+def test_llama33_70b_catalog_entry_matches_its_config(tmp_path):
+    cat, spec = get_model("Llama-3.3-70B"), get_model(str(write(tmp_path, LLAMA33_70B)))
+    assert (cat.n_layers, cat.d_model, cat.n_heads, cat.n_kv_heads, cat.head_dim) == (80, 8192, 64, 8, 128)
+    assert (cat.max_context_tokens, cat.vocab_size, cat.weight_dtype) == (131_072, 128_256, "bf16")
+    # bf16 KV: 2 (K, V) x 80 layers x 8 heads x 128 dims x 2 bytes = 327,680 bytes a token, as Llama-3.1-70B
+    assert bytes_per_token(cat) == bytes_per_token(spec) == bytes_per_token(get_model("Llama-3.1-70B")) == 327_680
+    # embeddings 2 x 128256 x 8192 = 2.10e9 + 80 x (attention 8192 x 10240 + 8192 x 8192 = 151.0M
+    # + MLP 3 x 8192 x 28672 = 704.6M) = 68.45e9 -> 70.55e9
+    assert spec.total_params == pytest.approx(70.55e9, rel=0.001)
+    assert cat.total_params == pytest.approx(spec.total_params, rel=0.001)
 
 
 def test_deepseek_config_reads_mla_and_moe(tmp_path):

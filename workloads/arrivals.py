@@ -11,6 +11,8 @@ the rate). In a scenario they are tables ``{kind = "bursty", rate_per_s = 2, cv 
   ``rate(t) = rate_per_s * (1 + amplitude * cos(2 pi (t - peak_s) / period_s))``,
   drawn by thinning (Lewis and Shedler 1979): candidates at ``rate_max = rate_per_s *
   (1 + amplitude)``, each kept with probability ``rate(t) / rate_max``.
+- ``offline``: all ``count`` requests at ``t = 0`` (MLPerf's Offline scenario, ``trtllm-bench
+  throughput``): the duration does not bound them, and ``scaled(f)`` multiplies the count.
 - session-driven arrivals are built by the generators from these plus think times
   (`session_turn_times`).
 """
@@ -24,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, shown
 from workloads.distributions import require_numbers
 
 
@@ -34,6 +36,11 @@ class ArrivalProcess(Protocol):
     def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray: ...
 
     def scaled(self, factor: float) -> ArrivalProcess: ...
+
+    def expected_count(self, duration_s: float) -> float:
+        """Arrivals drawn for `duration_s` on average (checked against `simulator.limits.MAX_REQUESTS`
+        before drawing)."""
+        ...
 
 
 def _renewal_times(gaps: Any, rng: np.random.Generator, rate_per_s: float, duration_s: float) -> np.ndarray:
@@ -59,12 +66,16 @@ class Poisson:
 
     def __post_init__(self) -> None:
         must(self.rate_per_s > 0, "Poisson", "rate_per_s", "> 0", self.rate_per_s)
+        must(self.rate_per_s < math.inf, "Poisson", "rate_per_s", "finite", self.rate_per_s)
 
     def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         return _renewal_times(stats.expon(scale=1.0 / self.rate_per_s), rng, self.rate_per_s, duration_s)
 
     def scaled(self, factor: float) -> Poisson:
         return replace(self, rate_per_s=self.rate_per_s * factor)
+
+    def expected_count(self, duration_s: float) -> float:
+        return self.rate_per_s * duration_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,7 +93,9 @@ class Bursty:
 
     def __post_init__(self) -> None:
         must(self.rate_per_s > 0, "Bursty", "rate_per_s", "> 0", self.rate_per_s)
+        must(self.rate_per_s < math.inf, "Bursty", "rate_per_s", "finite", self.rate_per_s)
         must(self.cv > 0, "Bursty", "cv", "> 0", self.cv)
+        must(self.cv < math.inf, "Bursty", "cv", "finite", self.cv)
         must(self.dist in ("gamma", "lognormal"), "Bursty", "dist", "'gamma' or 'lognormal'", self.dist)
 
     def gap_dist(self) -> Any:
@@ -99,6 +112,9 @@ class Bursty:
 
     def scaled(self, factor: float) -> Bursty:
         return replace(self, rate_per_s=self.rate_per_s * factor)
+
+    def expected_count(self, duration_s: float) -> float:
+        return self.rate_per_s * duration_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,8 +135,12 @@ class Diurnal:
 
     def __post_init__(self) -> None:
         must(self.rate_per_s > 0, "Diurnal", "rate_per_s", "> 0", self.rate_per_s)
+        must(self.rate_per_s < math.inf, "Diurnal", "rate_per_s", "finite", self.rate_per_s)
         must(0 <= self.amplitude <= 1, "Diurnal", "amplitude", "in [0, 1]", self.amplitude)
         must(self.period_s > 0, "Diurnal", "period_s", "> 0", self.period_s)
+        must(self.period_s < math.inf, "Diurnal", "period_s", "finite", self.period_s)
+        must(math.isfinite(self.peak_s) and math.isfinite(self.start_s), "Diurnal", "peak_s and start_s", "finite",
+             (self.peak_s, self.start_s))
 
     def rate_at(self, t_s: np.ndarray | float) -> np.ndarray:
         """Instantaneous rate (1/s) at workload time `t_s`."""
@@ -136,25 +156,50 @@ class Diurnal:
     def scaled(self, factor: float) -> Diurnal:
         return replace(self, rate_per_s=self.rate_per_s * factor)
 
+    def expected_count(self, duration_s: float) -> float:
+        """Candidates drawn before thinning: ``rate_per_s · (1 + amplitude) · duration_s``."""
+        return self.rate_per_s * (1 + self.amplitude) * duration_s
 
-ARRIVALS: dict[str, type[Any]] = {c.kind: c for c in (Poisson, Bursty, Diurnal)}
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offline:
+    """All `count` requests at once: ``times = [0.0] * count`` whatever the duration."""
+
+    kind: ClassVar[str] = "offline"
+    count: int
+
+    def __post_init__(self) -> None:
+        must(type(self.count) is int and self.count >= 1, "Offline", "count", "a whole number >= 1", self.count)
+
+    def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        return np.zeros(self.count)
+
+    def expected_count(self, duration_s: float) -> float:
+        return float(self.count)
+
+    def scaled(self, factor: float) -> Offline:
+        """`factor` times the requests (at least one): the offline analogue of a rate scale."""
+        return replace(self, count=max(1, round(self.count * factor)))
+
+
+ARRIVALS: dict[str, type[Any]] = {c.kind: c for c in (Poisson, Bursty, Diurnal, Offline)}
 
 
 def arrival_from(value: object, where: str) -> ArrivalProcess:
     """An arrival process from a spec or a table ``{kind = "...", ...params}``."""
-    if isinstance(value, Poisson | Bursty | Diurnal):
+    if isinstance(value, Poisson | Bursty | Diurnal | Offline):
         return value
     if not isinstance(value, dict) or "kind" not in value:
-        raise ConfigError(f"{where}: must be a table with 'kind' (got {value!r})")
+        raise ConfigError(f"{where}: must be a table with 'kind' (got {shown(value)})")
     params = dict(value)
     kind = params.pop("kind")
-    cls = ARRIVALS.get(kind)
+    cls = ARRIVALS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ConfigError(f"{where}: unknown arrival kind {kind!r} (valid: {', '.join(sorted(ARRIVALS))})")
+        raise ConfigError(f"{where}: unknown arrival kind {shown(kind)} (valid: {', '.join(sorted(ARRIVALS))})")
     valid = {f for f in cls.__dataclass_fields__ if f != "kind"}
     unknown = sorted(set(params) - valid)
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: {', '.join(sorted(valid))})")
+        raise ConfigError(f"{where}.{unknown[0][:80]}: unknown key (valid: {', '.join(sorted(valid))})")
     require_numbers(params, where, keys={k for k, f in cls.__dataclass_fields__.items()
                                          if str(f.type) in ("int", "float")})
     return cls(**params)

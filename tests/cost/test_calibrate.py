@@ -87,13 +87,15 @@ def test_published_set_loads_with_sources_and_held_out_rows():
     cal = calibrate(df, load_params_file(), ("step_overhead_s",))
     s = cal.summary()
     assert set(s["gpu"]) == {"H100", "H200", "B200"}
-    # the shipped fit (README): fit MAPE 21.4% over 7 rows, held-out 15.3% over 4; the worst row is
-    # FlashAttention-3's 740 TFLOP/s at 16k tokens, which TensorRT-LLM's measured kernels do not reach
+    # the shipped parameters on the re-checked set (2026-12: FlashAttention-3 at 616 TFLOP/s, fig. 5(d),
+    # not the 740 headline; MLPerf llama2-70b rows at mean ISL 222 / OSL 294 and the submitted batch
+    # caps): fit MAPE 12.2% over 7 rows, held-out 15.3% over 4 (was 21.4% / 15.3% before the re-check);
+    # the worst row is TensorRT-LLM's H200 Llama-3.1-8B 1000/1000
     err = cal.rows["rel_error"].abs()
     held = cal.rows["holdout"].astype(bool)
-    assert err[~held].mean() == pytest.approx(0.214, abs=0.005)
+    assert err[~held].mean() == pytest.approx(0.122, abs=0.005)
     assert err[held].mean() == pytest.approx(0.153, abs=0.005)
-    assert err.max() < 0.38
+    assert err.max() < 0.3
 
 
 def test_throughput_model_batch_and_units():

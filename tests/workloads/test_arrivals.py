@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simulator.errors import ConfigError
-from workloads.arrivals import Bursty, Diurnal, Poisson, arrival_from, session_turn_times
+from workloads.arrivals import Bursty, Diurnal, Offline, Poisson, arrival_from, session_turn_times
 
 
 def test_poisson_mean_rate_and_exponential_gaps() -> None:
@@ -47,7 +47,7 @@ def test_scaled_multiplies_the_rate() -> None:
 
 def test_arrival_from_table_and_errors() -> None:
     assert arrival_from({"kind": "bursty", "rate_per_s": 2, "cv": 3}, "w") == Bursty(rate_per_s=2, cv=3)
-    valid = r"unknown arrival kind 'weibull' \(valid: bursty, diurnal, poisson\)"
+    valid = r"unknown arrival kind 'weibull' \(valid: bursty, diurnal, offline, poisson\)"
     with pytest.raises(ConfigError, match=valid):
         arrival_from({"kind": "weibull"}, "w")
     with pytest.raises(ConfigError, match=r"w.rate: unknown key"):
@@ -58,3 +58,10 @@ def test_arrival_from_table_and_errors() -> None:
 
 def test_session_turn_times_are_cumulative_think_times() -> None:
     assert session_turn_times(10.0, np.array([1.0, 2.5])).tolist() == [10.0, 11.0, 13.5]
+
+
+def test_offline_puts_every_request_at_zero_whatever_the_duration() -> None:
+    proc = arrival_from({"kind": "offline", "count": 5}, "w")
+    assert proc == Offline(count=5)
+    assert proc.times(np.random.default_rng(0), 1e-3).tolist() == [0.0] * 5
+    assert proc.scaled(3.0) == Offline(count=15)

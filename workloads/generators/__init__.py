@@ -11,12 +11,14 @@ A generator is a frozen dataclass whose fields are its parameters, with a class-
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, shown
 from workloads.arrivals import arrival_from
 from workloads.distributions import lognormal_from, require_numbers
 from workloads.request import Request
@@ -48,20 +50,19 @@ def register_generator(cls: type[G]) -> type[G]:
 
 def generator_class(name: str) -> type[Any]:
     """The registered class for `name`; unknown names raise listing the valid ones."""
-    try:
+    if isinstance(name, str) and name in GENERATORS:
         return GENERATORS[name]
-    except KeyError:
-        raise ConfigError(
-            f"workload: 'name' must be one of {', '.join(sorted(GENERATORS))} (got {name!r})"
-        ) from None
+    raise ConfigError(f"workload: 'name' must be one of {', '.join(sorted(GENERATORS))} (got {shown(name)})")
 
 
-def generator_from_dict(spec: dict[str, Any], where: str = "workload") -> Any:
+def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir: Path | None = None) -> Any:
     """A generator from a table ``{name = "...", ...params}``; unknown keys are rejected.
 
     Fields typed `LogNormal` accept a number (the mean) or ``{mean, cv, low, high}``;
-    fields typed `ArrivalProcess` accept ``{kind = "poisson" | "bursty" | "diurnal", ...}``;
-    lists become tuples. A class may instead provide ``from_params(params, where)``.
+    fields typed `ArrivalProcess` accept ``{kind = "poisson" | "bursty" | "diurnal" | "offline", ...}``;
+    lists become tuples. A class may instead provide ``from_params(params, where)``, or
+    ``from_params(params, where, base_dir)`` to resolve relative paths (`base_dir`: the folder of
+    the file the table came from; None: the working directory).
     """
     if "name" not in spec:
         raise ConfigError(f"{where}: 'name' is required (valid: {', '.join(sorted(GENERATORS))})")
@@ -69,13 +70,15 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload") -> Any:
     cls = generator_class(params.pop("name"))
     from_params = getattr(cls, "from_params", None)
     if from_params is not None:
+        if base_dir is not None and "base_dir" in inspect.signature(from_params).parameters:
+            return from_params(params, where, base_dir=base_dir)
         return from_params(params, where)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in params.items():
         f = fields.get(key)
         if f is None:
-            raise ConfigError(f"{where}.{key}: unknown key (valid: {', '.join(sorted(fields))})")
+            raise ConfigError(f"{where}.{str(key)[:80]}: unknown key (valid: {', '.join(sorted(fields))})")
         kind = str(f.type)
         if "LogNormal" in kind:
             value = lognormal_from(value, f"{where}.{key}")
@@ -85,11 +88,31 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload") -> Any:
             value = tuple(value)
         elif kind in ("int", "float"):
             require_numbers({key: value}, where)
+            if kind == "int" and not isinstance(value, int):  # 2.5 system prompts is no count
+                raise ConfigError(f"{where}.{key}: must be a whole number (got {value!r})")
         kwargs[key] = value
     try:
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
+    except ConfigError as e:
+        msg = str(e)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+def expected_requests(generator: Any, duration_s: float) -> float:
+    """Requests `generator` draws on average for `duration_s`: its own ``expected_requests`` when it
+    has one, else one per expected arrival of each arrival process among its fields (a single-turn
+    generator). Checked against `simulator.limits.MAX_REQUESTS` before anything is drawn."""
+    own = getattr(generator, "expected_requests", None)
+    if own is not None:
+        return float(own(duration_s))
+    total = 0.0
+    for f in dataclasses.fields(generator):
+        count = getattr(getattr(generator, f.name), "expected_count", None)
+        if count is not None:
+            total += float(count(duration_s))
+    return total
 
 
 def finalize(requests: Iterable[Request]) -> list[Request]:
@@ -98,16 +121,18 @@ def finalize(requests: Iterable[Request]) -> list[Request]:
     return [dataclasses.replace(r, id=i) for i, r in enumerate(ordered)]
 
 
-from workloads.generators import chat, code_repo, mixture  # noqa: E402  (registers the built-ins)
+from workloads.generators import chat, code_repo, mixture, synthetic  # noqa: E402  (registers the built-ins)
 
 __all__ = [
     "GENERATORS",
     "WorkloadGenerator",
     "chat",
     "code_repo",
+    "expected_requests",
     "finalize",
     "generator_class",
     "generator_from_dict",
     "mixture",
     "register_generator",
+    "synthetic",
 ]

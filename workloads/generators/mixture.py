@@ -10,14 +10,16 @@ does not change the others' streams. Session ids are renumbered to stay distinct
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from simulator.errors import ConfigError, must
 from workloads.distributions import require_numbers
-from workloads.generators import finalize, generator_from_dict, register_generator
+from workloads.generators import expected_requests, finalize, generator_from_dict, register_generator
 from workloads.request import Request
 
 
@@ -29,7 +31,7 @@ class Component:
     weight: float = 1.0
 
     def __post_init__(self) -> None:
-        must(self.weight > 0, f"Component({self.generator.name})", "weight", "> 0", self.weight)
+        must(0 < self.weight < math.inf, f"Component({self.generator.name})", "weight", "finite and > 0", self.weight)
 
 
 @register_generator
@@ -50,8 +52,9 @@ class Mixture:
         must(len(self.components) >= 1, "Mixture", "components", "at least one", self.components)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], where: str) -> Mixture:
-        """From ``{components = [{name = ..., weight = ..., ...params}, ...]}``."""
+    def from_params(cls, params: dict[str, Any], where: str, base_dir: Path | None = None) -> Mixture:
+        """From ``{components = [{name = ..., weight = ..., ...params}, ...]}``; `base_dir` resolves
+        the components' relative paths."""
         unknown = sorted(set(params) - {"components"})
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: components)")
@@ -66,8 +69,12 @@ class Mixture:
             spec = dict(item)
             weight = spec.pop("weight", 1.0)
             require_numbers({"weight": weight}, w)
-            comps.append(Component(generator=generator_from_dict(spec, w), weight=weight))
+            comps.append(Component(generator=generator_from_dict(spec, w, base_dir), weight=weight))
         return cls(components=tuple(comps))
+
+    def expected_requests(self, duration_s: float) -> float:
+        """The components' expected requests, each at its weight."""
+        return sum(expected_requests(c.generator.scaled(c.weight), duration_s) for c in self.components)
 
     def scaled(self, factor: float) -> Mixture:
         """Every component's rate times `factor`."""
