@@ -6,12 +6,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
 
-from simulator.cli_common import handle_errors
-from simulator.scenario import load_scenario
+from simulator.cli_common import OutputFolder, echo_json, handle_errors
+from simulator.scenario import Scenario, load_scenario
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
 
@@ -43,15 +44,13 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 
     SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`).
     """
-    from dataclasses import replace
-
     from simulator.planning import plan_capacity
     from simulator.report import write_report
     from simulator.study import run_scenario
 
-    sc = load_scenario(scenario)
-    if trace is not None:
-        sc = replace(sc, workload=replace(sc.workload, trace=str(trace.resolve())))
+    sc = load_scenario(scenario, trace=trace)  # with --trace: the whole trace unless the scenario sets duration_s
+    folder = OutputFolder(out, "run")
+    folder.prepare()  # a bad --out fails now, not after the simulation
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     with _progress("simulating") as update:
         result = run_scenario(sc, seed, progress=update)
@@ -60,7 +59,11 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
         click.echo("capacity search:", err=True)
         plan = plan_capacity(sc, seed=seed, on_step=lambda m: click.echo(f"  {m}", err=True))
     write_report(result, out, plan, on_step=lambda m: click.echo(m, err=True))
+    folder.finish()
     _echo_table(result.headline())
+    for hw, r in result.results.items():
+        if r.summary["steady_state_warning"]:
+            click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
     if plan is not None:
         click.echo()
         _echo_table(plan[["hardware", "nodes", "memory_floor_nodes", "usd_per_hour", "usd_per_million_output_tokens",
@@ -75,26 +78,96 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--hardware", help="node kinds, comma-separated (default: the scenario's), e.g. H100,H200,B200")
 @click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed")
 @click.option("--out", type=click.Path(path_type=Path), help="write capacity.csv and capacity.png here")
+@click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
+@click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="--max-rate/--offline: repeat over this many seeds")
+@click.option("--rel-tol", type=click.FloatRange(min=0, min_open=True), default=0.05, show_default=True,
+              help="--max-rate: bisect until the bracket's hi/lo ≤ 1 + this")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True),
+              help="--max-rate/--offline: seconds of arrivals a run (default: the scenario's)")
+@click.option("--warmup-fraction", type=click.FloatRange(min=0, max=0.5), default=0.1, show_default=True,
+              help="steady window: least share of the run left out as warm-up")
+@click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
 @handle_errors
 def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99: float | None,
-                 hardware: str | None, seed: int | None, out: Path | None) -> None:
-    """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load."""
+                 hardware: str | None, seed: int | None, out: Path | None, max_rate: bool = False,
+                 offline: bool = False, seeds: int = 3, rel_tol: float = 0.05, duration: float | None = None,
+                 warmup_fraction: float = 0.1, as_json: bool = False) -> None:
+    """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load.
+
+    With --max-rate: for the scenario's fleet (each node kind × cluster.nodes), the highest arrival
+    rate that meets the SLOs, by bisection over seeds; with --offline: the throughput when every
+    request arrives at once. Both report sustained figures over the steady-state window.
+    """
     from dataclasses import replace
 
-    from simulator.charts import capacity_figure
+    from simulator.charts import capacity_figure, close_figure
     from simulator.planning import plan_capacity
 
     sc = load_scenario(scenario)
+    folder = OutputFolder(out, "capacity") if out else None
+    if folder:
+        folder.prepare()
     kinds = None
     if hardware:
         sc = replace(sc, cluster=replace(sc.cluster, hardware=tuple(h for h in hardware.split(",") if h)))
         sc.validate()
         kinds = [n.key for n in sc.nodes()]
+    if max_rate or offline:
+        _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
+                       seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration,
+                       warmup_fraction=warmup_fraction, as_json=as_json, out=out)
+        if folder:
+            folder.finish()
+        return
     plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
                          on_step=lambda m: click.echo(f"  {m}", err=True))
-    _echo_table(plan)
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
+    if as_json:
+        echo_json(plan.to_dict(orient="records"))
+    else:
+        _echo_table(plan)
+    if out and folder:
         plan.to_csv(out / "capacity.csv", index=False)
-        capacity_figure(plan, sc.name).savefig(out / "capacity.png", dpi=110)
+        fig = capacity_figure(plan, sc.name)
+        fig.savefig(out / "capacity.png", dpi=110)
+        close_figure(fig)
+        folder.finish()
         click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: bool, seeds: int, seed: int | None,
+                   rel_tol: float, ttft: float | None, tpot: float | None, duration: float | None,
+                   warmup_fraction: float, as_json: bool, out: Path | None) -> None:
+    """`capacity --max-rate` / `--offline`: the library's answers per node kind, as tables or JSON."""
+    from simulator import maxrate
+    from simulator.engine import SteadyWindow
+
+    window = SteadyWindow(warmup_fraction=warmup_fraction)
+
+    def say(msg: str) -> None:
+        click.echo(f"  {msg}", err=True)
+
+    doc: dict[str, Any] = {"scenario": sc.name, "warmup_fraction": warmup_fraction}
+    if max_rate:
+        answers = [maxrate.max_rate(sc, hw, seeds=seeds, seed=seed, rel_tol=rel_tol, ttft_p99_s=ttft, tpot_p99_s=tpot,
+                                    duration_s=duration, window=window, on_step=say) for hw in kinds]
+        doc["max_rate"] = [a.as_dict() for a in answers]
+        if not as_json:
+            for a in answers:
+                click.echo("\n".join(a.describe()))
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+            pd.concat([a.to_frame() for a in answers]).to_csv(out / "max_rate.csv", index=False)
+    if offline:
+        frame = pd.concat([maxrate.offline_throughput(sc, hw, seeds=seeds, seed=seed, duration_s=duration,
+                                                      window=window, on_step=say) for hw in kinds], ignore_index=True)
+        doc["offline"] = frame.to_dict(orient="records")
+        if not as_json:
+            click.echo("offline (every request at t = 0; sustained over the steady window):")
+            _echo_table(frame.drop(columns=["steady_state_warning"]))
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(out / "offline.csv", index=False)
+    if as_json:
+        echo_json(doc)

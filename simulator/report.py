@@ -106,7 +106,11 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           f"tokens (p99 {wl.prompt_tokens.p99:,.0f}), output mean {wl.output_tokens.mean:,.0f}; "
           f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n",
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms.\n",
-          "## Headline\n", _table(headline)]
+          "## Headline\n", _table(headline),
+          "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
+          "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "
+          "left out as drain); makespan throughput over first arrival to last completion.\n",
+          "".join(f"- {note}\n" for note in run.steady_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n",
            "![timeseries](" + _save(timeseries_figure(

@@ -30,8 +30,24 @@ class ScenarioRun:
     workload: Workload
     results: dict[str, Result]  # by node key
 
+    def steady_notes(self) -> list[str]:
+        """Per hardware kind: the steady window the sustained figures cover, and any not-steady warning."""
+        notes = []
+        for hw, r in self.results.items():
+            s = r.summary
+            note = (f"{hw}: steady window [{s['steady_window_start_s']:,.1f}, {s['steady_window_end_s']:,.1f}] s, "
+                    f"{s['offered_requests_per_s']:,.3g} req/s offered, {s['sustained_requests_per_s']:,.3g} completed")
+            notes.append(note + (f"; {s['steady_state_warning']}" if s["steady_state_warning"] else ""))
+        return notes
+
     def headline(self) -> pd.DataFrame:
-        """One row per hardware kind: the figures a planner reads first."""
+        """One row per hardware kind: the figures a planner reads first.
+
+        ``sustained out tok/s`` is measured over the steady-state window (warm-up and drain left
+        out, `simulator.engine.steady`; ``steady`` is "no" when the queue still grew there or the window
+        held too few completions to tell),
+        ``makespan out tok/s`` over first arrival to last completion (the drain tail lowers it).
+        """
         rows = []
         for hw, r in self.results.items():
             s = r.summary
@@ -43,7 +59,9 @@ class ScenarioRun:
                 "requests": s["requests"],
                 "completed": s["completed"], "rejected": s["rejected"], "timed out": s["timed_out"],
                 "TTFT p99 (s)": s["ttft_p99_s"], "TPOT p99 (ms)": s["tpot_p99_s"] * 1e3,
-                "output tok/s": s["output_tokens_per_s"], "goodput": s["goodput_fraction"],
+                "sustained out tok/s": s["sustained_output_tokens_per_s"],
+                "makespan out tok/s": s["output_tokens_per_s"], "steady": "yes" if s["steady_state"] else "no",
+                "goodput": s["goodput_fraction"],
                 "max streams": s["max_concurrency"], "KV util": s["kv_utilization"],
                 "$/h": s["cost_usd"] / s["makespan_s"] * 3600, "$/Mtok out": s["usd_per_million_output_tokens"],
                 "meets SLO": "yes" if slo_ok else "no",

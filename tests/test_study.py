@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from simulator.capacity import kv_budget, max_streams
 from simulator.cli import main
 from simulator.kv import bytes_per_token
-from simulator.placement import kv_share
+from simulator.placement import kv_share, stage_layers
 from simulator.planning import memory_floor_nodes, plan_capacity
 from simulator.scenario import SCENARIO_DIR, load_scenario
 from simulator.study import run_scenario, simulated_collapse
@@ -36,20 +36,24 @@ def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name):
         s = run.results[node.key].summary
         # every request that entered left, and is counted once
         assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == len(run.workload.requests())
-        # the KV pool is one GPU's analytic budget in 16-token blocks of its share of the KV (its
-        # heads, or the whole MLA latent, which every TP rank holds)
-        budget = kv_budget(node, model, sc.cluster.tp, sc.cluster.memory_utilization)
+        # the KV pool is one GPU's analytic budget in blocks of its share of the KV (its heads, or the
+        # whole MLA latent, which every TP rank holds; under pp its stage's layers), the tightest stage
+        # deciding, split among the pp schedulers in flight (vLLM's virtual engines)
+        budget = kv_budget(node, model, memory_utilization=sc.cluster.memory_utilization, plan=sc.plan)
         layout = sc.engine_config(node).layout
-        block_gpu_bytes = 16 * bytes_per_token(model, layout) * kv_share(model, layout, sc.cluster.tp)
-        assert s["kv_blocks_per_replica"] == int(budget.stage_kv_bytes(0) // block_gpu_bytes)
+        block_gpu_bytes = (sc.cluster.block_tokens * bytes_per_token(model, layout)
+                           * kv_share(model, layout, sc.cluster.tp))
+        blocks = min(int(budget.stage_kv_bytes(i) // (block_gpu_bytes * (b - a) / model.n_layers))
+                     for i, (a, b) in enumerate(stage_layers(model.n_layers, sc.cluster.pp)))
+        assert s["kv_blocks_per_replica"] == blocks // sc.cluster.pp
         # the fleet's price is nodes × the catalog's node price
         assert s["cost_usd"] / s["makespan_s"] * 3600 == pytest.approx(sc.cluster.nodes * node.usd_per_hour)
         # the time series carries the step's utilisation from the cost model, within physical bounds
         ts = run.results[node.key].timeseries
         busy = ts[ts.batch_tokens > 0]
         assert len(busy) and busy.mfu.between(0, 1).all() and busy.hbm_bw_util.between(0, 1).all()
-        # concurrency never exceeds the batch cap of all replicas
-        assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * budget.replicas * sc.cluster.nodes
+        # concurrency never exceeds the batch cap of all replicas' schedulers (pp of them a replica)
+        assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * sc.cluster.pp * budget.replicas * sc.cluster.nodes
 
 
 def test_simulated_peaks_track_the_analytic_maximum():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,9 @@ from simulator import __version__
 from simulator.engine.cluster import Cluster, TimerFactory, simulate
 from simulator.engine.config import EngineConfig
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
+from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
 from simulator.engine.timer import StepTimer
+from simulator.engine.traffic import COLUMN, TrafficClasses
 from simulator.kv import footprint
 from simulator.models import ModelSpec, get_model
 from simulator.units import HOUR_S
@@ -29,9 +31,14 @@ class Result:
 
     config: EngineConfig
     seed: int
-    requests: pd.DataFrame
+    requests: pd.DataFrame  # one row per request: the `RequestRecord` fields, then `source` (traffic class)
     timeseries: pd.DataFrame
     summary: dict[str, Any]
+
+    def steady(self, window: SteadyWindow | None = None) -> SteadyState:
+        """The steady-state window and what was sustained in it, under `window` (default rule:
+        `simulator.engine.steady`); the summary's ``sustained_*`` figures are this under the run's window."""
+        return steady_state(self.requests, window)
 
     def write(self, directory: str | Path) -> Path:
         """Write ``requests`` and ``timeseries`` as CSV (and Parquet too when pyarrow imports), and
@@ -62,7 +69,7 @@ def _jsonable(x: object) -> object:
 def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         timer: StepTimer | TimerFactory | None = None,
         progress: Callable[[float], None] | None = None,
-        total_requests: int | None = None) -> Result:
+        total_requests: int | None = None, window: SteadyWindow | None = None) -> Result:
     """Simulate `requests` (in arrival order, streamed) on the cluster of `config`.
 
     Parameters
@@ -71,14 +78,20 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         Prices each iteration; default `cluster.cost_model_timer` (the calibrated cost model) per pool.
     progress : callable, optional
         Called with the fraction of requests done (needs ``len(requests)`` or `total_requests`).
+    window : SteadyWindow, optional
+        The rule for the summary's steady-state window (default `SteadyWindow()`).
     """
-    cluster, end_s, events = simulate(config, requests, np.random.SeedSequence(seed), timer=timer,
+    if total_requests is None and isinstance(requests, Sized):
+        total_requests = len(requests)  # the tagging stream below has no length
+    classes = TrafficClasses()  # each request's `source`, noted as the injector draws it
+    cluster, end_s, events = simulate(config, classes.tag(requests), np.random.SeedSequence(seed), timer=timer,
                                       progress=progress, total_requests=total_requests)
     req = records_to_frame(cluster.records, RequestRecord).sort_values("request_id", kind="stable")
     req = req.reset_index(drop=True)
+    req[COLUMN] = classes.column(req.request_id)  # traffic class: split a mixture without a join
     ts = records_to_frame(cluster.samples, SampleRecord)
     return Result(config=config, seed=seed, requests=req, timeseries=ts,
-                  summary=summarize(config, cluster, req, ts, end_s, events))
+                  summary=summarize(config, cluster, req, ts, end_s, events, window))
 
 
 def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:
@@ -119,8 +132,16 @@ def _pct(s: pd.Series, q: float) -> float:
 
 
 def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.DataFrame,
-              end_s: float, events: int) -> dict[str, Any]:
+              end_s: float, events: int, window: SteadyWindow | None = None) -> dict[str, Any]:
     """Cluster totals: latency percentiles, throughput, goodput, concurrency, KV use, GPU time, cost.
+
+    Two kinds of throughput. **Makespan-based** (over ``span`` = last completion − first arrival,
+    warm-up and drain included, so a finite run's drain tail lowers them): ``output_tokens_per_s``,
+    ``tokens_per_s``, ``goodput_requests_per_s``. **Sustained** (over the steady-state window, warm-up
+    and drain excluded; `simulator.engine.steady`): ``sustained_output_tokens_per_s``,
+    ``sustained_requests_per_s``, ``offered_requests_per_s``, with the window in
+    ``steady_window_start_s``/``steady_window_end_s``/``steady_window_s`` and ``steady_state`` false,
+    the reason in ``steady_state_warning``, when the queue was still growing through it.
 
     Goodput counts completed requests with ``ttft ≤ slo_ttft_s`` and mean TPOT ``≤ slo_tpot_s``
     (single-token outputs have no TPOT and pass on TTFT).
@@ -189,6 +210,7 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "events": events,
         "events_per_request": events / len(req) if len(req) else math.nan,
     }
+    summary.update(steady_state(req, window).as_summary())
     summary.update(_cache_summary(config, cluster, req, done))
     cols = (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e"))
     for col, name in cols:

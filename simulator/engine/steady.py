@@ -1,0 +1,176 @@
+"""Steady-state figures: throughput over a window that leaves out warm-up and drain.
+
+A finite run starts empty (warm-up: the batch fills) and ends with a drain (no new arrivals, the
+batch empties), so makespan-based figures (``output_tokens_per_s`` = output tokens / (last
+completion − first arrival)) understate what the fleet sustains. `SteadyWindow` says which part
+of the run counts, `steady_state` measures it from the per-request records.
+
+The window ``(start, end]``, with ``a0``, ``a1`` the first and last arrivals and ``A = a1 − a0``:
+
+- **end** = ``a1`` (after the last arrival the run only drains); when every request arrives at
+  once (``A = 0``, an offline run) ``end`` = the last first-admission, the moment the queue
+  empties (after it the batch only drains);
+- **start** = ``a0 + max(f · A', min(W, h · A'))`` with ``A' = end − a0``, ``f`` = `warmup_fraction`
+  (0.1), ``W`` the mean sojourn of completed requests and ``h`` = `max_warmup_fraction` (0.5). By
+  Little's law the number in the system reaches its level about one mean sojourn after load begins,
+  so a fixed fraction alone is too short when latency is a sizeable part of the run; the cap keeps an
+  overloaded run (whose ``W`` grows without bound) a window to measure. ``W`` is end − arrival, or
+  in an offline run end − first admission (everyone waits from t = 0, so the wait says nothing about
+  when the batch is full).
+
+Figures over the window (``L = end − start``):
+
+- ``sustained_output_tokens_per_s``: output tokens produced in the window / L. A request's first
+  token is counted at its first-token time; its other ``o − 1`` are spread evenly over
+  ``(first token, end]`` (each boundary misplaces at most one token a request);
+- ``sustained_requests_per_s``: completions in the window / L;
+- ``offered_requests_per_s``: arrivals in the window / L.
+
+**Not steady** (``steady_state = False``, with the reason in ``steady_state_warning``) when the
+window is empty or holds fewer than `min_completions` (10) completions (too short to tell, and
+then no more is said), or, the overload case (``steady_queue_growing``), when arrivals fall in it
+and first admissions there are fewer than `min_admission_ratio` (0.9) of them (requests rejected on
+arrival never queue and are left out): the waiting queue (arrived, never admitted) grew by more
+than a tenth of the window's arrivals, so it was still building and the sustained figures are a
+fleet at saturation, not a load it keeps up with. The queue, not the number in the system, is what
+the rule watches: a workload whose rate still ramps (sessions accumulating) with long decodes holds
+more requests in its running batch at the end of the window than at its start without any backlog,
+and that is not overload.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from simulator.errors import must
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteadyWindow:
+    """The rule choosing the steady-state window (see the module docstring)."""
+
+    warmup_fraction: float = 0.1
+    max_warmup_fraction: float = 0.5
+    min_admission_ratio: float = 0.9
+    min_completions: int = 10
+
+    def __post_init__(self) -> None:
+        w = "SteadyWindow"
+        must(0 <= self.warmup_fraction < 1, w, "warmup_fraction", "in [0, 1)", self.warmup_fraction)
+        must(self.warmup_fraction <= self.max_warmup_fraction < 1, w, "max_warmup_fraction",
+             f"in [warmup_fraction={self.warmup_fraction:g}, 1)", self.max_warmup_fraction)
+        must(0 < self.min_admission_ratio <= 1, w, "min_admission_ratio", "in (0, 1]", self.min_admission_ratio)
+        must(self.min_completions >= 1, w, "min_completions", ">= 1", self.min_completions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteadyState:
+    """What the run sustained over its steady window (seconds from the workload start)."""
+
+    start_s: float
+    end_s: float
+    arrivals: int
+    admissions: int
+    completions: int
+    output_tokens: float
+    warning: str
+    queue_growing: bool = False  # the waiting queue grew through the window (the overload case of `warning`)
+
+    @property
+    def window_s(self) -> float:
+        return max(self.end_s - self.start_s, 0.0)
+
+    @property
+    def steady(self) -> bool:
+        return not self.warning
+
+    def _per_s(self, x: float) -> float:
+        return x / self.window_s if self.window_s > 0 else math.nan
+
+    @property
+    def sustained_output_tokens_per_s(self) -> float:
+        return self._per_s(self.output_tokens)
+
+    @property
+    def sustained_requests_per_s(self) -> float:
+        return self._per_s(self.completions)
+
+    @property
+    def offered_requests_per_s(self) -> float:
+        return self._per_s(self.arrivals)
+
+    def as_summary(self) -> dict[str, Any]:
+        """The summary's keys for these figures."""
+        return {
+            "steady_window_start_s": self.start_s,
+            "steady_window_end_s": self.end_s,
+            "steady_window_s": self.window_s,
+            "offered_requests_per_s": self.offered_requests_per_s,
+            "sustained_requests_per_s": self.sustained_requests_per_s,
+            "sustained_output_tokens_per_s": self.sustained_output_tokens_per_s,
+            "steady_arrivals": self.arrivals,
+            "steady_admissions": self.admissions,
+            "steady_completions": self.completions,
+            "steady_state": self.steady,
+            "steady_state_warning": self.warning,
+            "steady_queue_growing": self.queue_growing,
+        }
+
+
+def window_tokens(first_s: np.ndarray, end_s: np.ndarray, output_tokens: np.ndarray, start: float,
+                  end: float) -> float:
+    """Output tokens produced in ``(start, end]``: each request's first at ``first_s``, the other
+    ``o − 1`` spread evenly over ``(first_s, end_s]``."""
+    first_in = ((first_s > start) & (first_s <= end)).sum()
+    dur = end_s - first_s
+    overlap = np.clip(np.minimum(end_s, end) - np.maximum(first_s, start), 0.0, None)
+    frac = np.divide(overlap, dur, out=np.zeros_like(overlap), where=dur > 0)
+    return float(first_in + ((output_tokens - 1) * frac).sum())
+
+
+def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> SteadyState:
+    """The steady window of a run and what was sustained in it, from its request records."""
+    w = window or SteadyWindow()
+    if not len(requests):
+        return SteadyState(start_s=math.nan, end_s=math.nan, arrivals=0, admissions=0, completions=0,
+                           output_tokens=0.0, warning="no requests")
+    arrival = requests.arrival_s.to_numpy(dtype=float)
+    done = requests[requests.outcome == "completed"]
+    a0, a1 = float(arrival.min()), float(arrival.max())
+    end = a1
+    if a1 <= a0 and len(done):  # all at once: measure while the queue lasts
+        end = float(done.admit_s.max())
+    span = end - a0
+    sojourn = done.end_s - (done.admit_s if a1 <= a0 else done.arrival_s)
+    mean_sojourn = float(sojourn.mean()) if len(done) else math.inf
+    start = a0 + max(w.warmup_fraction * span, min(mean_sojourn, w.max_warmup_fraction * span))
+    if not span > 0:
+        return SteadyState(start_s=start, end_s=end, arrivals=0, admissions=0, completions=0, output_tokens=0.0,
+                           warning="no steady window: the queue never held work after the first arrival")
+    first = (done.arrival_s + done.ttft_s).to_numpy(dtype=float)
+    ends = done.end_s.to_numpy(dtype=float)
+    tokens = window_tokens(first, ends, done.output_tokens.to_numpy(dtype=float), start, end)
+    in_window = (arrival > start) & (arrival <= end)
+    arrivals = int(in_window.sum())
+    queued = int((in_window & (requests.outcome != "rejected").to_numpy()).sum())  # rejected ones never wait
+    admit = requests.admit_s.to_numpy(dtype=float)  # first admission; NaN if never admitted
+    admissions = int(((admit > start) & (admit <= end)).sum())
+    completions = int(((ends > start) & (ends <= end)).sum())
+    short = completions < w.min_completions  # too few to tell; the queue test is left out too
+    growing = not short and bool(queued and admissions < w.min_admission_ratio * queued)
+    warning = ""
+    if short:
+        warning = (f"not steady: {completions} completion(s) in the window [{start:,.1f}, {end:,.1f}] s, "
+                   f"fewer than {w.min_completions}; run longer")
+    elif growing:
+        warning = (f"not steady: the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
+                   f"admitted of {queued:,} queued there, under {w.min_admission_ratio:.0%})")
+    return SteadyState(start_s=start, end_s=end, arrivals=arrivals, admissions=admissions, completions=completions,
+                       output_tokens=tokens, warning=warning, queue_growing=growing)

@@ -1,0 +1,320 @@
+"""Max sustainable rate and offline throughput of a fixed fleet, by simulation.
+
+**Max rate.** For the scenario's fleet (a node kind × ``cluster.nodes``) the highest arrival rate
+that meets the SLOs: the workload's rate scaled by ``s`` (`Scenario.load_workload` with
+``rate_scale=s``: a generator's arrival rates times ``s``, a trace time-compressed or thinned). A
+rate *meets* when `planning.meets_slo` holds (p99 TTFT, p99 TPOT, nothing timed out) **and** the
+waiting queue did not grow through the run's steady window (`simulator.engine.steady`: first
+admissions there at least 90 % of its arrivals), so a rate whose queue is still building at the end
+of a finite run never passes, however short the run. (A window too short to judge, with under 10
+completions, is judged on the SLOs alone: at a low rate that is a short run, not an overload.)
+
+Search (`bisect_rate`), assuming success is monotone in the rate:
+
+1. **bracket**: try ``s = start``; while it meets, multiply by ``step``, else divide, until the
+   outcome flips (between `min_scale` and `max_scale`). A step below 2 squares after each try
+   (capped at 2), so a close guess costs two runs and a poor one few more;
+2. **bisect** in log space (``s = √(lo · hi)``) until ``hi / lo ≤ 1 + rel_tol``.
+
+The answer is the last rate that met (``lo``), with the first that failed (``hi``) beside it as
+its confidence; the figures reported are the **sustained** ones of the run at ``lo``: completions
+and output tokens per second over its steady window. `max_rate` repeats the search for several
+seeds (each its own workload draw and engine seed; seeds after the first start from the first's
+answer with a small step) and reports each seed's answer and their spread
+``(max − min) / mean``. Runs last the scenario's ``workload.duration_s`` (or `duration_s`).
+
+**Offline** (`offline_throughput`): the scenario's requests (rate scale 1) all arrive at t = 0;
+throughput is sustained over the steady window of an all-at-once run (from the warm-up to the last
+admission, while the queue still holds work), with the makespan figure beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from simulator.engine import Result, SteadyWindow, StepTimer, run
+from simulator.errors import must
+from simulator.planning import meets_slo
+from simulator.scenario import Scenario
+from workloads import Workload
+
+MIN_SCALE = 1 / 1024
+MAX_SCALE = 1024.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trial:
+    """One simulated rate: what was offered and sustained, the SLO figures, the verdict."""
+
+    rate_scale: float
+    ok: bool
+    steady: bool
+    offered_requests_per_s: float
+    sustained_requests_per_s: float
+    sustained_output_tokens_per_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    timed_out: int
+
+    @classmethod
+    def of(cls, rate_scale: float, result: Result, ttft_p99_s: float, tpot_p99_s: float) -> Trial:
+        s = result.summary
+        ok = not s["steady_queue_growing"] and meets_slo(result, ttft_p99_s, tpot_p99_s)
+        return cls(rate_scale=rate_scale, ok=ok, steady=bool(s["steady_state"]),
+                   offered_requests_per_s=s["offered_requests_per_s"],
+                   sustained_requests_per_s=s["sustained_requests_per_s"],
+                   sustained_output_tokens_per_s=s["sustained_output_tokens_per_s"],
+                   ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bracket:
+    """The search's end: ``lo`` the highest scale that met (0 when none did down to `MIN_SCALE`),
+    ``hi`` the lowest that failed (inf when none did up to `MAX_SCALE`), and every trial in order."""
+
+    lo_scale: float
+    hi_scale: float
+    trials: tuple[Trial, ...]
+
+    def at(self, scale: float) -> Trial | None:
+        return next((t for t in self.trials if t.rate_scale == scale), None)
+
+    @property
+    def best(self) -> Trial | None:
+        """The trial at ``lo`` (None when nothing met)."""
+        return self.at(self.lo_scale)
+
+    @property
+    def width(self) -> float:
+        """``hi / lo − 1``: the answer's relative uncertainty."""
+        return self.hi_scale / self.lo_scale - 1 if self.lo_scale > 0 else math.inf
+
+
+def bisect_rate(trial: Callable[[float], Trial], *, start: float = 1.0, step: float = 2.0, rel_tol: float = 0.05,
+                min_scale: float = MIN_SCALE, max_scale: float = MAX_SCALE) -> Bracket:
+    """Bracket, then bisect, the highest rate scale whose `trial` is ok (module docstring)."""
+    where = "bisect_rate"
+    must(rel_tol > 0, where, "rel_tol", "> 0", rel_tol)
+    must(step > 1, where, "step", "> 1", step)
+    must(0 < min_scale <= start <= max_scale, where, "start", f"in [{min_scale:g}, {max_scale:g}]", start)
+    seen: dict[float, Trial] = {}
+
+    def ok(s: float) -> bool:
+        if s not in seen:
+            seen[s] = trial(s)
+        return seen[s].ok
+
+    def grow(f: float) -> float:
+        return f if f >= 2 else min(f * f, 2.0)
+
+    lo, hi = 0.0, math.inf
+    f = step
+    if ok(start):  # climb until a rate fails
+        lo = start
+        while lo * f <= max_scale:
+            if not ok(lo * f):
+                hi = lo * f
+                break
+            lo, f = lo * f, grow(f)
+    else:  # descend until a rate meets
+        hi = start
+        while hi / f >= min_scale:
+            if ok(hi / f):
+                lo = hi / f
+                break
+            hi, f = hi / f, grow(f)
+    while lo > 0 and hi < math.inf and hi / lo > 1 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return Bracket(lo_scale=lo, hi_scale=hi, trials=tuple(seen.values()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeedAnswer:
+    """One seed's max rate: the bracket in rate scale and in offered requests/s (measured over each
+    run's steady window), and the sustained figures of the run at ``lo``."""
+
+    seed: int
+    lo_scale: float
+    hi_scale: float
+    lo_requests_per_s: float
+    hi_requests_per_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    simulations: int
+
+
+def _spread(xs: Sequence[float]) -> dict[str, float]:
+    mean = sum(xs) / len(xs) if xs else math.nan
+    lo, hi = (min(xs), max(xs)) if xs else (math.nan, math.nan)
+    return {"mean": mean, "min": lo, "max": hi, "spread": (hi - lo) / mean if mean else math.nan}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaxRate:
+    """The max sustainable rate of one fleet over several seeds."""
+
+    hardware: str
+    nodes: int
+    ttft_p99_s: float
+    tpot_p99_s: float
+    rel_tol: float
+    duration_s: float
+    answers: tuple[SeedAnswer, ...]
+
+    @property
+    def requests_per_s(self) -> dict[str, float]:
+        """Sustained requests/s at each seed's answer: mean, min, max and ``(max − min) / mean``."""
+        return _spread([a.requests_per_s for a in self.answers])
+
+    @property
+    def output_tokens_per_s(self) -> dict[str, float]:
+        return _spread([a.output_tokens_per_s for a in self.answers])
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per seed."""
+        return pd.DataFrame([{"hardware": self.hardware, "nodes": self.nodes, **asdict(a)} for a in self.answers])
+
+    def describe(self) -> list[str]:
+        """The answer in words: the sustained rate over the seeds, then each seed's bracket."""
+        r, o = self.requests_per_s, self.output_tokens_per_s
+        n = len(self.answers)
+        lines = [f"{self.hardware} × {self.nodes} node(s) sustains {r['mean']:,.3g} req/s, {o['mean']:,.0f} output "
+                 f"tok/s at p99 TTFT ≤ {self.ttft_p99_s:g} s, p99 TPOT ≤ {self.tpot_p99_s * 1e3:g} ms "
+                 + (f"(mean of {n} seeds: {r['min']:,.3g}-{r['max']:,.3g} req/s, spread {r['spread']:.1%})"
+                    if n > 1 else "(1 seed)")]
+        for a in self.answers:
+            lines.append(f"  seed {a.seed}: met at rate ×{a.lo_scale:.4g} ({a.lo_requests_per_s:,.3g} req/s offered), "
+                         f"failed at ×{a.hi_scale:.4g} ({a.hi_requests_per_s:,.3g} req/s); sustained "
+                         f"{a.requests_per_s:,.3g} req/s, {a.output_tokens_per_s:,.0f} output tok/s "
+                         f"({a.simulations} runs of {self.duration_s:g} s)")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: an unbounded bracket end (nothing failed, or nothing met) is None."""
+        doc = {"hardware": self.hardware, "nodes": self.nodes,
+               "slo": {"ttft_p99_s": self.ttft_p99_s, "tpot_p99_s": self.tpot_p99_s},
+               "rel_tol": self.rel_tol, "duration_s": self.duration_s,
+               "requests_per_s": self.requests_per_s, "output_tokens_per_s": self.output_tokens_per_s,
+               "seeds": [asdict(a) for a in self.answers]}
+        return _finite(doc)
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def _with_duration(scenario: Scenario, duration_s: float | None) -> Scenario:
+    if duration_s is None:
+        return scenario
+    must(duration_s > 0, "max_rate", "duration_s", "> 0", duration_s)
+    return replace(scenario, workload=replace(scenario.workload, duration_s=duration_s))
+
+
+def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
+             rel_tol: float = 0.05, ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+             duration_s: float | None = None, window: SteadyWindow | None = None,
+             timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None) -> MaxRate:
+    """The highest rate `hardware` × ``cluster.nodes`` sustains within the SLOs, per seed (module docstring).
+
+    Seeds are ``seed, seed + 1, …`` (default: the scenario's seed).
+    """
+    must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
+    sc = _with_duration(scenario, duration_s)
+    hw = hardware or sc.cluster.hardware[0]
+    ttft = ttft_p99_s or sc.slo.ttft_p99_s
+    tpot = tpot_p99_s or sc.slo.tpot_p99_s
+    config = sc.engine_config(hw)
+    first = sc.seed if seed is None else seed
+    answers: list[SeedAnswer] = []
+    for k in range(seeds):
+        sd = first + k
+
+        def trial(scale: float, sd: int = sd) -> Trial:
+            wl = sc.load_workload(sd, rate_scale=scale)
+            sc.check_context(wl)
+            t = Trial.of(scale, run(config, wl, sd, timer=timer, window=window), ttft, tpot)
+            if on_step:
+                on_step(f"{hw} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
+                        f"TTFT p99 {t.ttft_p99_s:.2f} s, TPOT p99 {t.tpot_p99_s * 1e3:.0f} ms, sustained "
+                        f"{t.sustained_requests_per_s:,.3g} req/s{'' if t.steady else ', not steady'}: "
+                        f"{'meets' if t.ok else 'fails'}")
+            return t
+
+        guess = answers[0].lo_scale if answers and answers[0].lo_scale > 0 else 1.0
+        b = bisect_rate(trial, start=min(max(guess, MIN_SCALE), MAX_SCALE),
+                        step=2.0 if not answers else 1 + 2 * rel_tol, rel_tol=rel_tol)
+        best, failed = b.best, b.at(b.hi_scale)
+        nan = math.nan
+        answers.append(SeedAnswer(
+            seed=sd, lo_scale=b.lo_scale, hi_scale=b.hi_scale,
+            lo_requests_per_s=best.offered_requests_per_s if best else 0.0,
+            hi_requests_per_s=failed.offered_requests_per_s if failed else math.inf,
+            requests_per_s=best.sustained_requests_per_s if best else 0.0,
+            output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
+            ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
+            simulations=len(b.trials)))
+    return MaxRate(hardware=hw, nodes=sc.cluster.nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
+                   duration_s=sc.workload.duration_s, answers=tuple(answers))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineRun:
+    """One seed's offline run: every request at t = 0."""
+
+    seed: int
+    requests: int
+    completed: int
+    steady_window_start_s: float
+    steady_window_end_s: float
+    requests_per_s: float  # sustained, over the steady window
+    output_tokens_per_s: float  # sustained
+    makespan_s: float
+    makespan_output_tokens_per_s: float
+    steady_state_warning: str
+
+
+def all_at_once(workload: Workload) -> Workload:
+    """The same requests, all arriving at t = 0 (ids and order kept)."""
+    return Workload.from_requests([replace(r, arrival_s=0.0) for r in workload], name=f"{workload.name} (offline)",
+                                  seed=workload.seed)
+
+
+def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
+                       duration_s: float | None = None, window: SteadyWindow | None = None,
+                       timer: StepTimer | None = None,
+                       on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0."""
+    must(seeds >= 1, "offline_throughput", "seeds", ">= 1", seeds)
+    sc = _with_duration(scenario, duration_s)
+    hw = hardware or sc.cluster.hardware[0]
+    first = sc.seed if seed is None else seed
+    rows = []
+    for sd in range(first, first + seeds):
+        wl = sc.load_workload(sd)
+        sc.check_context(wl)
+        s = run(sc.engine_config(hw), all_at_once(wl), sd, timer=timer, window=window).summary
+        row = OfflineRun(seed=sd, requests=s["requests"], completed=s["completed"],
+                         steady_window_start_s=s["steady_window_start_s"],
+                         steady_window_end_s=s["steady_window_end_s"],
+                         requests_per_s=s["sustained_requests_per_s"],
+                         output_tokens_per_s=s["sustained_output_tokens_per_s"], makespan_s=s["makespan_s"],
+                         makespan_output_tokens_per_s=s["output_tokens_per_s"],
+                         steady_state_warning=s["steady_state_warning"])
+        if on_step:
+            on_step(f"{hw} seed {sd}: {row.requests:,} requests at t = 0 -> {row.requests_per_s:,.3g} req/s, "
+                    f"{row.output_tokens_per_s:,.0f} output tok/s sustained over [{row.steady_window_start_s:,.0f}, "
+                    f"{row.steady_window_end_s:,.0f}] s")
+        rows.append({"hardware": hw, "nodes": sc.cluster.nodes, **asdict(row)})
+    return pd.DataFrame(rows)

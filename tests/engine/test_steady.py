@@ -1,0 +1,107 @@
+"""Steady-state figures against hand-worked runs: a step of fixed length, evenly spaced arrivals.
+
+Timer: every iteration takes 10 ms whatever the batch (``overhead_s = 0.01``, all else 0), so a
+request of ``o`` output tokens takes ``o`` iterations once admitted (the prefill iteration gives
+its first token) and ``o × 10 ms`` end to end when it never waits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, SteadyWindow, run, steady_state
+from simulator.errors import ConfigError
+from workloads.request import Request
+
+STEP = AffineTimer(overhead_s=0.01, per_seq_s=0.0, per_context_token_s=0.0, per_prefill_token_s=0.0)
+BATCH_1 = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=1))
+
+
+def evenly(n: int, rate_per_s: float, output_tokens: int, *, at_once: bool = False) -> list[Request]:
+    """`n` requests of 100 prompt tokens every ``1 / rate`` seconds from t = 0 (or all at t = 0)."""
+    return [Request(id=i, arrival_s=0.0 if at_once else i / rate_per_s, prompt_tokens=100,
+                    output_tokens=output_tokens, segments=((i, 100),)) for i in range(n)]
+
+
+def test_underloaded_run_sustains_the_offered_rate_while_the_makespan_figure_is_lower() -> None:
+    """100 requests, one every 0.1 s (last at 9.9 s), 200 output tokens each: 2.00-2.01 s end to end
+    (a step of 10 ms, plus up to one step's wait), so ~20 run at once. Window: the first 10% of the
+    9.9 s arrival span (0.99 s) is shorter than one mean sojourn (2.0083 s), so it runs from
+    2.0083 s to the last arrival, 9.9 s. Sustained: 10 req/s × 200 tokens = 2,000 tok/s (tokens are
+    pro-rated across the window's edges: within 0.5%). Makespan: 20,000 tokens over 0 → 11.91 s =
+    1,679 tok/s, 16% lower: the drain tail."""
+    s = run(EngineConfig(), evenly(100, 10.0, 200), seed=0, timer=STEP).summary
+    assert s["steady_window_start_s"] == pytest.approx(2.0083, abs=1e-4)
+    assert s["steady_window_end_s"] == pytest.approx(9.9)
+    assert s["sustained_output_tokens_per_s"] == pytest.approx(2000, rel=0.005)
+    assert s["sustained_requests_per_s"] == pytest.approx(10.0, rel=0.02)  # ±1 completion at an edge of 79
+    assert s["offered_requests_per_s"] == pytest.approx(10.0, rel=0.02)
+    assert s["makespan_s"] == pytest.approx(11.91)
+    assert s["output_tokens_per_s"] == pytest.approx(20_000 / 11.91)  # unchanged: makespan-based
+    assert s["steady_state"] and s["steady_state_warning"] == ""
+
+
+@pytest.mark.parametrize(("rate", "steady"), [(5.0, True), (20.0, False)])
+def test_not_steady_warning_fires_for_an_overloaded_run_only(rate: float, steady: bool) -> None:
+    """One request at a time, 10 output tokens: 0.1 s each, so the replica serves 10 req/s. At 5 req/s
+    nothing waits; at 20 req/s (200 requests over 9.95 s) the queue grows by 10 a second. Overloaded,
+    the mean sojourn exceeds half the span, so the window is its second half (4.975 → 9.95 s):
+    100 arrivals, 50 admitted (one each 0.1 s), under 90%. Either way the replica completes
+    min(rate, 10) req/s = min(rate, 10) × 10 tok/s over the window."""
+    s = run(BATCH_1, evenly(200, rate, 10), seed=0, timer=STEP).summary
+    assert s["steady_state"] is steady
+    assert s["sustained_requests_per_s"] == pytest.approx(min(rate, 10.0), rel=0.01)
+    assert s["sustained_output_tokens_per_s"] == pytest.approx(10 * min(rate, 10.0), rel=0.01)
+    if not steady:
+        assert (s["steady_window_start_s"], s["steady_window_end_s"]) == pytest.approx((4.975, 9.95))
+        assert (s["steady_arrivals"], s["steady_admissions"]) == (100, 50)
+        assert s["steady_state_warning"].startswith("not steady: the queue grew through the window [5.0, 9.9] s")
+    else:
+        assert s["steady_state_warning"] == ""
+
+
+def test_offline_window_runs_while_the_queue_lasts() -> None:
+    """40 requests at t = 0, 4 at a time, 100 output tokens: rounds of 1.0 s, the last admitted at
+    9.0 s. Window: from one mean service time (1.0 s; 10% of 9 s is less) to the last admission,
+    9.0 s: 4 req/s and 400 tok/s; the 32 completions at 2, 3, …, 9 s fall in (1, 9]."""
+    config = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=4))
+    s = run(config, evenly(40, 1.0, 100, at_once=True), seed=0, timer=STEP).summary
+    assert (s["steady_window_start_s"], s["steady_window_end_s"]) == pytest.approx((1.0, 9.0))
+    assert s["steady_completions"] == 32 and s["steady_arrivals"] == 0
+    assert s["sustained_requests_per_s"] == pytest.approx(4.0)
+    assert s["sustained_output_tokens_per_s"] == pytest.approx(400.0)
+    assert s["steady_state"]
+
+
+def test_window_rule_is_configurable_and_result_recomputes_it() -> None:
+    """A 40% warm-up moves the start to 0.4 × 9.9 = 3.96 s; ``Result.steady`` gives the same figures
+    the summary holds under the window the run was given."""
+    window = SteadyWindow(warmup_fraction=0.4)
+    res = run(EngineConfig(), evenly(100, 10.0, 200), seed=0, timer=STEP, window=window)
+    assert res.summary["steady_window_start_s"] == pytest.approx(3.96)
+    st = res.steady(window)
+    assert st.start_s == res.summary["steady_window_start_s"]
+    assert st.sustained_output_tokens_per_s == res.summary["sustained_output_tokens_per_s"]
+    assert res.steady().start_s == pytest.approx(2.0083, abs=1e-4)  # the default rule
+
+
+def test_degenerate_windows_warn() -> None:
+    empty = steady_state(pd.DataFrame(columns=["arrival_s", "outcome"]))
+    assert empty.warning == "no requests" and math.isnan(empty.sustained_requests_per_s)
+    # one batch at t = 0, all admitted at once: no time with a queue, so no steady window
+    s = run(EngineConfig(), evenly(8, 1.0, 20, at_once=True), seed=0, timer=STEP).summary
+    assert s["steady_window_s"] == 0 and not s["steady_state"]
+    assert s["steady_state_warning"].startswith("no steady window")
+    # a handful of completions is too few to call anything steady
+    s = run(EngineConfig(), evenly(5, 1.0, 20), seed=0, timer=STEP).summary
+    assert "fewer than 10; run longer" in s["steady_state_warning"]
+
+
+def test_window_rule_is_validated() -> None:
+    with pytest.raises(ConfigError, match=r"SteadyWindow: 'warmup_fraction' must be in \[0, 1\) \(got 1.0\)"):
+        SteadyWindow(warmup_fraction=1.0)
+    with pytest.raises(ConfigError, match=r"'max_warmup_fraction' must be in \[warmup_fraction=0.3, 1\)"):
+        SteadyWindow(warmup_fraction=0.3, max_warmup_fraction=0.2)

@@ -1,0 +1,145 @@
+"""Max-rate search: the bracket against a hand-worked threshold, determinism, the offline mode, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import pytest
+from click.testing import CliRunner
+
+from simulator.cli import main
+from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
+from simulator.maxrate import Trial, all_at_once, bisect_rate, max_rate, offline_throughput
+from simulator.scenario import parse_scenario
+from workloads import Workload
+from workloads.request import Request
+
+STEP = AffineTimer(overhead_s=0.01, per_seq_s=0.0, per_context_token_s=0.0, per_prefill_token_s=0.0)
+BATCH_1 = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=1))
+N = 600
+
+
+def fake(threshold: float) -> tuple[list[float], Callable[[float], Trial]]:
+    """A trial that meets iff ``scale ≤ threshold``, recording the scales tried."""
+    tried: list[float] = []
+
+    def trial(scale: float) -> Trial:
+        tried.append(scale)
+        return Trial(rate_scale=scale, ok=scale <= threshold, steady=True, offered_requests_per_s=scale,
+                     sustained_requests_per_s=scale, sustained_output_tokens_per_s=scale, ttft_p99_s=0.0,
+                     tpot_p99_s=0.0, timed_out=0)
+
+    return tried, trial
+
+
+def test_bisection_brackets_a_threshold_as_narrowly_as_asked() -> None:
+    """Threshold 3: from 1 the climb tries 1, 2, 4 (ratio 2), then ⌈log2(ln 2 / ln 1.05)⌉ = 4
+    bisections in log space bring hi/lo to 2^(1/16) = 1.044 ≤ 1.05: 7 trials, none repeated."""
+    tried, trial = fake(3.0)
+    b = bisect_rate(trial, start=1.0, rel_tol=0.05)
+    assert b.lo_scale <= 3.0 < b.hi_scale and b.width <= 0.05
+    assert tried[:3] == [1.0, 2.0, 4.0] and len(tried) == 7 == len(set(tried))
+    assert b.best is not None and b.best.rate_scale == b.lo_scale
+    # a guess close above the answer with a small step: down once (3.3 / 1.1 = 3.0 meets) and done
+    tried, trial = fake(3.0)
+    b = bisect_rate(trial, start=3.3, step=1.1, rel_tol=0.1)
+    assert tried == [3.3, pytest.approx(3.0)] and b.lo_scale == pytest.approx(3.0) and b.hi_scale == 3.3
+
+
+def test_bisection_reports_unbounded_ends() -> None:
+    _, always = fake(math.inf)
+    b = bisect_rate(always, max_scale=64.0)
+    assert (b.lo_scale, b.hi_scale) == (64.0, math.inf) and b.width == math.inf
+    _, never = fake(0.0)
+    b = bisect_rate(never, min_scale=1 / 64)
+    assert (b.lo_scale, b.hi_scale) == (0.0, 1 / 64) and b.best is None
+
+
+@pytest.mark.parametrize("start", [0.5, 4.0])
+def test_max_rate_of_one_request_at_a_time_is_found_by_hand(start: float) -> None:
+    """One replica, one request at a time, a 10 ms step, 10 output tokens: 0.1 s a request, so it
+    serves μ = 10 req/s. N = 600 requests evenly at λ = 10·scale req/s. At λ ≤ μ nobody waits
+    (TTFT 10 ms). At λ > μ the server is busy from t = 0 and request k starts at 0.1·k, so its TTFT
+    is ``k (0.1 − 1/λ) + 0.01``, linear in k; numpy's p99 sits at k = 0.99 (N − 1) = 593.01. The SLO
+    p99 TTFT ≤ 0.5 s holds while ``593.01 (0.1 − 1/λ) ≤ 0.49``: λ* = 1 / (0.1 − 0.49 / 593.01) =
+    10.0833 req/s. (The queue grows by under 1% of arrivals there, so the run counts as steady.)
+    The bracket must hold λ*, be no wider than asked, and the run at its low end sustain
+    min(λ, μ) × 10 tokens = ~100 tok/s."""
+    lam_star = 1 / (0.1 - 0.49 / (0.99 * (N - 1)))
+    assert lam_star == pytest.approx(10.0833, abs=1e-4)
+
+    def trial(scale: float) -> Trial:
+        lam = 10.0 * scale
+        reqs = [Request(id=i, arrival_s=i / lam, prompt_tokens=100, output_tokens=10, segments=((i, 100),))
+                for i in range(N)]
+        return Trial.of(scale, run(BATCH_1, reqs, seed=0, timer=STEP), ttft_p99_s=0.5, tpot_p99_s=0.1)
+
+    b = bisect_rate(trial, start=start, rel_tol=0.01)
+    assert 10 * b.lo_scale <= lam_star <= 10 * b.hi_scale
+    assert b.hi_scale / b.lo_scale <= 1.01
+    assert b.best is not None and b.best.sustained_output_tokens_per_s == pytest.approx(100.0, rel=0.01)
+
+
+TINY = {"name": "tiny", "seed": 1, "model": {"name": "Llama-3.1-8B"}, "cluster": {"hardware": ["8xH100"], "tp": 8},
+        "workload": {"duration_s": 60, "spec": {"name": "chat-4k"}}, "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.05},
+        "report": {"breakeven": False}}
+# TPOT = 20 ms + 1 ms a sequence in the batch: the 50 ms TPOT SLO caps the batch near 30
+CROWDED = AffineTimer(overhead_s=0.02, per_seq_s=1e-3, per_context_token_s=0.0, per_prefill_token_s=2e-5)
+
+
+def test_max_rate_is_deterministic_per_seed_and_reports_each_seed() -> None:
+    sc = parse_scenario(TINY, "tiny")
+    steps: list[str] = []
+    a = max_rate(sc, seeds=2, rel_tol=0.2, timer=CROWDED, on_step=steps.append)
+    b = max_rate(sc, seeds=2, rel_tol=0.2, timer=CROWDED)
+    assert a == b
+    assert [x.seed for x in a.answers] == [1, 2] and a.hardware == "8xH100" and a.nodes == 1
+    for x in a.answers:
+        assert 0 < x.lo_scale < x.hi_scale <= 1.2 * x.lo_scale
+        assert 0 < x.lo_requests_per_s < x.hi_requests_per_s and x.tpot_p99_s <= 0.05
+    assert len(steps) == sum(x.simulations for x in a.answers) and "meets" in steps[0]
+    r = a.requests_per_s
+    assert r["min"] <= r["mean"] <= r["max"] and r["spread"] == pytest.approx((r["max"] - r["min"]) / r["mean"])
+    assert len(a.to_frame()) == 2 and json.dumps(a.as_dict())
+    assert a.describe()[0].startswith("8xH100 × 1 node(s) sustains")
+
+
+def test_offline_throughput_puts_every_request_at_t0() -> None:
+    sc = parse_scenario({**TINY, "scheduler": {"max_num_seqs": 8}}, "tiny")
+    wl = all_at_once(sc.load_workload(1))
+    assert {r.arrival_s for r in wl} == {0.0} and isinstance(wl, Workload)
+    df = offline_throughput(sc, seeds=1, timer=CROWDED)
+    row = df.iloc[0]
+    assert row.requests == row.completed == len(wl.requests())
+    assert 0 < row.steady_window_start_s < row.steady_window_end_s < row.makespan_s
+    assert row.output_tokens_per_s > 0 and row.steady_state_warning == ""
+
+
+def test_capacity_max_rate_and_offline_commands(tmp_path) -> None:
+    sc = tmp_path / "sc.toml"
+    sc.write_text("""
+name = "cli"
+[model]
+name = "Llama-3.1-70B"
+[cluster]
+hardware = ["8xH100"]
+[workload]
+duration_s = 30
+[workload.spec]
+name = "chat-4k"
+[slo]
+ttft_p99_s = 1.0
+tpot_p99_s = 0.05
+""")
+    r = CliRunner().invoke(main, ["capacity", str(sc), "--max-rate", "--seeds", "2", "--rel-tol", "0.5", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (m,) = doc["max_rate"]
+    assert [s["seed"] for s in m["seeds"]] == [0, 1] and m["slo"] == {"ttft_p99_s": 1.0, "tpot_p99_s": 0.05}
+    assert all(s["hi_scale"] <= 1.5 * s["lo_scale"] for s in m["seeds"])
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["capacity", str(sc), "--offline", "--seeds", "1", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "offline (every request at t = 0" in r.stdout and (out / "offline.csv").exists()
