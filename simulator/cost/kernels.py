@@ -231,6 +231,128 @@ def prefill_kernel_s(
     return smooth_max(t_sched, t_mem, p.attn_overlap_p) + lat, t_sched, t_mem
 
 
+class PrefillKernel:
+    """`prefill_schedule` and `prefill_kernel_s` of one attention shape on Python floats: the engine's hot path.
+
+    A chunked prefill prices a new ``(new, cached)`` pair almost every step, so the NumPy forms
+    (whose per-call overhead is most of their cost on scalars) would dominate a run. These are the
+    same formulas with the same operations in the same order, hence the same floats (tested bit for
+    bit against the NumPy forms): IEEE ``+ − × ÷`` round the same in C, NumPy and Python, and
+    ``ceil``, ``min`` and ``max`` are exact. The shape's constants (``τ``, the memory rate, the
+    latencies) are worked out once. The one transcendental step, the smooth maximum's first power,
+    goes through NumPy's ufunc as `smooth_max` does: NumPy's SIMD ``power`` and the C library's
+    ``pow`` may differ in the last bit.
+    """
+
+    __slots__ = ("_cta_s", "_lat", "_lat_low", "_lone", "_mem", "_mla", "_overlap_p", "_quant", "_sms", "_tau",
+                 "_token_s")
+
+    def __init__(self, head_dim: float, v_head_dim: float, mla: bool, fp8_kv: bool, gpu: GPUSpec,
+                 p: CostParams) -> None:
+        d = float(head_dim)
+        self._sms = sms = float(gpu.sm_count)
+        main = d in MAIN_HEAD_DIMS
+        odd = 1.0 if (main or mla) else p.prefill_odd_d_factor
+        f_d = p.prefill_d64_factor if d == 64 else odd
+        eff = p.attn_compute_eff * f_d * (p.mla_prefill_compute_factor if mla else 1.0)
+        tau = (2 * (d + v_head_dim) + p.prefill_pair_flops) / (gpu.peak_flops(ATTENTION_DTYPE) / sms * eff)
+        self._tau = tau * ((p.mla_prefill_fp8_factor if mla else p.prefill_fp8_factor) if fp8_kv else 1.0)
+        self._lone = p.mla_prefill_longest_factor if mla else 1.0
+        self._cta_s = p.prefill_cta_s
+        self._mem = (gpu.hbm_bytes_per_s * p.attn_memory_eff, p.mla_prefill_memory_factor if mla else 1.0)
+        self._mla = mla
+        # latency: prefill_latency_s [+ fp8: prefill_fp8_latency_s | MLA over fp8: quant(tokens)] [+ MLA: per token]
+        self._lat = p.prefill_latency_s
+        self._lat_low = (p.prefill_fp8_latency_s if fp8_kv and not mla else None)
+        self._quant = ((p.mla_prefill_fp8_latency_s, 2 * d + v_head_dim, p.mla_prefill_quant_s_per_value)
+                       if fp8_kv and mla else None)
+        self._token_s = p.mla_prefill_token_s
+        self._overlap_p = p.attn_overlap_p
+
+    @staticmethod
+    def schedule(n: float, c: float, window: float) -> tuple[float, float, float]:
+        """`prefill_schedule` of one chunk of `n` > 0 new tokens after `c` cached ones (floats)."""
+        m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
+        ceil = math.ceil
+        t = float(ceil(n / m))
+        cg = float(ceil(c / g)) * g
+        if window:
+            cap = float(ceil((window + m) / g)) * g
+            j = min(max(float(ceil((cap - cg) / m)) - 1.0, 0.0), t - 1.0)
+        else:
+            cap = math.inf
+            j = t - 1.0
+        many = 1.0 if t > 1 else 0.0
+        full = m * (j * cg + m * j * (j + 1) / 2 + (t - 1 - j) * min(cap, 1e300) * (1.0 if t - 1 > j else 0.0))
+        r_last = float(ceil((n - (t - 1) * m) / g)) * g
+        k_last = min(float(ceil((c + n) / g)) * g, cap)
+        last = r_last * k_last * (1.0 if n > 0 else 0.0)
+        longest = max(m * min(cg + (t - 1) * m, cap) * many, last)
+        return t, full * many + last, longest
+
+    def chunk_s(self, n: float, c: float, bytes_: float, heads: float) -> float:
+        """Seconds of one call over a single chunk of `n` > 0 new tokens after `c` in a full-attention
+        layer: ``seconds(heads · schedule(n, c, 0), bytes_, n, heads)[0]``, fused (the same operations)."""
+        m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
+        ceil = math.ceil
+        t = float(ceil(n / m))
+        cg = float(ceil(c / g)) * g
+        j = t - 1.0
+        many = 1.0 if t > 1 else 0.0
+        full = m * (j * cg + m * j * (j + 1) / 2 + (t - 1 - j) * 1e300 * 0.0)
+        last = float(ceil((n - (t - 1) * m) / g)) * g * (float(ceil((c + n) / g)) * g) * 1.0
+        longest = max(m * (cg + (t - 1) * m) * many, last)
+        scores = full * many + last
+        tau, sms, cta_s = self._tau, self._sms, self._cta_s
+        ctas = max(heads * t, 1.0)
+        lone = tau * longest * self._lone
+        t_sched = max(float(ceil(ctas / sms)) * cta_s + tau * (heads * scores) / sms, cta_s + lone)
+        rate, factor = self._mem
+        t_mem = bytes_ / rate * factor
+        lat = self._lat
+        if self._quant is not None:
+            q0, per_token, q = self._quant
+            lat = lat + (q0 + n * heads * per_token * q)
+        elif self._lat_low is not None:
+            lat = lat + self._lat_low
+        else:
+            lat = lat + 0.0
+        if self._mla:
+            lat = lat + n * self._token_s
+        hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
+        p = self._overlap_p
+        if p == math.inf:
+            return hi + lat
+        r = lo / hi if hi > 0 else 0.0
+        return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p)) + lat
+
+    def seconds(self, ctas: float, scores: float, longest: float, bytes_: float, tokens: float,
+                heads: float) -> tuple[float, float, float]:
+        """`prefill_kernel_s` ``(seconds, schedule s, memory s)`` of one call (floats)."""
+        tau, sms, cta_s = self._tau, self._sms, self._cta_s
+        ctas = max(ctas, 1.0)
+        lone = tau * longest * self._lone
+        t_sched = max(float(math.ceil(ctas / sms)) * cta_s + tau * scores / sms, cta_s + lone)
+        rate, factor = self._mem
+        t_mem = bytes_ / rate * factor
+        lat = self._lat
+        if self._quant is not None:
+            q0, per_token, q = self._quant
+            lat = lat + (q0 + tokens * heads * per_token * q)
+        elif self._lat_low is not None:
+            lat = lat + self._lat_low
+        else:
+            lat = lat + 0.0
+        if self._mla:
+            lat = lat + tokens * self._token_s
+        hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
+        p = self._overlap_p
+        if p == math.inf:
+            return hi + lat, t_sched, t_mem
+        r = lo / hi if hi > 0 else 0.0
+        return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p)) + lat, t_sched, t_mem
+
+
 def _saturation(n: Any, half: Any, q: float) -> Any:
     """Share of the GPU a grid of `n` blocks keeps busy: ``(1 + (half/n)^q)^(−1/q)``."""
     return (1.0 + (half / np.maximum(n, 1e-300)) ** q) ** (-1.0 / q)

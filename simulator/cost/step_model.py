@@ -65,7 +65,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from hardware.catalog import GPUSpec, NodeSpec
-from simulator.cost.kernels import allreduce_s, decode_kernel_terms, gemm_s, prefill_kernel_s, prefill_schedule
+from simulator.cost.kernels import PrefillKernel, allreduce_s, decode_kernel_terms, gemm_s
 from simulator.cost.params import ACTIVATION_BYTES, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
@@ -74,7 +74,7 @@ from simulator.cost.roofline import (
     expected_experts,
 )
 from simulator.errors import must
-from simulator.kv import KVLayout, sequence_bytes, values_per_token_per_layer
+from simulator.kv import KVLayout, own_layers, sequence_bytes, values_per_token_per_layer
 from simulator.models import ModelSpec, dtype
 from simulator.placement import ParallelPlan, check_plan, stages
 
@@ -163,6 +163,7 @@ class StepModel:
         "_dec_head_dim",
         "_dec_kv_heads",
         "_dec_qo_bytes",
+        "_dec_terms",
         "_dense_quant_per_token",
         "_dense_weight_bytes",
         "_dtype",
@@ -179,15 +180,22 @@ class StepModel:
         "_heads",
         "_kv_alpha",
         "_kv_beta",
+        "_kv_simple",
         "_layout",
+        "_lin_comm",
         "_lin_flops_per_token",
         "_memo",
         "_mla",
         "_model",
         "_node",
+        "_overhead_s",
         "_params",
         "_peak",
         "_pf_flops_per_pair",
+        "_pf_groups",
+        "_pf_kernel",
+        "_pf_memo",
+        "_pf_plain",
         "_plan",
         "_qo_bytes",
         "_tp",
@@ -278,6 +286,19 @@ class StepModel:
         self._kv_beta = (b2 - b1) / _REF_TOKENS / shards  # KV bytes per context token, per GPU
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
         self._windows = self._layer_groups()
+        # the hot path (`step_s`): prefill attention priced on floats (`PrefillKernel`), remembered
+        # per chunk list; linear and communication seconds per token count
+        self._pf_kernel = PrefillKernel(d_k, d_v, self._mla, self._fp8_kv, gpu, params)
+        self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
+        # layers of the one full-attention group (0: windows), for the fused single-chunk price
+        self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
+        self._pf_memo: dict[tuple[Any, ...], float] = {}
+        self._lin_comm: dict[float, tuple[float, float]] = {}
+        self._dec_terms: dict[int, tuple[float, float]] = {}
+        self._overhead_s = params.step_overhead_s
+        # `sequence_bytes` of a layout without windows or compression: ``L·n · entry · own / L``
+        simple = not (model.sliding_window and layout.use_sliding_window) and layout.compress_ratio <= 1
+        self._kv_simple = (entry_bytes, own_layers(model, layout), shards) if simple else None
         # decode kernel shape per layer and GPU: KV heads (an MLA latent is one), the head dim of
         # the latency terms, the Q read and O write per sequence
         self._dec_kv_heads = 1.0 if self._mla else _kv_heads(model, layout) / shards
@@ -507,27 +528,55 @@ class StepModel:
     def _prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
         """(seconds, schedule s, memory s) of the prefill attention kernels of all layers for one
         step's chunks: per layer group (full or sliding window), one `prefill_kernel_s` call over
-        ``heads/tp · Σ prefill_schedule(n, c, w)``; bytes as `prefill_attention` per layer."""
+        ``heads/tp · Σ prefill_schedule(n, c, w)``; bytes as `prefill_attention` per layer. Priced
+        by `simulator.cost.kernels.PrefillKernel`, the same floats as the NumPy forms."""
         chunks = [(float(n), float(c)) for n, c in chunks if n > 0]
         if not chunks:
             return 0.0, 0.0, 0.0
-        n_l, m = self.model.n_layers, self.model
-        bytes_ = sum(self.prefill_attention(n, c)[1] for n, c in chunks) / n_l
+        kernel, h = self._pf_kernel, self._heads
+        schedule = kernel.schedule
         total = t_sched = t_mem = 0.0
-        for layers, w in self._windows:
-            if not layers:
-                continue
+        if len(chunks) == 1:  # the usual case, without the sums (a sum of one term is that term)
+            n, c = chunks[0]
+            bytes_ = self._chunk_bytes(n, c) / self.model.n_layers
+            for layers, w in self._pf_groups:
+                ctas, scores, longest = schedule(n, c, w)
+                t, ts, tm = kernel.seconds(h * ctas, h * scores, longest, bytes_, n, h)
+                total, t_sched, t_mem = total + layers * t, t_sched + layers * ts, t_mem + layers * tm
+            return total, t_sched, t_mem
+        bytes_ = sum(self._chunk_bytes(n, c) for n, c in chunks) / self.model.n_layers
+        tokens = sum(n for n, _ in chunks)
+        for layers, w in self._pf_groups:
             ctas = scores = longest = 0.0
             for n, c in chunks:
-                t, sc, lg = prefill_schedule(n, c, w)
-                ctas, scores, longest = ctas + float(t), scores + float(sc), max(longest, float(lg))
-            h = self._heads
-            t, ts, tm = prefill_kernel_s(
-                h * ctas, h * scores, longest, bytes_, m.head_dim, m.value_head_dim,
-                self._mla, self._fp8_kv, self.gpu, self.params, sum(n for n, _ in chunks), h,
-            )
-            total, t_sched, t_mem = total + layers * float(t), t_sched + layers * float(ts), t_mem + layers * float(tm)
+                t, sc, lg = schedule(n, c, w)
+                ctas, scores, longest = ctas + t, scores + sc, max(longest, lg)
+            t, ts, tm = kernel.seconds(h * ctas, h * scores, longest, bytes_, tokens, h)
+            total, t_sched, t_mem = total + layers * t, t_sched + layers * ts, t_mem + layers * tm
         return total, t_sched, t_mem
+
+    def _chunk_s(self, n: float, c: float) -> float:
+        """``_prefill_attention_s([(n, c)])[0]`` (`n` > 0): with one full-attention layer group, the
+        kernel's fused single-chunk form (`PrefillKernel.chunk_s`); the same float."""
+        layers = self._pf_plain
+        if layers:
+            return 0.0 + layers * self._pf_kernel.chunk_s(n, c, self._chunk_bytes(n, c) / self.model.n_layers,
+                                                          self._heads)
+        return self._prefill_attention_s(((n, c),))[0]
+
+    def _chunk_bytes(self, new_tokens: float, context_tokens: float) -> float:
+        """`prefill_attention`'s bytes (no memo): ``sequence_bytes`` inlined for a plain layout."""
+        total = context_tokens + new_tokens
+        n_l = self.model.n_layers
+        if self._mla:
+            kv = n_l * total * self._qo_bytes
+        elif self._kv_simple is not None:
+            entry, own, shards = self._kv_simple
+            kv = float(n_l * int(total)) * entry * own / n_l / shards
+        else:
+            kv = sequence_bytes(self.model, self.layout, int(total)) / _kv_shards(self.model, self.layout,
+                                                                                  self._attn_tp)
+        return kv + n_l * new_tokens * self._qo_bytes
 
     def attention_layer_s(
         self,
@@ -576,8 +625,56 @@ class StepModel:
     def step_s(
         self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int, decode_context_tokens: float
     ) -> float:
-        """Seconds of a mixed step: prefill chunks ``(new, context)`` plus a decode batch."""
-        return self.cost(prefill_chunks, decode_batch, decode_context_tokens).total_s
+        """Seconds of a mixed step: prefill chunks ``(new, context)`` plus a decode batch.
+
+        ``cost(...).total_s`` without the breakdown, the same sums in the same order (so the same
+        float): the engine's hot path. A chunked prefill prices a new ``(new, context)`` pair almost
+        every step, so the prefill attention is remembered per chunk list and priced on floats.
+        """
+        chunks = prefill_chunks if type(prefill_chunks) is list else list(prefill_chunks)
+        at_t = 0.0
+        if len(chunks) == 1:  # the usual case: one chunk, its attention remembered by (new, context)
+            key = chunks[0]
+            n, c = key
+            tokens = (0.0 + n if n > 0 else 0.0) + decode_batch
+            if n > 0:
+                if type(key) is not tuple:
+                    key = (n, c)
+                hit = self._pf_memo.get(key)
+                if hit is None:
+                    if len(self._pf_memo) >= MEMO_ENTRIES:
+                        self._pf_memo.clear()
+                    hit = self._pf_memo[key] = self._chunk_s(float(n), float(c))
+                at_t = hit
+            chunks = []
+        else:
+            new = 0.0
+            for n, _ in chunks:
+                if n > 0:
+                    new = new + n
+            tokens = new + decode_batch
+        lc = self._lin_comm.get(tokens)
+        if lc is None:
+            lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
+        if chunks:
+            try:
+                key = tuple(chunks)
+                hit = self._pf_memo.get(key)
+            except TypeError:  # chunks as lists
+                key = tuple((n, c) for n, c in chunks)
+                hit = self._pf_memo.get(key)
+            if hit is None:
+                if len(self._pf_memo) >= MEMO_ENTRIES:
+                    self._pf_memo.clear()
+                hit = self._pf_memo[key] = self._prefill_attention_s(chunks)[0]
+            at_t = hit
+        if decode_batch:
+            kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
+            terms = self._dec_terms.get(decode_batch)
+            if terms is None:
+                terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
+            at_t += terms[0] + kv_dec * terms[1]
+        return lc[0] + at_t + lc[1] + self._overhead_s
 
     def cost(
         self,

@@ -2,15 +2,38 @@
 
 Public API: `run(config, requests, seed) -> Result`; configuration in `EngineConfig`,
 `SchedulerConfig`, `PoolConfig`; the `StepTimer` protocol the cost model plugs into (with the
-`AffineTimer` test double); records (`RequestRecord`, `SampleRecord`, `records_to_frame`).
+`AffineTimer` test double); the steady-state window (`SteadyWindow`, `steady_state`); records
+(`RequestRecord`, `SampleRecord`, `records_to_frame`).
 Cache strategies and routers are registries in `simulator.engine.caches` and
 `simulator.engine.routers`.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
-from simulator.engine.result import Result, run
 from simulator.engine.timer import AffineTimer, StepTimer
 
+if TYPE_CHECKING:
+    from simulator.engine.result import Result, run
+    from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
+
+# `run` and the frames it returns need pandas: loaded on first use (PEP 562), so that the engine
+# itself (`simulator.engine.cluster.simulate`) imports without pandas, scipy.stats or matplotlib
+_LAZY = {"Result": "result", "run": "result", "SteadyState": "steady", "SteadyWindow": "steady",
+         "steady_state": "steady"}
+
 __all__ = ["AffineTimer", "EngineConfig", "PoolConfig", "RequestRecord", "Result", "SampleRecord",
-           "SchedulerConfig", "StepTimer", "records_to_frame", "run"]
+           "SchedulerConfig", "SteadyState", "SteadyWindow", "StepTimer", "records_to_frame", "run", "steady_state"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simulator.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"simulator.engine.{module}"), name)
+    globals()[name] = value
+    return value

@@ -25,6 +25,7 @@ class DecodeSet:
     S: int
     running: dict[int, Seq]
     log_k: array
+    log_base: int
 
     def _init_decode(self, block_tokens: int) -> None:
         self.n_dec = 0
@@ -38,7 +39,7 @@ class DecodeSet:
 
     def _join_decode(self, seq: Seq) -> None:
         seq.state = DECODE
-        seq.seg_start = len(self.log_k)
+        seq.seg_start = self.log_base + len(self.log_k)
         self.n_dec += 1
         self.kv_sum += seq.kv0
         self.private_off -= seq.hit_tokens
@@ -68,7 +69,7 @@ class DecodeSet:
         self.n_dec -= 1
         self.kv_sum -= kv
         self.private_off += seq.hit_tokens
-        seq.ranges.append((seq.seg_start, len(self.log_k)))
+        seq.ranges.append((seq.seg_start, self.log_base + len(self.log_k)))
         del self.running[seq.key]
         return kv
 

@@ -8,9 +8,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from simulator.engine.decode import DECODE
+from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
 from simulator.engine.series import gap_quantile_ranges, ramp_s
 
+LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
 
@@ -23,8 +26,11 @@ class Observation:
     log_g0: array
     log_d: array
     log_k: array
+    log_top: array
+    log_base: int
+    log_compact_at: int
     last_sample_s: float
-    samples: list[tuple[Any, ...]]
+    samples: RowSink
     kv_sum: int
     private_off: int
     used: int
@@ -55,13 +61,34 @@ class Observation:
 
     def _gap_p99(self, seq: Seq) -> float:
         ranges = seq.ranges
+        if self.log_base:  # indices are absolute; the logs start at entry log_base
+            base = self.log_base
+            ranges = [(a - base, b - base) for a, b in ranges]
         if len(ranges) == 1 and not seq.extra_gaps:
             a, b = ranges[0]
             if b - a == 1:  # one segment: the series' own quantile
                 k = self.log_k[a]
                 pos = 0.99 * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps)
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps,
+                                   tops=self.log_top)
+
+    def _compact_log(self) -> None:
+        """Drop the step log's entries that no sequence on this replica refers to any more (the
+        decode ranges of a finished request are read once, at its end): memory stays flat over a
+        long run. Amortised O(1) a step: it runs when the log has doubled since the last time."""
+        keep = self.log_base + len(self.log_k)
+        for seqs in (self.running.values(), self.waiting, self.swapped):
+            for seq in seqs:
+                if seq.ranges:
+                    keep = min(keep, seq.ranges[0][0])
+                elif seq.state == DECODE:
+                    keep = min(keep, seq.seg_start)
+        drop = keep - self.log_base
+        if drop > 0:
+            del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
+            self.log_base = keep
+        self.log_compact_at = max(LOG_MIN_ENTRIES, 2 * len(self.log_k))
 
     # ----------------------------------------------------------------- time integrals
     def _init_integrals(self) -> None:

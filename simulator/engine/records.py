@@ -1,14 +1,21 @@
 """What the engine emits: one record per request, one row per replica sample.
 
-`records_to_frame` is the one door into pandas; the engine itself only appends tuples.
+`records_to_frame` is the one door into pandas; the engine itself only appends tuples, to a list
+or to any `RowSink`: `CsvRows` writes each row to a CSV file as it comes, so that a long run (a day
+of traffic, millions of requests) holds no record in memory.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class RequestRecord(NamedTuple):
@@ -68,6 +75,46 @@ class SampleRecord(NamedTuple):
 
 def records_to_frame(records: Iterable[Sequence[Any]],
                      kind: type[NamedTuple] = RequestRecord) -> pd.DataFrame:
-    """A DataFrame with the fields of `kind` as columns, one row per record."""
+    """A DataFrame with the fields of `kind` as columns, one row per record (pandas loads here)."""
+    import pandas as pd
+
     rows: list[Any] = list(records)
     return pd.DataFrame.from_records(rows, columns=list(kind._fields))
+
+
+class RowSink(Protocol):
+    """Where the engine appends records or samples as they happen (a list, or a `CsvRows`)."""
+
+    def append(self, row: tuple[Any, ...], /) -> None: ...
+
+
+class CsvRows:
+    """A `RowSink` writing rows of `kind` to a CSV file as they come (header: the field names).
+
+    Floats are written as Python's shortest round-trip repr, so reading the file back
+    (`pandas.read_csv`) gives the same values as `records_to_frame` on the rows. Use as a
+    context manager, or call `close`. ``rows`` counts what was written.
+    """
+
+    def __init__(self, path: str | Path, kind: type[NamedTuple] = RequestRecord,
+                 buffer_bytes: int = 1 << 20) -> None:
+        self.path = Path(path)
+        self.rows = 0
+        self._file: io.TextIOWrapper = self.path.open("w", newline="", buffering=buffer_bytes)
+        self._writer = csv.writer(self._file)
+        self._writer.writerow(kind._fields)
+
+    def append(self, row: tuple[Any, ...], /) -> None:
+        self._writer.writerow(row)
+        self.rows += 1
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> CsvRows:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -16,24 +16,28 @@ from array import array
 from collections import deque
 from typing import Any
 
+from simulator.engine import observe
 from simulator.engine.caches import NO_HIT, CacheState
+from simulator.engine.chunked import ChunkedRuns
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.geometry import BlockGeometry
 from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
+from simulator.engine.records import RowSink
 from simulator.engine.retention import RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach, steps_within
+from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach
 from simulator.engine.timer import StepTimer
+from simulator.engine.views import InFlight
 
 
-class Replica(BlockPool, Observation):
+class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
     """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
 
     def __init__(self, *, index: int, total_blocks: int, geometry: BlockGeometry, retention: RetentionPolicy,
                  swap_bytes_per_s: float, host_blocks: int, max_context_tokens: int, timer: StepTimer,
                  cache: CacheState, sched: SchedulerConfig, fast_forward: bool, observer: Observer,
-                 sample_interval_s: float, samples: list[tuple[Any, ...]]) -> None:
+                 sample_interval_s: float, samples: RowSink) -> None:
         self.index = index
         self.total_blocks = total_blocks
         self.geometry = geometry
@@ -64,12 +68,16 @@ class Replica(BlockPool, Observation):
         self.log_g0 = array("d")
         self.log_d = array("d")
         self.log_k = array("q")
+        self.log_top = array("d")  # each committed series' largest gap g0 + d·(k − 1), for the TPOT p99
+        self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
+        self.log_compact_at = observe.LOG_MIN_ENTRIES
         # driven by the SimPy process (see `cluster`)
         self.idle = False
         self.interruptible = False
         self.jump_start_s = 0.0
         self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
         self.jump_end_s = 0.0
+        self._init_views()
         self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
         self.wake: Any = None
         self.proc: Any = None
@@ -79,6 +87,7 @@ class Replica(BlockPool, Observation):
         self.g0 = 0.0
         self.d = 0.0
         self.k = 0
+        self._init_runs()
 
     # ----------------------------------------------------------------- arrivals
     def enqueue(self, seq: Seq, now: float) -> bool:
@@ -101,21 +110,6 @@ class Replica(BlockPool, Observation):
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
         return True
-
-    def steps_done(self, now: float) -> int:
-        """Whole steps of the jump in flight finished by `now` (not yet committed)."""
-        if self.jump_n <= 1:
-            return 0
-        return min(self.jump_n, steps_within(self.g0, self.d, now - self.jump_start_s))
-
-    def outstanding_at(self, now: float) -> int:
-        """Tokens still to compute, as stepping would show them at `now`."""
-        return self.outstanding_tokens - self.n_dec * self.steps_done(now)
-
-    def used_at(self, now: float) -> int:
-        """Blocks in use, as stepping would show them at `now`."""
-        j = self.steps_done(now)
-        return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
 
     # ----------------------------------------------------------------- planning
     def plan(self, now: float) -> bool:
@@ -228,6 +222,8 @@ class Replica(BlockPool, Observation):
             raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
+        if self.chunks and self.k == 1:
+            self.plan_run(now, budget, swap_s, preempted)  # the next full chunked-prefill steps at once
         return True
 
     def _stable_steps(self, now: float) -> int:
@@ -274,6 +270,9 @@ class Replica(BlockPool, Observation):
         self.log_g0.append(self.g0)
         self.log_d.append(self.d)
         self.log_k.append(n)
+        self.log_top.append(self.g0 + self.d * (n - 1))
+        if len(self.log_k) >= self.log_compact_at:
+            self._compact_log()
         if n_dec:
             self.used += grow
             self.kv_sum += self.n_grow * n
@@ -281,7 +280,7 @@ class Replica(BlockPool, Observation):
         self.S += n
         for seq in self.rejoined:
             seq.extra_gaps.append(end_s - seq.rejoin_from_s)
-            seq.seg_start = len(self.log_k)
+            seq.seg_start = self.log_base + len(self.log_k)
         if self.heap and self.heap[0][0] <= self.S:
             for seq in self._due():
                 kv = self._leave_decode(seq)
@@ -314,7 +313,7 @@ class Replica(BlockPool, Observation):
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
                 self._join_decode(seq)
-                seq.seg_start = len(self.log_k)
+                seq.seg_start = self.log_base + len(self.log_k)
 
     def _release(self, seq: Seq, tokens: int, blocks: int, end_s: float) -> None:
         r = seq.request

@@ -20,7 +20,7 @@ class Seq:
     """Scheduler state of one request on one replica."""
 
     __slots__ = (
-        "admit_s", "base", "blocks", "cache_node", "cap", "capped", "deadline_s", "evicted", "exact",
+        "admit_s", "base", "blocks", "cache_node", "cache_tokens", "cap", "capped", "deadline_s", "evicted", "exact",
         "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme", "hit_tokens", "key", "kv0",
         "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed", "rejoin_from_s",
         "replica", "request", "resume_hit", "seg_start", "state", "target",
@@ -54,6 +54,7 @@ class Seq:
         self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache
         self.pieces: tuple[tuple[object, int, int], ...] | None = None  # the prefix cache's key chain
         self.cache_node: object = None  # the prefix cache's deepest referenced node
+        self.cache_tokens = 0  # ... and where it ends, in tokens of the sequence's chain
         self.hit_hbm = self.hit_dram = self.hit_nvme = self.recomputed = 0
         self.evicted = 0  # tokens whose KV retention dropped
 

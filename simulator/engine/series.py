@@ -14,7 +14,6 @@ by a bounded search on ``T``.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 
@@ -153,61 +152,59 @@ def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequenc
     return x_lo + frac * (x_hi - x_lo)
 
 
-HEAP_ONLY_SERIES = 24  # below this many series a plain heap merge beats numpy's fixed costs
+NUMPY_SERIES = 64  # from this many series numpy finds the candidates faster than a Python pass
 
 
 def gap_quantile_ranges(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
-                        ranges: Sequence[tuple[int, int]], extra: Sequence[float], q: float = 0.99) -> float:
+                        ranges: Sequence[tuple[int, int]], extra: Sequence[float], q: float = 0.99,
+                        tops: Sequence[float] | None = None) -> float:
     """`gap_quantile` over the series ``s`` in the index ranges ``[a, b)`` of the logs.
 
-    Same values, same rule. Only the ``m`` largest values matter, and each comes from a series
-    whose maximum ``g0 + d·(k − 1)`` is at least the ``m``-th largest maximum; so the series are
-    first cut to those (numpy, for long logs), then a heap merge of their descending runs pops
-    the ``m`` largest in ``O((series + m) log series)``.
+    Same values, same rule. The quantile interpolates the ``m``-th and ``(m−1)``-th largest values,
+    ``m = N − floor(q(N−1))``. The ``m`` largest series maxima ``g0 + d·(k − 1)`` are ``m`` of the
+    values, so every value among the ``m`` largest is at least the ``m``-th largest maximum ``θ``:
+    only the series whose maximum reaches ``θ`` are read, from their top down while ``≥ θ`` (a series
+    decreases from its top): ``O(series log series + m²)``, the selection in C (numpy for long logs).
+    `tops`, when the caller logs them, are the series' maxima (the same floats).
     """
-    n_series = sum(b - a for a, b in ranges)
-    if n_series > HEAP_ONLY_SERIES:
-        g = np.concatenate([np.asarray(g0s[a:b], dtype=float) for a, b in ranges])
-        d = np.concatenate([np.asarray(ds[a:b], dtype=float) for a, b in ranges])
-        k = np.concatenate([np.asarray(ks[a:b], dtype=np.int64) for a, b in ranges])
-        n_total = int(k.sum()) + len(extra)
-        m = n_total - math.floor(q * (n_total - 1))
-        tops = g + d * (k - 1)
-        if len(tops) > m:
-            keep = tops >= np.partition(tops, len(tops) - m)[len(tops) - m]
-            g, d, k = g[keep], d[keep], k[keep]
-        return _heap_quantile(g.tolist(), d.tolist(), k.tolist(), [(0, len(k))], extra, q, n_total)
-    return _heap_quantile(g0s, ds, ks, ranges, extra, q)
-
-
-def _heap_quantile(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
-                   ranges: Sequence[tuple[int, int]], extra: Sequence[float], q: float,
-                   n_total: int | None = None) -> float:
-    """The heap merge of `gap_quantile_ranges`; `n_total` counts values in series cut away."""
-    count = len(extra)
-    heap: list[tuple[float, int, int]] = []
-    for a, b in ranges:
-        for i in range(a, b):
-            k = ks[i]
-            count += k
-            heap.append((-(g0s[i] + ds[i] * (k - 1)), i, k - 1))
-    n_total = count if n_total is None else n_total
+    n_total = len(extra) + sum(sum(ks[a:b]) for a, b in ranges)
     if n_total == 0:
         return math.nan
-    for j, x in enumerate(extra):
-        heap.append((-x, -1 - j, 0))
     pos = q * (n_total - 1)
     lo = math.floor(pos)
     frac = pos - lo
     m = n_total - lo
-    heapq.heapify(heap)
-    x_hi = x_lo = 0.0
-    for _ in range(m):
-        x_hi = x_lo
-        neg, i, o = heapq.heappop(heap)
-        x_lo = -neg
-        if i >= 0 and o > 0:
-            heapq.heappush(heap, (-(g0s[i] + ds[i] * (o - 1)), i, o - 1))
-    if m < 2:
-        x_hi = x_lo
+    index: list[int] = []  # candidate series, with their maxima
+    maxima: list[float] = []
+    if len(ranges) == 1 and ranges[0][1] - ranges[0][0] >= NUMPY_SERIES:
+        a, b = ranges[0]
+        top = (np.asarray(tops[a:b], dtype=float) if tops is not None
+               else np.asarray(g0s[a:b], dtype=float) + np.asarray(ds[a:b], dtype=float)
+               * (np.asarray(ks[a:b], dtype=np.int64) - 1))
+        theta = float(np.partition(top, len(top) - m)[len(top) - m]) if len(top) >= m else -math.inf
+        picked = np.flatnonzero(top >= theta)
+        maxima = top[picked].tolist()
+        index = (picked + a).tolist()
+    else:
+        for a, b in ranges:
+            index += range(a, b)
+            maxima += tops[a:b] if tops is not None else [g0s[i] + ds[i] * (ks[i] - 1) for i in range(a, b)]
+        theta = sorted(maxima)[-m] if len(maxima) >= m else -math.inf
+    values = [x for x in extra if x >= theta]
+    for p, top_value in enumerate(maxima):
+        if top_value < theta:
+            continue
+        values.append(top_value)
+        i = index[p]
+        k = ks[i]
+        if k > 1:
+            g0, d = g0s[i], ds[i]
+            for j in range(k - 2, max(k - m, 0) - 1, -1):  # the series' next values, largest first
+                v = g0 + d * j
+                if v < theta:
+                    break
+                values.append(v)
+    values.sort(reverse=True)
+    x_lo = values[m - 1]
+    x_hi = x_lo if m < 2 else values[m - 2]
     return x_lo + frac * (x_hi - x_lo)

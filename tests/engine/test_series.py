@@ -116,7 +116,7 @@ def test_gap_quantile_ranges_equals_numpy_version(segs: list[tuple[float, float,
        st.lists(st.floats(0.01, 5.0), max_size=3), st.integers(0, 300))
 def test_gap_quantile_ranges_on_long_logs_cuts_series_exactly(segs: list[tuple[float, float, int]],
                                                                extra: list[float], cut_at: int) -> None:
-    # more than HEAP_ONLY_SERIES series: the numpy cut to the series that can hold the top values
+    # NUMPY_SERIES or more series in one range: numpy picks the series that can hold the top values
     from array import array
 
     g0s, ds = array("d", [s[0] for s in segs]), array("d", [s[1] for s in segs])
@@ -127,3 +127,23 @@ def test_gap_quantile_ranges_on_long_logs_cuts_series_exactly(segs: list[tuple[f
     expected = gap_quantile(np.array(g0s), np.array(ds), np.array(ks, dtype=np.int64), extra)
     assert gap_quantile_ranges(g0s, ds, ks, ranges, extra) == expected
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0, 0.01), st.integers(1, 40)),
+                min_size=64, max_size=300),
+       st.lists(st.floats(0.01, 5.0), max_size=3), st.integers(0, 40))
+def test_gap_quantile_ranges_on_one_long_range_with_logged_maxima(segs: list[tuple[float, float, int]],
+                                                                 extra: list[float], start: int) -> None:
+    # one range of NUMPY_SERIES or more series: numpy picks the candidates, from the logged maxima or not
+    from array import array
+
+    from simulator.engine.series import NUMPY_SERIES
+
+    g0s, ds = array("d", [s[0] for s in segs]), array("d", [s[1] for s in segs])
+    ks = array("q", [s[2] for s in segs])
+    tops = array("d", [g + d * (k - 1) for g, d, k in segs])
+    start = min(start, len(segs) - NUMPY_SERIES)
+    expected = gap_quantile(np.array(g0s[start:]), np.array(ds[start:]), np.array(ks[start:], dtype=np.int64), extra)
+    assert gap_quantile_ranges(g0s, ds, ks, [(start, len(segs))], extra) == expected
+    assert gap_quantile_ranges(g0s, ds, ks, [(start, len(segs))], extra, tops=tops) == expected

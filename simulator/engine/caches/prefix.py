@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
-from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, cut
+from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, cut, seek
 from simulator.errors import must
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ class _PrefixState:
         self.reload_s_per_block = [0.0] + [bb / bws[t] for t in tiers]
         self.counters = {"evicted_blocks": 0, "dropped_blocks": 0, "reloaded_blocks": 0,
                          "bytes_down": 0.0, "bytes_up": 0.0}
+        # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, path, last)``: the scheduler
+        # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
+        self._probed: tuple[Seq, int, int, list[Node], int] | None = None
 
     # ------------------------------------------------------------------ lookups
     def _pieces(self, seq: Seq) -> tuple[Piece, ...]:
@@ -84,13 +87,18 @@ class _PrefixState:
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
         path, last = self.tree.walk(self._pieces(seq), max_hit_tokens)
+        self._probed = (seq, max_hit_tokens, self.tree.version, path, last)
         tokens, free = self._hbm(path, last)
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
     def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
         tree, B = self.tree, self.B
-        path, last = tree.walk(self._pieces(seq), max_hit_tokens)
+        probed, self._probed = self._probed, None
+        if probed is not None and probed[0] is seq and probed[1] == max_hit_tokens and probed[2] == tree.version:
+            path, last = probed[3], probed[4]
+        else:
+            path, last = tree.walk(self._pieces(seq), max_hit_tokens)
         seq.cache_node = None
         if not path:
             return NO_HIT
@@ -114,6 +122,7 @@ class _PrefixState:
             return Admission(recomputed_tokens=sum(per_tier[1:]))
         tree.pin(hit_node)
         seq.cache_node = hit_node
+        seq.cache_tokens = hbm + sum(per_tier[1:best_t + 1])  # where hit_node ends (tiers rise along a path)
         self.counters["reloaded_blocks"] += reload_blocks
         self.counters["bytes_up"] += reload_blocks * self.ctx.block_bytes
         reloaded = sum(per_tier[1:best_t + 1])
@@ -158,36 +167,43 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        kept, node = self._insert(seq, n, exact_end=True)
+        kept, node = self._insert(seq, n, exact_end=True, start=seq.cache_node)  # type: ignore[arg-type]
         self.tree.pin(node)  # the sequence references its whole prefilled prefix now
         if seq.cache_node is not None:
             self.tree.unpin(seq.cache_node)  # type: ignore[arg-type]
         seq.cache_node = node
+        seq.cache_tokens = n
         return n, kept
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         tree, B = self.tree, self.B
-        if seq.cache_node is not None:
-            tree.unpin(seq.cache_node)  # type: ignore[arg-type]
+        start = seq.cache_node
+        if start is not None:
+            tree.unpin(start)  # type: ignore[arg-type]
             seq.cache_node = None
         n = tokens - tokens % B
         if n <= seq.hit_tokens or private_blocks <= 0:
             return 0
-        kept, node = self._insert(seq, n, exact_end=False)
+        kept, node = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
         tree.offer(node)
         return kept
 
-    def _insert(self, seq: Seq, n: int, exact_end: bool) -> tuple[int, Node]:
+    def _insert(self, seq: Seq, n: int, exact_end: bool, start: Node | None = None) -> tuple[int, Node]:
         """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node).
 
         Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
-        `exact_end` the last node ends at `n` tokens exactly (split when it is longer).
+        `exact_end` the last node ends at `n` tokens exactly (split when it is longer). `start` is
+        the node the sequence referenced (ending ``seq.cache_tokens`` in, all HBM up to it): the walk
+        resumes there (`RadixTree.resume`), the nodes above it touched as the walk's loop would.
         """
         tree, B = self.tree, self.B
         pieces = self._pieces(seq)
-        path, last = tree.walk(pieces, n)
         kept = pos = 0
         parent = tree.root
+        at = tree.resume(start, pieces, seq.cache_tokens) if start is not None and seq.cache_tokens <= n else None
+        if at is not None:
+            parent, pos = at[0], at[1]
+        path, last = tree.walk(pieces, n, at)
         for i, node in enumerate(path):
             partial = i == len(path) - 1 and last < node.tokens
             if partial and (exact_end or node.tier != HBM or pos + last < n):
@@ -199,7 +215,7 @@ class _PrefixState:
             parent = node
             pos += last if partial else node.tokens
         if pos < n:
-            _, j, off, _ = cut(pieces, 0, 0, pos)
+            j, off = seek(pieces, pos)
             rest, _, _, _ = cut(pieces, j, off, n - pos)
             parent = tree.add_child(parent, rest, n - pos, HBM)
             kept += (n - pos) // B

@@ -66,18 +66,53 @@ class Node:
 
 def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piece, ...], int, int, int]:
     """Up to `n` tokens of `pieces` from piece `j` at segment offset `off`: ``(pieces, j, off, taken)``."""
+    if n > 0 and j < len(pieces):  # the usual case: the tokens lie within piece j
+        sid, _, b = pieces[j]
+        end = off + n
+        if end < b:
+            return ((sid, off, end),), j, end, n
+        if end == b:
+            j += 1
+            return ((sid, off, end),), j, (pieces[j][1] if j < len(pieces) else 0), n
     out: list[Piece] = []
     want = n
-    while n > 0 and j < len(pieces):
+    count = len(pieces)
+    if n > 0 and j < count:  # the rest of piece j, then whole pieces (as they are), then part of one
         sid, _, b = pieces[j]
-        take = min(n, b - off)
-        out.append((sid, off, off + take))
-        n -= take
+        out.append((sid, off, b))
+        n -= b - off
+        j += 1
+        k = j
+        while k < count and n > 0:
+            _, a, b = pieces[k]
+            if b - a > n:
+                break
+            n -= b - a
+            k += 1
+        out += pieces[j:k]
+        j = k
+        if n > 0 and j < count:
+            sid, a, _ = pieces[j]
+            out.append((sid, a, a + n))
+            off, n = a + n, 0
+        else:
+            off = pieces[j][1] if j < count else 0
+    return tuple(out), j, off, want - n
+
+
+def seek(pieces: tuple[Piece, ...], tokens: int) -> tuple[int, int]:
+    """``(j, off)`` where ``cut(pieces, 0, pieces[0][1], tokens)`` leaves off, without building the cut."""
+    count = len(pieces)
+    j, off = 0, (pieces[0][1] if count else 0)
+    while tokens > 0 and j < count:
+        b = pieces[j][2]
+        take = min(tokens, b - off)
+        tokens -= take
         off += take
         if off == b:
             j += 1
-            off = pieces[j][1] if j < len(pieces) else 0
-    return tuple(out), j, off, want - n
+            off = pieces[j][1] if j < count else 0
+    return j, off
 
 
 class RadixTree:
@@ -94,18 +129,25 @@ class RadixTree:
         self.blocks = [0] * n_tiers  # blocks held per tier
         self.evictable = 0  # HBM blocks with ref == 0
         self.heaps: list[list[tuple[Any, int, Node]]] = [[] for _ in range(n_tiers)]
+        self.version = 0  # bumped by every change of shape (split, add, remove): a walk is valid while it holds
+        self._leaf_tier = n_tiers - 1
 
     # ------------------------------------------------------------------ walking
-    def walk(self, pieces: tuple[Piece, ...], limit: int) -> tuple[list[Node], int]:
+    def walk(self, pieces: tuple[Piece, ...], limit: int,
+             start: tuple[Node, int, int, int] | None = None) -> tuple[list[Node], int]:
         """Nodes matched from the root (whole nodes, then possibly one partial); tokens in the last.
 
         Matching stops at `limit` tokens (rounded down to blocks) and at the first block whose
         key differs. Returns ``(path, tokens_in_last)``; the last node may be matched partially.
+        From `start` instead, ``(node, tokens, j, off)`` as `resume` gives them, the path below it.
         """
         B = self.B
         limit -= limit % B
-        node, pos, j = self.root, 0, 0
-        off = pieces[0][1] if pieces else 0
+        if start is None:
+            node, pos, j = self.root, 0, 0
+            off = pieces[0][1] if pieces else 0
+        else:
+            node, pos, j, off = start
         path: list[Node] = []
         last = 0
         n = len(pieces)
@@ -154,6 +196,7 @@ class RadixTree:
         """Split `node` after `tokens` (a block multiple inside it); return the new upper node."""
         parent = node.parent
         assert parent is not None and 0 < tokens < node.tokens and tokens % self.B == 0
+        self.version += 1
         head, j, off, _ = cut(node.pieces, 0, node.pieces[0][1], tokens)
         tail = ((node.pieces[j][0], off, node.pieces[j][2]), *node.pieces[j + 1:])
         top = Node(parent, node.key, head, tokens, node.tier, node.stamp)
@@ -169,6 +212,7 @@ class RadixTree:
 
     def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int) -> Node:
         """A new unreferenced node under `parent` (`tokens` a block multiple > 0)."""
+        self.version += 1
         key = cut(pieces, 0, pieces[0][1], self.B)[0]
         node = Node(parent, key, pieces, tokens, tier, next(self.clock))
         node.born = next(self.entries)
@@ -181,6 +225,7 @@ class RadixTree:
 
     def remove(self, node: Node) -> list[int]:
         """Drop `node` and its subtree (none referenced); return blocks freed per tier."""
+        self.version += 1
         freed = [0] * len(self.blocks)
         stack = [node]
         while stack:
@@ -219,6 +264,33 @@ class RadixTree:
         node.stamp = next(self.clock)
         node.hits += 1
 
+    def resume(self, node: Node, pieces: tuple[Piece, ...], tokens: int) -> tuple[Node, int, int, int] | None:
+        """Where a walk of `pieces` from the root stands after `node` (a node on their path ending
+        `tokens` in): ``(node, tokens, j, off)`` for `walk`, having touched the nodes from the root's
+        child down to `node` in that order, as a walk then its caller would. None (nothing touched)
+        when `node` is not where the caller thinks. The nodes are matched as the walk matches them
+        (`_common`), so the position is the walk's, but no child is looked up by key."""
+        chain: list[Node] = []
+        n: Node | None = node
+        while n is not None and n is not self.root:
+            chain.append(n)
+            n = n.parent
+        if n is None:
+            return None
+        chain.reverse()
+        pos, j = 0, 0
+        off = pieces[0][1] if pieces else 0
+        for n in chain:
+            m, j, off = self._common(n.pieces, pieces, j, off)
+            if m != n.tokens:
+                return None
+            pos += m
+        if pos != tokens:
+            return None
+        for n in chain:
+            self.touch(n)
+        return node, pos, j, off
+
     def pin(self, node: Node) -> None:
         """Reference the path from `node` up to the root (one running sequence uses it)."""
         n: Node | None = node
@@ -248,9 +320,9 @@ class RadixTree:
 
     def is_tier_leaf(self, node: Node) -> bool:
         t = node.tier
-        if t == len(self.blocks) - 1:
+        if t == self._leaf_tier or not node.children:
             return not node.children
-        return not any(c.tier == t for c in node.children.values())
+        return all(c.tier != t for c in node.children.values())
 
     def offer(self, node: Node) -> None:
         """Push `node` as an eviction candidate of its tier (validated again on pop).

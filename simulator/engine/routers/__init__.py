@@ -52,6 +52,8 @@ class Router(Protocol):
 def pick_min(values: Sequence[float], rng: np.random.Generator) -> int:
     """Index of the smallest value; a uniformly random one among ties."""
     best = min(values)
+    if values.count(best) == 1:  # the usual case, in C
+        return values.index(best)
     ties = [i for i, v in enumerate(values) if v == best]
     return ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
 
@@ -65,6 +67,7 @@ def referenced_blocks_at(replica: ReplicaView, now: float) -> int:
 
 
 _REGISTRY: Registry[Router] = Registry("router")
+ROUTERS = _REGISTRY  # `ROUTERS.build(...)` checks a table of parameters, naming where it was written
 
 
 def register_router(cls: C) -> C:
@@ -84,5 +87,5 @@ def make_router(name: str, **params: object) -> Router:
 
 from simulator.engine.routers.basic import LeastKV, LeastTokens, PrefixAffinity, RoundRobin  # noqa: E402
 
-__all__ = ["LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin", "RoutePolicy", "Router",
-           "make_router", "pick_min", "referenced_blocks_at", "register_router", "router_names"]
+__all__ = ["ROUTERS", "LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin", "RoutePolicy",
+           "Router", "make_router", "pick_min", "referenced_blocks_at", "register_router", "router_names"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -37,12 +39,49 @@ class RoundRobin:
         return _RoundRobin(rng)
 
 
+DIRECT_REPLICAS = 32  # up to this many replicas least-tokens asks each one at every arrival (cheaper there)
+
+
 @dataclass(slots=True)
 class _LeastTokens:
+    """Least outstanding tokens, kept incrementally beyond `DIRECT_REPLICAS` replicas.
+
+    A replica's `outstanding_at` changes only when its state does (an arrival, a plan, a commit:
+    the cluster appends its index to `changed`) or at a step boundary of the jump in flight
+    (`outstanding_until` says when). The policy keeps every replica's value and a heap of those
+    boundaries, and re-reads only the replicas changed or past a boundary since the last arrival:
+    a handful, however many replicas there are. The choice is the same as asking every replica.
+    """
+
     rng: np.random.Generator
+    changed: list[int] = field(default_factory=list)
+    _values: list[int] = field(default_factory=list)
+    _stamps: list[int] = field(default_factory=list)
+    _wake: list[tuple[float, int, int]] = field(default_factory=list)  # (until, stamp, replica)
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
-        return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
+        n = len(replicas)
+        if n <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until"):
+            self.changed.clear()
+            return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
+        values, stamps, wake = self._values, self._stamps, self._wake
+        stale: Iterable[int]
+        if len(values) != n:  # the first arrival: read everyone
+            values[:], stamps[:], wake[:] = [0] * n, [0] * n, []
+            stale = range(n)
+        else:
+            stale = set(self.changed)
+            while wake and wake[0][0] <= now:
+                _, stamp, i = heapq.heappop(wake)
+                if stamp == stamps[i]:
+                    stale.add(i)
+        self.changed.clear()
+        for i in stale:
+            values[i], until = replicas[i].outstanding_until(now)  # type: ignore[attr-defined]
+            stamps[i] += 1
+            if until < math.inf:
+                heapq.heappush(wake, (until, stamps[i], i))
+        return pick_min(values, self.rng)
 
 
 @register_router

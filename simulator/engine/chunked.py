@@ -1,0 +1,270 @@
+"""Chunked prefill in runs: the steps of a long prompt planned at once, committed one by one.
+
+A long prompt under a token budget (vLLM's ``max_num_batched_tokens``, Sarathi's chunk) takes many
+steps whose every plan is the same: the prefilling sequences' chunks fill the budget, so nothing is
+admitted, and the decoders each add a token. Only the numbers move (the chunks' cached context, the
+decoders' context), so `plan_run` works out those steps in one go, ``(chunks_i, g_i)`` for
+``i = 1..k−1`` after the step just planned, and the SimPy process yields one timeout for all of them;
+`commit_run` then commits each step as stepping would (`Replica.commit`, with the step's chunks and
+time, at the end time stepping would reach: ``t_{i+1} = t_i + g_i`` in floating point, as SimPy sums).
+
+A step joins the run only when its plan would have done nothing but form those chunks and price
+them, so records, samples and the time integrals are stepping's, bit for bit:
+
+- its chunks fill the budget (no admission: arrivals during the run wait, as in stepping), and no
+  earlier step of the run completes a prefill or reaches a decoder's next event (completion, cap):
+  such a step may only be the run's last;
+- the decoders' new blocks fit the free blocks at every step (no eviction, no preemption);
+- nothing is swapped, swapped in or preempted, and the queue has no timeout (no deadline falls
+  inside the run);
+- no time-series sample falls due before the run ends (``t_k − last_sample_s < sample_interval_s``),
+  so neither a skipped plan nor an arrival during the run would have taken one.
+
+While the run is in flight, `outstanding_at` and `used_at` (what routers read) count its steps
+finished by then, as decode jumps do (`simulator.engine.views`). Without ``fast_forward`` there are
+no runs: stepping stays the reference, and the tests hold runs to it bit for bit. What changes is
+the engine's own work: one SimPy event a run instead of one a step (the summary's ``events``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from array import array
+from typing import TYPE_CHECKING
+
+from simulator.engine.series import blocks_crossed
+
+if TYPE_CHECKING:
+    from collections import deque
+    from collections.abc import Callable
+
+    from simulator.engine.caches import CacheState
+    from simulator.engine.config import SchedulerConfig
+    from simulator.engine.geometry import BlockGeometry
+    from simulator.engine.sequence import Seq
+    from simulator.engine.timer import StepTimer
+
+
+class ChunkedRuns:
+    """Mixin of `Replica` (see there for the attributes it uses)."""
+
+    B: int
+    S: int
+    g0: float
+    d: float
+    used: int
+    total_blocks: int
+    kv_sum: int
+    n_dec: int
+    n_grow: int
+    hist: list[int]
+    heap: list[tuple[int, int, int, Seq]]
+    chunks: list[tuple[Seq, int]]
+    rejoined: list[Seq]
+    prefilling: dict[int, Seq]
+    swapped: deque[Seq]
+    sched: SchedulerConfig
+    timer: StepTimer
+    fast_forward: bool
+    last_sample_s: float
+    sample_interval_s: float
+    outstanding_tokens: int
+    log_g0: array
+    log_d: array
+    log_k: array
+    log_top: array
+    log_compact_at: int
+
+    cache: CacheState
+    geometry: BlockGeometry
+    running: dict[int, Seq]
+    acc_s: float
+    private_off: int
+    used_block_s: float
+    cache_block_s: float
+    private_block_s: float
+    private_token_s: float
+
+    if TYPE_CHECKING:
+        def commit(self, n: int, end_s: float) -> None: ...
+        def _next_event_step(self) -> int: ...
+        def _compact_log(self) -> None: ...
+
+    def _init_runs(self) -> None:
+        self.run_steps: list[tuple[list[tuple[Seq, int]], float]] = []  # steps 1.. of the run in flight
+        self.run_ends: list[float] = []  # end time of each step of the run (step 0 first)
+        self.run_done: list[int] = []  # tokens the steps before each boundary computed (0 first)
+
+    def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool) -> None:
+        """Extend the step just planned (``self.chunks``, ``self.g0``, starting at `now`) into a run
+        of full chunked-prefill steps, when stepping would plan the same (module docstring)."""
+        self.run_steps = []
+        if (budget_left or not self.chunks or not self.fast_forward or swap_s or preempted or self.rejoined
+                or self.swapped or not math.isinf(self.sched.queue_timeout_s)):
+            return
+        for seq, c in self.chunks:
+            if seq.prefilled + c >= seq.target:
+                return  # the step completes a prefill: the next plan differs
+        n, B, S, hist = self.n_dec, self.B, self.S, self.hist
+        last_step = self._next_event_step() - S - 1 if n else 1 << 62  # the step whose commit meets it
+        if last_step < 1:
+            return
+        ends = [now + self.g0]
+        last_sample, interval = self.last_sample_s, self.sample_interval_s
+        if not ends[0] - last_sample < interval:
+            return
+        budget = self.sched.max_num_batched_tokens - n
+        free = self.total_blocks - self.used
+        crossed = hist[-S % B] if n else 0  # new blocks the decoders take in steps 0..i−1 (the commits)
+        tokens = [0, budget + n]  # step 0 is full too
+        steps: list[tuple[list[tuple[Seq, int]], float]] = []
+        step_s, kv0, n_grow = self.timer.step_s, self.kv_sum + n, self.n_grow
+        i = 1
+        if len(self.prefilling) == 1:  # the usual case, one long prompt: `_chunks_after` inlined
+            seq, c0 = self.chunks[0]
+            pre, target, full = seq.prefilled + c0, seq.target, [(seq, budget)]
+            while target - pre >= budget:
+                need = hist[-(S + i) % B] if n else 0
+                if crossed + need > free:
+                    break
+                crossed += need
+                g = step_s([(budget, pre)], n, kv0 + i * n_grow)
+                end = ends[-1] + g
+                if not g > 0 or not end - last_sample < interval:
+                    break
+                steps.append((full, g))
+                ends.append(end)
+                tokens.append(tokens[-1] + budget + n)
+                pre += budget
+                if pre >= target or i >= last_step:
+                    break
+                i += 1
+            if steps:
+                self.run_steps, self.run_ends, self.run_done = steps, ends, tokens
+            return
+        chunk_at = self._chunks_after(budget)
+        while True:
+            need = hist[-(S + i) % B] if n else 0  # step i's plan: these must be free, as in stepping
+            if crossed + need > free:
+                break  # step i's plan would evict or preempt
+            crossed += need
+            step = chunk_at()
+            if step is None:
+                break  # not full: step i's plan would admit from the queue
+            chunks, priced, completes = step
+            g = step_s(priced, n, kv0 + i * n_grow)
+            end = ends[-1] + g
+            if not g > 0 or not end - last_sample < interval:
+                break
+            steps.append((chunks, g))
+            ends.append(end)
+            tokens.append(tokens[-1] + budget + n)
+            if completes or i >= last_step:
+                break
+            i += 1
+        if steps:
+            self.run_steps, self.run_ends, self.run_done = steps, ends, tokens
+
+    def _chunks_after(self, budget: int) -> Callable[[], tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool]
+                                                              | None]:
+        """A function giving, call by call, the next steps' chunks as the plans of stepping would form
+        them (the prefilling sequences in order, each ``min(left to prefill, budget left)``), with
+        their ``(new, context)`` pairs and whether one completes; None once a step is not full."""
+        done = {seq.key: seq.prefilled + c for seq, c in self.chunks}  # prefilled after the steps so far
+        prefilling = list(self.prefilling.values())
+        if len(prefilling) == 1:  # the usual case: one long prompt
+            seq = prefilling[0]
+            pre, target = done[seq.key], seq.target
+
+            def one() -> tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool] | None:
+                nonlocal pre
+                if target - pre < budget:
+                    return None
+                before, pre = pre, pre + budget
+                return [(seq, budget)], [(budget, before)], pre >= target
+
+            return one
+
+        def many() -> tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool] | None:
+            chunks: list[tuple[Seq, int]] = []
+            priced: list[tuple[int, int]] = []
+            left = budget
+            for seq in prefilling:
+                if left <= 0:
+                    break
+                before = done.get(seq.key, seq.prefilled)
+                c = min(seq.target - before, left)
+                chunks.append((seq, c))
+                priced.append((c, before))
+                left -= c
+            if left:
+                return None
+            completes = False
+            for (seq, c), (_, before) in zip(chunks, priced, strict=True):
+                done[seq.key] = before + c
+                completes = completes or before + c >= seq.target
+            return chunks, priced, completes
+
+        return many
+
+    def commit_run(self) -> None:
+        """Commit the run in flight: each step at its end time, with its chunks and time.
+
+        All steps but the last complete no prefill and meet no decoder event, so their commits
+        (`Replica.commit`) reduce to: integrate the step (`Observation._accrue_steps`, unrolled here:
+        the cache and the running set do not change), log it, grow the decoders' blocks and context,
+        count the tokens computed. The last step is an ordinary commit. Stale heap entries the
+        skipped commits would have dropped wait for it (it drops them the same way).
+        """
+        steps, ends = self.run_steps, self.run_ends
+        self.run_steps = []
+        gs = [self.g0] + [g for _, g in steps]
+        all_chunks = [self.chunks] + [c for c, _ in steps]
+        k = len(gs)
+        n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
+        cache = self.cache.hbm_blocks()
+        overhead = self.geometry.overhead_blocks * len(self.running)
+        used, kv_sum, S, acc, off = self.used, self.kv_sum, self.S, self.acc_s, self.private_off
+        used_s, cache_s, private_s, token_s = self.used_block_s, self.cache_block_s, self.private_block_s, \
+            self.private_token_s
+        for i in range(k - 1):
+            end = ends[i]
+            dt = end - acc
+            private = used - cache - overhead
+            tokens = (kv_sum + off) * dt
+            used_s += used * dt + 0.0
+            cache_s += cache * dt
+            private_s += private * dt + 0.0
+            token_s += tokens
+            acc = end
+            if n_dec:
+                used += hist[-S % B]
+                kv_sum += n_grow
+            S += 1
+        self.used, self.kv_sum, self.S, self.acc_s = used, kv_sum, S, acc
+        self.used_block_s, self.cache_block_s, self.private_block_s, self.private_token_s = \
+            used_s, cache_s, private_s, token_s
+        self.outstanding_tokens -= self.run_done[k - 1]  # the chunks and one token a decoder, each step
+        for chunks in all_chunks[:-1]:
+            for seq, c in chunks:
+                seq.prefilled += c
+        self.log_g0.extend(gs[:-1])
+        self.log_d.extend([0.0] * (k - 1))
+        self.log_k.extend([1] * (k - 1))
+        self.log_top.extend(gs[:-1])  # g0 + d·(k − 1) with d = 0 and k = 1
+        if len(self.log_k) >= self.log_compact_at:
+            self._compact_log()
+        self.chunks, self.g0, self.d = all_chunks[-1], gs[-1], 0.0
+        self.commit(1, ends[-1])
+
+    def run_steps_done(self, now: float) -> int:
+        """Steps of the run in flight finished by `now` (a step ending at `now` counts)."""
+        return bisect.bisect_right(self.run_ends, now)
+
+    def run_outstanding_at(self, now: float) -> int:
+        return self.outstanding_tokens - self.run_done[self.run_steps_done(now)]
+
+    def run_used_at(self, now: float) -> int:
+        j = self.run_steps_done(now)
+        return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)

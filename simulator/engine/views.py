@@ -1,0 +1,94 @@
+"""What routers read of a replica while a decode jump or a chunked-prefill run is in flight.
+
+The SimPy process yields one timeout for a jump of k steps (or a run of chunked steps) and commits
+them at its end; an arrival in between asks the replica for its load as stepping would show it:
+the state at the last commit less what the steps finished since have done (`outstanding_at`,
+`used_at`). `outstanding_until` also says until when that value holds, for a router that keeps
+its view incrementally (`routers.basic._LeastTokens`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from simulator.engine.series import blocks_crossed, series_s, steps_within
+
+if TYPE_CHECKING:
+    from simulator.engine.sequence import Seq
+
+UNTIL_MARGIN = 1e-9  # `outstanding_until` ends its windows this much early (relative to the time)
+
+
+class InFlight:
+    """Mixin of `Replica` (see there for the attributes it uses)."""
+
+    B: int
+    S: int
+    g0: float
+    d: float
+    used: int
+    n_dec: int
+    hist: list[int]
+    outstanding_tokens: int
+    jump_start_s: float
+    jump_n: int
+    jump_end_s: float
+    run_ends: list[float]
+
+    if TYPE_CHECKING:  # provided by `ChunkedRuns`
+        run_steps: list[tuple[list[tuple[Seq, int]], float]]
+
+        def run_steps_done(self, now: float) -> int: ...
+        def run_outstanding_at(self, now: float) -> int: ...
+        def run_used_at(self, now: float) -> int: ...
+
+    def _init_views(self) -> None:
+        # `steps_done` remembers its last answer j with the window ``T(j) ≤ now − start < T(j+1)``
+        # it holds for: routers ask every replica at every arrival, mostly within one step
+        self._done_j, self._done_lo, self._done_hi = 0, math.inf, math.inf
+
+    def begin_jump(self, start_s: float, k: int) -> None:
+        """The planned `k` > 1 steps run from `start_s` (the SimPy process yields one timeout for them)."""
+        self.jump_start_s, self.jump_n = start_s, k
+        self.jump_end_s = start_s + series_s(self.g0, self.d, k)
+        self._done_lo = math.inf
+
+    def steps_done(self, now: float) -> int:
+        """Whole steps of the jump in flight finished by `now` (not yet committed)."""
+        if self.jump_n <= 1:
+            return 0
+        e = now - self.jump_start_s
+        if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
+            g0, d = self.g0, self.d
+            j = steps_within(g0, d, e)
+            self._done_j, self._done_lo, self._done_hi = j, series_s(g0, d, j), series_s(g0, d, j + 1)
+        return min(self.jump_n, self._done_j)
+
+    def outstanding_at(self, now: float) -> int:
+        """Tokens still to compute, as stepping would show them at `now`."""
+        if self.jump_n <= 1:
+            return self.run_outstanding_at(now) if self.run_steps else self.outstanding_tokens
+        return self.outstanding_tokens - self.n_dec * self.steps_done(now)
+
+    def outstanding_until(self, now: float) -> tuple[int, float]:
+        """``(outstanding_at(now), t)``: the value holds until `t` at least, unless the replica's state
+        changes first (an arrival, a plan, a commit): the next step boundary of the jump or run in
+        flight, a hair early (``UNTIL_MARGIN``, relative) so that rounding never keeps a stale value."""
+        value = self.outstanding_at(now)
+        if self.run_steps:
+            j = self.run_steps_done(now)
+            t = self.run_ends[j] if j < len(self.run_ends) else math.inf
+        elif self.jump_n > 1 and self._done_j < self.jump_n:
+            t = self.jump_start_s + self._done_hi  # steps_done(now) just set the window
+        else:
+            return value, math.inf
+        return value, t - UNTIL_MARGIN * max(1.0, abs(t))
+
+    def used_at(self, now: float) -> int:
+        """Blocks in use, as stepping would show them at `now`."""
+        if self.run_steps:
+            return self.run_used_at(now)
+        j = self.steps_done(now)
+        return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
+

@@ -1,0 +1,78 @@
+"""The engine's hot path prices a step with the same floats as the reference forms, bit for bit.
+
+`PrefillKernel` (Python floats) against `prefill_schedule` / `prefill_kernel_s` (NumPy), and
+`StepModel.step_s` against ``StepModel.cost(...).total_s`` and `prefill_attention`'s bytes, over
+random chunks on models, layouts and plans that take every branch (GQA, sliding windows, MLA, fp8
+KV, cross-layer, DP attention with EP, pipeline stages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+
+from hardware.catalog import load_catalog
+from simulator.cost import StepModel, load_params
+from simulator.cost.kernels import PrefillKernel, prefill_kernel_s, prefill_schedule
+from simulator.kv import parse_layout
+from simulator.models import get_model
+from simulator.placement import ParallelPlan
+
+CATALOG = load_catalog()
+SHAPES = [(128, 128, False, False), (128, 128, False, True), (192, 128, True, False), (192, 128, True, True),
+          (64, 64, False, False), (96, 96, False, True), (256, 256, False, False)]
+
+
+@pytest.mark.parametrize("gpu_key", ["H100", "B200"])
+@pytest.mark.parametrize("overlap_p", [None, math.inf, 2.5])
+def test_prefill_kernel_on_floats_is_the_numpy_form(gpu_key: str, overlap_p: float | None) -> None:
+    gpu = CATALOG.gpu(gpu_key)
+    p = load_params(gpu.key)
+    if overlap_p is not None:
+        p = dataclasses.replace(p, attn_overlap_p=overlap_p)
+    rng = random.Random(1)
+    for d, dv, mla, fp8 in SHAPES:
+        kernel = PrefillKernel(d, dv, mla, fp8, gpu, p)
+        for _ in range(400):
+            n = float(rng.choice([rng.randint(1, 600), rng.randint(1, 20000), 512, 128, 64, 1]))
+            c = float(rng.choice([0, rng.randint(0, 100000), rng.randint(0, 600)]))
+            w = rng.choice([0, 0, 4096, 1024, 100, 128, 129])
+            sched = kernel.schedule(n, c, w)
+            assert sched == tuple(float(x) for x in prefill_schedule(n, c, w)), (n, c, w)
+            h, nbytes = rng.choice([8.0, 16.0, 64.0, 128.0]), rng.uniform(0, 1e10)
+            ref = tuple(float(x) for x in prefill_kernel_s(h * sched[0], h * sched[1], sched[2], nbytes, d, dv, mla,
+                                                          fp8, gpu, p, n, h))
+            assert kernel.seconds(h * sched[0], h * sched[1], sched[2], nbytes, n, h) == ref
+            if not w:
+                assert kernel.chunk_s(n, c, nbytes, h) == ref[0]
+
+
+CASES = [("H100", "Llama-3.1-8B", 1, "native", None), ("H100", "Llama-3-70B", 8, "native", None),
+         ("H100", "Gemma-3-27B", 2, "native", None), ("H200", "DeepSeek-V3", 8, "native", None),
+         ("H100", "Llama-3.1-70B", 4, "fp8", None), ("H100", "Llama-3.1-8B", 1, "mla", None),
+         ("H100", "Llama-3.1-8B", 1, "cross-layer", None), ("H100", "Llama-3.1-8B", 1, "compress", None),
+         ("B200", "Qwen3-235B-A22B", 8, "native", ParallelPlan(tp=8, dp_attention=True, ep=8)),
+         ("H100", "Llama-3.1-70B", 8, "native", ParallelPlan(tp=8, pp=2))]
+
+
+@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
+def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, layout: str,
+                                             plan: ParallelPlan | None) -> None:
+    gpu = CATALOG.gpu(gpu_key)
+    node = CATALOG.node(f"8x{gpu_key}") if plan else None
+    sm = StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
+    rng = random.Random(2)
+    for _ in range(600):
+        chunks = [(rng.choice([rng.randint(1, 512), rng.randint(1, 9000), 0]),
+                   rng.choice([0, rng.randint(0, 60000), rng.randint(0, 600)]))
+                  for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        b = rng.choice([0, rng.randint(1, 256)])
+        ctx = rng.randint(b, b * 8000) if b else 0
+        first, again = sm.step_s(chunks, b, ctx), sm.step_s(list(chunks), b, ctx)  # a miss, then the memo
+        assert first == again == sm.cost(chunks, b, ctx).total_s, (chunks, b, ctx)
+        for n, c in chunks:
+            if n > 0:
+                assert sm._chunk_bytes(float(n), float(c)) == sm.prefill_attention(n, c)[1]

@@ -1,0 +1,70 @@
+"""Chunked-prefill runs (`simulator.engine.chunked`) are stepping, bit for bit, with fewer events."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig
+from simulator.engine.chunked import ChunkedRuns
+from simulator.engine.cluster import Cluster, simulate
+from tests.engine.helpers import poisson_requests
+from workloads.request import Request
+
+TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
+
+
+def _outcome(cluster: Cluster, end_s: float) -> tuple[Any, ...]:
+    integrals = [(r.used_block_s, r.cache_block_s, r.private_block_s, r.private_token_s, r.S, r.used)
+                 for r in cluster.replicas]
+    return sorted(cluster.records), cluster.samples, integrals, end_s
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, config: EngineConfig, reqs: list[Request], timer: Any = TIMER,
+          ) -> tuple[tuple[Any, ...], tuple[Any, ...], int, int]:
+    cluster, end_s, events = simulate(config, reqs, 7, timer=timer)
+    runs = _outcome(cluster, end_s)
+    with monkeypatch.context() as m:
+        plan_run = ChunkedRuns.plan_run
+
+        def never(self: ChunkedRuns, *args: Any) -> None:
+            plan_run(self, *args)
+            self.run_steps = []  # plan each chunked step on its own, as before runs existed
+
+        m.setattr(ChunkedRuns, "plan_run", never)
+        cluster, end_s, stepped_events = simulate(config, reqs, 7, timer=timer)
+    return runs, _outcome(cluster, end_s), events, stepped_events
+
+
+LONG = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=256)
+
+
+@pytest.mark.parametrize(("name", "config"), [
+    ("full cache, 3 replicas least-tokens", EngineConfig(kv_blocks=4000, n_nodes=3, tp=8, scheduler=LONG)),
+    ("least-kv, samples every 0.1 s", EngineConfig(kv_blocks=4000, n_nodes=2, tp=8, scheduler=LONG,
+                                                    router="least-kv", sample_interval_s=0.1)),
+    ("prefix cache, tight pool, recompute", EngineConfig(kv_blocks=400, n_nodes=2, tp=8, cache="prefix",
+                                                         scheduler=LONG)),
+    ("prefix cache, tight pool, swap", EngineConfig(kv_blocks=400, n_nodes=2, tp=8, cache="prefix",
+                                                    scheduler=replace(LONG, preemption="swap"))),
+    ("streaming-llm retention", EngineConfig(kv_blocks=600, tp=8, retention="streaming-llm",
+                                             retention_params={"window_tokens": 300}, scheduler=LONG)),
+])
+def test_runs_equal_stepping_exactly(monkeypatch: pytest.MonkeyPatch, name: str, config: EngineConfig) -> None:
+    reqs = poisson_requests(120, 6.0, (300, 2500), (1, 300), seed=3)
+    if config.cache == "prefix":  # one of 3 documents of 200 tokens, then the request's own
+        reqs = [replace(r, segments=((-1 - r.id % 3, 200), (r.id, r.prompt_tokens - 200))) for r in reqs]
+    runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs)
+    assert runs == stepped, name
+    assert events < stepped_events  # runs happened
+
+
+def test_runs_on_the_cost_model_cut_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long prompts in chunks of 512 on the calibrated step model (Vidur's shape, small)."""
+    config = EngineConfig(model="Llama-3.1-8B", tp=1, scheduler=SchedulerConfig(max_num_batched_tokens=512))
+    reqs = poisson_requests(150, 2.0, (2000, 12000), (20, 400), seed=5)
+    runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs, timer=None)
+    assert runs == stepped
+    assert events < stepped_events / 2

@@ -1,0 +1,69 @@
+"""The radix tree's piece arithmetic: `cut` (with its fast paths), `seek`, and walks that resume."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.engine.caches.radix import RadixTree, cut, seek
+
+Pieces = tuple[tuple[int, int, int], ...]
+
+
+def cut_reference(pieces: Pieces, j: int, off: int, n: int) -> tuple[Pieces, int, int, int]:
+    """`cut` as a token-by-piece loop: what the fast paths must equal."""
+    out = []
+    want = n
+    while n > 0 and j < len(pieces):
+        sid, _, b = pieces[j]
+        take = min(n, b - off)
+        out.append((sid, off, off + take))
+        n -= take
+        off += take
+        if off == b:
+            j += 1
+            off = pieces[j][1] if j < len(pieces) else 0
+    return tuple(out), j, off, want - n
+
+
+pieces_st = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 600)), max_size=8).map(
+    lambda xs: tuple((sid, a, a + length) for sid, a, length in xs))
+
+
+@settings(max_examples=400)
+@given(pieces_st, st.integers(0, 9), st.integers(0, 700), st.integers(0, 2500))
+def test_cut_equals_the_reference_loop(pieces: Pieces, j: int, into: int, n: int) -> None:
+    j = min(j, len(pieces))
+    off = pieces[j][1] + min(into, pieces[j][2] - pieces[j][1]) if j < len(pieces) else 0
+    assert cut(pieces, j, off, n) == cut_reference(pieces, j, off, n)
+
+
+@settings(max_examples=200)
+@given(pieces_st.filter(bool), st.integers(0, 3000))
+def test_seek_lands_where_cut_leaves_off(pieces: Pieces, tokens: int) -> None:
+    total = sum(b - a for _, a, b in pieces)
+    tokens = min(tokens, total)
+    _, j, off, _ = cut(pieces, 0, pieces[0][1], tokens)
+    assert seek(pieces, tokens) == (j, off)
+
+
+def _chain(*segments: tuple[int, int]) -> Pieces:
+    return tuple((sid, 0, t) for sid, t in segments)
+
+
+def test_a_walk_resumed_below_a_node_is_the_rest_of_the_walk_from_the_root() -> None:
+    """`resume` matches the nodes above (no key lookups); a wrong node or position gives None."""
+    tree = RadixTree(16)
+    shared = _chain((1, 100), (2, 37), (3, 250))
+    node = tree.add_child(tree.root, (*shared[:1], (2, 0, 28)), 128, 0)  # 100 + 28 tokens, 8 blocks
+    below = tree.add_child(node, ((2, 28, 37), (3, 0, 247)), 256, 0)
+    tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
+    request = (*shared, (9, 0, 40))
+    path, last = tree.walk(request, 10_000)
+    assert path[:2] == [node, below] and len(path) == 3
+    stamp = node.stamp
+    at = tree.resume(node, request, 128)
+    assert at is not None and at[:2] == (node, 128) and node.stamp > stamp  # touched
+    assert tree.walk(request, 10_000, at) == (path[1:], last)
+    assert tree.walk(request, 300, at) == ([below], 288 - 128)
+    assert tree.resume(node, request, 100) is None and tree.resume(below, _chain((5, 400)), 384) is None
