@@ -1,22 +1,63 @@
-"""Every notebook runs top to bottom (its own asserts check figures), so none can rot."""
+"""Every notebook runs top to bottom (its own asserts check the figures it quotes), draws its charts
+inline, and is what `notebooks/make_notebooks.py` writes, so none can rot or drift from its source."""
 
+import importlib.util
+import os
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+HERE = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
+# the backend Jupyter gives a kernel: the test session's MPLBACKEND=Agg (conftest) must not reach it,
+# or no chart would come back as an image
+INLINE = "module://matplotlib_inline.backend_inline"
+DRAWS = re.compile(r"_figure\(|\bplot_\w+\(|plt\.subplots\(|\.plot[.(]")  # a cell that makes a chart
 
 
-def test_notebooks_exist():
-    names = {p.name for p in NOTEBOOKS}
-    assert {"concurrency_collapse.ipynb", "bring_your_own_trace.ipynb"} <= names
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_notebooks", HERE / "make_notebooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_notebook_is_what_its_generator_writes():
+    gen = _generator()
+    assert {p.name for p in NOTEBOOKS} == set(gen.NOTEBOOKS) == {
+        "capacity_planning.ipynb", "ttl_breakeven.ipynb", "concurrency_collapse.ipynb", "bring_your_own_trace.ipynb"}
+    for path in NOTEBOOKS:
+        committed = nbformat.read(path, as_version=4)
+        assert gen.sources(committed) == gen.sources(gen.build(path.name)), f"rerun notebooks/make_notebooks.py: {path}"
+        assert not any(c.get("outputs") for c in committed.cells if c.cell_type == "code")  # stored without outputs
+
+
+def test_notebooks_teach_with_markdown_and_use_the_public_api():
+    for path in NOTEBOOKS:
+        cells = nbformat.read(path, as_version=4).cells
+        assert cells[0].cell_type == "markdown" and "**The job.**" in cells[0].source, path.name
+        assert sum(c.cell_type == "markdown" for c in cells) >= 3, path.name
+        assert any("from simulator import " in c.source for c in cells if c.cell_type == "code"), path.name
+        assert not any("../shared" in c.source for c in cells), path.name
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path, tmp_path):
+def test_notebook_executes_and_draws_its_charts(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
+    env = {**os.environ, "MPLBACKEND": INLINE}
+    # runs from an empty folder: nothing may depend on the checkout's layout
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute(
+        env=env)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if o.output_type in ("display_data", "execute_result") and "image/png" in o.data]
+    assert images, f"{path.name} drew no chart inline"
+    # every cell that draws shows its chart (a chart function must not turn the inline backend's
+    # interactive mode off for the charts after it)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and DRAWS.search(cell.source):
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"{path.name}, cell {i}: no image"

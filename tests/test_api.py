@@ -1,0 +1,112 @@
+"""The curated public API (`simulator.__all__`): names, lazy loading, and the README's example.
+
+The README's "Python API" section shows a 10-line example; `test_readme_example_runs_as_shown`
+extracts that very block and runs it, so the README and this test cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import simulator
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+HEAVY = ("pandas", "scipy", "matplotlib", "simpy")
+
+
+def _section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def _blocks(section: str, lang: str) -> list[str]:
+    """The bodies of the fenced blocks of `section` whose info string is `lang` (``""``: none)."""
+    blocks, body, info = [], [], None
+    for line in section.splitlines():
+        if line.startswith("```"):
+            if info is None:
+                info, body = line[3:].strip(), []
+            else:
+                if info == lang:
+                    blocks.append("\n".join(body) + "\n")
+                info = None
+        elif info is not None:
+            body.append(line)
+    return blocks
+
+
+def test_public_names_are_the_library_objects() -> None:
+    from hardware.catalog import load_catalog
+    from simulator.engine.result import Result, run
+    from simulator.placement import ParallelPlan
+    from simulator.scenario import Scenario, load_scenario
+    from simulator.study import run_scenario
+
+    assert simulator.load_scenario is load_scenario and simulator.Scenario is Scenario
+    assert simulator.run is run and simulator.Result is Result and simulator.run_scenario is run_scenario
+    assert simulator.ParallelPlan is ParallelPlan and simulator.load_catalog is load_catalog
+    for name in simulator.__all__:
+        assert getattr(simulator, name) is not None, name
+    assert set(simulator.__all__) <= set(dir(simulator))
+    # a curated API: what the README and the notebooks need, no more
+    assert len(simulator.__all__) <= 25
+
+
+def test_an_unknown_name_raises_attribute_error_and_submodules_still_import() -> None:
+    try:
+        simulator.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+    from simulator import units  # a submodule, not a public name: imported as usual
+
+    assert units.GB == 10**9
+
+
+def test_import_simulator_is_cheap() -> None:
+    """A fresh interpreter: ``import simulator`` loads none of pandas, scipy, matplotlib or SimPy (and no
+    simulator module but the package); the first public name used loads what it needs."""
+    code = (f"import json, sys; import simulator; heavy = {HEAVY!r}; "
+            "before = sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('simulator.')); "
+            "simulator.kv_budget; "
+            "after = sorted({m.split('.')[0] for m in sys.modules} & set(heavy)); "
+            "print(json.dumps([before, after]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = json.loads(out.stdout)
+    assert before == []
+    assert "pandas" not in after and "matplotlib" not in after  # the analytic core stays light
+
+
+def test_readme_example_runs_as_shown() -> None:
+    section = _section("Python API")
+    (example,) = _blocks(section, "python")
+    assert sum(bool(line.strip()) for line in example.splitlines()) <= 10  # "a 10-line example"
+    assert "from simulator import" in example
+    namespace: dict[str, object] = {}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, str(README), "exec"), namespace)  # the README's own code, as written
+    requests = namespace["requests"]
+    assert isinstance(requests, pd.DataFrame) and "source" in requests.columns
+    counts = requests.groupby("source").size()
+    assert set(counts.index) == {"chat-4k", "code-repo-128k"}  # the default scenario's mix
+    assert (requests.outcome == "completed").all()
+    # agents re-read 32k-112k repositories; chat turns are about a thousand tokens
+    prompt = requests.groupby("source").prompt_tokens.median()
+    assert prompt["code-repo-128k"] > 20 * prompt["chat-4k"]
+    # the output shown under the block has the same columns and one row per class
+    (shown,) = [b for b in _blocks(section, "") if "source" in b]
+    assert shown.split()[:4] == printed.getvalue().split()[:4] == ["requests", "prompt_p50", "ttft_p99_s", "e2e_p50_s"]
+    for label in counts.index:
+        assert re.search(rf"^{re.escape(label)}\s+{counts[label]}\s", shown, flags=re.M), (label, shown)
