@@ -13,6 +13,7 @@ import pandas as pd
 
 from simulator.cli_common import OutputFolder, echo_json, handle_errors
 from simulator.scenario import Scenario, load_scenario
+from simulator.units import figure
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
 
@@ -29,7 +30,7 @@ def _progress(label: str) -> Iterator[Callable[[float], None]]:
 
 
 def _echo_table(df: pd.DataFrame) -> None:
-    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:,.3g}"))
+    click.echo(df.to_string(index=False, float_format=figure))
 
 
 @click.command("run")

@@ -26,7 +26,7 @@ from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
 from simulator.study import ScenarioRun, simulated_collapse
-from simulator.units import GB
+from simulator.units import GB, figure
 
 DPI = 110
 
@@ -39,8 +39,8 @@ def _save(fig: Figure, path: Path) -> str:
     return path.name
 
 
-def _table(df: pd.DataFrame, floatfmt: str = "{:,.3g}") -> str:
-    return "```\n" + df.to_string(index=False, float_format=lambda x: floatfmt.format(x)) + "\n```\n"
+def _table(df: pd.DataFrame) -> str:
+    return "```\n" + df.to_string(index=False, float_format=figure) + "\n```\n"
 
 
 def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:

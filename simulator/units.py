@@ -22,3 +22,9 @@ MINUTE_S: Final = 60.0
 HOUR_S: Final = 3600.0
 
 MTOK: Final = 10**6  # tokens in "per million tokens" prices
+
+
+def figure(x: float) -> str:
+    """One printed style for a figure in a table: whole numbers with thousands separators from
+    1,000 up (``7,590`` tok/s, not ``7.59e+03``), three significant digits below (``0.282``)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
