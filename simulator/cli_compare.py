@@ -11,7 +11,9 @@ from simulator.charts import close_figure
 from simulator.cli_common import OutputFolder, handle_errors
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
+from simulator.errors import ConfigError
 from simulator.limits import MAX_NODES
+from simulator.models import WEIGHT_PRECISIONS, get_model, with_weight_precision
 from workloads import load_workload
 
 COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per_million_tokens",
@@ -22,6 +24,8 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.argument("scenario", required=False, type=click.Path(path_type=Path))
 @click.option("--hardware", default="8xH100", show_default=True, help="Node kind (hardware/nodes.toml).")
 @click.option("--model", default="Llama-3.1-70B", show_default=True, help="Model (catalog key).")
+@click.option("--weight-dtype", type=click.Choice(WEIGHT_PRECISIONS),
+              help="Weight precision to serve in (default: the model's as released).")
 @click.option("--workload", "workload_spec", default="code-repo-128k", show_default=True,
               help="Generator name, TOML with [workload], or trace file.")
 @click.option("--duration", "duration_s", type=float, default=None,
@@ -39,13 +43,25 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.csv and compare.png here.")
 @handle_errors
-def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str, duration_s: float | None,
-            rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int | None, out: Path | None) -> None:
+def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str | None, workload_spec: str,
+            duration_s: float | None, rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int | None,
+            out: Path | None) -> None:
     """Run one workload (same seed) under each strategy set; print and chart the headline figures.
 
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
-    workload are used, and --hardware/--model/--workload/--nodes/--tp are ignored.
+    workload are used; --hardware/--model/--weight-dtype/--workload/--nodes/--tp are then refused
+    (the scenario's keys say them).
     """
+    if scenario is not None:
+        ctx = click.get_current_context()
+        given = [f"--{name.replace('_', '-')}" for name in ("hardware", "model", "weight_dtype", "workload_spec",
+                                                             "n_nodes", "tp")
+                 if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            flag = given[0].replace("--workload-spec", "--workload").replace("--n-nodes", "--nodes")
+            raise ConfigError(f"compare {scenario}: {flag} applies without a SCENARIO; the scenario's own keys "
+                              "(cluster.hardware, model.name, model.weight_dtype, workload, cluster.nodes, "
+                              "cluster.tp) say it")
     folder = OutputFolder(out, "compare") if out is not None else None
     if folder:
         folder.prepare()  # a bad --out fails now, not after the runs
@@ -60,7 +76,8 @@ def compare(scenario: Path | None, hardware: str, model: str, workload_spec: str
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
         seed = 0 if seed is None else seed
-        base = EngineConfig(model=model, node=hardware, n_nodes=n_nodes, tp=tp)
+        base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
+                            node=hardware, n_nodes=n_nodes, tp=tp)
         requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)

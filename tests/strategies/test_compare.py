@@ -110,3 +110,24 @@ def test_memory_factor_counts_the_kv_retention_keeps() -> None:
     assert df.memory_factor["snapkv:256"] == pytest.approx(0.25 * 1115 / 4847, rel=1e-12)
     assert df.layout_memory_factor["fp8+streaming-llm:1020"] == 0.125
     assert df.memory_factor["fp8+streaming-llm:1020"] == pytest.approx(0.125 * 2597 / 4847, rel=1e-12)
+
+
+def test_compare_with_a_scenario_refuses_the_flags_it_would_ignore():
+    from click.testing import CliRunner
+
+    from simulator.cli_compare import compare
+
+    r = CliRunner().invoke(compare, ["chat-4k-h100", "--model", "Llama-3.1-8B", "--strategies", "native"])
+    assert r.exit_code == 2 and "--model applies without a SCENARIO" in r.output
+    r = CliRunner().invoke(compare, ["chat-4k-h100", "--nodes", "3", "--strategies", "native"])
+    assert r.exit_code == 2 and "--nodes applies without a SCENARIO" in r.output
+
+
+def test_compare_serves_the_weight_precision_asked():
+    from click.testing import CliRunner
+
+    from simulator.cli_compare import compare
+
+    r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--weight-dtype", "fp4", "--hardware", "8xH100",
+                                     "--tp", "1", "--workload", "chat-4k", "--duration", "5", "--strategies", "native"])
+    assert r.exit_code == 2 and "H100 has no fp4 tensor cores" in r.output
