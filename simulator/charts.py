@@ -78,18 +78,27 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     plans = list(dict.fromkeys(df["plan"]))
     colours = {lay: f"C{i}" for i, lay in enumerate(dict.fromkeys(df["layout"]))}
     styles = ["-", "--", "-.", ":"]
+    drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
         per_token_kb = g["bytes_per_token"].iloc[0] / 1e3
         g = g[g["max_streams"] > 0]
         name = f"{layout} ({per_token_kb:,.0f} kB/token)" + (f", {plan}" if len(plans) > 1 else "")
-        ax.plot(g["context_tokens"], g["max_streams"], color=colours[layout], ls=styles[plans.index(plan) % 4],
-                lw=1.8, label=name)
+        key = (plans.index(plan), *g["max_streams"].astype(int))
+        ls: Any = styles[plans.index(plan) % 4]
+        lw = 1.8
+        if key in drawn:  # the same streams as a layout drawn before: say so, and let both show
+            name += f": the same line as {drawn[key]}"
+            ls, lw = (0, (2, 3)), 3.0
+        else:
+            drawn[key] = str(layout)
+        ax.plot(g["context_tokens"], g["max_streams"], color=colours[layout], ls=ls, lw=lw, label=name,
+                zorder=3 if lw > 1.8 else 2)
     first = df[(df["layout"] == df["layout"].iloc[0]) & (df["plan"] == plans[0])]
     native = first.set_index("context_tokens")["max_streams"]
     for n in (4096, 131072):
         if n in native.index and native[n] > 0:
             ax.annotate(f"{native[n]:,} @ {_tokens(n)}", (n, native[n]), textcoords="offset points",
-                        xytext=(6, 8), fontsize=9, color=colours[df["layout"].iloc[0]], fontweight="bold")
+                        xytext=(8, -14), fontsize=9, color=colours[df["layout"].iloc[0]], fontweight="bold")
     if max_context_tokens:
         ax.axvline(max_context_tokens, color="grey", ls=":", lw=1)
         ax.text(max_context_tokens, 0.98, "model's max context ", rotation=90, va="top", ha="right",
