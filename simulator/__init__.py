@@ -22,9 +22,10 @@ Charts live in `simulator.charts` and `simulator.billing.charts` (they import ma
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simulator.lazy import lazy_exports
 
 try:
     __version__ = version("kvsim")
@@ -88,13 +89,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simulator' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
+__getattr__ = lazy_exports('simulator', _WHERE, globals())
 
 
 def __dir__() -> list[str]:

@@ -10,8 +10,9 @@ and must not pay for scipy.stats and pandas, which the generators and summaries 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simulator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from workloads.arrivals import Bursty, Diurnal, Offline, Poisson, session_turn_times
@@ -71,13 +72,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'workloads' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"workloads.{module}"), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
+__getattr__ = lazy_exports('workloads', _WHERE, globals(), base='workloads.')
 
 
 def __dir__() -> list[str]:

@@ -10,12 +10,12 @@ Cache strategies and routers are registries in `simulator.engine.caches` and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
 from simulator.engine.timer import AffineTimer, StepTimer
+from simulator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simulator.engine.result import Result, run
@@ -30,10 +30,4 @@ __all__ = ["AffineTimer", "EngineConfig", "PoolConfig", "RequestRecord", "Result
            "SchedulerConfig", "SteadyState", "SteadyWindow", "StepTimer", "records_to_frame", "run", "steady_state"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simulator.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"simulator.engine.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports('simulator.engine', _LAZY, globals(), base='simulator.engine.')
