@@ -20,6 +20,10 @@ them, so records, samples and the time integrals are stepping's, bit for bit:
 - no time-series sample falls due before the run ends (``t_k − last_sample_s < sample_interval_s``),
   so neither a skipped plan nor an arrival during the run would have taken one.
 
+A KV transfer into a decode replica (`simulator.engine.disagg`) changes the blocks its later steps
+would find, so it interrupts a run there: the steps finished and the one in progress are committed
+(``commit_run(m)``) and the replica plans again, where stepping would.
+
 While the run is in flight, `outstanding_at` and `used_at` (what routers read) count its steps
 finished by then, as decode jumps do (`simulator.engine.views`). Without ``fast_forward`` there are
 no runs: stepping stays the reference, and the tests hold runs to it bit for bit. What changes is
@@ -85,6 +89,7 @@ class ChunkedRuns:
     cache_block_s: float
     private_block_s: float
     private_token_s: float
+    busy_s: float
 
     if TYPE_CHECKING:
         def commit(self, n: int, end_s: float) -> None: ...
@@ -208,8 +213,9 @@ class ChunkedRuns:
 
         return many
 
-    def commit_run(self) -> None:
-        """Commit the run in flight: each step at its end time, with its chunks and time.
+    def commit_run(self, m: int = 0) -> None:
+        """Commit the run in flight, or its first `m` steps (0: all; fewer when a KV transfer
+        interrupted it, `simulator.engine.handoff`): each step at its end time, with its chunks and time.
 
         All steps but the last complete no prefill and meet no decoder event, so their commits
         (`Replica.commit`) reduce to: integrate the step (`Observation._accrue_steps`, unrolled here:
@@ -221,6 +227,8 @@ class ChunkedRuns:
         self.run_steps = []
         gs = [self.g0] + [g for _, g in steps]
         all_chunks = [self.chunks] + [c for c, _ in steps]
+        if m:
+            gs, all_chunks = gs[:m], all_chunks[:m]
         k = len(gs)
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
         cache = self.cache.hbm_blocks()
@@ -228,9 +236,11 @@ class ChunkedRuns:
         used, kv_sum, S, acc, off = self.used, self.kv_sum, self.S, self.acc_s, self.private_off
         used_s, cache_s, private_s, token_s = self.used_block_s, self.cache_block_s, self.private_block_s, \
             self.private_token_s
+        busy = self.busy_s
         for i in range(k - 1):
             end = ends[i]
             dt = end - acc
+            busy += dt
             private = used - cache - overhead
             tokens = (kv_sum + off) * dt
             used_s += used * dt + 0.0
@@ -242,7 +252,7 @@ class ChunkedRuns:
                 used += hist[-S % B]
                 kv_sum += n_grow
             S += 1
-        self.used, self.kv_sum, self.S, self.acc_s = used, kv_sum, S, acc
+        self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy
         self.used_block_s, self.cache_block_s, self.private_block_s, self.private_token_s = \
             used_s, cache_s, private_s, token_s
         self.outstanding_tokens -= self.run_done[k - 1]  # the chunks and one token a decoder, each step
@@ -256,7 +266,7 @@ class ChunkedRuns:
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
         self.chunks, self.g0, self.d = all_chunks[-1], gs[-1], 0.0
-        self.commit(1, ends[-1])
+        self.commit(1, ends[k - 1])
 
     def run_steps_done(self, now: float) -> int:
         """Steps of the run in flight finished by `now` (a step ending at `now` counts)."""

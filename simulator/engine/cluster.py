@@ -6,13 +6,19 @@ was empty (the arrival may change the batch) or when its queue deadline falls be
 end (the jump was bounded by no deadline of the queue's preempted, deadline-free requests); the
 process then commits the whole steps finished by then plus the step in progress, and plans
 again: exactly what stepping would do. A run of chunked-prefill steps (`simulator.engine.chunked`)
-is one timeout too, never interrupted: an arrival could change none of its steps.
+is one timeout too, never interrupted by an arrival: an arrival could change none of its steps.
+
+A disaggregated fleet (``EngineConfig.prefill_pool``) routes prompts longer than
+``short_prompt_tokens`` to the prefill pool's router and the rest to the decode pools' (each its
+own policy and generator); `simulator.engine.disagg` moves the KV between them, and a reservation
+or an arrival of KV on a decode replica interrupts its jump or its run, as an arrival does a jump.
 
 Records and samples go to lists, or stream to sinks (`records.CsvRows`) for runs too long to hold.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import inspect
 import itertools
@@ -25,11 +31,13 @@ import numpy as np
 import simpy
 
 from hardware.catalog import NodeSpec, load_catalog
-from simulator.capacity import blocks_per_group, kv_budget
+from simulator.capacity import KVBudget, blocks_per_group, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine.caches import CacheContext, make_strategy
 from simulator.engine.config import EngineConfig
+from simulator.engine.disagg import Transfers, build_transfers
 from simulator.engine.geometry import BlockGeometry, block_geometry
+from simulator.engine.handoff import BOTH, DECODE_ONLY, PREFILL
 from simulator.engine.records import RequestRecord, RowSink
 from simulator.engine.replica import Replica
 from simulator.engine.retention import debit_points, make_retention
@@ -79,12 +87,18 @@ def _prefill_price(timer: StepTimer) -> Callable[[int, int], float]:
 
 @dataclass(slots=True)
 class Cluster:
-    """Replicas of all pools, with what a run needs to price them."""
+    """Replicas of all pools, with what a run needs to price them.
+
+    A disaggregated fleet's prefill pool comes last (its replicas after every decode replica, so
+    that decode replicas keep the indices the same pools have in an aggregated fleet)."""
 
     replicas: list[Replica]
     nodes: list[tuple[NodeSpec, int]]  # (node, n_nodes) per pool
     records: list[tuple[Any, ...]] = field(default_factory=list)  # empty when they went to a sink
     samples: list[tuple[Any, ...]] = field(default_factory=list)
+    budgets: list[KVBudget] = field(default_factory=list)  # per pool
+    pool_of: list[int] = field(default_factory=list)  # per replica: its pool's index
+    transfers: Transfers | None = None  # the hand-off queue and links of a disaggregated fleet
 
 
 def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
@@ -97,7 +111,12 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
     catalog = None
     replicas: list[Replica] = []
     nodes: list[tuple[NodeSpec, int]] = []
-    for pool in config.pools:
+    budgets: list[KVBudget] = []
+    pool_of: list[int] = []
+    split = config.prefill_pool is not None
+    pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
+    for p_index, pool in enumerate(pools):
+        role = BOTH if not split else PREFILL if p_index == len(config.pools) else DECODE_ONLY
         if isinstance(pool.node, NodeSpec):
             node = pool.node
         else:
@@ -106,6 +125,7 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         nodes.append((node, pool.n_nodes))
         plan = pool.plan
         budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=plan)
+        budgets.append(budget)
         if pool.n_nodes % budget.nodes:
             raise ConfigError(f"EngineConfig: n_nodes of {node.key} must be a multiple of the {budget.nodes} nodes "
                               f"one {plan.label} replica spans (got {pool.n_nodes})")
@@ -137,28 +157,49 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                 host_blocks=host_blocks, max_context_tokens=model.max_context_tokens, timer=t,
                 cache=strategy.bind(config.block_tokens, blocks, ctx), sched=config.scheduler,
                 fast_forward=config.fast_forward, observer=observer,
-                sample_interval_s=config.sample_interval_s, samples=samples))
-    return Cluster(replicas=replicas, nodes=nodes, samples=samples if isinstance(samples, list) else [])
+                sample_interval_s=config.sample_interval_s, samples=samples, role=role))
+            pool_of.append(p_index)
+    if split:  # a prefill replica turns away what no decode replica could ever hold
+        room = max(r.total_blocks - r.watermark_blocks for r in replicas if r.role == DECODE_ONLY)
+        for r in replicas:
+            r.decode_room = room
+    return Cluster(replicas=replicas, nodes=nodes, samples=samples if isinstance(samples, list) else [],
+                   budgets=budgets, pool_of=pool_of)
 
 
-def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int],
-                     changed: list[int]) -> Generator[Any, Any, None]:
-    """Plan, wait, commit; `changed` gets the replica's index whenever its state changes (a router's
-    incremental view, `routers.basic._LeastTokens`)."""
-    i = rep.index
+def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int], changed: list[int],
+                     transfers: Transfers | None = None) -> Generator[Any, Any, None]:
+    """Plan, wait, commit; `changed` gets the replica's index among its router's replicas whenever
+    its state changes (a router's incremental view, `routers.basic._LeastTokens`); a disaggregated
+    fleet's `transfers` sees every commit, and every plan that preempted, before anything else runs."""
+    i = rep.local
+    after_commit = transfers.after_commit if transfers is not None else None
     while True:
         counter[0] += 1
         planned = rep.plan(env.now)
         changed.append(i)
+        if transfers is not None and rep.n_preempt != rep.n_preempt_seen:
+            transfers.after_plan(rep, env.now, planned)
         if not planned:
             rep.idle = True
             rep.wake = env.event()
             yield rep.wake
             continue
+        rep.in_flight = True
         if rep.run_steps:  # chunked prefill steps planned at once: wake at the last one's end
-            yield env.timeout(_delay_to(env.now, rep.run_ends[-1]))
-            rep.commit_run()
+            ends = rep.run_ends
+            m = len(ends)
+            rep.run_interruptible = True  # by a KV transfer only, never by an arrival
+            try:
+                yield env.timeout(_delay_to(env.now, ends[-1]))
+            except simpy.Interrupt:  # the steps finished by now, plus the one in progress
+                m = min(m, bisect.bisect_left(ends, env.now) + 1)
+                yield env.timeout(_delay_to(env.now, ends[m - 1]))
+            rep.run_interruptible = rep.in_flight = False
+            rep.commit_run(m)
             changed.append(i)
+            if after_commit is not None:
+                after_commit(rep, env.now)
             continue
         start, g0, d, k = env.now, rep.g0, rep.d, rep.k
         n = k
@@ -176,8 +217,11 @@ def _replica_process(env: simpy.Environment, rep: Replica, counter: list[int],
             rep.jump_n = 0
         else:
             yield env.timeout(g0)
+        rep.in_flight = False
         rep.commit(n, env.now)
         changed.append(i)
+        if after_commit is not None:
+            after_commit(rep, env.now)
 
 
 class _Discard(list[int]):
@@ -185,6 +229,20 @@ class _Discard(list[int]):
 
     def append(self, _: int, /) -> None:
         pass
+
+
+class _Group:
+    """Replicas one router chooses among, each told its index there (`Replica.local`), and the list of
+    those whose state changed since the router last looked, for a router that keeps its view
+    incrementally (it owns the list and empties it); otherwise a list nobody reads, kept short."""
+
+    def __init__(self, router: Any, rng: np.random.Generator, replicas: list[Replica]) -> None:
+        self.policy = router.bind(rng)
+        self.replicas = replicas
+        for i, rep in enumerate(replicas):
+            rep.local = i
+        changed = getattr(self.policy, "changed", None)
+        self.changed: list[int] = changed if isinstance(changed, list) else _Discard()
 
 
 def _delay_to(now: float, end_s: float) -> float:
@@ -238,7 +296,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
             end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit))
+            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit,
+            seq.transfer_start_s, seq.transfer_end_s, seq.transfer_bytes, seq.decode_replica))
         if progress is not None and total:
             n_records[0] += 1
             if n_records[0] % every == 0:
@@ -248,25 +307,31 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     cluster.records = kept
     env = simpy.Environment()
     replicas = cluster.replicas
-    policy = make_router(config.router, **dict(config.router_params)).bind(route_rng)
+    router = make_router(config.router, **dict(config.router_params))
     ids = itertools.count()
     timeout_s = config.scheduler.queue_timeout_s
     counter = [0]
-    # replicas whose state changed since the router last looked, for a router that keeps its view
-    # incrementally (it owns the list and empties it); otherwise a list nobody reads, kept short
-    changed = getattr(policy, "changed", None)
-    if not isinstance(changed, list):
-        changed = _Discard()
+    # the replicas each router chooses among (all; or the prefill pool, then the decode pools)
+    split = config.prefill_pool is not None
+    groups = [_Group(router, route_rng, replicas)] if not split else [
+        _Group(router, route_rng, [r for r in replicas if r.role == PREFILL]),
+        _Group(router, np.random.default_rng(ss.spawn(1)[0]), [r for r in replicas if r.role == DECODE_ONLY])]
+    short = config.short_prompt_tokens
+    if split:
+        cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
+                                            [node for node, _ in cluster.nodes], groups[1].changed,
+                                            np.random.default_rng(ss.spawn(1)[0]))
 
     def route(req: Request) -> None:
         counter[0] += 1
-        i = policy.choose(req, replicas, env.now)
-        rep = replicas[i]
+        g = groups[1] if split and req.prompt_tokens <= short else groups[0]
+        i = g.policy.choose(req, g.replicas, env.now)
+        rep = g.replicas[i]
         was_empty = not rep.waiting
-        seq = Seq(req, next(ids), i, timeout_s)
+        seq = Seq(req, next(ids), rep.index, timeout_s)
         if not rep.enqueue(seq, env.now):
             return
-        changed.append(i)
+        g.changed.append(i)
         if rep.idle:
             rep.idle = False
             rep.wake.succeed()
@@ -274,8 +339,9 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             rep.interruptible = False
             rep.proc.interrupt()
 
-    for rep in replicas:
-        rep.proc = env.process(_replica_process(env, rep, counter, changed))
+    for g in groups:
+        for rep in g.replicas:
+            rep.proc = env.process(_replica_process(env, rep, counter, g.changed, cluster.transfers))
     env.process(_injector(env, requests, route))
     # the run makes no reference cycles (its garbage goes by reference counting), but the cyclic
     # collector's default pace (a pass every 700 allocations) scans the live state over and over

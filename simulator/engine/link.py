@@ -54,6 +54,10 @@ class Link:
         self.bytes_moved += nbytes
         self._arm()
 
+    def busy_until(self, now: float) -> float:
+        """Seconds up to `now` with a transfer in flight."""
+        return self.busy_s + (now - self.t if self.left else 0.0)
+
     def utilization(self, since_s: float, now: float) -> float:
         """Share of ``[since_s, now]`` with a transfer in flight (busy time is accrued at changes)."""
         busy = self.busy_s + (now - self.t if self.left else 0.0)

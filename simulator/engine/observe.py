@@ -49,6 +49,9 @@ class Observation:
     swapped: deque[Seq]
     chunks: list[tuple[Seq, int]]
     timer: Any
+    link: Any
+    link_busy_mark: float
+    link_sample_s: float
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -105,6 +108,7 @@ class Observation:
         self.cache_block_s = 0.0
         self.private_block_s = 0.0
         self.private_token_s = 0.0
+        self.busy_s = 0.0  # ∫ [a step in flight] dt
 
     def _accrue(self, now: float) -> None:
         """Integrate the state, constant since the last event, up to `now`."""
@@ -131,6 +135,7 @@ class Observation:
         self.cache_block_s += cache * dt
         self.private_block_s += private * dt + grow_block_s
         self.private_token_s += tokens
+        self.busy_s += dt
         self.acc_s = end_s
 
     # ----------------------------------------------------------------- observation
@@ -144,8 +149,15 @@ class Observation:
             c = breakdown([(n, s.prefilled) for s, n in self.chunks], self.n_dec, self.kv_sum + self.n_dec)
             mfu = c.mfu
             bw = c.bytes / (c.total_s * self.timer.gpu.hbm_bytes_per_s) if c.total_s > 0 else math.nan
+        link_util = math.nan
+        if self.link is not None:  # share of the time since the last sample the ingress link moved KV
+            span = now - self.link_sample_s
+            if span > 0:
+                busy = self.link.busy_until(now)
+                link_util = (busy - self.link_busy_mark) / span
+                self.link_busy_mark, self.link_sample_s = busy, now
         self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens, mfu, bw))
+                             len(self.swapped), batch_tokens, mfu, bw, link_util))
 
     def sample(self, now: float) -> None:
         """Integrate up to `now` and record a time-series row (used at the end of the run)."""

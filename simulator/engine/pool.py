@@ -38,9 +38,13 @@ class BlockPool(DecodeSet):
     geometry: BlockGeometry
     retention: RetentionPolicy
     private_off: int
+    n_preempt: int
 
-    if TYPE_CHECKING:  # provided by `Observation`
+    rejoined: list[Seq]
+
+    if TYPE_CHECKING:  # provided by `Observation` and `HandOff`
         def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None: ...
+        def _unjoin(self, seq: Seq) -> bool: ...
 
     def _prefill_tokens(self, seq: Seq) -> int:
         """KV tokens `seq` holds while it prefills `target` tokens: ``max(prompt, retained)``.
@@ -87,9 +91,11 @@ class BlockPool(DecodeSet):
         """Preempt the newest running sequence; return the swap-out seconds it costs."""
         seq = next(reversed(self.running.values()))
         seq.preemptions += 1
+        self.n_preempt += 1
         if seq.state == DECODE:
             blocks = self._private(seq, self._leave_decode(seq))
-            seq.last_tok_s = now
+            if not (self.rejoined and self._unjoin(seq)):  # one that joined this plan keeps its last token's time
+                seq.last_tok_s = now
             if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
                 seq.state = SWAPPED
                 seq.blocks = blocks

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,11 @@ class RequestRecord(NamedTuple):
     recomputed (faster than reloading); ``evicted_tokens`` are the tokens whose KV retention
     dropped (``prompt + output − 1 − kept``); ``quality_debit_points`` adds the layout levers'
     debits and, when it evicted anything, the retention policy's.
+
+    In a disaggregated fleet ``replica`` is the prefill replica (where it was routed, queued and
+    admitted: ``queue_s``, ``ttft_s``) and ``decode_replica`` the one it decoded on; the gap from its
+    first token to its second includes the wait for decode room and the transfer
+    (``transfer_start_s`` to ``transfer_end_s``), so ``tpot_mean_s`` and ``tpot_p99_s`` do too.
     """
 
     request_id: int
@@ -56,6 +62,10 @@ class RequestRecord(NamedTuple):
     evicted_tokens: int = 0
     quality_debit_points: float = 0.0
     resume_hit_tokens: int = 0
+    transfer_start_s: float = math.nan  # disaggregated: its KV left the prefill replica ...
+    transfer_end_s: float = math.nan  # ... and arrived at the decode replica
+    transfer_bytes: float = 0.0  # on one decode GPU's NIC (`simulator.capacity.kv_transfer`)
+    decode_replica: int = -1  # the replica that generated its tokens after the first (`replica` unless handed off)
 
 
 class SampleRecord(NamedTuple):
@@ -71,6 +81,8 @@ class SampleRecord(NamedTuple):
     batch_tokens: int
     mfu: float  # model FLOPs utilisation of the step as formed (NaN when the timer has no breakdown)
     hbm_bw_util: float  # HBM bytes the step moves / (step time × bandwidth), per GPU
+    link_util: float = math.nan  # decode replica of a disaggregated fleet: share of the time since its
+    # last sample its ingress link moved KV (`simulator.engine.link`, work-conserving: bytes / capacity)
 
 
 def records_to_frame(records: Iterable[Sequence[Any]],

@@ -21,6 +21,7 @@ from simulator.engine.caches import NO_HIT, CacheState
 from simulator.engine.chunked import ChunkedRuns
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.geometry import BlockGeometry
+from simulator.engine.handoff import BOTH, PREFILL, HandOff
 from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
@@ -31,14 +32,15 @@ from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
 
-class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
+class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
 
     def __init__(self, *, index: int, total_blocks: int, geometry: BlockGeometry, retention: RetentionPolicy,
                  swap_bytes_per_s: float, host_blocks: int, max_context_tokens: int, timer: StepTimer,
                  cache: CacheState, sched: SchedulerConfig, fast_forward: bool, observer: Observer,
-                 sample_interval_s: float, samples: RowSink) -> None:
+                 sample_interval_s: float, samples: RowSink, role: str = BOTH) -> None:
         self.index = index
+        self.local = index  # index among the replicas its router chooses from (its pool's role)
         self.total_blocks = total_blocks
         self.geometry = geometry
         self.retention = retention
@@ -88,6 +90,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
         self.d = 0.0
         self.k = 0
         self._init_runs()
+        self._init_handoff(role)
 
     # ----------------------------------------------------------------- arrivals
     def enqueue(self, seq: Seq, now: float) -> bool:
@@ -101,6 +104,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
         seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
         seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= seq.cap)
         blocks = self.geometry.blocks(max(prompt, min(need, seq.cap)))
+        if self.role == PREFILL:  # it holds the prompt here, and all of it on a decode replica
+            if req.output_tokens > 1 and blocks > self.decode_room:
+                self._end(seq, "rejected", f"needs {blocks} blocks > a decode replica's room {self.decode_room}", now)
+                return False
+            blocks = self.geometry.blocks(prompt)
         if blocks > self.total_blocks - self.watermark_blocks:
             room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
             self._end(seq, "rejected", f"needs {blocks} blocks > {room}", now)
@@ -121,6 +129,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
             self._drop_timed_out(now)
         self.chunks = []
         self.rejoined = []
+        if self.arrived:  # KV moved here from a prefill replica
+            self._join_arrived()
         swap_s, self.carried_swap_s = self.carried_swap_s, 0.0
         preempted = False
         need = self.hist[-self.S % B] if self.n_dec else 0
@@ -132,7 +142,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
                 need = self.hist[-self.S % B] if self.n_dec else 0
                 self._evict(need - self.free_blocks)  # a recompute may have handed its blocks to the cache
         room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
-        while self.swapped and not preempted and len(self.running) < self.sched.max_num_seqs:
+        cap_seqs = self.sched.max_num_seqs - len(self.incoming)  # reserved sequences will run
+        while self.swapped and not preempted and len(self.running) < cap_seqs:
             seq = self.swapped[0]
             grow = self._private(seq, seq.kv0 + 1)
             if grow > room:
@@ -158,7 +169,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
             self.chunks.append((seq, chunk))
             budget -= chunk
         if not preempted and not self.swapped:
-            while self.waiting and budget > 0 and len(self.running) < self.sched.max_num_seqs:
+            while self.waiting and budget > 0 and len(self.running) < cap_seqs:
                 seq = self.waiting[0]
                 max_hit = (seq.target - 1) // B * B
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
@@ -197,7 +208,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
             if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
                 self.carried_swap_s = swap_s  # the swap-outs are paid by the step planned next
                 return self.plan(now)
-            if not self.running and (self.waiting or self.swapped):  # never deadlock
+            if not self.running and (self.waiting or self.swapped) and not self.holds_transfers:  # never deadlock
                 self._unblock_empty_replica(now)
                 return self.plan(now)
             self._sample(now)  # going idle: the time series shows it
@@ -302,6 +313,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight):
             if gen >= seq.request.output_tokens:
                 del self.running[seq.key]
                 self._release(seq, seq.target, seq.blocks, end_s)
+            elif self.role == PREFILL:  # it decodes on a decode replica
+                self._hold(seq)
             else:
                 if seq.exact:  # the cache takes over the prefilled blocks, still referenced by seq
                     shared, kept = self.cache.on_prefilled(seq, seq.target)

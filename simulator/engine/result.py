@@ -15,13 +15,14 @@ import pandas as pd
 from simulator import __version__
 from simulator.engine.cluster import Cluster, TimerFactory, simulate
 from simulator.engine.config import EngineConfig
+from simulator.engine.handoff import DECODE_ONLY, PREFILL
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
 from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
 from simulator.kv import footprint
 from simulator.models import ModelSpec, get_model
-from simulator.units import HOUR_S
+from simulator.units import GB, HOUR_S
 from workloads.request import Request
 
 
@@ -126,6 +127,43 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
     return out
 
 
+def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float) -> dict[str, Any]:
+    """Where the fleet's time and memory go, per role, and its KV transfers.
+
+    ``busy_fraction = Σ_r ∫ [a step in flight on r] dt / (span · replicas)``; ``prefill_*`` and
+    ``decode_*`` are the same over a disaggregated fleet's prefill and decode replicas (NaN in an
+    aggregated fleet), with ``*_kv_utilization`` the pool's ``∫ used dt / (span · Σ blocks)``.
+    ``link_utilization`` is the decode replicas' ingress links' mean busy share (a link is
+    work-conserving, so it is also bytes moved / capacity); ``transfers``, ``transfer_gb`` (decimal
+    GB on one decode GPU's NIC, summed), ``transfer_p99_s`` (start to end) and ``handoff_wait_p99_s``
+    (first token to transfer start: the wait for decode room).
+    """
+    reps = cluster.replicas
+
+    def busy(rs: list[Any]) -> float:
+        return sum(r.busy_s for r in rs) / (span * len(rs)) if rs and span > 0 else math.nan
+
+    def kv(rs: list[Any]) -> float:
+        blocks = sum(r.total_blocks for r in rs)
+        return sum(r.used_block_s for r in rs) / (span * blocks) if rs and blocks and span > 0 else math.nan
+
+    pre = [r for r in reps if r.role == PREFILL]
+    dec = [r for r in reps if r.role == DECODE_ONLY]
+    links = cluster.transfers.links if cluster.transfers is not None else []
+    moved = req[req.transfer_start_s.notna()]
+    return {
+        "busy_fraction": busy(reps),
+        "prefill_busy_fraction": busy(pre), "decode_busy_fraction": busy(dec),
+        "prefill_kv_utilization": kv(pre), "decode_kv_utilization": kv(dec),
+        "link_utilization": (sum(link.busy_until(end_s) for link in links) / (span * len(links))
+                             if links and span > 0 else math.nan),
+        "transfers": len(moved),
+        "transfer_gb": float(moved.transfer_bytes.sum()) / GB,
+        "transfer_p99_s": _pct(moved.transfer_end_s - moved.transfer_start_s, 99),
+        "handoff_wait_p99_s": _pct(moved.transfer_start_s - moved.arrival_s - moved.ttft_s, 99),
+    }
+
+
 def _pct(s: pd.Series, q: float) -> float:
     s = s.dropna()
     return float(np.percentile(s, q)) if len(s) else math.nan
@@ -210,6 +248,7 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "events": events,
         "events_per_request": events / len(req) if len(req) else math.nan,
     }
+    summary.update(_pool_summary(cluster, req, span, end_s))
     summary.update(steady_state(req, window).as_summary())
     summary.update(_cache_summary(config, cluster, req, done))
     cols = (("ttft_s", "ttft"), ("tpot_mean_s", "tpot"), ("tpot_p99_s", "tpot_p99"), ("e2e_s", "e2e"))

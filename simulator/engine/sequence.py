@@ -14,22 +14,25 @@ import math
 from workloads.request import Request
 
 WAITING, RUNNING, SWAPPED, DONE = 0, 1, 2, 3
+HANDING = 5  # prefilled on a prefill replica, holding its blocks there until its KV has moved (disaggregated)
 
 
 class Seq:
     """Scheduler state of one request on one replica."""
 
     __slots__ = (
-        "admit_s", "base", "blocks", "cache_node", "cache_tokens", "cap", "capped", "deadline_s", "evicted", "exact",
-        "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme", "hit_tokens", "key", "kv0",
-        "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed", "rejoin_from_s",
-        "replica", "request", "resume_hit", "seg_start", "state", "target",
+        "admit_s", "base", "blocks", "cache_node", "cache_tokens", "cap", "capped", "deadline_s", "decode_replica",
+        "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme",
+        "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed",
+        "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "state", "target", "transfer_bytes",
+        "transfer_end_s", "transfer_start_s",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
         self.request = request
         self.key = key  # run-unique id, also the heap tie-break
-        self.replica = replica
+        self.replica = replica  # where it was routed (in a disaggregated fleet: where it prefilled)
+        self.decode_replica = replica  # where it generated its tokens after the first
         self.state = WAITING
         self.target = request.prompt_tokens  # tokens the next prefill must have in cache
         self.prefilled = 0
@@ -57,6 +60,9 @@ class Seq:
         self.cache_tokens = 0  # ... and where it ends, in tokens of the sequence's chain
         self.hit_hbm = self.hit_dram = self.hit_nvme = self.recomputed = 0
         self.evicted = 0  # tokens whose KV retention dropped
+        self.transfer_start_s = math.nan  # its KV's move from a prefill to a decode replica (disaggregated)
+        self.transfer_end_s = math.nan
+        self.transfer_bytes = 0.0
 
     def generated(self, step: int) -> int:
         """Output tokens so far, at replica step counter `step` (valid while decoding)."""
