@@ -242,6 +242,49 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
+@plain_text
+def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s: float) -> Figure:
+    """Aggregated vs disaggregated fleets (`ScenarioRun.fleet_comparison`): cost, latency against the
+    SLOs, and where each fleet's time and memory go. A fleet that misses an SLO has hatched bars."""
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1, 1, 1.6]})
+    x = np.arange(len(fleets))
+    names = list(fleets.fleet)
+    ok = (fleets.ttft_p99_of_slo <= 1) & (fleets.tpot_p99_of_slo <= 1)
+    colours = ["C1" if split else "C0" for split in fleets.disaggregated]
+    hatch = ["" if good else "//" for good in ok]
+    bars = a.bar(x, fleets.usd_per_million_output_tokens, color=colours, hatch=hatch, edgecolor="0.2")
+    for i, (bar, usd, n) in enumerate(zip(bars, fleets.usd_per_hour, fleets.nodes, strict=True)):
+        a.annotate(f"{n} nodes\n${usd:,.0f}/h", (i, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    a.set(xticks=x, ylabel="cost (USD per million output tokens)", title="Cost")
+    a.set_ylim(0, float(fleets.usd_per_million_output_tokens.max()) * 1.3)
+    a.bar(0, 0, color="C0", label="aggregated")
+    a.bar(0, 0, color="C1", label="disaggregated (xPyD)")
+    a.bar(0, 0, color="white", edgecolor="0.2", hatch="//", label="misses an SLO")
+    a.legend(fontsize=8, loc="upper left")
+    w = 0.38
+    b.bar(x - w / 2, 100 * fleets.ttft_p99_of_slo, w, label=f"TTFT p99 (SLO {slo_ttft_s:g} s)", color="C2")
+    b.bar(x + w / 2, 100 * fleets.tpot_p99_of_slo, w, label=f"TPOT p99 (SLO {slo_tpot_s * 1e3:g} ms)", color="C4")
+    b.axhline(100, color="red", ls=":", lw=1.2, label="the SLO")
+    b.set(xticks=x, ylabel="p99 latency (% of its SLO)", title="Latency against the SLOs")
+    b.legend(fontsize=8, loc="upper left")
+    b.set_ylim(0, max(110.0, 130 * float(max(fleets.ttft_p99_of_slo.max(), fleets.tpot_p99_of_slo.max()))))
+    parts = [("prefill_busy", "busy: prefill replicas"), ("decode_busy", "busy: decode replicas"),
+             ("prefill_kv", "KV used: prefill pool"), ("decode_kv", "KV used: decode pool"),
+             ("link_util", "KV link utilisation")]
+    w = 0.8 / len(parts)
+    for j, (col, label) in enumerate(parts):
+        c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
+    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 140),
+          title="Where time and memory go (aggregated: every replica prefills and decodes)")
+    c.legend(fontsize=8, loc="upper center", ncol=3)
+    for ax in (a, b, c):
+        ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: aggregated vs disaggregated fleets at the same SLOs")
+    fig.tight_layout()
+    return fig
+
+
 #: Axis labels (with units) and display scale of sweep columns: metrics and common swept keys.
 SWEEP_LABELS: dict[str, tuple[str, float]] = {
     "requests": ("requests", 1.0),

@@ -8,7 +8,8 @@ Layout of ``OUT/``::
     scenario.json         the resolved scenario, engine configs, seed, kvsim version
     <hardware>/           requests.csv, timeseries.csv, summary.json (per `Result.write`)
     latency.png, timeseries.png, collapse.png + collapse.csv, breakeven.png + breakeven.csv,
-    capacity.png + capacity.csv (when those studies are on)
+    capacity.png + capacity.csv (when those studies are on), fleets.png + fleets.csv (with a
+    ``[disaggregation]`` section: aggregated vs disaggregated)
 """
 
 from __future__ import annotations
@@ -86,6 +87,30 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     return comparison.summary, provider, best_ttls(comparison, provider)
 
 
+def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
+    """Aggregated vs disaggregated: the comparison table (``fleets.csv``) and chart (``fleets.png``)."""
+    from simulator.charts import fleet_figure
+
+    sc = run.scenario
+    fleets = run.fleet_comparison()
+    fleets.to_csv(out / "fleets.csv", index=False)
+    d = sc.disaggregation
+    assert d is not None
+    shown = fleets.assign(**{c: 100 * fleets[c] for c in ("prefill_busy", "decode_busy", "prefill_kv", "decode_kv",
+                                                          "link_util")})
+    return ["## Aggregated vs disaggregated\n",
+            f"Each kind as one fleet of {sc.cluster.nodes} nodes (aggregated) and as {d.prefill_nodes} prefill + "
+            f"{d.decode_nodes} decode nodes (plans: prefill {sc.prefill_plan.label}, decode {sc.plan.label}; prompts "
+            f"of at most {d.short_prompt_tokens:,} tokens prefill on the decode pool). A prompt's KV moves to a decode "
+            "replica once that replica has reserved room for it, over the decode GPUs' NICs (bandwidth shared by "
+            "concurrent transfers); its first token leaves the prefill replica. Busy: share of time a replica has a "
+            "step in flight; KV: share of the pool's blocks in use; link: share of time a decode replica's ingress "
+            "link moves KV (all in %, time means).\n",
+            _table(shown.drop(columns=["disaggregated", "ttft_p99_of_slo", "tpot_p99_of_slo"])),
+            "![fleets](" + _save(fleet_figure(fleets, sc.name, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
+                                 out / "fleets.png") + ")\n"]
+
+
 def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = None,
                  on_step: Callable[[str], None] | None = None) -> Path:
     """Write the report folder of `run` (and a capacity plan, when given) to `out`."""
@@ -117,6 +142,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                {hw: r.timeseries for hw, r in run.results.items()},
                {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()}), out / "timeseries.png")
            + ")\n"]
+    if sc.disaggregation is not None:
+        md += _fleets_section(run, out)
     if capacity is not None:
         from simulator.charts import capacity_figure
 

@@ -15,6 +15,8 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
     [slo]        ttft_p99_s = 2.0  tpot_p99_s = 0.1
     [billing]    profile = "anthropic"  ttls = ["5m", "1h"]
     [report]     capacity = false  collapse = true  breakeven = true
+    [disaggregation]  prefill_nodes = 2  decode_nodes = 4  prefill_hardware = ""  prefill_tp = 8
+                 short_prompt_tokens = 0  compare_aggregated = true   # optional: xPyD fleets
 
 Every error names the file, the key path, the value and the rule, in one line.
 """
@@ -31,7 +33,7 @@ from typing import Any
 from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import kv_budget
 from simulator.config import build
-from simulator.engine.config import EngineConfig, SchedulerConfig
+from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
@@ -81,6 +83,37 @@ class ClusterSection:
         must(0 < self.memory_utilization <= 1, "cluster", "memory_utilization", "in (0, 1]",
              self.memory_utilization)
         must(self.block_tokens >= 1, "cluster", "block_tokens", ">= 1", self.block_tokens)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggregationSection:
+    """A disaggregated fleet per hardware kind: ``prefill_nodes`` prefill and ``decode_nodes`` decode
+    (the kind itself, under ``[cluster]``'s plan); the prefill pool on ``prefill_hardware`` (default:
+    the same kind) under its own plan (``prefill_tp``, ... default ``[cluster]``'s). Prompts of at
+    most ``short_prompt_tokens`` prefill on the decode pool. With ``compare_aggregated`` an aggregated
+    fleet of the same total nodes (``cluster.nodes``, which must equal the sum) runs beside it."""
+
+    prefill_nodes: int = 1
+    decode_nodes: int = 1
+    prefill_hardware: str = ""
+    prefill_tp: int | None = None
+    prefill_pp: int | None = None
+    prefill_dp_attention: bool | None = None
+    prefill_ep: int | None = None
+    short_prompt_tokens: int = 0
+    compare_aggregated: bool = True
+
+    def __post_init__(self) -> None:
+        w = "disaggregation"
+        for key in ("prefill_nodes", "decode_nodes"):
+            n = getattr(self, key)
+            must(1 <= n <= MAX_NODES, w, key, f"in 1..{MAX_NODES:,} (kvsim's fleet limit)", n)
+        total = self.prefill_nodes + self.decode_nodes
+        must(total <= MAX_NODES, w, "prefill_nodes + decode_nodes", f"at most {MAX_NODES:,}", total)
+        for key in ("prefill_tp", "prefill_pp", "prefill_ep"):
+            v = getattr(self, key)
+            must(v is None or v >= 1, w, key, ">= 1 (or absent: [cluster]'s)", v)
+        must(self.short_prompt_tokens >= 0, w, "short_prompt_tokens", ">= 0", self.short_prompt_tokens)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +210,7 @@ class Scenario:
     slo: SLOSection = field(default_factory=SLOSection)
     billing: BillingSection = field(default_factory=BillingSection)
     report: ReportSection = field(default_factory=ReportSection)
+    disaggregation: DisaggregationSection | None = None
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -204,6 +238,45 @@ class Scenario:
         """The replicas' parallelism plan (``[cluster] tp, pp, dp_attention, ep``)."""
         c = self.cluster
         return ParallelPlan(tp=c.tp, pp=c.pp, dp_attention=c.dp_attention, ep=c.ep)
+
+    @property
+    def prefill_plan(self) -> ParallelPlan:
+        """The prefill pool's plan: ``[disaggregation] prefill_*``, each defaulting to ``[cluster]``'s."""
+        d, c = self.disaggregation or DisaggregationSection(), self.cluster
+        return ParallelPlan(tp=c.tp if d.prefill_tp is None else d.prefill_tp,
+                            pp=c.pp if d.prefill_pp is None else d.prefill_pp,
+                            dp_attention=c.dp_attention if d.prefill_dp_attention is None else d.prefill_dp_attention,
+                            ep=c.ep if d.prefill_ep is None else d.prefill_ep)
+
+    def fleets(self, hardware: str) -> list[tuple[str, EngineConfig]]:
+        """The fleets `kvsim run` simulates for one kind: ``(label, config)``; the aggregated one is
+        labelled by the kind, a disaggregated one ``"<kind>-<x>P<y>D"`` (a folder name too)."""
+        d = self.disaggregation
+        if d is None:
+            return [(hardware, self.engine_config(hardware))]
+        split = (self.fleet_label(hardware), self.disaggregated_config(hardware))
+        return [(hardware, self.engine_config(hardware)), split] if d.compare_aggregated else [split]
+
+    def fleet_label(self, hardware: str, prefill_nodes: int | None = None, decode_nodes: int | None = None) -> str:
+        d = self.disaggregation or DisaggregationSection()
+        x = d.prefill_nodes if prefill_nodes is None else prefill_nodes
+        y = d.decode_nodes if decode_nodes is None else decode_nodes
+        on = f"-P{d.prefill_hardware}" if d.prefill_hardware and d.prefill_hardware != hardware else ""
+        return f"{hardware}-{x}P{y}D{on}"
+
+    def disaggregated_config(self, hardware: str | NodeSpec, prefill_nodes: int | None = None,
+                             decode_nodes: int | None = None) -> EngineConfig:
+        """The disaggregated fleet on `hardware`: ``decode_nodes`` of it decode under ``[cluster]``'s plan,
+        ``prefill_nodes`` of ``prefill_hardware`` (default: `hardware`) prefill under `prefill_plan`."""
+        d = self.disaggregation or DisaggregationSection()
+        catalog = self._catalog()
+        node = hardware if isinstance(hardware, NodeSpec) else catalog.node(hardware)
+        p_node = catalog.node(d.prefill_hardware) if d.prefill_hardware else node
+        plan = self.prefill_plan
+        pool = PoolConfig(node=p_node, n_nodes=d.prefill_nodes if prefill_nodes is None else prefill_nodes,
+                          tp=plan.tp, pp=plan.pp, dp_attention=plan.dp_attention, ep=plan.ep)
+        return replace(self.engine_config(node, d.decode_nodes if decode_nodes is None else decode_nodes),
+                       prefill_pool=pool, short_prompt_tokens=d.short_prompt_tokens)
 
     def nodes(self) -> list[NodeSpec]:
         """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``)."""
@@ -298,6 +371,8 @@ class Scenario:
                 raise ConfigError(f"{self.where}: cluster.nodes must be a multiple of the {budget.nodes} {node.key} "
                                   f"nodes one {self.plan.label} replica spans (got {self.cluster.nodes})")
             self._check_block(node, model, budget)
+        if self.disaggregation is not None:
+            self._check_disaggregation(model)
         self._check_plugins()
         self._check_workload()
         if self.report.breakeven:  # a bad profile, tier or TTL fails now, not after the simulation
@@ -306,6 +381,47 @@ class Scenario:
             profile = get_profile(self.billing.profile, self.billing.tier or None)
             for ttl in self.billing.ttls:
                 profile.write_multiplier(parse_ttl(ttl))
+
+    def _check_disaggregation(self, model: ModelSpec) -> None:
+        """The prefill pool's plan suits the model and fits its node kind in whole replicas; the decode
+        pool is whole replicas of ``[cluster]``'s plan; both node kinds have NICs to move the KV; an
+        aggregated fleet compared has the same nodes."""
+        d = self.disaggregation
+        assert d is not None
+        catalog = self._catalog()
+        total = d.prefill_nodes + d.decode_nodes
+        if d.compare_aggregated and self.cluster.nodes != total:
+            raise ConfigError(f"{self.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "
+                              f"{total} when compare_aggregated is true (the fleets compared have the same nodes) "
+                              f"(got {self.cluster.nodes})")
+        try:
+            plan = self.prefill_plan
+        except ConfigError as exc:
+            raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
+        p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
+        for node in p_nodes:
+            node.gpu.peak_flops(model.weight_dtype)
+            g = plan.gpus
+            if (g <= node.gpus and node.gpus % g) or (g > node.gpus and g % node.gpus):
+                raise ConfigError(f"{self.where}: disaggregation.prefill_tp × prefill_pp must divide the {node.gpus} "
+                                  f"GPUs of {node.key} or be a multiple of them (got {g})")
+            try:
+                budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
+            except DoesNotFitError as exc:
+                raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
+            if d.prefill_nodes % budget.nodes:
+                raise ConfigError(f"{self.where}: disaggregation.prefill_nodes must be a multiple of the "
+                                  f"{budget.nodes} {node.key} nodes one {plan.label} replica spans "
+                                  f"(got {d.prefill_nodes})")
+        for node in self.nodes():
+            budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=self.plan)
+            if d.decode_nodes % budget.nodes:
+                raise ConfigError(f"{self.where}: disaggregation.decode_nodes must be a multiple of the {budget.nodes} "
+                                  f"{node.key} nodes one {self.plan.label} replica spans (got {d.decode_nodes})")
+        for node in [*p_nodes, *self.nodes()]:
+            if not node.nic_bytes_per_s > 0:
+                raise ConfigError(f"{self.where}: disaggregation needs a scale-out NIC on {node.key} to move KV "
+                                  f"between pools (its nic_bytes_per_s is {node.nic_bytes_per_s!r})")
 
     def check_context(self, workload: Workload) -> None:
         """Rule: every request's prompt + output fits the model's context window."""

@@ -28,7 +28,7 @@ class ScenarioRun:
     scenario: Scenario
     seed: int
     workload: Workload
-    results: dict[str, Result]  # by node key
+    results: dict[str, Result]  # by fleet: the node key, or `Scenario.fleet_label` for a disaggregated fleet
 
     def steady_notes(self) -> list[str]:
         """Per hardware kind: the steady window the sustained figures cover, and any not-steady warning."""
@@ -54,7 +54,7 @@ class ScenarioRun:
             slo_ok = (s["ttft_p99_s"] <= self.scenario.slo.ttft_p99_s
                       and s["tpot_p99_s"] <= self.scenario.slo.tpot_p99_s and s["timed_out"] == 0)
             rows.append({
-                "hardware": hw, "nodes": r.config.n_nodes, "plan": r.config.plan.label,
+                "hardware": hw, "nodes": fleet_nodes(r.config), "plan": plan_label(r.config),
                 "weights": weight_precision(r.config.model) if isinstance(r.config.model, ModelSpec) else "",
                 "requests": s["requests"],
                 "completed": s["completed"], "rejected": s["rejected"], "timed out": s["timed_out"],
@@ -68,25 +68,69 @@ class ScenarioRun:
             })
         return pd.DataFrame(rows)
 
+    def fleet_comparison(self) -> pd.DataFrame:
+        """One row per fleet: cost and latency against the SLOs, and where its time and memory go.
+
+        ``busy`` is the share of time replicas have a step in flight (prefill and decode replicas
+        apart in a disaggregated fleet, the same figure twice in an aggregated one), ``KV`` the
+        share of their pools in use (time means), ``link util`` the decode replicas' ingress links'
+        busy share (`simulator.engine.result._pool_summary`).
+        """
+        slo = self.scenario.slo
+        rows = []
+        for hw, r in self.results.items():
+            s = r.summary
+            split = r.config.prefill_pool is not None
+            rows.append({
+                "fleet": hw, "disaggregated": split, "nodes": fleet_nodes(r.config),
+                "usd_per_hour": s["cost_usd"] / s["makespan_s"] * 3600,
+                "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
+                "ttft_p99_s": s["ttft_p99_s"], "tpot_p99_s": s["tpot_p99_s"],
+                "ttft_p99_of_slo": s["ttft_p99_s"] / slo.ttft_p99_s,
+                "tpot_p99_of_slo": s["tpot_p99_s"] / slo.tpot_p99_s,
+                "goodput_fraction": s["goodput_fraction"],
+                "prefill_busy": s["prefill_busy_fraction"] if split else s["busy_fraction"],
+                "decode_busy": s["decode_busy_fraction"] if split else s["busy_fraction"],
+                "prefill_kv": s["prefill_kv_utilization"] if split else s["kv_utilization"],
+                "decode_kv": s["decode_kv_utilization"] if split else s["kv_utilization"],
+                "link_util": s["link_utilization"], "handoff_wait_p99_s": s["handoff_wait_p99_s"],
+                "transfer_p99_s": s["transfer_p99_s"],
+            })
+        return pd.DataFrame(rows)
+
+
+def fleet_nodes(config: EngineConfig) -> int:
+    """Nodes of every pool, the prefill pool included."""
+    pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
+    return sum(p.n_nodes for p in pools)
+
+
+def plan_label(config: EngineConfig) -> str:
+    """The plan, ``P <prefill plan> / D <decode plan>`` for a disaggregated fleet."""
+    if config.prefill_pool is None:
+        return config.plan.label
+    return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
+
 
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
                  progress: Progress | None = None) -> ScenarioRun:
-    """Generate (or read) the workload once and simulate it on every hardware kind.
+    """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
+    ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
-    `progress` receives the fraction done over all kinds.
+    `progress` receives the fraction done over all fleets.
     """
     seed = scenario.seed if seed is None else seed
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
     kinds = list(hardware) if hardware else [n.key for n in scenario.nodes()]
+    fleets = [fleet for hw in kinds for fleet in scenario.fleets(hw)]
     results: dict[str, Result] = {}
-    for i, hw in enumerate(kinds):
+    for i, (label, config) in enumerate(fleets):
         def part(f: float, i: int = i) -> None:
             if progress:
-                progress((i + f) / len(kinds))
+                progress((i + f) / len(fleets))
 
-        results[hw] = run(scenario.engine_config(hw), workload, seed, progress=part,
-                          total_requests=len(workload.requests()))
+        results[label] = run(config, workload, seed, progress=part, total_requests=len(workload.requests()))
     return ScenarioRun(scenario=scenario, seed=seed, workload=workload, results=results)
 
 
@@ -155,4 +199,5 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     return pd.DataFrame(rows)
 
 
-__all__ = ["ScenarioRun", "SchedulerConfig", "run_scenario", "saturating_requests", "simulated_collapse"]
+__all__ = ["ScenarioRun", "SchedulerConfig", "fleet_nodes", "plan_label", "run_scenario", "saturating_requests",
+           "simulated_collapse"]

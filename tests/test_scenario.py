@@ -94,3 +94,45 @@ def test_context_rule(tmp_path):
     sc = load_scenario(write(tmp_path, text))
     with pytest.raises(ConfigError, match="must fit Llama-3-70B's context of 8,192 tokens"):
         sc.check_context(sc.load_workload())
+
+
+DISAGG = BASE.replace("tp = 1", "tp = 1\nnodes = 3") + """
+[disaggregation]
+prefill_nodes = 1
+decode_nodes = 2
+"""
+
+
+def test_disaggregation_section(tmp_path):
+    sc = load_scenario(write(tmp_path, DISAGG.replace("decode_nodes = 2", "decode_nodes = 2\nprefill_tp = 2")))
+    (agg_label, agg), (label, split) = sc.fleets("8xH100")
+    assert (agg_label, agg.n_nodes, agg.prefill_pool) == ("8xH100", 3, None)
+    assert label == "8xH100-1P2D" and split.n_nodes == 2 and split.tp == 1
+    assert (split.prefill_pool.n_nodes, split.prefill_pool.tp, split.prefill_pool.node.key) == (1, 2, "8xH100")
+    assert sc.prefill_plan.label == "TP2" and split.short_prompt_tokens == 0
+
+
+@pytest.mark.parametrize(("edit", "msg"), [
+    (("prefill_nodes = 1", "prefill_nodes = 0"),
+     "s.toml.disaggregation: disaggregation: 'prefill_nodes' must be in 1..4,096 (kvsim's fleet limit) (got 0)"),
+    (("prefill_nodes = 1", "prefill_nodes = 1\nprefill = 2"), "s.toml.disaggregation.prefill: unknown key; valid:"),
+    (("decode_nodes = 2", "decode_nodes = 3"),
+     "s.toml: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = 4 when compare_aggregated is "
+     "true (the fleets compared have the same nodes) (got 3)"),
+    (("decode_nodes = 2", "decode_nodes = 2\nprefill_tp = 3"),
+     "s.toml: disaggregation.prefill_tp × prefill_pp must divide the 8 GPUs of 8xH100 or be a multiple of them "
+     "(got 3)"),
+    (("decode_nodes = 2", "decode_nodes = 2\nprefill_tp = 8\nprefill_pp = 2"),
+     "s.toml: disaggregation.prefill_nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (got 1)"),
+    (("decode_nodes = 2", 'decode_nodes = 2\nprefill_hardware = "8xA100"'), "unknown node '8xA100'"),
+    (("decode_nodes = 2", "decode_nodes = 2\nshort_prompt_tokens = -1"),
+     "'short_prompt_tokens' must be >= 0 (got -1)"),
+    (("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = 1"),
+     "s.toml.disaggregation.compare_aggregated: must be true or false (got 1)"),
+])
+def test_bad_disaggregation_fails_in_one_line(tmp_path, edit, msg):
+    p = write(tmp_path, DISAGG.replace(*edit))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    text = str(err.value)
+    assert msg in text and str(p) in text and "\n" not in text

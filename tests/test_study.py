@@ -54,6 +54,38 @@ def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name):
         assert len(busy) and busy.mfu.between(0, 1).all() and busy.hbm_bw_util.between(0, 1).all()
         # concurrency never exceeds the batch cap of all replicas' schedulers (pp of them a replica)
         assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * sc.cluster.pp * budget.replicas * sc.cluster.nodes
+    for result in run.results.values():
+        if result.config.prefill_pool is not None:
+            check_disaggregated(sc, result, len(run.workload.requests()))
+
+
+def check_disaggregated(sc, result, n_requests):
+    """A disaggregated fleet against the analytic model: price, KV bytes moved, link bounds."""
+    cfg, s, d = result.config, result.summary, sc.disaggregation
+    model, node, p_node = sc.model_spec(), cfg.node, cfg.prefill_pool.node
+    assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == n_requests
+    assert s["cost_usd"] / s["makespan_s"] * 3600 == pytest.approx(
+        d.prefill_nodes * p_node.usd_per_hour + d.decode_nodes * node.usd_per_hour)
+    req = result.requests
+    moved = req[req.transfer_start_s.notna()]
+    long = req[(req.outcome == "completed") & (req.prompt_tokens > d.short_prompt_tokens) & (req.output_tokens > 1)]
+    assert set(long.request_id) <= set(moved.request_id) and len(moved) == s["transfers"] > 0
+    # a prompt's KV in whole blocks: each decode GPU receives its share (its KV heads, or a whole MLA latent),
+    # each prefill GPU sends its own; the decode NIC carries max(received, sent · its rate / the sender's)
+    b, layout = sc.cluster.block_tokens, cfg.layout
+    per_token = bytes_per_token(model, layout)
+    blocks = (moved.prompt_tokens + b - 1) // b * b
+    recv = blocks * per_token * kv_share(model, layout, sc.plan.attention_tp)
+    send = blocks * per_token * kv_share(model, layout, sc.prefill_plan.attention_tp)
+    expect = recv.combine(send * node.nic_bytes_per_s / p_node.nic_bytes_per_s, max)
+    assert moved.transfer_bytes.to_numpy() == pytest.approx(expect.to_numpy(), rel=1e-12)
+    # alone on the link a transfer takes bytes / NIC rate + latency; shared, longer
+    alone = moved.transfer_bytes / node.nic_bytes_per_s + max(node.nic_latency_s, p_node.nic_latency_s)
+    assert ((moved.transfer_end_s - moved.transfer_start_s) >= alone * (1 - 1e-9)).all()
+    assert (moved.transfer_start_s >= moved.arrival_s + moved.ttft_s - 1e-9).all()  # after the first token
+    assert (moved.end_s > moved.transfer_end_s).all()  # decoded after its KV arrived
+    assert 0 < s["link_utilization"] <= 1 and 0 < s["prefill_busy_fraction"] <= 1 and 0 < s["decode_busy_fraction"] <= 1
+    assert not set(moved.replica) & set(moved.decode_replica)  # prefilled on one pool, decoded on the other
 
 
 def test_simulated_peaks_track_the_analytic_maximum():
@@ -167,3 +199,41 @@ def test_run_command_replays_a_given_trace(tmp_path):
     assert r.exit_code == 0, r.output
     reqs = pd.read_csv(tmp_path / "rep" / "8xH100" / "requests.csv")
     assert list(reqs.prompt_tokens) == [1000, 2000, 500] and (reqs.outcome == "completed").all()
+
+
+def test_run_command_reports_both_fleets(tmp_path):
+    sc = tmp_path / "split.toml"
+    sc.write_text("""
+name = "split"
+description = "split"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+nodes = 2
+tp = 2
+[disaggregation]
+prefill_nodes = 1
+decode_nodes = 1
+short_prompt_tokens = 64
+[workload]
+duration_s = 30
+[workload.spec]
+name = "chat-4k"
+[report]
+collapse = false
+breakeven = false
+""")
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    head = pd.read_csv(out / "headline.csv")
+    assert list(head.hardware) == ["8xH100", "8xH100-1P1D"] and list(head.nodes) == [2, 2]
+    assert list(head.plan) == ["TP2", "P TP2 / D TP2"]
+    fleets = pd.read_csv(out / "fleets.csv")
+    assert list(fleets.fleet) == ["8xH100", "8xH100-1P1D"] and fleets.link_util.iloc[1] > 0
+    assert (out / "fleets.png").exists() and (out / "8xH100-1P1D" / "requests.csv").exists()
+    assert "## Aggregated vs disaggregated" in (out / "summary.md").read_text()
+    reqs = pd.read_csv(out / "8xH100-1P1D" / "requests.csv")
+    short = reqs.prompt_tokens <= 64
+    assert reqs[~short].transfer_bytes.gt(0).all() and reqs[short].transfer_start_s.isna().all()
