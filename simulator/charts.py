@@ -218,26 +218,36 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
 
 @plain_text
 def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
-    """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
+    """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour. A plan with a
+    ``fleet`` column (`simulator.xpyd.plan_split_capacity`) draws an xPyD fleet's prefill nodes hatched
+    at the bottom of its bar, and labels each bar with its fleet."""
+    import textwrap
+
+    split = "fleet" in plan
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13 if split else 11, 4.8 if split else 4.4))
     x = np.arange(len(plan))
+    labels = [f"{hw}\n{f}" for hw, f in zip(plan.hardware, plan.fleet, strict=True)] if split else list(plan.hardware)
+    prefill = plan.prefill_nodes if split else pd.Series(0, index=plan.index)
     a.bar(x - 0.2, plan.nodes, 0.4, label="nodes to meet the SLOs (simulated)")
-    a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, label="memory floor (analytic)", color="0.6")
+    if split and prefill.any():
+        a.bar(x - 0.2, prefill, 0.4, color="C1", hatch="//", edgecolor="0.2", label="of which prefill nodes (xPyD)")
+    a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, label="memory floor (analytic; xPyD: its decode pool)", color="0.6")
     for i, (n, why) in enumerate(zip(plan.nodes, plan.binding, strict=True)):
-        label = f"{n} (binds: {why})" if why in ("memory", "compute") else f"{n}: one node suffices"
-        a.annotate(label, (i - 0.2, n), ha="center", va="bottom", fontsize=9)
-    a.set(xticks=x, xticklabels=plan.hardware, ylabel="nodes", title="Fleet size")
-    a.set_ylim(0, max(plan.nodes) * 1.25 + 0.5)
+        label = f"{n}: one node suffices" if why.startswith("none") else f"{n} (binds: {why})"
+        a.annotate(textwrap.fill(label, 22), (i - 0.2, n), ha="center", va="bottom", fontsize=8)
+    a.set(xticks=x, ylabel="nodes", title="Fleet size")
+    a.set_ylim(0, max(plan.nodes) * 1.35 + 1)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
-    a.legend(fontsize=8)
+    a.legend(fontsize=8, loc="upper right")
     b.bar(x, plan.usd_per_hour, color="C2")
     for i, (usd, per_m) in enumerate(zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)):
         b.annotate(f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out", (i, usd), ha="center", va="bottom", fontsize=9)
-    b.set(xticks=x, xticklabels=plan.hardware, ylabel="fleet cost (USD per hour)", title="Fleet cost")
+    b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost")
     b.set_ylim(0, max(plan.usd_per_hour) * 1.3)
     for ax in (a, b):
+        ax.set_xticklabels(labels, fontsize=8 if split else None)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"Capacity plan: {title}")
+    fig.suptitle(f"Capacity plan: {title}" + (" (aggregated vs disaggregated at the same SLOs)" if split else ""))
     fig.tight_layout()
     return fig
 

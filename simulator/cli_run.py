@@ -67,8 +67,9 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
             click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
     if plan is not None:
         click.echo()
-        _echo_table(plan[["hardware", "nodes", "memory_floor_nodes", "usd_per_hour", "usd_per_million_output_tokens",
-                          "binding", "headroom_scale"]])
+        cols = ["hardware", *(["fleet"] if "fleet" in plan else []), "nodes", "memory_floor_nodes", "usd_per_hour",
+                "usd_per_million_output_tokens", "binding", "headroom_scale"]
+        _echo_table(plan[cols])
     click.echo(f"report written to {out / 'summary.md'}")
 
 
@@ -95,7 +96,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
                  hardware: str | None, seed: int | None, out: Path | None, max_rate: bool = False,
                  offline: bool = False, seeds: int = 3, rel_tol: float = 0.05, duration: float | None = None,
                  warmup_fraction: float = 0.1, as_json: bool = False) -> None:
-    """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load.
+    """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load (with a
+    [disaggregation] section: the smallest aggregated and xPyD fleets side by side).
 
     With --max-rate: for the scenario's fleet (each node kind × cluster.nodes), the highest arrival
     rate that meets the SLOs, by bisection over seeds; with --offline: the throughput when every

@@ -168,13 +168,21 @@ def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: fl
 def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft_p99_s: float | None = None,
                   tpot_p99_s: float | None = None, seed: int | None = None,
                   on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """One `FleetPlan` row per node kind, for the scenario's workload and SLOs (or those given)."""
+    """One `FleetPlan` row per node kind, for the scenario's workload and SLOs (or those given); with a
+    ``[disaggregation]`` section, an aggregated and a disaggregated row per kind
+    (`simulator.xpyd.plan_split_capacity`)."""
     for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
         must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
     kinds = hardware or [n.key for n in scenario.nodes()]
+    if scenario.disaggregation is not None:  # aggregated and xPyD fleets side by side
+        from simulator.xpyd import plan_split_capacity
+
+        return plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step,
+                                   ttft_p99_s=scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s,
+                                   tpot_p99_s=scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s)
     rows = [plan_fleet(scenario, hw, workload,
                        ttft_p99_s=scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s,
                        tpot_p99_s=scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s,

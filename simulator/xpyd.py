@@ -1,0 +1,209 @@
+"""Capacity planning for disaggregated fleets: the prefill:decode split (xPyD) and the count.
+
+A scenario with a ``[disaggregation]`` section is sized twice per node kind, at the same SLOs:
+aggregated (`simulator.planning.plan_fleet`) and disaggregated, by simulation:
+
+1. **decode** (with ample prefill): the fewest decode nodes whose p99 TPOT meets its SLO with
+   nothing timed out, the prefill pool sized so that prefill cannot be what fails: ``ceil(2 · L)``
+   replicas' nodes, ``L = Σ_r prefill_s(prompt_r) / T`` the prefill replicas the workload keeps busy
+   over its span ``T`` (chunked as the scheduler chunks, no prefix hits: an upper bound). The search
+   starts at the decode pool's KV memory floor (`planning.memory_floor_nodes`: decode holds the KV)
+   and doubles, then bisects;
+2. **prefill** (with that decode pool): the fewest prefill nodes that meet every SLO (p99 TTFT,
+   p99 TPOT, nothing timed out), from one replica up, doubling then bisecting;
+3. **check the total**: if that pair fails (a smaller prefill pool changes what reaches decode), the
+   decode pool grows a replica at a time and prefill is searched again.
+
+Both pools count whole replicas (a multi-node plan's span). What binds the answer:
+
+- ``prefill compute``: one prefill replica fewer misses TTFT (or times requests out);
+- ``decode memory`` / ``decode batch cap`` / ``decode bandwidth (TPOT)``: one decode replica fewer
+  (with ample prefill) misses TPOT; memory when its decode pool ran nearly full (time-mean use
+  ≥ 80 %) or preempted, or when the answer is the memory floor; the batch cap when its decode
+  replicas ran ``max_num_seqs`` sequences while hand-offs waited for them; bandwidth otherwise;
+- ``network``: the decode replicas' ingress links were busy ≥ 50 % of the time at the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from hardware.catalog import NodeSpec
+from simulator.capacity import kv_budget
+from simulator.cost import StepModel, load_params
+from simulator.engine import Result, run
+from simulator.errors import ConfigError
+from simulator.planning import MAX_NODES, MEMORY_BOUND_UTILIZATION, meets_slo, memory_floor_nodes, plan_fleet
+from simulator.scenario import Scenario
+from workloads import Workload
+
+AMPLE_PREFILL_FACTOR = 2.0  # prefill replicas per replica the workload keeps busy, while sizing decode
+NETWORK_BOUND_UTILIZATION = 0.5  # links busier than this at the answer: the network binds too
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplitPlan:
+    """The smallest xPyD fleet of one decode node kind that meets the SLOs (`plan_disaggregated`)."""
+
+    hardware: str
+    fleet: str
+    nodes: int
+    prefill_nodes: int
+    decode_nodes: int
+    memory_floor_nodes: int  # of the decode pool
+    usd_per_hour: float
+    usd_per_million_output_tokens: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    kv_utilization: float  # the decode pool's
+    link_utilization: float
+    binding: str
+    simulations: int
+
+
+def ample_prefill_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
+    """Prefill nodes at which prefill is never what fails: ``ceil(2 · L)`` replicas (module docstring)."""
+    pool = scenario.disaggregated_config(hardware).prefill_pool
+    assert pool is not None and isinstance(pool.node, NodeSpec)  # resolved by the scenario
+    node, model, plan = pool.node, scenario.model_spec(), scenario.prefill_plan
+    budget = kv_budget(node, model, memory_utilization=scenario.cluster.memory_utilization, plan=plan)
+    timer = StepModel(node.gpu, model, scenario.engine_config(hardware).layout, plan.tp, load_params(node.gpu.key),
+                      plan=plan, node=node)
+    chunk = scenario.scheduler.max_num_batched_tokens
+    reqs = workload.requests()
+    if not reqs:
+        return budget.nodes
+    span = max(reqs[-1].arrival_s - reqs[0].arrival_s, 1.0)
+    seconds: dict[int, float] = {}
+    busy = 0.0
+    for r in reqs:
+        n = r.prompt_tokens
+        if n not in seconds:
+            seconds[n] = sum(timer.prefill_s(min(chunk, n - c), c) for c in range(0, n, chunk))
+        busy += seconds[n]
+    schedulers = math.ceil(AMPLE_PREFILL_FACTOR * busy / span)  # each prefills one prompt at a time
+    per_unit = budget.replicas * plan.pp * plan.kv_groups  # schedulers on the nodes one replica unit spans
+    return budget.nodes * max(1, math.ceil(schedulers / per_unit))
+
+
+def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float,
+                       tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None) -> SplitPlan:
+    """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring)."""
+    model = scenario.model_spec()
+    cfg = scenario.disaggregated_config(hardware)
+    assert cfg.prefill_pool is not None and isinstance(cfg.node, NodeSpec) and isinstance(cfg.prefill_pool.node,
+                                                                                          NodeSpec)
+    mu = scenario.cluster.memory_utilization
+    unit_d = kv_budget(cfg.node, model, memory_utilization=mu, plan=scenario.plan).nodes
+    unit_p = kv_budget(cfg.prefill_pool.node, model, memory_utilization=mu, plan=scenario.prefill_plan).nodes
+    cache: dict[tuple[int, int], Result] = {}
+
+    def sim(p: int, d: int) -> Result:
+        if (p, d) not in cache:
+            r = cache[(p, d)] = run(scenario.disaggregated_config(hardware, p, d), workload, seed)
+            if on_step:
+                s = r.summary
+                on_step(f"{scenario.fleet_label(hardware, p, d)}: TTFT p99 {s['ttft_p99_s']:.2f} s, TPOT p99 "
+                        f"{s['tpot_p99_s'] * 1e3:.0f} ms, decode KV {100 * s['decode_kv_utilization']:.0f}%, "
+                        f"links {100 * s['link_utilization']:.0f}%")
+        return cache[(p, d)]
+
+    def decode_ok(r: Result) -> bool:
+        s = r.summary
+        return s["completed"] > 0 and s["timed_out"] == 0 and not s["tpot_p99_s"] > tpot_p99_s
+
+    def slo_ok(r: Result) -> bool:
+        return meets_slo(r, ttft_p99_s, tpot_p99_s)
+
+    floor = memory_floor_nodes(scenario, hardware, workload)
+    ample = ample_prefill_nodes(scenario, hardware, workload)
+    ample = -(-ample // unit_p) * unit_p
+    d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
+                  f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
+                  f"({tpot_p99_s:g} s) with {ample} prefill nodes") * unit_d
+    while True:
+        p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
+                      f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
+                      f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
+                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None) * unit_p
+        if slo_ok(sim(p, d)):
+            break
+        d += unit_d  # the total once more: the smaller prefill pool failed after all
+        if d > MAX_NODES:
+            raise ConfigError(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
+                              "nodes meets the SLOs")
+    best = sim(p, d)
+    s = best.summary
+    binding = []
+    if p > unit_p and not slo_ok(sim(p - unit_p, d)):
+        binding.append("prefill compute")
+    below = cache.get((ample, d - unit_d))
+    if d > unit_d and (d == floor or (below is not None and not decode_ok(below))):
+        binding.append(_decode_binding(below, d == floor, scenario.scheduler.max_num_seqs))
+    if s["link_utilization"] >= NETWORK_BOUND_UTILIZATION:
+        binding.append("network")
+    if not binding:
+        binding.append("none (one replica a pool suffices)" if (p, d) == (unit_p, unit_d)
+                       else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
+    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", nodes=p + d, prefill_nodes=p, decode_nodes=d,
+                     memory_floor_nodes=floor, usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
+                     usd_per_million_output_tokens=s["usd_per_million_output_tokens"], ttft_p99_s=s["ttft_p99_s"],
+                     tpot_p99_s=s["tpot_p99_s"], kv_utilization=s["decode_kv_utilization"],
+                     link_utilization=s["link_utilization"], binding=", ".join(binding), simulations=len(cache))
+
+
+def _decode_binding(below: Result | None, at_floor: bool, max_num_seqs: int) -> str:
+    """Why one decode replica fewer failed: memory (the floor; the pool nearly full, preemptions),
+    the batch cap (decode replicas ran ``max_num_seqs`` sequences while hand-offs waited), else TPOT."""
+    if at_floor or below is None:
+        return "decode memory"
+    s, req = below.summary, below.requests
+    if s["decode_kv_utilization"] >= MEMORY_BOUND_UTILIZATION or req.preemptions.sum() > 0:
+        return "decode memory"
+    decoders = set(req.decode_replica[req.transfer_start_s.notna()])
+    ts = below.timeseries
+    if s["handoff_wait_p99_s"] > 0 and ts[ts.replica.isin(decoders)].running.max() >= max_num_seqs:
+        return "decode batch cap (max_num_seqs)"
+    return "decode bandwidth (TPOT)"
+
+
+def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_hint: int | None = None) -> int:
+    """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start`, then bisect. `ok_hint`:
+    a ``k`` known to pass (bounds the doubling)."""
+    lo, hi = start - 1, start
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if ok_hint is not None and hi >= ok_hint:
+            hi = ok_hint
+            break
+        if hi > limit:
+            raise ConfigError(fail)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload, *, ttft_p99_s: float,
+                        tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Aggregated and disaggregated fleets of each kind side by side at the same SLOs: one row each."""
+    rows = []
+    for hw in kinds:
+        agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
+                         on_step=on_step)
+        rows.append({**asdict(agg), "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
+                     "link_utilization": math.nan})
+        split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
+                                   on_step=on_step)
+        rows.append({**asdict(split), "headroom_scale": math.nan})
+    cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
+            "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "kv_utilization", "link_utilization",
+            "binding", "headroom_scale", "simulations"]
+    return pd.DataFrame(rows)[cols]
+
+
+__all__ = ["SplitPlan", "ample_prefill_nodes", "plan_disaggregated", "plan_split_capacity"]
