@@ -14,7 +14,9 @@ load average (`os.getloadavg`) when it was taken. The workloads are built by `te
 - cost per request flat from 1 to 64 replicas, and in output length (250 vs 500 tokens);
 - a 4M-request Azure-like day (`tests.bench.day`, its own process, records streamed to CSV) in
   under 10 minutes and 1 GB;
-- ``import simulator.engine`` under 0.5 s (its own process).
+- ``import simulator.engine`` under 0.5 s (its own process);
+- chat-4k on 4 nodes disaggregated (2 prefill + 2 decode nodes; 1 + 3 with the prefix cache) at no less
+  than half the requests per CPU second of the same workload aggregated (issue 13).
 
 A figure is the simulation through `simulator.engine.run` (frames and summary included), workload
 generation and imports excluded. ``KVSIM_BENCH_REQUESTS`` sizes chat-4k (default 100,000),
@@ -24,6 +26,7 @@ ratio: these are measurements, printed, not timed tests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -36,7 +39,7 @@ from typing import Any
 import pytest
 
 from simulator import __version__
-from simulator.engine import run
+from simulator.engine import PoolConfig, run
 from simulator.engine.timer import StepTimer
 from tests.bench import scenarios
 from workloads.request import Request
@@ -106,6 +109,28 @@ def test_chat4k(prefix: bool) -> None:
     label = f"chat-4k{' + prefix cache' if prefix else ''} ({n:,} req, 4 x Llama-3-70B tp8, 70 % load)"
     _goal(label, 10_000 if prefix else 15_000, measure(label, config, reqs, n, timer),
           f"scenarios.chat4k({N}, prefix={prefix})")
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("prefix", [False, True])
+def test_disaggregated(prefix: bool) -> None:
+    """The chat-4k workload on 4 nodes, aggregated and disaggregated (2 prefill + 2 decode nodes; 1 + 3
+    with the prefix cache, which spares most of the prefill), issue 13: the disaggregated run at no
+    less than half the aggregated requests per CPU second."""
+    config, reqs, n, timer = scenarios.chat4k(N, prefix=prefix)
+    requests = list(reqs)
+    p = 1 if prefix else 2  # prefill nodes: without the prefix cache chat prefills its whole history
+    split = dataclasses.replace(config, n_nodes=4 - p,
+                                prefill_pool=PoolConfig(node=config.node, n_nodes=p, tp=config.tp))
+    what = f"chat-4k{' + prefix cache' if prefix else ''} ({n:,} req, Llama-3-70B tp8, 4 nodes)"
+    agg = measure(f"{what}: aggregated", config, iter(requests), n, timer)
+    dis = measure(f"{what}: {p}P{4 - p}D", split, iter(requests), n, timer)
+    ratio = dis["per_cpu_s"] / agg["per_cpu_s"]
+    mark = "met" if ratio >= 0.5 else "NOT met"
+    print(f"\n[{what}] disaggregated / aggregated requests per CPU s: {ratio:.2f}")
+    FIGURES.append((f"{what}: disaggregated >= half the aggregated rate (issue 13)",
+                    f"aggregated {agg['per_cpu_s']:,.0f}/CPU s, {p}P{4 - p}D {dis['per_cpu_s']:,.0f}/CPU s, ratio "
+                    f"{ratio:.2f} ({mark}; {_load()})", f"scenarios.chat4k({N}, prefix={prefix}), {p}P{4 - p}D"))
 
 
 @pytest.mark.bench
