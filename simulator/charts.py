@@ -285,7 +285,7 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
     for j, (col, label) in enumerate(parts):
         c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
     c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 140),
-          title="Where time and memory go (aggregated: every replica prefills and decodes)")
+          title="Where time and memory go\n(aggregated: every replica prefills and decodes)")
     c.legend(fontsize=8, loc="upper center", ncol=3)
     for ax in (a, b, c):
         ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
