@@ -68,6 +68,13 @@ def echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False, default=float))
 
 
+def records(df: Any) -> list[dict[str, Any]]:
+    """A table's rows as JSON-ready dicts: its (snake_case) columns as keys, numbers as numbers,
+    a missing value (NaN) as null; the one `--json` form of every command that prints a table."""
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in df.astype(object).to_dict(orient="records")]
+
+
 # --- --out folders --------------------------------------------------------------------------------
 MANIFEST = ".kvsim-files"
 # what each command writes, by name: removed from a folder that has no manifest (an older kvsim's)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from simulator.charts import close_figure
-from simulator.cli_common import OutputFolder, handle_errors
+from simulator.cli_common import OutputFolder, echo_json, handle_errors, records
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
 from simulator.errors import ConfigError
@@ -42,10 +42,11 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (default: the scenario's, else 0).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.csv and compare.png here.")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
 def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str | None, workload_spec: str,
             duration_s: float | None, rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int | None,
-            out: Path | None) -> None:
+            out: Path | None, as_json: bool) -> None:
     """Run one workload (same seed) under each strategy set; print and chart the headline figures.
 
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
@@ -81,7 +82,10 @@ def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str 
         requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)
-    click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))
+    if as_json:
+        echo_json(records(df[COLUMNS]))
+    else:
+        click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))
     if out is not None and folder:
         df.to_csv(out / "compare.csv", index=False)
         name = Path(workload_spec).name
@@ -92,4 +96,4 @@ def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str 
         fig.savefig(out / "compare.png", dpi=110)
         close_figure(fig)
         folder.finish()
-        click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}")
+        click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}", err=as_json)

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from simulator.cli_common import OutputFolder, echo_json, handle_errors
+from simulator.cli_common import OutputFolder, echo_json, handle_errors, records
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -39,8 +39,9 @@ def _echo_table(df: pd.DataFrame) -> None:
               help="report folder")
 @click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed")
 @click.option("--trace", type=click.Path(path_type=Path), help="replay this trace file instead of the workload")
+@click.option("--json", "as_json", is_flag=True, help="print each fleet's summary (and the capacity plan) as JSON")
 @handle_errors
-def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None) -> None:
+def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None, as_json: bool) -> None:
     """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder.
 
     SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`).
@@ -61,10 +62,14 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
         plan = plan_capacity(sc, seed=seed, on_step=lambda m: click.echo(f"  {m}", err=True))
     write_report(result, out, plan, on_step=lambda m: click.echo(m, err=True))
     folder.finish()
-    _echo_table(result.headline())
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
             click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
+    if as_json:  # the fleets' summaries (snake_case figures, as summary.json holds them) and the plan
+        echo_json({"fleets": {hw: r.summary for hw, r in result.results.items()},
+                   "capacity": records(plan) if plan is not None else None, "report": str(out / "summary.md")})
+        return
+    _echo_table(result.headline())
     if plan is not None:
         click.echo()
         cols = ["hardware", *(["fleet"] if "fleet" in plan else []), "nodes", "memory_floor_nodes", "usd_per_hour",

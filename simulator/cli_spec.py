@@ -18,7 +18,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli_common import OutputFolder, config_errors, echo_json
+from simulator.cli_common import OutputFolder, config_errors, echo_json, records
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
@@ -218,8 +218,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
               "(default: TP over the node, and DP attention too for an MLA model)")
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the table's rows as JSON")
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
-             weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path) -> None:
+             weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path, as_json: bool) -> None:
     """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV."""
     from simulator.charts import close_figure, collapse_figure
     from simulator.collapse import collapse_table, default_plans
@@ -243,6 +244,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     fig.savefig(png, dpi=110)
     close_figure(fig)
     folder.finish()
+    if as_json:
+        echo_json(records(df))
+        return
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
         index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
         sort=False).astype(int)
@@ -254,11 +258,17 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
 
 @click.command()
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra model TOML file")
-def models(catalog: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="every field of every model, as JSON")
+def models(catalog: Path | None, as_json: bool) -> None:
     """The model catalog as a table."""
     with config_errors():
         table = load_models(catalog)
     from simulator.kv import bytes_per_token
+
+    if as_json:
+        echo_json([{**dataclasses.asdict(m), "weight_precision": weight_precision(m),
+                    "kv_bytes_per_token": bytes_per_token(m)} for m in table.values()])
+        return
 
     rows = [{"model": m.key, "attention": m.attention, "layers": m.n_layers, "heads": m.n_heads,
              "kv heads": m.n_kv_heads if m.attention != "mla" else "-", "head dim": m.head_dim,
@@ -269,10 +279,15 @@ def models(catalog: Path | None) -> None:
 
 @click.command()
 @click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
-def hardware(catalog: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="every field of every GPU and node, as JSON")
+def hardware(catalog: Path | None, as_json: bool) -> None:
     """The GPU and node catalogs as tables."""
     with config_errors():
         cat = load_catalog(catalog)
+    if as_json:
+        echo_json({"gpus": [dataclasses.asdict(g) for g in cat.gpus.values()],
+                   "nodes": [{**dataclasses.asdict(n), "gpu": n.gpu.key} for n in cat.nodes.values()]})
+        return
     gpus = [{"gpu": g.key, "HBM GB": g.hbm_bytes / GB, "HBM TB/s": g.hbm_bytes_per_s / 1e12,
              "bf16 TFLOP/s": g.bf16_flops / 1e12, "fp8 TFLOP/s": g.fp8_flops / 1e12,
              "fp4 TFLOP/s": g.fp4_flops / 1e12, "NVLink GB/s/dir": g.nvlink_bytes_per_s / GB,

@@ -21,7 +21,7 @@ from types import FrameType
 import click
 import pandas as pd
 
-from simulator.cli_common import KvsimClickError, handle_errors
+from simulator.cli_common import KvsimClickError, echo_json, handle_errors, records
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 
@@ -112,9 +112,10 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--plot", "plots", multiple=True, metavar="METRIC[:KEY]",
               help="chart METRIC against grid KEY (default: the first grid key); repeatable  "
                    f"[default: {', '.join(DEFAULT_PLOTS)}]")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
 def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_address: str | None,
-          out: Path | None, resume: bool, plots: tuple[str, ...]) -> None:
+          out: Path | None, resume: bool, plots: tuple[str, ...], as_json: bool) -> None:
     """Run SCENARIO at every point of the --grid cross product; one row per point and node kind.
 
     \b
@@ -156,7 +157,10 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
     failed = df[df.error != ""].drop_duplicates("point")
     shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
-    _echo_table(shown)
+    if as_json:
+        echo_json(records(shown))
+    else:
+        _echo_table(shown)
     if out:
         _write(df, out, charts)
     if len(failed):
