@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli_common import OutputFolder, config_errors, one_line
+from simulator.cli_common import OutputFolder, config_errors, echo_json, one_line, records
 from simulator.errors import ConfigError, must, shown
 from simulator.files import read_text
 
@@ -118,6 +118,7 @@ def _show(title: str, frame: pd.DataFrame) -> None:
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Write CSV + PNG here."
 )
+@click.option("--json", "as_json", is_flag=True, help="print the tables as JSON instead")
 def breakeven(
     profile: str | None,
     tier: str | None,
@@ -131,10 +132,18 @@ def breakeven(
     duration_s: float | None,
     write_latency_s: float,
     out: Path | None,
+    as_json: bool,
 ) -> None:
     """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each."""
     from simulator.billing import charts
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows
+
+    def show(title: str, frame: pd.DataFrame) -> None:
+        if not as_json:
+            _show(title, frame)
+
+    def echo(text: str) -> None:
+        click.echo(text, err=as_json)  # with --json, notes go to stderr and stdout holds the document
 
     with config_errors():
         must(math.isfinite(write_latency_s) and write_latency_s >= 0, "breakeven", "--write-latency-s",
@@ -154,24 +163,24 @@ def breakeven(
         rates = _floats(rate_text, "rate") if rate_text else []
         table = ttl_rows(prof, ttls)
         cross = crossovers(prof, ttls)
-        click.echo(
+        echo(
             f"profile {prof.key}: input ${prof.input_usd_per_mtok:g}/MTok, read x{prof.read_multiplier:g} "
             f"({prof.source}, {prof.as_of})"
         )
-        _show("Break-even for Poisson reuse (rates in reuses per minute):", table)
+        show("Break-even for Poisson reuse (rates in reuses per minute):", table)
         if not cross.empty:
-            _show("Longer TTL cheaper above:", cross)
+            show("Longer TTL cheaper above:", cross)
         frames: dict[str, pd.DataFrame] = {"breakeven": table, "crossovers": cross}
         if rates:
             costs = cost_curves(prof, ttls, rates, prefix_tokens)
             costs["savings_pct"] = 100.0 * (1.0 - costs["relative_cost"])
-            _show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
+            show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
             frames["costs"] = costs
         gaps = None
         if gaps_spec is not None:
             gaps = parse_gaps(gaps_spec)
             g = gaps_rows(prof, ttls, gaps)
-            _show(f"Reuse gaps {gaps_spec}:", g)
+            show(f"Reuse gaps {gaps_spec}:", g)
             frames["gaps"] = g
         comparison = None
         if workload_spec is not None:
@@ -180,9 +189,9 @@ def breakeven(
 
             wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
-            _show("Simulated bills per TTL:", comparison.summary)
-            _show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
-            click.echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
+            show("Simulated bills per TTL:", comparison.summary)
+            show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
+            echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
             frames["workload"] = comparison.summary
         if out is not None and folder:
             for name, frame in frames.items():
@@ -210,4 +219,7 @@ def breakeven(
                 charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
                 written.append("gaps.png")
             folder.finish()
-            click.echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")
+            echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")
+        if as_json:
+            echo_json({"profile": prof.key, "best_ttl": comparison.best_ttl if comparison is not None else None,
+                       **{name: records(frame) for name, frame in frames.items()}})

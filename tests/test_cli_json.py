@@ -33,3 +33,11 @@ def test_table_commands(tmp_path):
     assert doc["fleets"]["8xH100"]["completed"] == 656 and doc["capacity"] is None
     rows = as_json("sweep", "trace-replay", "--grid", "cluster.nodes=1,2", "--workers", "1")
     assert [r["cluster.nodes"] for r in rows] == [1, 2] and all(r["completed"] == 656 for r in rows)
+
+
+def test_breakeven_json():
+    doc = as_json("breakeven", "--rate", "0.5")
+    five = next(r for r in doc["breakeven"] if r["ttl"] == "5m")
+    # the 5-minute cache pays above one reuse per 20.4 minutes (write 1.25x, read 0.1x: p_hit 0.2174)
+    assert round(five["breakeven_gap_min"], 1) == 20.4 and doc["profile"].startswith("anthropic")
+    assert doc["costs"] and doc["best_ttl"] is None
