@@ -202,17 +202,23 @@ class Span:
     nodes: int
 
 
+def tiles_nodes(node_gpus: int, gpus: int) -> bool:
+    """Whether replicas of `gpus` GPUs tile nodes of `node_gpus`: a divisor of a node or whole nodes."""
+    return node_gpus % gpus == 0 if gpus <= node_gpus else gpus % node_gpus == 0
+
+
 def span(node: NodeSpec, plan: ParallelPlan) -> Span:
-    """A replica on part of a node (``node.gpus / gpus`` per node) or on several whole nodes.
+    """A replica on part of a node (``node.gpus / gpus`` per node) or on several whole nodes
+    (`tiles_nodes`).
 
     A replica over more than one NVLink domain crosses the nodes' NICs, which the catalog must name.
     """
     g = plan.gpus
     if g <= node.gpus:
-        must(node.gpus % g == 0, f"node {node.key}", "tp × pp", f"a divisor of the node's {node.gpus} GPUs "
+        must(tiles_nodes(node.gpus, g), f"node {node.key}", "tp × pp", f"a divisor of the node's {node.gpus} GPUs "
              f"or a multiple of them", g)
         return Span(replicas=node.gpus // g, nodes=1)
-    must(g % node.gpus == 0, f"node {node.key}", "tp × pp", f"a multiple of the node's {node.gpus} GPUs "
+    must(tiles_nodes(node.gpus, g), f"node {node.key}", "tp × pp", f"a multiple of the node's {node.gpus} GPUs "
          f"or a divisor of them", g)
     if g > node.domain_gpus and not node.nic_bytes_per_s:
         raise ConfigError(f"node {node.key}: a replica of {g} GPUs spans {g // node.gpus} nodes over the network, "

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from hardware.catalog import Catalog, NodeSpec, load_catalog
-from simulator.capacity import kv_budget
+from simulator.capacity import KVBudget, kv_budget
 from simulator.config import build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
-from simulator.placement import ParallelPlan
+from simulator.placement import ParallelPlan, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 from workloads.load import prepare_generator
@@ -358,18 +358,8 @@ class Scenario:
         model = self.model_spec()
         for node in self.nodes():
             node.gpu.peak_flops(model.weight_dtype)  # the GPU computes in the weights' precision
-            g = self.plan.gpus
-            if (g <= node.gpus and node.gpus % g) or (g > node.gpus and g % node.gpus):
-                what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
-                raise ConfigError(f"{self.where}: {what} must divide the {node.gpus} GPUs of {node.key} or be a "
-                                  f"multiple of them (got {g})")
-            try:
-                budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=self.plan)
-            except DoesNotFitError as exc:
-                raise ConfigError(f"{self.where}: {exc}") from None
-            if self.cluster.nodes % budget.nodes:
-                raise ConfigError(f"{self.where}: cluster.nodes must be a multiple of the {budget.nodes} {node.key} "
-                                  f"nodes one {self.plan.label} replica spans (got {self.cluster.nodes})")
+            what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
+            budget = self._pool_budget(node, model, self.plan, self.cluster.nodes, what, "cluster.nodes")
             self._check_block(node, model, budget)
         if self.disaggregation is not None:
             self._check_disaggregation(model)
@@ -381,6 +371,23 @@ class Scenario:
             profile = get_profile(self.billing.profile, self.billing.tier or None)
             for ttl in self.billing.ttls:
                 profile.write_multiplier(parse_ttl(ttl))
+
+    def _pool_budget(self, node: NodeSpec, model: ModelSpec, plan: ParallelPlan, nodes: int, plan_keys: str,
+                     nodes_key: str, context: str = "") -> KVBudget:
+        """The KV budget of `plan` on `node` for a pool of `nodes` nodes, with the rules a pool meets
+        (its replicas tile the nodes, the weights fit, the pool is whole replicas) as one-line errors
+        naming the scenario's keys (`plan_keys`, `nodes_key`); `context` prefixes a weights error."""
+        if not tiles_nodes(node.gpus, plan.gpus):
+            raise ConfigError(f"{self.where}: {plan_keys} must divide the {node.gpus} GPUs of {node.key} or be a "
+                              f"multiple of them (got {plan.gpus})")
+        try:
+            budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
+        except DoesNotFitError as exc:
+            raise ConfigError(f"{self.where}: {context}{exc}") from None
+        if nodes % budget.nodes:
+            raise ConfigError(f"{self.where}: {nodes_key} must be a multiple of the {budget.nodes} {node.key} nodes "
+                              f"one {plan.label} replica spans (got {nodes})")
+        return budget
 
     def _check_disaggregation(self, model: ModelSpec) -> None:
         """The prefill pool's plan suits the model and fits its node kind in whole replicas; the decode
@@ -401,23 +408,10 @@ class Scenario:
         p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
         for node in p_nodes:
             node.gpu.peak_flops(model.weight_dtype)
-            g = plan.gpus
-            if (g <= node.gpus and node.gpus % g) or (g > node.gpus and g % node.gpus):
-                raise ConfigError(f"{self.where}: disaggregation.prefill_tp × prefill_pp must divide the {node.gpus} "
-                                  f"GPUs of {node.key} or be a multiple of them (got {g})")
-            try:
-                budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
-            except DoesNotFitError as exc:
-                raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
-            if d.prefill_nodes % budget.nodes:
-                raise ConfigError(f"{self.where}: disaggregation.prefill_nodes must be a multiple of the "
-                                  f"{budget.nodes} {node.key} nodes one {plan.label} replica spans "
-                                  f"(got {d.prefill_nodes})")
+            self._pool_budget(node, model, plan, d.prefill_nodes, "disaggregation.prefill_tp × prefill_pp",
+                              "disaggregation.prefill_nodes", "disaggregation: ")
         for node in self.nodes():
-            budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=self.plan)
-            if d.decode_nodes % budget.nodes:
-                raise ConfigError(f"{self.where}: disaggregation.decode_nodes must be a multiple of the {budget.nodes} "
-                                  f"{node.key} nodes one {self.plan.label} replica spans (got {d.decode_nodes})")
+            self._pool_budget(node, model, self.plan, d.decode_nodes, "cluster.tp", "disaggregation.decode_nodes")
         for node in [*p_nodes, *self.nodes()]:
             if not node.nic_bytes_per_s > 0:
                 raise ConfigError(f"{self.where}: disaggregation needs a scale-out NIC on {node.key} to move KV "
