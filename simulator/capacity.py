@@ -204,14 +204,12 @@ def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_to
                                      stream_bytes_per_gpu=0.0, max_streams=0,
                                      streams_per_node=0.0, fits=False, why=str(exc)))
             continue
-        per_stage = [(b.stage_kv_bytes(s) // gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens), s)
-                     for s in range(len(b.stages))]
-        s = min(per_stage)[1]
+        seq = [gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens) for s in range(len(b.stages))]
+        s = min(range(len(seq)), key=lambda i: (b.stage_kv_bytes(i) // seq[i], i))  # the binding stage
         streams = max_streams(b, model, layout, context_tokens, block_tokens)
         rows.append(PlanCapacity(
             plan=plan.label, gpus=plan.gpus, nodes=b.nodes, weight_bytes_per_gpu=b.stages[s].weight_bytes,
-            kv_bytes_per_gpu=b.stage_kv_bytes(s),
-            stream_bytes_per_gpu=gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens),
+            kv_bytes_per_gpu=b.stage_kv_bytes(s), stream_bytes_per_gpu=seq[s],
             max_streams=streams, streams_per_node=streams / b.nodes, fits=True))
     return rows
 
