@@ -43,3 +43,21 @@ def test_help_takes_under_half_a_cpu_second():
     cpu = child.ru_utime + child.ru_stime
     print(f"kvsim --help: {cpu:.2f} CPU s (parent {time.process_time() - t:.2f})")
     assert r.returncode == 0 and cpu < 0.5
+
+
+def test_commands_live_in_the_cli_package():
+    from pathlib import Path
+
+    import simulator
+
+    root = Path(simulator.__file__).parent
+    assert not sorted(root.glob("cli_*.py")), "the command modules belong in simulator/cli/"
+    modules = {module for module, _, _ in COMMANDS.values()}
+    assert modules == {f"simulator.cli.{m}" for m in ("spec", "workload", "breakeven", "cost", "run", "sweep",
+                                                       "compare")}
+    assert all((root / "cli" / f"{m.rsplit('.', 1)[1]}.py").is_file() for m in modules)
+
+
+def test_python_dash_m_runs_the_command():
+    r = subprocess.run([sys.executable, "-m", "simulator.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("kvsim, version ")

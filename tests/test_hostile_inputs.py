@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from simulator import limits
 from simulator.cli import main
-from simulator.cli_common import MANIFEST
+from simulator.cli.common import MANIFEST
 
 MAX_LINE = 300
 NATIVE_HEADER = ("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"

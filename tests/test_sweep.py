@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.charts import plot_sweep
-from simulator.cli_sweep import parse_grid, parse_plots, sweep
+from simulator.cli.sweep import parse_grid, parse_plots, sweep
 from simulator.errors import ConfigError
 from simulator.scenario import ClusterSection, load_scenario
 from simulator.sweep import METRICS, TRAILER, expand_grid, run_point, run_sweep

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from simulator.cli_breakeven import breakeven, parse_gaps
-from simulator.cli_common import KvsimClickError, config_errors
+from simulator.cli.breakeven import breakeven, parse_gaps
+from simulator.cli.common import KvsimClickError, config_errors
 from simulator.errors import ConfigError
 
 

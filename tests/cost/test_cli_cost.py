@@ -2,7 +2,7 @@ import json
 
 from click.testing import CliRunner
 
-from simulator.cli_cost import calibrate, cost
+from simulator.cli.cost import calibrate, cost
 from simulator.cost.calibrate import PUBLISHED_FILE
 from simulator.cost.params import load_params_file
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from simulator.cli_compare import compare
+from simulator.cli.compare import compare
 from simulator.compare import compare_figure, compare_strategies, parse_strategy_set
 from simulator.engine import AffineTimer, EngineConfig
 from simulator.errors import ConfigError
@@ -115,7 +115,7 @@ def test_memory_factor_counts_the_kv_retention_keeps() -> None:
 def test_compare_with_a_scenario_refuses_the_flags_it_would_ignore():
     from click.testing import CliRunner
 
-    from simulator.cli_compare import compare
+    from simulator.cli.compare import compare
 
     r = CliRunner().invoke(compare, ["chat-4k-h100", "--model", "Llama-3.1-8B", "--strategies", "native"])
     assert r.exit_code == 2 and "--model applies without a SCENARIO" in r.output
@@ -126,7 +126,7 @@ def test_compare_with_a_scenario_refuses_the_flags_it_would_ignore():
 def test_compare_serves_the_weight_precision_asked():
     from click.testing import CliRunner
 
-    from simulator.cli_compare import compare
+    from simulator.cli.compare import compare
 
     r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--weight-dtype", "fp4", "--hardware", "8xH100",
                                      "--tp", "1", "--workload", "chat-4k", "--duration", "5", "--strategies", "native"])

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from simulator.cli_workload import workload
+from simulator.cli.workload import workload
 from workloads.traces import read_trace
 
 # ../shared/data/traces relative to the repo root (this file is tests/workloads/<file>, so parents[2])

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from simulator.cli_common import handle_errors
+from simulator.cli.common import handle_errors
 from simulator.errors import ConfigError
 from workloads import load_workload, write_workload
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from simulator.charts import close_figure
-from simulator.cli_common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
 from simulator.errors import ConfigError

@@ -12,7 +12,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from simulator.cli_common import config_errors
+from simulator.cli.common import config_errors
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
 from simulator.units import GB, MS
 

@@ -18,7 +18,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli_common import OutputFolder, config_errors, echo_json, records
+from simulator.cli.common import OutputFolder, config_errors, echo_json, records
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (

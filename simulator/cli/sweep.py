@@ -21,7 +21,7 @@ from types import FrameType
 import click
 import pandas as pd
 
-from simulator.cli_common import KvsimClickError, echo_json, handle_errors, records
+from simulator.cli.common import KvsimClickError, echo_json, handle_errors, records
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli_common import OutputFolder, config_errors, echo_json, one_line, records
+from simulator.cli.common import OutputFolder, config_errors, echo_json, one_line, records
 from simulator.errors import ConfigError, must, shown
 from simulator.files import read_text
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from simulator.cli_common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
