@@ -55,9 +55,13 @@ def test_lower_precision_steps_faster():
     assert pre["bf16"] > pre["fp8"] > pre["fp4"]
     # a weight-bound decode on Hopper reads half the bytes in fp8
     assert step("H100", "bf16").decode_step_s(8, 8000) > step("H100", "fp8").decode_step_s(8, 8000)
-    # (on B200 the fitted per-tensor fp8 GEMM is slower than bf16 at decode sizes: 3.73 against
-    # 3.49 ms here; fp4, priced at the fp8 efficiency, is the fastest: see the README's cost model)
-    assert step("B200", "fp4").decode_step_s(8, 8000) < step("B200", "bf16").decode_step_s(8, 8000)
+    # on B200 TensorRT-LLM's measured per-tensor fp8 GEMM is slower than bf16 at decode sizes (18.6
+    # against 9.9 us at 8 x 4096 x 4096; vLLM's and SGLang's run 9.3-9.6), so the fitted step is
+    # too: 4.06 against 3.82 ms here; its NVFP4 GEMM (14.1 us there) reads a quarter of the bytes:
+    # 2.99 ms (see the README's cost model)
+    dec = {d: step("B200", d).decode_step_s(8, 8000) for d in ("bf16", "fp8", "fp4")}
+    assert dec["fp8"] > dec["bf16"] > dec["fp4"]
+    assert dec["fp4"] == pytest.approx(2.99e-3, rel=0.01)
 
 
 @pytest.mark.parametrize(("quant", "dtype", "blocks"), [
@@ -96,7 +100,7 @@ def test_cli_takes_weight_dtype_and_states_it(tmp_path):
                                   "--batch", "1", "--context", "100"])
     assert r.exit_code == 2 and "H100 has no fp4 tensor cores" in r.output
     r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3.1-70B", "--weight-dtype", "fp4", "--hardware",
-                                  "8xB200", "--layouts", "native", "--out", str(tmp_path)])
+                                  "8xB200", "--layout", "native", "--out", str(tmp_path)])
     assert r.exit_code == 0 and "(fp4 weights)" in r.output
     r = CliRunner().invoke(main, ["cost", "--hardware", "B200", "--model", "Llama-3.1-8B", "--weight-dtype", "fp4",
                                   "--batch", "1", "--context", "100", "--json"])

@@ -7,9 +7,9 @@ that has tables and is in our catalog, this module fits the formulas of
 `simulator.cost.kernels.predict_s` (closed-form kernel models, no per-shape lookup) with
 `scipy.optimize.least_squares` on ``log(predicted/measured)`` (soft-L1), one group of
 parameters at a time, in the order of `GROUPS`: bf16 GEMMs; per-tensor fp8 GEMMs (their
-compute factor, latency, input quantisation); block-scaled fp8 GEMMs (the same three of their
-own); decode attention (latencies, saturations,
-efficiencies, head-dim factors); MLA decode; prefill attention; MLA prefill; the all-reduce.
+compute factor, latency, input quantisation); block-scaled fp8 GEMMs and NVFP4 GEMMs (the
+same three of their own each; a GPU without fp4 tables takes its fp8 three); decode attention
+(latencies, saturations, efficiencies, head-dim factors); MLA decode; prefill attention; MLA prefill; the all-reduce.
 Each group is fitted to one serving engine's tables (`group_frameworks`: ``mixed`` takes
 `MIXED`); every row of a table is fitted (all head dims, all message sizes) except the held-out
 ones. `FIT_START` gives the starting point of the shape parameters, so a refit reproduces.
@@ -58,7 +58,10 @@ LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its t
 # hold 192 and 512, which run other kernels (head-dim factors of their own in the fit)
 # GEMM tables by dtype: bf16; fp8 with one scale per tensor (Llama/Qwen fp8 checkpoints); fp8
 # with 128x128 block scales (DeepSeek-V3 and Kimi-K2 checkpoints: `weight_block_scales`)
-GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block"}
+GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block", "nvfp4": "gemm_fp4"}
+# bytes per input value of each GEMM table (weights and activations alike): NVFP4 stores 4 bits
+# and one E4M3 scale per 16 values (simulator/data/kv_dtypes.toml, dtype.fp4)
+GEMM_IN_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1.0 / 16}
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
 
@@ -140,9 +143,9 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
             if d.empty:
                 continue
             d.attrs = g.attrs
-            in_bytes = 2.0 if name == "bfloat16" else 1.0
-            cols = {"m": d["m"], "n": d["n"], "k": d["k"], "in_bytes": np.full(len(d), in_bytes)}
+            cols = {"m": d["m"], "n": d["n"], "k": d["k"], "in_bytes": np.full(len(d), GEMM_IN_BYTES[name])}
             cols["block"] = np.full(len(d), 1.0 if name == "fp8_block" else 0.0)
+            cols["fp4"] = np.full(len(d), 1.0 if name == "nvfp4" else 0.0)
             out.append(_rows("gemm", d, ["gemm_dtype", "m", "n", "k"], cols, label))
     shape = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step"]
     for op, fname in (
@@ -223,6 +226,16 @@ def _q90(x: np.ndarray) -> float:
     return float(np.quantile(x, 0.9)) if len(x) else float("nan")
 
 
+# NVFP4 GEMMs: the per-tensor fp8 three of their own, and the kernel's shape (no split-K, a
+# slower main loop, a lower memory efficiency: `simulator.cost.kernels.gemm_s`)
+FP4_FROM_FP8 = {  # fp4 parameter -> the fp8 parameter a GPU without nvfp4 tables takes for it
+    "gemm_fp4_eff": "gemm_fp8_eff",
+    "gemm_fp4_latency_s": "gemm_fp8_latency_s",
+    "gemm_fp4_quant_s_per_value": "gemm_quant_s_per_value",
+    "gemm_fp4_serial_k_tokens": "gemm_serial_k_tokens",
+}
+FP4_PARAMS = (*FP4_FROM_FP8, "gemm_fp4_memory_factor", "gemm_fp4_k_factor")
+
 # op classes fitted together, and the parameters each group frees
 # (fitted in this order: decode attention sets the memory efficiency, prefill then the compute one)
 GROUPS = {
@@ -247,6 +260,7 @@ GROUPS = {
         ("gemm_fp8_block",),
         ("gemm_fp8_block_eff", "gemm_fp8_block_latency_s", "gemm_fp8_block_quant_s_per_value"),
     ),
+    "gemm_fp4": (("gemm_fp4",), FP4_PARAMS),
     "attention_decode": (
         ("generation_attention",),
         (
@@ -336,6 +350,9 @@ FIT_START: dict[str, Any] = {
     "gemm_serial_k_tokens": 2500.0,
     "gemm_power_derate": 0.1,
     "gemm_power_time_s": 3e-4,
+    "gemm_fp4_serial_k_tokens": 5000.0,
+    "gemm_fp4_memory_factor": 1.0,
+    "gemm_fp4_k_factor": 1.0,
     "prefill_cta_s": 2.5e-6,
     "prefill_fp8_latency_s": 3e-6,
     "attn_compute_eff": 0.6,
@@ -395,6 +412,7 @@ MIXED = {
     "gemm": "trtllm",
     "gemm_fp8": "trtllm",
     "gemm_fp8_block": "trtllm",
+    "gemm_fp4": "trtllm",
     "attention_decode": "vllm",
     "attention_prefill": "trtllm",
     "mla_prefill": "trtllm",
@@ -451,6 +469,9 @@ def fit_system(
         scale = ROBUST_SCALES.get(group, ROBUST_SCALE)
         fits[group] = fit_params(params, free, model, measured, loss="soft_l1", f_scale=scale)
         params = fits[group].params
+    if "gemm_fp4" not in fits:  # no nvfp4 table (Hopper has no fp4 tensor cores): fp4 as fp8
+        as_fp8 = {k: getattr(params, v) for k, v in FP4_FROM_FP8.items()}
+        params = replace(params, **as_fp8, gemm_fp4_memory_factor=1.0, gemm_fp4_k_factor=1.0)
     return params, [_score(r, gpu_key, params, any(op in GROUPS[k][0] for k in fits)) for op, r in rows.items()]
 
 

@@ -102,6 +102,7 @@ def gemm_s(
     groups: Any = 1.0,
     block_scaled: Any = False,
     quant_values: Any = None,
+    fp4: Any = False,
 ) -> Any:
     """Seconds of GEMM kernels (floats or NumPy arrays, element-wise)::
 
@@ -109,18 +110,21 @@ def gemm_s(
         u     = min(1, units / gemm_full_units) ^ gemm_parallel_exp
         t_c0  = flops / (peak_flops · gemm_compute_eff · [gemm_fp8_eff]) / u
         t_c   = t_c0 · (1 + gemm_power_derate · t_c0 / (t_c0 + gemm_power_time_s))
-        t_m   = bytes / (hbm_bytes_per_s · gemm_memory_eff) / u
+        t_m   = bytes / (hbm_bytes_per_s · gemm_memory_eff) / u  {· gemm_fp4_memory_factor}
         t_k   = gemm_k_step_s · min(k, gemm_serial_k_tokens)
+                {fp4: gemm_k_step_s · gemm_fp4_k_factor · min(k, gemm_fp4_serial_k_tokens)}
         t     = smax_p(smax_p(t_c, t_m), t_k) + gemm_latency_s
                 [+ groups · m · k · gemm_quant_s_per_value + gemm_fp8_latency_s]
 
-    with ``p = gemm_overlap_p``; the bracketed terms apply to low-precision (fp8/fp4) GEMMs only:
+    with ``p = gemm_overlap_p``; the braced terms apply to fp4 GEMMs only, the bracketed ones to
+    low-precision (fp8/fp4) GEMMs only:
     `peak_flops` is the dense peak of the GEMM's dtype, and each low-precision call quantises its
     ``m × k`` input first (`quant_values` in its place when the caller knows better: a
     row-parallel GEMM's input is sharded, an MoE layer quantises a token once before dispatch); a
     `block_scaled` one (a scale per 128×128 weight block) takes
     `gemm_fp8_block_eff`, `gemm_fp8_block_latency_s` and `gemm_fp8_block_quant_s_per_value` in
-    their place. A GEMM with few output column tiles and a short ``k`` cannot keep
+    their place, an `fp4` one (NVFP4, against the fp4 peak) `gemm_fp4_eff`, `gemm_fp4_latency_s`
+    and `gemm_fp4_quant_s_per_value`. A GEMM with few output column tiles and a short ``k`` cannot keep
     every SM busy (``u < 1``): the library spreads a GEMM's rows over the SMs as it needs (split-K,
     smaller tiles), so rows add no parallelism of their own and a GEMM never gets faster with more
     of them. `groups` is the number of equal GEMMs one grouped kernel runs (MoE experts, each
@@ -131,15 +135,20 @@ def gemm_s(
     lower clock (power limit), ``t_c`` growing by up to `gemm_power_derate`.
     """
     low, blk = np.asarray(low_precision, dtype=bool), np.asarray(block_scaled, dtype=bool)
-    peak = peak_flops * np.where(low, np.where(blk, p.gemm_fp8_block_eff, p.gemm_fp8_eff), 1.0)
+    f4 = np.asarray(fp4, dtype=bool)
+    eff = np.where(f4, p.gemm_fp4_eff, np.where(blk, p.gemm_fp8_block_eff, p.gemm_fp8_eff))
+    peak = peak_flops * np.where(low, eff, 1.0)
     units = groups * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
     u = np.minimum(1.0, units / p.gemm_full_units) ** p.gemm_parallel_exp
     tc = flops / (peak * p.gemm_compute_eff) / u
     tc = tc * (1.0 + p.gemm_power_derate * tc / (tc + p.gemm_power_time_s))
-    tm = bytes_ / (gpu.hbm_bytes_per_s * p.gemm_memory_eff) / u
-    tk = p.gemm_k_step_s * np.minimum(k, p.gemm_serial_k_tokens)
-    quant = np.where(blk, p.gemm_fp8_block_quant_s_per_value, p.gemm_quant_s_per_value)
-    lat8 = np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s)
+    tm = bytes_ / (gpu.hbm_bytes_per_s * p.gemm_memory_eff) / u * np.where(f4, p.gemm_fp4_memory_factor, 1.0)
+    serial_k = np.where(f4, p.gemm_fp4_serial_k_tokens, p.gemm_serial_k_tokens)
+    tk = p.gemm_k_step_s * np.minimum(k, serial_k) * np.where(f4, p.gemm_fp4_k_factor, 1.0)
+    quant = np.where(
+        f4, p.gemm_fp4_quant_s_per_value, np.where(blk, p.gemm_fp8_block_quant_s_per_value, p.gemm_quant_s_per_value)
+    )
+    lat8 = np.where(f4, p.gemm_fp4_latency_s, np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s))
     values = groups * m * k if quant_values is None else quant_values
     extra = np.where(low, values * quant + lat8, 0.0)
     return smooth_max(smooth_max(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
@@ -466,8 +475,8 @@ def allreduce_s(message_bytes: Any, tp: Any, gpu: GPUSpec, p: CostParams) -> Any
 def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Array:
     """Seconds of each row of an op class (`work` gives its FLOPs and bytes).
 
-    - ``gemm``: `gemm_s` (rows with ``in_bytes == 1`` are fp8 GEMMs, with ``block = 1``
-      block-scaled ones).
+    - ``gemm``: `gemm_s` (rows with ``in_bytes <= 1`` are low-precision GEMMs: ``block = 1``
+      block-scaled fp8, ``fp4 = 1`` NVFP4, the others per-tensor fp8).
     - ``context_attention``, ``mla_context`` (prefill, no cached prefix): `prefill_kernel_s` over
       ``b · h`` times `prefill_schedule(s)`; MLA runs decompressed (one KV head per query head,
       ``d_qk`` = 192 for the scores, ``d_v`` = 128; K/V in bf16, or fp8 over an fp8 KV cache).
@@ -482,9 +491,11 @@ def predict_s(op: str, cols: dict[str, Any], gpu: GPUSpec, p: CostParams) -> Arr
     flops, bytes_ = work(op, {k: v for k, v in f.items() if k != "tp"})
     if op == "gemm":
         low = f["in_bytes"] <= LOW_PRECISION_BYTES
+        f4 = f.get("fp4", np.zeros_like(low, dtype=float)) > 0
         peak = np.where(low, gpu.peak_flops("fp8") if low.any() else 0.0, gpu.peak_flops("bf16"))
+        peak = np.where(f4, gpu.peak_flops("fp4") if f4.any() else 0.0, peak)
         blk = f.get("block", np.zeros_like(low, dtype=float)) > 0
-        t = gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p, block_scaled=blk)
+        t = gemm_s(flops, bytes_, f["m"], f["n"], f["k"], peak, low, gpu, p, block_scaled=blk, fp4=f4)
         return np.asarray(t, dtype=np.float64)
     b, h = f["b"], f["h"]
     if op in ("context_attention", "mla_context"):

@@ -42,6 +42,7 @@ LATENCIES = (
     "mla_prefill_fp8_latency_s",
     "gemm_fp8_latency_s",
     "gemm_fp8_block_latency_s",
+    "gemm_fp4_latency_s",
 )
 # kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
 SHAPES = {
@@ -84,6 +85,11 @@ SHAPES = {
     "gemm_quant_s_per_value": (0.0, 1e-9),
     "gemm_fp8_block_eff": (0.05, 1.5),
     "gemm_fp8_block_quant_s_per_value": (0.0, 1e-9),
+    "gemm_fp4_eff": (0.05, 1.5),
+    "gemm_fp4_quant_s_per_value": (0.0, 1e-9),
+    "gemm_fp4_memory_factor": (0.1, 10.0),
+    "gemm_fp4_k_factor": (0.0, 10.0),
+    "gemm_fp4_serial_k_tokens": (1.0, math.inf),
     "comm_ll_factor": (0.05, 1.0),
     "comm_nvls_factor": (0.0, 2.0),
     "gemm_k_step_s": (0.0, 1e-6),
@@ -224,6 +230,16 @@ class CostParams:
         The same three for fp8 GEMMs with a scale per 128×128 weight block and per 1×128
         activation group (DeepSeek-style checkpoints, DeepGEMM-type kernels), in place of
         `gemm_fp8_eff`, `gemm_fp8_latency_s` and `gemm_quant_s_per_value`.
+    gemm_fp4_eff, gemm_fp4_latency_s, gemm_fp4_quant_s_per_value : float
+        The same three for fp4 GEMMs (NVFP4: a scale per 16 values; Blackwell's fp4 tensor cores,
+        against the fp4 peak), fitted to the GPU's nvfp4 GEMM table; a GPU without one prices
+        fp4 GEMMs as its per-tensor fp8 ones (`simulator.cost.aiconfigurator.fit_system`).
+    gemm_fp4_serial_k_tokens, gemm_fp4_k_factor, gemm_fp4_memory_factor : float
+        The fp4 kernel's shape: the ``k`` beyond which it splits (in place of
+        `gemm_serial_k_tokens`; TensorRT-LLM's NVFP4 GEMM does not split), a multiplier of its
+        serial main loop's time per ``k`` element (scale-factor loads and unpacking) and of its
+        memory time (it does not reach the fp8 kernels' bandwidth); 1 and 1 on a GPU without
+        an nvfp4 table.
     gemm_k_step_s, gemm_serial_k_tokens : float
         Seconds per ``k`` element of one thread block's serial main loop (load, MMA chain), over
         at most `gemm_serial_k_tokens` of ``k`` (the kernel splits a deeper ``k``): the floor
@@ -297,6 +313,12 @@ class CostParams:
     gemm_fp8_block_eff: float = 1.0
     gemm_fp8_block_latency_s: float = 0.0
     gemm_fp8_block_quant_s_per_value: float = 0.0
+    gemm_fp4_eff: float = 1.0
+    gemm_fp4_latency_s: float = 0.0
+    gemm_fp4_quant_s_per_value: float = 0.0
+    gemm_fp4_memory_factor: float = 1.0
+    gemm_fp4_k_factor: float = 1.0
+    gemm_fp4_serial_k_tokens: float = math.inf
     collective_hop_latency_s: float = 0.0
     comm_ll_factor: float = 1.0
     comm_simple_latency_s: float = 0.0

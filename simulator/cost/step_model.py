@@ -422,13 +422,14 @@ class StepModel:
             t += ge * float(
                 gemm_s(
                     e_flops / ge, e_bytes / ge, e_rows, self._expert_n, self._gemm_k, self._peak, self._low, self.gpu,
-                    self.params, groups=touched / self._plan.ep, block_scaled=self._blk,
+                    self.params, groups=touched / self._plan.ep, block_scaled=self._blk, fp4=self._fp4,
                     quant_values=tokens * self._expert_quant_per_token / ge,
                 )
             )
             flops, wbytes = flops + e_flops, wbytes + e_bytes
         p = self.params
-        eff_c = p.gemm_compute_eff * ((p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff) if self._low else 1.0)
+        low_eff = p.gemm_fp4_eff if self._fp4 else p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff
+        eff_c = p.gemm_compute_eff * (low_eff if self._low else 1.0)
         bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
         return t, bound, flops, wbytes
 
@@ -437,7 +438,8 @@ class StepModel:
         return count * float(
             gemm_s(
                 flops / count, wbytes / count, max(float(tokens), 1.0), n, self._gemm_k, self._peak, self._low,
-                self.gpu, self.params, block_scaled=self._blk, quant_values=quant_values / count,
+                self.gpu, self.params, block_scaled=self._blk, fp4=self._fp4,
+                quant_values=quant_values / count,
             )
         )
 
@@ -448,6 +450,10 @@ class StepModel:
     @property
     def _low(self) -> bool:
         return self.dtype in ("fp8", "fp4")
+
+    @property
+    def _fp4(self) -> bool:
+        return self.dtype == "fp4"
 
     @property
     def _blk(self) -> bool:
