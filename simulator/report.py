@@ -26,7 +26,7 @@ from hardware.catalog import load_catalog
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
-from simulator.study import ScenarioRun, simulated_collapse
+from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
 from simulator.units import GB, figure
 
 DPI = 110
@@ -38,6 +38,18 @@ def _save(fig: Figure, path: Path) -> str:
 
     plt.close(fig)
     return path.name
+
+
+def _scheduler_line(sched: SchedulerConfig) -> str:
+    """The scheduler's limits and admission policy in words, for the report's preamble."""
+    if sched.admission == "reserve":
+        out = "each request's own output" if not sched.reserve_output_tokens else \
+            f"max({sched.reserve_output_tokens:,}, its output) tokens"
+        admit = f"admission reserves prompt + {out} (TensorRT-LLM's GUARANTEED_NO_EVICT; never preempts)"
+    else:
+        admit = f"admission on the prompt's blocks, {sched.preemption} preemption on growth (vLLM, SGLang)"
+    return (f"{admit}; at most {sched.max_num_seqs:,} sequences and {sched.max_num_batched_tokens:,} tokens "
+            f"a step, watermark {sched.watermark:g}")
 
 
 def _table(df: pd.DataFrame) -> str:
@@ -127,10 +139,12 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
     wl = run.workload.summary()
     md = [f"# {sc.name}\n", f"{sc.description}\n" if sc.description else "",
           f"Scenario `{sc.path}`, seed {run.seed}, kvsim {__version__}. Workload: {wl.n_requests:,} requests "
-          f"over {wl.duration_s / 60:,.1f} min ({wl.rate_per_s:,.2f}/s), prompt mean {wl.prompt_tokens.mean:,.0f} "
+          + (f"over {wl.duration_s / 60:,.1f} min ({wl.rate_per_s:,.2f}/s)" if wl.duration_s > 0 else "all at t = 0")
+          + f", prompt mean {wl.prompt_tokens.mean:,.0f} "
           f"tokens (p99 {wl.prompt_tokens.p99:,.0f}), output mean {wl.output_tokens.mean:,.0f}; "
           f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n",
-          f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms.\n",
+          f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
+          f"Scheduler: {_scheduler_line(sc.scheduler)}.\n",
           "## Headline\n", _table(headline),
           "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
           "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "

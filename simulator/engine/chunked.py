@@ -80,6 +80,8 @@ class ChunkedRuns:
     log_top: array
     log_compact_at: int
 
+    reserving: bool
+    reserved: int
     cache: CacheState
     geometry: BlockGeometry
     running: dict[int, Seq]
@@ -219,9 +221,10 @@ class ChunkedRuns:
 
         All steps but the last complete no prefill and meet no decoder event, so their commits
         (`Replica.commit`) reduce to: integrate the step (`Observation._accrue_steps`, unrolled here:
-        the cache and the running set do not change), log it, grow the decoders' blocks and context,
-        count the tokens computed. The last step is an ordinary commit. Stale heap entries the
-        skipped commits would have dropped wait for it (it drops them the same way).
+        the cache and the running set do not change), log it, grow the decoders' blocks and context
+        (and take the growth off the promised blocks), count the tokens computed. The last step is
+        an ordinary commit. Stale heap entries the skipped commits would have dropped wait for it
+        (it drops them the same way).
         """
         steps, ends = self.run_steps, self.run_ends
         self.run_steps = []
@@ -252,6 +255,8 @@ class ChunkedRuns:
                 used += hist[-S % B]
                 kv_sum += n_grow
             S += 1
+        if self.reserving:  # the decoders' growth was promised (admission "reserve")
+            self.reserved -= used - self.used
         self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy
         self.used_block_s, self.cache_block_s, self.private_block_s, self.private_token_s = \
             used_s, cache_s, private_s, token_s

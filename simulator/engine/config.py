@@ -13,6 +13,10 @@ from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan
 
 PREEMPTION_MODES = ("recompute", "swap")
+# "prompt": admit on the prompt's blocks, preempt when decode growth runs out (vLLM, SGLang);
+# "reserve": set aside the KV of prompt + output at admission, never preempt (TensorRT-LLM's
+# GUARANTEED_NO_EVICT capacity scheduler, its default)
+ADMISSION_POLICIES = ("prompt", "reserve")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +35,16 @@ class SchedulerConfig:
         What happens to the newest running sequence when blocks run out mid-decode.
     queue_timeout_s : float
         A request still waiting this long after arrival leaves with outcome ``timed_out``.
+    admission : "prompt" | "reserve"
+        ``prompt`` (vLLM, SGLang): a request is admitted when its prompt's blocks fit; decode
+        growth takes blocks as it goes, and preempts when they run out. ``reserve``
+        (TensorRT-LLM's default, GUARANTEED_NO_EVICT): a request is admitted only when the blocks
+        of its whole sequence fit beside the growth already promised to the running ones, so no
+        running sequence is ever preempted; fewer run at once.
+    reserve_output_tokens : int
+        With ``admission = "reserve"``: the output length set aside per request, as a request's
+        ``max_tokens`` (a request that generates more sets aside its own length); 0: each
+        request's own output length (an engine that knew it in advance).
     """
 
     max_num_seqs: int = 256
@@ -38,6 +52,8 @@ class SchedulerConfig:
     watermark: float = 0.01
     preemption: str = "recompute"
     queue_timeout_s: float = math.inf
+    admission: str = "prompt"
+    reserve_output_tokens: int = 0
 
     def __post_init__(self) -> None:
         w = "SchedulerConfig"
@@ -48,6 +64,11 @@ class SchedulerConfig:
         mode = self.preemption
         must(mode in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", mode)
         must(self.queue_timeout_s > 0, w, "queue_timeout_s", "> 0", self.queue_timeout_s)
+        must(self.admission in ADMISSION_POLICIES, w, "admission", f"one of {ADMISSION_POLICIES}", self.admission)
+        res = self.reserve_output_tokens
+        must(res >= 0, w, "reserve_output_tokens", ">= 0", res)
+        if res:
+            must(self.admission == "reserve", w, "reserve_output_tokens", '0 unless admission = "reserve"', res)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +151,9 @@ class EngineConfig:
         if self.prefill_pool is None:
             must(self.short_prompt_tokens == 0, w, "short_prompt_tokens", "0 without a prefill_pool",
                  self.short_prompt_tokens)
+        else:  # a decode replica takes KV from the link, not from its queue: nothing to reserve at
+            must(self.scheduler.admission == "prompt", w, "scheduler.admission",
+                 '"prompt" in a disaggregated fleet (reserve is not modelled there)', self.scheduler.admission)
 
     @property
     def pools(self) -> tuple[PoolConfig, ...]:
@@ -168,6 +192,8 @@ class EngineConfig:
                 "preemption": self.scheduler.preemption,
                 "queue_timeout_s": None if math.isinf(self.scheduler.queue_timeout_s)
                 else self.scheduler.queue_timeout_s,
+                "admission": self.scheduler.admission,
+                "reserve_output_tokens": self.scheduler.reserve_output_tokens,
             },
             "router": {"name": self.router, **self.router_params},
             "cache": {"name": self.cache, **self.cache_params},

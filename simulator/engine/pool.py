@@ -39,6 +39,9 @@ class BlockPool(DecodeSet):
     retention: RetentionPolicy
     private_off: int
     n_preempt: int
+    reserving: bool
+    reserved: int
+    reserves: dict[int, tuple[int, int]]
 
     rejoined: list[Seq]
 
@@ -61,6 +64,29 @@ class BlockPool(DecodeSet):
         if seq.target == prompt:  # the first prefill
             return prompt
         return max(prompt, min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap))
+
+    # ----------------------------------------------------------------- admission "reserve"
+    def _growth(self, seq: Seq, kv0: int, gen0: int) -> int:
+        """Blocks `seq` adds from ``kv0`` KV tokens and ``gen0`` generated to its last token (of
+        the request's output, or ``reserve_output_tokens`` if more): ``blocks(min(kv0 + left,
+        cap)) − blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
+        out = max(seq.request.output_tokens, self.sched.reserve_output_tokens)
+        return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap)) - self.geometry.blocks(kv0)
+
+    def _reserve(self, seq: Seq, growth: int, kv0: int) -> None:
+        """Promise `seq` `growth` blocks of decode growth from ``kv0`` KV tokens on."""
+        self.reserved += growth
+        self.reserves[seq.key] = (growth, self.geometry.blocks(kv0))
+
+    def _unreserve(self, seq: Seq, grown: int) -> None:
+        """`seq` leaves having grown `grown` of its promised blocks (the commits took those off
+        `reserved` already): the rest is free to promise again."""
+        growth, _ = self.reserves.pop(seq.key)
+        self.reserved -= growth - grown
+
+    def _unreserve_decoder(self, seq: Seq, kv: int) -> None:
+        """`seq` leaves the decode set at `kv` KV tokens (`_unreserve` with what it grew)."""
+        self._unreserve(seq, self.geometry.blocks(kv) - self.reserves[seq.key][1])
 
     def _private(self, seq: Seq, kv_tokens: int) -> int:
         """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
@@ -93,7 +119,10 @@ class BlockPool(DecodeSet):
         seq.preemptions += 1
         self.n_preempt += 1
         if seq.state == DECODE:
-            blocks = self._private(seq, self._leave_decode(seq))
+            kv = self._leave_decode(seq)
+            if self.reserving:  # cannot happen while the promises hold; kept exact if it does
+                self._unreserve_decoder(seq, kv)
+            blocks = self._private(seq, kv)
             if not (self.rejoined and self._unjoin(seq)):  # one that joined this plan keeps its last token's time
                 seq.last_tok_s = now
             if self.sched.preemption == "swap" and self.host_used + blocks <= self.host_blocks:
@@ -105,6 +134,8 @@ class BlockPool(DecodeSet):
                 return blocks * self.swap_s_per_block
             tokens = seq.kv0
         else:
+            if self.reserving:
+                self._unreserve(seq, 0)
             del self.running[seq.key]
             del self.prefilling[seq.key]
             self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens

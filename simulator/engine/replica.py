@@ -1,8 +1,9 @@
 """One model replica: paged KV pool and an iteration-level scheduler (vLLM/SGLang-like).
 
 `plan` forms the next batch (timeouts, block growth and preemption, swap-in, chunked prefill,
-FCFS admission under a watermark) and prices it; `commit` applies ``n`` steps of it. A batch of
-decodes only is *stable* until the next completion, the next block shortage or the next
+FCFS admission under a watermark: on the prompt's blocks, or with ``admission = "reserve"`` on the
+whole sequence's beside the growth promised to the running ones) and prices it; `commit` applies
+``n`` steps of it. A batch of decodes only is *stable* until the next completion, the next block shortage or the next
 queue deadline, and is planned as one jump of k steps (see `simulator.engine.series`).
 Running aggregates (`simulator.engine.decode`) make planning and committing O(changes), not
 O(batch). Blocks per sequence come from the layout's `BlockGeometry` and the retention policy
@@ -52,6 +53,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.cache = cache
         self.sched = sched
         self.watermark_blocks = math.ceil(sched.watermark * total_blocks)
+        self.reserving = sched.admission == "reserve"
+        self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")
+        self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
         self.fast_forward = fast_forward
         self.observer = observer
         self.sample_interval_s = sample_interval_s
@@ -159,6 +163,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             swap_s += seq.blocks * self.swap_s_per_block
             seq.rejoin_from_s = seq.last_tok_s
             self._join_decode(seq)
+            if self.reserving:
+                self._reserve(seq, self._growth(seq, seq.kv0, seq.gen0), seq.kv0)
             need = self.hist[-self.S % B]
             self.rejoined.append(seq)
         budget = self.sched.max_num_batched_tokens - self.n_dec
@@ -174,7 +180,13 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 max_hit = (seq.target - 1) // B * B
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
                 blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hbm // B
-                if blocks > room + self.cache.evictable_blocks() - unref:
+                if self.reserving:  # the promised growth (this step's `need` is part of it) is not room
+                    kv0 = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
+                    growth = self._growth(seq, kv0, seq.gen0 + 1)
+                    if blocks + growth > room + self.cache.evictable_blocks() - unref - max(0, self.reserved - need):
+                        break
+                    self._reserve(seq, growth, kv0)
+                elif blocks > room + self.cache.evictable_blocks() - unref:
                     break
                 self.waiting.popleft()
                 adm = self.cache.on_admit(seq, max_hit) if seq.exact else NO_HIT
@@ -286,6 +298,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self._compact_log()
         if n_dec:
             self.used += grow
+            if self.reserving:  # every decoder's growth was promised
+                self.reserved -= grow
             self.kv_sum += self.n_grow * n
             self.outstanding_tokens -= n_dec * n
         self.S += n
@@ -295,6 +309,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if self.heap and self.heap[0][0] <= self.S:
             for seq in self._due():
                 kv = self._leave_decode(seq)
+                if self.reserving:
+                    self._unreserve_decoder(seq, kv)
                 self._release(seq, kv, self._private(seq, kv), end_s)
         for seq, chunk in self.chunks:
             seq.prefilled += chunk
@@ -312,6 +328,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self.outstanding_tokens -= 1
             if gen >= seq.request.output_tokens:
                 del self.running[seq.key]
+                if self.reserving:
+                    self._unreserve(seq, 0)
                 self._release(seq, seq.target, seq.blocks, end_s)
             elif self.role == PREFILL:  # it decodes on a decode replica
                 self._hold(seq)

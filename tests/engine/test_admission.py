@@ -1,0 +1,133 @@
+"""Admission policies: ``prompt`` (vLLM: admit on the prompt, preempt on growth) against
+``reserve`` (TensorRT-LLM's GUARANTEED_NO_EVICT: the whole sequence's blocks set aside at
+admission, never a preemption)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig, run
+from simulator.engine.cluster import simulate
+from simulator.engine.replica import Replica
+from simulator.errors import ConfigError
+from tests.engine.helpers import poisson_requests, shared_prefix_requests
+from tests.engine.test_invariants import assert_same_records
+
+TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
+RESERVE = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512, admission="reserve")
+SMALL = EngineConfig(kv_blocks=400, scheduler=RESERVE)
+
+
+@pytest.fixture
+def promises_hold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """After every plan and commit: blocks in use (less the cache's evictable ones) plus the growth
+    still promised never exceed the pool, and the promises are the sum of the running sequences'
+    own; returns the commit count."""
+    count = [0]
+    plan, commit = Replica.plan, Replica.commit
+
+    def check(rep: Replica) -> None:
+        assert 0 <= rep.reserved == sum(g for g, _ in rep.reserves.values()) - sum(
+            rep.geometry.blocks(s.kv_tokens(rep.S)) - rep.reserves[s.key][1]
+            for s in rep.running.values() if s.key in rep.reserves and s.state == 4)
+        assert rep.used - rep.cache.evictable_blocks() + rep.reserved <= rep.total_blocks
+
+    def plan_checked(self: Replica, now: float) -> bool:
+        out = plan(self, now)
+        check(self)
+        return out
+
+    def commit_checked(self: Replica, n: int, end_s: float) -> None:
+        commit(self, n, end_s)
+        count[0] += 1
+        check(self)
+
+    monkeypatch.setattr(Replica, "plan", plan_checked)
+    monkeypatch.setattr(Replica, "commit", commit_checked)
+    return count
+
+
+def test_reserve_admits_by_the_whole_sequence_by_hand() -> None:
+    # a pool of 20 blocks of 16 tokens, no watermark; two requests at t = 0 of 100 prompt tokens
+    # (7 blocks) and 150 output tokens: each ends at 249 KV tokens = 16 blocks
+    reqs = poisson_requests(2, 1e9, 100, 150, seed=0)
+    sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4096, watermark=0.0)
+    cfg = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=20, block_tokens=16, scheduler=sched)
+    prompt = run(cfg, reqs, seed=0, timer=TIMER).requests
+    # "prompt" admits the second after the first's first step (7 + 7 <= 20), then the two run out
+    # of blocks at 10 each: one is preempted
+    assert prompt.admit_s.iloc[1] < 0.1 < prompt.end_s.iloc[0] and prompt.preemptions.sum() == 1
+    reserve = run(replace(cfg, scheduler=replace(sched, admission="reserve")), reqs, seed=0, timer=TIMER).requests
+    # "reserve": 7 + 9 promised blocks leave 4 < 16; the second waits for the first to finish
+    assert reserve.preemptions.sum() == 0
+    assert reserve.admit_s.iloc[1] == pytest.approx(reserve.end_s.iloc[0])
+    assert list(reserve.outcome) == ["completed", "completed"]
+
+
+def test_reserve_output_tokens_sets_aside_max_tokens() -> None:
+    # 30 blocks: with each request's own 150 outputs (16 blocks each) one runs at a time;
+    # that holds with a max_tokens of 150 too, and one 400-token max_tokens (32 blocks) never fits
+    reqs = poisson_requests(2, 1e9, 100, 150, seed=0)
+    sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4096, watermark=0.0, admission="reserve")
+    cfg = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=32, block_tokens=16, scheduler=sched)
+    both = run(cfg, reqs, seed=0, timer=TIMER).requests
+    assert both.admit_s.iloc[1] < 0.1 < both.end_s.iloc[0]  # 16 + 16 <= 32: both run at once
+    one = run(replace(cfg, scheduler=replace(sched, reserve_output_tokens=200)), reqs, seed=0, timer=TIMER).requests
+    # 100 + 200 − 1 = 299 tokens = 19 blocks each: 38 > 32, so the second waits
+    assert one.admit_s.iloc[1] == pytest.approx(one.end_s.iloc[0])
+
+
+def test_reserve_never_preempts_where_prompt_does(promises_hold: list[int]) -> None:
+    reqs = poisson_requests(80, 10.0, (50, 600), (100, 700), seed=7)
+    prompt = run(replace(SMALL, scheduler=replace(RESERVE, admission="prompt")), reqs, seed=3, timer=TIMER)
+    reserve = run(SMALL, reqs, seed=3, timer=TIMER)
+    assert prompt.requests.preemptions.sum() > 0
+    assert reserve.requests.preemptions.sum() == 0
+    assert (reserve.requests.outcome == "completed").all()
+    # fewer run at once, so requests wait longer for their first token
+    assert reserve.requests.queue_s.mean() > prompt.requests.queue_s.mean()
+
+
+@pytest.mark.parametrize("cache", ["full", "prefix"])
+def test_reserve_fast_forward_equals_stepping_and_promises_return(cache: str, promises_hold: list[int]) -> None:
+    reqs = shared_prefix_requests(120, seed=4, rate_per_s=20.0, output_tokens=(1, 400))
+    cfg = replace(SMALL, kv_blocks=300, cache=cache, block_tokens=16)
+    fast, _, _ = simulate(cfg, reqs, 3, timer=TIMER)
+    slow, _, _ = simulate(replace(cfg, fast_forward=False), reqs, 3, timer=TIMER)
+    import pandas as pd
+
+    cols = list(type(fast.records[0])._fields)
+    a = pd.DataFrame(sorted(fast.records), columns=cols)
+    assert_same_records(a, pd.DataFrame(sorted(slow.records), columns=cols))
+    assert (a.preemptions == 0).all() and (a.outcome == "completed").all()
+    for rep in fast.replicas:
+        assert rep.reserved == 0 and not rep.reserves
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 30), rate=st.floats(0.5, 40.0), blocks=st.integers(80, 600), seed=st.integers(0, 1000),
+       seqs=st.integers(1, 12), budget=st.integers(16, 700), max_tokens=st.sampled_from([0, 200, 450]))
+def test_property_reserve_no_preemption_and_accounts(n: int, rate: float, blocks: int, seed: int, seqs: int,
+                                                     budget: int, max_tokens: int) -> None:
+    sched = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, admission="reserve",
+                            reserve_output_tokens=max_tokens)
+    reqs = poisson_requests(n, rate, (1, 900), (1, 400), seed=seed)
+    cluster, _, _ = simulate(EngineConfig(kv_blocks=blocks, scheduler=sched), reqs, seed, timer=TIMER)
+    recs = sorted(cluster.records)
+    assert [r[0] for r in recs] == list(range(n))
+    assert all(r.preemptions == 0 for r in recs)  # type: ignore[attr-defined]
+    for rep in cluster.replicas:
+        assert rep.used == 0 and rep.reserved == 0 and not rep.reserves
+
+
+def test_admission_is_validated() -> None:
+    with pytest.raises(ConfigError, match="admission"):
+        SchedulerConfig(admission="greedy")
+    with pytest.raises(ConfigError, match="reserve_output_tokens"):
+        SchedulerConfig(reserve_output_tokens=100)  # only with "reserve"
+    with pytest.raises(ConfigError, match=r"scheduler\.admission"):
+        EngineConfig(scheduler=RESERVE, prefill_pool=PoolConfig())
