@@ -500,6 +500,7 @@ KEYS = [
     "cluster.block_tokens", "cluster.catalog", "cache.layout", "cache.strategy", "cache.params",
     "cache.params.dram", "cache.params.eviction", "cache.params.dram_fraction", "scheduler.max_num_seqs",
     "scheduler.max_num_batched_tokens", "scheduler.watermark", "scheduler.preemption", "scheduler.queue_timeout_s",
+    "scheduler.admission", "scheduler.reserve_output_tokens",
     "router.name", "router.params", "router.params.max_imbalance_tokens", "workload.duration_s",
     "workload.rate_scale", "workload.start_s", "workload.time_scale", "workload.trace", "workload.spec",
     "workload.spec.name", "workload.spec.n_system_prompts", "workload.spec.mean_turns", "workload.spec.user_tokens",

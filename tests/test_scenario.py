@@ -46,6 +46,15 @@ def test_defaults_and_resolution(tmp_path):
     cfg = sc.engine_config()
     assert cfg.node.key == "8xH100" and cfg.tp == 1 and cfg.model.key == "Llama-3.1-8B"
     assert (sc.slo.ttft_p99_s, sc.slo.tpot_p99_s, sc.seed) == (2.0, 0.1, 0)
+    assert (cfg.scheduler.admission, cfg.scheduler.reserve_output_tokens) == ("prompt", 0)  # vLLM's
+
+
+def test_admission_policy_reaches_the_engine(tmp_path):
+    sc = load_scenario(write(tmp_path, BASE.replace("[workload]", '[scheduler]\nadmission = "reserve"\n'
+                                                    "reserve_output_tokens = 1024\n[workload]")))
+    assert (sc.engine_config().scheduler.admission, sc.engine_config().scheduler.reserve_output_tokens) == \
+        ("reserve", 1024)
+    assert load_scenario("trtllm-offline-1000-1000").engine_config().scheduler.admission == "reserve"
 
 
 @pytest.mark.parametrize(("edit", "msg"), [
@@ -68,6 +77,10 @@ def test_defaults_and_resolution(tmp_path):
     (("[workload]", "[slo]\nttft_p99_s = 0\n[workload]"), "'ttft_p99_s' must be > 0 (got 0.0)"),
     (("[workload]", '[billing]\nprofile = "nope"\n[workload]'), "unknown price profile 'nope'; valid: anthropic"),
     (("[workload]", '[billing]\nttls = ["10m"]\n[workload]'), "'ttl' must be one of 5m, 1h (got '10m')"),
+    (("[workload]", '[scheduler]\nadmission = "greedy"\n[workload]'),
+     "s.toml.scheduler: SchedulerConfig: 'admission' must be one of ('prompt', 'reserve') (got 'greedy')"),
+    (("[workload]", "[scheduler]\nreserve_output_tokens = 100\n[workload]"),
+     "'reserve_output_tokens' must be 0 unless admission = \"reserve\" (got 100)"),
 ])
 def test_bad_scenarios_fail_in_one_line(tmp_path, edit, msg):
     p = write(tmp_path, BASE.replace(*edit))
