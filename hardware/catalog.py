@@ -22,6 +22,7 @@ GPU_FILE = _HERE / "gpus.toml"
 NODE_FILE = _HERE / "nodes.toml"
 
 COMPUTE_DTYPES = ("bf16", "fp8", "fp4")
+DEFAULT_NODE = "8xH100"  # the node a command uses when none is named
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
 DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
 ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla")
 WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8-block", "fp4")  # a deployment's weight formats
+DEFAULT_MODEL = "Llama-3.1-70B"  # the model every command and a scenario without [model] use
 ROUNDING_TOLERANCE = 0.02  # a model card's total may round the shapes' sum down by this much
 
 

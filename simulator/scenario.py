@@ -37,7 +37,7 @@ from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
-from simulator.models import WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
+from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
 from simulator.placement import ParallelPlan, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
@@ -51,7 +51,7 @@ MAX_COLLAPSE_CONTEXT = 2**24  # tokens (16M: beyond any model's window; longer p
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSection:
-    name: str = "Llama-3.1-70B"
+    name: str = DEFAULT_MODEL
     config: str = ""  # path to a Hugging Face config.json, relative to the scenario file
     weight_dtype: str = ""  # bf16, fp8, fp8-block or fp4; "": as the model was released
 

@@ -23,11 +23,11 @@ def test_catalog_commands():
 
 
 def test_table_commands(tmp_path):
-    rows = as_json("collapse", "--hardware", "8xH100", "--layouts", "native", "--out", str(tmp_path / "c"))
+    rows = as_json("collapse", "--hardware", "8xH100", "--layout", "native", "--out", str(tmp_path / "c"))
     at_4k = next(r for r in rows if r["context_tokens"] == 4096)
     assert at_4k["max_streams"] == 324 and at_4k["plan"] == "TP8"
-    rows = as_json("compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", "chat-4k", "--duration", "5",
-                   "--strategies", "native,fp8")
+    rows = as_json("compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", "chat-4k", "--duration-s", "5",
+                   "--strategy", "native,fp8")
     assert [r["strategy"] for r in rows] == ["native", "fp8"] and rows[1]["memory_factor"] == 0.125
     doc = as_json("run", "trace-replay", "--out", str(tmp_path / "r"))
     assert doc["fleets"]["8xH100"]["completed"] == 656 and doc["capacity"] is None

@@ -151,7 +151,7 @@ def test_a_trace_beyond_the_limits_stops_with_one_line(tmp_path, monkeypatch):
 
 
 def write_trace(path: Path, duration_s: float) -> int:
-    r = kvsim("workload", "generate", "chat-4k", "--duration", duration_s, "--out", path)
+    r = kvsim("workload", "generate", "chat-4k", "--duration-s", duration_s, "--out", path)
     assert r.exit_code == 0, r.output
     return int(r.output.split()[1])
 
@@ -172,8 +172,8 @@ def test_run_with_trace_replays_the_whole_trace(tmp_path):
 
 
 def test_compare_refuses_requests_beyond_the_models_context():
-    r = kvsim("compare", "--model", "Llama-3-70B", "--workload", "code-repo-128k", "--strategies", "native",
-              "--duration", "600")
+    r = kvsim("compare", "--model", "Llama-3-70B", "--workload", "code-repo-128k", "--strategy", "native",
+              "--duration-s", "600")
     assert "compare: workload requests must fit Llama-3-70B's context of 8,192 tokens" in error(r, "context")
 
 
@@ -186,7 +186,7 @@ NOT_UTF8 = b'name = "x"\n\xff\xfe\n'
     (["models", "--catalog", "{f}"], "f.toml"),
     (["cost", "--hardware", "H100", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "9", "--params", "{f}"],
      "f.toml"),
-    (["breakeven", "--profiles", "{f}"], "f.toml"),
+    (["breakeven", "--catalog", "{f}"], "f.toml"),
     (["calibrate", "{f}"], "f.csv"),
     (["calc", "--context", "9", "--model-config", "{f}"], "f.json"),
     (["breakeven", "--gaps", "{f}"], "f.txt"),
@@ -202,7 +202,7 @@ def test_files_that_are_not_utf8_are_named_in_one_line(tmp_path, args, name):
 @pytest.mark.parametrize(("layout", "says"), [
     ("gqa:nan", "layout 'gqa:nan': 'gqa:nan' needs an integer >= 1 (got 'nan')"),
     ("gqa:2.5", "layout 'gqa:2.5': 'gqa:2.5' needs an integer >= 1 (got '2.5')"),
-    ("cross-layer:1e-12", "layout 'cross-layer:1e-12': must keep at least one of Llama-3-70B's 80 layers, "
+    ("cross-layer:1e-12", "layout 'cross-layer:1e-12': must keep at least one of Llama-3.1-70B's 80 layers, "
                           "a fraction >= 0.0125 (got 1e-12)"),
     ("cross-layer:nan", "needs a fraction of layers in (0, 1] (got 'nan')"),
     ("fp8+int4", "layout 'fp8+int4': 'int4' conflicts with 'fp8' (one dtype lever at most)"),
@@ -265,10 +265,10 @@ def test_native_jsonl_rows_that_are_not_objects(tmp_path, row):
 
 def test_capacity_with_an_slo_no_fleet_meets(tmp_path):
     p = scenario(tmp_path)
-    line = error(kvsim("capacity", p, "--slo-ttft-p99", "1e-9"), "8xH100")
+    line = error(kvsim("capacity", p, "--slo-ttft-p99-s", "1e-9"), "8xH100")
     assert "8xH100: no fleet of up to 256 nodes meets the SLOs (p99 TTFT <= 1e-09 s" in line
-    r = kvsim("capacity", p, "--slo-ttft-p99", "nan")
-    assert "capacity: 'ttft_p99_s' must be a finite number of seconds > 0 (got nan)" in error(r, "ttft")
+    r = kvsim("capacity", p, "--slo-ttft-p99-s", "nan")
+    assert "--slo-ttft-p99-s: must be a finite number > 0 (got 'nan')" in error(r, "ttft")
     assert "node(s) ->" not in r.output  # refused before the search simulated anything
 
 
@@ -279,13 +279,13 @@ def test_capacity_of_one_token_answers_which_have_no_tpot(tmp_path):
     r = kvsim("capacity", p, "--json")
     assert outcome(r) is None
     [row] = json.loads(r.stdout)
-    assert (row["nodes"], row["binding"]) == (1, "none (1 node suffices)") and math.isnan(row["tpot_p99_s"])
+    assert (row["nodes"], row["binding"]) == (1, "none (1 node suffices)") and row["tpot_p99_s"] is None  # null
 
 
 def test_collapse_out_onto_a_file_and_no_hardware(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    assert error(kvsim("collapse", "--out", f, "--hardware", "8xH100", "--layouts", "native"), str(f))
+    assert error(kvsim("collapse", "--out", f, "--hardware", "8xH100", "--layout", "native"), str(f))
     line = error(kvsim("collapse", "--out", tmp_path / "c", "--hardware", ","), "hardware")
     assert "'hardware' must be at least one node kind" in line
 
@@ -296,8 +296,8 @@ def test_dollar_signs_in_names_are_drawn_as_written(tmp_path):
     assert outcome(r) is None and (tmp_path / "cap" / "capacity.png").stat().st_size > 0
     spec = tmp_path / "wl $\\frac$.toml"
     spec.write_text('[workload]\nname = "chat-4k"\n')
-    r = kvsim("compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", spec, "--duration", "5",
-              "--strategies", "native", "--out", tmp_path / "cmp")
+    r = kvsim("compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", spec, "--duration-s", "5",
+              "--strategy", "native", "--out", tmp_path / "cmp")
     assert outcome(r) is None and (tmp_path / "cmp" / "compare.png").stat().st_size > 0
 
 
@@ -419,12 +419,12 @@ def test_a_reused_out_folder_holds_no_stale_files(tmp_path):
 
 def test_workload_generate_does_not_overwrite_without_force(tmp_path):
     out = tmp_path / "w.csv"
-    assert outcome(kvsim("workload", "generate", "chat-4k", "--duration", "5", "--out", out)) is None
+    assert outcome(kvsim("workload", "generate", "chat-4k", "--duration-s", "5", "--out", out)) is None
     out.write_text("precious")
-    line = error(kvsim("workload", "generate", "chat-4k", "--duration", "5", "--out", out), str(out))
+    line = error(kvsim("workload", "generate", "chat-4k", "--duration-s", "5", "--out", out), str(out))
     assert line == f"Error: --out {out}: exists; pass --force to overwrite it"
     assert out.read_text() == "precious"
-    assert outcome(kvsim("workload", "generate", "chat-4k", "--duration", "5", "--out", out, "--force")) is None
+    assert outcome(kvsim("workload", "generate", "chat-4k", "--duration-s", "5", "--out", out, "--force")) is None
     assert out.read_text().startswith("id,arrival_s")
 
 
@@ -547,8 +547,8 @@ def check_scenario_command(edits: list[tuple[str, Any]], corruption: bytes | Non
         p = mutated_scenario(tmp, edits, corruption, cut)
         args: list[object] = {
             "run": ["run", p, "--out", tmp / "out"],
-            "compare": ["compare", p, "--strategies", "native,prefix+fp8"],
-            "capacity": ["capacity", p, "--slo-tpot-p99", "0.2"],
+            "compare": ["compare", p, "--strategy", "native,prefix+fp8"],
+            "capacity": ["capacity", p, "--slo-tpot-p99-s", "0.2"],
         }[command]
         outcome(kvsim(*args), str(p), "mutated.toml")
 
@@ -661,19 +661,19 @@ COMMANDS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "cost": (["cost", "--hardware", "H100", "--model", "Llama-3.1-8B", "--batch", "4", "--context", "100"],
              {"--hardware": WORD, "--model": WORD, "--tp": NUMBER, "--pp": NUMBER, "--ep": NUMBER,
               "--layout": WORD, "--batch": NUMBER, "--context": NUMBER, "--prompt": NUMBER, "--params": WORD}),
-    "collapse": (["collapse", "--hardware", "8xH100", "--layouts", "native"],
-                 {"--hardware": WORD, "--model": WORD, "--layouts": WORD, "--tp": NUMBER, "--plans": WORD,
+    "collapse": (["collapse", "--hardware", "8xH100", "--layout", "native"],
+                 {"--hardware": WORD, "--model": WORD, "--layout": WORD, "--tp": NUMBER, "--plan": WORD,
                   "--catalog": WORD}),
-    "breakeven": (["breakeven"], {"--profile": WORD, "--tier": WORD, "--profiles": WORD, "--ttl": WORD,
+    "breakeven": (["breakeven"], {"--profile": WORD, "--tier": WORD, "--catalog": WORD, "--ttl": WORD,
                                   "--prefix-tokens": NUMBER, "--rate": VALUE, "--gaps": WORD,
                                   "--seed": NUMBER, "--duration-s": NUMBER, "--write-latency-s": NUMBER}),
-    "describe": (["workload", "describe", "chat-4k", "--duration", "5"],
-                 {"--seed": NUMBER, "--duration": NUMBER, "--format": WORD}),
-    "compare": (["compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", "chat-4k", "--duration", "5",
-                 "--strategies", "native"],
-                {"--hardware": WORD, "--model": WORD, "--duration": NUMBER, "--rate-scale": NUMBER,
-                 "--nodes": NUMBER, "--tp": NUMBER, "--strategies": WORD, "--seed": NUMBER}),
-    "capacity": (["capacity", "{base}"], {"--slo-ttft-p99": NUMBER, "--slo-tpot-p99": NUMBER, "--hardware": WORD,
+    "describe": (["workload", "describe", "chat-4k", "--duration-s", "5"],
+                 {"--seed": NUMBER, "--duration-s": NUMBER, "--format": WORD}),
+    "compare": (["compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", "chat-4k", "--duration-s", "5",
+                 "--strategy", "native"],
+                {"--hardware": WORD, "--model": WORD, "--duration-s": NUMBER, "--rate-scale": NUMBER,
+                 "--nodes": NUMBER, "--tp": NUMBER, "--strategy": WORD, "--seed": NUMBER}),
+    "capacity": (["capacity", "{base}"], {"--slo-ttft-p99-s": NUMBER, "--slo-tpot-p99-s": NUMBER, "--hardware": WORD,
                                           "--seed": NUMBER}),
     "run": (["run", "{base}", "--out", "{tmp}/out"], {"--seed": NUMBER, "--trace": WORD, "--out": WORD}),
     "calibrate": (["calibrate", "{cal}"], {"--free": WORD, "--params": WORD}),

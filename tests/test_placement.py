@@ -184,11 +184,11 @@ def test_collapse_draws_tp_and_dp_attention_for_an_mla_model(tmp_path):
     df = collapse_table(CAT, L405, ["8xH100"], ["native"], contexts=np.array([131_072]),
                         plans=[ParallelPlan(tp=8, pp=2)])
     assert list(df.max_streams) == [2]
-    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--layouts",
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--layout",
                                   "native", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "DP8-attention EP8" in r.output and (tmp_path / "collapse.png").stat().st_size > 10_000
-    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--plans", "tp8,zz", "--out", str(tmp_path)])
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--plan", "tp8,zz", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "'zz' is not one of tpN" in r.output
 
 

@@ -182,7 +182,7 @@ rate_scale = 4.0
 [workload.spec]
 name = "chat-4k"
 """)
-    r = CliRunner().invoke(main, ["capacity", str(sc), "--hardware", "8xH100,8xB200", "--slo-ttft-p99", "1",
+    r = CliRunner().invoke(main, ["capacity", str(sc), "--hardware", "8xH100,8xB200", "--slo-ttft-p99-s", "1",
                                   "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     plan = pd.read_csv(tmp_path / "capacity.csv")

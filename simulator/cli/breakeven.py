@@ -19,6 +19,7 @@ from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
 from simulator.cli.common import OutputFolder, config_errors, echo_json, one_line, records
+from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
 from simulator.files import read_text
 
@@ -94,7 +95,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
 @click.command("breakeven")
 @click.option("--profile", default=None, help="Price profile (anthropic, openai, deepseek, gemini).")
 @click.option("--tier", default=None, help="Model tier of the profile (default: the profile's default).")
-@click.option("--profiles", "profiles_file", default=None, help="Extra TOML file of price profiles.")
+@click.option("--catalog", "--profiles", "profiles_file", cls=Renamed, default=None,
+              help="Extra TOML file of price profiles ([profile.NAME] tables, as simulator/billing/profiles.toml).")
 @click.option("--ttl", "ttl_text", default=None, help="Comma list of TTLs, e.g. 5m,1h (default: all sold).")
 @click.option("--prefix-tokens", type=int, default=None, help="Cached prefix length, for costs in USD.")
 @click.option(
@@ -110,8 +112,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--workload", "workload_spec", default=None,
     help="Workload: generator name (chat-4k, code-repo-128k), a TOML file with [workload], or a trace file.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --workload.")
-@click.option("--duration-s", type=float, default=None, help="Duration for --workload, seconds.")
+@seed_option("Seed for --workload.", default=0)
+@duration_option("Seconds of --workload to generate or replay (default: the workload's).")
 @click.option(
     "--write-latency-s", type=float, default=0.0, show_default=True, help="Replay: write-to-readable delay."
 )

@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from hardware.catalog import load_catalog
 from simulator.charts import close_figure
 from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.options import (
+    HARDWARE,
+    HARDWARE_CATALOG,
+    TP,
+    WEIGHT_DTYPE,
+    PositiveFinite,
+    Renamed,
+    duration_option,
+    model_option,
+    seed_option,
+)
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
 from simulator.errors import ConfigError
 from simulator.limits import MAX_NODES
-from simulator.models import WEIGHT_PRECISIONS, get_model, with_weight_precision
+from simulator.models import get_model, with_weight_precision
 from workloads import load_workload
 
 COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per_million_tokens",
@@ -22,47 +35,45 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
 
 @click.command("compare")
 @click.argument("scenario", required=False, type=click.Path(path_type=Path))
-@click.option("--hardware", default="8xH100", show_default=True, help="Node kind (hardware/nodes.toml).")
-@click.option("--model", default="Llama-3.1-70B", show_default=True, help="Model (catalog key).")
-@click.option("--weight-dtype", type=click.Choice(WEIGHT_PRECISIONS),
-              help="Weight precision to serve in (default: the model's as released).")
+@HARDWARE
+@model_option()
+@WEIGHT_DTYPE
 @click.option("--workload", "workload_spec", default="code-repo-128k", show_default=True,
-              help="Generator name, TOML with [workload], or trace file.")
-@click.option("--duration", "duration_s", type=float, default=None,
-              help="Seconds of traffic (default: the workload's).")
-@click.option("--rate-scale", type=float, default=1.0, show_default=True,
-              help="Arrival rate multiplier (generated workloads; thinning/compression for traces).")
+              help="generator name, TOML with [workload], or trace file")
+@duration_option("seconds of traffic (default: the workload's, or the scenario's)")
+@click.option("--rate-scale", type=PositiveFinite(), default=1.0, show_default=True,
+              help="arrival rate multiplier (generated workloads; thinning/compression for traces)")
 @click.option("--nodes", "n_nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
-              help="Nodes in the pool.")
-@click.option("--tp", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Tensor-parallel GPUs per replica.")
-@click.option("--strategies", required=True,
-              help="Comma-separated strategy sets, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
-                   "streaming-llm,prefix,prefix+dram,prefix+fp8.")
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed (default: the scenario's, else 0).")
+              help="nodes in the pool")
+@TP
+@click.option("--strategy", "--strategies", "strategies", cls=Renamed, required=True,
+              help="strategy sets to compare, comma-separated, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
+                   "streaming-llm,prefix,prefix+dram,prefix+fp8")
+@seed_option("seed (default: the scenario's, else 0)")
+@HARDWARE_CATALOG
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write compare.csv and compare.png here.")
+              help="write compare.csv and compare.png here")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
-def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str | None, workload_spec: str,
-            duration_s: float | None, rate_scale: float, n_nodes: int, tp: int, strategies: str, seed: int | None,
-            out: Path | None, as_json: bool) -> None:
+def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype: str | None, workload_spec: str,
+            duration_s: float | None, rate_scale: float, n_nodes: int, tp: int | None, strategies: str,
+            seed: int | None, catalog: Path | None, out: Path | None, as_json: bool) -> None:
     """Run one workload (same seed) under each strategy set; print and chart the headline figures.
 
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
-    workload are used; --hardware/--model/--weight-dtype/--workload/--nodes/--tp are then refused
-    (the scenario's keys say them).
+    workload are used; --hardware/--model/--weight-dtype/--workload/--nodes/--tp/--catalog are then
+    refused (the scenario's keys say them); --duration-s replaces its workload.duration_s.
     """
     if scenario is not None:
         ctx = click.get_current_context()
-        given = [f"--{name.replace('_', '-')}" for name in ("hardware", "model", "weight_dtype", "workload_spec",
-                                                             "n_nodes", "tp")
+        flags = {"hardware": "--hardware", "model_name": "--model", "weight_dtype": "--weight-dtype",
+                 "workload_spec": "--workload", "n_nodes": "--nodes", "tp": "--tp", "catalog": "--catalog"}
+        given = [flag for name, flag in flags.items()
                  if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
         if given:
-            flag = given[0].replace("--workload-spec", "--workload").replace("--n-nodes", "--nodes")
-            raise ConfigError(f"compare {scenario}: {flag} applies without a SCENARIO; the scenario's own keys "
+            raise ConfigError(f"compare {scenario}: {given[0]} applies without a SCENARIO; the scenario's own keys "
                               "(cluster.hardware, model.name, model.weight_dtype, workload, cluster.nodes, "
-                              "cluster.tp) say it")
+                              "cluster.tp, cluster.catalog) say it")
     folder = OutputFolder(out, "compare") if out is not None else None
     if folder:
         folder.prepare()  # a bad --out fails now, not after the runs
@@ -70,15 +81,21 @@ def compare(scenario: Path | None, hardware: str, model: str, weight_dtype: str 
         from simulator.scenario import load_scenario
 
         sc = load_scenario(scenario)
+        if duration_s is not None:
+            sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
         seed = sc.seed if seed is None else seed
         base = sc.engine_config()
         requests = list(sc.load_workload(seed, rate_scale=rate_scale))
-        model, hardware, n_nodes, tp = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes, sc.cluster.tp
+        model, hardware, n_nodes = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes
+        tp = sc.cluster.tp
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
         seed = 0 if seed is None else seed
+        node = load_catalog(catalog).node(hardware)
+        tp = node.gpus if tp is None else tp
+        model = model_name
         base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
-                            node=hardware, n_nodes=n_nodes, tp=tp)
+                            node=node, n_nodes=n_nodes, tp=tp)
         requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)

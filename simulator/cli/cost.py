@@ -13,6 +13,7 @@ import click
 import pandas as pd
 
 from simulator.cli.common import config_errors
+from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
 from simulator.units import GB, MS
 
@@ -22,50 +23,25 @@ simulator/cost/calibrate.py for the data, the model and the commands that regene
 
 
 @click.command("cost")
-@click.option("--hardware", "hardware", required=True, help="GPU key from the catalog (H100, H200, B200, ...).")
-@click.option("--model", "model_name", required=True, help="Model from the catalog or a config.json path.")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel GPUs per pipeline stage.")
-@click.option("--pp", default=1, show_default=True, type=int, help="Pipeline stages (replicas over nodes).")
-@click.option("--dp-attention/--no-dp-attention", default=False, show_default=True,
-              help="Attention data-parallel over the tp GPUs: --batch is then one GPU's sequences.")
-@click.option("--ep", default=1, show_default=True, type=int, help="Expert parallelism of the routed experts.")
-@click.option("--layout", default="native", show_default=True, help="KV layout, e.g. native, mla, fp8, gqa:4+fp8.")
-@click.option(
-    "--weight-dtype",
-    "--dtype",
-    "dtype_name",
-    default=None,
-    type=click.Choice(["bf16", "fp8", "fp8-block", "fp4"]),
-    help="Weight precision and GEMM dtype (default: the model's as released).",
-)
-@click.option("--batch", required=True, type=int, help="Decode batch size (sequences).")
-@click.option("--context", required=True, type=int, help="Context tokens per decoding sequence.")
-@click.option("--prompt", default=None, type=int, help="Prompt tokens to prefill (default: --context).")
-@click.option(
-    "--params",
-    "params_file",
-    default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A params.toml of your own (default: the shipped calibration).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def cost(
-    hardware: str,
-    model_name: str,
-    tp: int,
-    pp: int,
-    dp_attention: bool,
-    ep: int,
-    layout: str,
-    dtype_name: str | None,
-    batch: int,
-    context: int,
-    prompt: int | None,
-    params_file: Path | None,
-    as_json: bool,
-) -> None:
-    """Prefill time of a prompt and decode step time of a batch, with bounds and shares, under a
-    parallelism plan (the interconnect of the GPU's node in the catalog)."""
+@HARDWARE
+@model_option()
+@plan_options
+@layout_option()
+@WEIGHT_DTYPE
+@click.option("--batch", required=True, type=click.IntRange(min=1),
+              help="decode batch (sequences; with --dp-attention, one GPU's)")
+@click.option("--context", required=True, type=click.IntRange(min=0), help="context tokens per decoding sequence")
+@click.option("--prompt", default=None, type=click.IntRange(min=1),
+              help="prompt tokens to prefill (default: --context)")
+@click.option("--params", "params_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="a params.toml of your own (default: the shipped calibration)")
+@HARDWARE_CATALOG
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: bool, ep: int, layout: str,
+         weight_dtype: str | None, batch: int, context: int, prompt: int | None, params_file: Path | None,
+         catalog: Path | None, as_json: bool) -> None:
+    """Prefill time of a prompt and decode step time of a batch, with bounds and shares, for a
+    replica on a node (--hardware) under a parallelism plan (default: TP over the node's GPUs)."""
     from hardware.catalog import load_catalog
     from simulator.capacity import kv_budget
     from simulator.cost import StepModel
@@ -75,22 +51,20 @@ def cost(
     from simulator.placement import ParallelPlan
 
     with config_errors():
-        must(batch >= 1, "kvsim cost", "batch", ">= 1", batch)
-        must(context >= 0, "kvsim cost", "context", ">= 0", context)
-        catalog = load_catalog()
-        gpu = catalog.gpu(hardware)
-        node = next((n for n in catalog.nodes.values() if n.gpu.key == gpu.key), None)
+        node = load_catalog(catalog).node(hardware)
+        gpu = node.gpu
+        tp = node.gpus if tp is None else tp
         params = load_params(gpu.key, params_file or PARAMS_FILE)
         plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
-        model = with_weight_precision(get_model(model_name), dtype_name, "--weight-dtype")
+        model = with_weight_precision(get_model(model_name), weight_dtype, "--weight-dtype")
         sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
-        if node is not None:  # a step of weights that do not fit the GPUs is no answer
-            kv_budget(node, model, plan=plan)
+        kv_budget(node, model, plan=plan)  # a step of weights that do not fit the GPUs is no answer
         n_prompt = context if prompt is None else prompt
-        must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1", n_prompt)
+        must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1 (give --prompt with --context 0)", n_prompt)
         pf = sm.cost([(n_prompt, 0)])
         dec = sm.cost((), batch, batch * context)
     out: dict[str, Any] = {
+        "hardware": node.key,
         "gpu": gpu.key,
         "model": sm.model.key,
         "tp": tp,
@@ -120,7 +94,7 @@ def cost(
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"{sm.model.key} on {plan.gpus}x{gpu.key}, plan {plan.label} "
+    click.echo(f"{sm.model.key} on {node.key}, plan {plan.label} "
                f"({weight_precision(sm.model)} weights, KV {sm.layout.label})")
     click.echo(f"  prefill {n_prompt} tokens: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {pf.mfu:.1%})")
     click.echo(

@@ -12,6 +12,7 @@ import click
 import pandas as pd
 
 from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.options import TRACE, PositiveFinite, Renamed, duration_option, seed_option
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -37,8 +38,8 @@ def _echo_table(df: pd.DataFrame) -> None:
 @SCENARIO_ARG
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True,
               help="report folder")
-@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed")
-@click.option("--trace", type=click.Path(path_type=Path), help="replay this trace file instead of the workload")
+@seed_option("override the scenario's seed")
+@TRACE
 @click.option("--json", "as_json", is_flag=True, help="print each fleet's summary (and the capacity plan) as JSON")
 @handle_errors
 def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None, as_json: bool) -> None:
@@ -80,10 +81,13 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 
 @click.command("capacity")
 @SCENARIO_ARG
-@click.option("--slo-ttft-p99", type=click.FloatRange(min=0, min_open=True), help="seconds (default: scenario's)")
-@click.option("--slo-tpot-p99", type=click.FloatRange(min=0, min_open=True), help="seconds (default: scenario's)")
+@click.option("--slo-ttft-p99-s", "--slo-ttft-p99", "slo_ttft_p99", cls=Renamed, type=PositiveFinite(),
+              help="p99 time to first token, seconds (default: the scenario's slo.ttft_p99_s)")
+@click.option("--slo-tpot-p99-s", "--slo-tpot-p99", "slo_tpot_p99", cls=Renamed, type=PositiveFinite(),
+              help="p99 time per output token, seconds (default: the scenario's slo.tpot_p99_s)")
 @click.option("--hardware", help="node kinds, comma-separated (default: the scenario's), e.g. H100,H200,B200")
-@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed")
+@seed_option("override the scenario's seed")
+@TRACE
 @click.option("--out", type=click.Path(path_type=Path), help="write capacity.csv and capacity.png here")
 @click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
@@ -91,16 +95,15 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
               help="--max-rate/--offline: repeat over this many seeds")
 @click.option("--rel-tol", type=click.FloatRange(min=0, min_open=True), default=0.05, show_default=True,
               help="--max-rate: bisect until the bracket's hi/lo ≤ 1 + this")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True),
-              help="--max-rate/--offline: seconds of arrivals a run (default: the scenario's)")
+@duration_option("seconds of arrivals a run, in every mode (default: the scenario's workload.duration_s)")
 @click.option("--warmup-fraction", type=click.FloatRange(min=0, max=0.5), default=0.1, show_default=True,
               help="steady window: least share of the run left out as warm-up")
 @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
 @handle_errors
 def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99: float | None,
-                 hardware: str | None, seed: int | None, out: Path | None, max_rate: bool = False,
-                 offline: bool = False, seeds: int = 3, rel_tol: float = 0.05, duration: float | None = None,
-                 warmup_fraction: float = 0.1, as_json: bool = False) -> None:
+                 hardware: str | None, seed: int | None, trace: Path | None, out: Path | None,
+                 max_rate: bool = False, offline: bool = False, seeds: int = 3, rel_tol: float = 0.05,
+                 duration_s: float | None = None, warmup_fraction: float = 0.1, as_json: bool = False) -> None:
     """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load (with a
     [disaggregation] section: the smallest aggregated and xPyD fleets side by side).
 
@@ -113,18 +116,22 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     from simulator.charts import capacity_figure, close_figure
     from simulator.planning import plan_capacity
 
-    sc = load_scenario(scenario)
+    sc = load_scenario(scenario, trace=trace)
     folder = OutputFolder(out, "capacity") if out else None
     if folder:
         folder.prepare()
     kinds = None
+    if duration_s is not None:  # every mode runs the scenario's workload for this long
+        sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
     if hardware:
         sc = replace(sc, cluster=replace(sc.cluster, hardware=tuple(h for h in hardware.split(",") if h)))
+    if hardware or duration_s is not None:
         sc.validate()
+    if hardware:
         kinds = [n.key for n in sc.nodes()]
     if max_rate or offline:
         _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
-                       seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration,
+                       seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration_s,
                        warmup_fraction=warmup_fraction, as_json=as_json, out=out)
         if folder:
             folder.finish()
@@ -132,7 +139,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
                          on_step=lambda m: click.echo(f"  {m}", err=True))
     if as_json:
-        echo_json(plan.to_dict(orient="records"))
+        echo_json(records(plan))
     else:
         _echo_table(plan)
     if out and folder:
@@ -170,7 +177,7 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
     if offline:
         frame = pd.concat([maxrate.offline_throughput(sc, hw, seeds=seeds, seed=seed, duration_s=duration,
                                                       window=window, on_step=say) for hw in kinds], ignore_index=True)
-        doc["offline"] = frame.to_dict(orient="records")
+        doc["offline"] = records(frame)
         if not as_json:
             click.echo("offline (every request at t = 0; sustained over the steady window):")
             _echo_table(frame.drop(columns=["steady_state_warning"]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import click
 import pandas as pd
@@ -19,10 +18,20 @@ from simulator.capacity import (
     max_streams,
 )
 from simulator.cli.common import OutputFolder, config_errors, echo_json, records
+from simulator.cli.options import (
+    HARDWARE,
+    HARDWARE_CATALOG,
+    MODEL_CONFIG,
+    TP,
+    WEIGHT_DTYPE,
+    Renamed,
+    layout_option,
+    model_option,
+    plan_options,
+)
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
-    WEIGHT_PRECISIONS,
     ModelSpec,
     get_model,
     load_models,
@@ -40,18 +49,13 @@ from simulator.placement import (
 )
 from simulator.units import GB, MB
 
-MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
-LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:rank], cross-layer[:f], "
-               "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4)")
-
 
 def _model(name: str, model_config: Path | None, weight_dtype: str | None = None) -> ModelSpec:
     model = get_model(str(model_config)) if model_config else get_model(name)
     return with_weight_precision(model, weight_dtype, "--weight-dtype")
 
 
-WEIGHT_DTYPE = click.option("--weight-dtype", type=click.Choice(WEIGHT_PRECISIONS),
-                            help="weight precision to serve in (default: the model's as released)")
+KV_DTYPE = click.option("--kv-dtype", help="KV dtype (shorthand for adding it to --layout)")
 
 
 def _layout(layout: str, kv_dtype: str | None) -> str:
@@ -59,10 +63,10 @@ def _layout(layout: str, kv_dtype: str | None) -> str:
 
 
 @click.command()
-@click.option("--model", "model_name", default="Llama-3-70B", show_default=True, help=MODEL_HELP)
-@click.option("--model-config", type=click.Path(path_type=Path), help="Hugging Face config.json (overrides --model)")
-@click.option("--layout", default="native", show_default=True, help=LAYOUT_HELP)
-@click.option("--kv-dtype", help="KV dtype (shorthand for adding it to --layout)")
+@model_option()
+@MODEL_CONFIG
+@layout_option()
+@KV_DTYPE
 @click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True, help="tokens per sequence")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="sequences")
 @click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
@@ -98,35 +102,24 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
                    f"batch {fp.batch_bytes_paged * share / GB:,.3f} GB paged")
 
 
-def plan_options(f: Any) -> Any:
-    """``--tp --pp --dp-attention --ep``: a replica's parallelism plan (`simulator.placement`)."""
-    f = click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="expert parallelism of the routed experts (1: tensor-parallel experts)")(f)
-    f = click.option("--dp-attention/--no-dp-attention", default=False, show_default=True,
-                     help="attention data-parallel over the tp GPUs (each GPU its own sequences)")(f)
-    f = click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="pipeline stages")(f)
-    return click.option("--tp", type=click.IntRange(min=1),
-                        help="tensor parallelism per stage (default: all GPUs of the node)")(f)
-
-
 def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: int) -> ParallelPlan:
     return ParallelPlan(tp=node.gpus if tp is None else tp, pp=pp, dp_attention=dp_attention, ep=ep)
 
 
 @click.command()
-@click.option("--hardware", default="8xH100", show_default=True, help="node (see `kvsim hardware`)")
-@click.option("--model", "model_name", default="Llama-3-70B", show_default=True, help=MODEL_HELP)
-@click.option("--model-config", type=click.Path(path_type=Path), help="Hugging Face config.json (overrides --model)")
-@click.option("--layout", default="native", show_default=True, help=LAYOUT_HELP)
-@click.option("--kv-dtype", help="KV dtype (shorthand for adding it to --layout)")
-@click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True)
+@HARDWARE
+@model_option()
+@MODEL_CONFIG
+@layout_option()
+@KV_DTYPE
+@click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True, help="tokens per sequence")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="target concurrent streams")
 @WEIGHT_DTYPE
 @plan_options
 @click.option("--memory-utilization", type=click.FloatRange(0, 1, min_open=True),
               default=DEFAULT_MEMORY_UTILIZATION, show_default=True)
 @click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
-@click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
+@HARDWARE_CATALOG
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None,
         context_tokens: int, batch: int, weight_dtype: str | None, tp: int | None, pp: int, dp_attention: bool,
@@ -207,16 +200,17 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 
 
 @click.command()
-@click.option("--hardware", default="8xH100,8xH200,8xB200", show_default=True, help="nodes, comma-separated")
-@click.option("--model", "model_name", default="Llama-3-70B", show_default=True, help=MODEL_HELP)
-@click.option("--model-config", type=click.Path(path_type=Path), help="Hugging Face config.json (overrides --model)")
-@click.option("--layouts", default="native,fp8,cross-layer:0.5,mla,compress:8:4096,mla+fp8", show_default=True,
-              help="layouts to draw, comma-separated")
-@click.option("--tp", type=click.IntRange(min=1), help="tensor parallelism (default: all GPUs of the node)")
+@click.option("--hardware", default="8xH100,8xH200,8xB200", show_default=True,
+              help="node kinds, comma-separated (see `kvsim hardware`)")
+@model_option()
+@MODEL_CONFIG
+@layout_option(several=True, default="native,fp8,cross-layer:0.5,mla,compress:8:4096,mla+fp8")
+@TP
 @WEIGHT_DTYPE
-@click.option("--plans", help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
+@click.option("--plan", "--plans", "plans", cls=Renamed,
+              help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
               "(default: TP over the node, and DP attention too for an MLA model)")
-@click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
+@HARDWARE_CATALOG
 @click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the table's rows as JSON")
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
@@ -278,7 +272,7 @@ def models(catalog: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--catalog", type=click.Path(path_type=Path), help="extra hardware TOML file")
+@HARDWARE_CATALOG
 @click.option("--json", "as_json", is_flag=True, help="every field of every GPU and node, as JSON")
 def hardware(catalog: Path | None, as_json: bool) -> None:
     """The GPU and node catalogs as tables."""

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -22,6 +23,7 @@ import click
 import pandas as pd
 
 from simulator.cli.common import KvsimClickError, echo_json, handle_errors, records
+from simulator.cli.options import seed_option
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 
@@ -112,10 +114,11 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--plot", "plots", multiple=True, metavar="METRIC[:KEY]",
               help="chart METRIC against grid KEY (default: the first grid key); repeatable  "
                    f"[default: {', '.join(DEFAULT_PLOTS)}]")
+@seed_option("override the scenario's seed at every point (or sweep it: --grid seed=0,1,2)")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
 def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_address: str | None,
-          out: Path | None, resume: bool, plots: tuple[str, ...], as_json: bool) -> None:
+          out: Path | None, resume: bool, plots: tuple[str, ...], seed: int | None, as_json: bool) -> None:
     """Run SCENARIO at every point of the --grid cross product; one row per point and node kind.
 
     \b
@@ -132,7 +135,11 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     charts = parse_plots(plots, grid)
     if resume and not out:
         raise ConfigError("--resume needs --out DIR: the folder whose sweep.csv it continues")
+    if seed is not None and "seed" in grid:
+        raise ConfigError(f"--seed {seed}: the grid sweeps 'seed' too (--grid seed=...); give one of them")
     sc = load_scenario(scenario)
+    if seed is not None:
+        sc = replace(sc, seed=seed)
     points = expand_grid(sc, grid)  # validates every point before anything runs
     n = len(points)
     runs = sum(len(p.cluster.hardware) for _, p in points)

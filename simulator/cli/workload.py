@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from simulator.cli.common import handle_errors
+from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
 from workloads import load_workload, write_workload
 
@@ -30,11 +31,11 @@ def workload() -> None:
 
 @workload.command("describe")
 @click.argument("spec")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for generated workloads.")
-@click.option("--duration", "duration_s", type=float, default=None, help="Seconds to generate or replay.")
-@click.option("--format", "format_", default=None, help="Trace format (azure, burstgpt, kvsim, mooncake).")
-@click.option("--skip-bad-rows", is_flag=True, help="Skip malformed trace rows (counted); default: stop.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@seed_option("seed for generated workloads", default=0)
+@duration_option("seconds to generate or replay (default: the workload's)")
+@click.option("--format", "format_", default=None, help="trace format (azure, burstgpt, kvsim, mooncake)")
+@click.option("--skip-bad-rows", is_flag=True, help="skip malformed trace rows (counted); default: stop")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @handle_errors
 def describe(
     spec: str, seed: int, duration_s: float | None, format_: str | None, skip_bad_rows: bool, as_json: bool
@@ -53,9 +54,9 @@ def describe(
 @workload.command("generate")
 @click.argument("spec")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--duration", "duration_s", type=float, default=None, help="Seconds of arrivals to generate.")
-@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@seed_option("seed for the generator", default=0)
+@duration_option("seconds of arrivals to generate (default: the workload's)")
+@click.option("--force", is_flag=True, help="overwrite --out if it exists")
 @handle_errors
 def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: bool) -> None:
     """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim format."""

@@ -30,7 +30,7 @@ def test_cost_text_and_json():
             "2000",
             "--layout",
             "fp8",
-            "--dtype",
+            "--weight-dtype",
             "fp8",
             "--json",
         ],
@@ -50,10 +50,10 @@ def test_cost_config_error_exits_2():
     r = CliRunner().invoke(
         cost, ["--hardware", "H999", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "1"]
     )
-    assert r.exit_code == 2 and "unknown GPU" in r.output
+    assert r.exit_code == 2 and "unknown node 'H999'; valid: 8xH100" in r.output
     r = CliRunner().invoke(
         cost,
-        ["--hardware", "H100", "--model", "Llama-3.1-8B", "--dtype", "fp4", "--batch", "1", "--context", "1"],
+        ["--hardware", "H100", "--model", "Llama-3.1-8B", "--weight-dtype", "fp4", "--batch", "1", "--context", "1"],
     )
     assert r.exit_code == 2 and "dtype" in r.output
 
@@ -74,7 +74,8 @@ def test_calibrate_needs_a_source():
 
 def test_cost_refuses_weights_that_do_not_fit():
     # Llama-3.1-70B in bf16 on one H100: 141.1 GB of weights against 0.9 · 80 = 72 GB usable
-    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--batch", "1", "--context", "1"])
+    r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--tp", "1", "--batch", "1",
+                                  "--context", "1"])
     assert r.exit_code == 2 and "does not fit TP1 on 8xH100" in r.output and "by 69.1 GB" in r.output
     r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--tp", "3", "--batch", "1",
                                   "--context", "1"])

@@ -46,11 +46,11 @@ def test_levers_on_the_code_repo_workload() -> None:
 
 def test_cli_compare(tmp_path: Path) -> None:
     runner = CliRunner()
-    res = runner.invoke(compare, ["--workload", "chat-4k", "--duration", "20", "--strategies", "native,prefix+fp8",
+    res = runner.invoke(compare, ["--workload", "chat-4k", "--duration-s", "20", "--strategy", "native,prefix+fp8",
                                   "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "prefix+fp8" in res.output and (tmp_path / "compare.png").stat().st_size > 10_000
-    bad = runner.invoke(compare, ["--workload", "chat-4k", "--duration", "5", "--strategies", "native,nope"])
+    bad = runner.invoke(compare, ["--workload", "chat-4k", "--duration-s", "5", "--strategy", "native,nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
@@ -75,7 +75,7 @@ duration_s = 120
 [workload.spec]
 name = "chat-4k"
 """)
-    r = CliRunner().invoke(main, ["compare", str(sc), "--strategies", "native,prefix+fp8", "--out", str(tmp_path)])
+    r = CliRunner().invoke(main, ["compare", str(sc), "--strategy", "native,prefix+fp8", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     import pandas as pd
 
@@ -117,9 +117,9 @@ def test_compare_with_a_scenario_refuses_the_flags_it_would_ignore():
 
     from simulator.cli.compare import compare
 
-    r = CliRunner().invoke(compare, ["chat-4k-h100", "--model", "Llama-3.1-8B", "--strategies", "native"])
+    r = CliRunner().invoke(compare, ["chat-4k-h100", "--model", "Llama-3.1-8B", "--strategy", "native"])
     assert r.exit_code == 2 and "--model applies without a SCENARIO" in r.output
-    r = CliRunner().invoke(compare, ["chat-4k-h100", "--nodes", "3", "--strategies", "native"])
+    r = CliRunner().invoke(compare, ["chat-4k-h100", "--nodes", "3", "--strategy", "native"])
     assert r.exit_code == 2 and "--nodes applies without a SCENARIO" in r.output
 
 
@@ -129,5 +129,5 @@ def test_compare_serves_the_weight_precision_asked():
     from simulator.cli.compare import compare
 
     r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--weight-dtype", "fp4", "--hardware", "8xH100",
-                                     "--tp", "1", "--workload", "chat-4k", "--duration", "5", "--strategies", "native"])
+                                     "--tp", "1", "--workload", "chat-4k", "--duration-s", "5", "--strategy", "native"])
     assert r.exit_code == 2 and "H100 has no fp4 tensor cores" in r.output

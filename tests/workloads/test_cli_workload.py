@@ -16,7 +16,7 @@ needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces ab
 
 def test_generate_then_describe_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "chat.csv"
-    args = ["generate", "chat-4k", "--out", str(out), "--seed", "2", "--duration", "120"]
+    args = ["generate", "chat-4k", "--out", str(out), "--seed", "2", "--duration-s", "120"]
     r = CliRunner().invoke(workload, args)
     assert r.exit_code == 0, r.output
     n = len(read_trace(out).requests())
@@ -24,7 +24,7 @@ def test_generate_then_describe_round_trip(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["describe", str(out), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["n_requests"] == n
-    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--seed", "2", "--duration", "120"])
+    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--seed", "2", "--duration-s", "120"])
     assert r.exit_code == 0 and f"n_requests {n}" in " ".join(r.output.split())
 
 
@@ -32,7 +32,7 @@ def test_generate_from_toml(tmp_path: Path) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text('[workload]\nname = "code-repo-128k"\nn_teams = 2\n')
     out = tmp_path / "code.jsonl"
-    r = CliRunner().invoke(workload, ["generate", str(spec), "--out", str(out), "--duration", "600"])
+    r = CliRunner().invoke(workload, ["generate", str(spec), "--out", str(out), "--duration-s", "600"])
     assert r.exit_code == 0, r.output
     reqs = read_trace(out).requests()
     assert len({r.segments[0] for r in reqs}) <= 2 + 1  # 2 repositories (a commit may add one)
@@ -95,7 +95,7 @@ def test_wrong_types_in_a_workload_table_are_one_line_errors(tmp_path: Path, tom
 
 def test_unwritable_out_and_infinite_duration_are_one_line_errors(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(tmp_path / "no" / "dir" / "x.csv"),
-                                      "--duration", "5"])
+                                      "--duration-s", "5"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "No such file or directory" in r.output
-    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration", "inf"])
-    assert r.exit_code == 2 and "'duration_s' must be finite and > 0" in r.output
+    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration-s", "inf"])
+    assert r.exit_code == 2 and r.output == "Error: --duration-s: must be a finite number > 0 (got 'inf')\n"

@@ -1,0 +1,120 @@
+"""Options that several commands take, each defined once: one name, one meaning, one default.
+
+The rules the names follow (README, "Command line"):
+
+- an option is named for one value (``--layout``, ``--plan``, ``--strategy``, ``--hardware``); where a
+  command takes several it takes a comma list (``--layout native,fp8``), never a plural name;
+- a quantity with a unit says it as the scenario key does (``--duration-s`` for ``workload.duration_s``,
+  ``--slo-ttft-p99-s`` for ``slo.ttft_p99_s``);
+- ``--hardware`` is a node kind everywhere (``8xH100``; a GPU name alone is its largest node, ``H100``
+  = ``8xH100``), ``--catalog`` an extra TOML file for the catalog the command reads, ``--model`` a
+  catalog name or a config.json, defaulting to `DEFAULT_MODEL`.
+
+An older spelling stays accepted, unlisted in ``--help`` (`Renamed`), so that scripts keep working.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hardware.catalog import DEFAULT_NODE
+from simulator.cli.common import KvsimClickError
+from simulator.errors import shown
+from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS
+
+Decorator = Callable[[Any], Any]
+
+MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
+HARDWARE_HELP = "node kind (see `kvsim hardware`; a GPU name alone is its largest node: H100 = 8xH100)"
+LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:rank], cross-layer[:f], "
+               "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4)")
+
+
+class Renamed(click.Option):
+    """An option whose first name is its name; the others are older spellings, still accepted but
+    left out of ``--help`` and of error messages."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        names = self.opts
+        self.opts = names[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = names
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return f"'{self.opts[0]}'"
+
+
+class PositiveFinite(click.ParamType):
+    """A finite number > 0 (click's FloatRange lets NaN through); anything else is one line naming the
+    option, the value and the rule, exit 2."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
+            option = param.opts[0] if param is not None and param.opts else "value"
+            raise KvsimClickError(f"{option}: must be a finite number > 0 (got {shown(value)})")
+        return number
+
+
+def model_option(default: str | None = DEFAULT_MODEL) -> Decorator:
+    """``--model``: a catalog name or a config.json (dest ``model_name``)."""
+    return click.option("--model", "model_name", default=default, show_default=default is not None,
+                        help=MODEL_HELP)
+
+
+MODEL_CONFIG = click.option("--model-config", type=click.Path(path_type=Path),
+                            help="Hugging Face config.json (overrides --model)")
+HARDWARE = click.option("--hardware", default=DEFAULT_NODE, show_default=True, help=HARDWARE_HELP)
+HARDWARE_CATALOG = click.option("--catalog", type=click.Path(path_type=Path),
+                                help="extra hardware TOML file ([gpu.NAME] / [node.NAME] tables, as hardware/*.toml)")
+WEIGHT_DTYPE = click.option("--weight-dtype", "--dtype", "weight_dtype", cls=Renamed,
+                            type=click.Choice(WEIGHT_PRECISIONS),
+                            help="weight precision to serve in (default: the model's as released)")
+TRACE = click.option("--trace", type=click.Path(path_type=Path),
+                     help="replay this trace file instead of the scenario's workload")
+
+
+def layout_option(several: bool = False, default: str = "native") -> Decorator:
+    """``--layout``: one layout, or with `several` a comma list of them (older spelling ``--layouts``)."""
+    if several:
+        return click.option("--layout", "--layouts", "layouts", cls=Renamed, default=default, show_default=True,
+                            help="layouts to draw, comma-separated (each as in `kvsim calc --layout`)")
+    return click.option("--layout", default=default, show_default=True, help=LAYOUT_HELP)
+
+
+def duration_option(help: str) -> Decorator:
+    """``--duration-s`` (older spelling ``--duration``): seconds, finite and > 0 (dest ``duration_s``)."""
+    return click.option("--duration-s", "--duration", "duration_s", cls=Renamed,
+                        type=PositiveFinite(), help=help)
+
+
+def seed_option(help: str, default: int | None = None) -> Decorator:
+    """``--seed``: a seed >= 0."""
+    return click.option("--seed", type=click.IntRange(min=0), default=default, show_default=default is not None,
+                        help=help)
+
+
+def plan_options(f: Any) -> Any:
+    """``--tp --pp --dp-attention --ep``: a replica's parallelism plan (`simulator.placement`)."""
+    f = click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="expert parallelism of the routed experts (1: tensor-parallel experts)")(f)
+    f = click.option("--dp-attention/--no-dp-attention", default=False, show_default=True,
+                     help="attention data-parallel over the tp GPUs (each GPU its own sequences)")(f)
+    f = click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="pipeline stages")(f)
+    return TP(f)
+
+
+TP = click.option("--tp", type=click.IntRange(min=1),
+                  help="tensor parallelism per stage (default: all GPUs of the node)")
