@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
 OUT     ?= report
 
 .PHONY: demo test bench lint calibrate clean
@@ -10,12 +11,17 @@ OUT     ?= report
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# the demo needs only the package and its runtime dependencies; the tests add the dev extra
+$(RUNTIME): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): pyproject.toml $(RUNTIME)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/kvsim run scenarios/default.toml --out $(OUT)
 
 test: $(STAMP)

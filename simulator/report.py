@@ -53,7 +53,17 @@ def _scheduler_line(sched: SchedulerConfig) -> str:
 
 
 def _table(df: pd.DataFrame) -> str:
-    return "```\n" + df.to_string(index=False, float_format=figure) + "\n```\n"
+    """`df` as a Markdown table: floats in the one table style (`simulator.units.figure`),
+    numbers right-aligned, text left-aligned."""
+    shown = df.copy()
+    for c in shown.columns:
+        if pd.api.types.is_float_dtype(shown[c]):
+            shown[c] = shown[c].map(figure)
+        elif pd.api.types.is_integer_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c]):
+            shown[c] = shown[c].map("{:,}".format)
+    align = ["right" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) else "left"
+             for c in df.columns]
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align) + "\n"
 
 
 def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:

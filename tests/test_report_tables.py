@@ -1,0 +1,16 @@
+"""The report's tables are Markdown tables (GitHub renders them), in the one float style."""
+
+import pandas as pd
+
+from simulator.report import _table
+
+
+def test_tables_are_markdown_with_one_number_style():
+    df = pd.DataFrame({"hardware": ["8xH100", "8xB200"], "nodes": [2, 12], "tok/s": [7590.4, 0.2821],
+                       "meets SLO": [True, False]})
+    lines = _table(df).splitlines()
+    assert lines[0] == "| hardware   |   nodes |   tok/s | meets SLO   |"
+    assert lines[1] == "|:-----------|--------:|--------:|:------------|"  # numbers right, text left
+    assert lines[2] == "| 8xH100     |       2 |   7,590 | True        |"
+    assert lines[3] == "| 8xB200     |      12 |   0.282 | False       |"
+    assert len(lines) == 4
