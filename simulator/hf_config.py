@@ -56,8 +56,13 @@ def _list(cfg: dict[str, Any], where: str, name: str) -> list[Any]:
     return v
 
 
-def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
-    """(window, pattern): every `pattern`-th layer is global, the others local."""
+def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tuple[int, int]:
+    """(window, pattern): every `pattern`-th layer is global, the others local (pattern 0: all).
+
+    A ``sliding_window`` with neither a pattern nor ``layer_types`` (Mistral-7B-v0.1, Phi-3) is a
+    window on every layer when it is below the context (`context`, ``max_position_embeddings``),
+    as vLLM and Transformers run it, and nothing when it is not (Qwen2 and Llama configs name
+    the context itself)."""
     layer_types = _list(cfg, where, "layer_types")
     window = _opt_int(cfg, where, "sliding_window")
     if cfg.get("use_sliding_window") is False:
@@ -80,7 +85,8 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int) -> tuple[int, int]:
         return int(window), _int(cfg, where, "sliding_window_pattern")
     if window and str(cfg.get("model_type", "")).startswith("gemma2"):
         return int(window), 2
-    # Mistral/Llama configs may name a window equal to the context, which changes nothing.
+    if window and window < context:  # every layer slides (Mistral-7B-v0.1, Phi-3)
+        return int(window), 0
     return 0, 0
 
 
@@ -174,13 +180,14 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         if not isinstance(raw_dtype, str) or raw_dtype not in _TORCH_DTYPES:
             raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw_dtype)})")
         wdtype, block_scales = _TORCH_DTYPES[raw_dtype], False
-    window, pattern = _sliding(cfg, where, L)
+    context = _int(cfg, where, "max_position_embeddings", default=131072, minimum=1)
+    window, pattern = _sliding(cfg, where, L, context)
     total = float(total_params) if total_params else float(estimated_total)
     return ModelSpec(
         key=str(cfg.get("_name_or_path") or where),
         n_layers=L, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=head_dim, attention=kind,
         total_params=total, active_params=min(float(active), total), weight_dtype=wdtype,
-        max_context_tokens=_int(cfg, where, "max_position_embeddings", default=131072, minimum=1),
+        max_context_tokens=context,
         v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
         sliding_window=window, sliding_window_pattern=pattern,
         moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,

@@ -100,6 +100,23 @@ def test_gemma3_layer_types(tmp_path):
     assert spec.n_global_layers == 10
 
 
+@pytest.mark.parametrize(("extra", "window", "per_token"), [
+    # Mistral-7B-v0.1 (config.json: sliding_window 4096, max_position_embeddings 32768): every
+    # layer slides, so a 32k sequence holds 4,096 tokens of KV: 32 layers x 2 x 8 x 128 x 2 B each
+    ({"sliding_window": 4096, "max_position_embeddings": 32768}, 4096, 131_072),
+    # a window equal to the context (Llama/Qwen2 configs) or switched off changes nothing
+    ({"sliding_window": 131072}, 0, 131_072),
+    ({"sliding_window": 4096, "use_sliding_window": False}, 0, 131_072),
+])
+def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, per_token):
+    from simulator.kv import KVLayout, sequence_bytes
+
+    spec = get_model(str(write(tmp_path, {**LLAMA31_8B, **extra})))
+    assert (spec.sliding_window, spec.sliding_window_pattern, spec.n_global_layers) == (window, 0, 0 if window else 32)
+    held = sequence_bytes(spec, KVLayout(), 32768)
+    assert held == per_token * (window or 32768)
+
+
 @pytest.mark.parametrize(("cfg", "msg"), [
     ({k: v for k, v in LLAMA31_8B.items() if k != "num_hidden_layers"}, "missing 'num_hidden_layers'"),
     ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
