@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,9 +18,17 @@ REPO = Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel installed into a folder of its own (dependencies from this venv)."""
     tmp = tmp_path_factory.mktemp("install")
-    wheels, target = tmp / "wheels", tmp / "site"
+    wheels, target, src = tmp / "wheels", tmp / "site", tmp / "src"
+    # build from the files git would ship (tracked, or new and not ignored): a checkout's own
+    # build/ folder keeps files setuptools would put in the wheel though they left the tree
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)], check=True,
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)], check=True,
                    cwd=tmp)
     (wheel,) = wheels.glob("kvsim-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, cwd=tmp)
@@ -51,3 +60,27 @@ def test_the_wheel_runs_shipped_scenarios_from_another_folder(installed: Path, t
     assert r.returncode == 0 and "max streams at 32,768 tokens: 18" in r.stdout
     r = kvsim(installed, tmp_path, "run", "no-such-scenario")
     assert r.returncode == 2 and "shipped: capacity-plan" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_wheel_installs_its_four_top_level_packages_and_every_scenario_loads(installed: Path,
+                                                                                 tmp_path: Path) -> None:
+    # the layout fixes four top-level names; from the installed copy each is the installed one, and
+    # every shipped scenario resolves by name and builds its workload and engine configuration
+    deps = sysconfig.get_paths()["purelib"]
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import hardware, scenarios, simulator, workloads\n"
+            "for m in (hardware, scenarios, simulator, workloads):\n"
+            "    assert m.__file__.startswith(sys.argv[1]), m.__file__\n"
+            "from simulator import load_scenario\n"
+            "from simulator.scenario import SCENARIO_DIR\n"
+            "names = sorted(p.stem for p in SCENARIO_DIR.glob('*.toml'))\n"
+            "for n in names:\n"
+            "    sc = load_scenario(n)\n"
+            "    sc.engine_config(sc.cluster.hardware[0])\n"
+            "print(len(names), 'scenarios')\n")
+    r = subprocess.run([sys.executable, "-S", "-c", code, str(installed), deps], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    shipped = len(list((installed / "scenarios").glob("*.toml")))
+    assert shipped == len(list((REPO / "scenarios").glob("*.toml")))
+    assert r.stdout.strip() == f"{shipped} scenarios"
