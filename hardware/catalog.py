@@ -7,12 +7,14 @@ overrides shipped ones: ``load_catalog(extra=Path("my_gpus.toml"))``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, shown
 from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
@@ -23,6 +25,7 @@ NODE_FILE = _HERE / "nodes.toml"
 
 COMPUTE_DTYPES = ("bf16", "fp8", "fp4")
 DEFAULT_NODE = "8xH100"  # the node a command uses when none is named
+PRICE_RULE = "a finite number > 0 (USD per GPU-hour) for every GPU, or one per GPU"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +48,8 @@ class GPUSpec:
     pcie_bytes_per_s: float
     usd_per_gpu_hour: float
     source: str
+    # the catalog's price when a user's replaced it (`Catalog.priced`); None: `usd_per_gpu_hour` is the catalog's
+    catalog_usd_per_gpu_hour: float | None = None
 
     def __post_init__(self) -> None:
         where = f"GPUSpec({self.key})"
@@ -71,6 +76,12 @@ class GPUSpec:
             raise ConfigError(f"{self.key} has no {dtype} tensor cores ({key}_flops = 0 in the GPU catalog): "
                               f"'weight_dtype' must be one it computes in ({', '.join(can)}) (got {dtype!r})")
         return flops
+
+    def price_note(self) -> str:
+        """The price in use, and where it came from: ``H100 2.50 USD/GPU-hour (overridden; catalog 2.99)``."""
+        was = self.catalog_usd_per_gpu_hour
+        how = "catalog" if was is None else f"overridden; catalog {was:,.2f}"
+        return f"{self.key} {self.usd_per_gpu_hour:,.2f} USD/GPU-hour ({how})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +152,69 @@ class Catalog:
             return by_gpu[name.lower()]
         return _lookup(self.nodes, name, "node")
 
+    def priced(self, prices: float | Mapping[str, float] | None, where: str) -> Catalog:
+        """This catalog with `prices` in USD per GPU-hour instead of the catalogued ones: one number for
+        every GPU, or a table of GPU key -> number (the others keep theirs); None: unchanged. Each
+        replaced GPU keeps the catalog's figure in ``catalog_usd_per_gpu_hour``; nodes follow their GPU.
+
+        Raises `ConfigError` naming `where` (the option or scenario key) for a value that is not a
+        finite number > 0 or a GPU the catalog does not hold.
+        """
+        if prices is None:
+            return self
+        def price(usd: object, what: str) -> float:
+            if not (isinstance(usd, int | float) and not isinstance(usd, bool) and math.isfinite(usd) and usd > 0):
+                raise ConfigError(f"{what}: must be {PRICE_RULE} (got {shown(usd)})")
+            return float(usd)
+
+        if isinstance(prices, Mapping):
+            if not prices:
+                raise ConfigError(f"{where}: must be {PRICE_RULE} (got an empty table)")
+            known = {k.lower(): k for k in self.gpus}
+            unknown = [str(k) for k in prices if str(k).lower() not in known]
+            if unknown:
+                raise ConfigError(f"{where}: unknown GPU {shown(unknown[0])}; valid: {', '.join(self.gpus)}")
+            table = {known[str(k).lower()]: price(v, f"{where}.{k}") for k, v in prices.items()}
+        else:
+            usd = price(prices, where)
+            table = dict.fromkeys(self.gpus, usd)
+        gpus = {k: g if k not in table else replace(g, usd_per_gpu_hour=table[k],
+                                                    catalog_usd_per_gpu_hour=g.catalog_usd_per_gpu_hour
+                                                    if g.catalog_usd_per_gpu_hour is not None else g.usd_per_gpu_hour)
+                for k, g in self.gpus.items()}
+        nodes = {k: n if n.gpu.key not in table else replace(n, gpu=gpus[n.gpu.key]) for k, n in self.nodes.items()}
+        return Catalog(gpus, nodes)
+
+
+def price_note(nodes: Iterable[NodeSpec]) -> str:
+    """``GPU prices: H100 2.50 USD/GPU-hour (overridden; catalog 2.99), H200 3.79 USD/GPU-hour (catalog)``:
+    the price in use of each GPU of `nodes`, once, and where it came from."""
+    return "GPU prices: " + ", ".join(dict.fromkeys(n.gpu.price_note() for n in nodes))
+
+
+def parse_prices(text: str, where: str) -> float | dict[str, float]:
+    """``--usd-per-gpu-hour``: ``"2.5"`` (every GPU) or ``"H100=2.1,H200=3.4"`` -> a number or a table;
+    each price a finite number > 0. GPU names are checked by `Catalog.priced`."""
+    def number(item: str) -> float:
+        try:
+            usd = float(item)
+        except ValueError:
+            usd = math.nan
+        if not (math.isfinite(usd) and usd > 0):
+            raise ConfigError(f"{where}: must be {PRICE_RULE} like H100=2.1,H200=3.4 (got {shown(text)})")
+        return usd
+
+    if "=" not in text:
+        return number(text.strip())
+    table: dict[str, float] = {}
+    for pair in text.split(","):
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip() or name.strip() in table:
+            raise ConfigError(f"{where}: must be {PRICE_RULE} like H100=2.1,H200=3.4, each GPU once "
+                              f"(got {shown(text)})")
+        table[name.strip()] = number(value.strip())
+    return table
+
 
 def _lookup(table: dict[str, T], name: str, what: str) -> T:
     for k, v in table.items():
@@ -150,7 +224,7 @@ def _lookup(table: dict[str, T], name: str, what: str) -> T:
 
 
 def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -> Any:
-    fields = {f.name for f in dataclasses.fields(cls)} - {"key"} - set(extra)
+    fields = {f.name for f in dataclasses.fields(cls)} - {"key", "catalog_usd_per_gpu_hour"} - set(extra)
     unknown = set(raw) - fields
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(fields))}")

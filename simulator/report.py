@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hardware.catalog import load_catalog
+from hardware.catalog import load_catalog, price_note
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
@@ -155,6 +155,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n",
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
           f"Scheduler: {_scheduler_line(sc.scheduler)}.\n",
+          f"{price_note(sc.nodes())}.\n",
           "## Headline\n", _table(headline),
           "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
           "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "

@@ -72,6 +72,7 @@ class ClusterSection:
     memory_utilization: float = 0.9
     block_tokens: int = 16
     catalog: str = ""  # extra hardware TOML, relative to the scenario file
+    usd_per_gpu_hour: Any = None  # a price for every GPU, or a table GPU = price; None: the catalog's
 
     def __post_init__(self) -> None:
         must(len(self.hardware) >= 1, "cluster", "hardware", "a non-empty list", self.hardware)
@@ -231,7 +232,8 @@ class Scenario:
         return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:
-        return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+        return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None).priced(
+            self.cluster.usd_per_gpu_hour, "cluster.usd_per_gpu_hour")
 
     @property
     def plan(self) -> ParallelPlan:

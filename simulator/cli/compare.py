@@ -8,18 +8,21 @@ from pathlib import Path
 
 import click
 
-from hardware.catalog import load_catalog
+from hardware.catalog import NodeSpec, load_catalog, parse_prices, price_note
 from simulator.charts import close_figure
 from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
+    PRICE_OPTION,
     TP,
+    USD_PER_GPU_HOUR,
     WEIGHT_DTYPE,
     PositiveFinite,
     Renamed,
     duration_option,
     model_option,
+    priced,
     seed_option,
 )
 from simulator.compare import compare_figure, compare_strategies
@@ -51,13 +54,15 @@ COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per
                    "streaming-llm,prefix,prefix+dram,prefix+fp8")
 @seed_option("seed (default: the scenario's, else 0)")
 @HARDWARE_CATALOG
+@USD_PER_GPU_HOUR
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="write compare.csv and compare.png here")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
 def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype: str | None, workload_spec: str,
             duration_s: float | None, rate_scale: float, n_nodes: int, tp: int | None, strategies: str,
-            seed: int | None, catalog: Path | None, out: Path | None, as_json: bool) -> None:
+            seed: int | None, catalog: Path | None, usd_per_gpu_hour: str | None, out: Path | None,
+            as_json: bool) -> None:
     """Run one workload (same seed) under each strategy set; print and chart the headline figures.
 
     With SCENARIO (a file or a shipped name) its model, first hardware kind, fleet, scheduler and
@@ -80,7 +85,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     if scenario is not None:
         from simulator.scenario import load_scenario
 
-        sc = load_scenario(scenario)
+        sc = priced(load_scenario(scenario), usd_per_gpu_hour)
         if duration_s is not None:
             sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
         seed = sc.seed if seed is None else seed
@@ -91,12 +96,15 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
         seed = 0 if seed is None else seed
-        node = load_catalog(catalog).node(hardware)
+        prices = parse_prices(usd_per_gpu_hour, PRICE_OPTION) if usd_per_gpu_hour is not None else None
+        node = load_catalog(catalog).priced(prices, PRICE_OPTION).node(hardware)
         tp = node.gpus if tp is None else tp
         model = model_name
         base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
         requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
+    if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
+        click.echo(price_note([base.node]), err=True)
     specs = strategies.split(",")
     df = compare_strategies(base, requests, specs, seed)
     if as_json:

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hardware.catalog import DEFAULT_NODE
+from hardware.catalog import DEFAULT_NODE, parse_prices
 from simulator.cli.common import KvsimClickError
 from simulator.errors import shown
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS
+
+if TYPE_CHECKING:
+    from simulator.scenario import Scenario
 
 Decorator = Callable[[Any], Any]
 
@@ -118,3 +122,20 @@ def plan_options(f: Any) -> Any:
 
 TP = click.option("--tp", type=click.IntRange(min=1),
                   help="tensor parallelism per stage (default: all GPUs of the node)")
+
+
+PRICE_OPTION = "--usd-per-gpu-hour"
+USD_PER_GPU_HOUR = click.option(
+    PRICE_OPTION, "usd_per_gpu_hour", metavar="USD|GPU=USD,...",
+    help="price the GPUs at this many USD per GPU-hour instead of the catalog's: one figure for every GPU, or "
+         "per GPU (H100=2.1,H200=3.4); replaces the scenario's cluster.usd_per_gpu_hour")
+
+
+def priced(sc: Scenario, text: str | None) -> Scenario:
+    """`sc` with ``--usd-per-gpu-hour`` `text` as its ``cluster.usd_per_gpu_hour`` (None: as it is);
+    a bad figure or an unknown GPU is one line naming the option."""
+    if text is None:
+        return sc
+    prices = parse_prices(text, PRICE_OPTION)
+    sc._catalog().priced(prices, PRICE_OPTION)  # GPU names, against the scenario's own catalog
+    return replace(sc, cluster=replace(sc.cluster, usd_per_gpu_hour=prices))

@@ -11,8 +11,17 @@ from typing import Any
 import click
 import pandas as pd
 
+from hardware.catalog import price_note
 from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
-from simulator.cli.options import TRACE, PositiveFinite, Renamed, duration_option, seed_option
+from simulator.cli.options import (
+    TRACE,
+    USD_PER_GPU_HOUR,
+    PositiveFinite,
+    Renamed,
+    duration_option,
+    priced,
+    seed_option,
+)
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -40,9 +49,11 @@ def _echo_table(df: pd.DataFrame) -> None:
               help="report folder")
 @seed_option("override the scenario's seed")
 @TRACE
+@USD_PER_GPU_HOUR
 @click.option("--json", "as_json", is_flag=True, help="print each fleet's summary (and the capacity plan) as JSON")
 @handle_errors
-def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None, as_json: bool) -> None:
+def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None, usd_per_gpu_hour: str | None,
+            as_json: bool) -> None:
     """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder.
 
     SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`).
@@ -52,9 +63,11 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     from simulator.study import run_scenario
 
     sc = load_scenario(scenario, trace=trace)  # with --trace: the whole trace unless the scenario sets duration_s
+    sc = priced(sc, usd_per_gpu_hour)
     folder = OutputFolder(out, "run")
     folder.prepare()  # a bad --out fails now, not after the simulation
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
+    click.echo(price_note(sc.nodes()), err=True)
     with _progress("simulating") as update:
         result = run_scenario(sc, seed, progress=update)
     plan = None
@@ -88,6 +101,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--hardware", help="node kinds, comma-separated (default: the scenario's), e.g. H100,H200,B200")
 @seed_option("override the scenario's seed")
 @TRACE
+@USD_PER_GPU_HOUR
 @click.option("--out", type=click.Path(path_type=Path), help="write capacity.csv and capacity.png here")
 @click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
@@ -101,7 +115,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
 @handle_errors
 def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99: float | None,
-                 hardware: str | None, seed: int | None, trace: Path | None, out: Path | None,
+                 hardware: str | None, seed: int | None, trace: Path | None, usd_per_gpu_hour: str | None,
+                 out: Path | None,
                  max_rate: bool = False, offline: bool = False, seeds: int = 3, rel_tol: float = 0.05,
                  duration_s: float | None = None, warmup_fraction: float = 0.1, as_json: bool = False) -> None:
     """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load (with a
@@ -116,7 +131,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     from simulator.charts import capacity_figure, close_figure
     from simulator.planning import plan_capacity
 
-    sc = load_scenario(scenario, trace=trace)
+    sc = priced(load_scenario(scenario, trace=trace), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
     if folder:
         folder.prepare()
@@ -129,6 +144,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         sc.validate()
     if hardware:
         kinds = [n.key for n in sc.nodes()]
+    click.echo(price_note(sc.nodes()), err=True)
     if max_rate or offline:
         _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
                        seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration_s,

@@ -22,8 +22,9 @@ from types import FrameType
 import click
 import pandas as pd
 
+from hardware.catalog import price_note
 from simulator.cli.common import KvsimClickError, echo_json, handle_errors, records
-from simulator.cli.options import seed_option
+from simulator.cli.options import USD_PER_GPU_HOUR, priced, seed_option
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 
@@ -115,10 +116,12 @@ def _echo_table(df: pd.DataFrame) -> None:
               help="chart METRIC against grid KEY (default: the first grid key); repeatable  "
                    f"[default: {', '.join(DEFAULT_PLOTS)}]")
 @seed_option("override the scenario's seed at every point (or sweep it: --grid seed=0,1,2)")
+@USD_PER_GPU_HOUR
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
 def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_address: str | None,
-          out: Path | None, resume: bool, plots: tuple[str, ...], seed: int | None, as_json: bool) -> None:
+          out: Path | None, resume: bool, plots: tuple[str, ...], seed: int | None, usd_per_gpu_hour: str | None,
+          as_json: bool) -> None:
     """Run SCENARIO at every point of the --grid cross product; one row per point and node kind.
 
     \b
@@ -140,10 +143,13 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     sc = load_scenario(scenario)
     if seed is not None:
         sc = replace(sc, seed=seed)
+    sc = priced(sc, usd_per_gpu_hour)
     points = expand_grid(sc, grid)  # validates every point before anything runs
     n = len(points)
     runs = sum(len(p.cluster.hardware) for _, p in points)
     click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations", err=True)
+    click.echo(price_note(sc.nodes()) + ("" if "cluster.usd_per_gpu_hour" not in grid else
+                                         " (cluster.usd_per_gpu_hour swept)"), err=True)
     log = None
     if out:
         out.mkdir(parents=True, exist_ok=True)

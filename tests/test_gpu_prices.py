@@ -1,0 +1,169 @@
+"""$/GPU-hour without copying the catalog: `Catalog.priced`, ``[cluster] usd_per_gpu_hour`` and
+``--usd-per-gpu-hour`` on the commands that print money.
+
+Hand-worked: an 8xH100 node at 2.50 USD/GPU-hour costs 8 × 2.50 = 20.00 USD/hour; at 1.00,
+8.00. A cost per token is the fleet's dollars over its tokens, so the same run priced at 1.50
+instead of the catalog's 2.99 costs 1.50 / 2.99 of it per token.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from hardware.catalog import load_catalog, parse_catalog, parse_prices, price_note
+from simulator.cli import main
+from simulator.errors import ConfigError
+from simulator.scenario import load_scenario
+
+H100_CATALOG_USD = 2.99  # hardware/gpus.toml, gpu.H100.usd_per_gpu_hour
+SCENARIO = """\
+name = "priced"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 8
+{price}
+[workload]
+duration_s = 10
+[workload.spec]
+name = "chat-4k"
+[report]
+capacity = false
+collapse = false
+breakeven = false
+"""
+RULE = "must be a finite number > 0 (USD per GPU-hour) for every GPU, or one per GPU"
+
+
+def scenario(tmp_path: Path, price: str = "") -> Path:
+    p = tmp_path / "priced.toml"
+    p.write_text(SCENARIO.format(price=price))
+    return p
+
+
+def kvsim(*args: object) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_catalog_priced_replaces_the_named_gpus_and_keeps_the_catalog_figure():
+    shipped = load_catalog()
+    assert shipped.gpu("H100").usd_per_gpu_hour == H100_CATALOG_USD
+    cat = shipped.priced({"h100": 2.5}, "--usd-per-gpu-hour")
+    h100, h200 = cat.node("8xH100"), cat.node("8xH200")
+    assert (h100.gpu.usd_per_gpu_hour, h100.gpu.catalog_usd_per_gpu_hour, h100.usd_per_hour) == (2.5, 2.99, 20.0)
+    assert h200.gpu == shipped.gpu("H200") and h200.gpu.catalog_usd_per_gpu_hour is None  # untouched
+    assert cat.node("1xH100").usd_per_hour == 2.5  # every node of the GPU follows it
+    again = cat.priced(1.0, "x")  # a second override still remembers the catalog's figure
+    assert {g.usd_per_gpu_hour for g in again.gpus.values()} == {1.0}
+    assert again.gpu("H100").catalog_usd_per_gpu_hour == 2.99
+    assert shipped.priced(None, "x") is shipped
+    assert price_note([h100, h200, cat.node("1xH100")]) == (
+        f"GPU prices: H100 2.50 USD/GPU-hour (overridden; catalog 2.99), "
+        f"H200 {shipped.gpu('H200').usd_per_gpu_hour:,.2f} USD/GPU-hour (catalog)")
+
+
+@pytest.mark.parametrize(("prices", "says"), [
+    (-1, f"k: {RULE} (got -1)"),
+    (0.0, f"k: {RULE} (got 0.0)"),
+    (float("inf"), f"k: {RULE} (got inf)"),
+    (float("nan"), f"k: {RULE} (got nan)"),
+    ("2", f"k: {RULE} (got '2')"),
+    (True, f"k: {RULE} (got True)"),
+    ({}, f"k: {RULE} (got an empty table)"),
+    ({"H100": -2}, f"k.H100: {RULE} (got -2)"),
+    ({"X100": 2}, "k: unknown GPU 'X100'; valid: H100, H200, B200"),
+])
+def test_catalog_priced_refuses_what_is_not_a_price(prices, says):
+    with pytest.raises(ConfigError) as err:
+        load_catalog().priced(prices, "k")
+    assert str(err.value).startswith(says)
+
+
+@pytest.mark.parametrize(("text", "value"), [("2.5", 2.5), (" 3 ", 3.0), ("H100=2.1,B200=4.5", {"H100": 2.1,
+                                                                                             "B200": 4.5})])
+def test_parse_prices(text, value):
+    assert parse_prices(text, "--usd-per-gpu-hour") == value
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-1", "nan", "inf", "H100=", "=2", "H100=2,H100=3", "H100=x"])
+def test_parse_prices_refuses_in_one_line_naming_the_option(text):
+    with pytest.raises(ConfigError) as err:
+        parse_prices(text, "--usd-per-gpu-hour")
+    assert str(err.value).startswith(f"--usd-per-gpu-hour: {RULE} like H100=2.1,H200=3.4")
+    assert str(err.value).endswith(f"(got {text!r})")
+
+
+def test_a_user_catalog_cannot_set_the_remembered_price(tmp_path):
+    raw = {"gpu": {"X": {"catalog_usd_per_gpu_hour": 1.0}}}
+    with pytest.raises(ConfigError, match="unknown key 'catalog_usd_per_gpu_hour'"):
+        parse_catalog(raw, tmp_path / "mine.toml")
+
+
+def test_scenario_key_prices_the_run_and_the_report_says_so(tmp_path):
+    sc = scenario(tmp_path, "usd_per_gpu_hour = {H100 = 1.0}")
+    assert load_scenario(sc).nodes()[0].usd_per_hour == 8.0
+    code, _, err = kvsim("run", sc, "--out", tmp_path / "rep")
+    assert code == 0
+    note = "GPU prices: H100 1.00 USD/GPU-hour (overridden; catalog 2.99)"
+    assert note in err.splitlines()
+    assert f"{note}.\n" in (tmp_path / "rep" / "summary.md").read_text()
+    headline = pd.read_csv(tmp_path / "rep" / "headline.csv")
+    assert headline["$/h"].tolist() == [8.0]  # 8 GPUs × 1.00
+    # without the key: the catalog's price, stated as such
+    code, _, err = kvsim("run", scenario(tmp_path), "--out", tmp_path / "rep0", "--usd-per-gpu-hour", "2.5")
+    assert code == 0 and "GPU prices: H100 2.50 USD/GPU-hour (overridden; catalog 2.99)" in err
+    assert pd.read_csv(tmp_path / "rep0" / "headline.csv")["$/h"].tolist() == [20.0]
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("-3", f"cluster.usd_per_gpu_hour: {RULE} (got -3)"),
+    ('"2.5"', f"cluster.usd_per_gpu_hour: {RULE} (got '2.5')"),
+    ("{Z = 1}", "cluster.usd_per_gpu_hour: unknown GPU 'Z'; valid: H100"),
+])
+def test_scenario_key_is_validated_in_one_line(tmp_path, value, says):
+    sc = scenario(tmp_path, f"usd_per_gpu_hour = {value}")
+    code, out, err = kvsim("run", sc, "--out", tmp_path / "rep")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"Error: {sc}: {says}")
+
+
+@pytest.mark.parametrize("command", [["run"], ["capacity"], ["sweep", "--grid", "cluster.nodes=1"],
+                                     ["compare", "--strategy", "native"]])
+def test_every_money_command_refuses_a_bad_price_in_one_line(tmp_path, command):
+    sc = scenario(tmp_path)
+    code, out, err = kvsim(command[0], sc, *command[1:], "--usd-per-gpu-hour", "free")
+    assert code == 2 and out == ""
+    assert err == f"Error: --usd-per-gpu-hour: {RULE} like H100=2.1,H200=3.4 (got 'free')\n"
+    code, _, err = kvsim(command[0], sc, *command[1:], "--usd-per-gpu-hour", "B201=3")
+    assert code == 2 and err.startswith("Error: --usd-per-gpu-hour: unknown GPU 'B201'; valid: H100")
+
+
+def test_compare_cost_per_token_scales_with_the_price(tmp_path):
+    args = ["compare", "--model", "Llama-3.1-8B", "--tp", "1", "--workload", "chat-4k", "--duration-s", "20",
+            "--strategy", "native", "--json"]
+    code, out, err = kvsim(*args)
+    assert code == 0 and "GPU prices: H100 2.99 USD/GPU-hour (catalog)" in err
+    catalog = json.loads(out)[0]["usd_per_million_tokens"]
+    code, out, err = kvsim(*args, "--usd-per-gpu-hour", "1.5")
+    assert code == 0 and "GPU prices: H100 1.50 USD/GPU-hour (overridden; catalog 2.99)" in err
+    assert json.loads(out)[0]["usd_per_million_tokens"] == pytest.approx(catalog * 1.5 / 2.99, rel=1e-9)
+
+
+def test_capacity_and_sweep_price_their_fleets(tmp_path):
+    sc = scenario(tmp_path)
+    code, out, err = kvsim("capacity", sc, "--usd-per-gpu-hour", "H100=1", "--json")
+    assert code == 0 and "GPU prices: H100 1.00 USD/GPU-hour (overridden; catalog 2.99)" in err
+    [row] = json.loads(out)
+    assert row["usd_per_hour"] == pytest.approx(8.0 * row["nodes"])
+    code, out, err = kvsim("sweep", sc, "--grid", "cluster.nodes=1,2", "--workers", "1", "--usd-per-gpu-hour", "2",
+                           "--json")
+    assert code == 0 and "GPU prices: H100 2.00 USD/GPU-hour (overridden; catalog 2.99)" in err
+    assert [r["usd_per_hour"] for r in json.loads(out)] == pytest.approx([16.0, 32.0])
+    code, out, err = kvsim("sweep", sc, "--grid", "cluster.usd_per_gpu_hour=1,3", "--workers", "1", "--json")
+    assert code == 0 and "(cluster.usd_per_gpu_hour swept)" in err
+    assert [r["usd_per_hour"] for r in json.loads(out)] == pytest.approx([8.0, 24.0])
