@@ -58,6 +58,7 @@ class _PrefixState:
         # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, path, last)``: the scheduler
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
         self._probed: tuple[Seq, int, int, list[Node], int] | None = None
+        self._drop_lru = eviction == "lru" and not tiers  # evict by `RadixTree.drop_lru`
 
     # ------------------------------------------------------------------ lookups
     def _pieces(self, seq: Seq) -> tuple[Piece, ...]:
@@ -230,6 +231,11 @@ class _PrefixState:
 
     def evict(self, n_blocks: int) -> int:
         tree, B = self.tree, self.B
+        if self._drop_lru:
+            freed = tree.drop_lru(n_blocks, EVICT_MIN_BLOCKS)
+            self.counters["evicted_blocks"] += freed
+            self.counters["dropped_blocks"] += freed
+            return freed
         freed = 0
         while freed < n_blocks:
             victim = tree.pop_victim(HBM)

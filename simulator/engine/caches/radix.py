@@ -349,6 +349,49 @@ class RadixTree:
             return node
         return None
 
+    def drop_lru(self, n_blocks: int, min_blocks: int) -> int:
+        """Evict from a one-tier LRU tree (nothing below HBM): `pop_victim`, a trim and `detach`
+        in one loop, the same victims in the same order; return the blocks freed.
+
+        Victims are dropped until `n_blocks` are free; a victim longer than ``max(left, min_blocks)``
+        blocks loses only that many from its tail, and keeps its place, key and stamp (`split` then
+        `detach` would leave a new node with the same ones). A one-tier tree's tier leaves are its
+        leaves, and LRU stamps are unique among them, so the order of the heap's stale entries
+        (those of a trimmed node included) never changes which leaf goes next.
+        """
+        B = self.B
+        heap = self.heaps[HBM]
+        pop, push, tie = heapq.heappop, heapq.heappush, self.tie
+        freed = 0
+        while freed < n_blocks and heap:
+            stamp, _, node = pop(heap)
+            parent = node.parent
+            if parent is None or node.ref or node.children:
+                continue
+            if stamp != node.stamp:
+                push(heap, (node.stamp, next(tie), node))
+                continue
+            b = node.tokens // B
+            want = n_blocks - freed
+            if want < min_blocks:
+                want = min_blocks
+            self.version += 1
+            if b > want:  # trim the leaf's tail; the head stays (as `split` then `detach` would leave it)
+                keep = (b - want) * B
+                node.pieces = cut(node.pieces, 0, node.pieces[0][1], keep)[0]
+                node.tokens = keep
+                b = want
+                push(heap, (node.stamp, next(tie), node))
+            else:
+                del parent.children[node.key]
+                node.parent = None
+                if parent is not self.root and not parent.ref and not parent.children:
+                    push(heap, (parent.stamp, next(tie), parent))
+            self.blocks[HBM] -= b
+            self.evictable -= b
+            freed += b
+        return freed
+
     def _fifo_victim(self, tier: int) -> Node | None:
         """The tier leaf that goes first for FIFO: the oldest unreferenced node of `tier`, or the
         leaf at the end of its oldest branch in `tier` (its subtree leaves before it)."""
