@@ -176,17 +176,19 @@ class ChunkedRuns:
     def _chunks_after(self, budget: int) -> Callable[[], tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool]
                                                               | None]:
         """A function giving, call by call, the next steps' chunks as the plans of stepping would form
-        them (the prefilling sequences in order, each ``min(left to prefill, budget left)``), with
+        them (the prefilling sequences in order, each ``min(left to prefill, budget left,
+        long_prefill_token_threshold)``), with
         their ``(new, context)`` pairs and whether one completes; None once a step is not full."""
         done = {seq.key: seq.prefilled + c for seq, c in self.chunks}  # prefilled after the steps so far
         prefilling = list(self.prefilling.values())
+        most = self.sched.long_prefill_token_threshold or budget  # a sequence's tokens a step, as `plan` caps them
         if len(prefilling) == 1:  # the usual case: one long prompt
             seq = prefilling[0]
             pre, target = done[seq.key], seq.target
 
             def one() -> tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool] | None:
                 nonlocal pre
-                if target - pre < budget:
+                if target - pre < budget or most < budget:
                     return None
                 before, pre = pre, pre + budget
                 return [(seq, budget)], [(budget, before)], pre >= target
@@ -201,7 +203,7 @@ class ChunkedRuns:
                 if left <= 0:
                     break
                 before = done.get(seq.key, seq.prefilled)
-                c = min(seq.target - before, left)
+                c = min(seq.target - before, left, most)
                 chunks.append((seq, c))
                 priced.append((c, before))
                 left -= c

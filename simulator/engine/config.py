@@ -45,6 +45,10 @@ class SchedulerConfig:
         With ``admission = "reserve"``: the output length set aside per request, as a request's
         ``max_tokens`` (a request that generates more sets aside its own length); 0: each
         request's own output length (an engine that knew it in advance).
+    long_prefill_token_threshold : int
+        Most prompt tokens one sequence prefills in a step (vLLM's
+        ``--long-prefill-token-threshold``: a longer prefill is chunked at it even when the budget
+        has room, so several prompts share a step); 0: no cap but the budget.
     """
 
     max_num_seqs: int = 256
@@ -54,6 +58,7 @@ class SchedulerConfig:
     queue_timeout_s: float = math.inf
     admission: str = "prompt"
     reserve_output_tokens: int = 0
+    long_prefill_token_threshold: int = 0
 
     def __post_init__(self) -> None:
         w = "SchedulerConfig"
@@ -65,6 +70,8 @@ class SchedulerConfig:
         must(mode in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", mode)
         must(self.queue_timeout_s > 0, w, "queue_timeout_s", "> 0", self.queue_timeout_s)
         must(self.admission in ADMISSION_POLICIES, w, "admission", f"one of {ADMISSION_POLICIES}", self.admission)
+        lp = self.long_prefill_token_threshold
+        must(lp >= 0, w, "long_prefill_token_threshold", ">= 0 (0: off)", lp)
         res = self.reserve_output_tokens
         must(res >= 0, w, "reserve_output_tokens", ">= 0", res)
         if res:
@@ -194,6 +201,7 @@ class EngineConfig:
                 else self.scheduler.queue_timeout_s,
                 "admission": self.scheduler.admission,
                 "reserve_output_tokens": self.scheduler.reserve_output_tokens,
+                "long_prefill_token_threshold": self.scheduler.long_prefill_token_threshold,
             },
             "router": {"name": self.router, **self.router_params},
             "cache": {"name": self.cache, **self.cache_params},

@@ -168,10 +168,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             need = self.hist[-self.S % B]
             self.rejoined.append(seq)
         budget = self.sched.max_num_batched_tokens - self.n_dec
+        most = self.sched.long_prefill_token_threshold or budget  # one sequence's prefill tokens a step
         for seq in self.prefilling.values():
             if budget <= 0:
                 break
-            chunk = min(seq.target - seq.prefilled, budget)
+            chunk = min(seq.target - seq.prefilled, budget, most)
             self.chunks.append((seq, chunk))
             budget -= chunk
         if not preempted and not self.swapped:
@@ -213,7 +214,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.admit_s = now
                 self.running[seq.key] = seq
                 self.prefilling[seq.key] = seq
-                chunk = min(seq.target - seq.prefilled, budget)
+                chunk = min(seq.target - seq.prefilled, budget, most)
                 self.chunks.append((seq, chunk))
                 budget -= chunk
         if not self.chunks and not self.n_dec:
