@@ -13,6 +13,7 @@ from simulator.cli.common import handle_errors
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
 from workloads import load_workload, write_workload
+from workloads.traces.native import check_suffix
 
 
 def _json_safe(value: Any) -> Any:
@@ -53,14 +54,17 @@ def describe(
 
 @workload.command("generate")
 @click.argument("spec")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="the file to write: .csv or .jsonl, the format its suffix names")
 @seed_option("seed for the generator", default=0)
 @duration_option("seconds of arrivals to generate (default: the workload's)")
 @click.option("--force", is_flag=True, help="overwrite --out if it exists")
 @handle_errors
 def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: bool) -> None:
-    """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim format."""
-    if out.exists() and not force:  # before generating anything
+    """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim's request
+    format, CSV or JSONL as --out's suffix says (what `kvsim run --trace` and `workload describe` read)."""
+    check_suffix(out, "--out")  # before generating anything
+    if out.exists() and not force:
         raise ConfigError(f"--out {out}: exists; pass --force to overwrite it")
     if out.is_dir():
         raise ConfigError(f"--out {out}: is a folder; give a file (.csv or .jsonl)")

@@ -99,3 +99,41 @@ def test_unwritable_out_and_infinite_duration_are_one_line_errors(tmp_path: Path
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "No such file or directory" in r.output
     r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration-s", "inf"])
     assert r.exit_code == 2 and r.output == "Error: --duration-s: must be a finite number > 0 (got 'inf')\n"
+
+
+def test_generate_writes_what_the_suffix_says(tmp_path: Path) -> None:
+    from workloads import load_workload
+    from workloads.traces.native import COLUMNS
+
+    expected = load_workload("chat-4k", seed=3, duration_s=60).requests()
+    for name, fmt in (("a.csv", "csv"), ("b.jsonl", "jsonl"), ("c.CSV", "csv"), ("d.JSONL", "jsonl")):
+        out = tmp_path / name
+        r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(out), "--seed", "3",
+                                          "--duration-s", "60"])
+        assert r.exit_code == 0, r.output
+        first = out.read_text().splitlines()[0]
+        if fmt == "csv":
+            assert first == ",".join(COLUMNS)
+        else:
+            assert list(json.loads(first)) == list(COLUMNS)
+        assert read_trace(out).requests() == expected  # and it reads back, request for request
+
+
+@pytest.mark.parametrize(("name", "suffix"), [("x.parquet", "'.parquet'"), ("x.csv.gz", "'.gz'"),
+                                              ("x", "'no suffix'"), ("x.json", "'.json'")])
+def test_generate_refuses_a_suffix_it_does_not_write(tmp_path: Path, name: str, suffix: str) -> None:
+    out = tmp_path / name
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(out), "--duration-s", "5"])
+    assert r.exit_code == 2 and not out.exists()
+    assert r.output == (f"Error: --out '{out}': must end in .csv or .jsonl (kvsim's request formats, which it "
+                        f"reads back; got {suffix})\n")
+
+
+def test_write_workload_refuses_an_unknown_suffix_before_writing(tmp_path: Path) -> None:
+    from simulator.errors import ConfigError
+    from workloads import load_workload, write_workload
+
+    out = tmp_path / "x.parquet"
+    with pytest.raises(ConfigError, match=r"^write_workload '.*x\.parquet': must end in \.csv or \.jsonl"):
+        write_workload(load_workload("chat-4k", duration_s=5), out)
+    assert not out.exists()

@@ -40,7 +40,7 @@ def detect_format(path: Path) -> str:
         raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     if "\x00" in first:  # a binary file (/proc/self/environ): say so, and echo none of it
         raise ConfigError(f"{path.name}: not a text file (it holds NUL bytes); a trace must be UTF-8 text")
-    if path.suffix == ".jsonl" or first.startswith("{"):
+    if path.suffix.lower() == ".jsonl" or first.startswith("{"):
         try:
             keys = set(json.loads(first)) if first else set()
         except (json.JSONDecodeError, TypeError, RecursionError):

@@ -19,9 +19,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from simulator.errors import ConfigError, shown
 from workloads.request import Request
 from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded, text_lines
 from workloads.workload import ReadStats, Workload, format_segments
+
+WRITE_SUFFIXES = (".csv", ".jsonl")  # what `write_workload` writes: the formats `read_trace` reads back
 
 COLUMNS = (
     "id", "arrival_s", "session_id", "turn", "prompt_tokens", "output_tokens",
@@ -38,12 +41,24 @@ def _row(r: Request) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def write_workload(workload: Iterable[Request], path: str | Path) -> int:
-    """Write requests to `path` (``.jsonl`` -> JSONL, anything else -> CSV); returns the count."""
+def check_suffix(path: str | Path, where: str = "write_workload") -> Path:
+    """`path`, if its suffix names a format `write_workload` writes (`WRITE_SUFFIXES`, any case);
+    otherwise `ConfigError` naming `where`, the path and the suffixes allowed (a ``.parquet`` name
+    must not hold CSV)."""
     path = Path(path)
+    if path.suffix.lower() not in WRITE_SUFFIXES:
+        raise ConfigError(f"{where} {shown(str(path))}: must end in {' or '.join(WRITE_SUFFIXES)} (kvsim's request "
+                          f"formats, which it reads back; got {shown(path.suffix or 'no suffix')})")
+    return path
+
+
+def write_workload(workload: Iterable[Request], path: str | Path) -> int:
+    """Write requests to `path` in the format its suffix names (``.csv`` or ``.jsonl``, any case;
+    another suffix is a `ConfigError` before anything is written); returns the count."""
+    path = check_suffix(path)
     n = 0
     with path.open("w", newline="") as f:
-        if path.suffix == ".jsonl":
+        if path.suffix.lower() == ".jsonl":
             for r in workload:
                 f.write(json.dumps(_row(r)) + "\n")
                 n += 1
@@ -118,7 +133,7 @@ def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
 
     def rows() -> Iterator[tuple[int, Any]]:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            if path.suffix == ".jsonl":
+            if path.suffix.lower() == ".jsonl":
                 for line_no, line in enumerate(text_lines(path, f), start=1):
                     if line.strip():
                         try:
