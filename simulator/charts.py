@@ -64,19 +64,35 @@ def _tokens(x: float, _pos: int = 0) -> str:
     return f"{x:g}"
 
 
+#: A colour per KV layout (its label, `simulator.kv` ``Layout.label``), whatever list, order or chart draws
+#: it; a layout not named here gets one of `_MORE_COLOURS` from a hash of its label (stable across runs).
+LAYOUT_COLOURS = {"native": "C0", "fp8": "C1", "mla": "C2", "cross-layer:0.5": "C3", "compress:8:4096": "C4",
+                  "mla+fp8": "C5", "int4": "C6", "int8": "C8", "fp4": "C9"}
+_MORE_COLOURS = ("#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d",
+                 "#31a354", "#756bb1")
+
+
+def layout_colour(label: str) -> str:
+    """The colour of KV layout `label` in every chart (`LAYOUT_COLOURS`, else a stable hash of the label)."""
+    import zlib
+
+    return LAYOUT_COLOURS.get(label) or _MORE_COLOURS[zlib.crc32(label.encode()) % len(_MORE_COLOURS)]
+
+
 @plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
                         simulated: pd.DataFrame | None = None) -> Axes:
-    """Max streams vs context (log-log) for one hardware kind: a colour per KV layout, a line style
-    per parallelism plan (column ``plan``, optional).
+    """Max streams vs context (log-log) for one hardware kind: a colour per KV layout (`layout_colour`),
+    a line style per parallelism plan (column ``plan``, optional).
 
-    `simulated` (optional: columns ``context_tokens``, ``peak_streams``) adds measured points.
+    `simulated` (optional: columns ``context_tokens``, ``peak_streams``, optionally ``mean_streams``
+    and ``layout``, the layout simulated) adds measured points. The first layout's analytic streams
+    at 4k and 128k are quoted in a box at the lower left, off the lines and markers.
     """
     ax = ax or plt.figure(figsize=(7, 5)).gca()
     df = df if "plan" in df else df.assign(plan="")
     hw = df["hardware"].iloc[0]
     plans = list(dict.fromkeys(df["plan"]))
-    colours = {lay: f"C{i}" for i, lay in enumerate(dict.fromkeys(df["layout"]))}
     styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
@@ -91,24 +107,28 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
             ls, lw = (0, (2, 3)), 3.0
         else:
             drawn[key] = str(layout)
-        ax.plot(g["context_tokens"], g["max_streams"], color=colours[layout], ls=ls, lw=lw, label=name,
+        ax.plot(g["context_tokens"], g["max_streams"], color=layout_colour(str(layout)), ls=ls, lw=lw, label=name,
                 zorder=3 if lw > 1.8 else 2)
-    first = df[(df["layout"] == df["layout"].iloc[0]) & (df["plan"] == plans[0])]
+    first_layout = df["layout"].iloc[0]
+    first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
     native = first.set_index("context_tokens")["max_streams"]
-    for n in (4096, 131072):
-        if n in native.index and native[n] > 0:
-            ax.annotate(f"{native[n]:,} @ {_tokens(n)}", (n, native[n]), textcoords="offset points",
-                        xytext=(8, -14), fontsize=9, color=colours[df["layout"].iloc[0]], fontweight="bold")
+    quoted = [f"{native[n]:,} at {_tokens(n)}" for n in (4096, 131072) if n in native.index and native[n] > 0]
+    if quoted:
+        ax.text(0.02, 0.03, f"{first_layout}" + (f", {plans[0]}" if len(plans) > 1 else "") + ": "
+                + ", ".join(quoted) + " streams", transform=ax.transAxes, fontsize=9, fontweight="bold",
+                color=layout_colour(str(first_layout)), va="bottom",
+                bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
+    title = f"{hw}: KV budget per " + ("GPU " if "kv_budget_bytes_per_gpu" in df else "node ")
     if max_context_tokens:
-        ax.axvline(max_context_tokens, color="grey", ls=":", lw=1)
-        ax.text(max_context_tokens, 0.98, "model's max context ", rotation=90, va="top", ha="right",
-                fontsize=8, color="grey", transform=ax.get_xaxis_transform())
+        ax.axvline(max_context_tokens, color="grey", ls=":", lw=1.2)
     if simulated is not None and len(simulated):
+        what = (f"simulated ({simulated['layout'].iloc[0]}" + (f", {plans[0]}" if len(plans) > 1 else "") + ")"
+                if "layout" in simulated else "simulated")
         ax.scatter(simulated["context_tokens"], simulated["peak_streams"], color="black", marker="X", s=60,
-                   zorder=5, label="simulated peak, flooded")
+                   zorder=5, label=f"{what}: peak, flooded")
         if "mean_streams" in simulated:
             ax.scatter(simulated["context_tokens"], simulated["mean_streams"], facecolors="none",
-                       edgecolors="black", marker="o", s=60, zorder=5, label="simulated mean at 80% offered load")
+                       edgecolors="black", marker="o", s=60, zorder=5, label=f"{what}: mean at 80% offered load")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens))
@@ -116,45 +136,96 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax.set_ylabel("max concurrent streams per node")
     per_gpu = "kv_budget_bytes_per_gpu" in df
     budgets = df.groupby("plan", sort=False)["kv_budget_bytes_per_gpu" if per_gpu else "kv_budget_bytes"].first() / GB
-    ax.set_title(f"{hw}: KV budget per {'GPU' if per_gpu else 'node'} " + ", ".join(
-        f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items()), fontsize=10)
+    title += ", ".join(f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items())
+    if max_context_tokens:
+        title += f"\ndotted: the model's max context ({_tokens(max_context_tokens)})"
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="KV layout" + (", plan" if len(plans) > 1 else ""), fontsize=8, title_fontsize=8)
+    ax.legend(title="KV layout" + (", plan" if len(plans) > 1 else ""), fontsize=8, title_fontsize=8,
+              loc="upper right")
     return ax
+
+
+def _goodput_caption(sim: pd.DataFrame) -> str:
+    """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
+    and ``tpot_ok_fraction`` when the frame has them)."""
+    text = ("Lower row: one node offered 80% of the concurrency its KV memory allows (Poisson arrivals, the "
+            "scenario's scheduler and SLOs); goodput = share of requests meeting both p99 SLOs.")
+    if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
+        ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
+        tpot_miss = float((1 - sim.tpot_ok_fraction).mean())
+        if ttft_miss > tpot_miss:
+            text += (f"\nThe misses are time to first token ({100 * ttft_miss:.0f}% of requests on average against "
+                     f"{100 * tpot_miss:.0f}% for time per token): the offered rate assumes pure-decode steps, but "
+                     "new prompts' prefill chunks share those steps, so each stream runs longer than assumed, the KV "
+                     "pool or the prefill token budget fills, and arrivals queue. Memory sized for m streams is not a "
+                     "fleet sized for m streams.")
+        elif tpot_miss > 0:
+            text += (f"\nThe misses are time per output token ({100 * tpot_miss:.0f}% of requests on average against "
+                     f"{100 * ttft_miss:.0f}% for time to first token): a batch that large reads too much KV a step.")
+    return text
 
 
 @plain_text
 def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
                     simulated: pd.DataFrame | None = None) -> Figure:
     """One panel per hardware kind, sharing the y axis; `simulated` adds measured streams per kind
-    and, when it carries goodput, a second row with the share of requests meeting the SLOs."""
+    and, when it carries goodput, a second row with the share of requests meeting the SLOs (and,
+    with ``ttft_ok_fraction``/``tpot_ok_fraction``, each SLO's share), captioned with why."""
     kinds = list(dict.fromkeys(df["hardware"]))
     with_goodput = simulated is not None and "goodput_fraction" in simulated and len(simulated) > 0
     rows = 2 if with_goodput else 1
-    fig, axes = plt.subplots(rows, len(kinds), figsize=(max(8.0, 6.2 * len(kinds)), 5.4 + 2.6 * (rows - 1)),
+    width_in = max(8.0, 6.2 * len(kinds)) + 2.8  # the legends right of the panels
+    caption = _goodput_caption(simulated) if with_goodput and simulated is not None else ""
+    if caption:
+        import textwrap
+
+        caption = "\n".join(textwrap.fill(line, int(13.5 * width_in)) for line in caption.split("\n"))
+    caption_in = 0.16 * (caption.count("\n") + 1) + 0.1 if caption else 0.0  # its height, inches
+    fig, axes = plt.subplots(rows, len(kinds), figsize=(width_in, 5.6 + 3.0 * (rows - 1) + caption_in),
                              sharey="row", squeeze=False, gridspec_kw={"height_ratios": [3, 1.2][:rows]})
     for col, hw in enumerate(kinds):
         sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
         plot_collapse_panel(df[df["hardware"] == hw], axes[0][col], max_context_tokens, sim)
         if with_goodput and sim is not None:
             g = axes[1][col]
-            g.plot(sim["context_tokens"], 100 * sim["goodput_fraction"], color="black", marker="s", ms=5)
+            g.plot(sim["context_tokens"], 100 * sim["goodput_fraction"], color="black", marker="s", ms=5,
+                   label="both SLOs (goodput)")
+            if "ttft_ok_fraction" in sim:
+                g.plot(sim["context_tokens"], 100 * sim["ttft_ok_fraction"], color="C3", marker="v", ms=5, ls="--",
+                       label="TTFT SLO")
+            if "tpot_ok_fraction" in sim:
+                g.plot(sim["context_tokens"], 100 * sim["tpot_ok_fraction"], color="C9", marker="^", ms=5, ls=":",
+                       label="TPOT SLO")
             g.set_xscale("log", base=2)
             g.xaxis.set_major_formatter(FuncFormatter(_tokens))
             g.set_xlim(axes[0][col].get_xlim())
             g.set_ylim(-5, 105)
             g.set_xlabel("context length per stream (tokens)")
-            g.set_title("simulated, native layout, 80% of the analytic concurrency offered", fontsize=9)
+            layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
+            g.set_title(f"simulated, {layout}, 80% of the analytic concurrency offered", fontsize=9)
             g.grid(True, alpha=0.3)
             axes[0][col].set_xlabel("")
+    merged: dict[str, Any] = {}  # one legend a row, right of its last panel (the panels draw the same layouts)
+    for ax in axes[0]:
+        handles, labels = ax.get_legend_handles_labels()
+        merged.update({label: h for h, label in zip(handles, labels, strict=True) if label not in merged})
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    axes[0][-1].legend(list(merged.values()), list(merged), title="KV layout" + (", plan" if "plan" in df and
+                       df["plan"].nunique() > 1 else ""), fontsize=8, title_fontsize=8, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     if with_goodput:
         axes[1][0].set_ylabel("requests meeting\nthe SLOs (%)")
+        axes[1][-1].legend(fontsize=8, title="requests meeting", title_fontsize=8, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     for ax in axes[0][1:]:
         ax.set_ylabel("")
     sep = " " if len(kinds) > 1 else "\n"  # one panel is too narrow for the subtitle on one line
     fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length{sep}"
                  "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=11)
-    fig.tight_layout()
+    fig.text(0.01, 0.05 / fig.get_figheight(), caption, fontsize=8.5, va="bottom", ha="left", color="0.2")
+    fig.tight_layout(rect=(0, caption_in / fig.get_figheight(), 1, 1))
     return fig
 
 
@@ -186,67 +257,150 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
     return fig
 
 
+#: Colours of the KV pool's two bands (apart from the per-fleet colours of the other panels).
+SEQUENCE_COLOUR, CACHE_COLOUR = "#2a7f62", "#e8b04a"
+
+
+def kv_bands(ts: pd.DataFrame, blocks_per_replica: int, block_tokens: int, bin_s: float = 10.0,
+             cache: bool = True) -> tuple[pd.DataFrame, bool]:
+    """The KV pool's use over time in two bands, as % of one replica's blocks (`bin_s` means over
+    the fleet's replicas' samples); and whether the split is exact.
+
+    Columns ``minute`` (the bin's start), ``used`` (every block in use, the prefix cache's included:
+    its time mean is the summary's ``kv_utilization``), ``sequences`` (blocks running sequences
+    hold) and ``cache`` (``used − sequences``: blocks only the prefix cache holds, which it gives
+    up under pressure). Exact without a cache (`cache` false: every block in use is a sequence's)
+    and when the samples carry ``kv_evictable_blocks`` (the cache's blocks no running sequence
+    references: ``sequences = used − evictable``); otherwise estimated from the tokens running
+    sequences hold, ``min(used, ⌈kv_tokens / block_tokens⌉)``, which counts a prefix shared by
+    several running sequences once per sequence and leaves out the rest of the blocks a prefilling
+    sequence has reserved.
+    """
+    exact = "kv_evictable_blocks" in ts or not cache
+    used = ts.kv_blocks_used.astype(float)
+    if not cache:
+        seqs = used
+    elif "kv_evictable_blocks" in ts:
+        seqs = used - ts.kv_evictable_blocks
+    else:
+        seqs = np.minimum(used, np.ceil(ts.kv_tokens / block_tokens))
+    frame = pd.DataFrame({"minute": (ts.time_s // bin_s) * bin_s / 60, "used": used, "sequences": seqs})
+    means = 100 * frame.groupby("minute").mean() / blocks_per_replica
+    means["cache"] = means.used - means.sequences
+    return means.reset_index(), exact
+
+
 @plain_text
-def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int]) -> Figure:
-    """KV-pool use, waiting requests and GPU utilisation over time, averaged over each fleet's replicas."""
-    fig, (a, b, c) = plt.subplots(3, 1, figsize=(12, 8.4), sharex=True)
-    for i, (hw, ts) in enumerate(frames.items()):
-        if ts.empty:
-            continue
+def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int],
+                      block_tokens: dict[str, int] | int = 16,
+                      kv_utilization: dict[str, float] | None = None,
+                      kv_cache_share: dict[str, float] | None = None) -> Figure:
+    """What each fleet's replicas hold and do over time (10 s means over its replicas).
+
+    One panel per fleet: the KV pool in two stacked bands, the blocks running sequences hold and
+    those only the prefix cache holds (`kv_bands`), against the whole pool (100%); `kv_utilization`
+    (the summaries' time means) is quoted in its title, and a fleet whose `kv_cache_share` is 0 (no
+    prefix cache) draws one band. Below: waiting requests, and the step's MFU and HBM-bandwidth use,
+    one colour per fleet. Legends sit right of the panels, off the data.
+    """
+    fleets = [hw for hw, ts in frames.items() if not ts.empty]
+    n = len(fleets)
+    fig, axes = plt.subplots(n + 2, 1, figsize=(13, 2.3 * n + 5.0), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [1.0] * n + [1.15, 1.15]})
+    b, c = axes[n][0], axes[n + 1][0]
+    approximate: list[bool] = []
+    for i, hw in enumerate(fleets):
+        ts, a = frames[hw], axes[i][0]
+        bt = block_tokens[hw] if isinstance(block_tokens, dict) else block_tokens
+        cached = (kv_cache_share or {}).get(hw, 1.0) != 0
+        bands, exact = kv_bands(ts, blocks_per_replica[hw], bt, cache=cached)
+        approximate.append(not exact)
+        approx = "" if exact else "≈ "
+        a.stackplot(bands.minute, bands.sequences, *([bands.cache] if cached else []),
+                    colors=[SEQUENCE_COLOUR, CACHE_COLOUR], alpha=0.9,
+                    labels=[f"{approx}held by running sequences",
+                            f"{approx}held only by the prefix cache" + (" (evictable)" if exact else "")])
+        a.axhline(100, color="0.25", ls="--", lw=1, label="the whole pool")
+        a.set_ylim(0, 110)
+        a.set_ylabel("KV blocks\n(% of the pool)")
+        mean = (kv_utilization or {}).get(hw)
+        a.set_title(f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
+                                                    if mean is not None else ""), fontsize=10, loc="left")
         t = ts.assign(minute=(ts.time_s // 10) * 10 / 60)
         g = t.groupby("minute")
-        color = f"C{i}"
-        a.plot(g.kv_blocks_used.mean().index, 100 * g.kv_blocks_used.mean() / blocks_per_replica[hw], label=hw,
-               color=color)
-        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw, color=color)
+        colour = f"C{i % 10}"
+        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw, color=colour)
         if "mfu" in t:
-            c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=color)
+            c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=colour)
             c.plot(g.hbm_bw_util.mean().index, 100 * g.hbm_bw_util.mean(), label=f"{hw} HBM bandwidth",
-                   color=color, ls="--")
-    a.set(ylabel="KV pool used, incl.\ncached prefixes (% of blocks)",
-          title="KV memory, queue and GPU utilisation over time (10 s means per replica)")
-    a.set_ylim(0, 105)
-    b.set(ylabel="waiting requests per replica")
-    c.set(xlabel="simulated time (min)", ylabel="utilisation of the step (%)")
+                   color=colour, ls="--")
+    b.set(ylabel="waiting requests\nper replica")
+    b.set_title("queue", fontsize=10, loc="left")
+    c.set(xlabel="simulated time (min)", ylabel="% of the GPU's peak\n(FLOP/s; HBM bytes/s)")
+    c.set_title("GPU utilisation of the step as formed", fontsize=10, loc="left")
     c.set_ylim(0, 105)
-    for ax in (a, b, c):
+    for (ax,) in axes:
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    note = ("" if not any(approximate) else
+            "\n≈: sequences' share estimated from the tokens they hold (a prefix several of them share counts once "
+            "for each); the cache's is the rest in use")
+    fig.suptitle("KV memory, queue and GPU utilisation over time (10 s means over each fleet's replicas)" + note,
+                 fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _binding_label(why: str, width: int) -> str:
+    """A capacity plan's binding constraint as a tick-label line: ``binds: compute``, or what suffices."""
+    import textwrap
+
+    text = why.removeprefix("none (").removesuffix(")") if why.startswith("none") else f"binds: {why}"
+    return textwrap.fill(text, width)
 
 
 @plain_text
 def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour. A plan with a
     ``fleet`` column (`simulator.xpyd.plan_split_capacity`) draws an xPyD fleet's prefill nodes hatched
-    at the bottom of its bar, and labels each bar with its fleet."""
-    import textwrap
+    at the bottom of its bar, and names each bar's fleet.
 
+    Each bar carries only its number; what binds goes under the kind's name, one tick label a group,
+    so that labels never run into each other however many fleets tie.
+    """
     split = "fleet" in plan
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13 if split else 11, 4.8 if split else 4.4))
-    x = np.arange(len(plan))
-    labels = [f"{hw}\n{f}" for hw, f in zip(plan.hardware, plan.fleet, strict=True)] if split else list(plan.hardware)
+    n = len(plan)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(max(11.0, 2.6 * n + 3.0), 5.2 if split else 4.8))
+    x = np.arange(n)
+    width = max(14, min(26, int(60 / n) + 6))  # characters a tick label's line holds
+    labels = [f"{hw}" + (f"\n{fleet}" if split else "") + "\n" + _binding_label(why, width)
+              for hw, fleet, why in zip(plan.hardware, plan.fleet if split else plan.hardware, plan.binding,
+                                        strict=True)]
     prefill = plan.prefill_nodes if split else pd.Series(0, index=plan.index)
-    a.bar(x - 0.2, plan.nodes, 0.4, label="nodes to meet the SLOs (simulated)")
+    nodes = a.bar(x - 0.2, plan.nodes, 0.4, color="C0", label="nodes that meet the SLOs (simulated)")
     if split and prefill.any():
         a.bar(x - 0.2, prefill, 0.4, color="C1", hatch="//", edgecolor="0.2", label="of which prefill nodes (xPyD)")
-    a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, label="memory floor (analytic; xPyD: its decode pool)", color="0.6")
-    for i, (n, why) in enumerate(zip(plan.nodes, plan.binding, strict=True)):
-        label = f"{n}: one node suffices" if why.startswith("none") else f"{n} (binds: {why})"
-        a.annotate(textwrap.fill(label, 22), (i - 0.2, n), ha="center", va="bottom", fontsize=8)
+    floor = a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, color="0.6",
+                  label="memory floor (analytic" + ("; xPyD: its decode pool)" if split else ")"))
+    for bars in (nodes, floor):
+        a.bar_label(bars, fmt="{:,.0f}", padding=2, fontsize=9)
     a.set(xticks=x, ylabel="nodes", title="Fleet size")
-    a.set_ylim(0, max(plan.nodes) * 1.35 + 1)
+    top = float(max(plan.nodes.max(), plan.memory_floor_nodes.max()))
+    a.set_ylim(0, top * 1.3 + 0.8)  # room for the numbers and the legend above the tallest bar
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
-    a.legend(fontsize=8, loc="upper right")
-    b.bar(x, plan.usd_per_hour, color="C2")
-    for i, (usd, per_m) in enumerate(zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)):
-        b.annotate(f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out", (i, usd), ha="center", va="bottom", fontsize=9)
-    b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost")
-    b.set_ylim(0, max(plan.usd_per_hour) * 1.3)
+    a.legend(fontsize=8, loc="upper left")
+    cost = b.bar(x, plan.usd_per_hour, 0.6, color="C2")
+    b.bar_label(cost, labels=[f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out" for usd, per_m in
+                              zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)],
+                padding=2, fontsize=8)
+    b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost (and per million output tokens)")
+    b.set_ylim(0, float(plan.usd_per_hour.max()) * 1.3)
+    a.set_xticklabels(labels, fontsize=9)
+    b.set_xticklabels([f"{hw}\n{fleet}" if split else hw for hw, fleet in
+                       zip(plan.hardware, plan.fleet if split else plan.hardware, strict=True)], fontsize=9)
     for ax in (a, b):
-        ax.set_xticklabels(labels, fontsize=8 if split else None)
         ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(x=0.04)
     fig.suptitle(f"Capacity plan: {title}" + (" (aggregated vs disaggregated at the same SLOs)" if split else ""))
     fig.tight_layout()
     return fig

@@ -77,7 +77,8 @@ def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     analytic = collapse_table(load_catalog(), model, kinds, layouts, memory_utilization=sc.cluster.memory_utilization,
                               block_tokens=sc.cluster.block_tokens, plans=plans)
     points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
-    sims = [simulated_collapse(sc.engine_config(hw), points, run.seed) for hw in kinds]
+    configs = [sc.engine_config(hw) for hw in kinds]
+    sims = [simulated_collapse(c, points, run.seed).assign(layout=c.layout.label) for c in configs]
     return analytic, pd.concat(sims, ignore_index=True)
 
 
@@ -165,7 +166,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n",
            "![timeseries](" + _save(timeseries_figure(
                {hw: r.timeseries for hw, r in run.results.items()},
-               {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()}), out / "timeseries.png")
+               {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()},
+               {hw: r.config.block_tokens for hw, r in run.results.items()},
+               {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
+               {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()}), out / "timeseries.png")
            + ")\n"]
     if sc.disaggregation is not None:
         md += _fleets_section(run, out)

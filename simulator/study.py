@@ -160,7 +160,9 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     - **at capacity**: Poisson arrivals offered at `offered_fraction` of the analytic concurrency,
       ``λ = f · m / (prefill_s(n − o) + o · step_s(m, m · (n − o/2)))`` with ``m`` the analytic
       max streams, under the config's own scheduler limits: ``mean_streams`` is the concurrency
-      achieved and ``goodput_rps`` the requests per second that meet the config's SLOs.
+      achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
+      ``goodput_fraction`` their share of the requests, ``ttft_ok_fraction`` and ``tpot_ok_fraction``
+      the shares of requests that completed within each SLO alone (TPOT on the mean, as goodput).
     """
     from simulator.capacity import kv_budget, max_streams
     from simulator.cost import StepModel, load_params
@@ -185,16 +187,18 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
         s = run(flood, saturating_requests(int(n), out, n_req, rate_per_s=1e3, rng=rng), seed).summary
         row = {"hardware": node.key, "context_tokens": int(n), "analytic_streams": m,
                "peak_streams": s["max_concurrency"], "mean_streams": float("nan"), "goodput_rps": float("nan"),
-               "goodput_fraction": float("nan")}
+               "goodput_fraction": float("nan"), "ttft_ok_fraction": float("nan"), "tpot_ok_fraction": float("nan")}
         if m >= 1:
             a_s, b_s = timer.decode_coefficients(min(m, config.scheduler.max_num_seqs))
             batch = min(m, config.scheduler.max_num_seqs)
             service_s = timer.prefill_s(n - out, 0) + out * (a_s + b_s * batch * (n - out / 2))
             rate = offered_fraction * batch / service_s
-            c = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng),
-                    seed).summary
+            at = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng), seed)
+            c, done = at.summary, at.requests[at.requests.outcome == "completed"]
             row.update(mean_streams=c["mean_concurrency"], goodput_rps=c["goodput_requests_per_s"],
-                       goodput_fraction=c["goodput_fraction"])
+                       goodput_fraction=c["goodput_fraction"],
+                       ttft_ok_fraction=float((done.ttft_s <= steady.slo_ttft_s).sum() / len(at.requests)),
+                       tpot_ok_fraction=float((~(done.tpot_mean_s > steady.slo_tpot_s)).sum() / len(at.requests)))
         rows.append(row)
     return pd.DataFrame(rows)
 

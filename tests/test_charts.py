@@ -1,0 +1,182 @@
+"""The report's charts say what their data say: the KV pool's two bands, capacity labels that never
+collide, collapse colours that follow the layout, and the goodput row's layout and caption."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+
+from simulator.charts import (
+    CACHE_COLOUR,
+    SEQUENCE_COLOUR,
+    capacity_figure,
+    collapse_figure,
+    kv_bands,
+    layout_colour,
+    plot_collapse_panel,
+    timeseries_figure,
+)
+
+# --- the KV pool in two bands -------------------------------------------------------------------
+
+# Three samples of one fleet: two in the first 10 s bin (replicas 0 and 1), one in the second.
+SAMPLES = pd.DataFrame({"time_s": [0.0, 5.0, 12.0], "replica": [0, 1, 0], "kv_blocks_used": [100, 60, 80],
+                        "kv_tokens": [800, 480, 2000], "running": [3, 2, 4], "waiting": [0, 1, 2],
+                        "mfu": [0.3, 0.2, 0.4], "hbm_bw_util": [0.5, 0.4, 0.6]})
+
+
+def test_kv_bands_estimated_from_tokens():
+    """Blocks of 16 tokens, pools of 200 blocks. Sequences hold ⌈800/16⌉ = 50 and ⌈480/16⌉ = 30 of the
+    100 and 60 blocks in use in the first bin, ⌈2000/16⌉ = 125 clipped to the 80 in use in the second.
+    First bin: used (100 + 60)/2 = 80 = 40%, sequences (50 + 30)/2 = 40 = 20%, cache 20%; second: 40%,
+    40%, 0%."""
+    bands, exact = kv_bands(SAMPLES, 200, 16)
+    assert not exact
+    assert bands.minute.tolist() == [0.0, 10 / 60]
+    assert bands.used.tolist() == [40.0, 40.0]
+    assert bands.sequences.tolist() == [20.0, 40.0]
+    assert bands.cache.tolist() == [20.0, 0.0]
+
+
+def test_kv_bands_exact_from_evictable_blocks_or_without_a_cache():
+    """With the cache's unreferenced blocks (30, 10, 0) sequences hold 70, 50, 80: 30% and 40%."""
+    bands, exact = kv_bands(SAMPLES.assign(kv_evictable_blocks=[30, 10, 0]), 200, 16)
+    assert exact and bands.sequences.tolist() == [30.0, 40.0] and bands.cache.tolist() == [10.0, 0.0]
+    bands, exact = kv_bands(SAMPLES, 200, 16, cache=False)  # no prefix cache: every block is a sequence's
+    assert exact and bands.sequences.tolist() == bands.used.tolist() == [40.0, 40.0]
+    assert bands.cache.tolist() == [0.0, 0.0]
+
+
+def _fill_colours(ax):
+    return [tuple(round(c, 3) for c in coll.get_facecolor()[0][:3]) for coll in ax.collections]
+
+
+def test_timeseries_figure_stacks_sequences_and_cache_under_the_pool():
+    frames = {"8xH100": SAMPLES, "8xB200": SAMPLES.assign(kv_blocks_used=[10, 10, 10], kv_tokens=[160] * 3)}
+    fig = timeseries_figure(frames, {"8xH100": 200, "8xB200": 200}, 16, {"8xH100": 0.84, "8xB200": 0.05},
+                            {"8xH100": 0.6, "8xB200": 0.0})
+    h100, b200, queue, util = fig.axes
+    assert "84% in use on average" in h100.get_title(loc="left") and "8xB200" in b200.get_title(loc="left")
+    # a fleet with a prefix cache: two bands, their top the pool in use (40% in both bins), the pool at 100%
+    rgb = matplotlib_rgb
+    assert _fill_colours(h100) == [rgb(SEQUENCE_COLOUR), rgb(CACHE_COLOUR)]
+    top = h100.collections[1].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(40.0)
+    assert [t.get_text() for t in h100.get_legend().get_texts()] == [
+        "≈ held by running sequences", "≈ held only by the prefix cache", "the whole pool"]
+    assert any(line.get_ydata()[0] == 100 for line in h100.lines)
+    # no prefix cache: one exact band
+    assert _fill_colours(b200) == [rgb(SEQUENCE_COLOUR)]
+    assert b200.get_legend().get_texts()[0].get_text() == "held by running sequences"
+    assert "≈: sequences' share estimated" in fig.get_suptitle()
+    assert queue.get_ylabel().startswith("waiting requests") and util.get_xlabel() == "simulated time (min)"
+    plt.close(fig)
+
+
+def matplotlib_rgb(colour: str) -> tuple[float, ...]:
+    from matplotlib.colors import to_rgb
+
+    return tuple(round(c, 3) for c in to_rgb(colour))
+
+
+# --- capacity: labels that never run into each other ----------------------------------------------
+
+def _texts_apart(fig, gap_px: float = 3.0) -> None:
+    """Every bar label lies inside its axes, every tick label inside the figure, and no two of them
+    come closer than `gap_px` (touching labels read as one)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        inside = ax.get_window_extent(renderer)
+        labels = [t for t in ax.texts if t.get_text()]
+        ticks = [t for t in ax.get_xticklabels() if t.get_text()]
+        boxes = {id(t): t.get_window_extent(renderer) for t in labels + ticks}
+        for t in labels:
+            b = boxes[id(t)]
+            assert inside.x0 <= b.x0 and b.x1 <= inside.x1 and b.y1 <= inside.y1, f"{t.get_text()!r} leaves its axes"
+        for t in ticks:
+            b = boxes[id(t)]
+            assert fig.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 and fig.bbox.y0 <= b.y0, f"{t.get_text()!r} clipped"
+        for t1, t2 in itertools.combinations(labels + ticks, 2):
+            b1 = boxes[id(t1)].padded(gap_px / 2)
+            assert not b1.overlaps(boxes[id(t2)].padded(gap_px / 2)), (t1.get_text(), t2.get_text())
+
+
+def test_capacity_labels_stay_apart_when_fleets_tie():
+    """Three kinds needing 2 nodes each (the tie that ran "2 (binds: compute)" into its neighbours)."""
+    plan = pd.DataFrame({"hardware": ["8xH100", "8xH200", "8xB200"], "nodes": [2, 2, 2],
+                         "memory_floor_nodes": [1, 1, 1], "usd_per_hour": [47.84, 60.64, 95.84],
+                         "usd_per_million_output_tokens": [2.61, 3.29, 5.19],
+                         "binding": ["compute", "compute", "none (1 node suffices)"]})
+    fig = capacity_figure(plan, "capacity-plan")
+    _texts_apart(fig)
+    size = fig.axes[0]
+    assert [t.get_text() for t in size.texts] == ["2", "2", "2", "1", "1", "1"]
+    assert [t.get_text() for t in size.get_xticklabels()] == [
+        "8xH100\nbinds: compute", "8xH200\nbinds: compute", "8xB200\n1 node suffices"]
+    plt.close(fig)
+
+
+def test_capacity_labels_stay_apart_for_split_fleets():
+    plan = pd.DataFrame({
+        "hardware": ["8xH100", "8xH100", "8xB200", "8xB200"], "fleet": ["aggregated", "1P2D", "aggregated", "1P1D"],
+        "nodes": [33, 3, 2, 2], "prefill_nodes": [0, 1, 0, 1], "memory_floor_nodes": [2, 2, 1, 1],
+        "usd_per_hour": [789.0, 71.8, 95.8, 95.8], "usd_per_million_output_tokens": [30.1, 2.7, 3.6, 3.6],
+        "binding": ["compute", "prefill compute, decode batch cap (max_num_seqs)", "compute",
+                    "none (one replica a pool suffices)"]})
+    fig = capacity_figure(plan, "disaggregated")
+    _texts_apart(fig)
+    assert fig.axes[0].get_xticklabels()[1].get_text().startswith("8xH100\n1P2D\nbinds: prefill")
+    plt.close(fig)
+
+
+# --- collapse: colours follow the layout; the goodput row says what ran and why ------------------
+
+def _analytic(layouts: list[str]) -> pd.DataFrame:
+    rows = []
+    for k, layout in enumerate(layouts):
+        per_token = [328_000, 92_000, 164_000][["native", "mla", "fp8"].index(layout)]
+        for n in (1024, 4096, 131072):
+            rows.append({"hardware": "8xH100", "plan": "TP8", "layout": layout, "context_tokens": n,
+                         "kv_budget_bytes": 4.3e11, "kv_budget_bytes_per_gpu": 5.4e10, "bytes_per_token": per_token,
+                         "max_streams": int(1.3e6 / n * 328_000 / per_token) + k})
+    return pd.DataFrame(rows)
+
+
+def test_layout_colours_do_not_depend_on_the_order_drawn():
+    assert layout_colour("native") == "C0" and layout_colour("mla") == "C2"
+    assert layout_colour("gqa:4") == layout_colour("gqa:4")  # a layout not in the table: stable hash
+    colours = {}
+    for order in (["native", "mla", "fp8"], ["mla", "fp8", "native"]):
+        ax = plot_collapse_panel(_analytic(order))
+        colours[tuple(order)] = {line.get_label().split(" ")[0]: line.get_color() for line in ax.lines}
+        plt.close(ax.figure)
+    assert colours[("native", "mla", "fp8")] == colours[("mla", "fp8", "native")]
+
+
+def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
+    simulated = pd.DataFrame({"hardware": "8xH100", "context_tokens": [4096, 131072], "analytic_streams": [144, 4],
+                              "peak_streams": [150, 4], "mean_streams": [110.0, 3.6], "goodput_rps": [1.0, 0.0],
+                              "goodput_fraction": [0.2, 0.0], "ttft_ok_fraction": [0.2, 0.0],
+                              "tpot_ok_fraction": [1.0, 1.0], "layout": "mla"})
+    fig = collapse_figure(_analytic(["mla", "native"]), "Llama-3.1-70B", 131072, simulated)
+    top, goodput = fig.axes
+    assert goodput.get_title() == "simulated, mla layout, 80% of the analytic concurrency offered"
+    caption = fig.texts[-1].get_text().replace("\n", " ")
+    assert "time to first token (90% of requests on average against 0% for time per token)" in caption
+    assert [line.get_label() for line in goodput.lines] == ["both SLOs (goodput)", "TTFT SLO", "TPOT SLO"]
+    # no text of the upper panel sits on a simulated marker
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    markers = [p for coll in top.collections if isinstance(coll, PathCollection)
+               for p in top.transData.transform(coll.get_offsets())]
+    assert len(markers) == 4
+    for text in top.texts:
+        box = text.get_window_extent(renderer)
+        assert not any(box.contains(x, y) for x, y in markers), text.get_text()
+    assert "simulated (mla): peak, flooded" in [t.get_text() for t in top.get_legend().get_texts()]
+    plt.close(fig)
