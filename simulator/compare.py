@@ -21,6 +21,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from simulator.charts import plain_text
 from simulator.engine import EngineConfig, StepTimer, run
@@ -98,7 +99,11 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
                        timer: StepTimer | TimerFactory | None = None) -> pd.DataFrame:
     """Run `requests` under each strategy set; one row per set with the headline figures.
 
-    ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``.
+    ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``;
+    ``usd_per_million_output_tokens`` the same over output tokens alone (the run summary's).
+    ``meets_slo``: p99 TTFT and p99 TPOT within the config's SLOs (``slo_ttft_s``, ``slo_tpot_s``)
+    and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = (n − 1) /
+    (last arrival − first arrival)``.
     ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with,
     against an MHA, bf16, full-retention baseline (the layout's `simulator.kv.footprint` factors at
     the mean context, times the share of its tokens' KV retention keeps: `kept_kv_fraction`).
@@ -108,6 +113,11 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         raise ConfigError("compare: 'strategies' must name at least one strategy set (got none)")
     configs = [parse_strategy_set(s, base_config) for s in must_specs]  # all errors before any run
     check_context(base_config, requests)
+    from simulator.planning import meets_slo
+
+    arrivals = [r.arrival_s for r in requests]
+    span_s = max(arrivals) - min(arrivals) if arrivals else 0.0
+    offered = (len(arrivals) - 1) / span_s if span_s > 0 else math.nan  # Poisson's estimate of the rate
     rows: list[dict[str, Any]] = []
     for spec, config in zip(must_specs, configs, strict=True):
         res = run(config, requests, seed=seed, timer=timer)
@@ -118,11 +128,15 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         kept = kept_kv_fraction(req) if config.retention != "full" else 1.0
         rows.append({
             "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
+            "meets_slo": meets_slo(res, config.slo_ttft_s, config.slo_tpot_s),
+            "slo_ttft_s": config.slo_ttft_s, "slo_tpot_s": config.slo_tpot_s, "offered_requests_per_s": offered,
             "kv_blocks_per_replica": s["kv_blocks_per_replica"], "completed": s["completed"],
             "max_concurrency": s["max_concurrency"], "mean_concurrency": s["mean_concurrency"],
             "tokens_per_s": s["tokens_per_s"], "output_tokens_per_s": s["output_tokens_per_s"],
             "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p99_s": s["tpot_p99_s"],
             "usd_per_million_tokens": s["cost_usd"] / tokens * 1e6 if tokens else math.nan,
+            "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
+            "goodput_fraction": s["goodput_fraction"], "timed_out": s["timed_out"],
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "quality_debit_points": s["quality_debit_points"],
             "memory_factor": layout_factor * kept,
@@ -146,36 +160,106 @@ def kept_kv_fraction(requests: pd.DataFrame) -> float:
     return 1.0 - int(done.evicted_tokens.sum()) / full if full > 0 else math.nan
 
 
-PANELS = (("max_concurrency", "max concurrent requests", "requests"),
-          ("tokens_per_s", "throughput (prompt + output)", "tokens / s"),
-          ("ttft_p99_s", "p99 time to first token", "seconds (log)"),
-          ("usd_per_million_tokens", "cost per million tokens", "USD / Mtok"),
-          ("prefix_hit_ratio_tokens", "prefix-cache hit share", "share of prompt tokens"),
-          ("quality_debit_points", "stated quality debit", "points (LongBench-style)"))
+MEETS_COLOUR, MISSES_COLOUR = "#2ca02c", "#d62728"
+
+
+TIE = 0.01  # costs within 1% of each other are a tie, broken by the smaller quality debit
+
+
+def _ranked(df: pd.DataFrame) -> pd.DataFrame:
+    """The strategy sets that meet the SLOs first, cheapest first (costs within `TIE` of the cheapest
+    tie, and the smaller quality debit goes first); then those that miss, cheapest first."""
+    cost = df["usd_per_million_output_tokens"].astype(float)
+    meets = df["meets_slo"].astype(bool)
+    floor = cost[meets].min() if meets.any() else math.nan
+    tier = cost.where(~(meets & (cost <= floor * (1 + TIE))), floor)  # the cheapest ones' cost, as one
+    return df.assign(_miss=~meets, _tier=tier).sort_values(["_miss", "_tier", "quality_debit_points"],
+                                                           kind="stable").drop(columns=["_miss", "_tier"])
+
+
+def _missed(row: pd.Series) -> str:
+    """What a strategy set that misses the SLOs misses: ``TTFT``, ``TPOT``, timeouts."""
+    parts = [name for name, col, slo in (("TTFT", "ttft_p99_s", "slo_ttft_s"), ("TPOT", "tpot_p99_s", "slo_tpot_s"))
+             if row[col] > row[slo]]  # a NaN TPOT (one-token answers) breaks no SLO
+    if row.get("timed_out", 0) > 0:
+        parts.append("timeouts")
+    return " and ".join(parts) if parts else "an SLO"
+
+
+def _figure(v: float, unit: str) -> str:
+    return f"{v:,.0f} {unit}" if v >= 1000 else f"{v:,.3g} {unit}"
 
 
 @plain_text
 def compare_figure(df: pd.DataFrame, title: str) -> Figure:
-    """A bar chart per headline figure, one bar per strategy set (same colour per set across panels)."""
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
-    colors = [f"C{i % 10}" for i in range(len(df))]
-    labels = list(df["strategy"])
-    for ax, (col, name, unit) in zip(axes.flat, PANELS, strict=True):
-        values = df[col].fillna(0.0).to_numpy()
-        bars = ax.bar(range(len(df)), values, color=colors)
-        ax.set_title(name, fontsize=11)
-        ax.set_ylabel(unit)
-        ax.set_xticks(range(len(df)), labels, rotation=30, ha="right", fontsize=9)
-        if col == "ttft_p99_s" and (values > 0).all() and values.max() / values.min() > 20:
-            ax.set_yscale("log")
-        else:
-            ax.set_ylabel(unit.replace(" (log)", ""))
-        for bar, v in zip(bars, values, strict=True):
-            text = f"{v:.0%}" if col == "prefix_hit_ratio_tokens" else f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                        fontsize=8, xytext=(0, 2), textcoords="offset points")
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.margins(y=0.15)
-    fig.suptitle(title, fontsize=13)
+    """Which strategy set serves this traffic cheapest within the SLOs (`compare_strategies`' rows).
+
+    Left: USD per million output tokens on this fleet at this load, one bar a set, green where it
+    meets both p99 SLOs and red (hatched) where it misses one, cheapest first among those that meet;
+    each set's stated quality debit beside its name. Right: its p99 TTFT and TPOT as a share of
+    their SLOs (log scale when they span over 20×), the SLO at 100%: how much room each set leaves.
+    """
+    from matplotlib.patches import Patch
+
+    d = _ranked(df).reset_index(drop=True)
+    n = len(d)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(15, 2.8 + 0.55 * n), sharey=True,
+                               gridspec_kw={"width_ratios": [1.15, 1]})
+    y = list(range(n))
+    meets = d["meets_slo"].astype(bool).to_list()
+    cost = d["usd_per_million_output_tokens"].to_numpy(dtype=float)
+    a.barh(y, cost, color=[MEETS_COLOUR if ok else MISSES_COLOUR for ok in meets],
+           hatch=["" if ok else "//" for ok in meets], edgecolor="0.25", height=0.65)
+    best = next((i for i, ok in enumerate(meets) if ok), None)
+    tied = best is not None and sum(ok and c <= cost[best] * (1 + TIE) for c, ok in zip(cost, meets, strict=True)) > 1
+    for i, (v, ok) in enumerate(zip(cost, meets, strict=True)):
+        text = f"${v:,.3g}" + ("" if ok else "  misses " + _missed(d.iloc[i]))
+        if i == best:
+            text += "  ← the cheapest within the SLOs"
+            text += "\n(a tie on cost: the smaller quality debit)" if tied else ""
+        a.annotate(text, (v if math.isfinite(v) else 0.0, i), xytext=(4, 0), textcoords="offset points",
+                   va="center", fontsize=9, fontweight="bold" if i == best else "normal")
+    a.set_xlim(0, float(pd.Series(cost).max()) * 1.55 if n and pd.Series(cost).notna().any() else 1.0)
+    labels = [f"{name}" + (f"\nquality debit {debit:g} pt" if debit > 0 else "")
+              for name, debit in zip(d["strategy"], d["quality_debit_points"].fillna(0.0), strict=True)]
+    a.set_yticks(y, labels, fontsize=9)
+    a.invert_yaxis()
+    a.set_xlabel("USD per million output tokens (this fleet, this load)")
+    a.set_title("Cost per output token at this load (one fleet: it differs where a run overruns)", fontsize=11)
+    slo_ttft, slo_tpot = float(d["slo_ttft_s"].iloc[0]), float(d["slo_tpot_s"].iloc[0])
+    a.legend(handles=[Patch(facecolor=MEETS_COLOUR, edgecolor="0.25", label="meets both p99 SLOs"),
+                      Patch(facecolor=MISSES_COLOUR, edgecolor="0.25", hatch="//", label="misses an SLO")],
+             fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    h = 0.36
+    ttft = d["ttft_p99_s"].to_numpy(dtype=float) / slo_ttft
+    tpot = d["tpot_p99_s"].to_numpy(dtype=float) / slo_tpot
+    b.barh([i - h / 2 for i in y], ttft, h, color="C0", label=f"TTFT p99 (SLO {slo_ttft:g} s)")
+    b.barh([i + h / 2 for i in y], tpot, h, color="C4", label=f"TPOT p99 (SLO {slo_tpot * 1e3:g} ms)")
+    for i in y:
+        for off, share, text in ((-h / 2, ttft[i], _figure(d["ttft_p99_s"].iloc[i], "s")),
+                                 (h / 2, tpot[i], _figure(d["tpot_p99_s"].iloc[i] * 1e3, "ms"))):
+            if math.isfinite(share):
+                b.annotate(text, (share, i + off), xytext=(3, 0), textcoords="offset points", va="center",
+                           fontsize=7.5)
+    b.axvline(1, color="red", ls=":", lw=1.5, label="the SLO (1×)")
+    shares = pd.Series([*ttft, *tpot]).replace([math.inf, -math.inf], math.nan).dropna()
+    shares = shares[shares > 0]
+    if len(shares) and shares.max() > 20 * shares.min():
+        b.set_xscale("log")
+        b.set_xlim(min(0.1, float(shares.min()) / 1.5), float(shares.max()) * 8)
+        b.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,g}×"))
+        b.set_xlabel("p99 latency ÷ its SLO (log scale; past 1× misses it)")
+    else:
+        b.set_xlim(0, max(1.3, float(shares.max()) * 1.3) if len(shares) else 1.3)
+        b.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
+        b.set_xlabel("p99 latency ÷ its SLO (past 1× misses it)")
+    b.set_title("Latency against the SLOs: the room each leaves", fontsize=11)
+    b.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    for ax in (a, b):
+        ax.grid(True, axis="x", alpha=0.3)
+    rate = d["offered_requests_per_s"].iloc[0] if "offered_requests_per_s" in d else math.nan
+    load = f", {rate:,.3g} requests/s offered" if math.isfinite(rate) else ""
+    fig.suptitle(f"{title}{load}\nWhich strategy serves this traffic cheapest within the SLOs "
+                 f"(p99 TTFT ≤ {slo_ttft:g} s, p99 TPOT ≤ {slo_tpot * 1e3:g} ms)?", fontsize=12)
     fig.tight_layout()
     return fig

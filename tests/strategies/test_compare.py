@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -40,8 +42,54 @@ def test_levers_on_the_code_repo_workload() -> None:
     assert df.ttft_p99_s["prefix"] < df.ttft_p99_s["native"]
     debit = df.quality_debit_points
     assert debit["streaming-llm"] > debit["mla"] > 0 == debit["prefix"]
+    # each row says whether it met the SLOs (EngineConfig's defaults: p99 TTFT 2 s, p99 TPOT 100 ms), as the
+    # capacity planner judges a fleet
+    slo_met = (df.ttft_p99_s <= 2.0) & ~(df.tpot_p99_s > 0.1) & (df.timed_out == 0)
+    assert (df.meets_slo == slo_met).all() and (df.slo_ttft_s == 2.0).all() and (df.slo_tpot_s == 0.1).all()
+    assert df.offered_requests_per_s.nunique() == 1
+    assert (df.usd_per_million_output_tokens > df.usd_per_million_tokens).all()
     fig = compare_figure(df.reset_index(), "test")
-    assert len(fig.axes) == 6 and all(ax.get_title() for ax in fig.axes)
+    assert len(fig.axes) == 2 and all(ax.get_title() for ax in fig.axes)
+    plt.close(fig)
+
+
+def _rows() -> pd.DataFrame:
+    """Four strategy sets at SLOs of 10 s and 100 ms: two meet them within 1% of each other's cost
+    (fp8 with a 0.1-point debit, cross-layer with 1 point), prefix misses TPOT, native both."""
+    return pd.DataFrame({
+        "strategy": ["native", "prefix", "prefix+cross-layer:0.5", "prefix+fp8"],
+        "meets_slo": [False, False, True, True],
+        "usd_per_million_output_tokens": [150.0, 55.0, 55.1, 55.3],
+        "quality_debit_points": [0.0, 0.0, 1.0, 0.1],
+        "ttft_p99_s": [6000.0, 9.0, 8.0, 7.0], "tpot_p99_s": [0.5, 0.16, 0.08, 0.07], "timed_out": [0, 0, 0, 0],
+        "slo_ttft_s": 10.0, "slo_tpot_s": 0.1, "offered_requests_per_s": 0.476})
+
+
+def test_compare_chart_answers_which_set_is_cheapest_within_the_slos() -> None:
+    from matplotlib.colors import to_hex
+
+    from simulator.compare import MEETS_COLOUR, MISSES_COLOUR
+
+    fig = compare_figure(_rows(), "Llama-3.1-70B on 1× 8xH100 (tp 8): code-repo-128k")
+    cost, latency = fig.axes
+    # those that meet first, the cost tie broken by the smaller quality debit; then those that miss, cheapest first
+    assert [t.get_text().split("\n")[0] for t in cost.get_yticklabels()] == [
+        "prefix+fp8", "prefix+cross-layer:0.5", "prefix", "native"]
+    assert [to_hex(bar.get_facecolor()) for bar in cost.patches[:4]] == [MEETS_COLOUR, MEETS_COLOUR, MISSES_COLOUR,
+                                                                         MISSES_COLOUR]
+    assert [bar.get_width() for bar in cost.patches[:4]] == [55.3, 55.1, 55.0, 150.0]
+    notes = [t.get_text() for t in cost.texts]
+    assert notes[0].startswith("$55.3  ← the cheapest within the SLOs") and "a tie on cost" in notes[0]
+    assert notes[2] == "$55  misses TPOT" and notes[3] == "$150  misses TTFT and TPOT"
+    assert [t.get_text() for t in cost.get_legend().get_texts()] == ["meets both p99 SLOs", "misses an SLO"]
+    assert cost.get_xlabel().startswith("USD per million output tokens")
+    # latency as a multiple of each SLO, on a log axis when the spread is wide (native's 600× TTFT)
+    assert latency.get_xscale() == "log"
+    widths = [bar.get_width() for bar in latency.patches[:8]]
+    assert widths[:4] == pytest.approx([0.7, 0.8, 0.9, 600.0]) and widths[4:] == pytest.approx([0.7, 0.8, 1.6, 5.0])
+    title = fig.get_suptitle()
+    assert "0.476 requests/s offered" in title and "p99 TTFT ≤ 10 s, p99 TPOT ≤ 100 ms" in title
+    plt.close(fig)
 
 
 def test_cli_compare(tmp_path: Path) -> None:
