@@ -88,7 +88,7 @@ def test_the_renamed_options_are_where_they_belong():
 def test_old_spellings_still_work_and_mean_the_same():
     new = invoke("workload", "describe", "chat-4k", "--duration-s", "60", "--json")
     assert invoke("workload", "describe", "chat-4k", "--duration", "60", "--json") == new
-    assert json.loads(new)["n_requests"] == 27  # 60 s of chat-4k at seed 0
+    assert json.loads(new)[0]["n_requests"] == 27  # 60 s of chat-4k at seed 0
     new = invoke("cost", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "64",
                  "--weight-dtype", "fp8", "--json")
     old = invoke("cost", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "64",

@@ -66,6 +66,18 @@ class WorkloadSummary:
         """Nested plain dict (JSON-serialisable)."""
         return asdict(self)
 
+    def to_record(self) -> dict[str, object]:
+        """One flat row with snake_case keys, each statistic before the unit as in ``ttft_p99_s``:
+        ``prompt_tokens_mean``, ``prompt_tokens_p99``, ``reuse_gap_p50_s`` (the ``--json`` row)."""
+        row: dict[str, object] = {}
+        for key, value in self.to_dict().items():
+            if isinstance(value, dict):
+                stem, unit = (key[:-2], "_s") if key.endswith("_s") else (key, "")
+                row.update({f"{stem}_{k}{unit}": v for k, v in value.items()})
+            else:
+                row[key] = value
+        return row
+
     def to_frame(self) -> pd.DataFrame:
         """One row per figure: columns ``metric``, ``value``."""
         rows: list[tuple[str, object]] = []

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any
 
 import click
+import pandas as pd
 
-from simulator.cli.common import handle_errors
+from simulator.cli.common import echo_json, handle_errors, records
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
 from workloads import load_workload, write_workload
 from workloads.traces.native import check_suffix
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN -> None, recursively (JSON has no NaN)."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
 
 
 @click.group("workload")
@@ -46,8 +35,8 @@ def describe(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop"
     )
     summary = w.summary()
-    if as_json:
-        click.echo(json.dumps(_json_safe(summary.to_dict()), indent=2))
+    if as_json:  # one record, as every --json table: snake_case keys, numbers as numbers, NaN as null
+        echo_json(records(pd.DataFrame([summary.to_record()])))
     else:
         click.echo(summary.to_frame().to_string(index=False))
 

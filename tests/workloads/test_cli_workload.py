@@ -23,7 +23,7 @@ def test_generate_then_describe_round_trip(tmp_path: Path) -> None:
     assert r.output.strip() == f"wrote {n} requests to {out}"
     r = CliRunner().invoke(workload, ["describe", str(out), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["n_requests"] == n
+    assert json.loads(r.output)[0]["n_requests"] == n
     r = CliRunner().invoke(workload, ["describe", "chat-4k", "--seed", "2", "--duration-s", "120"])
     assert r.exit_code == 0 and f"n_requests {n}" in " ".join(r.output.split())
 
@@ -49,32 +49,32 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2
     assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 0 (got 'abc')\n"
     r = CliRunner().invoke(workload, ["describe", str(bad), "--skip-bad-rows", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)["skipped_rows"] == 1
+    assert r.exit_code == 0 and json.loads(r.output)[0]["skipped_rows"] == 1
 
 
 @needs_traces
 def test_describe_mooncake_synthetic_figures() -> None:
     r = CliRunner().invoke(workload, ["describe", str(TRACES / "mooncake-synthetic.jsonl"), "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)
+    [s] = json.loads(r.output)
     assert s["n_requests"] == 3993
     assert s["prefix_hit_share"] == pytest.approx(0.651, abs=0.0005)
-    assert s["prompt_tokens"]["mean"] == pytest.approx(15_325, abs=1)
-    assert s["prompt_tokens"]["p99"] == pytest.approx(66_456, abs=1)
-    assert s["output_tokens"]["mean"] == pytest.approx(149, abs=0.5)
+    assert s["prompt_tokens_mean"] == pytest.approx(15_325, abs=1)
+    assert s["prompt_tokens_p99"] == pytest.approx(66_456, abs=1)
+    assert s["output_tokens_mean"] == pytest.approx(149, abs=0.5)
 
 
 @needs_traces
 def test_describe_azure_figures() -> None:
     r = CliRunner().invoke(workload, ["describe", str(TRACES / "azure-2023-conv.csv"), "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)
+    [s] = json.loads(r.output)
     assert s["n_requests"] == 19_366
-    assert s["prompt_tokens"]["mean"] == pytest.approx(1155, abs=0.5)
-    assert s["prompt_tokens"]["p50"] == 1020
-    assert s["prompt_tokens"]["p99"] == 4142
-    assert s["output_tokens"]["mean"] == pytest.approx(211, abs=0.5)
-    assert s["output_tokens"]["p50"] == 129
+    assert s["prompt_tokens_mean"] == pytest.approx(1155, abs=0.5)
+    assert s["prompt_tokens_p50"] == 1020
+    assert s["prompt_tokens_p99"] == 4142
+    assert s["output_tokens_mean"] == pytest.approx(211, abs=0.5)
+    assert s["output_tokens_p50"] == 129
     s = read_trace(TRACES / "azure-2023-code.csv").summary()
     figures = (s.n_requests, s.prompt_tokens.p50, s.prompt_tokens.p99, s.output_tokens.p50)
     assert figures == (8819, 1469, 7436, 13)
@@ -137,3 +137,32 @@ def test_write_workload_refuses_an_unknown_suffix_before_writing(tmp_path: Path)
     with pytest.raises(ConfigError, match=r"^write_workload '.*x\.parquet': must end in \.csv or \.jsonl"):
         write_workload(load_workload("chat-4k", duration_s=5), out)
     assert not out.exists()
+
+
+def test_describe_json_is_one_record_like_every_table(tmp_path: Path) -> None:
+    """Two requests: the second re-reads the first's 100-token segment 2 s later and adds 50.
+    Hand-worked: rate 2 / 2 s = 1 /s; prompt mean (100 + 150) / 2 = 125; prefix hit share
+    100 / 250 = 0.4; one reuse of chain [1] with a gap of 2 s; output mean (10 + 20) / 2 = 15."""
+    trace = tmp_path / "two.csv"
+    trace.write_text("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"
+                     "cache_breakpoints,source\n0,0.0,0,0,100,10,99,1:100,,t\n1,2.0,1,0,150,20,98,1:100;2:50,,t\n")
+    r = CliRunner().invoke(workload, ["describe", str(trace), "--json"])
+    assert r.exit_code == 0, r.output
+
+    def strict(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    doc = json.loads(r.stdout, parse_constant=strict)
+    assert isinstance(doc, list) and len(doc) == 1
+    [row] = doc
+    assert all(key.replace("_", "").isalnum() and key == key.lower() for key in row)  # snake_case
+    assert (row["n_requests"], row["n_sessions"], row["n_reuses"], row["skipped_rows"]) == (2, 2, 1, 0)
+    assert all(type(row[k]) is int for k in ("n_requests", "n_sessions", "n_reuses", "skipped_rows"))
+    assert (row["duration_s"], row["rate_per_s"], row["prompt_tokens_mean"], row["output_tokens_mean"]) == (
+        2.0, 1.0, 125.0, 15.0)
+    assert row["prefix_hit_share"] == pytest.approx(0.4)
+    assert row["reuse_gap_mean_s"] == row["reuse_gap_p99_s"] == 2.0
+    # an empty window: the figures that have no observation are null, not NaN
+    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration-s", "0.001", "--json"])
+    [empty] = json.loads(r.stdout, parse_constant=strict)
+    assert empty["n_requests"] == 0 and empty["prompt_tokens_p50"] is None and empty["reuse_gap_p50_s"] is None
