@@ -41,11 +41,13 @@ class KvsimClickError(click.ClickException):
 @contextmanager
 def config_errors() -> Iterator[None]:
     """Turn kvsim's own errors (bad input, does-not-fit), file-system errors and running out of
-    memory into `KvsimClickError`."""
+    memory into `KvsimClickError`; a broken pipe on output passes through untouched."""
     try:
         yield
     except KvsimError as exc:
         raise KvsimClickError(str(exc)) from None
+    except BrokenPipeError:  # the reader went away (`kvsim models | head -1`): no error of ours; click's
+        raise                # main silences stdout and exits 1 with nothing printed
     except OSError as exc:  # an --out folder that cannot be written, a file that cannot be read
         raise KvsimClickError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
     except MemoryError:

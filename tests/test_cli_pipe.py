@@ -1,0 +1,30 @@
+"""A reader that goes away (`kvsim models | head -1`) is no error of kvsim's: nothing more is
+printed and the command exits 1 (click's status for a broken pipe), never "Error: Broken pipe"."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+KVSIM = [sys.executable, "-m", "simulator.cli"]
+
+
+@pytest.mark.parametrize("args", [["models"], ["calc", "--context", "100"], ["models", "--json"],
+                                  ["workload", "describe", "chat-4k", "--duration-s", "60"]])
+def test_a_closed_pipe_is_quiet(args):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before kvsim writes a byte: its first write fails with EPIPE
+    try:
+        r = subprocess.run([*KVSIM, *args], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert r.stderr == "" and r.returncode == 1
+
+
+def test_a_shell_pipeline_into_head():
+    """``kvsim models | head -n 0``: head exits without reading, so kvsim's first write meets a closed
+    pipe however fast it runs (``head -1`` may read the whole table before it goes)."""
+    cmd = " ".join([*KVSIM, "models"]) + " | head -n 0; echo \"kvsim exit ${PIPESTATUS[0]}\""
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert (r.stdout, r.stderr) == ("kvsim exit 1\n", "")
