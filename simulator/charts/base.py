@@ -1,0 +1,58 @@
+"""What every chart shares: plain text (no mathtext in user strings), closing a figure, token ticks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plain_text(fn: F) -> F:
+    """Decorator of a chart function: the texts of the figure it draws are plain, ``$`` included.
+
+    Titles, labels, legends and annotations embed user strings (scenario, file, model, node,
+    strategy and profile names); matplotlib reads ``$...$`` as mathtext and a formula it cannot
+    parse fails when the figure is laid out or saved, after the tables are written. This is the one
+    place that turns parsing off: while `fn` draws (``text.parse_math``, this one setting, not
+    `plt.rc_context`, whose exit would also restore ``interactive`` and hide a notebook's later
+    charts), and afterwards on every text of its figure but the tick labels, which never hold user
+    strings and which a log axis writes as ``$\\mathdefault{10^{2}}$``.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        parse_math = plt.rcParams["text.parse_math"]
+        plt.rcParams["text.parse_math"] = False
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            plt.rcParams["text.parse_math"] = parse_math
+        fig = out if isinstance(out, Figure) else getattr(out, "figure", None)
+        if fig is not None:
+            ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                     for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks())
+                     for t in (tick.label1, tick.label2)}
+            for text in fig.findobj(Text):
+                text.set_parse_math(id(text) in ticks and parse_math)
+        return out
+
+    return cast(F, wrapper)
+
+
+def close_figure(fig: Any) -> None:
+    """Release a figure the command line drew to a file (a long session must not pile them up)."""
+    plt.close(fig)
+
+
+def tokens_tick(x: float, _pos: int = 0) -> str:
+    if x >= 2**20:
+        return f"{x / 2**20:g}M"
+    if x >= 2**10:
+        return f"{x / 2**10:g}k"
+    return f"{x:g}"

@@ -1,0 +1,66 @@
+"""The capacity plan's chart: nodes that meet the SLOs against the memory floor, and what the fleet costs."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from simulator.charts.base import plain_text
+
+
+def _binding_label(why: str, width: int) -> str:
+    """A capacity plan's binding constraint as a tick-label line: ``binds: compute``, or what suffices."""
+    import textwrap
+
+    text = why.removeprefix("none (").removesuffix(")") if why.startswith("none") else f"binds: {why}"
+    return textwrap.fill(text, width)
+
+
+@plain_text
+def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
+    """Nodes needed per hardware kind (with the memory floor) and the fleet's $/hour. A plan with a
+    ``fleet`` column (`simulator.xpyd.plan_split_capacity`) draws an xPyD fleet's prefill nodes hatched
+    at the bottom of its bar, and names each bar's fleet.
+
+    Each bar carries only its number; what binds goes under the kind's name, one tick label a group,
+    so that labels never run into each other however many fleets tie.
+    """
+    split = "fleet" in plan
+    n = len(plan)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(max(11.0, 2.6 * n + 3.0), 5.2 if split else 4.8))
+    x = np.arange(n)
+    width = max(14, min(26, int(60 / n) + 6))  # characters a tick label's line holds
+    labels = [f"{hw}" + (f"\n{fleet}" if split else "") + "\n" + _binding_label(why, width)
+              for hw, fleet, why in zip(plan.hardware, plan.fleet if split else plan.hardware, plan.binding,
+                                        strict=True)]
+    prefill = plan.prefill_nodes if split else pd.Series(0, index=plan.index)
+    nodes = a.bar(x - 0.2, plan.nodes, 0.4, color="C0", label="nodes that meet the SLOs (simulated)")
+    if split and prefill.any():
+        a.bar(x - 0.2, prefill, 0.4, color="C1", hatch="//", edgecolor="0.2", label="of which prefill nodes (xPyD)")
+    floor = a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, color="0.6",
+                  label="memory floor (analytic" + ("; xPyD: its decode pool)" if split else ")"))
+    for bars in (nodes, floor):
+        a.bar_label(bars, fmt="{:,.0f}", padding=2, fontsize=9)
+    a.set(xticks=x, ylabel="nodes", title="Fleet size")
+    top = float(max(plan.nodes.max(), plan.memory_floor_nodes.max()))
+    a.set_ylim(0, top * 1.3 + 0.8)  # room for the numbers and the legend above the tallest bar
+    a.yaxis.set_major_locator(MaxNLocator(integer=True))
+    a.legend(fontsize=8, loc="upper left")
+    cost = b.bar(x, plan.usd_per_hour, 0.6, color="C2")
+    b.bar_label(cost, labels=[f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out" for usd, per_m in
+                              zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)],
+                padding=2, fontsize=8)
+    b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost (and per million output tokens)")
+    b.set_ylim(0, float(plan.usd_per_hour.max()) * 1.3)
+    a.set_xticklabels(labels, fontsize=9)
+    b.set_xticklabels([f"{hw}\n{fleet}" if split else hw for hw, fleet in
+                       zip(plan.hardware, plan.fleet if split else plan.hardware, strict=True)], fontsize=9)
+    for ax in (a, b):
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(x=0.04)
+    fig.suptitle(f"Capacity plan: {title}" + (" (aggregated vs disaggregated at the same SLOs)" if split else ""))
+    fig.tight_layout()
+    return fig

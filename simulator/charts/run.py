@@ -1,0 +1,177 @@
+"""A scenario run's charts: latency distributions, the KV pool, queue and GPU use over time, and
+aggregated against disaggregated fleets."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from simulator.charts.base import plain_text
+
+
+def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
+    v = values.dropna().sort_values().to_numpy()
+    if len(v):
+        ax.plot(v, (np.arange(1, len(v) + 1)) / len(v), lw=1.8, label=label)
+
+
+@plain_text
+def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
+    """TTFT and TPOT distributions (CDFs) of completed requests, one line per hardware kind."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for hw, df in frames.items():
+        done = df[df.outcome == "completed"]
+        _cdf(a, done.ttft_s, hw)
+        _cdf(b, done.tpot_mean_s * 1e3, hw)
+    a.axvline(slo_ttft_s, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_ttft_s:g} s")
+    b.axvline(slo_tpot_s * 1e3, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_tpot_s * 1e3:g} ms")
+    for ax in (a, b):
+        ax.axhline(0.99, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_ylabel("share of completed requests")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    a.set(xlabel="time to first token (s, log)", title="TTFT distribution")
+    b.set(xlabel="mean time per output token (ms, log)", title="TPOT distribution")
+    fig.tight_layout()
+    return fig
+
+
+#: Colours of the KV pool's two bands (apart from the per-fleet colours of the other panels).
+SEQUENCE_COLOUR, CACHE_COLOUR = "#2a7f62", "#e8b04a"
+
+
+def kv_bands(ts: pd.DataFrame, blocks_per_replica: int, block_tokens: int, bin_s: float = 10.0,
+             cache: bool = True) -> tuple[pd.DataFrame, bool]:
+    """The KV pool's use over time in two bands, as % of one replica's blocks (`bin_s` means over
+    the fleet's replicas' samples); and whether the split is exact.
+
+    Columns ``minute`` (the bin's start), ``used`` (every block in use, the prefix cache's included:
+    its time mean is the summary's ``kv_utilization``), ``sequences`` (blocks running sequences
+    hold) and ``cache`` (``used − sequences``: blocks only the prefix cache holds, which it gives
+    up under pressure). Exact without a cache (`cache` false: every block in use is a sequence's)
+    and when the samples carry ``kv_evictable_blocks`` (the cache's blocks no running sequence
+    references: ``sequences = used − evictable``); otherwise estimated from the tokens running
+    sequences hold, ``min(used, ⌈kv_tokens / block_tokens⌉)``, which counts a prefix shared by
+    several running sequences once per sequence and leaves out the rest of the blocks a prefilling
+    sequence has reserved.
+    """
+    exact = "kv_evictable_blocks" in ts or not cache
+    used = ts.kv_blocks_used.astype(float)
+    if not cache:
+        seqs = used
+    elif "kv_evictable_blocks" in ts:
+        seqs = used - ts.kv_evictable_blocks
+    else:
+        seqs = np.minimum(used, np.ceil(ts.kv_tokens / block_tokens))
+    frame = pd.DataFrame({"minute": (ts.time_s // bin_s) * bin_s / 60, "used": used, "sequences": seqs})
+    means = 100 * frame.groupby("minute").mean() / blocks_per_replica
+    means["cache"] = means.used - means.sequences
+    return means.reset_index(), exact
+
+
+@plain_text
+def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int],
+                      block_tokens: dict[str, int] | int = 16,
+                      kv_utilization: dict[str, float] | None = None,
+                      kv_cache_share: dict[str, float] | None = None) -> Figure:
+    """What each fleet's replicas hold and do over time (10 s means over its replicas).
+
+    One panel per fleet: the KV pool in two stacked bands, the blocks running sequences hold and
+    those only the prefix cache holds (`kv_bands`), against the whole pool (100%); `kv_utilization`
+    (the summaries' time means) is quoted in its title, and a fleet whose `kv_cache_share` is 0 (no
+    prefix cache) draws one band. Below: waiting requests, and the step's MFU and HBM-bandwidth use,
+    one colour per fleet. Legends sit right of the panels, off the data.
+    """
+    fleets = [hw for hw, ts in frames.items() if not ts.empty]
+    n = len(fleets)
+    fig, axes = plt.subplots(n + 2, 1, figsize=(13, 2.3 * n + 5.0), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [1.0] * n + [1.15, 1.15]})
+    b, c = axes[n][0], axes[n + 1][0]
+    approximate: list[bool] = []
+    for i, hw in enumerate(fleets):
+        ts, a = frames[hw], axes[i][0]
+        bt = block_tokens[hw] if isinstance(block_tokens, dict) else block_tokens
+        cached = (kv_cache_share or {}).get(hw, 1.0) != 0
+        bands, exact = kv_bands(ts, blocks_per_replica[hw], bt, cache=cached)
+        approximate.append(not exact)
+        approx = "" if exact else "≈ "
+        a.stackplot(bands.minute, bands.sequences, *([bands.cache] if cached else []),
+                    colors=[SEQUENCE_COLOUR, CACHE_COLOUR], alpha=0.9,
+                    labels=[f"{approx}held by running sequences",
+                            f"{approx}held only by the prefix cache" + (" (evictable)" if exact else "")])
+        a.axhline(100, color="0.25", ls="--", lw=1, label="the whole pool")
+        a.set_ylim(0, 110)
+        a.set_ylabel("KV blocks\n(% of the pool)")
+        mean = (kv_utilization or {}).get(hw)
+        a.set_title(f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
+                                                    if mean is not None else ""), fontsize=10, loc="left")
+        t = ts.assign(minute=(ts.time_s // 10) * 10 / 60)
+        g = t.groupby("minute")
+        colour = f"C{i % 10}"
+        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw, color=colour)
+        if "mfu" in t:
+            c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=colour)
+            c.plot(g.hbm_bw_util.mean().index, 100 * g.hbm_bw_util.mean(), label=f"{hw} HBM bandwidth",
+                   color=colour, ls="--")
+    b.set(ylabel="waiting requests\nper replica")
+    b.set_title("queue", fontsize=10, loc="left")
+    c.set(xlabel="simulated time (min)", ylabel="% of the GPU's peak\n(FLOP/s; HBM bytes/s)")
+    c.set_title("GPU utilisation of the step as formed", fontsize=10, loc="left")
+    c.set_ylim(0, 105)
+    for (ax,) in axes:
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    note = ("" if not any(approximate) else
+            "\n≈: sequences' share estimated from the tokens they hold (a prefix several of them share counts once "
+            "for each); the cache's is the rest in use")
+    fig.suptitle("KV memory, queue and GPU utilisation over time (10 s means over each fleet's replicas)" + note,
+                 fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+@plain_text
+def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s: float) -> Figure:
+    """Aggregated vs disaggregated fleets (`ScenarioRun.fleet_comparison`): cost, latency against the
+    SLOs, and where each fleet's time and memory go. A fleet that misses an SLO has hatched bars."""
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1, 1, 1.6]})
+    x = np.arange(len(fleets))
+    names = list(fleets.fleet)
+    ok = (fleets.ttft_p99_of_slo <= 1) & (fleets.tpot_p99_of_slo <= 1)
+    colours = ["C1" if split else "C0" for split in fleets.disaggregated]
+    hatch = ["" if good else "//" for good in ok]
+    bars = a.bar(x, fleets.usd_per_million_output_tokens, color=colours, hatch=hatch, edgecolor="0.2")
+    for i, (bar, usd, n) in enumerate(zip(bars, fleets.usd_per_hour, fleets.nodes, strict=True)):
+        a.annotate(f"{n} nodes\n${usd:,.0f}/h", (i, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    a.set(xticks=x, ylabel="cost (USD per million output tokens)", title="Cost")
+    a.set_ylim(0, float(fleets.usd_per_million_output_tokens.max()) * 1.3)
+    a.bar(0, 0, color="C0", label="aggregated")
+    a.bar(0, 0, color="C1", label="disaggregated (xPyD)")
+    a.bar(0, 0, color="white", edgecolor="0.2", hatch="//", label="misses an SLO")
+    a.legend(fontsize=8, loc="upper left")
+    w = 0.38
+    b.bar(x - w / 2, 100 * fleets.ttft_p99_of_slo, w, label=f"TTFT p99 (SLO {slo_ttft_s:g} s)", color="C2")
+    b.bar(x + w / 2, 100 * fleets.tpot_p99_of_slo, w, label=f"TPOT p99 (SLO {slo_tpot_s * 1e3:g} ms)", color="C4")
+    b.axhline(100, color="red", ls=":", lw=1.2, label="the SLO")
+    b.set(xticks=x, ylabel="p99 latency (% of its SLO)", title="Latency against the SLOs")
+    b.legend(fontsize=8, loc="upper left")
+    b.set_ylim(0, max(110.0, 130 * float(max(fleets.ttft_p99_of_slo.max(), fleets.tpot_p99_of_slo.max()))))
+    parts = [("prefill_busy", "busy: prefill replicas"), ("decode_busy", "busy: decode replicas"),
+             ("prefill_kv", "KV used: prefill pool"), ("decode_kv", "KV used: decode pool"),
+             ("link_util", "KV link utilisation")]
+    w = 0.8 / len(parts)
+    for j, (col, label) in enumerate(parts):
+        c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
+    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 140),
+          title="Where time and memory go\n(aggregated: every replica prefills and decodes)")
+    c.legend(fontsize=8, loc="upper center", ncol=3)
+    for ax in (a, b, c):
+        ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: aggregated vs disaggregated fleets at the same SLOs")
+    fig.tight_layout()
+    return fig
