@@ -32,8 +32,8 @@ from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
 from workloads import load_workload
 
-COLUMNS = ["strategy", "max_concurrency", "tokens_per_s", "ttft_p99_s", "usd_per_million_tokens",
-           "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "completed"]
+COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
+           "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "completed"]
 
 
 @click.command("compare")
