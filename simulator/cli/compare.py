@@ -30,6 +30,7 @@ from simulator.engine import EngineConfig
 from simulator.errors import ConfigError
 from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
+from simulator.units import figure
 from workloads import load_workload
 
 COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
@@ -110,7 +111,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     if as_json:
         echo_json(records(df[COLUMNS]))
     else:
-        click.echo(df[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:,.4g}"))
+        click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
     if out is not None and folder:
         df.to_csv(out / "compare.csv", index=False)
         name = Path(workload_spec).name
