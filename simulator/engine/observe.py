@@ -157,7 +157,7 @@ class Observation:
                 link_util = (busy - self.link_busy_mark) / span
                 self.link_busy_mark, self.link_sample_s = busy, now
         self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens, mfu, bw, link_util))
+                             len(self.swapped), batch_tokens, mfu, bw, link_util, self.cache.evictable_blocks()))
 
     def sample(self, now: float) -> None:
         """Integrate up to `now` and record a time-series row (used at the end of the run)."""

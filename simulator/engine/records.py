@@ -83,6 +83,8 @@ class SampleRecord(NamedTuple):
     hbm_bw_util: float  # HBM bytes the step moves / (step time × bandwidth), per GPU
     link_util: float = math.nan  # decode replica of a disaggregated fleet: share of the time since its
     # last sample its ingress link moved KV (`simulator.engine.link`, work-conserving: bytes / capacity)
+    kv_evictable_blocks: int = 0  # of kv_blocks_used, those only the prefix cache holds (no running
+    # sequence references them: evictable); kv_blocks_used − this = the sequences' blocks
 
 
 def records_to_frame(records: Iterable[Sequence[Any]],
