@@ -21,11 +21,11 @@ class Seq:
     """Scheduler state of one request on one replica."""
 
     __slots__ = (
-        "admit_s", "base", "blocks", "cache_node", "cache_tokens", "cap", "capped", "deadline_s", "decode_replica",
-        "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm", "hit_nvme",
-        "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefilled", "ranges", "recomputed",
-        "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "state", "target", "transfer_bytes",
-        "transfer_end_s", "transfer_start_s",
+        "admit_s", "base", "blocks", "cache_at", "cache_node", "cache_tokens", "cap", "capped", "deadline_s",
+        "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
+        "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefilled", "ranges",
+        "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "state", "target",
+        "transfer_bytes", "transfer_end_s", "transfer_start_s",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -58,6 +58,7 @@ class Seq:
         self.pieces: tuple[tuple[object, int, int], ...] | None = None  # the prefix cache's key chain
         self.cache_node: object = None  # the prefix cache's deepest referenced node
         self.cache_tokens = 0  # ... and where it ends, in tokens of the sequence's chain
+        self.cache_at = (0, 0)  # ... and in its pieces: (piece, offset in that piece's segment)
         self.hit_hbm = self.hit_dram = self.hit_nvme = self.recomputed = 0
         self.evicted = 0  # tokens whose KV retention dropped
         self.transfer_start_s = math.nan  # its KV's move from a prefill to a decode replica (disaggregated)

@@ -1,11 +1,11 @@
-"""The radix tree's piece arithmetic: `cut` (with its fast paths), `seek`, and walks that resume."""
+"""The radix tree's piece arithmetic: `cut` (with its fast paths), `seek`, `block_key`, and walks that resume."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.caches.radix import RadixTree, cut, seek
+from simulator.engine.caches.radix import RadixTree, block_key, cut, seek
 
 Pieces = tuple[tuple[int, int, int], ...]
 
@@ -47,6 +47,19 @@ def test_seek_lands_where_cut_leaves_off(pieces: Pieces, tokens: int) -> None:
     assert seek(pieces, tokens) == (j, off)
 
 
+@settings(max_examples=300)
+@given(pieces_st.filter(bool), st.integers(0, 9), st.integers(0, 700), st.integers(0, 3000),
+       st.sampled_from([1, 4, 16]))
+def test_seek_from_a_position_and_block_keys_agree_with_cut(pieces: Pieces, j: int, into: int, tokens: int,
+                                                             block: int) -> None:
+    j = min(j, len(pieces) - 1)
+    off = pieces[j][1] + min(into, pieces[j][2] - pieces[j][1])
+    _, j_end, off_end, _ = cut(pieces, j, off, tokens)
+    assert seek(pieces, tokens, j, off) == (j_end, off_end)
+    key, _, _, got = cut(pieces, j, off, block)
+    assert block_key(pieces, j, off, block) == (key if got == block else None)
+
+
 def _chain(*segments: tuple[int, int]) -> Pieces:
     return tuple((sid, 0, t) for sid, t in segments)
 
@@ -67,3 +80,21 @@ def test_a_walk_resumed_below_a_node_is_the_rest_of_the_walk_from_the_root() -> 
     assert tree.walk(request, 10_000, at) == (path[1:], last)
     assert tree.walk(request, 300, at) == ([below], 288 - 128)
     assert tree.resume(node, request, 100) is None and tree.resume(below, _chain((5, 400)), 384) is None
+
+
+def test_touch_path_stamps_the_path_as_resume_does() -> None:
+    """`touch_path` (the prefix cache's resume from a held node) leaves the stamps and hits `resume` leaves."""
+    trees = [RadixTree(16), RadixTree(16)]
+    shared = _chain((1, 100), (2, 37), (3, 250))
+    request = (*shared, (9, 0, 40))
+    ends = []
+    for tree in trees:
+        node = tree.add_child(tree.root, (*shared[:1], (2, 0, 28)), 128, 0)
+        below = tree.add_child(node, ((2, 28, 37), (3, 0, 247)), 256, 0)
+        tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
+        tree.touch(node)
+        ends.append(below)
+    assert trees[0].resume(ends[0], request, 384) is not None
+    trees[1].touch_path(ends[1])
+    stamps = [[(n.stamp, n.hits) for n in (e.parent, e)] for e in ends]
+    assert stamps[0] == stamps[1] and trees[0].tick == trees[1].tick

@@ -55,9 +55,9 @@ class _PrefixState:
         self.reload_s_per_block = [0.0] + [bb / bws[t] for t in tiers]
         self.counters = {"evicted_blocks": 0, "dropped_blocks": 0, "reloaded_blocks": 0,
                          "bytes_down": 0.0, "bytes_up": 0.0}
-        # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, path, last)``: the scheduler
+        # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, (path, last, j, off))``: the scheduler
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
-        self._probed: tuple[Seq, int, int, list[Node], int] | None = None
+        self._probed: tuple[Seq, int, int, tuple[list[Node], int, int, int]] | None = None
         self._drop_lru = eviction == "lru" and not tiers  # evict by `RadixTree.drop_lru`
 
     # ------------------------------------------------------------------ lookups
@@ -87,24 +87,26 @@ class _PrefixState:
         return tokens, free
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
-        path, last = self.tree.walk(self._pieces(seq), max_hit_tokens)
-        self._probed = (seq, max_hit_tokens, self.tree.version, path, last)
-        tokens, free = self._hbm(path, last)
+        walked = self.tree.walk_at(self._pieces(seq), max_hit_tokens)
+        self._probed = (seq, max_hit_tokens, self.tree.version, walked)
+        tokens, free = self._hbm(walked[0], walked[1])
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
     def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
         tree, B = self.tree, self.B
         probed, self._probed = self._probed, None
+        pieces = self._pieces(seq)
         if probed is not None and probed[0] is seq and probed[1] == max_hit_tokens and probed[2] == tree.version:
-            path, last = probed[3], probed[4]
+            path, last, j, off = probed[3]
         else:
-            path, last = tree.walk(self._pieces(seq), max_hit_tokens)
+            path, last, j, off = tree.walk_at(pieces, max_hit_tokens)
         seq.cache_node = None
         if not path:
             return NO_HIT
         if last < path[-1].tokens:
             path[-1] = tree.split(path[-1], last)
+            j, off = seek(pieces, last, j, off)  # the walk stopped before the node it matched in part
         per_tier = [0] * len(self.tiers)
         for node in path:
             per_tier[node.tier] += node.tokens
@@ -124,6 +126,7 @@ class _PrefixState:
         tree.pin(hit_node)
         seq.cache_node = hit_node
         seq.cache_tokens = hbm + sum(per_tier[1:best_t + 1])  # where hit_node ends (tiers rise along a path)
+        seq.cache_at = (j, off) if hit_node is path[-1] else seek(pieces, seq.cache_tokens)
         self.counters["reloaded_blocks"] += reload_blocks
         self.counters["bytes_up"] += reload_blocks * self.ctx.block_bytes
         reloaded = sum(per_tier[1:best_t + 1])
@@ -168,12 +171,18 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        kept, node = self._insert(seq, n, exact_end=True, start=seq.cache_node)  # type: ignore[arg-type]
-        self.tree.pin(node)  # the sequence references its whole prefilled prefix now
-        if seq.cache_node is not None:
-            self.tree.unpin(seq.cache_node)  # type: ignore[arg-type]
+        start = seq.cache_node
+        kept, node, at = self._insert(seq, n, exact_end=True, start=start)  # type: ignore[arg-type]
+        # the sequence references its whole prefilled prefix now: pin(node), then unpin(start)
+        if at is not None and start is not None:
+            self.tree.pin_below(node, start)  # type: ignore[arg-type]  # the same references, in one pass
+        else:
+            self.tree.pin(node)
+            if start is not None:
+                self.tree.unpin(start)  # type: ignore[arg-type]
         seq.cache_node = node
         seq.cache_tokens = n
+        seq.cache_at = at if at is not None else seek(self._pieces(seq), n)
         return n, kept
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
@@ -185,42 +194,51 @@ class _PrefixState:
         n = tokens - tokens % B
         if n <= seq.hit_tokens or private_blocks <= 0:
             return 0
-        kept, node = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
+        kept, node, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
         tree.offer(node)
         return kept
 
-    def _insert(self, seq: Seq, n: int, exact_end: bool, start: Node | None = None) -> tuple[int, Node]:
-        """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node).
+    def _insert(self, seq: Seq, n: int, exact_end: bool,
+                start: Node | None = None) -> tuple[int, Node, tuple[int, int] | None]:
+        """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node, where).
 
         Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
         `exact_end` the last node ends at `n` tokens exactly (split when it is longer). `start` is
-        the node the sequence referenced (ending ``seq.cache_tokens`` in, all HBM up to it): the walk
-        resumes there (`RadixTree.resume`), the nodes above it touched as the walk's loop would.
+        the node the sequence referenced, ending ``seq.cache_tokens`` in, at ``seq.cache_at`` of its
+        pieces, all HBM up to it and pinned (so in the tree, on the sequence's path): the walk resumes
+        there, the nodes above it touched as a walk from the root and its caller would (`resume`
+        finds the same position by matching them again). `where` is None when the walk started at
+        the root; else, with `exact_end`, the position ``(j, off)`` of `n` in the pieces.
         """
         tree, B = self.tree, self.B
         pieces = self._pieces(seq)
-        kept = pos = 0
-        parent = tree.root
-        at = tree.resume(start, pieces, seq.cache_tokens) if start is not None and seq.cache_tokens <= n else None
-        if at is not None:
-            parent, pos = at[0], at[1]
-        path, last = tree.walk(pieces, n, at)
+        kept = 0
+        where: tuple[int, int] | None = None
+        if start is not None and seq.cache_tokens <= n:
+            tree.touch_path(start)
+            parent, pos = start, seq.cache_tokens
+            j, off = seq.cache_at
+            path, last, j, off = tree.walk_at(pieces, n, (start, pos, j, off))
+            where = (j, off)
+        else:
+            parent, pos = tree.root, 0
+            path, last, j, off = tree.walk_at(pieces, n)
         for i, node in enumerate(path):
             partial = i == len(path) - 1 and last < node.tokens
             if partial and (exact_end or node.tier != HBM or pos + last < n):
                 node = tree.split(node, last)
                 partial = False
+                j, off = seek(pieces, last, j, off)  # the walk stopped before the node it matched in part
             if node.tier != HBM:  # the sequence's private copy takes its place in HBM
                 kept += self._promote(node)
             tree.touch(node)
             parent = node
             pos += last if partial else node.tokens
         if pos < n:
-            j, off = seek(pieces, pos)
-            rest, _, _, _ = cut(pieces, j, off, n - pos)
+            rest, j, off, _ = cut(pieces, j, off, n - pos)
             parent = tree.add_child(parent, rest, n - pos, HBM)
             kept += (n - pos) // B
-        return kept, parent
+        return kept, parent, (j, off) if where is not None else None
 
     # ------------------------------------------------------------------ eviction
     def evictable_blocks(self) -> int:

@@ -100,10 +100,12 @@ def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piec
     return tuple(out), j, off, want - n
 
 
-def seek(pieces: tuple[Piece, ...], tokens: int) -> tuple[int, int]:
-    """``(j, off)`` where ``cut(pieces, 0, pieces[0][1], tokens)`` leaves off, without building the cut."""
+def seek(pieces: tuple[Piece, ...], tokens: int, j: int = 0, off: int | None = None) -> tuple[int, int]:
+    """``(j, off)`` where ``cut(pieces, j, off, tokens)`` leaves off, without building the cut (from
+    the start of `pieces` by default)."""
     count = len(pieces)
-    j, off = 0, (pieces[0][1] if count else 0)
+    if off is None:
+        off = pieces[j][1] if j < count else 0
     while tokens > 0 and j < count:
         b = pieces[j][2]
         take = min(tokens, b - off)
@@ -115,6 +117,22 @@ def seek(pieces: tuple[Piece, ...], tokens: int) -> tuple[int, int]:
     return j, off
 
 
+def block_key(pieces: tuple[Piece, ...], j: int, off: int, block_tokens: int) -> tuple[Piece, ...] | None:
+    """The key of the block that starts at piece `j`, offset `off`: its pieces (``cut``'s), or None
+    when fewer than `block_tokens` tokens are left. A block within one piece, or straddling two,
+    is built directly (the usual cases); `cut` builds the others."""
+    sid, _, end = pieces[j]
+    if end - off >= block_tokens:
+        return ((sid, off, off + block_tokens),)
+    if j + 1 < len(pieces):
+        sid2, a2, b2 = pieces[j + 1]
+        rest = block_tokens - (end - off)
+        if b2 - a2 >= rest:
+            return ((sid, off, end), (sid2, a2, a2 + rest))
+    key, _, _, got = cut(pieces, j, off, block_tokens)
+    return key if got == block_tokens else None
+
+
 class RadixTree:
     """Block-granular prefix tree; counts blocks per tier and unreferenced HBM blocks."""
 
@@ -123,7 +141,7 @@ class RadixTree:
         self.eviction = eviction
         self.root = Node(None, (), (), 0, HBM, 0)
         self.root.ref = 1  # never evicted
-        self.clock = itertools.count(1)
+        self.tick = 0  # the logical clock of accesses (LRU stamps): one tick a touch or a new node
         self.entries = itertools.count(1)  # tier entries, for FIFO (a clock of its own: LRU stamps are unchanged)
         self.tie = itertools.count()
         self.blocks = [0] * n_tiers  # blocks held per tier
@@ -141,6 +159,13 @@ class RadixTree:
         key differs. Returns ``(path, tokens_in_last)``; the last node may be matched partially.
         From `start` instead, ``(node, tokens, j, off)`` as `resume` gives them, the path below it.
         """
+        path, last, _, _ = self.walk_at(pieces, limit, start)
+        return path, last
+
+    def walk_at(self, pieces: tuple[Piece, ...], limit: int,
+                start: tuple[Node, int, int, int] | None = None) -> tuple[list[Node], int, int, int]:
+        """`walk`, and where in `pieces` its whole nodes end: ``(path, tokens_in_last, j, off)``, the
+        position after the last node when it matched whole, else before it."""
         B = self.B
         limit -= limit % B
         if start is None:
@@ -156,19 +181,20 @@ class RadixTree:
             if end - off >= B:  # the usual case: the block lies within one segment
                 child = node.children.get(((sid, off, off + B),))
             else:
-                key, _, _, got = cut(pieces, j, off, B)
-                child = node.children.get(key) if got == B else None
+                key = block_key(pieces, j, off, B)
+                child = node.children.get(key) if key is not None else None
             if child is None:
                 break
-            m, j, off = self._common(child.pieces, pieces, j, off)
+            m, j_end, off_end = self._common(child.pieces, pieces, j, off)
             m = min(m - m % B, limit - pos)
             path.append(child)
             last = m
             pos += m
             if m < child.tokens:
                 break
+            j, off = j_end, off_end
             node = child
-        return path, last
+        return path, last, j, off
 
     @staticmethod
     def _common(node_pieces: tuple[Piece, ...], pieces: tuple[Piece, ...], j: int, off: int) -> tuple[int, int, int]:
@@ -205,7 +231,7 @@ class RadixTree:
         node.parent = top
         node.pieces = tail
         node.tokens -= tokens
-        node.key = cut(tail, 0, tail[0][1], self.B)[0]
+        node.key = block_key(tail, 0, tail[0][1], self.B)  # type: ignore[assignment]  # a whole block
         top.children[node.key] = node
         self.offer(top)  # a FIFO candidate; not a tier leaf (its tail is below it), so LRU/LFU skip it
         return top
@@ -213,8 +239,9 @@ class RadixTree:
     def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int) -> Node:
         """A new unreferenced node under `parent` (`tokens` a block multiple > 0)."""
         self.version += 1
-        key = cut(pieces, 0, pieces[0][1], self.B)[0]
-        node = Node(parent, key, pieces, tokens, tier, next(self.clock))
+        key: tuple[Piece, ...] = block_key(pieces, 0, pieces[0][1], self.B)  # type: ignore[assignment]
+        self.tick += 1
+        node = Node(parent, key, pieces, tokens, tier, self.tick)
         node.born = next(self.entries)
         parent.children[key] = node
         self.blocks[tier] += tokens // self.B
@@ -261,8 +288,26 @@ class RadixTree:
 
     # ------------------------------------------------------------------ access and pins
     def touch(self, node: Node) -> None:
-        node.stamp = next(self.clock)
+        self.tick += 1
+        node.stamp = self.tick
         node.hits += 1
+
+    def touch_path(self, node: Node) -> None:
+        """Touch the nodes from the root's child down to `node`, in that order (as a walk to it and its
+        caller would): the stamps run up to `node`'s."""
+        depth = 0
+        n: Node | None = node
+        while n is not None and n is not self.root:
+            depth += 1
+            n = n.parent
+        stamp = self.tick + depth
+        self.tick = stamp
+        n = node
+        while n is not None and n is not self.root:
+            n.stamp = stamp
+            n.hits += 1
+            stamp -= 1
+            n = n.parent
 
     def resume(self, node: Node, pieces: tuple[Piece, ...], tokens: int) -> tuple[Node, int, int, int] | None:
         """Where a walk of `pieces` from the root stands after `node` (a node on their path ending
@@ -295,6 +340,16 @@ class RadixTree:
         """Reference the path from `node` up to the root (one running sequence uses it)."""
         n: Node | None = node
         while n is not None and n is not self.root:
+            if n.ref == 0:
+                self.evictable -= n.tokens // self.B
+            n.ref += 1
+            n = n.parent
+
+    def pin_below(self, node: Node, stop: Node) -> None:
+        """`pin` the path from `node` up to `stop`, an ancestor, excluded (as ``pin(node)`` then
+        ``unpin(stop)`` would leave the references, `stop` and above being referenced already)."""
+        n: Node | None = node
+        while n is not stop and n is not None:
             if n.ref == 0:
                 self.evictable -= n.tokens // self.B
             n.ref += 1
