@@ -155,7 +155,7 @@ CAPACITY_PLANNING = [
 
         HW = HARDWARE[0]
         base_layout, base_strategy = scenario.cache.layout, scenario.cache.strategy
-        prefix_toggle = ("prefix cache off", "full") if base_strategy == "prefix" else ("prefix cache on", "prefix")
+        prefix_toggle = ("prefix cache off", "none") if base_strategy == "prefix" else ("prefix cache on", "prefix")
         LEVERS = {  # name -> (layout, cache strategy); add your own (`kvsim calc --help` lists the layouts)
             "as configured": (base_layout, base_strategy),
             prefix_toggle[0]: (base_layout, prefix_toggle[1]),

@@ -41,7 +41,7 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     lever it uses, so the base's own layout, cache and retention are not inherited (``native``
     is the model as it ships, full KV, no reuse)."""
     layout_parts: list[str] = []
-    cache, retention = "full", "full"
+    cache, retention = "none", "full"
     cache_params: dict[str, object] = {}
     retention_params: dict[str, object] = {}
     for raw in filter(None, (p.strip() for p in spec.split("+"))):

@@ -8,7 +8,7 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
     seed = 0
     [model]      name = "Llama-3.1-70B"            # or config = "path/to/config.json"
     [cluster]    hardware = ["8xH100"]  nodes = 1  tp = 8  pp = 1  dp_attention = false  ep = 1
-    [cache]      layout = "native"  strategy = "full"
+    [cache]      layout = "native"  strategy = "prefix"     # the default, as vLLM and SGLang; "none": off
     [scheduler]  max_num_seqs = 256                 # SchedulerConfig fields
     [router]     name = "least-tokens"
     [workload]   duration_s = 600  rate_scale = 1.0  [workload.spec] name = "chat-4k" ...
@@ -120,7 +120,7 @@ class DisaggregationSection:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSection:
     layout: str = "native"
-    strategy: str = "full"
+    strategy: str = "prefix"
     params: dict[str, Any] = field(default_factory=dict)
 
 

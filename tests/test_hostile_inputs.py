@@ -486,7 +486,7 @@ HOSTILE = st.sampled_from([
     -1, 0, 1, 2, 3, 7, 2**31, 2**63, 2**64, -(2**70), 10**12, limits.MAX_NODES + 1,
     -1.5, 0.0, 0.5, 1e-12, 2.5, 1e15, 1e300, math.inf, -math.inf, math.nan,
     True, False, "", "x", "nan", "inf", "-1", "2.5", "yes", ">=", "$\\frac$", "a\u0000b", "x" * 5000,
-    "native", "fp8+int4", "gqa:2.5", "cross-layer:1e-12", "prefix", "full", "lru", "fifo", "mla",
+    "native", "fp8+int4", "gqa:2.5", "cross-layer:1e-12", "prefix", "none", "full", "lru", "fifo", "mla",
     "chat-4k", "code-repo-128k", "mixture", "8xH100", "8xB200", "H100", "Llama-3-70B", "DeepSeek-V3",
     "5m", "1h", "10m", "anthropic", "openai", "/dev/zero", "/proc/self/environ", "missing.json", ".",
     [], [1, 2], [0], [4096, 0], ["8xH100", "8xH100"], ["native", "gqa:nan"], [[1]], ["5m", "1x"],

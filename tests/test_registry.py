@@ -38,4 +38,4 @@ def test_engine_plugins_reject_unknown_parameters_in_one_line(make, name):
 
 
 def test_shipped_strategies():
-    assert {"full", "prefix"} <= set(strategy_names())
+    assert {"none", "prefix"} <= set(strategy_names())

@@ -134,7 +134,7 @@ class EngineConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     router: str = "least-tokens"
     router_params: Mapping[str, object] = field(default_factory=dict)
-    cache: str = "full"
+    cache: str = "prefix"
     cache_params: Mapping[str, object] = field(default_factory=dict)
     retention: str = "full"
     retention_params: Mapping[str, object] = field(default_factory=dict)

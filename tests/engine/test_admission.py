@@ -19,7 +19,7 @@ from tests.engine.test_invariants import assert_same_records
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
 RESERVE = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512, admission="reserve")
-SMALL = EngineConfig(kv_blocks=400, scheduler=RESERVE)
+SMALL = EngineConfig(kv_blocks=400, cache="none", scheduler=RESERVE)
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_reserve_never_preempts_where_prompt_does(promises_hold: list[int]) -> N
     assert reserve.requests.queue_s.mean() > prompt.requests.queue_s.mean()
 
 
-@pytest.mark.parametrize("cache", ["full", "prefix"])
+@pytest.mark.parametrize("cache", ["none", "prefix"])
 def test_reserve_fast_forward_equals_stepping_and_promises_return(cache: str, promises_hold: list[int]) -> None:
     reqs = shared_prefix_requests(120, seed=4, rate_per_s=20.0, output_tokens=(1, 400))
     cfg = replace(SMALL, kv_blocks=300, cache=cache, block_tokens=16)
@@ -116,7 +116,7 @@ def test_property_reserve_no_preemption_and_accounts(n: int, rate: float, blocks
     sched = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, admission="reserve",
                             reserve_output_tokens=max_tokens)
     reqs = poisson_requests(n, rate, (1, 900), (1, 400), seed=seed)
-    cluster, _, _ = simulate(EngineConfig(kv_blocks=blocks, scheduler=sched), reqs, seed, timer=TIMER)
+    cluster, _, _ = simulate(EngineConfig(kv_blocks=blocks, cache="none", scheduler=sched), reqs, seed, timer=TIMER)
     recs = sorted(cluster.records)
     assert [r[0] for r in recs] == list(range(n))
     assert all(r.preemptions == 0 for r in recs)  # type: ignore[attr-defined]

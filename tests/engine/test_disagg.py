@@ -200,7 +200,7 @@ def test_same_seed_same_records() -> None:
        preemption=st.sampled_from(["recompute", "swap"]), seed=st.integers(0, 1000),
        seqs=st.integers(1, 12), budget=st.integers(16, 700), p_tp=st.sampled_from([2, 4, 8]),
        d_tp=st.sampled_from([2, 4, 8]), short=st.sampled_from([0, 0, 100, 400]),
-       cache=st.sampled_from(["full", "prefix"]), retention=st.sampled_from(["full", "streaming-llm"]),
+       cache=st.sampled_from(["none", "prefix"]), retention=st.sampled_from(["full", "streaming-llm"]),
        timeout=st.sampled_from([math.inf, math.inf, 1.5]))
 def test_property_disaggregated_invariants(n: int, rate: float, blocks: int, preemption: str, seed: int, seqs: int,
                                            budget: int, p_tp: int, d_tp: int, short: int, cache: str,

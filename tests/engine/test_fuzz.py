@@ -22,7 +22,7 @@ FLOAT_FIELDS = ("queue_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "end_s", "e2e_
 EXACT_FIELDS = ("replica", "hit_tokens", "resume_hit_tokens", "preemptions", "outcome")
 RETENTION = {"full": {}, "streaming-llm": {"window_tokens": 200}, "h2o": {"budget_tokens": 150},
              "snapkv": {"budget_tokens": 100}}
-COMBOS = list(itertools.product(["full", "prefix"], list(RETENTION), ["recompute", "swap"], [math.inf, 2.0]))
+COMBOS = list(itertools.product(["none", "prefix"], list(RETENTION), ["recompute", "swap"], [math.inf, 2.0]))
 
 
 def _differ(a: list[Any], b: list[Any]) -> str | None:

@@ -17,7 +17,7 @@ from simulator.engine.replica import Replica
 from tests.engine.helpers import poisson_requests
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
-SMALL = EngineConfig(kv_blocks=400, scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512))
+SMALL = EngineConfig(kv_blocks=400, cache="none", scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512))
 FLOAT_COLS = ["queue_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "end_s", "e2e_s", "admit_s"]
 
 
@@ -118,7 +118,7 @@ def test_same_seed_same_records() -> None:
        seqs=st.integers(1, 12), budget=st.integers(16, 700))
 def test_property_outcomes_and_equivalence(n: int, rate: float, blocks: int, preemption: str, seed: int,
                                            seqs: int, budget: int) -> None:
-    config = EngineConfig(kv_blocks=blocks, scheduler=SchedulerConfig(
+    config = EngineConfig(kv_blocks=blocks, cache="none", scheduler=SchedulerConfig(
         max_num_seqs=seqs, max_num_batched_tokens=budget, preemption=preemption))
     reqs = poisson_requests(n, rate, (1, 900), (1, 400), seed=seed)
     fast, _, _ = simulate(config, reqs, seed, timer=TIMER)

@@ -18,16 +18,16 @@ REQ = Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=10, segments
 
 
 def test_registries_reject_duplicates_and_list_names() -> None:
-    assert "full" in strategy_names()
+    assert "none" in strategy_names()
     assert {"round-robin", "least-tokens", "least-kv", "prefix-affinity"} <= set(router_names())
-    with pytest.raises(ConfigError, match=r"'name' must be one of \['full'"):
+    with pytest.raises(ConfigError, match=r"'name' must be one of \['none'"):
         make_strategy("nope")
     with pytest.raises(ConfigError, match="least-kv"):
         make_router("nope")
 
     @dataclass(frozen=True)
     class Dup:
-        name: ClassVar[str] = "full"
+        name: ClassVar[str] = "none"
 
     with pytest.raises(ConfigError, match="already registered"):
         register_strategy(Dup)

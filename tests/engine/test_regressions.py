@@ -114,7 +114,7 @@ def test_kv_utilization_is_the_exact_time_mean_under_bursty_load() -> None:
 
     reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=3000, output_tokens=50, segments=((0, 3000),)),
             Request(id=1, arrival_s=100.0, prompt_tokens=3000, output_tokens=50, segments=((1, 3000),))]
-    config = EngineConfig(kv_blocks=400, scheduler=SchedulerConfig(max_num_batched_tokens=8192))
+    config = EngineConfig(kv_blocks=400, cache="none", scheduler=SchedulerConfig(max_num_batched_tokens=8192))
     for interval in (1.0, 0.0):
         res = run(replace(config, sample_interval_s=interval), reqs, 0, timer=TIMER)
         busy = float((res.requests.end_s - res.requests.admit_s).sum())
@@ -142,7 +142,7 @@ def test_kv_fragmentation_is_rounding_waste_of_private_blocks() -> None:
 
 
 @pytest.mark.parametrize(("cache", "retention", "preemption"), [
-    ("prefix", "full", "recompute"), ("prefix", "full", "swap"), ("full", "streaming-llm", "recompute"),
+    ("prefix", "full", "recompute"), ("prefix", "full", "swap"), ("none", "streaming-llm", "recompute"),
     ("prefix", "snapkv", "swap")])
 def test_kv_integrals_equal_in_fast_forward_and_stepping(cache: str, retention: str, preemption: str) -> None:
     """The closed-form integrals of a jump equal the step-by-step sums."""
@@ -196,7 +196,7 @@ def test_warm_prefix_cache_events_do_not_grow_with_output_tokens() -> None:
     config = EngineConfig(kv_blocks=20000, cache="prefix",
                           scheduler=SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192))
     events = {out: run(config, _warm_then_decode(out), 0, timer=TIMER).summary["events"] for out in (200, 3200)}
-    full = run(replace(config, cache="full"), _warm_then_decode(3200), 0, timer=TIMER).summary["events"]
+    full = run(replace(config, cache="none"), _warm_then_decode(3200), 0, timer=TIMER).summary["events"]
     assert events[200] == events[3200] == full
 
 

@@ -21,5 +21,5 @@ def test_evictable_blocks_are_the_caches_share_of_the_used_ones():
     last = ts.sort_values("time_s").groupby("replica").tail(1)
     assert (last.kv_evictable_blocks == last.kv_blocks_used).all() and (last.running == 0).all()
     # without reuse nothing is evictable
-    plain = run(replace(cfg, cache="full"), reqs, seed=1, timer=TIMER).timeseries
+    plain = run(replace(cfg, cache="none"), reqs, seed=1, timer=TIMER).timeseries
     assert (plain.kv_evictable_blocks == 0).all()

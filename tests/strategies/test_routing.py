@@ -51,7 +51,7 @@ def test_least_kv_counts_referenced_blocks_not_the_evictable_cache() -> None:
     cached(warm, 0, ((1, 360),))
     running = Seq(req(1, ((1, 40), (2, 4))), 1, 0, float("inf"))
     assert warm.on_admit(running, 40).hit_tokens == 40
-    reps = [View(warm, private_blocks=1), View(make_strategy("full").bind(B, 100), private_blocks=30)]
+    reps = [View(warm, private_blocks=1), View(make_strategy("none").bind(B, 100), private_blocks=30)]
     assert [r.used_at(0.0) for r in reps] == [91, 30] and warm.evictable_blocks() == 80
     assert [referenced_blocks_at(r, 0.0) for r in reps] == [11, 30]
     policy = make_router("least-kv").bind(np.random.default_rng(0))

@@ -147,8 +147,8 @@ def make_strategy(name: str, **params: object) -> CacheStrategy:
     return _REGISTRY.make(name, **params)
 
 
-from simulator.engine.caches.full import FullKV  # noqa: E402  (registers itself)
+from simulator.engine.caches.none import NoReuse  # noqa: E402  (registers itself)
 from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
-__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheState", "CacheStrategy", "FullKV",
+__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheState", "CacheStrategy", "NoReuse",
            "PrefixCache", "make_strategy", "register_strategy", "strategy_names"]

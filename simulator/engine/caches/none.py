@@ -1,4 +1,5 @@
-"""The trivial strategy: each sequence holds its full KV, nothing is shared or kept."""
+"""The strategy without reuse (``none``): each sequence holds its own KV; nothing is shared across
+requests or kept after one ends (a serving engine with its prefix cache off)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class _FullState:
+class _NoReuseState:
     block_tokens: int
 
     def match(self, request: Request) -> int:
@@ -46,10 +47,10 @@ class _FullState:
 
 @register_strategy
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FullKV:
-    """Full KV per sequence, no reuse across requests."""
+class NoReuse:
+    """No reuse across requests: every prompt is prefilled whole."""
 
-    name: ClassVar[str] = "full"
+    name: ClassVar[str] = "none"
 
-    def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> _FullState:
-        return _FullState(block_tokens)
+    def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> _NoReuseState:
+        return _NoReuseState(block_tokens)
