@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hardware.catalog import NodeSpec
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
-from simulator.models import ModelSpec
+from simulator.models import DEFAULT_MODEL, ModelSpec
 from simulator.placement import ParallelPlan
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -117,7 +117,7 @@ class EngineConfig:
     ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``.
     """
 
-    model: str | ModelSpec = "Llama-3-70B"
+    model: str | ModelSpec = DEFAULT_MODEL
     node: str | NodeSpec = "8xH100"
     n_nodes: int = 1
     tp: int = 8
