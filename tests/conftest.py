@@ -6,6 +6,9 @@ bounded number of evaluations, `make bench`), never by the clock in a property t
 """
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -27,3 +30,24 @@ def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.skip(f"shared traces not found at {TRACES}")
     return TRACES
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel installed into a folder of its own (dependencies from this venv)."""
+    tmp = tmp_path_factory.mktemp("install")
+    wheels, target, src = tmp / "wheels", tmp / "site", tmp / "src"
+    # build from the files git would ship (tracked, or new and not ignored): a checkout's own
+    # build/ folder keeps files setuptools would put in the wheel though they left the tree
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)], check=True,
+                   cwd=tmp)
+    (wheel,) = wheels.glob("kvsim-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, cwd=tmp)
+    return target

@@ -3,36 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's wheel installed into a folder of its own (dependencies from this venv)."""
-    tmp = tmp_path_factory.mktemp("install")
-    wheels, target, src = tmp / "wheels", tmp / "site", tmp / "src"
-    # build from the files git would ship (tracked, or new and not ignored): a checkout's own
-    # build/ folder keeps files setuptools would put in the wheel though they left the tree
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, src / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)], check=True,
-                   cwd=tmp)
-    (wheel,) = wheels.glob("kvsim-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, cwd=tmp)
-    return target
 
 
 def kvsim(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

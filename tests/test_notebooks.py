@@ -1,5 +1,6 @@
-"""Every notebook runs top to bottom (its own asserts check the figures it quotes), draws its charts
-inline, and is what `notebooks/make_notebooks.py` writes, so none can rot or drift from its source."""
+"""Every notebook runs top to bottom on the installed wheel from an empty folder (its own asserts
+check the figures it quotes), draws its charts inline, and is what `notebooks/make_notebooks.py`
+writes, so none can rot or drift from its source."""
 
 import importlib.util
 import os
@@ -46,10 +47,16 @@ def test_notebooks_teach_with_markdown_and_use_the_public_api():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes_and_draws_its_charts(path, tmp_path):
+def test_notebook_executes_and_draws_its_charts(path, tmp_path, installed):
     nb = nbformat.read(path, as_version=4)
-    env = {**os.environ, "MPLBACKEND": INLINE}
-    # runs from an empty folder: nothing may depend on the checkout's layout
+    # on the wheel as `pip install` puts it (`installed`, first on the kernel's path), from an empty
+    # folder: nothing may depend on the checkout; a first cell (not saved) proves where it imports from
+    env = {**os.environ, "MPLBACKEND": INLINE,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(installed), os.environ.get("PYTHONPATH")]))}
+    check = nbformat.v4.new_code_cell("import simulator, workloads\n"
+                                      f"assert simulator.__file__.startswith({str(installed)!r}), simulator.__file__\n"
+                                      f"assert workloads.__file__.startswith({str(installed)!r}), workloads.__file__")
+    nb.cells.insert(0, check)
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute(
         env=env)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
