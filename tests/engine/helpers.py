@@ -1,10 +1,36 @@
-"""Tiny workloads for engine tests: Poisson arrivals, fixed or drawn lengths."""
+"""Tiny workloads for engine tests (Poisson arrivals, fixed or drawn lengths), and a hook that
+checks a replica's state after every plan and commit."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
 
+import numpy as np
+import pytest
+
+from simulator.engine.replica import Replica
 from workloads.request import Request
+
+
+def check_every_step(monkeypatch: pytest.MonkeyPatch, check: Callable[[Replica], None]) -> list[int]:
+    """Run `check` on the replica after every `Replica.plan` and `Replica.commit` (for the test's
+    duration); returns a one-item list counting the commits."""
+    count = [0]
+    plan, commit = Replica.plan, Replica.commit
+
+    def plan_checked(self: Replica, now: float) -> bool:
+        out = plan(self, now)
+        check(self)
+        return out
+
+    def commit_checked(self: Replica, n: int, end_s: float) -> None:
+        commit(self, n, end_s)
+        count[0] += 1
+        check(self)
+
+    monkeypatch.setattr(Replica, "plan", plan_checked)
+    monkeypatch.setattr(Replica, "commit", commit_checked)
+    return count
 
 
 def poisson_requests(n: int, rate_per_s: float, prompt_tokens: int | tuple[int, int],

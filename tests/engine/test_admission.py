@@ -14,7 +14,7 @@ from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerCon
 from simulator.engine.cluster import simulate
 from simulator.engine.replica import Replica
 from simulator.errors import ConfigError
-from tests.engine.helpers import poisson_requests, shared_prefix_requests
+from tests.engine.helpers import check_every_step, poisson_requests, shared_prefix_requests
 from tests.engine.test_invariants import assert_same_records
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
@@ -27,8 +27,6 @@ def promises_hold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """After every plan and commit: blocks in use (less the cache's evictable ones) plus the growth
     still promised never exceed the pool, and the promises are the sum of the running sequences'
     own; returns the commit count."""
-    count = [0]
-    plan, commit = Replica.plan, Replica.commit
 
     def check(rep: Replica) -> None:
         assert 0 <= rep.reserved == sum(g for g, _ in rep.reserves.values()) - sum(
@@ -36,19 +34,7 @@ def promises_hold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             for s in rep.running.values() if s.key in rep.reserves and s.state == 4)
         assert rep.used - rep.cache.evictable_blocks() + rep.reserved <= rep.total_blocks
 
-    def plan_checked(self: Replica, now: float) -> bool:
-        out = plan(self, now)
-        check(self)
-        return out
-
-    def commit_checked(self: Replica, n: int, end_s: float) -> None:
-        commit(self, n, end_s)
-        count[0] += 1
-        check(self)
-
-    monkeypatch.setattr(Replica, "plan", plan_checked)
-    monkeypatch.setattr(Replica, "commit", commit_checked)
-    return count
+    return check_every_step(monkeypatch, check)
 
 
 def test_reserve_admits_by_the_whole_sequence_by_hand() -> None:

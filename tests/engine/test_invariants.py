@@ -14,37 +14,24 @@ from hypothesis import strategies as st
 from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
 from simulator.engine.cluster import simulate
 from simulator.engine.replica import Replica
-from tests.engine.helpers import poisson_requests
+from tests.engine.helpers import check_every_step, poisson_requests
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
-SMALL = EngineConfig(kv_blocks=400, cache="none", scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512))
+SMALL = EngineConfig(kv_blocks=400, cache="none",
+                     scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512))
 FLOAT_COLS = ["queue_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "end_s", "e2e_s", "admit_s"]
 
 
 @pytest.fixture
 def checked_pool(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Assert 0 ≤ blocks used ≤ pool after every plan and commit; return the commit count."""
-    count = [0]
-    plan, commit = Replica.plan, Replica.commit
 
     def check(rep: Replica) -> None:
         assert 0 <= rep.used <= rep.total_blocks
         assert 0 <= rep.host_used <= rep.host_blocks
         assert rep.n_dec >= 0 and rep.kv_sum >= 0
 
-    def plan_checked(self: Replica, now: float) -> bool:
-        out = plan(self, now)
-        check(self)
-        return out
-
-    def commit_checked(self: Replica, n: int, end_s: float) -> None:
-        commit(self, n, end_s)
-        count[0] += 1
-        check(self)
-
-    monkeypatch.setattr(Replica, "plan", plan_checked)
-    monkeypatch.setattr(Replica, "commit", commit_checked)
-    return count
+    return check_every_step(monkeypatch, check)
 
 
 def assert_same_records(a: pd.DataFrame, b: pd.DataFrame) -> None:
