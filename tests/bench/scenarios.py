@@ -57,12 +57,13 @@ def vidur(n: int = 10_000) -> Built:
     """Llama-3.1-8B on one H100 (a one-GPU node cut from 8×H100), chunk 512."""
     node = dataclasses.replace(load_catalog().node("8xH100"), key="1xH100", gpus=1, nvlink_domain_gpus=0,
                                host_dram_bytes=2.0e12 / 8, nvme_bytes=30.72e12 / 8)
-    config = EngineConfig(model="Llama-3.1-8B", node=node, n_nodes=1, tp=1,
+    config = EngineConfig(model="Llama-3.1-8B", node=node, n_nodes=1, tp=1, cache="none",
                           scheduler=SchedulerConfig(max_num_batched_tokens=512), sample_interval_s=1.0)
     return config, vidur_requests(n), n, None
 
 
-CHAT_CONFIG = EngineConfig(model="Llama-3-70B", node="8xH100", n_nodes=4, tp=8, sample_interval_s=1.0)
+# the engine's default is the prefix cache: the plain figures name "none"
+CHAT_CONFIG = EngineConfig(model="Llama-3-70B", node="8xH100", n_nodes=4, tp=8, cache="none", sample_interval_s=1.0)
 
 
 def chat_timer() -> StepTimer:
@@ -126,7 +127,8 @@ def scale(replicas: int, n: int = 20_000, load: float = 0.7) -> Built:
         raise ValueError(f"replicas must be a multiple of {per_node} (got {replicas})")
     timer = cost_model_timer(node, get_model("Llama-3.1-8B"), 1, KVLayout())
     rate = load * replicas * per_replica_rate(timer, 2000, 250)
-    config = EngineConfig(model="Llama-3.1-8B", node=node, n_nodes=replicas // per_node, tp=1, sample_interval_s=1.0)
+    config = EngineConfig(model="Llama-3.1-8B", node=node, n_nodes=replicas // per_node, tp=1, cache="none",
+                          sample_interval_s=1.0)
     return config, poisson_chat(n, rate, 2000, 250), n, timer
 
 
@@ -166,7 +168,7 @@ def azure_day(requests_per_day: float = 4_000_000, seed: int = 0, hours: float =
             next_id += 1
 
 
-DAY_CONFIG = EngineConfig(model="Llama-3.1-70B", node="8xH100", n_nodes=8, tp=8, sample_interval_s=1.0)
+DAY_CONFIG = EngineConfig(model="Llama-3.1-70B", node="8xH100", n_nodes=8, tp=8, cache="none", sample_interval_s=1.0)
 
 
 def day(requests_per_day: float = 4_000_000, hours: float = 24.0) -> Built:
