@@ -107,6 +107,19 @@ class _PrefixState:
         if last < path[-1].tokens:
             path[-1] = tree.split(path[-1], last)
             j, off = seek(pieces, last, j, off)  # the walk stopped before the node it matched in part
+        if len(self.tiers) == 1:  # HBM only: every matched block is a hit
+            tick = tree.tick
+            hbm = 0
+            for node in path:  # tree.touch, inlined
+                tick += 1
+                node.stamp = tick
+                node.hits += 1
+                hbm += node.tokens
+            tree.tick = tick
+            hit_node = path[-1]
+            tree.pin(hit_node)
+            seq.cache_node, seq.cache_tokens, seq.cache_at = hit_node, hbm, (j, off)
+            return Admission(hbm, 0, 0, hbm, 0, 0, 0)
         per_tier = [0] * len(self.tiers)
         for node in path:
             per_tier[node.tier] += node.tokens
