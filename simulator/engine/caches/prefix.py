@@ -116,9 +116,8 @@ class _PrefixState:
                 node.hits += 1
                 hbm += node.tokens
             tree.tick = tick
-            hit_node = path[-1]
-            tree.pin(hit_node)
-            seq.cache_node, seq.cache_tokens, seq.cache_at = hit_node, hbm, (j, off)
+            tree.pin(path[-1])
+            seq.cache_node, seq.cache_tokens, seq.cache_at = path[-1], hbm, (j, off)
             return Admission(hbm, 0, 0, hbm, 0, 0, 0)
         per_tier = [0] * len(self.tiers)
         for node in path:
