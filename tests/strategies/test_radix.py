@@ -199,3 +199,56 @@ def test_fifo_counts_a_reload_from_dram_as_an_insertion() -> None:
     assert st.probe(probe, 8) == (8, 2)  # A and D still in HBM, unreferenced
     c = Seq(req(4, ((2, 4), (6, 4))), 4, 0, float("inf"))
     assert st.probe(c, 4) == (0, 0) and st.match(c.request) == 4  # C went down to DRAM (and would be reloaded)
+
+
+def _tree_shape(node) -> tuple:  # type: ignore[no-untyped-def]
+    """Everything the eviction order and later matches can see of a subtree, children in key order."""
+    return (node.pieces, node.tokens, node.tier, node.ref, node.stamp, node.hits,
+            tuple(_tree_shape(node.children[k]) for k in sorted(node.children, key=repr)))
+
+
+@pytest.mark.parametrize("eviction, tiers", [("lru", {}), ("lfu", {}), ("lru", {"dram": True}),
+                                             ("lfu", {"dram": True, "nvme": True})])
+def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: dict) -> None:
+    """Eviction in one loop (`RadixTree.drop_lru`) and the offers skipped because they could only go
+    stale leave the same trees, hits and freed blocks as the general path that offers everything and
+    evicts by `pop_victim`, `split` and `detach`: chat-like sessions (shared system prompts, turns that
+    carry the history and the previous answer) with eviction under a tight budget."""
+    import numpy as np
+
+    from simulator.engine.caches import CacheContext
+
+    ctx = CacheContext(block_bytes=100.0, dram_bytes=3000.0, nvme_bytes=6000.0, dram_bytes_per_s=1e4,
+                       nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 0.01 * tokens)
+    states = [make_strategy("prefix", eviction=eviction, dram_fraction=1.0, **tiers).bind(B, 1000, ctx)
+              for _ in range(2)]
+    states[1]._drop_lru = states[1]._lean_offers = False  # the reference: every offer, the general eviction
+    rng = np.random.default_rng(7)
+    history: dict[int, tuple[tuple[int, int], ...]] = {}
+    running: list[list[Seq]] = [[], []]
+    for i in range(600):
+        session = int(rng.integers(12))
+        prev = history.get(session, ((100 + session % 3, int(rng.integers(5, 40))),))
+        segments = (*prev, (1000 + i, int(rng.integers(1, 30))))
+        r = req(i, segments, out=int(rng.integers(2, 25)), out_id=5000 + i)
+        history[session] = (*segments, (5000 + i, r.output_tokens))
+        keep, ask = int(rng.integers(1, 6)), int(rng.integers(1, 12))
+        seen = []
+        for st, live in zip(states, running, strict=True):
+            seq = Seq(r, i, 0, float("inf"))
+            max_hit = (r.prompt_tokens - 1) // B * B
+            probe = st.probe(seq, max_hit)
+            seq.hit_tokens = st.on_admit(seq, max_hit).hit_tokens
+            shared = st.on_prefilled(seq, r.prompt_tokens)
+            seq.hit_tokens = shared[0]
+            live.append(seq)
+            done = []
+            while len(live) > keep:
+                s = live.pop(0)
+                tokens = s.request.prompt_tokens + s.request.output_tokens - 1
+                done.append(st.on_finish(s, tokens, -(-tokens // B) - s.hit_tokens // B))
+            freed = st.evict(ask) if st.tree.blocks[HBM] > 120 else 0
+            seen.append((probe, seq.hit_tokens, shared, done, freed, st.tree.blocks, st.evictable_blocks()))
+        assert seen[0] == seen[1], i
+    assert _tree_shape(states[0].tree.root) == _tree_shape(states[1].tree.root)
+    assert states[0].stats() == states[1].stats() and states[0].stats()["evicted_blocks"] > 0

@@ -59,6 +59,10 @@ class _PrefixState:
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
         self._probed: tuple[Seq, int, int, tuple[list[Node], int, int, int]] | None = None
         self._drop_lru = eviction == "lru" and not tiers  # evict by `RadixTree.drop_lru`
+        # LRU and LFU pick the unreferenced tier leaf of least priority, whatever entries the heap
+        # holds beside it (priorities are unique there), so offers that can only go stale are skipped;
+        # FIFO's heap order breaks ties between a split node's halves by push order: it keeps every offer
+        self._lean_offers = eviction != "fifo"
 
     # ------------------------------------------------------------------ lookups
     def _pieces(self, seq: Seq) -> tuple[Piece, ...]:
@@ -200,12 +204,19 @@ class _PrefixState:
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         tree, B = self.tree, self.B
         start = seq.cache_node
-        if start is not None:
-            tree.unpin(start)  # type: ignore[arg-type]
-            seq.cache_node = None
+        seq.cache_node = None
         n = tokens - tokens % B
         if n <= seq.hit_tokens or private_blocks <= 0:
+            if start is not None:
+                tree.unpin(start)  # type: ignore[arg-type]
             return 0
+        if self._lean_offers:  # unpinned after the insert, the held node has its new child: no stale offer
+            kept, _, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
+            if start is not None:
+                tree.unpin(start)  # type: ignore[arg-type]
+            return kept
+        if start is not None:
+            tree.unpin(start)  # type: ignore[arg-type]
         kept, node, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
         tree.offer(node)
         return kept
@@ -248,8 +259,11 @@ class _PrefixState:
             pos += last if partial else node.tokens
         if pos < n:
             rest, j, off, _ = cut(pieces, j, off, n - pos)
-            parent = tree.add_child(parent, rest, n - pos, HBM)
+            # on_prefilled pins the new node at once; on_finish leaves it to eviction
+            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers))
             kept += (n - pos) // B
+        elif not exact_end and self._lean_offers:
+            tree.offer(parent)  # touched: its place in the eviction order moved
         return kept, parent, (j, off) if where is not None else None
 
     # ------------------------------------------------------------------ eviction

@@ -176,7 +176,7 @@ class RadixTree:
         path: list[Node] = []
         last = 0
         n = len(pieces)
-        while pos < limit and j < n:
+        while pos < limit and j < n and node.children:
             sid, _, end = pieces[j]
             if end - off >= B:  # the usual case: the block lies within one segment
                 child = node.children.get(((sid, off, off + B),))
@@ -236,8 +236,9 @@ class RadixTree:
         self.offer(top)  # a FIFO candidate; not a tier leaf (its tail is below it), so LRU/LFU skip it
         return top
 
-    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int) -> Node:
-        """A new unreferenced node under `parent` (`tokens` a block multiple > 0)."""
+    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, offer: bool = True) -> Node:
+        """A new unreferenced node under `parent` (`tokens` a block multiple > 0), offered for eviction
+        unless the caller pins it at once (``offer=False``: `unpin` offers it when it is let go)."""
         self.version += 1
         key: tuple[Piece, ...] = block_key(pieces, 0, pieces[0][1], self.B)  # type: ignore[assignment]
         self.tick += 1
@@ -247,7 +248,8 @@ class RadixTree:
         self.blocks[tier] += tokens // self.B
         if tier == HBM:
             self.evictable += tokens // self.B
-        self.offer(node)
+        if offer:
+            self.offer(node)
         return node
 
     def remove(self, node: Node) -> list[int]:
