@@ -76,16 +76,22 @@ def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -
     """New blocks ``Σ_seqs ceil((kv + j)/B) − ceil(kv/B)`` that j decode steps need.
 
     ``hist[p]`` counts sequences with ``(kv − S) mod B = p`` and ``shift = S``; a sequence at
-    phase ``r = kv mod B`` needs ``floor((r + j − 1)/B) + [r = 0]`` new blocks in j ≥ 1 steps.
+    phase ``r = kv mod B`` needs ``floor((r + j − 1)/B) + [r = 0]`` new blocks in j ≥ 1 steps. With
+    ``j − 1 = q·B + t`` (``0 ≤ t < B``) that is ``q + [r ≥ B − t] + [r = 0]``: every sequence takes
+    q, those at the phases ``B − t .. B − 1`` one more (a cyclic run of t entries of `hist`, from
+    ``p = (B − t − S) mod B``), those at phase 0 one more: three sums, O(1) Python operations.
     """
     if j <= 0:
         return 0
     b = block_tokens
-    total = 0
-    for p, count in enumerate(hist):
-        if count:
-            r = (p + shift) % b
-            total += count * ((r + j - 1) // b + (r == 0))
+    q, t = divmod(j - 1, b)
+    total = hist[-shift % b]  # phase r = 0 sits at p = −S mod B
+    if q:
+        total += q * sum(hist)
+    if t:
+        lo = (b - t - shift) % b
+        hi = lo + t
+        total += sum(hist[lo:hi]) if hi <= b else sum(hist[lo:]) + sum(hist[:hi - b])
     return total
 
 
