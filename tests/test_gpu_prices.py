@@ -148,10 +148,10 @@ def test_compare_cost_per_token_scales_with_the_price(tmp_path):
             "--strategy", "native", "--json"]
     code, out, err = kvsim(*args)
     assert code == 0 and "GPU prices: H100 2.99 USD/GPU-hour (catalog)" in err
-    catalog = json.loads(out)[0]["usd_per_million_tokens"]
+    catalog = json.loads(out)[0]["usd_per_million_output_tokens"]
     code, out, err = kvsim(*args, "--usd-per-gpu-hour", "1.5")
     assert code == 0 and "GPU prices: H100 1.50 USD/GPU-hour (overridden; catalog 2.99)" in err
-    assert json.loads(out)[0]["usd_per_million_tokens"] == pytest.approx(catalog * 1.5 / 2.99, rel=1e-9)
+    assert json.loads(out)[0]["usd_per_million_output_tokens"] == pytest.approx(catalog * 1.5 / 2.99, rel=1e-9)
 
 
 def test_capacity_and_sweep_price_their_fleets(tmp_path):
