@@ -30,6 +30,7 @@ from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention
 from simulator.errors import ConfigError, shown
 from simulator.kv import parse_layout
+from simulator.progress import Meter, Progress
 from workloads.request import Request
 
 RETENTIONS = {"streaming-llm": "window_tokens", "h2o": "budget_tokens", "snapkv": "budget_tokens"}
@@ -96,7 +97,7 @@ def check_context(config: EngineConfig, requests: Sequence[Request], what: str =
 
 
 def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], specs: list[str], seed: int = 0, *,
-                       timer: StepTimer | TimerFactory | None = None) -> pd.DataFrame:
+                       timer: StepTimer | TimerFactory | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """Run `requests` under each strategy set; one row per set with the headline figures.
 
     ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``;
@@ -107,6 +108,9 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with,
     against an MHA, bf16, full-retention baseline (the layout's `simulator.kv.footprint` factors at
     the mean context, times the share of its tokens' KV retention keeps: `kept_kv_fraction`).
+
+    `progress` receives the fraction done: each set an equal share (the same requests), advanced
+    by its share of requests ended.
     """
     must_specs = [s.strip() for s in specs if s.strip()]
     if not must_specs:
@@ -119,8 +123,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     span_s = max(arrivals) - min(arrivals) if arrivals else 0.0
     offered = (len(arrivals) - 1) / span_s if span_s > 0 else math.nan  # Poisson's estimate of the rate
     rows: list[dict[str, Any]] = []
+    meter = Meter(progress, [len(configs)])
     for spec, config in zip(must_specs, configs, strict=True):
-        res = run(config, requests, seed=seed, timer=timer)
+        res = run(config, requests, seed=seed, timer=timer, progress=meter.piece(1.0))
+        meter.add(1.0)
         s, req = res.summary, res.requests
         done = req[req.outcome == "completed"]
         tokens = int(done.prompt_tokens.sum() + done.output_tokens.sum())
@@ -143,6 +149,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "layout_memory_factor": layout_factor,
             "kept_kv_fraction": kept,
         })
+    meter.finish()
     return pd.DataFrame(rows)
 
 

@@ -40,6 +40,7 @@ import pandas as pd
 from simulator.engine import Result, SteadyWindow, StepTimer, run
 from simulator.errors import must
 from simulator.planning import meets_slo
+from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from workloads import Workload
 
@@ -95,25 +96,50 @@ class Bracket:
         return self.hi_scale / self.lo_scale - 1 if self.lo_scale > 0 else math.inf
 
 
+def bisection_steps(lo: float, hi: float, rel_tol: float) -> int:
+    """Log-space bisections that take the bracket ``[lo, hi]`` to ``hi / lo ≤ 1 + rel_tol``:
+    ``ceil(log2(ln(hi / lo) / ln(1 + rel_tol)))``, 0 when it is there already."""
+    if not (0 < lo < hi < math.inf) or hi / lo <= 1 + rel_tol:
+        return 0
+    return math.ceil(math.log2(math.log(hi / lo) / math.log1p(rel_tol)))
+
+
+def scales_left(lo: float, hi: float, f: float, rel_tol: float, start: float) -> float:
+    """The rate scales of the trials a `bisect_rate` search still has, summed (a trial's cost grows
+    with its scale), counted optimistically: before a flip, the next step is assumed to flip (the
+    bracket's next end is tried, then it is bisected, each trial near its middle)."""
+    if lo == 0.0 and hi == math.inf:  # nothing tried: `start`, then a climb that fails at once
+        return start + scales_left(start, math.inf, f, rel_tol, start)
+    if hi == math.inf:
+        return lo * f + bisection_steps(lo, lo * f, rel_tol) * lo * math.sqrt(f)
+    if lo == 0.0:
+        return hi / f + bisection_steps(hi / f, hi, rel_tol) * hi / math.sqrt(f)
+    return bisection_steps(lo, hi, rel_tol) * math.sqrt(lo * hi)
+
+
 def bisect_rate(trial: Callable[[float], Trial], *, start: float = 1.0, step: float = 2.0, rel_tol: float = 0.05,
-                min_scale: float = MIN_SCALE, max_scale: float = MAX_SCALE) -> Bracket:
-    """Bracket, then bisect, the highest rate scale whose `trial` is ok (module docstring)."""
+                min_scale: float = MIN_SCALE, max_scale: float = MAX_SCALE,
+                left: Callable[[float], None] | None = None) -> Bracket:
+    """Bracket, then bisect, the highest rate scale whose `trial` is ok (module docstring). `left` is
+    told, before each trial, the scales of the trials still to come, summed (`scales_left`)."""
     where = "bisect_rate"
     must(rel_tol > 0, where, "rel_tol", "> 0", rel_tol)
     must(step > 1, where, "step", "> 1", step)
     must(0 < min_scale <= start <= max_scale, where, "start", f"in [{min_scale:g}, {max_scale:g}]", start)
     seen: dict[float, Trial] = {}
+    lo, hi = 0.0, math.inf
+    f = step
 
     def ok(s: float) -> bool:
         if s not in seen:
+            if left:
+                left(scales_left(lo, hi, f, rel_tol, start))
             seen[s] = trial(s)
         return seen[s].ok
 
     def grow(f: float) -> float:
         return f if f >= 2 else min(f * f, 2.0)
 
-    lo, hi = 0.0, math.inf
-    f = step
     if ok(start):  # climb until a rate fails
         lo = start
         while lo * f <= max_scale:
@@ -207,6 +233,12 @@ class MaxRate:
         return _finite(doc)
 
 
+def later_seed_scales(answer: float, rel_tol: float) -> float:
+    """`scales_left` of a seed after the first: its search starts at the first seed's `answer` with a
+    step of ``1 + 2 · rel_tol``."""
+    return scales_left(0.0, math.inf, 1 + 2 * rel_tol, rel_tol, answer)
+
+
 def _finite(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}
@@ -225,10 +257,14 @@ def _with_duration(scenario: Scenario, duration_s: float | None) -> Scenario:
 def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
              rel_tol: float = 0.05, ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
              duration_s: float | None = None, window: SteadyWindow | None = None,
-             timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None) -> MaxRate:
+             timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None,
+             progress: Progress | None = None) -> MaxRate:
     """The highest rate `hardware` × ``cluster.nodes`` sustains within the SLOs, per seed (module docstring).
 
-    Seeds are ``seed, seed + 1, …`` (default: the scenario's seed).
+    Seeds are ``seed, seed + 1, …`` (default: the scenario's seed). `progress` receives the fraction
+    done, a trial weighing its rate scale (its requests, generated and simulated), the trials to
+    come as `scales_left` says; seeds after the first are expected to cost what their search from
+    the first's answer costs, as `scales_left` says before it starts (`later_seed_scales`).
     """
     must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
     sc = _with_duration(scenario, duration_s)
@@ -238,13 +274,20 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
     config = sc.engine_config(hw)
     first = sc.seed if seed is None else seed
     answers: list[SeedAnswer] = []
+    per_scale = 1 + GENERATE_COST
+    meter = Meter(progress, [per_scale * scales_left(0.0, math.inf, 2.0, rel_tol, 1.0),
+                             *[per_scale * later_seed_scales(1.0, rel_tol)] * (seeds - 1)])
     for k in range(seeds):
         sd = first + k
 
         def trial(scale: float, sd: int = sd) -> Trial:
             wl = sc.load_workload(sd, rate_scale=scale)
             sc.check_context(wl)
-            t = Trial.of(scale, run(config, wl, sd, timer=timer, window=window), ttft, tpot)
+            meter.add(GENERATE_COST * scale)
+            result = run(config, wl, sd, timer=timer, window=window, progress=meter.piece(scale),
+                         total_requests=len(wl.requests()))
+            meter.add(scale)
+            t = Trial.of(scale, result, ttft, tpot)
             if on_step:
                 on_step(f"{hw} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
                         f"TTFT p99 {t.ttft_p99_s:.2f} s, TPOT p99 {t.tpot_p99_s * 1e3:.0f} ms, sustained "
@@ -254,7 +297,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
 
         guess = answers[0].lo_scale if answers and answers[0].lo_scale > 0 else 1.0
         b = bisect_rate(trial, start=min(max(guess, MIN_SCALE), MAX_SCALE),
-                        step=2.0 if not answers else 1 + 2 * rel_tol, rel_tol=rel_tol)
+                        step=2.0 if not answers else 1 + 2 * rel_tol, rel_tol=rel_tol,
+                        left=lambda scales: meter.expect(per_scale * scales))
         best, failed = b.best, b.at(b.hi_scale)
         nan = math.nan
         answers.append(SeedAnswer(
@@ -265,6 +309,9 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
             output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
             ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
             simulations=len(b.trials)))
+        meter.next_stage(later=[per_scale * later_seed_scales(min(max(answers[0].lo_scale, MIN_SCALE), MAX_SCALE),
+                                                              rel_tol)] * (seeds - 1 - k))
+    meter.finish()
     return MaxRate(hardware=hw, nodes=sc.cluster.nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
                    duration_s=sc.workload.duration_s, answers=tuple(answers))
 
@@ -293,18 +340,24 @@ def all_at_once(workload: Workload) -> Workload:
 
 def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
                        duration_s: float | None = None, window: SteadyWindow | None = None,
-                       timer: StepTimer | None = None,
-                       on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0."""
+                       timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None,
+                       progress: Progress | None = None) -> pd.DataFrame:
+    """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0.
+
+    `progress` receives the fraction done: each seed an equal share, `GENERATE_COST` of it generating."""
     must(seeds >= 1, "offline_throughput", "seeds", ">= 1", seeds)
     sc = _with_duration(scenario, duration_s)
     hw = hardware or sc.cluster.hardware[0]
     first = sc.seed if seed is None else seed
+    meter = Meter(progress, [seeds * (1 + GENERATE_COST)])
     rows = []
     for sd in range(first, first + seeds):
         wl = sc.load_workload(sd)
         sc.check_context(wl)
-        s = run(sc.engine_config(hw), all_at_once(wl), sd, timer=timer, window=window).summary
+        meter.add(GENERATE_COST)
+        s = run(sc.engine_config(hw), all_at_once(wl), sd, timer=timer, window=window,
+                progress=meter.piece(1.0), total_requests=len(wl.requests())).summary
+        meter.add(1.0)
         row = OfflineRun(seed=sd, requests=s["requests"], completed=s["completed"],
                          steady_window_start_s=s["steady_window_start_s"],
                          steady_window_end_s=s["steady_window_end_s"],
@@ -317,4 +370,5 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds
                     f"{row.output_tokens_per_s:,.0f} output tok/s sustained over [{row.steady_window_start_s:,.0f}, "
                     f"{row.steady_window_end_s:,.0f}] s")
         rows.append({"hardware": hw, "nodes": sc.cluster.nodes, **asdict(row)})
+    meter.finish()
     return pd.DataFrame(rows)

@@ -30,6 +30,7 @@ from simulator.engine import Result, run
 from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
+from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from workloads import Workload
 
@@ -92,30 +93,48 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) ->
 
 
 def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float, tpot_p99_s: float,
-               seed: int, on_step: Callable[[str], None] | None = None) -> FleetPlan:
-    """The smallest node count of `hardware` that meets the SLOs for `workload`."""
+               seed: int, on_step: Callable[[str], None] | None = None, meter: Meter | None = None,
+               headroom_hint: float | None = None) -> FleetPlan:
+    """The smallest node count of `hardware` that meets the SLOs for `workload`.
+
+    `meter` (`simulator.progress.Meter`) is told the work in runs of the workload: each run costs
+    one, a headroom run its load scale (and as much again times `GENERATE_COST` for generating its
+    workload); the search's runs still to come are `search_runs_left`, the headroom's
+    `headroom_cost` at `headroom_guess` for the fleet the search has reached (`headroom_hint`, say
+    another node kind's headroom, where the fleet is one replica; `FLEET_PRIOR` is the whole
+    estimate before it starts).
+    """
     floor = memory_floor_nodes(scenario, hardware, workload)
     if floor > MAX_NODES:
         raise ConfigError(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
                           f"memory alone needs {floor:,} nodes for this load")
+    meter = meter or Meter(None)
     cache: dict[int, Result] = {}
+    n_requests = len(workload.requests())
 
-    def sim(n: int, wl: Workload = workload) -> Result:
-        if wl is workload and n in cache:
+    def sim(n: int) -> Result:
+        if n in cache:
             return cache[n]
-        r = run(scenario.engine_config(hardware, n_nodes=n), wl, seed)
-        if wl is workload:
-            cache[n] = r
+        r = cache[n] = run(scenario.engine_config(hardware, n_nodes=n), workload, seed,
+                           progress=meter.piece(1.0), total_requests=n_requests)
+        meter.add(1.0)
+        meter.inform()
         if on_step:
             on_step(f"{hardware}: {n} node(s) -> TTFT p99 {r.summary['ttft_p99_s']:.2f} s, "
-                    f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms")
+                    f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms: "
+                    f"{'meets' if meets_slo(r, ttft_p99_s, tpot_p99_s) else 'fails'}")
         return r
+
+    def expect(lo: int, hi: int, found: bool) -> None:
+        guess = headroom_guess(hi * unit, unit, headroom_hint)
+        meter.expect(search_runs_left(lo, hi, found) + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, guess))
 
     # the search counts whole replicas: `unit` nodes each (1, or the nodes a multi-node plan spans)
     unit = kv_budget(scenario.engine_config(hardware).node, scenario.model_spec(),  # type: ignore[arg-type]
                      memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan).nodes
     ok = lambda k: meets_slo(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
     lo, hi = floor // unit - 1, floor // unit
+    expect(lo, hi, False)
     while not ok(hi):
         lo, hi = hi, hi * 2
         if hi * unit > MAX_NODES:
@@ -124,14 +143,18 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                 f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
                 f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
                 f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out")
+        expect(lo, hi, False)
+    expect(lo, hi, True)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        expect(lo, hi, True)
     hi *= unit
     best = sim(hi)
     below = cache.get(hi - unit)
     binding = _binding(hi, floor, below, unit)
-    headroom = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, sim)
+    headroom = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, meter, on_step,
+                         headroom_guess(hi, unit, headroom_hint))
     s = best.summary
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
                      usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
@@ -153,39 +176,94 @@ def _binding(nodes: int, floor: int, below: Result | None, unit: int = 1) -> str
     return "compute"
 
 
+def headroom_cost(lo: float, hi: float, steps: int, guess: float) -> float:
+    """The cost of `steps` headroom runs bisecting ``[lo, hi]`` if the headroom were `guess`, in runs
+    of the unscaled workload: the runs the bisection would make (one meets when its scale is at
+    most `guess`), each its scale, times ``1 + GENERATE_COST`` for generating its workload."""
+    cost = 0.0
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        cost += mid
+        lo, hi = (mid, hi) if mid <= guess else (lo, mid)
+    return cost * (1 + GENERATE_COST)
+
+
+def headroom_guess(nodes: int, unit: int = 1, hint: float | None = None) -> float:
+    """The headroom expected of the smallest fleet that meets the SLOs: the fleet one replica smaller
+    failed, so about ``nodes / (nodes − unit)`` if the load it carries grows with its replicas; one
+    replica: `hint` (another node kind's headroom at the same load), else the middle of the range,
+    ``√HEADROOM_MAX_SCALE``."""
+    if nodes > unit:
+        return nodes / (nodes - unit)
+    return hint if hint is not None else math.sqrt(HEADROOM_MAX_SCALE)
+
+
+# a fleet's expected cost before its search begins: a run at the memory floor that meets, and the headroom
+FLEET_PRIOR = 1 + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, headroom_guess(1))
+
+
 def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: float, tpot: float,
-              sim: Callable[..., Result]) -> float:
-    """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which `nodes` still meet the SLOs."""
+              meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> float:
+    """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which `nodes` still meet the SLOs
+    (`guess`: the one expected, for `meter`)."""
     lo, hi = 1.0, HEADROOM_MAX_SCALE
-    for _ in range(HEADROOM_STEPS):
+    for step in range(HEADROOM_STEPS):
+        guess = min(max(guess, lo), hi)  # what the runs so far allow
+        meter.expect(headroom_cost(lo, hi, HEADROOM_STEPS - step, guess))
         mid = math.sqrt(lo * hi)
         wl = scenario.load_workload(seed, rate_scale=mid)
-        r = run(scenario.engine_config(hardware, n_nodes=nodes), wl, seed)
-        lo, hi = (mid, hi) if meets_slo(r, ttft, tpot) else (lo, mid)
+        meter.add(GENERATE_COST * mid)
+        r = run(scenario.engine_config(hardware, n_nodes=nodes), wl, seed, progress=meter.piece(mid),
+                total_requests=len(wl.requests()))
+        meter.add(mid)
+        ok = meets_slo(r, ttft, tpot)
+        if on_step:
+            on_step(f"{hardware}: {nodes} node(s) at {mid:.3g}× the load -> TTFT p99 {r.summary['ttft_p99_s']:.2f} s, "
+                    f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms: {'meets' if ok else 'fails'}")
+        lo, hi = (mid, hi) if ok else (lo, mid)
     return lo
 
 
 def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft_p99_s: float | None = None,
                   tpot_p99_s: float | None = None, seed: int | None = None,
-                  on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
+                  on_step: Callable[[str], None] | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """One `FleetPlan` row per node kind, for the scenario's workload and SLOs (or those given); with a
     ``[disaggregation]`` section, an aggregated and a disaggregated row per kind
-    (`simulator.xpyd.plan_split_capacity`)."""
+    (`simulator.xpyd.plan_split_capacity`).
+
+    `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
+    simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
+    only the priors: `FLEET_PRIOR` a kind).
+    """
     for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
         must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
+    kinds = hardware or [n.key for n in scenario.nodes()]
+    ttft = scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s
+    tpot = scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s
+    if scenario.disaggregation is not None:  # aggregated and xPyD fleets side by side
+        from simulator.xpyd import SPLIT_PRIOR, plan_split_capacity
+
+        meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR, SPLIT_PRIOR] * len(kinds)], quiet=True)
+        workload = _workload(scenario, seed, meter)
+        plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
+                                   tpot_p99_s=tpot, meter=meter)
+        meter.finish()
+        return plan
+    meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
+    workload = _workload(scenario, seed, meter)
+    rows: list[FleetPlan] = []
+    for i, hw in enumerate(kinds):
+        meter.next_stage(alike=len(kinds) - 1 - i)  # each kind to come expected to cost what this one does
+        rows.append(plan_fleet(scenario, hw, workload, ttft_p99_s=ttft, tpot_p99_s=tpot, seed=seed, on_step=on_step,
+                               meter=meter, headroom_hint=rows[-1].headroom_scale if rows else None))
+    meter.finish()
+    return pd.DataFrame([asdict(r) for r in rows])
+
+
+def _workload(scenario: Scenario, seed: int, meter: Meter) -> Workload:
+    """The scenario's workload, checked against the model's context (the meter's first stage)."""
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
-    kinds = hardware or [n.key for n in scenario.nodes()]
-    if scenario.disaggregation is not None:  # aggregated and xPyD fleets side by side
-        from simulator.xpyd import plan_split_capacity
-
-        return plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step,
-                                   ttft_p99_s=scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s,
-                                   tpot_p99_s=scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s)
-    rows = [plan_fleet(scenario, hw, workload,
-                       ttft_p99_s=scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s,
-                       tpot_p99_s=scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s,
-                       seed=seed, on_step=on_step)
-            for hw in kinds]
-    return pd.DataFrame([asdict(r) for r in rows])
+    meter.add(GENERATE_COST)
+    return workload

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -26,10 +25,15 @@ from hardware.catalog import load_catalog, price_note
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
+from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
 from simulator.units import GB, figure
 
 DPI = 110
+# the shares of a phase's time its chart takes (the default scenario, 2 cores): the collapse chart 0.6 s
+# after 2.1 s of simulation; the break-even chart 0.1 s after a 1.0 s replay
+COLLAPSE_CHART_SHARE = 0.2
+BREAKEVEN_CHART_SHARE = 0.1
 
 
 def _save(fig: Figure, path: Path) -> str:
@@ -66,8 +70,11 @@ def _table(df: pd.DataFrame) -> str:
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align) + "\n"
 
 
-def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The analytic collapse table for the scenario's model and hardware, and simulated peaks."""
+def collapse_study(run: ScenarioRun, progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The analytic collapse table for the scenario's model and hardware, and simulated peaks.
+
+    `progress` receives the fraction done: each node kind's simulated points an equal share
+    (`simulated_collapse` weighs its runs by their requests)."""
     sc = run.scenario
     model = sc.model_spec()
     kinds = [n.key for n in sc.nodes()]
@@ -78,7 +85,12 @@ def collapse_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame]:
                               block_tokens=sc.cluster.block_tokens, plans=plans)
     points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
     configs = [sc.engine_config(hw) for hw in kinds]
-    sims = [simulated_collapse(c, points, run.seed).assign(layout=c.layout.label) for c in configs]
+    meter = Meter(progress, [len(configs)])
+    sims = []
+    for c in configs:
+        sims.append(simulated_collapse(c, points, run.seed, progress=meter.piece(1.0)).assign(layout=c.layout.label))
+        meter.add(1.0)
+    meter.finish()
     return analytic, pd.concat(sims, ignore_index=True)
 
 
@@ -134,14 +146,27 @@ def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
                                  out / "fleets.png") + ")\n"]
 
 
+def _no_phases(_label: str) -> Progress:
+    return lambda _fraction: None
+
+
 def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = None,
-                 on_step: Callable[[str], None] | None = None) -> Path:
-    """Write the report folder of `run` (and a capacity plan, when given) to `out`."""
+                 phases: Phases | None = None) -> Path:
+    """Write the report folder of `run` (and a capacity plan, when given) to `out`.
+
+    `phases` (`simulator.progress.Phases`) is told each phase as it begins: ``writing the report``
+    (each fleet's files and each chart one unit), ``collapse study`` (its simulations, then
+    `COLLAPSE_CHART_SHARE` for the chart) and ``TTL break-even`` (the replay, then
+    `BREAKEVEN_CHART_SHARE`), the last two when the scenario's report has them.
+    """
     out.mkdir(parents=True, exist_ok=True)
     sc = run.scenario
-    say = on_step or (lambda _msg: None)
+    phase = phases or _no_phases
+    files = Meter(phase("writing the report"), [len(run.results) + 2 + (sc.disaggregation is not None)
+                                                + (capacity is not None)])
     for hw, res in run.results.items():
         res.write(out / hw)
+        files.add(1)
     headline = run.headline()
     headline.to_csv(out / "headline.csv", index=False)
     doc = {"seed": run.seed, "version": __version__, "scenario": dataclasses.asdict(sc),
@@ -163,16 +188,19 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           "left out as drain); makespan throughput over first arrival to last completion.\n",
           "".join(f"- {note}\n" for note in run.steady_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
-                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n",
-           "![timeseries](" + _save(timeseries_figure(
+                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]
+    files.add(1)
+    md += ["![timeseries](" + _save(timeseries_figure(
                {hw: r.timeseries for hw, r in run.results.items()},
                {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()},
                {hw: r.config.block_tokens for hw, r in run.results.items()},
                {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
                {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()}), out / "timeseries.png")
            + ")\n"]
+    files.add(1)
     if sc.disaggregation is not None:
         md += _fleets_section(run, out)
+        files.add(1)
     if capacity is not None:
         from simulator.charts import capacity_figure
 
@@ -181,9 +209,12 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "`memory_floor_nodes` is the analytic lower bound from KV memory alone; `headroom_scale` is the "
                "load multiplier the fleet takes before an SLO breaks.\n",
                "![capacity](" + _save(capacity_figure(capacity, sc.name), out / "capacity.png") + ")\n"]
+        files.add(1)
+    files.finish()
     if sc.report.collapse:
-        say("collapse study")
-        analytic, simulated = collapse_study(run)
+        meter = Meter(phase("collapse study"), [1.0])
+        analytic, simulated = collapse_study(run, meter.piece(1 - COLLAPSE_CHART_SHARE))
+        meter.add(1 - COLLAPSE_CHART_SHARE)
         analytic.to_csv(out / "collapse.csv", index=False)
         simulated.to_csv(out / "collapse_simulated.csv", index=False)
         model = sc.model_spec()
@@ -198,11 +229,13 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                _table(simulated),
                "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
                                       out / "collapse.png") + ")\n"]
+        meter.finish()
     if sc.report.breakeven:
-        say("TTL break-even")
+        meter = Meter(phase("TTL break-even"), [1.0])
         from simulator.billing.charts import plot_savings_vs_ttl
 
         be, provider, best = breakeven_study(run)
+        meter.add(1 - BREAKEVEN_CHART_SHARE)
         be.to_csv(out / "breakeven.csv", index=False)
         provider.to_csv(out / "breakeven_provider.csv", index=False)
         ax = plot_savings_vs_ttl(be, title=f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})")
@@ -215,5 +248,6 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "capacity, against the prefill GPU time that hits save; margins are against no caching.\n",
                _table(provider.drop(columns="hardware")),
                "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
+        meter.finish()
     (out / "summary.md").write_text("\n".join(x for x in md if x))
     return out

@@ -4,7 +4,7 @@ the concurrency-collapse chart. The report and the CLI call these; so can a note
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -14,11 +14,10 @@ from hardware.catalog import load_catalog
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import SchedulerConfig
 from simulator.models import ModelSpec, weight_precision
+from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from workloads import Workload
 from workloads.request import Request
-
-Progress = Callable[[float], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,20 +116,22 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
     ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
-    `progress` receives the fraction done over all fleets.
+    `progress` receives the fraction done: generating the workload counts `GENERATE_COST` of one
+    fleet's run, each fleet's run one, advanced by its share of requests ended.
     """
     seed = scenario.seed if seed is None else seed
-    workload = scenario.load_workload(seed)
-    scenario.check_context(workload)
     kinds = list(hardware) if hardware else [n.key for n in scenario.nodes()]
     fleets = [fleet for hw in kinds for fleet in scenario.fleets(hw)]
+    meter = Meter(progress, [GENERATE_COST + len(fleets)])
+    workload = scenario.load_workload(seed)
+    scenario.check_context(workload)
+    meter.add(GENERATE_COST)
     results: dict[str, Result] = {}
-    for i, (label, config) in enumerate(fleets):
-        def part(f: float, i: int = i) -> None:
-            if progress:
-                progress((i + f) / len(fleets))
-
-        results[label] = run(config, workload, seed, progress=part, total_requests=len(workload.requests()))
+    for label, config in fleets:
+        results[label] = run(config, workload, seed, progress=meter.piece(1.0),
+                             total_requests=len(workload.requests()))
+        meter.add(1.0)
+    meter.finish()
     return ScenarioRun(scenario=scenario, seed=seed, workload=workload, results=results)
 
 
@@ -145,7 +146,8 @@ def saturating_requests(context_tokens: int, output_tokens: int, n: int, rate_pe
 
 def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int = 0,
                        output_fraction: float = 1 / 8, max_output_tokens: int = 4096,
-                       requests_per_point: int = 400, offered_fraction: float = 0.8) -> pd.DataFrame:
+                       requests_per_point: int = 400, offered_fraction: float = 0.8, *,
+                       progress: Progress | None = None) -> pd.DataFrame:
     """Simulated concurrency and goodput per context length, beside the analytic maximum (one node).
 
     Two runs per context ``n`` (requests of prompt ``n − o`` and output ``o``, ``o`` being
@@ -163,6 +165,8 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
       achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
       ``goodput_fraction`` their share of the requests, ``ttft_ok_fraction`` and ``tpot_ok_fraction``
       the shares of requests that completed within each SLO alone (TPOT on the mean, as goodput).
+
+    `progress` receives the fraction done, each run weighed by its requests.
     """
     from simulator.capacity import kv_budget, max_streams
     from simulator.cost import StepModel, load_params
@@ -179,12 +183,15 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     steady = replace(config, n_nodes=budget.nodes, more_pools=())
     timer = StepModel(node.gpu, model, config.layout, config.tp, load_params(node.gpu.key), plan=config.plan,
                       node=node)
+    streams = [max_streams(budget, model, config.layout, int(n), config.block_tokens) for n in contexts]
+    sizes = [max(requests_per_point, 2 * m) for m in streams]  # enough to fill the pool twice over
+    meter = Meter(progress, [sum(n_req * (1 + (m >= 1)) for n_req, m in zip(sizes, streams, strict=True))])
     rows = []
-    for n in contexts:
+    for n, m, n_req in zip(contexts, streams, sizes, strict=True):
         out = max(1, min(max_output_tokens, int(n * output_fraction)))
-        m = max_streams(budget, model, config.layout, int(n), config.block_tokens)
-        n_req = max(requests_per_point, 2 * m)  # enough to fill the pool twice over
-        s = run(flood, saturating_requests(int(n), out, n_req, rate_per_s=1e3, rng=rng), seed).summary
+        s = run(flood, saturating_requests(int(n), out, n_req, rate_per_s=1e3, rng=rng), seed,
+                progress=meter.piece(n_req)).summary
+        meter.add(n_req)
         row = {"hardware": node.key, "context_tokens": int(n), "analytic_streams": m,
                "peak_streams": s["max_concurrency"], "mean_streams": float("nan"), "goodput_rps": float("nan"),
                "goodput_fraction": float("nan"), "ttft_ok_fraction": float("nan"), "tpot_ok_fraction": float("nan")}
@@ -193,13 +200,16 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
             batch = min(m, config.scheduler.max_num_seqs)
             service_s = timer.prefill_s(n - out, 0) + out * (a_s + b_s * batch * (n - out / 2))
             rate = offered_fraction * batch / service_s
-            at = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng), seed)
+            at = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng), seed,
+                     progress=meter.piece(n_req))
+            meter.add(n_req)
             c, done = at.summary, at.requests[at.requests.outcome == "completed"]
             row.update(mean_streams=c["mean_concurrency"], goodput_rps=c["goodput_requests_per_s"],
                        goodput_fraction=c["goodput_fraction"],
                        ttft_ok_fraction=float((done.ttft_s <= steady.slo_ttft_s).sum() / len(at.requests)),
                        tpot_ok_fraction=float((~(done.tpot_mean_s > steady.slo_tpot_s)).sum() / len(at.requests)))
         rows.append(row)
+    meter.finish()
     return pd.DataFrame(rows)
 
 

@@ -38,9 +38,13 @@ from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
 from simulator.errors import ConfigError
 from simulator.planning import MAX_NODES, MEMORY_BOUND_UTILIZATION, meets_slo, memory_floor_nodes, plan_fleet
+from simulator.progress import Meter, search_runs_left
 from simulator.scenario import Scenario
 from workloads import Workload
 
+# runs a prefill search is expected to take before it starts (a doubling or two from one replica, a bisection)
+PREFILL_PRIOR_RUNS = 3
+SPLIT_PRIOR = 2 + PREFILL_PRIOR_RUNS  # a disaggregated plan's runs before any: the decode search's first two
 AMPLE_PREFILL_FACTOR = 2.0  # prefill replicas per replica the workload keeps busy, while sizing decode
 NETWORK_BOUND_UTILIZATION = 0.5  # links busier than this at the answer: the network binds too
 
@@ -91,8 +95,13 @@ def ample_prefill_nodes(scenario: Scenario, hardware: str, workload: Workload) -
 
 
 def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float,
-                       tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None) -> SplitPlan:
-    """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring)."""
+                       tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None,
+                       meter: Meter | None = None) -> SplitPlan:
+    """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring).
+
+    `meter` (`simulator.progress.Meter`) is told the work in runs of the workload: the decode
+    search's runs left (`search_runs_left`) and `PREFILL_PRIOR_RUNS` for the prefill search until
+    it starts, then its own runs left (`SPLIT_PRIOR` is the estimate before anything ran)."""
     model = scenario.model_spec()
     cfg = scenario.disaggregated_config(hardware)
     assert cfg.prefill_pool is not None and isinstance(cfg.node, NodeSpec) and isinstance(cfg.prefill_pool.node,
@@ -101,10 +110,14 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     unit_d = kv_budget(cfg.node, model, memory_utilization=mu, plan=scenario.plan).nodes
     unit_p = kv_budget(cfg.prefill_pool.node, model, memory_utilization=mu, plan=scenario.prefill_plan).nodes
     cache: dict[tuple[int, int], Result] = {}
+    meter = meter or Meter(None)
+    n_requests = len(workload.requests())
 
     def sim(p: int, d: int) -> Result:
         if (p, d) not in cache:
-            r = cache[(p, d)] = run(scenario.disaggregated_config(hardware, p, d), workload, seed)
+            r = cache[(p, d)] = run(scenario.disaggregated_config(hardware, p, d), workload, seed,
+                                    progress=meter.piece(1.0), total_requests=n_requests)
+            meter.add(1.0)
             if on_step:
                 s = r.summary
                 on_step(f"{scenario.fleet_label(hardware, p, d)}: TTFT p99 {s['ttft_p99_s']:.2f} s, TPOT p99 "
@@ -124,12 +137,14 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     ample = -(-ample // unit_p) * unit_p
     d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
                   f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
-                  f"({tpot_p99_s:g} s) with {ample} prefill nodes") * unit_d
+                  f"({tpot_p99_s:g} s) with {ample} prefill nodes",
+                  left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS)) * unit_d
     while True:
+        meter.expect(PREFILL_PRIOR_RUNS)
         p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
                       f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
                       f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
-                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None) * unit_p
+                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None, left=meter.expect) * unit_p
         if slo_ok(sim(p, d)):
             break
         d += unit_d  # the total once more: the smaller prefill pool failed after all
@@ -171,10 +186,14 @@ def _decode_binding(below: Result | None, at_floor: bool, max_num_seqs: int) -> 
     return "decode bandwidth (TPOT)"
 
 
-def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_hint: int | None = None) -> int:
+def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_hint: int | None = None,
+              left: Callable[[int], None] | None = None) -> int:
     """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start`, then bisect. `ok_hint`:
-    a ``k`` known to pass (bounds the doubling)."""
+    a ``k`` known to pass (bounds the doubling). `left` is told the calls of `ok` still to come
+    (`simulator.progress.search_runs_left`) before each."""
+    say = left or (lambda _n: None)
     lo, hi = start - 1, start
+    say(search_runs_left(lo, hi, False))
     while not ok(hi):
         lo, hi = hi, hi * 2
         if ok_hint is not None and hi >= ok_hint:
@@ -182,23 +201,33 @@ def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_h
             break
         if hi > limit:
             raise ConfigError(fail)
+        say(search_runs_left(lo, hi, False))
+    say(search_runs_left(lo, hi, True))
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        say(search_runs_left(lo, hi, True))
     return hi
 
 
 def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload, *, ttft_p99_s: float,
-                        tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Aggregated and disaggregated fleets of each kind side by side at the same SLOs: one row each."""
+                        tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None,
+                        meter: Meter | None = None) -> pd.DataFrame:
+    """Aggregated and disaggregated fleets of each kind side by side at the same SLOs: one row each.
+
+    `meter`'s stages after the one under way are, per kind, the aggregated fleet's (`FLEET_PRIOR`)
+    and the disaggregated one's (`SPLIT_PRIOR`)."""
+    meter = meter or Meter(None)
     rows = []
     for hw in kinds:
+        meter.next_stage()
         agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                         on_step=on_step)
+                         on_step=on_step, meter=meter)
         rows.append({**asdict(agg), "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
                      "link_utilization": math.nan})
+        meter.next_stage()
         split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                                   on_step=on_step)
+                                   on_step=on_step, meter=meter)
         rows.append({**asdict(split), "headroom_scale": math.nan})
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "kv_utilization", "link_utilization",

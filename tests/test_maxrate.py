@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -143,3 +144,37 @@ tpot_p99_s = 0.05
     r = CliRunner().invoke(main, ["capacity", str(sc), "--offline", "--seeds", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "offline (every request at t = 0" in r.stdout and (out / "offline.csv").exists()
+
+
+def test_bisection_tells_the_scales_still_to_come() -> None:
+    """Threshold 3 from 1 (rel_tol 0.05; ⌈log2(ln(r) / ln 1.05)⌉ bisections for a bracket of ratio r:
+    4 for r = 2), before each trial, the scales to come summed, each bisection at its bracket's middle:
+    1 + 2 + 4·√2 = 8.657 (start, then a climb assumed to fail at 2); 2 + 4·√2 = 7.657; 4 + 4·2√2 =
+    15.31 (2 met); [2, 4]: 4·√8 = 11.31; [√8, 4]: 3 bisections · 3.364 = 10.09; [√8, 3.364]: 2 ·
+    3.084 = 6.169; [√8, 3.084]: 1 · 2.953. (The trials actually left at 4 sum to 16.2.)"""
+    from simulator.maxrate import bisection_steps, scales_left
+
+    assert [bisection_steps(1.0, r, 0.05) for r in (1.04, 1.1, 2.0, 4.0)] == [0, 1, 4, 5]
+    assert scales_left(0.0, math.inf, 2.0, 0.05, 1.0) == pytest.approx(1 + 2 + 4 * math.sqrt(2))
+    tried, trial = fake(3.0)
+    lefts: list[float] = []
+    bisect_rate(trial, start=1.0, rel_tol=0.05, left=lefts.append)
+    assert len(lefts) == len(tried) == 7
+    assert lefts == pytest.approx([8.657, 7.657, 15.31, 11.31, 10.09, 6.169, 2.953], rel=1e-3)
+
+
+def test_max_rate_progress_weighs_trials_by_their_scale() -> None:
+    from simulator.maxrate import later_seed_scales
+    from simulator.progress import GENERATE_COST
+
+    sc = parse_scenario(TINY, "tiny")
+    seen: list[float] = []
+    steps: list[str] = []
+    a = max_rate(sc, seeds=2, rel_tol=0.2, timer=CROWDED, on_step=steps.append, progress=seen.append)
+    assert seen[-1] == 1.0 and seen.count(1.0) == 1 and all(x < y for x, y in itertools.pairwise(seen))
+    # when the first seed's search ends, the second is expected to cost its own search's estimate
+    # from the first's answer: the first's trials (their scales summed, as the lines say) over both
+    first = sum(float(line.split("rate ×")[1].split()[0]) for line in steps[:a.answers[0].simulations])
+    done = (1 + GENERATE_COST) * first
+    ahead = (1 + GENERATE_COST) * later_seed_scales(a.answers[0].lo_scale, 0.2)
+    assert pytest.approx(done / (done + ahead), rel=1e-3) in seen

@@ -1,6 +1,7 @@
 """The ``kvsim`` command: a thin click shell over the library, one module per command group.
 
-``common`` (errors as one line, ``--out`` folders, ``--json`` records), ``spec`` (calc, fit, collapse,
+``common`` (errors as one line, ``--out`` folders, ``--json`` records), ``progress`` (click's progress
+bars on stderr for the library's fractions done), ``spec`` (calc, fit, collapse,
 models, hardware), ``workload``, ``breakeven``, ``cost`` (cost, calibrate), ``run`` (run, capacity),
 ``sweep`` and ``compare``. Subcommands load on first use (`LazyGroup`): ``kvsim --help`` and
 ``kvsim calc`` import neither scipy.stats, matplotlib nor the simulator's engine, only what the

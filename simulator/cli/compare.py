@@ -25,6 +25,7 @@ from simulator.cli.options import (
     priced,
     seed_option,
 )
+from simulator.cli.progress import progress_bar
 from simulator.compare import compare_figure, compare_strategies
 from simulator.engine import EngineConfig
 from simulator.errors import ConfigError
@@ -107,7 +108,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
     specs = strategies.split(",")
-    df = compare_strategies(base, requests, specs, seed)
+    n_sets = len([s for s in specs if s.strip()])
+    label = f"comparing {n_sets} strategy set{'s' if n_sets != 1 else ''} on {len(requests):,} requests"
+    with progress_bar(label) as bar:
+        df = compare_strategies(base, requests, specs, seed, progress=bar)
     if as_json:
         echo_json(records(df[COLUMNS]))
     else:

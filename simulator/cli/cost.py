@@ -14,6 +14,7 @@ import pandas as pd
 
 from simulator.cli.common import config_errors
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
+from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
 from simulator.units import GB, MS
 
@@ -196,7 +197,8 @@ def _fit_aiconfigurator(
         ver = version("aiconfigurator-core")
     except PackageNotFoundError:
         ver = "unknown"
-    fitted, report = fit_all(framework, base, gpus or None)
+    with progress_bar(f"fitting aiconfigurator's {framework} kernel tables") as bar:
+        fitted, report = fit_all(framework, base, gpus or None, progress=bar)
     for k in fitted:  # keep each GPU's own non-kernel parameters (step overhead) from the base file
         if k in base:
             fitted[k] = replace(fitted[k], step_overhead_s=base[k].step_overhead_s)

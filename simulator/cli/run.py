@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +19,11 @@ from simulator.cli.options import (
     priced,
     seed_option,
 )
+from simulator.cli.progress import phase_bars, progress_bar
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[float], None]]:
-    """A click progress bar driven by a fraction in [0, 1]."""
-    with click.progressbar(length=1000, label=label, file=sys.stderr) as bar:
-        def update(fraction: float) -> None:
-            bar.update(int(fraction * 1000) - bar.pos)
-
-        yield update
-        bar.update(1000 - bar.pos)
 
 
 def _echo_table(df: pd.DataFrame) -> None:
@@ -68,13 +55,14 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder.prepare()  # a bad --out fails now, not after the simulation
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.nodes()), err=True)
-    with _progress("simulating") as update:
-        result = run_scenario(sc, seed, progress=update)
+    with progress_bar("simulating") as bar:
+        result = run_scenario(sc, seed, progress=bar)
     plan = None
     if sc.report.capacity:
-        click.echo("capacity search:", err=True)
-        plan = plan_capacity(sc, seed=seed, on_step=lambda m: click.echo(f"  {m}", err=True))
-    write_report(result, out, plan, on_step=lambda m: click.echo(m, err=True))
+        with progress_bar("capacity search") as bar:
+            plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
+    with phase_bars() as phases:
+        write_report(result, out, plan, phases=phases)
     folder.finish()
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
@@ -152,8 +140,9 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if folder:
             folder.finish()
         return
-    plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
-                         on_step=lambda m: click.echo(f"  {m}", err=True))
+    with progress_bar("capacity search") as bar:
+        plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
+                             on_step=bar.note, progress=bar)
     if as_json:
         echo_json(records(plan))
     else:
@@ -175,14 +164,14 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
     from simulator.engine import SteadyWindow
 
     window = SteadyWindow(warmup_fraction=warmup_fraction)
-
-    def say(msg: str) -> None:
-        click.echo(f"  {msg}", err=True)
-
     doc: dict[str, Any] = {"scenario": sc.name, "warmup_fraction": warmup_fraction}
     if max_rate:
-        answers = [maxrate.max_rate(sc, hw, seeds=seeds, seed=seed, rel_tol=rel_tol, ttft_p99_s=ttft, tpot_p99_s=tpot,
-                                    duration_s=duration, window=window, on_step=say) for hw in kinds]
+        answers = []
+        for hw in kinds:
+            with progress_bar(f"max-rate search on {hw}") as bar:
+                answers.append(maxrate.max_rate(sc, hw, seeds=seeds, seed=seed, rel_tol=rel_tol, ttft_p99_s=ttft,
+                                                tpot_p99_s=tpot, duration_s=duration, window=window,
+                                                on_step=bar.note, progress=bar))
         doc["max_rate"] = [a.as_dict() for a in answers]
         if not as_json:
             for a in answers:
@@ -191,8 +180,12 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
             out.mkdir(parents=True, exist_ok=True)
             pd.concat([a.to_frame() for a in answers]).to_csv(out / "max_rate.csv", index=False)
     if offline:
-        frame = pd.concat([maxrate.offline_throughput(sc, hw, seeds=seeds, seed=seed, duration_s=duration,
-                                                      window=window, on_step=say) for hw in kinds], ignore_index=True)
+        frames = []
+        for hw in kinds:
+            with progress_bar(f"offline runs on {hw}") as bar:
+                frames.append(maxrate.offline_throughput(sc, hw, seeds=seeds, seed=seed, duration_s=duration,
+                                                         window=window, on_step=bar.note, progress=bar))
+        frame = pd.concat(frames, ignore_index=True)
         doc["offline"] = records(frame)
         if not as_json:
             click.echo("offline (every request at t = 0; sustained over the steady window):")

@@ -44,6 +44,7 @@ from simulator.cost.fit import ROBUST_SCALE, FitResult, fit_params
 from simulator.cost.kernels import predict_s
 from simulator.cost.params import MAIN_HEAD_DIMS, CostParams
 from simulator.errors import ConfigError
+from simulator.progress import Meter, Progress
 
 # aiconfigurator system folder -> kvsim GPU catalog key (names only; the specs are ours)
 SYSTEMS = {"h100_sxm": "H100", "h200_sxm": "H200", "b200_sxm": "B200", "gb200": "GB200", "b300_sxm": "B300"}
@@ -53,6 +54,8 @@ MAX_TRAIN_ROWS = 20000
 # H100) across the benchmark's repeats, so they beat the HBM roofline; every kernel is fitted
 # (latency terms describe short ones) and these are also scored apart (``long_*`` columns).
 MIN_FIT_KERNEL_S = 50e-6
+# the share of a GPU's calibration that reading its tables takes (0.5-1.0 s of 7-14 s on 2 cores)
+LOAD_SHARE = 0.07
 LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its table's times
 # the report scores rows of MAIN_HEAD_DIMS (production GQA/MHA models) apart; the tables also
 # hold 192 and 512, which run other kernels (head-dim factors of their own in the fit)
@@ -439,17 +442,32 @@ def system_rows(system: str, framework: str, root: Path | None = None) -> dict[s
     return rows
 
 
+def _train_rows(present: list[KernelRows]) -> int:
+    """Rows a group's fit trains on: each table's not held-out rows, thinned to `MAX_TRAIN_ROWS`."""
+    n = [int((r.holdout == 0).sum()) for r in present]
+    return sum(-(-k // max(1, k // MAX_TRAIN_ROWS)) for k in n)
+
+
 def fit_system(
-    system: str, framework: str, base: CostParams, root: Path | None = None
+    system: str, framework: str, base: CostParams, root: Path | None = None, progress: Progress | None = None
 ) -> tuple[CostParams, list[dict[str, Any]]]:
     """Fit one GPU's parameters; returns them and one report row per op class (`framework`:
-    one engine's tables, or ``mixed``, see `MIXED`)."""
+    one engine's tables, or ``mixed``, see `MIXED`).
+
+    `progress` receives the fraction done: reading the tables `LOAD_SHARE`, each group's fit the
+    rest in proportion to ``free parameters² · training rows`` (a least-squares iteration costs a
+    model evaluation per parameter, and the iterations grow with them)."""
     gpu_key = SYSTEMS[system]
+    meter = Meter(progress, [1.0])
     rows = system_rows(system, framework, root)
     if not rows:
         raise ConfigError(f"aiconfigurator has no {framework} tables for {system}")
+    meter.add(LOAD_SHARE)
     params = replace(base, gpu=gpu_key, **FIT_START)
     fits: dict[str, FitResult] = {}
+    weights = {group: len(free) ** 2 * _train_rows([rows[o] for o in ops if o in rows])
+               for group, (ops, free) in GROUPS.items()}
+    unit = (1 - LOAD_SHARE) / (sum(weights.values()) or 1)
     for group, (ops, free) in GROUPS.items():
         present = [rows[o] for o in ops if o in rows]
         if not present:
@@ -469,10 +487,13 @@ def fit_system(
         scale = ROBUST_SCALES.get(group, ROBUST_SCALE)
         fits[group] = fit_params(params, free, model, measured, loss="soft_l1", f_scale=scale)
         params = fits[group].params
+        meter.add(weights[group] * unit)
     if "gemm_fp4" not in fits:  # no nvfp4 table (Hopper has no fp4 tensor cores): fp4 as fp8
         as_fp8 = {k: getattr(params, v) for k, v in FP4_FROM_FP8.items()}
         params = replace(params, **as_fp8, gemm_fp4_memory_factor=1.0, gemm_fp4_k_factor=1.0)
-    return params, [_score(r, gpu_key, params, any(op in GROUPS[k][0] for k in fits)) for op, r in rows.items()]
+    scores = [_score(r, gpu_key, params, any(op in GROUPS[k][0] for k in fits)) for op, r in rows.items()]
+    meter.finish()
+    return params, scores
 
 
 def _in_scope(r: KernelRows) -> np.ndarray:
@@ -510,24 +531,28 @@ def fit_all(
     base: CostParams | dict[str, CostParams],
     gpus: list[str] | None = None,
     root: Path | None = None,
+    progress: Progress | None = None,
 ) -> tuple[dict[str, CostParams], list[dict[str, Any]]]:
     """Fit every catalog GPU with tables (or those named in `gpus`, as system or catalog names).
 
     Each GPU's fit starts from `base` (or, given a dict of tables, from its own table, else the
-    ``default`` one): the decode fit has local minima, so a refit starts where the last one ended."""
+    ``default`` one): the decode fit has local minima, so a refit starts where the last one ended.
+    `progress` receives the fraction done: each GPU an equal share, advanced as `fit_system` says."""
     root = root or data_root()
     wanted = {s for s in SYSTEMS if not gpus or s in gpus or SYSTEMS[s].lower() in {g.lower() for g in gpus}}
     if gpus and not wanted:
         raise ConfigError(f"no aiconfigurator system for {gpus}; valid: {', '.join(SYSTEMS)}")
     out: dict[str, CostParams] = {}
     report: list[dict[str, Any]] = []
-    for system in sorted(wanted):
-        if not (root / system).is_dir():
-            continue
+    systems = [system for system in sorted(wanted) if (root / system).is_dir()]
+    meter = Meter(progress, [len(systems)])
+    for system in systems:
         start = base if isinstance(base, CostParams) else base.get(SYSTEMS[system], base["default"])
-        p, rep = fit_system(system, framework, start, root)
+        p, rep = fit_system(system, framework, start, root, progress=meter.piece(1.0))
+        meter.add(1.0)
         out[SYSTEMS[system]] = p
         report += rep
     if not out:
         raise ConfigError(f"aiconfigurator has no {framework} tables for {sorted(wanted)}")
+    meter.finish()
     return out, report
