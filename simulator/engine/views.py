@@ -52,7 +52,7 @@ class InFlight:
         """The planned `k` > 1 steps run from `start_s` (the SimPy process yields one timeout for them)."""
         self.jump_start_s, self.jump_n = start_s, k
         self.jump_end_s = start_s + series_s(self.g0, self.d, k)
-        self._done_lo = math.inf
+        self._done_lo = self._done_hi = math.inf
 
     def steps_done(self, now: float) -> int:
         """Whole steps of the jump in flight finished by `now` (not yet committed)."""
@@ -60,10 +60,22 @@ class InFlight:
             return 0
         e = now - self.jump_start_s
         if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
-            g0, d = self.g0, self.d
-            j = steps_within(g0, d, e)
-            self._done_j, self._done_lo, self._done_hi = j, series_s(g0, d, j), series_s(g0, d, j + 1)
+            self._window(e)
         return min(self.jump_n, self._done_j)
+
+    def _window(self, e: float) -> None:
+        """Set ``j = steps_within(e)`` and its window ``[T(j), T(j + 1))``. Time moves on: `e` past the
+        last window is most often in the next one (one step later; one `series_s`), else solved anew.
+        ``T(j + 1) ≤ e < T(j + 2)`` makes ``j + 1`` the largest such j (T never decreases)."""
+        g0, d = self.g0, self.d
+        if e >= self._done_hi:
+            j = self._done_j + 1
+            hi = series_s(g0, d, j + 1)
+            if e < hi:
+                self._done_j, self._done_lo, self._done_hi = j, self._done_hi, hi
+                return
+        j = steps_within(g0, d, e)
+        self._done_j, self._done_lo, self._done_hi = j, series_s(g0, d, j), series_s(g0, d, j + 1)
 
     def outstanding_at(self, now: float) -> int:
         """Tokens still to compute, as stepping would show them at `now`."""
@@ -74,7 +86,20 @@ class InFlight:
     def outstanding_until(self, now: float) -> tuple[int, float]:
         """``(outstanding_at(now), t)``: the value holds until `t` at least, unless the replica's state
         changes first (an arrival, a plan, a commit): the next step boundary of the jump or run in
-        flight, a hair early (``UNTIL_MARGIN``, relative) so that rounding never keeps a stale value."""
+        flight, a hair early (``UNTIL_MARGIN``, relative) so that rounding never keeps a stale value.
+
+        A router keeping its view incrementally calls this for every replica that changed or passed a
+        step boundary since the last arrival: the jump's case is `steps_done` written out."""
+        k = self.jump_n
+        if k > 1 and not self.run_steps:  # a jump in flight
+            e = now - self.jump_start_s
+            if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
+                self._window(e)
+            j = self._done_j
+            if j < k:
+                t = self.jump_start_s + self._done_hi
+                return self.outstanding_tokens - self.n_dec * j, t - UNTIL_MARGIN * max(1.0, abs(t))
+            return self.outstanding_tokens - self.n_dec * k, math.inf
         value = self.outstanding_at(now)
         if self.run_steps:
             j = self.run_steps_done(now)
