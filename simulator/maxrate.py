@@ -233,12 +233,6 @@ class MaxRate:
         return _finite(doc)
 
 
-def later_seed_scales(answer: float, rel_tol: float) -> float:
-    """`scales_left` of a seed after the first: its search starts at the first seed's `answer` with a
-    step of ``1 + 2 · rel_tol``."""
-    return scales_left(0.0, math.inf, 1 + 2 * rel_tol, rel_tol, answer)
-
-
 def _finite(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}
@@ -263,8 +257,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
 
     Seeds are ``seed, seed + 1, …`` (default: the scenario's seed). `progress` receives the fraction
     done, a trial weighing its rate scale (its requests, generated and simulated), the trials to
-    come as `scales_left` says; seeds after the first are expected to cost what their search from
-    the first's answer costs, as `scales_left` says before it starts (`later_seed_scales`).
+    come as `scales_left` says; a seed after the first is expected to cost at least what the first
+    did (seeds differ: one may climb or descend much further than the first's answer).
     """
     must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
     sc = _with_duration(scenario, duration_s)
@@ -275,10 +269,12 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
     first = sc.seed if seed is None else seed
     answers: list[SeedAnswer] = []
     per_scale = 1 + GENERATE_COST
-    meter = Meter(progress, [per_scale * scales_left(0.0, math.inf, 2.0, rel_tol, 1.0),
-                             *[per_scale * later_seed_scales(1.0, rel_tol)] * (seeds - 1)])
+    # the seeds after the first are expected to cost what it does, then what it did
+    meter = Meter(progress, [per_scale * scales_left(0.0, math.inf, 2.0, rel_tol, 1.0)] * seeds, alike=seeds - 1)
+    first_cost, spent = 0.0, [0.0]  # the first seed's trials' cost; this seed's so far
     for k in range(seeds):
         sd = first + k
+        spent[0] = 0.0
 
         def trial(scale: float, sd: int = sd) -> Trial:
             wl = sc.load_workload(sd, rate_scale=scale)
@@ -287,6 +283,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
             result = run(config, wl, sd, timer=timer, window=window, progress=meter.piece(scale),
                          total_requests=len(wl.requests()))
             meter.add(scale)
+            spent[0] += per_scale * scale
             t = Trial.of(scale, result, ttft, tpot)
             if on_step:
                 on_step(f"{hw} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
@@ -295,10 +292,12 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
                         f"{'meets' if t.ok else 'fails'}")
             return t
 
+        def left(scales: float, floor: float = first_cost) -> None:  # at least what the first seed cost
+            meter.expect(max(per_scale * scales, floor - spent[0]))
+
         guess = answers[0].lo_scale if answers and answers[0].lo_scale > 0 else 1.0
         b = bisect_rate(trial, start=min(max(guess, MIN_SCALE), MAX_SCALE),
-                        step=2.0 if not answers else 1 + 2 * rel_tol, rel_tol=rel_tol,
-                        left=lambda scales: meter.expect(per_scale * scales))
+                        step=2.0 if not answers else 1 + 2 * rel_tol, rel_tol=rel_tol, left=left)
         best, failed = b.best, b.at(b.hi_scale)
         nan = math.nan
         answers.append(SeedAnswer(
@@ -309,8 +308,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
             output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
             ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
             simulations=len(b.trials)))
-        meter.next_stage(later=[per_scale * later_seed_scales(min(max(answers[0].lo_scale, MIN_SCALE), MAX_SCALE),
-                                                              rel_tol)] * (seeds - 1 - k))
+        first_cost = first_cost or spent[0]
+        meter.next_stage(later=[first_cost] * (seeds - 1 - k))
     meter.finish()
     return MaxRate(hardware=hw, nodes=sc.cluster.nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
                    duration_s=sc.workload.duration_s, answers=tuple(answers))

@@ -39,13 +39,15 @@ class Meter:
     `stages` are the expected costs of the task's stages in order (in any one unit); the first
     is under way. `expect` replaces the current stage's estimate of the cost it still has to
     come, `next_stage` moves to the next one (its prior becomes its estimate; stages alike, such
-    as one search per node kind, may be expected to cost what it turns out to), `piece` gives
-    the callback of a piece of work under way and `add` books a finished piece.
+    as one search per node kind, may be expected to cost what it turns out to: `alike` of them
+    after the first), `piece` gives the callback of a piece of work under way and `add` books a
+    finished piece. A `quiet` meter reports nothing until `inform`.
     """
 
     __slots__ = ("_alike", "_done", "_later", "_left", "_progress", "_quiet", "_shown", "_stage_start")
 
-    def __init__(self, progress: Progress | None, stages: Sequence[float] = (1.0,), *, quiet: bool = False) -> None:
+    def __init__(self, progress: Progress | None, stages: Sequence[float] = (1.0,), *, alike: int = 0,
+                 quiet: bool = False) -> None:
         if not stages or any(not (c >= 0 and math.isfinite(c)) for c in stages):
             raise ValueError(f"Meter: 'stages' must be finite costs >= 0, at least one (got {list(stages)})")
         self._progress = progress
@@ -54,7 +56,7 @@ class Meter:
         self._later = [float(c) for c in stages[1:]]
         self._shown = 0.0
         self._stage_start = 0.0
-        self._alike = 0
+        self._alike = min(max(alike, 0), len(self._later))  # as `next_stage` says, for the first stage
         self._quiet = quiet
 
     @property

@@ -164,17 +164,20 @@ def test_bisection_tells_the_scales_still_to_come() -> None:
 
 
 def test_max_rate_progress_weighs_trials_by_their_scale() -> None:
-    from simulator.maxrate import later_seed_scales
+    from simulator.maxrate import scales_left
     from simulator.progress import GENERATE_COST
 
     sc = parse_scenario(TINY, "tiny")
     seen: list[float] = []
     steps: list[str] = []
-    a = max_rate(sc, seeds=2, rel_tol=0.2, timer=CROWDED, on_step=steps.append, progress=seen.append)
+    a = max_rate(sc, seeds=3, rel_tol=0.2, timer=CROWDED, on_step=steps.append, progress=seen.append)
     assert seen[-1] == 1.0 and seen.count(1.0) == 1 and all(x < y for x, y in itertools.pairwise(seen))
-    # when the first seed's search ends, the second is expected to cost its own search's estimate
-    # from the first's answer: the first's trials (their scales summed, as the lines say) over both
-    first = sum(float(line.split("rate ×")[1].split()[0]) for line in steps[:a.answers[0].simulations])
-    done = (1 + GENERATE_COST) * first
-    ahead = (1 + GENERATE_COST) * later_seed_scales(a.answers[0].lo_scale, 0.2)
-    assert pytest.approx(done / (done + ahead), rel=1e-3) in seen
+    # before anything: three searches like the first seed's from 1, as scales_left says
+    first_trial = (1 + GENERATE_COST) * 1.0  # the first trial, at scale 1, generated and run
+    prior = (1 + GENERATE_COST) * 3 * scales_left(0.0, math.inf, 2.0, 0.2, 1.0)
+    assert seen[0] == pytest.approx(GENERATE_COST / prior)  # its workload generated
+    assert pytest.approx(first_trial / prior) in seen  # its run ended
+    # when the first seed ends, each seed after it is expected to cost what it did: a third done
+    n = a.answers[0].simulations
+    assert len(steps) == sum(x.simulations for x in a.answers) and "seed 2" in steps[n]
+    assert pytest.approx(1 / 3) in seen

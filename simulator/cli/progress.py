@@ -65,7 +65,9 @@ class Bar:
         self._bar.render_progress()
 
     def close(self) -> None:
-        self._bar.current_item = None  # the finished bar without its latest note (all of them follow)
+        if self._bar.current_item is not None:  # the finished bar without its latest note (all of them follow)
+            self._bar.current_item = None
+            self._bar.render_progress()
         self._bar.__exit__(None, None, None)
         for line in self.notes:
             click.echo(f"  {line}", err=True)
