@@ -15,7 +15,12 @@ evicted (moved one tier down, or dropped from the last tier with their subtree).
 
 Eviction order per tier is a lazy heap of ``(priority, tie, node)``; stale entries are skipped
 on pop. LRU (``priority = last access``) and LFU (``(hits, last access)``) keep the unreferenced
-tier leaves there and evict the first. FIFO is the order in which blocks entered the tier
+tier leaves there and evict the first. A node gets an entry whenever it becomes an unreferenced
+tier leaf (created, unpinned, its last child in the tier gone) and a fresh one when a pop finds it
+touched since; last-access stamps are unique among tier leaves (a split's halves share one, but one
+is the other's ancestor), so the victim is the candidate of least priority whatever stale entries
+the heap holds beside it: callers may skip an offer that could only go stale (`drop_lru`, and the
+prefix cache's lean offers, rely on it). FIFO is the order in which blocks entered the tier
 (``born``: the node was created, reloaded into HBM or moved down, whichever came last); its heap
 keeps *every* unreferenced node of the tier, and the oldest goes first. That node is seldom a
 tier leaf, since a prefix is older than what grew below it, and the invariant above forbids
