@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
+from bisect import insort
 from typing import TYPE_CHECKING
 
 from simulator.engine.series import blocks_crossed
@@ -78,6 +79,9 @@ class ChunkedRuns:
     log_d: array
     log_k: array
     log_top: array
+    log_base: int
+    log_order: list[tuple[float, int]]
+    log_order_at: int
     log_compact_at: int
 
     reserving: bool
@@ -97,6 +101,7 @@ class ChunkedRuns:
         def commit(self, n: int, end_s: float) -> None: ...
         def _next_event_step(self) -> int: ...
         def _compact_log(self) -> None: ...
+        def _prune_order(self) -> None: ...
 
     def _init_runs(self) -> None:
         self.run_steps: list[tuple[list[tuple[Seq, int]], float]] = []  # steps 1.. of the run in flight
@@ -270,6 +275,11 @@ class ChunkedRuns:
         self.log_d.extend([0.0] * (k - 1))
         self.log_k.extend([1] * (k - 1))
         self.log_top.extend(gs[:-1])  # g0 + d·(k − 1) with d = 0 and k = 1
+        order = self.log_order
+        for i, g in enumerate(gs[:-1], self.log_base + len(self.log_k) - (k - 1)):
+            insort(order, (-g, i))
+        if len(order) >= self.log_order_at:
+            self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
         self.chunks, self.g0, self.d = all_chunks[-1], gs[-1], 0.0

@@ -11,9 +11,10 @@ from typing import Any
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import gap_quantile_ranges, ramp_s
+from simulator.engine.series import gap_quantile_ranges, ramp_s, suffix_gap_quantile
 
 LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
+ORDER_MIN_ENTRIES = 64  # log_order is pruned once it holds this many entries, or twice the last count
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
 
@@ -29,6 +30,9 @@ class Observation:
     log_top: array
     log_base: int
     log_compact_at: int
+    log_order: list[tuple[float, int]]
+    log_floor: int
+    log_order_at: int
     last_sample_s: float
     samples: RowSink
     kv_sum: int
@@ -63,7 +67,18 @@ class Observation:
         self.observer(seq, outcome, reason, end_s, p99, mean)
 
     def _gap_p99(self, seq: Seq) -> float:
+        """The exact p99 of `seq`'s decode gaps (its steps in the log, and `extra_gaps`).
+
+        The usual range, one that runs to the log's end (the sequence finishes at this commit)
+        without extra gaps, is read from `log_order` (`series.suffix_gap_quantile`); any other from
+        the logs (`series.gap_quantile_ranges`)."""
         ranges = seq.ranges
+        if len(ranges) == 1 and not seq.extra_gaps:
+            a, b = ranges[0]
+            end = self.log_base + len(self.log_k)
+            if b == end and a >= self.log_floor and b - a > 1:
+                return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_k, self.log_base, a,
+                                           sum(self.log_k[a - self.log_base:]))
         if self.log_base:  # indices are absolute; the logs start at entry log_base
             base = self.log_base
             ranges = [(a - base, b - base) for a, b in ranges]
@@ -91,7 +106,23 @@ class Observation:
         if drop > 0:
             del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
             self.log_base = keep
+            self.log_order = [e for e in self.log_order if e[1] >= keep]
+            self.log_floor = max(self.log_floor, keep)
         self.log_compact_at = max(LOG_MIN_ENTRIES, 2 * len(self.log_k))
+
+    def _prune_order(self) -> None:
+        """Drop from `log_order` the entries below every decoder's range: a finishing sequence's
+        range starts where it joined the decode set, so none reads them through `log_order` (one
+        that left the set and came back has two ranges and reads the logs). Amortised O(1) a step:
+        it runs when the order has doubled since the last time."""
+        floor = self.log_base + len(self.log_k)
+        for seq in self.running.values():
+            if seq.state == DECODE and seq.seg_start < floor:
+                floor = seq.seg_start
+        if floor > self.log_floor:
+            self.log_order = [e for e in self.log_order if e[1] >= floor]
+            self.log_floor = floor
+        self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order))
 
     # ----------------------------------------------------------------- time integrals
     def _init_integrals(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import insort
 from collections import deque
 from typing import Any
 
@@ -77,6 +78,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_top = array("d")  # each committed series' largest gap g0 + d·(k − 1), for the TPOT p99
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
+        self.log_order: list[tuple[float, int]] = []  # (−log_top[i], i) ascending, for i ≥ log_floor at least
+        self.log_floor = 0  # no decoder's range starts below it (entries below may be gone from log_order)
+        self.log_order_at = observe.ORDER_MIN_ENTRIES  # log_order is pruned when it holds this many
         # driven by the SimPy process (see `cluster`)
         self.idle = False
         self.interruptible = False
@@ -294,7 +298,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_g0.append(self.g0)
         self.log_d.append(self.d)
         self.log_k.append(n)
-        self.log_top.append(self.g0 + self.d * (n - 1))
+        top = self.g0 + self.d * (n - 1)
+        self.log_top.append(top)
+        insort(self.log_order, (-top, self.log_base + len(self.log_k) - 1))
+        if len(self.log_order) >= self.log_order_at:
+            self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
         if n_dec:

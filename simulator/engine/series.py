@@ -214,3 +214,47 @@ def gap_quantile_ranges(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[
     x_lo = values[m - 1]
     x_hi = x_lo if m < 2 else values[m - 2]
     return x_lo + frac * (x_hi - x_lo)
+
+
+def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float], ds: Sequence[float],
+                        ks: Sequence[int], base: int, a: int, n_total: int, q: float = 0.99) -> float:
+    """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, no extra values.
+
+    `order` holds ``(−max, i)`` for the log's series ``i`` (absolute indices; the logs' entry ``i``
+    is at ``i − base``), ascending: the series by their maxima ``g0 + d·(k − 1)``, largest first,
+    for every ``i ≥ a`` at least (older ones are skipped). `n_total` is ``Σ ks`` over the range.
+    The ``m`` largest maxima in the range are the first ``m`` entries with ``i ≥ a``; the ``m``-th is
+    ``θ``, and the values ``≥ θ`` of those series hold every value above ``θ`` and at least ``m``
+    values, so their ``m``-th and ``(m−1)``-th largest are the whole range's (series whose maximum
+    only ties ``θ`` add values equal to ``θ``, which cannot change them): the same floats as
+    `gap_quantile_ranges`, in ``O(entries walked + m²)``.
+    """
+    if n_total == 0:
+        return math.nan
+    pos = q * (n_total - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    m = n_total - lo
+    picked: list[tuple[float, int]] = []
+    for entry in order:
+        if entry[1] >= a:
+            picked.append(entry)
+            if len(picked) == m:
+                break
+    theta = -picked[-1][0] if len(picked) == m else -math.inf
+    values: list[float] = []
+    for neg_top, i in picked:
+        values.append(-neg_top)
+        i -= base
+        k = ks[i]
+        if k > 1:
+            g0, d = g0s[i], ds[i]
+            for j in range(k - 2, max(k - m, 0) - 1, -1):  # the series' next values, largest first
+                v = g0 + d * j
+                if v < theta:
+                    break
+                values.append(v)
+    values.sort(reverse=True)
+    x_lo = values[m - 1]
+    x_hi = x_lo if m < 2 else values[m - 2]
+    return x_lo + frac * (x_hi - x_lo)

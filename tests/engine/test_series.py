@@ -16,6 +16,7 @@ from simulator.engine.series import (
     series_s,
     steps_to_reach,
     steps_within,
+    suffix_gap_quantile,
 )
 
 
@@ -147,3 +148,26 @@ def test_gap_quantile_ranges_on_one_long_range_with_logged_maxima(segs: list[tup
     expected = gap_quantile(np.array(g0s[start:]), np.array(ds[start:]), np.array(ks[start:], dtype=np.int64), extra)
     assert gap_quantile_ranges(g0s, ds, ks, [(start, len(segs))], extra) == expected
     assert gap_quantile_ranges(g0s, ds, ks, [(start, len(segs))], extra, tops=tops) == expected
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.25, 0.5]), st.sampled_from([0.0, 0.0, 0.001, 0.005]),
+                          st.integers(1, 60)), min_size=2, max_size=120),
+       st.integers(0, 119), st.integers(0, 119), st.integers(0, 50))
+def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]], a: int, floor: int,
+                                           base: int) -> None:
+    # the log's suffix [a, end) read through the entries ordered by their maxima (ties in maxima and
+    # values on purpose: series that only tie the m-th maximum are left out), entries below a
+    # floor <= a missing, indices absolute from `base`: the same float as the general path
+    from array import array
+
+    g0s, ds = array("d", [s[0] for s in segs]), array("d", [s[1] for s in segs])
+    ks = array("q", [s[2] for s in segs])
+    tops = array("d", [g + d * (k - 1) for g, d, k in segs])
+    a = min(a, len(segs) - 1)
+    floor = min(floor, a)
+    order = sorted((-tops[i], i + base) for i in range(floor, len(segs)))
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], [], tops=tops)
+    assert suffix_gap_quantile(order, g0s, ds, ks, base, a + base, sum(ks[a:])) == expected
+    every = [g + d * i for g, d, k in segs[a:] for i in range(k)]
+    assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)

@@ -46,3 +46,29 @@ def test_compacted_step_log_gives_the_same_records(monkeypatch: pytest.MonkeyPat
     assert any(r.log_base > 0 for r in compacted.replicas)
     assert sum(r.preemptions for r in compacted.records) > 0
     assert sorted(compacted.records) == sorted(whole.records)
+
+
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyPatch, preemption: str) -> None:
+    """A finishing sequence's TPOT p99 read through the log's steps ordered by their maxima
+    (`series.suffix_gap_quantile`), pruned every few steps and with the log compacted too, equals
+    the general path over the logs (`series.gap_quantile_ranges`) for every record."""
+    from simulator.engine.series import gap_quantile_ranges
+
+    config = replace(CONFIG, scheduler=replace(CONFIG.scheduler, preemption=preemption))
+    reqs = shared_prefix_requests(60, 5, rate_per_s=20, output_tokens=(100, 600))
+    used = [0]
+
+    def general(order, g0s, ds, ks, base, a, n_total, q=0.99):  # type: ignore[no-untyped-def]
+        used[0] += 1
+        return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], [], q)
+
+    monkeypatch.setattr(observe_module, "ORDER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(observe_module, "LOG_MIN_ENTRIES", 8)
+    ordered, _, _ = simulate(config, reqs, 5, timer=TIMER)
+    assert any(r.log_floor > 0 for r in ordered.replicas)
+    monkeypatch.setattr(observe_module, "suffix_gap_quantile", general)
+    reference, _, _ = simulate(config, reqs, 5, timer=TIMER)
+    assert used[0] >= 10  # sequences that never left the decode set finish on the suffix path
+    assert sum(r.preemptions for r in reference.records) > 0
+    assert sorted(ordered.records) == sorted(reference.records)
