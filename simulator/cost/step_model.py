@@ -682,6 +682,38 @@ class StepModel:
             at_t += terms[0] + kv_dec * terms[1]
         return lc[0] + at_t + lc[1] + self._overhead_s
 
+    def prefill_run_s(self, new_tokens: int, context_tokens: int, steps: int, decode_batch: int,
+                      decode_context_tokens: int, growth_tokens: int) -> list[float]:
+        """``step_s([(new, c + i·new)], decode_batch, C + i·growth)`` for ``i < steps``: the steps of a
+        chunked prefill run (`simulator.engine.chunked`), one chunk of `new_tokens` > 0 a step while
+        the decoders add `growth_tokens` of context a step. The same operations as `step_s` (so the same
+        floats), with what the steps share (the linear and communication times, the decode terms)
+        looked up once."""
+        tokens = (0.0 + new_tokens) + decode_batch
+        lc = self._lin_comm.get(tokens)
+        if lc is None:
+            lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
+        lin, comm, overhead = lc[0], lc[1], self._overhead_s
+        memo = self._pf_memo
+        if decode_batch:
+            terms = self._dec_terms.get(decode_batch)
+            if terms is None:
+                terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
+            fixed, per_byte = terms
+            alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
+        out = []
+        for i in range(steps):
+            key = (new_tokens, context_tokens + i * new_tokens)
+            at_t = memo.get(key)
+            if at_t is None:
+                if len(memo) >= MEMO_ENTRIES:
+                    memo.clear()
+                at_t = memo[key] = self._chunk_s(float(key[0]), float(key[1]))
+            if decode_batch:
+                at_t += fixed + (alpha_kv + beta * (decode_context_tokens + i * growth_tokens)) * per_byte
+            out.append(lin + at_t + comm + overhead)
+        return out
+
     def cost(
         self,
         prefill_chunks: Iterable[tuple[float, float]] = (),

@@ -135,23 +135,34 @@ class ChunkedRuns:
         i = 1
         if len(self.prefilling) == 1:  # the usual case, one long prompt: `_chunks_after` inlined
             seq, c0 = self.chunks[0]
-            pre, target, full = seq.prefilled + c0, seq.target, [(seq, budget)]
+            pre0 = seq.prefilled + c0
+            pre, target, full = pre0, seq.target, [(seq, budget)]
+            count = 0  # steps 1.. whose chunks fill the budget and whose new blocks are free
             while target - pre >= budget:
                 need = hist[-(S + i) % B] if n else 0
                 if crossed + need > free:
                     break
                 crossed += need
-                g = step_s([(budget, pre)], n, kv0 + i * n_grow)
+                count += 1
+                pre += budget
+                if pre >= target or i >= last_step:
+                    break
+                i += 1
+            if not count:
+                return
+            # step i (1..count) prefills (budget, pre0 + (i − 1)·budget) beside n decoders at kv0 + i·n_grow
+            run_s = getattr(self.timer, "prefill_run_s", None)
+            if run_s is not None:
+                gs = run_s(budget, pre0, count, n, kv0 + n_grow, n_grow)
+            else:
+                gs = [step_s([(budget, pre0 + j * budget)], n, kv0 + (j + 1) * n_grow) for j in range(count)]
+            for g in gs:
                 end = ends[-1] + g
                 if not g > 0 or not end - last_sample < interval:
                     break
                 steps.append((full, g))
                 ends.append(end)
                 tokens.append(tokens[-1] + budget + n)
-                pre += budget
-                if pre >= target or i >= last_step:
-                    break
-                i += 1
             if steps:
                 self.run_steps, self.run_ends, self.run_done = steps, ends, tokens
             return

@@ -68,3 +68,22 @@ def test_runs_on_the_cost_model_cut_events(monkeypatch: pytest.MonkeyPatch) -> N
     runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs, timer=None)
     assert runs == stepped
     assert events < stepped_events / 2
+
+
+@pytest.mark.parametrize(("model", "node", "tp"), [("Llama-3.1-8B", "8xH100", 1), ("DeepSeek-V3", "8xH200", 8),
+                                                   ("Gemma-3-27B", "8xH100", 2)])
+def test_prefill_run_s_is_step_s_step_by_step(model: str, node: str, tp: int) -> None:
+    """The cost model prices a run's steps in one call (`StepModel.prefill_run_s`) as `step_s` would
+    one by one, bit for bit: with and without decoders, remembered chunks or not."""
+    from hardware.catalog import load_catalog
+    from simulator.engine.cluster import cost_model_timer
+    from simulator.kv import KVLayout
+    from simulator.models import get_model
+
+    timer: Any = cost_model_timer(load_catalog().node(node), get_model(model), tp, KVLayout())
+    for new, pre, steps, n, kv0, grow in [(512, 0, 20, 0, 0, 0), (500, 1536, 9, 12, 40_000, 12),
+                                          (311, 7, 30, 201, 1_000_000, 199), (512, 0, 20, 0, 0, 0)]:
+        one_by_one = [timer.step_s([(new, pre + i * new)], n, kv0 + i * grow) for i in range(steps)]
+        timer._pf_memo.clear()
+        assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one
+        assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one  # from the memo
