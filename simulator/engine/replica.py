@@ -142,14 +142,14 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         swap_s, self.carried_swap_s = self.carried_swap_s, 0.0
         preempted = False
         need = self.hist[-self.S % B] if self.n_dec else 0
-        if need > self.free_blocks:
+        if need > self.total_blocks - self.used:
             self._evict(need - self.free_blocks)
             while need > self.free_blocks:  # cached blocks go before anyone is preempted
                 swap_s += self._preempt(now)
                 preempted = True
                 need = self.hist[-self.S % B] if self.n_dec else 0
                 self._evict(need - self.free_blocks)  # a recompute may have handed its blocks to the cache
-        room = self.free_blocks - need - self.watermark_blocks  # for swap-in and admission
+        room = self.total_blocks - self.used - need - self.watermark_blocks  # for swap-in and admission
         cap_seqs = self.sched.max_num_seqs - len(self.incoming)  # reserved sequences will run
         while self.swapped and not preempted and len(self.running) < cap_seqs:
             seq = self.swapped[0]
@@ -205,11 +205,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.resume_hit += hit
                 seq.blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hit // B
                 new = seq.blocks + adm.reload_blocks
-                if new > self.free_blocks - need:
+                if new > self.total_blocks - self.used - need:
                     self._evict(new - (self.free_blocks - need))
                 self.used += new
                 swap_s += adm.reload_s
-                room = self.free_blocks - need - self.watermark_blocks
+                room = self.total_blocks - self.used - need - self.watermark_blocks
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
                 self.private_off += self._prefill_tokens(seq) - hit
@@ -261,26 +261,31 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         are evicted up front, in the cache's order, so a jump costs one eviction however many
         blocks it crosses (stepping calls this too and evicts the same blocks at the same step).
         """
-        k = self._next_event_step() - self.S
-        free = self.free_blocks
+        hist, S, B = self.hist, self.S, self.B
+        k = self._next_event_step() - S
+        free = self.total_blocks - self.used
         evictable = self.cache.evictable_blocks()
         avail = free + evictable
-        if blocks_crossed(self.hist, self.S, self.B, k) > avail:
+        crossed = blocks_crossed(hist, S, B, k)  # G(k): the blocks k steps need
+        if crossed > avail:
             lo, hi = 1, k  # G(lo) ≤ avail < G(hi)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if blocks_crossed(self.hist, self.S, self.B, mid) <= avail:
+                if blocks_crossed(hist, S, B, mid) <= avail:
                     lo = mid
                 else:
                     hi = mid
             k = lo
+            crossed = -1
         if self.waiting and not math.isinf(self.sched.queue_timeout_s):
             for seq in self.waiting:
                 if not math.isinf(seq.deadline_s):
-                    k = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
+                    k2 = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
+                    if k2 != k:
+                        k, crossed = k2, -1
                     break
         if evictable:
-            self._evict(blocks_crossed(self.hist, self.S, self.B, k) - free)
+            self._evict((crossed if crossed >= 0 else blocks_crossed(hist, S, B, k)) - free)
         return k
 
     # ----------------------------------------------------------------- commit
