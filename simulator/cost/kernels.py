@@ -335,6 +335,56 @@ class PrefillKernel:
         r = lo / hi if hi > 0 else 0.0
         return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p)) + lat
 
+    def chunk_s_many(self, n: float, cs: list[float], bytes_: list[float], heads: float) -> list[float]:
+        """``[chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_)]``: a run of chunks of `n` > 0 new tokens.
+
+        The same operations on the same operands (what depends on `n` alone worked out once), so the
+        same floats; the smooth maximum's first power is one NumPy call over the run, which gives each
+        element what a call on it alone gives (NumPy's ``power`` is elementwise, SIMD or not)."""
+        m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
+        ceil = math.ceil
+        t = float(ceil(n / m))
+        j = t - 1.0
+        many = 1.0 if t > 1 else 0.0
+        tri = m * j * (j + 1) / 2
+        pad = (t - 1 - j) * 1e300 * 0.0
+        r_last = float(ceil((n - (t - 1) * m) / g)) * g
+        reach = (t - 1) * m
+        tau, sms, cta_s, lone_f = self._tau, self._sms, self._cta_s, self._lone
+        ctas = max(heads * t, 1.0)
+        grid_s = float(ceil(ctas / sms)) * cta_s
+        rate, factor = self._mem
+        lat = self._lat
+        if self._quant is not None:
+            q0, per_token, q = self._quant
+            lat = lat + (q0 + n * heads * per_token * q)
+        elif self._lat_low is not None:
+            lat = lat + self._lat_low
+        else:
+            lat = lat + 0.0
+        if self._mla:
+            lat = lat + n * self._token_s
+        his: list[float] = []
+        rs: list[float] = []
+        for c, b in zip(cs, bytes_, strict=True):
+            cg = float(ceil(c / g)) * g
+            full = m * (j * cg + tri + pad)
+            last = r_last * (float(ceil((c + n) / g)) * g) * 1.0
+            longest = max(m * (cg + reach) * many, last)
+            scores = full * many + last
+            lone = tau * longest * lone_f
+            t_sched = max(grid_s + tau * (heads * scores) / sms, cta_s + lone)
+            t_mem = b / rate * factor
+            hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
+            his.append(hi)
+            rs.append(lo / hi if hi > 0 else 0.0)
+        p = self._overlap_p
+        if p == math.inf:
+            return [hi + lat for hi in his]
+        xs = np.power(np.array(rs, dtype=float), p)
+        inv = 1.0 / p
+        return [float(hi * (1.0 + xs[i]) ** inv) + lat for i, hi in enumerate(his)]
+
     def seconds(self, ctas: float, scores: float, longest: float, bytes_: float, tokens: float,
                 heads: float) -> tuple[float, float, float]:
         """`prefill_kernel_s` ``(seconds, schedule s, memory s)`` of one call (floats)."""

@@ -701,14 +701,25 @@ class StepModel:
                 terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
             fixed, per_byte = terms
             alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
+        keys = [(new_tokens, context_tokens + i * new_tokens) for i in range(steps)]
+        ats = [memo.get(key) for key in keys]
+        if None in ats:  # price the chunks not remembered (one kernel call for them all when it can)
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            miss = [i for i, at_t in enumerate(ats) if at_t is None]
+            n = float(new_tokens)
+            if self._pf_plain:
+                layers, n_l = self._pf_plain, self.model.n_layers
+                cs = [float(keys[i][1]) for i in miss]
+                priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
+                priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
+            else:
+                priced = [self._chunk_s(n, float(keys[i][1])) for i in miss]
+            for i, price in zip(miss, priced, strict=True):
+                ats[i] = memo[keys[i]] = price
         out = []
-        for i in range(steps):
-            key = (new_tokens, context_tokens + i * new_tokens)
-            at_t = memo.get(key)
-            if at_t is None:
-                if len(memo) >= MEMO_ENTRIES:
-                    memo.clear()
-                at_t = memo[key] = self._chunk_s(float(key[0]), float(key[1]))
+        for i, at_t in enumerate(ats):
+            assert at_t is not None
             if decode_batch:
                 at_t += fixed + (alpha_kv + beta * (decode_context_tokens + i * growth_tokens)) * per_byte
             out.append(lin + at_t + comm + overhead)

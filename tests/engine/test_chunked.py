@@ -87,3 +87,26 @@ def test_prefill_run_s_is_step_s_step_by_step(model: str, node: str, tp: int) ->
         timer._pf_memo.clear()
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one  # from the memo
+
+
+@pytest.mark.parametrize(("model", "node", "tp", "kv_dtype"), [("Llama-3.1-8B", "8xH100", 1, "bf16"),
+                                                               ("DeepSeek-V3", "8xH200", 8, "bf16"),
+                                                               ("Llama-3-70B", "8xH100", 8, "fp8")])
+def test_chunk_s_many_is_chunk_s_chunk_by_chunk(model: str, node: str, tp: int, kv_dtype: str) -> None:
+    """The kernel prices a run's chunks in one call (one NumPy power over them) as `chunk_s` does
+    chunk by chunk, bit for bit (NumPy's power may differ from C's pow in the last bit: not from itself)."""
+    import random
+
+    from hardware.catalog import load_catalog
+    from simulator.engine.cluster import cost_model_timer
+    from simulator.kv import KVLayout
+    from simulator.models import get_model
+
+    timer: Any = cost_model_timer(load_catalog().node(node), get_model(model), tp, KVLayout(kv_dtype=kv_dtype))
+    kernel, rng = timer._pf_kernel, random.Random(1)
+    for _ in range(200):
+        n = float(rng.choice([1, 7, 64, 300, 511, 512, 2048, 8192]))
+        cs = [float(rng.randrange(0, 200_000)) for _ in range(rng.randrange(1, 40))]
+        bs = [timer._chunk_bytes(n, c) / timer.model.n_layers for c in cs]
+        assert kernel.chunk_s_many(n, cs, bs, timer._heads) == [kernel.chunk_s(n, c, b, timer._heads)
+                                                                 for c, b in zip(cs, bs, strict=True)]
