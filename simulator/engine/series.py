@@ -102,24 +102,35 @@ def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float
     During step ``i`` the decoders hold ``G(i)`` new blocks; a decoder at phase ``r`` takes one at
     each step ``t = t0 + B·q`` (``t0 = (−r mod B) + 1``), held for the rest of the n steps,
     ``T(n) − T(t)``; summing over its ``m`` such ``t ≤ n − 1`` needs only ``Σt`` and ``Σt²``:
-    O(phases), not O(n). (The ``t ≤ n`` count the blocks crossed, as `blocks_crossed`.)
+    O(phases), not O(n). (The ``t ≤ n`` count the blocks crossed, as `blocks_crossed`.) As ``t0``
+    runs over ``1..B``, ``m = ⌊(n − 1 − t0)/B⌋ + 1`` takes two values at most (``mh`` up to ``t0 =
+    cut``, then ``mh − 1``), so what depends on ``m`` alone is worked out for both first (integers:
+    the same sums; the float terms are the same operations on the same operands, phase by phase).
     """
     b = block_tokens
     tn = series_s(g0, d, n)
     last = n - 1
     blocks = 0
     total = 0.0
-    for p, count in enumerate(hist):
-        if count:
-            t0 = (-(p + shift)) % b + 1
-            if t0 <= n:
-                blocks += count * ((n - t0) // b + 1)
-                if t0 <= last:
-                    m = (last - t0) // b + 1
-                    q = m * (m - 1)
-                    s1 = m * t0 + b * (q // 2)
-                    s2 = m * t0 * t0 + t0 * b * q + b * b * (q * (2 * m - 1) // 6)
-                    total += count * (m * tn - g0 * s1 - d * (s2 - s1) / 2)
+    bh = (n - 1) // b + 1  # blocks a phase with t0 <= bcut takes in n steps (one less beyond)
+    bcut = n - (bh - 1) * b
+    mh = (last - 1) // b + 1
+    cut = last - (mh - 1) * b
+    terms = []
+    for m in (mh, mh - 1):
+        q = m * (m - 1)
+        terms.append((m, m * tn, b * (q // 2), b * q, b * b * (q * (2 * m - 1) // 6)))
+    high, low = terms
+    t0 = -shift % b + 1  # phase p's first step (−(p + S) mod B) + 1, for p = 0, then one less a phase, cyclically
+    for count in hist:
+        if count and t0 <= n:
+            blocks += count * (bh if t0 <= bcut else bh - 1)
+            if t0 <= last:
+                m, m_tn, s1_add, s2_mul, s2_add = high if t0 <= cut else low
+                s1 = m * t0 + s1_add
+                s2 = m * t0 * t0 + t0 * s2_mul + s2_add
+                total += count * (m_tn - g0 * s1 - d * (s2 - s1) / 2)
+        t0 = t0 - 1 if t0 > 1 else b
     return blocks, total
 
 

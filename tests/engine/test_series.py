@@ -171,3 +171,29 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     assert suffix_gap_quantile(order, g0s, ds, ks, base, a + base, sum(ks[a:])) == expected
     every = [g + d * i for g, d, k in segs[a:] for i in range(k)]
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
+
+
+def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:
+    # growth_block_s phase by phase, every term from scratch (the form before the m-terms were shared)
+    tn = series_s(g0, d, n)
+    blocks, total = 0, 0.0
+    for p, count in enumerate(hist):
+        if count:
+            t0 = (-(p + shift)) % b + 1
+            if t0 <= n:
+                blocks += count * ((n - t0) // b + 1)
+                if t0 <= n - 1:
+                    m = (n - 1 - t0) // b + 1
+                    q = m * (m - 1)
+                    s1 = m * t0 + b * (q // 2)
+                    s2 = m * t0 * t0 + t0 * b * q + b * b * (q * (2 * m - 1) // 6)
+                    total += count * (m * tn - g0 * s1 - d * (s2 - s1) / 2)
+    return blocks, total
+
+
+@settings(max_examples=300, deadline=None)
+@given(hist=st.lists(st.integers(0, 40), min_size=1, max_size=64), shift=st.integers(0, 10**6),
+       n=st.integers(1, 500), g0=st.floats(0.001, 1.0), d=st.floats(0.0, 0.01))
+def test_growth_block_s_is_the_phase_by_phase_sum_exactly(hist: list[int], shift: int, n: int, g0: float,
+                                                          d: float) -> None:
+    assert growth_block_s(hist, shift, len(hist), g0, d, n) == _growth_reference(hist, shift, len(hist), g0, d, n)
