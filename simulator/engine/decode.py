@@ -40,6 +40,7 @@ class DecodeSet:
     def _join_decode(self, seq: Seq) -> None:
         seq.state = DECODE
         seq.seg_start = self.log_base + len(self.log_k)
+        seq.seg_steps = self.S
         self.n_dec += 1
         self.kv_sum += seq.kv0
         self.private_off -= seq.hit_tokens

@@ -320,6 +320,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         for seq in self.rejoined:
             seq.extra_gaps.append(end_s - seq.rejoin_from_s)
             seq.seg_start = self.log_base + len(self.log_k)
+            seq.seg_steps = self.S
         if self.heap and self.heap[0][0] <= self.S:
             for seq in self._due():
                 kv = self._leave_decode(seq)
@@ -357,8 +358,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
-                self._join_decode(seq)
-                seq.seg_start = self.log_base + len(self.log_k)
+                self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
 
     def _release(self, seq: Seq, tokens: int, blocks: int, end_s: float) -> None:
         r = seq.request

@@ -24,7 +24,7 @@ class Seq:
         "admit_s", "base", "blocks", "cache_at", "cache_node", "cache_tokens", "cap", "capped", "deadline_s",
         "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
         "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefilled", "ranges",
-        "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "state", "target",
+        "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "seg_steps", "state", "target",
         "transfer_bytes", "transfer_end_s", "transfer_start_s",
     )
 
@@ -49,7 +49,8 @@ class Seq:
         self.rejoin_from_s = math.nan
         self.deadline_s = request.arrival_s + timeout_s
         self.preemptions = 0
-        self.seg_start = 0
+        self.seg_start = 0  # the step log's entry where its current decode range starts
+        self.seg_steps = 0  # ... and the replica's step count there (the range's steps: S − seg_steps)
         self.ranges: list[tuple[int, int]] = []  # step-log segment ranges spent decoding
         self.extra_gaps: list[float] = []  # gaps across preemptions
         self.cap = 1 << 62  # most KV tokens while decoding (retention / layout)
