@@ -39,6 +39,7 @@ class BlockPool(DecodeSet):
     retention: RetentionPolicy
     private_off: int
     n_preempt: int
+    max_context_tokens: int
     reserving: bool
     reserved: int
     reserves: dict[int, tuple[int, int]]
@@ -68,9 +69,11 @@ class BlockPool(DecodeSet):
     # ----------------------------------------------------------------- admission "reserve"
     def _growth(self, seq: Seq, kv0: int, gen0: int) -> int:
         """Blocks `seq` adds from ``kv0`` KV tokens and ``gen0`` generated to its last token (of
-        the request's output, or ``reserve_output_tokens`` if more): ``blocks(min(kv0 + left,
-        cap)) − blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
-        out = max(seq.request.output_tokens, self.sched.reserve_output_tokens)
+        the request's output, or ``reserve_output_tokens`` if more, capped at the context left
+        after the prompt as TensorRT-LLM caps ``max_tokens``): ``blocks(min(kv0 + left, cap)) −
+        blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
+        req = seq.request
+        out = max(req.output_tokens, min(self.sched.reserve_output_tokens, self.max_context_tokens - req.prompt_tokens))
         return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap)) - self.geometry.blocks(kv0)
 
     def _reserve(self, seq: Seq, growth: int, kv0: int) -> None:

@@ -112,6 +112,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
         seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= seq.cap)
         blocks = self.geometry.blocks(max(prompt, min(need, seq.cap)))
+        if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
+            kv0 = min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap)
+            blocks = self.geometry.blocks(self._prefill_tokens(seq)) + self._growth(seq, kv0, seq.gen0 + 1)
         if self.role == PREFILL:  # it holds the prompt here, and all of it on a decode replica
             if req.output_tokens > 1 and blocks > self.decode_room:
                 self._end(seq, "rejected", f"needs {blocks} blocks > a decode replica's room {self.decode_room}", now)
@@ -119,7 +122,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             blocks = self.geometry.blocks(prompt)
         if blocks > self.total_blocks - self.watermark_blocks:
             room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
-            self._end(seq, "rejected", f"needs {blocks} blocks > {room}", now)
+            what = " (prompt + reserved output)" if self.reserving else ""
+            self._end(seq, "rejected", f"needs {blocks} blocks{what} > {room}", now)
             return False
         self.waiting.append(seq)
         self.outstanding_tokens += need

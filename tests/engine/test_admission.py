@@ -55,16 +55,53 @@ def test_reserve_admits_by_the_whole_sequence_by_hand() -> None:
 
 
 def test_reserve_output_tokens_sets_aside_max_tokens() -> None:
-    # 30 blocks: with each request's own 150 outputs (16 blocks each) one runs at a time;
-    # that holds with a max_tokens of 150 too, and one 400-token max_tokens (32 blocks) never fits
+    # 32 blocks of 16 tokens: with each request's own 150 outputs (100 + 149 = 249 tokens, 16 blocks
+    # each) both run at once; with a max_tokens of 200 (299 tokens, 19 blocks each: 38 > 32) the
+    # second waits for the first; with 400 (499 tokens, 32 blocks) each fits alone, exactly
     reqs = poisson_requests(2, 1e9, 100, 150, seed=0)
     sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4096, watermark=0.0, admission="reserve")
     cfg = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=32, block_tokens=16, scheduler=sched)
     both = run(cfg, reqs, seed=0, timer=TIMER).requests
-    assert both.admit_s.iloc[1] < 0.1 < both.end_s.iloc[0]  # 16 + 16 <= 32: both run at once
+    assert both.admit_s.iloc[1] < 0.1 < both.end_s.iloc[0]
     one = run(replace(cfg, scheduler=replace(sched, reserve_output_tokens=200)), reqs, seed=0, timer=TIMER).requests
-    # 100 + 200 − 1 = 299 tokens = 19 blocks each: 38 > 32, so the second waits
     assert one.admit_s.iloc[1] == pytest.approx(one.end_s.iloc[0])
+    at_most = run(replace(cfg, scheduler=replace(sched, reserve_output_tokens=400)), reqs, seed=0, timer=TIMER).requests
+    assert list(at_most.outcome) == ["completed", "completed"]
+
+
+def test_a_request_whose_reservation_never_fits_is_rejected_on_arrival() -> None:
+    # 40 blocks, max_tokens 300: A (16 + 300 − 1 tokens, 20 blocks) and C (10 + 299, 20 blocks) fit
+    # side by side; B (400 + 299 tokens, 44 blocks) never fits. B is rejected as it arrives, naming
+    # what it needs, and C runs beside A instead of waiting behind B for the replica to drain.
+    from workloads.request import Request
+
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=16, output_tokens=100, segments=((0, 16),)),
+            Request(id=1, arrival_s=0.001, prompt_tokens=400, output_tokens=10, segments=((1, 400),)),
+            Request(id=2, arrival_s=0.002, prompt_tokens=10, output_tokens=10, segments=((2, 10),))]
+    sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4096, watermark=0.0, admission="reserve",
+                            reserve_output_tokens=300)
+    cfg = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=40, block_tokens=16, cache="none",
+                       scheduler=sched)
+    r = run(cfg, reqs, seed=0, timer=TIMER).requests.set_index("request_id")
+    assert r.outcome.tolist() == ["completed", "rejected", "completed"]
+    assert r.reason[1] == "needs 44 blocks (prompt + reserved output) > pool 40 - watermark 0"
+    assert r.end_s[1] == pytest.approx(0.001)  # on arrival
+    assert r.end_s[2] < r.end_s[0]  # C ran beside A
+
+
+def test_snapkv_prefill_plus_growth_is_checked_on_arrival() -> None:
+    # SnapKV keeps 1,600 tokens after the prefill: a 1,601-token prompt holds 101 blocks while it
+    # prefills, then 100, and 99 more tokens of output take 7 more (1,699 tokens: 107 blocks); the
+    # reservation asks for 101 + 7 = 108 up front, one more than the 107-block pool: rejected as
+    # it arrives (it was rejected only once the replica had emptied)
+    reqs = poisson_requests(1, 1.0, 1601, 100, seed=0)
+    sched = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4096, watermark=0.0, admission="reserve")
+    cfg = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=107, block_tokens=16, cache="none",
+                       retention="snapkv", retention_params={"budget_tokens": 1600}, scheduler=sched)
+    r = run(cfg, reqs, seed=0, timer=TIMER).requests
+    assert r.reason.tolist() == ["needs 108 blocks (prompt + reserved output) > pool 107 - watermark 0"]
+    prompt = run(replace(cfg, scheduler=replace(sched, admission="prompt")), reqs, seed=0, timer=TIMER).requests
+    assert prompt.outcome.tolist() == ["completed"]
 
 
 def test_reserve_never_preempts_where_prompt_does(promises_hold: list[int]) -> None:
@@ -94,20 +131,33 @@ def test_reserve_fast_forward_equals_stepping_and_promises_return(cache: str, pr
         assert rep.reserved == 0 and not rep.reserves
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n=st.integers(1, 30), rate=st.floats(0.5, 40.0), blocks=st.integers(80, 600), seed=st.integers(0, 1000),
-       seqs=st.integers(1, 12), budget=st.integers(16, 700), max_tokens=st.sampled_from([0, 200, 450]))
-def test_property_reserve_no_preemption_and_accounts(n: int, rate: float, blocks: int, seed: int, seqs: int,
-                                                     budget: int, max_tokens: int) -> None:
+RETENTIONS = {"full": {}, "streaming-llm": {"window_tokens": 200}, "snapkv": {"budget_tokens": 300},
+              "h2o": {"budget_tokens": 250}}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 30), rate=st.floats(0.5, 40.0), blocks=st.integers(40, 600), seed=st.integers(0, 1000),
+       seqs=st.integers(1, 12), budget=st.integers(16, 700), max_tokens=st.sampled_from([0, 200, 450]),
+       cache=st.sampled_from(["none", "prefix"]), retention=st.sampled_from(list(RETENTIONS)),
+       block_tokens=st.sampled_from([4, 16]))
+def test_property_reserve_no_preemption_and_accounts(promises_hold: list[int], n: int, rate: float, blocks: int,
+                                                     seed: int, seqs: int, budget: int, max_tokens: int, cache: str,
+                                                     retention: str, block_tokens: int) -> None:
     sched = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, admission="reserve",
                             reserve_output_tokens=max_tokens)
-    reqs = poisson_requests(n, rate, (1, 900), (1, 400), seed=seed)
-    cluster, _, _ = simulate(EngineConfig(kv_blocks=blocks, cache="none", scheduler=sched), reqs, seed, timer=TIMER)
+    config = EngineConfig(kv_blocks=blocks, block_tokens=block_tokens, cache=cache, retention=retention,
+                          retention_params=RETENTIONS[retention], scheduler=sched)
+    reqs = (shared_prefix_requests(n, seed, rate_per_s=rate) if cache == "prefix"
+            else poisson_requests(n, rate, (1, 900), (1, 400), seed=seed))
+    cluster, _, _ = simulate(config, reqs, seed, timer=TIMER)
     recs = sorted(cluster.records)
     assert [r[0] for r in recs] == list(range(n))
-    assert all(r.preemptions == 0 for r in recs)  # type: ignore[attr-defined]
+    for r in recs:
+        assert r.preemptions == 0  # type: ignore[attr-defined]
+        # completed, or turned away on arrival for what it needs (never stuck behind the queue)
+        assert r.outcome == "completed" or r.reason.startswith("needs "), r  # type: ignore[attr-defined]
     for rep in cluster.replicas:
-        assert rep.used == 0 and rep.reserved == 0 and not rep.reserves
+        assert rep.used == rep.cache.evictable_blocks() and rep.reserved == 0 and not rep.reserves
 
 
 def test_admission_is_validated() -> None:
