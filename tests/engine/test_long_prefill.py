@@ -64,3 +64,33 @@ def test_property_threshold_fast_forward_equals_stepping(n: int, rate: float, bl
 def test_threshold_is_validated():
     with pytest.raises(ConfigError, match="long_prefill_token_threshold"):
         SchedulerConfig(long_prefill_token_threshold=-1)
+
+
+@pytest.mark.parametrize(("budget", "threshold"), [(512, 512), (512, 511), (512, 1024), (2048, 256)])
+def test_threshold_with_the_cost_model_fast_forward_equals_stepping(budget: int, threshold: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # the cost model's timer prices a chunked-prefill run in one call (StepModel.prefill_run_s):
+    # with the threshold at, just below and above the budget, runs equal stepping bit for bit
+    from simulator.cost.step_model import StepModel
+
+    calls = [0]
+    priced = StepModel.prefill_run_s
+
+    def counted(self: StepModel, *args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return priced(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StepModel, "prefill_run_s", counted)
+    sched = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=budget, long_prefill_token_threshold=threshold)
+    config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, cache="none", scheduler=sched)
+    reqs = poisson_requests(60, 4.0, (200, 6000), (1, 200), seed=3)
+    fast, _, _ = simulate(config, reqs, 0)
+    slow, _, _ = simulate(replace(config, fast_forward=False), reqs, 0)
+    cols = list(type(fast.records[0])._fields)
+    a = pd.DataFrame(sorted(fast.records), columns=cols)
+    assert_same_records(a, pd.DataFrame(sorted(slow.records), columns=cols))
+    assert (a.outcome == "completed").all()
+    # the run pricing was exercised (a lone prefill fills the budget left beside the decoders
+    # whenever the threshold is at least that budget)
+    if threshold >= budget - 16:
+        assert calls[0] > 0
