@@ -61,12 +61,25 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
 
     A ``sliding_window`` with neither a pattern nor ``layer_types`` (Mistral-7B-v0.1, Phi-3) is a
     window on every layer when it is below the context (`context`, ``max_position_embeddings``),
-    as vLLM and Transformers run it, and nothing when it is not (Qwen2 and Llama configs name
-    the context itself)."""
+    as vLLM and Transformers run it, and nothing when it is not (Llama configs may name the
+    context itself). Qwen configs slide only with ``use_sliding_window`` true, and then the layers
+    from ``max_window_layers`` on (all of them, or none when it is the layer count)."""
     layer_types = _list(cfg, where, "layer_types")
     window = _opt_int(cfg, where, "sliding_window")
     if cfg.get("use_sliding_window") is False:
         return 0, 0
+    if str(cfg.get("model_type", "")).startswith("qwen") and not layer_types:
+        # Qwen2/Qwen2-MoE/Qwen3 (Transformers): no window unless use_sliding_window is true, and then
+        # only on the layers from max_window_layers on
+        if cfg.get("use_sliding_window") is not True or not window:
+            return 0, 0
+        first = _int(cfg, where, "max_window_layers", default=n_layers)
+        if first >= n_layers:
+            return 0, 0
+        if first > 0:
+            raise ConfigError(f"{where}: 'max_window_layers' {first} leaves layers 0-{first - 1} of {n_layers} "
+                              "full and the rest sliding; kvsim's layer pattern is every n-th layer global")
+        return int(window), 0
     if layer_types:
         if len(layer_types) != n_layers:
             raise ConfigError(f"{where}: 'layer_types' must have num_hidden_layers={n_layers} entries "

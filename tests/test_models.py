@@ -107,6 +107,13 @@ def test_gemma3_layer_types(tmp_path):
     # a window equal to the context (Llama/Qwen2 configs) or switched off changes nothing
     ({"sliding_window": 131072}, 0, 131_072),
     ({"sliding_window": 4096, "use_sliding_window": False}, 0, 131_072),
+    # Qwen (Transformers' Qwen2/Qwen3): no window unless use_sliding_window is true, and then only
+    # from max_window_layers on: that key at the layer count (as shipped) slides nothing
+    ({"model_type": "qwen2", "sliding_window": 4096, "max_position_embeddings": 32768}, 0, 131_072),
+    ({"model_type": "qwen2", "sliding_window": 4096, "max_position_embeddings": 32768,
+      "use_sliding_window": True, "max_window_layers": 32}, 0, 131_072),
+    ({"model_type": "qwen2", "sliding_window": 4096, "max_position_embeddings": 32768,
+      "use_sliding_window": True, "max_window_layers": 0}, 4096, 131_072),
 ])
 def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, per_token):
     from simulator.kv import KVLayout, sequence_bytes
@@ -119,6 +126,8 @@ def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, 
 
 @pytest.mark.parametrize(("cfg", "msg"), [
     ({k: v for k, v in LLAMA31_8B.items() if k != "num_hidden_layers"}, "missing 'num_hidden_layers'"),
+    ({**LLAMA31_8B, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True,
+      "max_window_layers": 28}, "'max_window_layers' 28 leaves layers 0-27 of 32 full and the rest sliding"),
     ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
     ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}}, "quant_method' 'awq'"),
     ({**LLAMA31_8B, "num_key_value_heads": 5}, "'n_kv_heads' must be a divisor of n_heads=32"),
