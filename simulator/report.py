@@ -56,15 +56,22 @@ def _scheduler_line(sched: SchedulerConfig) -> str:
             f"a step, watermark {sched.watermark:g}")
 
 
+def _missing(x: object) -> bool:
+    """A missing cell: None, NaN or pandas' NA (a string, list or number otherwise)."""
+    return x is None or x is pd.NA or (isinstance(x, float) and x != x)
+
+
 def _table(df: pd.DataFrame) -> str:
     """`df` as a Markdown table: floats in the one table style (`simulator.units.figure`),
-    numbers right-aligned, text left-aligned."""
+    numbers right-aligned, text left-aligned, a missing value as a dash."""
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
-            shown[c] = shown[c].map(figure)
+            shown[c] = shown[c].map(lambda x: "–" if pd.isna(x) else figure(x))
         elif pd.api.types.is_integer_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c]):
-            shown[c] = shown[c].map("{:,}".format)
+            shown[c] = shown[c].map(lambda x: "–" if pd.isna(x) else f"{x:,}")
+        else:  # text: a missing value is a dash, and a '|' must not split the row
+            shown[c] = shown[c].map(lambda x: "–" if _missing(x) else str(x).replace("|", "\\|"))
     align = ["right" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) else "left"
              for c in df.columns]
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align) + "\n"

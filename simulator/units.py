@@ -27,4 +27,4 @@ MTOK: Final = 10**6  # tokens in "per million tokens" prices
 def figure(x: float) -> str:
     """One printed style for a figure in a table: whole numbers with thousands separators from
     1,000 up (``7,590`` tok/s, not ``7.59e+03``), three significant digits below (``0.282``)."""
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    return f"{x:,.0f}" if abs(x) >= 999.5 else f"{x:.3g}"  # 999.6 rounds to 1,000, not 1e+03

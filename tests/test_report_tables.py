@@ -1,5 +1,7 @@
 """The report's tables are Markdown tables (GitHub renders them), in the one float style."""
 
+import math
+
 import pandas as pd
 
 from simulator.report import _table
@@ -14,3 +16,12 @@ def test_tables_are_markdown_with_one_number_style():
     assert lines[2] == "| 8xH100     |       2 |   7,590 | True        |"
     assert lines[3] == "| 8xB200     |      12 |   0.282 | False       |"
     assert len(lines) == 4
+
+
+def test_missing_cells_are_dashes_and_a_pipe_does_not_split_a_row():
+    df = pd.DataFrame({"fleet": ["a|b", None], "ttft_p99_s": [math.nan, 999.6],
+                       "nodes": pd.array([None, 3], dtype="Int64")})
+    lines = _table(df).splitlines()
+    assert lines[2] == r"| a\|b    |            – |       – |"
+    assert lines[3] == "| –       |        1,000 |       3 |"  # 999.6 rounds to 1,000, not 1e+03
+    assert all(line.count("|") - line.count(r"\|") == 4 for line in lines)
