@@ -230,7 +230,9 @@ def _q90(x: np.ndarray) -> float:
 
 
 # NVFP4 GEMMs: the per-tensor fp8 three of their own, and the kernel's shape (no split-K, a
-# slower main loop, a lower memory efficiency: `simulator.cost.kernels.gemm_s`)
+# slower main loop, a lower memory efficiency: `simulator.cost.kernels.gemm_s`). A fitted GPU
+# without nvfp4 tables (Hopper) takes its fp8 values; a GPU without any fit (MI355X) takes the
+# [default] table, a copy of H100's, so its fp4 GEMMs are H100's fp8 shape (optimistic).
 FP4_FROM_FP8 = {  # fp4 parameter -> the fp8 parameter a GPU without nvfp4 tables takes for it
     "gemm_fp4_eff": "gemm_fp8_eff",
     "gemm_fp4_latency_s": "gemm_fp8_latency_s",

@@ -430,7 +430,9 @@ class StepModel:
         p = self.params
         low_eff = p.gemm_fp4_eff if self._fp4 else p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff
         eff_c = p.gemm_compute_eff * (low_eff if self._low else 1.0)
-        bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) else MEMORY
+        mem_factor = p.gemm_fp4_memory_factor if self._fp4 else 1.0
+        bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) * mem_factor \
+            else MEMORY
         return t, bound, flops, wbytes
 
     def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float) -> float:
