@@ -213,14 +213,22 @@ def gap_quantile_ranges(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[
             continue
         values.append(top_value)
         i = index[p]
-        k = ks[i]
-        if k > 1:
-            g0, d = g0s[i], ds[i]
-            for j in range(k - 2, max(k - m, 0) - 1, -1):  # the series' next values, largest first
-                v = g0 + d * j
-                if v < theta:
-                    break
-                values.append(v)
+        _below_top(values, g0s[i], ds[i], ks[i], m, theta)
+    return _interpolated(values, m, frac)
+
+
+def _below_top(values: list[float], g0: float, d: float, k: int, m: int, theta: float) -> None:
+    """Append a series' values after its top (``g0 + d·j``, ``j = k−2`` down), largest first, while
+    they are ``≥ theta`` and among its ``m`` largest."""
+    for j in range(k - 2, max(k - m, 0) - 1, -1):
+        v = g0 + d * j
+        if v < theta:
+            break
+        values.append(v)
+
+
+def _interpolated(values: list[float], m: int, frac: float) -> float:
+    """The quantile between the ``m``-th and ``(m−1)``-th largest of `values` (sorted here)."""
     values.sort(reverse=True)
     x_lo = values[m - 1]
     x_hi = x_lo if m < 2 else values[m - 2]
@@ -257,15 +265,5 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float]
     for neg_top, i in picked:
         values.append(-neg_top)
         i -= base
-        k = ks[i]
-        if k > 1:
-            g0, d = g0s[i], ds[i]
-            for j in range(k - 2, max(k - m, 0) - 1, -1):  # the series' next values, largest first
-                v = g0 + d * j
-                if v < theta:
-                    break
-                values.append(v)
-    values.sort(reverse=True)
-    x_lo = values[m - 1]
-    x_hi = x_lo if m < 2 else values[m - 2]
-    return x_lo + frac * (x_hi - x_lo)
+        _below_top(values, g0s[i], ds[i], ks[i], m, theta)
+    return _interpolated(values, m, frac)
