@@ -139,6 +139,14 @@ def ramp_s(g0: float, d: float, n: int) -> float:
     return g0 * (n * (n - 1) // 2) + d * ((n - 1) * n * (2 * n - 1) // 6)
 
 
+def _rank(n_total: int, q: float) -> tuple[int, float]:
+    """``(m, frac)`` of quantile `q` of `n_total` values (numpy's linear rule): it lies `frac` of the
+    way from the ``m``-th largest value to the ``(m−1)``-th, ``m = N − floor(q(N−1))``."""
+    pos = q * (n_total - 1)
+    lo = math.floor(pos)
+    return n_total - lo, pos - lo
+
+
 def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequence[float],
                  q: float = 0.99) -> float:
     """Quantile `q` (numpy's linear rule) of the union of arithmetic series and `extra` values.
@@ -151,10 +159,7 @@ def gap_quantile(g0s: np.ndarray, ds: np.ndarray, ks: np.ndarray, extra: Sequenc
     n_total = int(ks.sum()) + len(extra)
     if n_total == 0:
         return math.nan
-    pos = q * (n_total - 1)
-    lo = math.floor(pos)
-    frac = pos - lo
-    m = n_total - lo
+    m, frac = _rank(n_total, q)
     take = np.minimum(ks, m)
     tot = int(take.sum())
     seg = np.repeat(np.arange(len(ks)), take)
@@ -187,10 +192,7 @@ def gap_quantile_ranges(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[
     n_total = len(extra) + sum(sum(ks[a:b]) for a, b in ranges)
     if n_total == 0:
         return math.nan
-    pos = q * (n_total - 1)
-    lo = math.floor(pos)
-    frac = pos - lo
-    m = n_total - lo
+    m, frac = _rank(n_total, q)
     index: list[int] = []  # candidate series, with their maxima
     maxima: list[float] = []
     if len(ranges) == 1 and ranges[0][1] - ranges[0][0] >= NUMPY_SERIES:
@@ -250,10 +252,7 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float]
     """
     if n_total == 0:
         return math.nan
-    pos = q * (n_total - 1)
-    lo = math.floor(pos)
-    frac = pos - lo
-    m = n_total - lo
+    m, frac = _rank(n_total, q)
     picked: list[tuple[float, int]] = []
     for entry in order:
         if entry[1] >= a:
