@@ -363,18 +363,25 @@ class PrefillKernel:
         lat = self._chunk_latency_s(n, heads)
         his: list[float] = []
         rs: list[float] = []
-        for c, b in zip(cs, bytes_, strict=True):
+        for c, b in zip(cs, bytes_, strict=True):  # `max(x, y)` written as `y if y > x else x` (its rule)
             cg = float(ceil(c / g)) * g
             full = m * (j * cg + tri + pad)
-            last = r_last * (float(ceil((c + n) / g)) * g) * 1.0
-            longest = max(m * (cg + reach) * many, last)
+            last = r_last * (float(ceil((c + n) / g)) * g)  # (· 1.0: exact, left out)
+            longest = m * (cg + reach) * many
+            if last > longest:
+                longest = last
             scores = full * many + last
-            lone = tau * longest * lone_f
-            t_sched = max(grid_s + tau * (heads * scores) / sms, cta_s + lone)
+            t_sched = grid_s + tau * (heads * scores) / sms
+            lone = cta_s + tau * longest * lone_f
+            if lone > t_sched:
+                t_sched = lone
             t_mem = b / rate * factor
-            hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
-            his.append(hi)
-            rs.append(lo / hi if hi > 0 else 0.0)
+            if t_sched >= t_mem:
+                his.append(t_sched)
+                rs.append(t_mem / t_sched if t_sched > 0 else 0.0)
+            else:
+                his.append(t_mem)
+                rs.append(t_sched / t_mem if t_mem > 0 else 0.0)
         p = self._overlap_p
         if p == math.inf:
             return [hi + lat for hi in his]

@@ -60,6 +60,7 @@ as if they filled it). The kernel forms and their fit are in `simulator.cost.ker
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -713,7 +714,13 @@ class StepModel:
             if self._pf_plain:
                 layers, n_l = self._pf_plain, self.model.n_layers
                 cs = [float(keys[i][1]) for i in miss]
-                priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
+                if self._kv_simple is not None and not self._mla:  # `_chunk_bytes` inlined, the same operations
+                    entry, own, shards = self._kv_simple
+                    qo = n_l * n * self._qo_bytes
+                    bytes_ = [(float(n_l * int(c + n)) * entry * own / n_l / shards + qo) / n_l for c in cs]
+                else:
+                    bytes_ = [self._chunk_bytes(n, c) / n_l for c in cs]
+                priced = self._pf_kernel.chunk_s_many(n, cs, bytes_, self._heads)
                 priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
             else:
                 priced = [self._chunk_s(n, float(keys[i][1])) for i in miss]
@@ -727,6 +734,31 @@ class StepModel:
             out.append(lin + at_t + comm + overhead)
         return out
 
+    def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float]:
+        """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`) and new tokens, summed in order."""
+        pf_flops = pf_bytes = new = 0.0
+        for n, c in chunks:
+            if n <= 0:
+                continue
+            f, b = self.prefill_attention(n, c)
+            pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
+        return pf_flops, pf_bytes, new
+
+    def utilisation(self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int,
+                    decode_context_tokens: float) -> tuple[float, float]:
+        """``(mfu, hbm)`` of a step: ``cost(...).mfu`` and ``cost(...).bytes / (total_s · HBM bytes/s)``
+        (NaN for a step of no time), what a time-series sample records. The same FLOPs and bytes summed
+        in the same order as `cost`, over the time `step_s` gives (``cost().total_s``'s float), without
+        timing each kernel again."""
+        chunks = list(prefill_chunks)
+        pf_flops, pf_bytes, new = self._prefill_work(chunks)
+        _, _, lin_flops, w_bytes = self.linear_s(new + decode_batch)
+        kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens if decode_batch else 0.0
+        total = self.step_s(chunks, decode_batch, decode_context_tokens)
+        flops = lin_flops + (pf_flops + kv_dec * self._dec_flops_per_byte)
+        mfu = flops / (total * self._peak) if total else 0.0
+        return mfu, (w_bytes + (pf_bytes + kv_dec)) / (total * self._bw) if total > 0 else math.nan
+
     def cost(
         self,
         prefill_chunks: Iterable[tuple[float, float]] = (),
@@ -736,12 +768,7 @@ class StepModel:
         """The full breakdown of a step (see the module docstring for the formulas)."""
         p = self.params
         chunks = list(prefill_chunks)
-        pf_flops = pf_bytes = new = 0.0
-        for n, c in chunks:
-            if n <= 0:
-                continue
-            f, b = self.prefill_attention(n, c)
-            pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
+        pf_flops, pf_bytes, new = self._prefill_work(chunks)
         tokens = new + decode_batch
         lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
         at_t, tc, tm = self.prefill_attention_s(chunks)

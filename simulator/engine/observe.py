@@ -176,11 +176,9 @@ class Observation:
         tokens = self.kv_sum + sum(s.prefilled for s in self.prefilling.values())
         batch_tokens = self.n_dec + sum(c for _, c in self.chunks)
         mfu = bw = math.nan
-        breakdown = getattr(self.timer, "cost", None)  # the cost model's full step breakdown
-        if breakdown is not None and batch_tokens:
-            c = breakdown([(n, s.prefilled) for s, n in self.chunks], self.n_dec, self.kv_sum + self.n_dec)
-            mfu = c.mfu
-            bw = c.bytes / (c.total_s * self.timer.gpu.hbm_bytes_per_s) if c.total_s > 0 else math.nan
+        utilisation = getattr(self.timer, "utilisation", None)  # the cost model's MFU and HBM share
+        if utilisation is not None and batch_tokens:
+            mfu, bw = utilisation([(n, s.prefilled) for s, n in self.chunks], self.n_dec, self.kv_sum + self.n_dec)
         link_util = math.nan
         if self.link is not None:  # share of the time since the last sample the ingress link moved KV
             span = now - self.link_sample_s

@@ -76,3 +76,26 @@ def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, 
         for n, c in chunks:
             if n > 0:
                 assert sm._chunk_bytes(float(n), float(c)) == sm.prefill_attention(n, c)[1]
+
+
+@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
+def test_utilisation_is_the_cost_breakdowns(gpu_key: str, model: str, tp: int, layout: str,
+                                            plan: ParallelPlan | None) -> None:
+    """What a time-series sample records (MFU, HBM share) is `cost`'s, to the last bit."""
+    gpu = CATALOG.gpu(gpu_key)
+    node = CATALOG.node(f"8x{gpu_key}") if plan else None
+    sm = StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
+    rng = random.Random(3)
+    for _ in range(300):
+        chunks = [(rng.choice([rng.randint(1, 512), rng.randint(1, 9000), 0]),
+                   rng.choice([0, rng.randint(0, 60000), rng.randint(0, 600)]))
+                  for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        b = rng.choice([0, rng.randint(1, 256)])
+        ctx = rng.randint(b, b * 8000) if b else 0
+        c = sm.cost(chunks, b, ctx)
+        mfu, hbm = sm.utilisation(chunks, b, ctx)
+        assert mfu == c.mfu, (chunks, b, ctx)
+        if c.total_s > 0:
+            assert hbm == c.bytes / (c.total_s * gpu.hbm_bytes_per_s), (chunks, b, ctx)
+        else:
+            assert math.isnan(hbm)
