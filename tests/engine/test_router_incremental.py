@@ -1,15 +1,45 @@
-"""Least-tokens kept incrementally (beyond `DIRECT_REPLICAS`) chooses as asking every replica does."""
+"""Least-tokens kept incrementally (beyond `DIRECT_REPLICAS`) chooses as asking every replica does:
+the same replica and the same tie-break draws (`pick_min` draws only when replicas tie)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import pytest
 
 import simulator.engine.routers.basic as basic
-from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig
+from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig
 from simulator.engine.cluster import simulate
-from tests.engine.helpers import poisson_requests
+from simulator.engine.routers import make_router, pick_min
+from tests.engine.helpers import poisson_requests, shared_prefix_requests
+from workloads.request import Request
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
+FLEET = EngineConfig(model="Llama-3.1-8B", kv_blocks=3000, n_nodes=5, tp=1)  # 40 replicas
+
+
+def _incremental_and_direct(monkeypatch: pytest.MonkeyPatch, config: EngineConfig, reqs: list[Request],
+                            seed: int) -> int:
+    """Run `config` with the incremental view, then asking every replica; assert the same records and
+    end; return how many choices among more than `DIRECT_REPLICAS` replicas were ties."""
+    ties = [0]
+
+    def counting_pick_min(values: Sequence[float], rng: np.random.Generator, **kw: Any) -> int:
+        if len(values) > basic.DIRECT_REPLICAS and values.count(min(values)) > 1:
+            ties[0] += 1
+        return pick_min(values, rng, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(basic, "pick_min", counting_pick_min)
+        incremental, end, _ = simulate(config, reqs, seed, timer=TIMER)
+    with monkeypatch.context() as m:
+        m.setattr(basic, "DIRECT_REPLICAS", 10_000)
+        direct, end_direct, _ = simulate(config, reqs, seed, timer=TIMER)
+    assert sorted(incremental.records) == sorted(direct.records) and end == end_direct
+    return ties[0]
 
 
 @pytest.mark.parametrize("max_batched", [8192, 256])  # whole prompts; chunked runs
@@ -23,3 +53,71 @@ def test_incremental_least_tokens_equals_asking_everyone(monkeypatch: pytest.Mon
     direct, end_direct, _ = simulate(config, reqs, 3, timer=TIMER)
     assert sorted(incremental.records) == sorted(direct.records) and end == end_direct
     assert len({r.replica for r in incremental.records}) == 40
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ties_forced_by_equal_requests(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Equal prompts and outputs: replicas tie often (idle ones at 0, and equal loads), so the draws
+    must match too, at every load from idle to queueing."""
+    rate = (40.0, 120.0, 400.0)[seed % 3]
+    reqs = poisson_requests(400, rate, 512, 64, seed=seed)
+    assert _incremental_and_direct(monkeypatch, FLEET, reqs, seed) > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prefix_cache(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Cache hits take tokens off at the plan (a state change like any other)."""
+    config = EngineConfig(model="Llama-3.1-8B", kv_blocks=3000, n_nodes=5, tp=1, cache="prefix")
+    reqs = shared_prefix_requests(400, seed, rate_per_s=150.0, output_tokens=(1, 200))
+    _incremental_and_direct(monkeypatch, config, reqs, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_disaggregated(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """40 prefill and 40 decode replicas: a decode replica's load also changes with the KV transfers
+    reserved on it (`disagg.Transfers` tells the decode router: without that these runs differ), and
+    short prompts are routed there."""
+    config = EngineConfig(model="Llama-3.1-8B", kv_blocks=3000, n_nodes=5, tp=1, short_prompt_tokens=600,
+                          prefill_pool=PoolConfig(node="8xH100", n_nodes=5, tp=1))
+    reqs = poisson_requests(500, 300.0, (100, 1200), (1, 200), seed=seed)
+    _incremental_and_direct(monkeypatch, config, reqs, seed)
+
+
+class _Stepped:
+    """A replica view whose outstanding tokens follow ``steps`` (``(from_s, tokens)``, in time order)
+    until an arrival adds to them: a jump in flight, hand-built."""
+
+    def __init__(self, steps: list[tuple[float, int]]) -> None:
+        self.steps = steps
+
+    def outstanding_at(self, now: float) -> int:
+        return [v for t, v in self.steps if t <= now][-1]
+
+    def outstanding_until(self, now: float) -> tuple[int, float]:
+        later = [t for t, _ in self.steps if t > now]
+        return self.outstanding_at(now), later[0] * (1 - 1e-9) if later else math.inf
+
+    def add(self, now: float, tokens: int) -> None:
+        value = self.outstanding_at(now) + tokens
+        self.steps = [(now, value)] + [(t, v + tokens) for t, v in self.steps if t > now]
+
+
+def test_a_replica_past_its_boundary_ties() -> None:
+    """Replica 3 steps down to replica 30's load at t = 1 and 2 (arrivals land on and between the
+    boundaries): the incremental view must see the tie there and draw as asking everyone does."""
+    n = basic.DIRECT_REPLICAS + 8
+    replicas = [_Stepped([(0.0, 10_000)]) for _ in range(n)]
+    replicas[3] = _Stepped([(0.0, 140), (1.0, 100), (2.0, 60), (3.0, 20)])
+    replicas[30] = _Stepped([(0.0, 100)])
+    replicas[31] = _Stepped([(0.0, 60)])
+    policy = make_router("least-tokens").bind(np.random.default_rng(7))
+    rng = np.random.default_rng(7)
+    draws = 0
+    for now in (0.5, 1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.2):
+        values = [r.outstanding_at(now) for r in replicas]
+        draws += values.count(min(values)) > 1
+        i = policy.choose(None, replicas, now)  # type: ignore[arg-type]
+        assert i == pick_min(values, rng)
+        replicas[i].add(now, 40)
+        policy.changed.append(i)  # type: ignore[attr-defined]
+    assert draws >= 3
