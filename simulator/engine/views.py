@@ -65,15 +65,20 @@ class InFlight:
 
     def _window(self, e: float) -> None:
         """Set ``j = steps_within(e)`` and its window ``[T(j), T(j + 1))``. Time moves on: `e` past the
-        last window is most often in the next one (one step later; one `series_s`), else solved anew.
-        ``T(j + 1) ≤ e < T(j + 2)`` makes ``j + 1`` the largest such j (T never decreases)."""
+        last window is most often in the next one (one step later; one `series_s`, written out: routers
+        ask at every boundary); ``T(j + 1) ≤ e < T(j + 2)`` makes ``j + 1`` the largest such j (T never
+        decreases). A jump just begun is most often read in its first step, ``[T(0), T(1)) = [0, g0)``
+        (what `series_s` gives). Else it is solved anew."""
         g0, d = self.g0, self.d
         if e >= self._done_hi:
             j = self._done_j + 1
-            hi = series_s(g0, d, j + 1)
+            hi = (j + 1) * g0 + d * ((j + 1) * j // 2)  # series_s(g0, d, j + 1)
             if e < hi:
                 self._done_j, self._done_lo, self._done_hi = j, self._done_hi, hi
                 return
+        elif e < g0:
+            self._done_j, self._done_lo, self._done_hi = 0, 0.0, g0
+            return
         j = steps_within(g0, d, e)
         self._done_j, self._done_lo, self._done_hi = j, series_s(g0, d, j), series_s(g0, d, j + 1)
 
@@ -97,8 +102,8 @@ class InFlight:
                 self._window(e)
             j = self._done_j
             if j < k:
-                t = self.jump_start_s + self._done_hi
-                return self.outstanding_tokens - self.n_dec * j, t - UNTIL_MARGIN * max(1.0, abs(t))
+                t = self.jump_start_s + self._done_hi  # a time, ≥ 0: max(1, |t|) written out
+                return self.outstanding_tokens - self.n_dec * j, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0)
             return self.outstanding_tokens - self.n_dec * k, math.inf
         value = self.outstanding_at(now)
         if self.run_steps:
