@@ -1,11 +1,11 @@
-"""The radix tree's piece arithmetic: `cut` (with its fast paths), `seek`, `block_key`, and walks that resume."""
+"""The radix tree's piece arithmetic: `cut` (with its fast paths), `trim`, `seek`, `block_key`, and walks that resume."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.caches.radix import RadixTree, block_key, cut, seek
+from simulator.engine.caches.radix import RadixTree, block_key, cut, seek, trim
 
 Pieces = tuple[tuple[int, int, int], ...]
 
@@ -36,6 +36,14 @@ def test_cut_equals_the_reference_loop(pieces: Pieces, j: int, into: int, n: int
     j = min(j, len(pieces))
     off = pieces[j][1] + min(into, pieces[j][2] - pieces[j][1]) if j < len(pieces) else 0
     assert cut(pieces, j, off, n) == cut_reference(pieces, j, off, n)
+
+
+@settings(max_examples=300)
+@given(pieces_st.filter(lambda p: sum(b - a for _, a, b in p) > 0), st.integers(0, 3000))
+def test_trim_from_the_end_keeps_what_cut_keeps_from_the_start(pieces: Pieces, tokens: int) -> None:
+    total = sum(b - a for _, a, b in pieces)
+    tokens = min(tokens, total - 1)
+    assert trim(pieces, tokens) == cut(pieces, 0, pieces[0][1], total - tokens)[0]
 
 
 @settings(max_examples=200)

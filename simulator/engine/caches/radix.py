@@ -105,6 +105,20 @@ def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piec
     return tuple(out), j, off, want - n
 
 
+def trim(pieces: tuple[Piece, ...], tokens: int) -> tuple[Piece, ...]:
+    """`pieces` less their last `tokens` (fewer than they hold): ``cut(pieces, 0, start, total - tokens)[0]``,
+    found from the end (an eviction trims a leaf's tail, usually within its last piece)."""
+    k = len(pieces) - 1
+    sid, a, b = pieces[k]
+    while b - a <= tokens:  # whole pieces go (and an empty one left at the end, as `cut` leaves none)
+        tokens -= b - a
+        k -= 1
+        sid, a, b = pieces[k]
+    if tokens:
+        return pieces[:k] + ((sid, a, b - tokens),)
+    return pieces[:k + 1]
+
+
 def seek(pieces: tuple[Piece, ...], tokens: int, j: int = 0, off: int | None = None) -> tuple[int, int]:
     """``(j, off)`` where ``cut(pieces, j, off, tokens)`` leaves off, without building the cut (from
     the start of `pieces` by default)."""
@@ -419,39 +433,44 @@ class RadixTree:
         blocks loses only that many from its tail, and keeps its place, key and stamp (`split` then
         `detach` would leave a new node with the same ones). A one-tier tree's tier leaves are its
         leaves, and LRU stamps are unique among them, so the order of the heap's stale entries
-        (those of a trimmed node included) never changes which leaf goes next.
+        (those of a trimmed node included) never changes which leaf goes next; nor do the heap's
+        tie-breaks, which order only entries of equal stamps. So a trimmed victim keeps its heap
+        entry (it is still first), and an entry taken off is replaced in the same step by the
+        one that follows from it (a stale entry's refresh, a parent left a leaf).
         """
         B = self.B
         heap = self.heaps[HBM]
-        pop, push, tie = heapq.heappop, heapq.heappush, self.tie
+        pop, replace, tie, root = heapq.heappop, heapq.heapreplace, self.tie, self.root
         freed = 0
         while freed < n_blocks and heap:
-            stamp, _, node = pop(heap)
+            stamp, _, node = heap[0]
             parent = node.parent
             if parent is None or node.ref or node.children:
+                pop(heap)
                 continue
             if stamp != node.stamp:
-                push(heap, (node.stamp, next(tie), node))
+                replace(heap, (node.stamp, next(tie), node))
                 continue
             b = node.tokens // B
             want = n_blocks - freed
             if want < min_blocks:
                 want = min_blocks
-            self.version += 1
             if b > want:  # trim the leaf's tail; the head stays (as `split` then `detach` would leave it)
-                keep = (b - want) * B
-                node.pieces = cut(node.pieces, 0, node.pieces[0][1], keep)[0]
-                node.tokens = keep
+                node.pieces = trim(node.pieces, want * B)
+                node.tokens -= want * B
                 b = want
-                push(heap, (node.stamp, next(tie), node))
             else:
                 del parent.children[node.key]
                 node.parent = None
-                if parent is not self.root and not parent.ref and not parent.children:
-                    push(heap, (parent.stamp, next(tie), parent))
-            self.blocks[HBM] -= b
-            self.evictable -= b
+                if parent is not root and not parent.ref and not parent.children:
+                    replace(heap, (parent.stamp, next(tie), parent))
+                else:
+                    pop(heap)
             freed += b
+        if freed:
+            self.version += 1
+            self.blocks[HBM] -= freed
+            self.evictable -= freed
         return freed
 
     def _fifo_victim(self, tier: int) -> Node | None:
