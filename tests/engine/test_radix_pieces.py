@@ -1,4 +1,4 @@
-"""The radix tree's piece arithmetic: `cut` (with its fast paths), `trim`, `seek`, `block_key`, and walks that resume."""
+"""The radix tree's piece arithmetic: `cut` (with its fast paths), `trim`, `seek`, `block_key`, and resumed walks."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ class Node:
 
 def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piece, ...], int, int, int]:
     """Up to `n` tokens of `pieces` from piece `j` at segment offset `off`: ``(pieces, j, off, taken)``."""
-    if n > 0 and j < len(pieces):  # the usual case: the tokens lie within piece j
+    if n > 0 and j < len(pieces):  # the usual cases: the tokens lie within piece j, or run into the next
         sid, _, b = pieces[j]
         end = off + n
         if end < b:
@@ -79,6 +79,11 @@ def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piec
         if end == b:
             j += 1
             return ((sid, off, end),), j, (pieces[j][1] if j < len(pieces) else 0), n
+        if j + 1 < len(pieces):
+            sid2, a2, b2 = pieces[j + 1]
+            end2 = a2 + end - b
+            if end2 < b2:
+                return ((sid, off, b), (sid2, a2, end2)), j + 1, end2, n
     out: list[Piece] = []
     want = n
     count = len(pieces)
@@ -115,7 +120,7 @@ def trim(pieces: tuple[Piece, ...], tokens: int) -> tuple[Piece, ...]:
         k -= 1
         sid, a, b = pieces[k]
     if tokens:
-        return pieces[:k] + ((sid, a, b - tokens),)
+        return pieces[:k] + ((sid, a, b - tokens),)  # noqa: RUF005  (concatenation: no unpacking)
     return pieces[:k + 1]
 
 
@@ -197,15 +202,33 @@ class RadixTree:
         n = len(pieces)
         while pos < limit and j < n and node.children:
             sid, _, end = pieces[j]
-            if end - off >= B:  # the usual case: the block lies within one segment
+            if end - off >= B:  # the usual cases of `block_key`: the block lies within one segment, or two
                 child = node.children.get(((sid, off, off + B),))
+            elif j + 1 < n and (nxt := pieces[j + 1])[2] - nxt[1] >= B - (end - off):
+                child = node.children.get(((sid, off, end), (nxt[0], nxt[1], nxt[1] + B - (end - off))))
             else:
                 key = block_key(pieces, j, off, B)
                 child = node.children.get(key) if key is not None else None
             if child is None:
                 break
-            m, j_end, off_end = self._common(child.pieces, pieces, j, off)
-            m = min(m - m % B, limit - pos)
+            m, j_end, off_end = 0, j, off  # `_common(child.pieces, pieces, j, off)`, inlined
+            for nsid, na, nb in child.pieces:
+                if j_end >= n:
+                    break
+                sid, _, end = pieces[j_end]
+                if nsid != sid or na != off_end:
+                    break
+                step = nb - na if nb - na < end - off_end else end - off_end
+                m += step
+                off_end += step
+                if off_end == end:
+                    j_end += 1
+                    off_end = pieces[j_end][1] if j_end < n else 0
+                if step < nb - na:
+                    break
+            m -= m % B
+            if m > limit - pos:
+                m = limit - pos
             path.append(child)
             last = m
             pos += m
@@ -255,20 +278,26 @@ class RadixTree:
         self.offer(top)  # a FIFO candidate; not a tier leaf (its tail is below it), so LRU/LFU skip it
         return top
 
-    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, offer: bool = True) -> Node:
+    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, offer: bool = True,
+                  key: tuple[Piece, ...] | None = None) -> Node:
         """A new unreferenced node under `parent` (`tokens` a block multiple > 0), offered for eviction
-        unless the caller pins it at once (``offer=False``: `unpin` offers it when it is let go)."""
+        unless the caller pins it at once (``offer=False``: `unpin` offers it when it is let go).
+        `key` is its first block's key where the caller has it (a walk that missed looked it up)."""
+        B = self.B
         self.version += 1
-        key: tuple[Piece, ...] = block_key(pieces, 0, pieces[0][1], self.B)  # type: ignore[assignment]
-        self.tick += 1
-        node = Node(parent, key, pieces, tokens, tier, self.tick)
+        if key is None:
+            key = block_key(pieces, 0, pieces[0][1], B)
+        assert key is not None  # `tokens` hold a whole block
+        self.tick = stamp = self.tick + 1
+        node = Node(parent, key, pieces, tokens, tier, stamp)
         node.born = next(self.entries)
         parent.children[key] = node
-        self.blocks[tier] += tokens // self.B
+        b = tokens // B
+        self.blocks[tier] += b
         if tier == HBM:
-            self.evictable += tokens // self.B
-        if offer:
-            self.offer(node)
+            self.evictable += b
+        if offer:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
+            heapq.heappush(self.heaps[tier], (self._priority(node), next(self.tie), node))
         return node
 
     def remove(self, node: Node) -> list[int]:
@@ -377,13 +406,18 @@ class RadixTree:
             n = n.parent
 
     def unpin(self, node: Node) -> None:
-        """Drop one reference from the path from `node` up to the root."""
+        """Drop one reference from the path from `node` up to the root; offer the nodes let go.
+
+        A node of the last tier with children is no tier leaf, so LRU and LFU pass it by without a call.
+        """
+        fifo, leaf_tier = self.eviction == "fifo", self._leaf_tier
         n: Node | None = node
         while n is not None and n is not self.root:
             n.ref -= 1
             if n.ref == 0:
                 self.evictable += n.tokens // self.B
-                self.offer(n)
+                if fifo or not n.children or n.tier != leaf_tier:
+                    self.offer(n)
             n = n.parent
 
     # ------------------------------------------------------------------ eviction order
