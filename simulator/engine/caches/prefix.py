@@ -19,11 +19,12 @@ paid in the admitting step (so in TTFT); moving blocks down is assumed overlappe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
-from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, cut, seek
+from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, block_key, cut, seek
 from simulator.errors import must
 
 if TYPE_CHECKING:
@@ -37,7 +38,15 @@ EVICT_MIN_BLOCKS = 16  # evict at least this much of a leaf at once: decode grow
 def request_pieces(request: Request) -> tuple[Piece, ...]:
     """The request's token chain as pieces: prompt segments, then its output segment."""
     out_id = request.output_segment_id if request.output_segment_id >= 0 else ("out", request.id)
-    return (*((sid, 0, t) for sid, t in request.segments), (out_id, 0, request.output_tokens))
+    pieces: list[Piece] = [(sid, 0, t) for sid, t in request.segments]  # a list, then a tuple: cheaper than a generator
+    pieces.append((out_id, 0, request.output_tokens))
+    return tuple(pieces)
+
+
+@functools.cache
+def _hbm_hit(tokens: int) -> Admission:
+    """The admission of a prefix of `tokens` all found in HBM (one shared tuple per hit length)."""
+    return Admission(tokens, 0, 0, tokens, 0, 0, 0)
 
 
 class _PrefixState:
@@ -65,10 +74,12 @@ class _PrefixState:
         self._lean_offers = eviction != "fifo"
 
     # ------------------------------------------------------------------ lookups
-    def _pieces(self, seq: Seq) -> tuple[Piece, ...]:
-        if seq.pieces is None:
-            seq.pieces = request_pieces(seq.request)
-        return seq.pieces
+    @staticmethod
+    def _pieces(seq: Seq) -> tuple[Piece, ...]:
+        pieces = seq.pieces
+        if pieces is None:
+            pieces = seq.pieces = request_pieces(seq.request)
+        return pieces
 
     def match(self, request: Request) -> int:
         """Prefix tokens `on_admit` would reuse now: in HBM, or in a lower tier it would reload."""
@@ -112,17 +123,19 @@ class _PrefixState:
             path[-1] = tree.split(path[-1], last)
             j, off = seek(pieces, last, j, off)  # the walk stopped before the node it matched in part
         if len(self.tiers) == 1:  # HBM only: every matched block is a hit
-            tick = tree.tick
+            tick, evictable = tree.tick, tree.evictable
             hbm = 0
-            for node in path:  # tree.touch, inlined
+            for node in path:  # tree.touch each, then tree.pin(path[-1]) (the same nodes), inlined
                 tick += 1
                 node.stamp = tick
                 node.hits += 1
                 hbm += node.tokens
-            tree.tick = tick
-            tree.pin(path[-1])
+                if not node.ref:
+                    evictable -= node.tokens // B
+                node.ref += 1
+            tree.tick, tree.evictable = tick, evictable
             seq.cache_node, seq.cache_tokens, seq.cache_at = path[-1], hbm, (j, off)
-            return Admission(hbm, 0, 0, hbm, 0, 0, 0)
+            return _hbm_hit(hbm)
         per_tier = [0] * len(self.tiers)
         for node in path:
             per_tier[node.tier] += node.tokens
@@ -237,12 +250,19 @@ class _PrefixState:
         pieces = self._pieces(seq)
         kept = 0
         where: tuple[int, int] | None = None
+        key = None  # the first new block's key, where the walk below `start` missed at once
         if start is not None and seq.cache_tokens <= n:
             tree.touch_path(start)
             parent, pos = start, seq.cache_tokens
             j, off = seq.cache_at
-            path, last, j, off = tree.walk_at(pieces, n, (start, pos, j, off))
             where = (j, off)
+            path: list[Node] = []
+            last = 0
+            if pos < n and start.children:  # the walk's first step, which usually misses
+                key = block_key(pieces, j, off, B)
+                if key in start.children:
+                    key = None
+                    path, last, j, off = tree.walk_at(pieces, n, (start, pos, j, off))
         else:
             parent, pos = tree.root, 0
             path, last, j, off = tree.walk_at(pieces, n)
@@ -260,7 +280,8 @@ class _PrefixState:
         if pos < n:
             rest, j, off, _ = cut(pieces, j, off, n - pos)
             # on_prefilled pins the new node at once; on_finish leaves it to eviction
-            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers))
+            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),
+                                    key=key)
             kept += (n - pos) // B
         elif not exact_end and self._lean_offers:
             tree.offer(parent)  # touched: its place in the eviction order moved
