@@ -201,9 +201,10 @@ class _PrefixState:
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
         start = seq.cache_node
+        below = start is not None and seq.cache_tokens <= n  # the insert resumes at start, its path grows below it
         kept, node, at = self._insert(seq, n, exact_end=True, start=start)  # type: ignore[arg-type]
         # the sequence references its whole prefilled prefix now: pin(node), then unpin(start)
-        if at is not None and start is not None:
+        if below:
             self.tree.pin_below(node, start)  # type: ignore[arg-type]  # the same references, in one pass
         else:
             self.tree.pin(node)
@@ -211,7 +212,7 @@ class _PrefixState:
                 self.tree.unpin(start)  # type: ignore[arg-type]
         seq.cache_node = node
         seq.cache_tokens = n
-        seq.cache_at = at if at is not None else seek(self._pieces(seq), n)
+        seq.cache_at = at
         return n, kept
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
@@ -235,7 +236,7 @@ class _PrefixState:
         return kept
 
     def _insert(self, seq: Seq, n: int, exact_end: bool,
-                start: Node | None = None) -> tuple[int, Node, tuple[int, int] | None]:
+                start: Node | None = None) -> tuple[int, Node, tuple[int, int]]:
         """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node, where).
 
         Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
@@ -243,19 +244,18 @@ class _PrefixState:
         the node the sequence referenced, ending ``seq.cache_tokens`` in, at ``seq.cache_at`` of its
         pieces, all HBM up to it and pinned (so in the tree, on the sequence's path): the walk resumes
         there, the nodes above it touched as a walk from the root and its caller would (`resume`
-        finds the same position by matching them again). `where` is None when the walk started at
-        the root; else, with `exact_end`, the position ``(j, off)`` of `n` in the pieces.
+        finds the same position by matching them again). `where` is, with `exact_end`, the position
+        ``(j, off)`` of `n` in the pieces (``seek(pieces, n)``: whole nodes are matched, and the rest
+        cut, as `seek` steps).
         """
         tree, B = self.tree, self.B
         pieces = self._pieces(seq)
         kept = 0
-        where: tuple[int, int] | None = None
         key = None  # the first new block's key, where the walk below `start` missed at once
         if start is not None and seq.cache_tokens <= n:
             tree.touch_path(start)
             parent, pos = start, seq.cache_tokens
             j, off = seq.cache_at
-            where = (j, off)
             path: list[Node] = []
             last = 0
             if pos < n and start.children:  # the walk's first step, which usually misses
@@ -285,7 +285,7 @@ class _PrefixState:
             kept += (n - pos) // B
         elif not exact_end and self._lean_offers:
             tree.offer(parent)  # touched: its place in the eviction order moved
-        return kept, parent, (j, off) if where is not None else None
+        return kept, parent, (j, off)
 
     # ------------------------------------------------------------------ eviction
     def evictable_blocks(self) -> int:
