@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -58,19 +59,29 @@ CASES = [("H100", "Llama-3.1-8B", 1, "native", None), ("H100", "Llama-3-70B", 8,
          ("H100", "Llama-3.1-70B", 8, "native", ParallelPlan(tp=8, pp=2))]
 
 
-@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
-def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, layout: str,
-                                             plan: ParallelPlan | None) -> None:
+def _model(gpu_key: str, model: str, tp: int, layout: str, plan: ParallelPlan | None) -> StepModel:
     gpu = CATALOG.gpu(gpu_key)
     node = CATALOG.node(f"8x{gpu_key}") if plan else None
-    sm = StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
-    rng = random.Random(2)
-    for _ in range(600):
+    return StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
+
+
+def _steps(seed: int, count: int) -> Iterator[tuple[list[tuple[int, int]], int, int]]:
+    """`count` random steps ``(chunks, decode batch, decode context)``: none, one or a few chunks
+    (some empty), short and long, after no, short or long contexts; a decode batch or none."""
+    rng = random.Random(seed)
+    for _ in range(count):
         chunks = [(rng.choice([rng.randint(1, 512), rng.randint(1, 9000), 0]),
                    rng.choice([0, rng.randint(0, 60000), rng.randint(0, 600)]))
                   for _ in range(rng.choice([0, 1, 1, 2, 3]))]
         b = rng.choice([0, rng.randint(1, 256)])
-        ctx = rng.randint(b, b * 8000) if b else 0
+        yield chunks, b, rng.randint(b, b * 8000) if b else 0
+
+
+@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
+def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, layout: str,
+                                             plan: ParallelPlan | None) -> None:
+    sm = _model(gpu_key, model, tp, layout, plan)
+    for chunks, b, ctx in _steps(2, 600):
         first, again = sm.step_s(chunks, b, ctx), sm.step_s(list(chunks), b, ctx)  # a miss, then the memo
         assert first == again == sm.cost(chunks, b, ctx).total_s, (chunks, b, ctx)
         for n, c in chunks:
@@ -82,20 +93,13 @@ def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, 
 def test_utilisation_is_the_cost_breakdowns(gpu_key: str, model: str, tp: int, layout: str,
                                             plan: ParallelPlan | None) -> None:
     """What a time-series sample records (MFU, HBM share) is `cost`'s, to the last bit."""
-    gpu = CATALOG.gpu(gpu_key)
-    node = CATALOG.node(f"8x{gpu_key}") if plan else None
-    sm = StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
-    rng = random.Random(3)
-    for _ in range(300):
-        chunks = [(rng.choice([rng.randint(1, 512), rng.randint(1, 9000), 0]),
-                   rng.choice([0, rng.randint(0, 60000), rng.randint(0, 600)]))
-                  for _ in range(rng.choice([0, 1, 1, 2, 3]))]
-        b = rng.choice([0, rng.randint(1, 256)])
-        ctx = rng.randint(b, b * 8000) if b else 0
+    sm = _model(gpu_key, model, tp, layout, plan)
+    hbm_bytes_per_s = CATALOG.gpu(gpu_key).hbm_bytes_per_s
+    for chunks, b, ctx in _steps(3, 300):
         c = sm.cost(chunks, b, ctx)
         mfu, hbm = sm.utilisation(chunks, b, ctx)
         assert mfu == c.mfu, (chunks, b, ctx)
         if c.total_s > 0:
-            assert hbm == c.bytes / (c.total_s * gpu.hbm_bytes_per_s), (chunks, b, ctx)
+            assert hbm == c.bytes / (c.total_s * hbm_bytes_per_s), (chunks, b, ctx)
         else:
             assert math.isnan(hbm)
