@@ -28,7 +28,7 @@ import gc
 import inspect
 import itertools
 import math
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,17 +315,33 @@ def _delay_to(now: float, end_s: float) -> float:
     return delay
 
 
-def _injector(env: simpy.Environment, requests: Iterable[Request],
-              route: Callable[[Request], None]) -> Generator[Any, Any, None]:
-    last = -math.inf
-    for req in requests:
-        t = req.arrival_s
-        if t < last:
-            raise ConfigError(f"requests: 'arrival_s' must be non-decreasing (got {t!r} after {last!r})")
-        last = t
-        if t > env.now:
-            yield env.timeout(t - env.now)
-        route(req)
+class _Injector:
+    """The process that routes each request at its arrival time: one timeout for each later arrival
+    time, requests of the same time routed in a row (callbacks, as `_ReplicaProcess`)."""
+
+    __slots__ = ("env", "last", "pending", "requests", "route")
+
+    def __init__(self, env: simpy.Environment, requests: Iterable[Request], route: Callable[[Request], None]) -> None:
+        self.env, self.requests, self.route = env, iter(requests), route
+        self.last = -math.inf
+        self.pending: Request | None = None  # the request the timeout in flight brings
+        _Urgent(env, self._arrive)  # starts before the normal events of time 0, as a SimPy process does
+
+    def _arrive(self, _: simpy.Event) -> None:
+        env, route = self.env, self.route
+        if self.pending is not None:
+            req, self.pending = self.pending, None
+            route(req)
+        for req in self.requests:
+            t = req.arrival_s
+            if t < self.last:
+                raise ConfigError(f"requests: 'arrival_s' must be non-decreasing (got {t!r} after {self.last!r})")
+            self.last = t
+            if t > env.now:
+                self.pending = req
+                env.timeout(t - env.now).callbacks.append(self._arrive)
+                return
+            route(req)
 
 
 def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.random.SeedSequence, *,
@@ -402,7 +418,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     for g in groups:
         for rep in g.replicas:
             rep.proc = _ReplicaProcess(env, rep, counter, g.changed, cluster.transfers)
-    env.process(_injector(env, requests, route))
+    _Injector(env, requests, route)
     # the run makes no reference cycles (its garbage goes by reference counting), but the cyclic
     # collector's default pace (a pass every 700 allocations) scans the live state over and over
     thresholds = gc.get_threshold()
