@@ -746,10 +746,10 @@ class StepModel:
 
     def utilisation(self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int,
                     decode_context_tokens: float) -> tuple[float, float]:
-        """``(mfu, hbm)`` of a step: ``cost(...).mfu`` and ``cost(...).bytes / (total_s · HBM bytes/s)``
-        (NaN for a step of no time), what a time-series sample records. The same FLOPs and bytes summed
-        in the same order as `cost`, over the time `step_s` gives (``cost().total_s``'s float), without
-        timing each kernel again."""
+        """``(mfu, hbm)`` of a step: ``cost(...).mfu`` (0 for a step of no time) and ``cost(...).bytes /
+        (total_s · HBM bytes/s)`` (NaN for a step of no time), what a time-series sample records. The
+        same FLOPs and bytes summed in the same order as `cost`, over the time `step_s` gives
+        (``cost().total_s``'s float), without timing each kernel again."""
         chunks = list(prefill_chunks)
         pf_flops, pf_bytes, new = self._prefill_work(chunks)
         _, _, lin_flops, w_bytes = self.linear_s(new + decode_batch)
@@ -757,7 +757,7 @@ class StepModel:
         total = self.step_s(chunks, decode_batch, decode_context_tokens)
         flops = lin_flops + (pf_flops + kv_dec * self._dec_flops_per_byte)
         mfu = flops / (total * self._peak) if total else 0.0
-        return mfu, (w_bytes + (pf_bytes + kv_dec)) / (total * self._bw) if total > 0 else math.nan
+        return mfu, ((w_bytes + (pf_bytes + kv_dec)) / (total * self._bw) if total > 0 else math.nan)
 
     def cost(
         self,

@@ -79,7 +79,7 @@ class SampleRecord(NamedTuple):
     waiting: int
     swapped: int
     batch_tokens: int
-    mfu: float  # model FLOPs utilisation of the step as formed (NaN when the timer has no breakdown)
+    mfu: float  # model FLOPs utilisation of the step as formed (NaN when the timer has no `utilisation`)
     hbm_bw_util: float  # HBM bytes the step moves / (step time × bandwidth), per GPU
     link_util: float = math.nan  # decode replica of a disaggregated fleet: share of the time since its
     # last sample its ingress link moved KV (`simulator.engine.link`, work-conserving: bytes / capacity)

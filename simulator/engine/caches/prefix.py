@@ -45,7 +45,8 @@ def request_pieces(request: Request) -> tuple[Piece, ...]:
 
 @functools.cache
 def _hbm_hit(tokens: int) -> Admission:
-    """The admission of a prefix of `tokens` all found in HBM (one shared tuple per hit length)."""
+    """The admission of a prefix of `tokens` all found in HBM: one shared tuple per hit length (immutable,
+    so shared across replicas and runs; as many as the distinct hit lengths, at most a context's blocks)."""
     return Admission(tokens, 0, 0, tokens, 0, 0, 0)
 
 
@@ -258,7 +259,8 @@ class _PrefixState:
             j, off = seq.cache_at
             path: list[Node] = []
             last = 0
-            if pos < n and start.children:  # the walk's first step, which usually misses
+            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
+            if pos < n and start.children:
                 key = block_key(pieces, j, off, B)
                 if key in start.children:
                     key = None

@@ -364,7 +364,8 @@ class RadixTree:
         `tokens` in): ``(node, tokens, j, off)`` for `walk`, having touched the nodes from the root's
         child down to `node` in that order, as a walk then its caller would. None (nothing touched)
         when `node` is not where the caller thinks. The nodes are matched as the walk matches them
-        (`_common`), so the position is the walk's, but no child is looked up by key."""
+        (`_common`, which `walk_at` has inlined), so the position is the walk's, but no child is looked up
+        by key."""
         chain: list[Node] = []
         n: Node | None = node
         while n is not None and n is not self.root:
