@@ -85,7 +85,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.idle = False
         self.interruptible = False
         self.jump_start_s = 0.0
-        self.jump_n = 0  # steps of the jump in flight (0: none, or a single step)
+        self.jump_n = 0  # steps the jump in flight commits (0: none, or a single step planned)
         self.jump_end_s = 0.0
         self._init_views()
         self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything

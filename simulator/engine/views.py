@@ -55,8 +55,9 @@ class InFlight:
         self._done_lo = self._done_hi = math.inf
 
     def steps_done(self, now: float) -> int:
-        """Whole steps of the jump in flight finished by `now` (not yet committed)."""
-        if self.jump_n <= 1:
+        """Whole steps of the jump in flight finished by `now` (not yet committed); a jump an interrupt
+        cut to its first step counts that step once it has ended."""
+        if not self.jump_n:
             return 0
         e = now - self.jump_start_s
         if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
@@ -84,7 +85,7 @@ class InFlight:
 
     def outstanding_at(self, now: float) -> int:
         """Tokens still to compute, as stepping would show them at `now`."""
-        if self.jump_n <= 1:
+        if not self.jump_n:
             return self.run_outstanding_at(now) if self.run_steps else self.outstanding_tokens
         return self.outstanding_tokens - self.n_dec * self.steps_done(now)
 

@@ -1,0 +1,36 @@
+"""What a router reads of a replica whose jump an arrival has just cut short (`simulator.engine.views`).
+
+Timer: every step takes 10 ms (``overhead_s = 0.01``, all else 0). Request 0 arrives at 0 with 100
+prompt and 200 output tokens: its prefill step ends at 0.01 s with the first token, and a jump of
+199 decode steps starts there. Requests 1 and 2 arrive together at 0.02 s, exactly where the jump's
+first step ends (0.01 + 0.01 == 0.02 in floating point). For request 1 the router reads 199 − 1 =
+198 (the step done); request 1 cuts the jump to that one step, and for request 2 the router still
+reads the step done, as stepping shows it: 198 + 100 + 200 of request 1 = 498 (not 499, the state
+at the jump's start, which a jump cut to one step showed while it was read as no jump at all).
+"""
+
+from __future__ import annotations
+
+from simulator.engine import AffineTimer, EngineConfig, run
+from simulator.engine.routers import basic
+from workloads.request import Request
+
+STEP = AffineTimer(overhead_s=0.01, per_seq_s=0.0, per_context_token_s=0.0, per_prefill_token_s=0.0)
+
+
+def test_a_jump_cut_to_its_first_step_counts_it_once_it_has_ended(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    seen: list[tuple[float, int]] = []
+    choose = basic._LeastTokens.choose
+
+    def recording(self, request, replicas, now):  # type: ignore[no-untyped-def]
+        seen.append((now, replicas[0].outstanding_at(now)))
+        return choose(self, request, replicas, now)
+
+    monkeypatch.setattr(basic._LeastTokens, "choose", recording)
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=200, segments=((0, 100),)),
+            Request(id=1, arrival_s=0.02, prompt_tokens=100, output_tokens=200, segments=((1, 100),)),
+            Request(id=2, arrival_s=0.02, prompt_tokens=100, output_tokens=200, segments=((2, 100),))]
+    assert 0.01 + 0.01 == 0.02
+    res = run(EngineConfig(cache="none", router="least-tokens"), reqs, seed=0, timer=STEP)
+    assert seen == [(0.0, 0), (0.02, 198), (0.02, 498)]
+    assert res.summary["requests"] == 3
