@@ -299,9 +299,10 @@ class PrefillKernel:
         longest = max(m * min(cg + (t - 1) * m, cap) * many, last)
         return t, full * many + last, longest
 
-    def _chunk_latency_s(self, n: float, heads: float) -> float:
-        """The fixed seconds of a call over one chunk of `n` new tokens: the kernel's latency, plus
-        an fp8 KV cache's quantisation (or its fixed cost), plus MLA's per-token passes."""
+    def _latency_s(self, n: float, heads: float) -> float:
+        """The fixed seconds of a call over `n` new tokens (one chunk's, or a step's chunks'): the
+        kernel's latency, plus an fp8 KV cache's quantisation (or its fixed cost), plus MLA's
+        per-token passes."""
         lat = self._lat
         if self._quant is not None:
             q0, per_token, q = self._quant
@@ -333,7 +334,7 @@ class PrefillKernel:
         t_sched = max(float(ceil(ctas / sms)) * cta_s + tau * (heads * scores) / sms, cta_s + lone)
         rate, factor = self._mem
         t_mem = bytes_ / rate * factor
-        lat = self._chunk_latency_s(n, heads)
+        lat = self._latency_s(n, heads)
         hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
         p = self._overlap_p
         if p == math.inf:
@@ -360,7 +361,7 @@ class PrefillKernel:
         ctas = max(heads * t, 1.0)
         grid_s = float(ceil(ctas / sms)) * cta_s
         rate, factor = self._mem
-        lat = self._chunk_latency_s(n, heads)
+        lat = self._latency_s(n, heads)
         his: list[float] = []
         rs: list[float] = []
         for c, b in zip(cs, bytes_, strict=True):  # `max(x, y)` written as `y if y > x else x` (its rule)
@@ -398,16 +399,7 @@ class PrefillKernel:
         t_sched = max(float(math.ceil(ctas / sms)) * cta_s + tau * scores / sms, cta_s + lone)
         rate, factor = self._mem
         t_mem = bytes_ / rate * factor
-        lat = self._lat
-        if self._quant is not None:
-            q0, per_token, q = self._quant
-            lat = lat + (q0 + tokens * heads * per_token * q)
-        elif self._lat_low is not None:
-            lat = lat + self._lat_low
-        else:
-            lat = lat + 0.0
-        if self._mla:
-            lat = lat + tokens * self._token_s
+        lat = self._latency_s(tokens, heads)
         hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
         p = self._overlap_p
         if p == math.inf:
