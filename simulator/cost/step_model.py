@@ -714,13 +714,7 @@ class StepModel:
             if self._pf_plain:
                 layers, n_l = self._pf_plain, self.model.n_layers
                 cs = [float(keys[i][1]) for i in miss]
-                if self._kv_simple is not None and not self._mla:  # `_chunk_bytes` inlined, the same operations
-                    entry, own, shards = self._kv_simple
-                    qo = n_l * n * self._qo_bytes
-                    bytes_ = [(float(n_l * int(c + n)) * entry * own / n_l / shards + qo) / n_l for c in cs]
-                else:
-                    bytes_ = [self._chunk_bytes(n, c) / n_l for c in cs]
-                priced = self._pf_kernel.chunk_s_many(n, cs, bytes_, self._heads)
+                priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
                 priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
             else:
                 priced = [self._chunk_s(n, float(keys[i][1])) for i in miss]
