@@ -154,6 +154,65 @@ def gemm_s(
     return smooth_max(smooth_max(tc, tm, p.gemm_overlap_p), tk, p.gemm_overlap_p) + p.gemm_latency_s + extra
 
 
+class GemmKernel:
+    """`gemm_s` of one GEMM shape (``n``, ``k``, `groups`, dtype) on Python floats: the linear layers'
+    hot path (a step of a token count not seen before prices its GEMMs anew: chunked prefill with
+    cached prefixes does so at most steps).
+
+    What depends on the shape alone (``u``, ``t_k``, the efficiencies, the fixed latency) is worked
+    out once, by `gemm_s`'s own NumPy expressions; a call does the rest with the same operations in
+    the same order, hence the same floats (tested bit for bit against `gemm_s`). Each smooth maximum's
+    first power goes through NumPy's ufunc on a 0-d array, as `smooth_max` does (the C library's
+    ``pow`` may differ from it in the last bit); its second is a scalar power, as there.
+    """
+
+    __slots__ = ("_hbm", "_lat", "_low", "_mem", "_overlap_p", "_peak", "_power", "_quant", "_tk", "_u")
+
+    def __init__(self, n: float, k: float, peak_flops: float, low_precision: bool, gpu: GPUSpec, p: CostParams,
+                 groups: float = 1.0, block_scaled: bool = False, fp4: bool = False) -> None:
+        f4, blk = fp4, block_scaled
+        eff = np.where(f4, p.gemm_fp4_eff, np.where(blk, p.gemm_fp8_block_eff, p.gemm_fp8_eff))
+        self._peak = float(peak_flops * np.where(low_precision, eff, 1.0) * p.gemm_compute_eff)
+        units = groups * np.ceil(n / GEMM_TILE) * np.maximum(1.0, k / p.gemm_split_k_tokens)
+        self._u = float(np.minimum(1.0, units / p.gemm_full_units) ** p.gemm_parallel_exp)
+        self._power = (p.gemm_power_derate, p.gemm_power_time_s)
+        self._hbm = gpu.hbm_bytes_per_s * p.gemm_memory_eff
+        self._mem = float(np.where(f4, p.gemm_fp4_memory_factor, 1.0))
+        serial_k = np.where(f4, p.gemm_fp4_serial_k_tokens, p.gemm_serial_k_tokens)
+        self._tk = float(p.gemm_k_step_s * np.minimum(k, serial_k) * np.where(f4, p.gemm_fp4_k_factor, 1.0))
+        self._low = bool(low_precision)
+        quant = np.where(f4, p.gemm_fp4_quant_s_per_value,
+                         np.where(blk, p.gemm_fp8_block_quant_s_per_value, p.gemm_quant_s_per_value))
+        lat8 = np.where(f4, p.gemm_fp4_latency_s, np.where(blk, p.gemm_fp8_block_latency_s, p.gemm_fp8_latency_s))
+        self._quant = (float(quant), float(lat8))
+        self._lat = p.gemm_latency_s
+        self._overlap_p = p.gemm_overlap_p
+
+    def seconds(self, flops: float, bytes_: float, quant_values: float) -> float:
+        """``gemm_s(flops, bytes_, m, n, k, ..., quant_values=quant_values)`` of this shape (floats)."""
+        u = self._u
+        tc = flops / self._peak / u
+        derate, time_s = self._power
+        tc = tc * (1.0 + derate * tc / (tc + time_s))
+        tm = bytes_ / self._hbm / u * self._mem
+        if self._low:
+            quant, lat8 = self._quant
+            extra = quant_values * quant + lat8
+        else:
+            extra = 0.0
+        p = self._overlap_p
+        return _smooth_max_float(_smooth_max_float(tc, tm, p), self._tk, p) + self._lat + extra
+
+
+def _smooth_max_float(a: float, b: float, p: float) -> float:
+    """`smooth_max` of two floats, with the same operations (its first power a ufunc on a 0-d array)."""
+    hi, lo = (a, b) if a >= b else (b, a)
+    if p == math.inf:
+        return hi
+    r = lo / hi if hi > 0 else 0.0
+    return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p))
+
+
 def prefill_schedule(new: Any, cached: Any = 0.0, window: float = 0.0) -> tuple[Any, Any, Any]:
     """``(ctas, scores, longest)`` of one causal prefill chunk per query head (floats or arrays).
 

@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from hardware.catalog import GPUSpec, NodeSpec
-from simulator.cost.kernels import PrefillKernel, allreduce_s, decode_kernel_terms, gemm_s
+from simulator.cost.kernels import GemmKernel, PrefillKernel, allreduce_s, decode_kernel_terms, gemm_s
 from simulator.cost.params import ACTIVATION_BYTES, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
@@ -176,6 +176,7 @@ class StepModel:
         "_fp8_kv",
         "_gemm_count",
         "_gemm_k",
+        "_gemm_kernels",
         "_gemm_n",
         "_gpu",
         "_heads",
@@ -290,6 +291,7 @@ class StepModel:
         # the hot path (`step_s`): prefill attention priced on floats (`PrefillKernel`), remembered
         # per chunk list; linear and communication seconds per token count
         self._pf_kernel = PrefillKernel(d_k, d_v, self._mla, self._fp8_kv, gpu, params)
+        self._gemm_kernels: dict[float, GemmKernel] = {}  # by GEMM width n (`_gemms`)
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
@@ -438,13 +440,11 @@ class StepModel:
 
     def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float) -> float:
         """Seconds of `count` equal dense GEMMs sharing `flops` and `wbytes`, ``m = tokens`` rows, width `n`."""
-        return count * float(
-            gemm_s(
-                flops / count, wbytes / count, max(float(tokens), 1.0), n, self._gemm_k, self._peak, self._low,
-                self.gpu, self.params, block_scaled=self._blk, fp4=self._fp4,
-                quant_values=quant_values / count,
-            )
-        )
+        kernel = self._gemm_kernels.get(n)  # `gemm_s` of this shape on floats (``m`` is not needed: it only
+        if kernel is None:  # sizes the quantisation, which `quant_values` gives)
+            kernel = self._gemm_kernels[n] = GemmKernel(n, self._gemm_k, self._peak, self._low, self.gpu, self.params,
+                                                        block_scaled=self._blk, fp4=self._fp4)
+        return count * kernel.seconds(flops / count, wbytes / count, quant_values / count)
 
     @property
     def _wb(self) -> float:

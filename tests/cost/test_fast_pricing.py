@@ -1,6 +1,7 @@
 """The engine's hot path prices a step with the same floats as the reference forms, bit for bit.
 
-`PrefillKernel` (Python floats) against `prefill_schedule` / `prefill_kernel_s` (NumPy), and
+`PrefillKernel` (Python floats) against `prefill_schedule` / `prefill_kernel_s` (NumPy), `GemmKernel`
+against `gemm_s`, and
 `StepModel.step_s` against ``StepModel.cost(...).total_s`` and `prefill_attention`'s bytes, over
 random chunks on models, layouts and plans that take every branch (GQA, sliding windows, MLA, fp8
 KV, cross-layer, DP attention with EP, pipeline stages).
@@ -17,7 +18,7 @@ import pytest
 
 from hardware.catalog import load_catalog
 from simulator.cost import StepModel, load_params
-from simulator.cost.kernels import PrefillKernel, prefill_kernel_s, prefill_schedule
+from simulator.cost.kernels import GemmKernel, PrefillKernel, gemm_s, prefill_kernel_s, prefill_schedule
 from simulator.kv import parse_layout
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
@@ -51,6 +52,32 @@ def test_prefill_kernel_on_floats_is_the_numpy_form(gpu_key: str, overlap_p: flo
                 assert kernel.chunk_s(n, c, nbytes, h) == ref[0]
 
 
+@pytest.mark.parametrize("gpu_key", ["H100", "B200"])
+@pytest.mark.parametrize("overlap_p", [None, math.inf, 1.0])
+def test_gemm_kernel_on_floats_is_the_numpy_form(gpu_key: str, overlap_p: float | None) -> None:
+    """Every dtype branch (bf16, fp8 per tensor, fp8 block-scaled, fp4), shapes from one column tile
+    (``u < 1``) to many, token counts from 1 to a long prefill."""
+    gpu = CATALOG.gpu(gpu_key)
+    p = load_params(gpu.key)
+    if overlap_p is not None:
+        p = dataclasses.replace(p, gemm_overlap_p=overlap_p)
+    rng = random.Random(4)
+    dtypes = [("bf16", False, False, False), ("fp8", True, False, False), ("fp8", True, True, False),
+              ("fp4", True, False, True)]
+    for dtype, low, blk, fp4 in dtypes:
+        peak = gpu.peak_flops("fp8" if fp4 and gpu.fp4_flops <= 0 else dtype)  # H100 has no fp4 peak: any will do
+        for _ in range(60):
+            n, k = float(rng.choice([64, 128, 1000, 7168, 28672])), float(rng.choice([128, 4096, 8192, 16384]))
+            groups = float(rng.choice([1, 1, 3, 8.5]))
+            kernel = GemmKernel(n, k, peak, low, gpu, p, groups=groups, block_scaled=blk, fp4=fp4)
+            for _ in range(10):
+                m = float(rng.choice([1, rng.randint(1, 300), rng.randint(1, 20000)]))
+                flops, nbytes, quant = 2 * m * n * k * groups, rng.uniform(1e3, 1e10), m * k * rng.uniform(0.1, 2)
+                ref = float(gemm_s(flops, nbytes, m, n, k, peak, low, gpu, p, groups=groups, block_scaled=blk,
+                                   quant_values=quant, fp4=fp4))
+                assert kernel.seconds(flops, nbytes, quant) == ref, (dtype, n, k, groups, m)
+
+
 CASES = [("H100", "Llama-3.1-8B", 1, "native", None), ("H100", "Llama-3-70B", 8, "native", None),
          ("H100", "Gemma-3-27B", 2, "native", None), ("H200", "DeepSeek-V3", 8, "native", None),
          ("H100", "Llama-3.1-70B", 4, "fp8", None), ("H100", "Llama-3.1-8B", 1, "mla", None),
@@ -63,6 +90,20 @@ def _model(gpu_key: str, model: str, tp: int, layout: str, plan: ParallelPlan | 
     gpu = CATALOG.gpu(gpu_key)
     node = CATALOG.node(f"8x{gpu_key}") if plan else None
     return StepModel(gpu, get_model(model), parse_layout(layout), tp, load_params(gpu.key), plan=plan, node=node)
+
+
+@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
+def test_linear_layers_are_gemm_s(gpu_key: str, model: str, tp: int, layout: str, plan: ParallelPlan | None) -> None:
+    """`StepModel._gemms` (through `GemmKernel`) is ``count · gemm_s`` of its shape, bit for bit."""
+    sm = _model(gpu_key, model, tp, layout, plan)
+    rng = random.Random(5)
+    for _ in range(200):
+        tokens = float(rng.choice([1, rng.randint(1, 300), rng.randint(1, 20000)]))
+        count, n = rng.choice([1, 7, sm._gemm_count]), rng.choice([sm._gemm_n, 1000.0])
+        flops, nbytes, quant = sm._lin_flops_per_token * tokens, sm._dense_weight_bytes, tokens * rng.uniform(1, 9e4)
+        ref = count * float(gemm_s(flops / count, nbytes / count, tokens, n, sm._gemm_k, sm._peak, sm._low, sm.gpu,
+                                   sm.params, block_scaled=sm._blk, fp4=sm._fp4, quant_values=quant / count))
+        assert sm._gemms(count, flops, nbytes, tokens, n, quant) == ref, (tokens, count, n)
 
 
 def _steps(seed: int, count: int) -> Iterator[tuple[list[tuple[int, int]], int, int]]:
