@@ -69,7 +69,8 @@ class InFlight:
         last window is most often in the next one (one step later; one `series_s`, written out: routers
         ask at every boundary); ``T(j + 1) ≤ e < T(j + 2)`` makes ``j + 1`` the largest such j (T never
         decreases). A jump just begun is most often read in its first step, ``[T(0), T(1)) = [0, g0)``
-        (what `series_s` gives). Else it is solved anew."""
+        (what `series_s` gives). Else it is solved anew: `steps_within`'s closed-form estimate, taken
+        when its window holds `e` (the usual case; then it is the j `steps_within` returns), else its search."""
         g0, d = self.g0, self.d
         if e >= self._done_hi:
             j = self._done_j + 1
@@ -80,14 +81,27 @@ class InFlight:
         elif e < g0:
             self._done_j, self._done_lo, self._done_hi = 0, 0.0, g0
             return
-        j = steps_within(g0, d, e)
-        self._done_j, self._done_lo, self._done_hi = j, series_s(g0, d, j), series_s(g0, d, j + 1)
+        # e ≥ g0 here (a window past the first ends at T(j + 1) ≥ g0): steps_within's estimate, written out
+        h = g0 - d / 2
+        root = math.sqrt(h * h + 2 * d * e)
+        j = int(2 * e / (h + root) if h > 0 else (root - h) / d)
+        lo = j * g0 + d * (j * (j - 1) // 2)  # series_s(g0, d, j), then of j + 1
+        hi = (j + 1) * g0 + d * ((j + 1) * j // 2)
+        if not lo <= e < hi:  # rounding left it a step or so off
+            j = steps_within(g0, d, e)
+            lo, hi = series_s(g0, d, j), series_s(g0, d, j + 1)
+        self._done_j, self._done_lo, self._done_hi = j, lo, hi
 
     def outstanding_at(self, now: float) -> int:
         """Tokens still to compute, as stepping would show them at `now`."""
-        if not self.jump_n:
+        k = self.jump_n
+        if not k:
             return self.run_outstanding_at(now) if self.run_steps else self.outstanding_tokens
-        return self.outstanding_tokens - self.n_dec * self.steps_done(now)
+        e = now - self.jump_start_s  # `steps_done(now)`, written out (routers ask every replica at every arrival)
+        if not self._done_lo <= e < self._done_hi:
+            self._window(e)
+        j = self._done_j
+        return self.outstanding_tokens - self.n_dec * (j if j < k else k)
 
     def outstanding_until(self, now: float) -> tuple[int, float]:
         """``(outstanding_at(now), t)``: the value holds until `t` at least, unless the replica's state

@@ -11,6 +11,8 @@ at the jump's start, which a jump cut to one step showed while it was read as no
 
 from __future__ import annotations
 
+import math
+
 from simulator.engine import AffineTimer, EngineConfig, run
 from simulator.engine.routers import basic
 from workloads.request import Request
@@ -34,3 +36,36 @@ def test_a_jump_cut_to_its_first_step_counts_it_once_it_has_ended(monkeypatch) -
     res = run(EngineConfig(cache="none", router="least-tokens"), reqs, seed=0, timer=STEP)
     assert seen == [(0.0, 0), (0.02, 198), (0.02, 498)]
     assert res.summary["requests"] == 3
+
+
+def test_the_steps_window_is_steps_within_at_every_boundary() -> None:
+    """`InFlight._window` (a closed-form estimate, then `steps_within`'s search where rounding left it
+    off) finds ``j = steps_within(e)`` and its window ``[T(j), T(j + 1))`` on and either side of
+    every step boundary, for series whose estimate is exact and ones it misses (``d`` tiny against
+    ``g0``, ``h = g0 − d/2 ≤ 0``)."""
+    from simulator.engine.series import series_s, steps_within
+    from simulator.engine.views import InFlight
+
+    view = InFlight()
+    fallbacks = 0
+    for g0, d in ((0.01, 0.0), (0.023, 1.7e-6), (1.0, 4e-42), (1e-3, 5e-3), (0.02, 0.04), (3.1e-2, 2.9e-7)):
+        view.g0, view.d = g0, d
+        for j in (1, 2, 3, 7, 50, 999, 12_345):
+            t = series_s(g0, d, j)
+            for e in (math.nextafter(t, 0.0), t, math.nextafter(t, math.inf), t * (1 + 1e-12)):
+                if e < g0:
+                    continue
+                view._init_views()
+                view._window(e)
+                want = steps_within(g0, d, e)
+                assert (view._done_j, view._done_lo, view._done_hi) == (
+                    want, series_s(g0, d, want), series_s(g0, d, want + 1)), (g0, d, j, e)
+                assert view._done_lo <= e < view._done_hi
+                fallbacks += view._done_j != _estimate(g0, d, e)
+    assert fallbacks > 0  # the search ran: the estimate alone would have been wrong there
+
+
+def _estimate(g0: float, d: float, e: float) -> int:
+    h = g0 - d / 2
+    root = math.sqrt(h * h + 2 * d * e)
+    return int(2 * e / (h + root) if h > 0 else (root - h) / d)
