@@ -4,9 +4,11 @@ A prompt is a chain of segments; its tokens are *pieces* ``(segment_id, start, e
 ``start..end`` of segment ``segment_id``). A node holds a run of whole blocks of
 ``block_tokens`` tokens as a tuple of pieces, so matching costs O(nodes on the path · pieces
 per node), not O(blocks). A node's children are keyed by their *first block's key*: the pieces
-of its first ``block_tokens`` tokens (a block that straddles two segments is keyed by both), so
-two branches that diverge inside a block are distinct children. A partial last block is never
-stored: pages are blocks.
+of its first ``block_tokens`` tokens, flattened into one tuple (``(sid, start, end)`` for a block
+within one segment, ``(sid, start, end, sid2, start2, end2)`` for one that straddles two, and so
+on: pieces are triples, so the flat form is as distinct as the pieces; a lookup then builds one
+tuple and hashes no nested one), so two branches that diverge inside a block are distinct
+children. A partial last block is never stored: pages are blocks.
 
 Tiers: ``HBM = 0``, ``DRAM = 1``, ``NVME = 2``. Along any root-to-leaf path the tier never
 decreases (a node leaves HBM only once no child is in HBM, and so on down). A node in tier
@@ -44,6 +46,7 @@ from typing import Any
 HBM, DRAM, NVME = 0, 1, 2
 EVICTION_POLICIES = ("lru", "lfu", "fifo")
 Piece = tuple[Any, int, int]
+Key = tuple[Any, ...]  # a block's pieces, flattened: (sid, start, end, sid2, start2, end2, ...)
 
 
 class Node:
@@ -52,13 +55,13 @@ class Node:
     # born: when the node entered its tier (FIFO order); stamp: last access (LRU); hits: accesses (LFU)
     __slots__ = ("born", "children", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
 
-    def __init__(self, parent: Node | None, key: tuple[Piece, ...], pieces: tuple[Piece, ...], tokens: int,
+    def __init__(self, parent: Node | None, key: Key, pieces: tuple[Piece, ...], tokens: int,
                  tier: int, stamp: int) -> None:
         self.parent = parent
         self.key = key
         self.pieces = pieces
         self.tokens = tokens
-        self.children: dict[tuple[Piece, ...], Node] = {}
+        self.children: dict[Key, Node] = {}
         self.ref = 0
         self.tier = tier
         self.stamp = stamp
@@ -141,20 +144,20 @@ def seek(pieces: tuple[Piece, ...], tokens: int, j: int = 0, off: int | None = N
     return j, off
 
 
-def block_key(pieces: tuple[Piece, ...], j: int, off: int, block_tokens: int) -> tuple[Piece, ...] | None:
-    """The key of the block that starts at piece `j`, offset `off`: its pieces (``cut``'s), or None
-    when fewer than `block_tokens` tokens are left. A block within one piece, or straddling two,
-    is built directly (the usual cases); `cut` builds the others."""
+def block_key(pieces: tuple[Piece, ...], j: int, off: int, block_tokens: int) -> Key | None:
+    """The key of the block that starts at piece `j`, offset `off`: its pieces (``cut``'s), flattened
+    into one tuple, or None when fewer than `block_tokens` tokens are left. A block within one
+    piece, or straddling two, is built directly (the usual cases); `cut` builds the others."""
     sid, _, end = pieces[j]
     if end - off >= block_tokens:
-        return ((sid, off, off + block_tokens),)
+        return sid, off, off + block_tokens
     if j + 1 < len(pieces):
         sid2, a2, b2 = pieces[j + 1]
         rest = block_tokens - (end - off)
         if b2 - a2 >= rest:
-            return ((sid, off, end), (sid2, a2, a2 + rest))
+            return sid, off, end, sid2, a2, a2 + rest
     key, _, _, got = cut(pieces, j, off, block_tokens)
-    return key if got == block_tokens else None
+    return tuple(itertools.chain.from_iterable(key)) if got == block_tokens else None
 
 
 class RadixTree:
@@ -203,9 +206,9 @@ class RadixTree:
         while pos < limit and j < n and node.children:
             sid, _, end = pieces[j]
             if end - off >= B:  # the usual cases of `block_key`: the block lies within one segment, or two
-                child = node.children.get(((sid, off, off + B),))
+                child = node.children.get((sid, off, off + B))
             elif j + 1 < n and (nxt := pieces[j + 1])[2] - nxt[1] >= B - (end - off):
-                child = node.children.get(((sid, off, end), (nxt[0], nxt[1], nxt[1] + B - (end - off))))
+                child = node.children.get((sid, off, end, nxt[0], nxt[1], nxt[1] + B - (end - off)))
             else:
                 key = block_key(pieces, j, off, B)
                 child = node.children.get(key) if key is not None else None
@@ -279,7 +282,7 @@ class RadixTree:
         return top
 
     def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, offer: bool = True,
-                  key: tuple[Piece, ...] | None = None) -> Node:
+                  key: Key | None = None) -> Node:
         """A new unreferenced node under `parent` (`tokens` a block multiple > 0), offered for eviction
         unless the caller pins it at once (``offer=False``: `unpin` offers it when it is let go).
         `key` is its first block's key where the caller has it (a walk that missed looked it up)."""
