@@ -50,6 +50,23 @@ def _hbm_hit(tokens: int) -> Admission:
     return Admission(tokens, 0, 0, tokens, 0, 0, 0)
 
 
+def _hbm_only(path: list[Node], last: int) -> tuple[int, int]:
+    """`_PrefixState._hbm` of a non-empty path in an HBM-only tree: every node counts, the last for
+    its `last` matched tokens (whole nodes summed, then the last one's unmatched tail taken off)."""
+    tokens = free = 0
+    for node in path:
+        t = node.tokens
+        tokens += t
+        if not node.ref:
+            free += t
+    node = path[-1]
+    tail = node.tokens - last
+    tokens -= tail
+    if not node.ref:
+        free -= tail
+    return tokens, free
+
+
 class _PrefixState:
     """One replica's radix tree, tier capacities and counters."""
 
@@ -68,6 +85,7 @@ class _PrefixState:
         # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, (path, last, j, off))``: the scheduler
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
         self._probed: tuple[Seq, int, int, tuple[list[Node], int, int, int]] | None = None
+        self._hbm_only = not tiers
         self._drop_lru = eviction == "lru" and not tiers  # evict by `RadixTree.drop_lru`
         # LRU and LFU pick the unreferenced tier leaf of least priority, whatever entries the heap
         # holds beside it (priorities are unique there), so offers that can only go stale are skipped;
@@ -103,9 +121,15 @@ class _PrefixState:
         return tokens, free
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
-        walked = self.tree.walk_at(self._pieces(seq), max_hit_tokens)
+        walked = self.tree.walk_at(seq.pieces or self._pieces(seq), max_hit_tokens)
         self._probed = (seq, max_hit_tokens, self.tree.version, walked)
-        tokens, free = self._hbm(walked[0], walked[1])
+        path = walked[0]
+        if not path:
+            return 0, 0
+        if self._hbm_only:
+            tokens, free = _hbm_only(path, walked[1])
+        else:
+            tokens, free = self._hbm(path, walked[1])
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
@@ -250,24 +274,39 @@ class _PrefixState:
         cut, as `seek` steps).
         """
         tree, B = self.tree, self.B
-        pieces = self._pieces(seq)
+        pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
         kept = 0
         key = None  # the first new block's key, where the walk below `start` missed at once
         if start is not None and seq.cache_tokens <= n:
             tree.touch_path(start)
             parent, pos = start, seq.cache_tokens
             j, off = seq.cache_at
-            path: list[Node] = []
-            last = 0
             # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
             if pos < n and start.children:
                 key = block_key(pieces, j, off, B)
                 if key in start.children:
                     key = None
-                    path, last, j, off = tree.walk_at(pieces, n, (start, pos, j, off))
+                    walked = tree.walk_at(pieces, n, (start, pos, j, off))
+                    kept, parent, pos, j, off = self._take(walked, start, pos, pieces, n, exact_end)
         else:
-            parent, pos = tree.root, 0
-            path, last, j, off = tree.walk_at(pieces, n)
+            kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
+        if pos < n:
+            rest, j, off, _ = cut(pieces, j, off, n - pos)
+            # on_prefilled pins the new node at once; on_finish leaves it to eviction
+            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),
+                                    key=key)
+            kept += (n - pos) // B
+        elif not exact_end and self._lean_offers:
+            tree.offer(parent)  # touched: its place in the eviction order moved
+        return kept, parent, (j, off)
+
+    def _take(self, walked: tuple[list[Node], int, int, int], parent: Node, pos: int, pieces: tuple[Piece, ...],
+              n: int, exact_end: bool) -> tuple[int, Node, int, int, int]:
+        """The nodes an insert's walk matched (`walked`, from `parent`, `pos` tokens in), made the
+        sequence's path in HBM: ``(blocks promoted, last node, its end, j, off)`` (see `_insert`)."""
+        tree = self.tree
+        path, last, j, off = walked
+        kept = 0
         for i, node in enumerate(path):
             partial = i == len(path) - 1 and last < node.tokens
             if partial and (exact_end or node.tier != HBM or pos + last < n):
@@ -279,15 +318,7 @@ class _PrefixState:
             tree.touch(node)
             parent = node
             pos += last if partial else node.tokens
-        if pos < n:
-            rest, j, off, _ = cut(pieces, j, off, n - pos)
-            # on_prefilled pins the new node at once; on_finish leaves it to eviction
-            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),
-                                    key=key)
-            kept += (n - pos) // B
-        elif not exact_end and self._lean_offers:
-            tree.offer(parent)  # touched: its place in the eviction order moved
-        return kept, parent, (j, off)
+        return kept, parent, pos, j, off
 
     # ------------------------------------------------------------------ eviction
     def evictable_blocks(self) -> int:

@@ -176,6 +176,7 @@ class RadixTree:
         self.heaps: list[list[tuple[Any, int, Node]]] = [[] for _ in range(n_tiers)]
         self.version = 0  # bumped by every change of shape (split, add, remove): a walk is valid while it holds
         self._leaf_tier = n_tiers - 1
+        self._lru = eviction == "lru"  # priority = stamp
 
     # ------------------------------------------------------------------ walking
     def walk(self, pieces: tuple[Piece, ...], limit: int,
@@ -300,7 +301,7 @@ class RadixTree:
         if tier == HBM:
             self.evictable += b
         if offer:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
-            heapq.heappush(self.heaps[tier], (self._priority(node), next(self.tie), node))
+            heapq.heappush(self.heaps[tier], (stamp if self._lru else self._priority(node), next(self.tie), node))
         return node
 
     def remove(self, node: Node) -> list[int]:
@@ -346,21 +347,22 @@ class RadixTree:
         node.hits += 1
 
     def touch_path(self, node: Node) -> None:
-        """Touch the nodes from the root's child down to `node`, in that order (as a walk to it and its
-        caller would): the stamps run up to `node`'s."""
+        """Touch the nodes from the root's child down to `node` (a node in the tree: its parents lead to
+        the root), in that order (as a walk to it and its caller would): the stamps run up to `node`'s."""
+        root = self.root
         depth = 0
-        n: Node | None = node
-        while n is not None and n is not self.root:
+        n = node
+        while n is not root:
             depth += 1
-            n = n.parent
+            n = n.parent  # type: ignore[assignment]  # not None below the root
         stamp = self.tick + depth
         self.tick = stamp
         n = node
-        while n is not None and n is not self.root:
+        while n is not root:
             n.stamp = stamp
             n.hits += 1
             stamp -= 1
-            n = n.parent
+            n = n.parent  # type: ignore[assignment]
 
     def resume(self, node: Node, pieces: tuple[Piece, ...], tokens: int) -> tuple[Node, int, int, int] | None:
         """Where a walk of `pieces` from the root stands after `node` (a node on their path ending
@@ -494,8 +496,13 @@ class RadixTree:
             if want < min_blocks:
                 want = min_blocks
             if b > want:  # trim the leaf's tail; the head stays (as `split` then `detach` would leave it)
-                node.pieces = trim(node.pieces, want * B)
-                node.tokens -= want * B
+                pieces, cut_tokens = node.pieces, want * B
+                sid, a, end = pieces[-1]
+                if end - a > cut_tokens:  # `trim`'s usual case: within the last piece
+                    node.pieces = pieces[:-1] + ((sid, a, end - cut_tokens),)  # noqa: RUF005  (as in `trim`)
+                else:
+                    node.pieces = trim(pieces, cut_tokens)
+                node.tokens -= cut_tokens
                 b = want
             else:
                 del parent.children[node.key]
