@@ -291,6 +291,8 @@ class _PrefixState:
         else:
             kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
         if pos < n:
+            if key is None and pieces[j][2] - off >= B:  # `block_key`'s usual case, for `add_child`
+                key = (pieces[j][0], off, off + B)
             rest, j, off, _ = cut(pieces, j, off, n - pos)
             # on_prefilled pins the new node at once; on_finish leaves it to eviction
             parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),
