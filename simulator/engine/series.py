@@ -264,5 +264,6 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float]
     for neg_top, i in picked:
         values.append(-neg_top)
         i -= base
-        _below_top(values, g0s[i], ds[i], ks[i], m, theta)
+        if ks[i] > 1:  # a single step (a prefill step, most of the largest) has nothing below its top
+            _below_top(values, g0s[i], ds[i], ks[i], m, theta)
     return _interpolated(values, m, frac)
