@@ -61,11 +61,15 @@ class DecodeSet:
 
     def _leave_decode(self, seq: Seq) -> int:
         """Take `seq` out of the decode set; materialise its counts; return its KV tokens."""
-        kv = seq.kv_tokens(self.S)
-        if not seq.capped:
+        S = self.S
+        steps = S - seq.base  # since its counts were set (`Seq.kv_tokens` and `Seq.generated` inlined)
+        if seq.capped:
+            kv = seq.kv0
+        else:
+            kv = seq.kv0 + steps
             self.n_grow -= 1
-            self.hist[(kv - self.S) % self.B] -= 1
-        seq.gen0 = seq.generated(self.S)
+            self.hist[(kv - S) % self.B] -= 1
+        seq.gen0 += steps
         seq.kv0 = kv
         self.n_dec -= 1
         self.kv_sum -= kv
@@ -76,19 +80,20 @@ class DecodeSet:
 
     def _due(self) -> list[Seq]:
         """Pop events up to step S: sequences reaching their cap are re-based; return finished ones."""
-        heap = self.heap
+        heap, S = self.heap, self.S
         done: list[Seq] = []
-        while heap and heap[0][0] <= self.S:
+        while heap and heap[0][0] <= S:
             _, _, base, seq = heapq.heappop(heap)
             if seq.state != DECODE or seq.base != base:
                 continue
-            if seq.generated(self.S) >= seq.request.output_tokens:
+            gen = seq.gen0 + (S - base)  # seq.generated(S)
+            if gen >= seq.request.output_tokens:
                 done.append(seq)
                 continue
-            kv = seq.kv_tokens(self.S)  # == cap
+            kv = seq.kv_tokens(S)  # == cap
             self.n_grow -= 1
-            self.hist[(kv - self.S) % self.B] -= 1
-            seq.gen0 = seq.generated(self.S)
+            self.hist[(kv - S) % self.B] -= 1
+            seq.gen0 = gen
             seq.kv0 = kv
             self._rebase(seq)
         return done

@@ -139,8 +139,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self._accrue(now)
         if self.waiting and not math.isinf(self.sched.queue_timeout_s):
             self._drop_timed_out(now)
-        self.chunks = []
-        self.rejoined = []
+        if self.chunks:  # the plan's lists start empty: the last plan's, if it left them so, or new ones
+            self.chunks = []
+        if self.rejoined:
+            self.rejoined = []
         if self.arrived:  # KV moved here from a prefill replica
             self._join_arrived()
         swap_s, self.carried_swap_s = self.carried_swap_s, 0.0
@@ -188,7 +190,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 seq = self.waiting[0]
                 max_hit = (seq.target - 1) // B * B
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
-                blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hbm // B
+                tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
+                full = self.geometry.blocks(tokens)
+                blocks = full - hbm // B
                 if self.reserving:  # the promised growth (this step's `need` is part of it) is not room
                     kv0 = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
                     growth = self._growth(seq, kv0, seq.gen0 + 1)
@@ -207,7 +211,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.recomputed = adm.recomputed_tokens
                 else:  # re-admission after a recompute preemption: mostly its own KV
                     seq.resume_hit += hit
-                seq.blocks = self.geometry.blocks(self._prefill_tokens(seq)) - hit // B
+                seq.blocks = full - hit // B
                 new = seq.blocks + adm.reload_blocks
                 if new > self.total_blocks - self.used - need:
                     self._evict(new - (self.free_blocks - need))
@@ -216,7 +220,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 room = self.total_blocks - self.used - need - self.watermark_blocks
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
-                self.private_off += self._prefill_tokens(seq) - hit
+                self.private_off += tokens - hit
                 seq.state = RUNNING
                 if math.isnan(seq.admit_s):
                     seq.admit_s = now
@@ -288,8 +292,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     if k2 != k:
                         k, crossed = k2, -1
                     break
-        if evictable:
-            self._evict((crossed if crossed >= 0 else blocks_crossed(hist, S, B, k)) - free)
+        if evictable:  # `_evict` inlined: the cache's evictable blocks were read above
+            short = (crossed if crossed >= 0 else blocks_crossed(hist, S, B, k)) - free
+            if short > 0:
+                self.used -= self.cache.evict(short)
         return k
 
     # ----------------------------------------------------------------- commit
@@ -297,22 +303,25 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         """Apply `n` steps of the plan (``n ≤ k``), ending at `end_s`."""
         B = self.B
         n_dec = self.n_dec
+        g0, d = self.g0, self.d
         grow, grow_s = 0, 0.0
         if n_dec:
             if n == 1:
                 grow = self.hist[-self.S % B]
             else:
-                grow, grow_s = growth_block_s(self.hist, self.S, B, self.g0, self.d, n)
+                grow, grow_s = growth_block_s(self.hist, self.S, B, g0, d, n)
         self._accrue_steps(n, end_s, grow_s)
-        self.log_g0.append(self.g0)
-        self.log_d.append(self.d)
-        self.log_k.append(n)
-        top = self.g0 + self.d * (n - 1)
+        log_k = self.log_k
+        self.log_g0.append(g0)
+        self.log_d.append(d)
+        log_k.append(n)
+        top = g0 + d * (n - 1)
         self.log_top.append(top)
-        insort(self.log_order, (-top, self.log_base + len(self.log_k) - 1))
+        logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
+        insort(self.log_order, (-top, logged - 1))
         if len(self.log_order) >= self.log_order_at:
             self._prune_order()
-        if len(self.log_k) >= self.log_compact_at:
+        if len(log_k) >= self.log_compact_at:
             self._compact_log()
         if n_dec:
             self.used += grow
@@ -323,7 +332,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.S += n
         for seq in self.rejoined:
             seq.extra_gaps.append(end_s - seq.rejoin_from_s)
-            seq.seg_start = self.log_base + len(self.log_k)
+            seq.seg_start = logged
             seq.seg_steps = self.S
         if self.heap and self.heap[0][0] <= self.S:
             for seq in self._due():
