@@ -399,12 +399,13 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
 
     def route(req: Request) -> None:
         counter[0] += 1
+        now = env.now
         g = groups[1] if split and req.prompt_tokens <= short else groups[0]
-        i = g.policy.choose(req, g.replicas, env.now)
+        i = g.policy.choose(req, g.replicas, now)
         rep = g.replicas[i]
         was_empty = not rep.waiting
         seq = Seq(req, next(ids), rep.index, timeout_s)
-        if not rep.enqueue(seq, env.now):
+        if not rep.enqueue(seq, now):
             return
         g.changed.append(i)
         if rep.idle:
