@@ -106,10 +106,13 @@ def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float
     runs over ``1..B``, ``m = ⌊(n − 1 − t0)/B⌋ + 1`` takes two values at most (``mh`` up to ``t0 =
     cut``, then ``mh − 1``), so what depends on ``m`` alone is worked out for both first (integers:
     the same sums; the float terms are the same operations on the same operands, phase by phase).
+    A jump of at most ``B + 1`` steps (most) has ``m ≤ 1`` everywhere: `_short_growth_block_s`.
     """
     b = block_tokens
     tn = series_s(g0, d, n)
     last = n - 1
+    if last <= b:
+        return _short_growth_block_s(hist, shift, b, g0, d, tn, last)
     blocks = 0
     total = 0.0
     bh = (n - 1) // b + 1  # blocks a phase with t0 <= bcut takes in n steps (one less beyond)
@@ -130,6 +133,24 @@ def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float
                 s1 = m * t0 + s1_add
                 s2 = m * t0 * t0 + t0 * s2_mul + s2_add
                 total += count * (m_tn - g0 * s1 - d * (s2 - s1) / 2)
+        t0 = t0 - 1 if t0 > 1 else b
+    return blocks, total
+
+
+def _short_growth_block_s(hist: Sequence[int], shift: int, b: int, g0: float, d: float, tn: float,
+                          last: int) -> tuple[int, float]:
+    """`growth_block_s` for ``n = last + 1 ≤ B + 1`` steps (``tn = T(n)``): a phase takes one block at
+    ``t0`` if ``t0 ≤ n − 1`` (``m = 1``: ``Σt = t0``, ``Σt² = t0²``, and ``m·T(n) = T(n)`` exactly), so its
+    term is ``count·(T(n) − g0·t0 − d·(t0² − t0)/2)``, the same operations; and the phase whose
+    ``t0 ≡ n (mod B)`` takes one more block at step n (``t0 = n``, or ``t0 = 1`` when ``n = B + 1``)."""
+    first = -shift % b  # the phase whose first block comes at step t0 = 1
+    blocks = hist[(first - last) % b]
+    total = 0.0
+    t0 = first + 1  # phase p's first step (first − p) mod B + 1: first + 1 for p = 0, then one less a phase, cyclically
+    for count in hist:
+        if count and t0 <= last:
+            blocks += count
+            total += count * (tn - g0 * t0 - d * (t0 * t0 - t0) / 2)
         t0 = t0 - 1 if t0 > 1 else b
     return blocks, total
 

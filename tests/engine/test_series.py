@@ -197,3 +197,13 @@ def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, 
 def test_growth_block_s_is_the_phase_by_phase_sum_exactly(hist: list[int], shift: int, n: int, g0: float,
                                                           d: float) -> None:
     assert growth_block_s(hist, shift, len(hist), g0, d, n) == _growth_reference(hist, shift, len(hist), g0, d, n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hist=st.lists(st.integers(0, 40), min_size=1, max_size=64), shift=st.integers(0, 10**6),
+       steps=st.integers(1, 65), g0=st.floats(0.001, 1.0), d=st.floats(0.0, 0.01))
+def test_growth_block_s_of_a_short_jump_is_the_phase_by_phase_sum_exactly(hist: list[int], shift: int, steps: int,
+                                                                          g0: float, d: float) -> None:
+    # n ≤ B + 1 steps: every phase takes at most one block before step n (its own loop)
+    n = min(steps, len(hist) + 1)
+    assert growth_block_s(hist, shift, len(hist), g0, d, n) == _growth_reference(hist, shift, len(hist), g0, d, n)
