@@ -406,14 +406,18 @@ class PrefillKernel:
 
         The same operations on the same operands (what depends on `n` alone worked out once), so the
         same floats; the smooth maximum's first power is one NumPy call over the run, which gives each
-        element what a call on it alone gives (NumPy's ``power`` is elementwise, SIMD or not)."""
+        element what a call on it alone gives (NumPy's ``power`` is elementwise, SIMD or not); its
+        second, on a NumPy float64 in `chunk_s`, is C's ``pow`` there and on a Python float here.
+        Operations that leave their operand as it is are left out: ``· many`` with ``many = 1`` (more
+        than one tile: a chunk of one tile goes through `chunk_s`), ``· 1.0``, and ``+ pad`` (``+0.0``
+        added to a sum of terms ≥ +0)."""
         m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
         ceil = math.ceil
         t = float(ceil(n / m))
+        if not t > 1:
+            return [self.chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_, strict=True)]
         j = t - 1.0
-        many = 1.0 if t > 1 else 0.0
         tri = m * j * (j + 1) / 2
-        pad = (t - 1 - j) * 1e300 * 0.0
         r_last = float(ceil((n - (t - 1) * m) / g)) * g
         reach = (t - 1) * m
         tau, sms, cta_s, lone_f = self._tau, self._sms, self._cta_s, self._lone
@@ -425,13 +429,11 @@ class PrefillKernel:
         rs: list[float] = []
         for c, b in zip(cs, bytes_, strict=True):  # `max(x, y)` written as `y if y > x else x` (its rule)
             cg = float(ceil(c / g)) * g
-            full = m * (j * cg + tri + pad)
-            last = r_last * (float(ceil((c + n) / g)) * g)  # (· 1.0: exact, left out)
-            longest = m * (cg + reach) * many
+            last = r_last * (float(ceil((c + n) / g)) * g)
+            longest = m * (cg + reach)
             if last > longest:
                 longest = last
-            scores = full * many + last
-            t_sched = grid_s + tau * (heads * scores) / sms
+            t_sched = grid_s + tau * (heads * (m * (j * cg + tri) + last)) / sms
             lone = cta_s + tau * longest * lone_f
             if lone > t_sched:
                 t_sched = lone
@@ -445,9 +447,9 @@ class PrefillKernel:
         p = self._overlap_p
         if p == math.inf:
             return [hi + lat for hi in his]
-        xs = np.power(np.array(rs, dtype=float), p)
         inv = 1.0 / p
-        return [float(hi * (1.0 + xs[i]) ** inv) + lat for i, hi in enumerate(his)]
+        return [hi * (1.0 + x) ** inv + lat for hi, x in zip(his, np.power(np.array(rs, dtype=float), p).tolist(),
+                                                              strict=True)]
 
     def seconds(self, ctas: float, scores: float, longest: float, bytes_: float, tokens: float,
                 heads: float) -> tuple[float, float, float]:

@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from hardware.catalog import GPUSpec, NodeSpec
 from simulator.cost.kernels import GemmKernel, PrefillKernel, allreduce_s, decode_kernel_terms, gemm_s
@@ -697,36 +697,51 @@ class StepModel:
         if lc is None:
             lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
         lin, comm, overhead = lc[0], lc[1], self._overhead_s
-        memo = self._pf_memo
-        if decode_batch:
-            terms = self._dec_terms.get(decode_batch)
-            if terms is None:
-                terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
-            fixed, per_byte = terms
-            alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
         keys = [(new_tokens, context_tokens + i * new_tokens) for i in range(steps)]
-        ats = [memo.get(key) for key in keys]
-        if None in ats:  # price the chunks not remembered (one kernel call for them all when it can)
-            if len(memo) >= MEMO_ENTRIES:
-                memo.clear()
-            miss = [i for i, at_t in enumerate(ats) if at_t is None]
-            n = float(new_tokens)
-            if self._pf_plain:
-                layers, n_l = self._pf_plain, self.model.n_layers
-                cs = [float(keys[i][1]) for i in miss]
-                priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
-                priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
-            else:
-                priced = [self._chunk_s(n, float(keys[i][1])) for i in miss]
-            for i, price in zip(miss, priced, strict=True):
-                ats[i] = memo[keys[i]] = price
+        memo = self._pf_memo
+        found = [memo.get(key) for key in keys]
+        if None in found:
+            self._price_chunks(new_tokens, keys, found)
+        ats = cast("list[float]", found)  # no hole left
+        if not decode_batch:
+            return [lin + at_t + comm + overhead for at_t in ats]
+        terms = self._dec_terms.get(decode_batch)
+        if terms is None:
+            terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
+        fixed, per_byte = terms
+        alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
         out = []
         for i, at_t in enumerate(ats):
-            assert at_t is not None
-            if decode_batch:
-                at_t += fixed + (alpha_kv + beta * (decode_context_tokens + i * growth_tokens)) * per_byte
+            at_t += fixed + (alpha_kv + beta * (decode_context_tokens + i * growth_tokens)) * per_byte
             out.append(lin + at_t + comm + overhead)
         return out
+
+    def _price_chunks(self, new_tokens: int, keys: list[tuple[int, int]], ats: list[float | None]) -> None:
+        """Fill the holes (None) of `ats` with the attention seconds of the chunks ``keys[i] = (new_tokens,
+        context)`` (`_chunk_s`'s floats), and remember them: one kernel call for them all when it can."""
+        memo = self._pf_memo
+        if len(memo) >= MEMO_ENTRIES:
+            memo.clear()
+        miss = [i for i, at_t in enumerate(ats) if at_t is None]
+        n = float(new_tokens)
+        cs = [float(keys[i][1]) for i in miss]
+        if self._pf_plain:
+            layers = self._pf_plain
+            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes(n, cs), self._heads)
+            priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
+        else:
+            priced = [self._chunk_s(n, c) for c in cs]
+        for i, price in zip(miss, priced, strict=True):
+            ats[i] = memo[keys[i]] = price
+
+    def _layer_bytes(self, n: float, cs: list[float]) -> list[float]:
+        """``[_chunk_bytes(n, c) / n_layers for c in cs]``, `_chunk_bytes` inlined for a plain layout."""
+        n_l = self.model.n_layers
+        if self._mla or self._kv_simple is None:
+            return [self._chunk_bytes(n, c) / n_l for c in cs]
+        entry, own, shards = self._kv_simple
+        q = n_l * n * self._qo_bytes
+        return [(float(n_l * int(c + n)) * entry * own / n_l / shards + q) / n_l for c in cs]
 
     def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float]:
         """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`) and new tokens, summed in order."""
