@@ -104,9 +104,9 @@ class ChunkedRuns:
         def _prune_order(self) -> None: ...
 
     def _init_runs(self) -> None:
-        self.run_steps: list[tuple[list[tuple[Seq, int]], float]] = []  # steps 1.. of the run in flight
+        self.run_steps: list[float] = []  # the times g_i of steps 1.. of the run in flight
+        self.run_chunks: list[list[tuple[Seq, int]]] | None = None  # their chunks (None: step 0's, each step)
         self.run_ends: list[float] = []  # end time of each step of the run (step 0 first)
-        self.run_done: list[int] = []  # tokens the steps before each boundary computed (0 first)
 
     def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool) -> None:
         """Extend the step just planned (``self.chunks``, ``self.g0``, starting at `now`) into a run
@@ -122,51 +122,65 @@ class ChunkedRuns:
         last_step = self._next_event_step() - S - 1 if n else 1 << 62  # the step whose commit meets it
         if last_step < 1:
             return
-        ends = [now + self.g0]
+        end = now + self.g0
         last_sample, interval = self.last_sample_s, self.sample_interval_s
-        if not ends[0] - last_sample < interval:
+        if not end - last_sample < interval:
             return
         budget = self.sched.max_num_batched_tokens - n
         free = self.total_blocks - self.used
-        crossed = hist[-S % B] if n else 0  # new blocks the decoders take in steps 0..i−1 (the commits)
-        tokens = [0, budget + n]  # step 0 is full too
-        steps: list[tuple[list[tuple[Seq, int]], float]] = []
-        step_s, kv0, n_grow = self.timer.step_s, self.kv_sum + n, self.n_grow
-        i = 1
-        if len(self.prefilling) == 1:  # the usual case, one long prompt: `_chunks_after` inlined
+        kv0, n_grow = self.kv_sum + n, self.n_grow
+        if len(self.prefilling) == 1:  # the usual case, one long prompt: `_chunks_after` worked out
+            # (then step 0's chunks are ``[(seq, budget)]``, and so are those of every step of the run)
             seq, c0 = self.chunks[0]
             pre0 = seq.prefilled + c0
-            pre, target, full = pre0, seq.target, [(seq, budget)]
-            count = 0  # steps 1.. whose chunks fill the budget and whose new blocks are free
-            while target - pre >= budget:
-                need = hist[-(S + i) % B] if n else 0
-                if crossed + need > free:
-                    break
-                crossed += need
-                count += 1
-                pre += budget
-                if pre >= target or i >= last_step:
-                    break
-                i += 1
-            if not count:
+            # steps 1..count fill the budget (the prompt's tokens left hold one more budget at each)
+            count = min((seq.target - pre0) // budget, last_step)
+            if n and count > 0 and blocks_crossed(hist, S, B, count + 1) > free:
+                count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
+            if count <= 0:
                 return
             # step i (1..count) prefills (budget, pre0 + (i − 1)·budget) beside n decoders at kv0 + i·n_grow
             run_s = getattr(self.timer, "prefill_run_s", None)
             if run_s is not None:
                 gs = run_s(budget, pre0, count, n, kv0 + n_grow, n_grow)
             else:
+                step_s = self.timer.step_s
                 gs = [step_s([(budget, pre0 + j * budget)], n, kv0 + (j + 1) * n_grow) for j in range(count)]
+            ends = [end]
             for g in gs:
-                end = ends[-1] + g
+                end += g
                 if not g > 0 or not end - last_sample < interval:
                     break
-                steps.append((full, g))
                 ends.append(end)
-                tokens.append(tokens[-1] + budget + n)
-            if steps:
-                self.run_steps, self.run_ends, self.run_done = steps, ends, tokens
+            if len(ends) > 1:
+                del gs[len(ends) - 1:]
+                self.run_steps, self.run_chunks, self.run_ends = gs, None, ends
             return
+        self._plan_many(end, budget, free, last_step, kv0, n_grow)
+
+    def _steps_with_blocks(self, count: int, free: int) -> int:
+        """The steps 1..count whose plans find the decoders' new blocks free: stepping's step i
+        (after the commits of steps 0..i−1) needs ``hist[−(S + i) mod B]`` more."""
+        hist, S, B = self.hist, self.S, self.B
+        crossed = hist[-S % B]  # new blocks the decoders take in steps 0..i−1 (the commits)
+        for i in range(1, count + 1):
+            crossed += hist[-(S + i) % B]
+            if crossed > free:
+                return i - 1
+        return count
+
+    def _plan_many(self, end: float, budget: int, free: int, last_step: int, kv0: int, n_grow: int) -> None:
+        """`plan_run` of several prefilling sequences: their next steps' chunks from `_chunks_after`,
+        priced one by one; `end` is step 0's end."""
+        n, B, S, hist = self.n_dec, self.B, self.S, self.hist
+        step_s = self.timer.step_s
+        last_sample, interval = self.last_sample_s, self.sample_interval_s
+        crossed = hist[-S % B] if n else 0  # new blocks the decoders take in steps 0..i−1 (the commits)
+        ends = [end]
+        gs: list[float] = []
+        all_chunks: list[list[tuple[Seq, int]]] = []
         chunk_at = self._chunks_after(budget)
+        i = 1
         while True:
             need = hist[-(S + i) % B] if n else 0  # step i's plan: these must be free, as in stepping
             if crossed + need > free:
@@ -180,14 +194,14 @@ class ChunkedRuns:
             end = ends[-1] + g
             if not g > 0 or not end - last_sample < interval:
                 break
-            steps.append((chunks, g))
+            gs.append(g)
+            all_chunks.append(chunks)
             ends.append(end)
-            tokens.append(tokens[-1] + budget + n)
             if completes or i >= last_step:
                 break
             i += 1
-        if steps:
-            self.run_steps, self.run_ends, self.run_done = steps, ends, tokens
+        if gs:
+            self.run_steps, self.run_chunks, self.run_ends = gs, all_chunks, ends
 
     def _chunks_after(self, budget: int) -> Callable[[], tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool]
                                                               | None]:
@@ -240,34 +254,29 @@ class ChunkedRuns:
         All steps but the last complete no prefill and meet no decoder event, so their commits
         (`Replica.commit`) reduce to: integrate the step (`Observation._accrue_steps`, unrolled here:
         the cache and the running set do not change), log it, grow the decoders' blocks and context
-        (and take the growth off the promised blocks), count the tokens computed. The last step is
-        an ordinary commit. Stale heap entries the skipped commits would have dropped wait for it
-        (it drops them the same way).
+        (and take the growth off the promised blocks), count the tokens computed (every step computes
+        the whole budget: its chunks and one token a decoder). The last step is an ordinary commit.
+        Stale heap entries the skipped commits would have dropped wait for it (it drops them the same way).
         """
         steps, ends = self.run_steps, self.run_ends
         self.run_steps = []
-        gs = [self.g0] + [g for _, g in steps]
-        all_chunks = [self.chunks] + [c for c, _ in steps]
-        if m:
-            gs, all_chunks = gs[:m], all_chunks[:m]
-        k = len(gs)
+        k = m or len(steps) + 1
+        gs = [self.g0, *steps[:k - 1]]
+        g_last = gs.pop()  # the last step's time goes to `commit`; gs: the k − 1 steps committed here
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
         cache = self.cache.hbm_blocks()
-        overhead = self.geometry.overhead_blocks * len(self.running)
+        held = cache + self.geometry.overhead_blocks * len(self.running)  # the integers of `private`
         used, kv_sum, S, acc, off = self.used, self.kv_sum, self.S, self.acc_s, self.private_off
         used_s, cache_s, private_s, token_s = self.used_block_s, self.cache_block_s, self.private_block_s, \
             self.private_token_s
         busy = self.busy_s
-        for i in range(k - 1):
-            end = ends[i]
+        for end in ends[:k - 1]:
             dt = end - acc
             busy += dt
-            private = used - cache - overhead
-            tokens = (kv_sum + off) * dt
             used_s += used * dt + 0.0
             cache_s += cache * dt
-            private_s += private * dt + 0.0
-            token_s += tokens
+            private_s += (used - held) * dt + 0.0
+            token_s += (kv_sum + off) * dt
             acc = end
             if n_dec:
                 used += hist[-S % B]
@@ -278,22 +287,28 @@ class ChunkedRuns:
         self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy
         self.used_block_s, self.cache_block_s, self.private_block_s, self.private_token_s = \
             used_s, cache_s, private_s, token_s
-        self.outstanding_tokens -= self.run_done[k - 1]  # the chunks and one token a decoder, each step
-        for chunks in all_chunks[:-1]:
-            for seq, c in chunks:
-                seq.prefilled += c
-        self.log_g0.extend(gs[:-1])
+        self.outstanding_tokens -= (k - 1) * self.sched.max_num_batched_tokens
+        if self.run_chunks is None:  # every step's chunks are step 0's: one sequence, the whole budget
+            for seq, c in self.chunks:
+                seq.prefilled += c * (k - 1)
+        else:
+            all_chunks = [self.chunks, *self.run_chunks[:k - 1]]
+            for chunks in all_chunks[:-1]:
+                for seq, c in chunks:
+                    seq.prefilled += c
+            self.chunks = all_chunks[-1]
+        self.log_g0.extend(gs)
         self.log_d.extend([0.0] * (k - 1))
         self.log_k.extend([1] * (k - 1))
-        self.log_top.extend(gs[:-1])  # g0 + d·(k − 1) with d = 0 and k = 1
+        self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         order = self.log_order
-        for i, g in enumerate(gs[:-1], self.log_base + len(self.log_k) - (k - 1)):
+        for i, g in enumerate(gs, self.log_base + len(self.log_k) - (k - 1)):
             insort(order, (-g, i))
         if len(order) >= self.log_order_at:
             self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
-        self.chunks, self.g0, self.d = all_chunks[-1], gs[-1], 0.0
+        self.g0, self.d = g_last, 0.0
         self.commit(1, ends[k - 1])
 
     def run_steps_done(self, now: float) -> int:
@@ -301,7 +316,7 @@ class ChunkedRuns:
         return bisect.bisect_right(self.run_ends, now)
 
     def run_outstanding_at(self, now: float) -> int:
-        return self.outstanding_tokens - self.run_done[self.run_steps_done(now)]
+        return self.outstanding_tokens - self.run_steps_done(now) * self.sched.max_num_batched_tokens
 
     def run_used_at(self, now: float) -> int:
         j = self.run_steps_done(now)

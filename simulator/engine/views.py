@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING
 
 from simulator.engine.series import blocks_crossed, series_s, steps_within
 
-if TYPE_CHECKING:
-    from simulator.engine.sequence import Seq
-
 UNTIL_MARGIN = 1e-9  # `outstanding_until` ends its windows this much early (relative to the time)
 
 
@@ -37,7 +34,7 @@ class InFlight:
     run_ends: list[float]
 
     if TYPE_CHECKING:  # provided by `ChunkedRuns`
-        run_steps: list[tuple[list[tuple[Seq, int]], float]]
+        run_steps: list[float]
 
         def run_steps_done(self, now: float) -> int: ...
         def run_outstanding_at(self, now: float) -> int: ...
