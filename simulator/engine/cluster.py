@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import URGENT
+from simpy.events import NORMAL, URGENT
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import KVBudget, blocks_per_group, kv_budget
@@ -184,6 +184,22 @@ class _Urgent(simpy.Event):
         env.schedule(self, URGENT)
 
 
+class _After(simpy.Event):
+    """A timeout of `delay` with its one callback: ``env.timeout(delay).callbacks.append(callback)``
+    in one call (the same event, scheduled at the same time and priority, so the same order of
+    events), without the bound class's call and the list's append: the engine makes one or more
+    for every request."""
+
+    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None]) -> None:
+        if delay < 0:
+            raise ValueError(f"negative delay {delay}")
+        self.env = env
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = None
+        env.schedule(self, NORMAL, delay)
+
+
 class _ReplicaProcess:
     """The SimPy process of one replica: plan, wait, commit; `changed` gets the replica's index among
     its router's replicas whenever its state changes (a router's incremental view,
@@ -193,23 +209,22 @@ class _ReplicaProcess:
     Written as callbacks on the events it waits for (its start, a wake-up when idle, the timeout of a
     step, jump or run), as `simpy.Process` is, rather than as a generator: the same events with the
     same priorities, so the same order of events, and `interrupt` is handled where it is asked for.
+    The callbacks are bound once (`on_plan`, ...), not at every wait: a bound method is an object.
     """
 
-    __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "rep", "start", "target", "transfers")
+    __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "on_jump", "on_plan", "on_run", "on_step",
+                 "rep", "start", "target", "transfers")
 
     def __init__(self, env: simpy.Environment, rep: Replica, counter: list[int], changed: list[int],
                  transfers: Transfers | None = None) -> None:
         self.env, self.rep, self.counter, self.changed, self.transfers = env, rep, counter, changed, transfers
         self.i = rep.local
         self.after_commit = transfers.after_commit if transfers is not None else None
+        self.on_plan, self.on_step, self.on_jump, self.on_run = self._plan, self._step_done, self._jump_done, self._run_done
         self.target: simpy.Event | None = None  # the timeout it waits for
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
-        _Urgent(env, self._plan)  # starts before the normal events of time 0, as a SimPy process does
-
-    def _wait(self, event: simpy.Event, then: Callable[[simpy.Event], None]) -> None:
-        event.callbacks.append(then)
-        self.target = event
+        _Urgent(env, self.on_plan)  # starts before the normal events of time 0, as a SimPy process does
 
     def _plan(self, _: simpy.Event | None = None) -> None:
         env, rep = self.env, self.rep
@@ -222,42 +237,47 @@ class _ReplicaProcess:
         if not planned:
             rep.idle = True
             rep.wake = env.event()
-            rep.wake.callbacks.append(self._plan)
+            rep.wake.callbacks.append(self.on_plan)
             return
         rep.in_flight = True
         if rep.run_steps:  # chunked prefill steps planned at once: wake at the last one's end
             rep.run_interruptible = True  # by a KV transfer only, never by an arrival
             self.n = len(rep.run_ends)
-            self._wait(env.timeout(_delay_to(now, rep.run_ends[-1])), self._run_done)
+            self.target = _After(env, _delay_to(now, rep.run_ends[-1]), self.on_run)
         elif rep.k > 1:
             self.start, self.n = now, rep.k
             rep.begin_jump(now, rep.k)
             rep.interruptible = True
-            self._wait(env.timeout(series_s(rep.g0, rep.d, rep.k)), self._jump_done)
+            self.target = _After(env, series_s(rep.g0, rep.d, rep.k), self.on_jump)
         else:
             self.n = 1
-            self._wait(env.timeout(rep.g0), self._step_done)
+            self.target = _After(env, rep.g0, self.on_step)
 
     def interrupt(self) -> None:
         """Cut the jump or run in flight short: the steps finished by now and the one in progress
         (none when now is a step boundary) are committed at that step's end, and the replica plans
         again there. Asked by an arrival or a KV transfer that may change the batch, and handled at
         once: what it decides depends on the time alone (a generator process would be thrown an
-        interrupt by an urgent event of the same time, before any other event of that time)."""
+        interrupt by an urgent event of the same time, before any other event of that time).
+
+        The old timeout keeps its place in SimPy's queue (SimPy cannot take an event back) and
+        fires with no callback."""
         env, rep, target = self.env, self.rep, self.target
         assert target is not None and target.callbacks is not None
         now = env.now
         if rep.run_steps:
-            target.callbacks.remove(self._run_done)
+            target.callbacks.remove(self.on_run)
             ends = rep.run_ends
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
-            self._wait(env.timeout(_delay_to(now, ends[self.n - 1])), self._run_done)
+            self.target = _After(env, _delay_to(now, ends[self.n - 1]), self.on_run)
         else:
-            target.callbacks.remove(self._jump_done)
-            g0, d, start = rep.g0, rep.d, self.start
-            n = self.n = rep.jump_n = min(self.n, steps_to_reach(g0, d, now - start))
+            target.callbacks.remove(self.on_jump)
+            # series.steps_to_reach(g0, d, now − start), from the window the router's look at the
+            # replica has most often just solved for this very time (`InFlight.jump_steps_to`)
+            n = self.n = rep.jump_n = min(self.n, rep.jump_steps_to(now))
             self.changed.append(self.i)
-            self._wait(env.timeout(max(0.0, start + series_s(g0, d, n) - now)), self._jump_done)
+            start = self.start
+            self.target = _After(env, max(0.0, start + series_s(rep.g0, rep.d, n) - now), self.on_jump)
 
     def _run_done(self, _: simpy.Event) -> None:
         rep = self.rep
@@ -265,10 +285,12 @@ class _ReplicaProcess:
         rep.commit_run(self.n)
         self._committed()
 
-    def _jump_done(self, event: simpy.Event) -> None:
-        self.rep.interruptible = False
-        self.rep.jump_n = 0
-        self._step_done(event)
+    def _jump_done(self, _: simpy.Event) -> None:
+        rep = self.rep
+        rep.interruptible = rep.in_flight = False
+        rep.jump_n = 0
+        rep.commit(self.n, self.env.now)
+        self._committed()
 
     def _step_done(self, _: simpy.Event) -> None:
         rep = self.rep
@@ -338,7 +360,7 @@ class _Injector:
             self.last = t
             if t > env.now:
                 self.pending = req
-                env.timeout(t - env.now).callbacks.append(self._arrive)
+                _After(env, t - env.now, self._arrive)  # bound anew: the injector ends unreferenced
                 return
             route(req)
 

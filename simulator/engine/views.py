@@ -61,6 +61,17 @@ class InFlight:
             self._window(e)
         return min(self.jump_n, self._done_j)
 
+    def jump_steps_to(self, now: float) -> int:
+        """``series.steps_to_reach(g0, d, now − jump_start_s)`` for the jump in flight: the smallest
+        ``j ≥ 1`` with ``T(j) ≥ e``. From `steps_done`'s window ``T(j) ≤ e < T(j + 1)`` (an arrival
+        that interrupts a jump has just had the router read it for this very time): j when
+        ``T(j) = e`` (the window's start is ``series_s(g0, d, j)``, the same float), else j + 1."""
+        e = now - self.jump_start_s
+        if not self._done_lo <= e < self._done_hi:
+            self._window(e)
+        j = self._done_j
+        return j if j >= 1 and self._done_lo == e else j + 1
+
     def _window(self, e: float) -> None:
         """Set ``j = steps_within(e)`` and its window ``[T(j), T(j + 1))``. Time moves on: `e` past the
         last window is most often in the next one (one step later; one `series_s`, written out: routers
