@@ -27,7 +27,7 @@ from simulator.engine.handoff import BOTH, PREFILL, HandOff
 from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
-from simulator.engine.retention import RetentionPolicy
+from simulator.engine.retention import NO_CAP, FullRetention, RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
 from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach
 from simulator.engine.timer import StepTimer
@@ -46,6 +46,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.total_blocks = total_blocks
         self.geometry = geometry
         self.retention = retention
+        # the plain policy (every token kept) needs no call at an arrival: its cap is NO_CAP and
+        # kept_after_prefill(p, p) = p, so a sequence's cap is the layout's and exactness is ``need − 1 ≤ cap``
+        self.keeps_all = isinstance(retention, FullRetention)
+        self.full_cap = min(NO_CAP, geometry.cap_tokens)
         self.B = geometry.block_tokens
         self.swap_s_per_block = geometry.block_bytes / swap_bytes_per_s
         self.host_blocks = host_blocks
@@ -109,9 +113,13 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self._end(seq, "rejected", f"context {need} > max_context_tokens {self.max_context_tokens}", now)
             return False
         prompt = req.prompt_tokens
-        seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
-        seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= seq.cap)
-        blocks = self.geometry.blocks(max(prompt, min(need, seq.cap)))
+        if self.keeps_all:
+            cap = seq.cap = self.full_cap
+            seq.exact = need - 1 <= cap
+        else:
+            cap = seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
+            seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap)
+        blocks = self.geometry.blocks(max(prompt, min(need, cap)))
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
             kv0 = min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap)
             blocks = self.geometry.blocks(self._prefill_tokens(seq)) + self._growth(seq, kv0, seq.gen0 + 1)
@@ -368,7 +376,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     self.used -= moved - kept  # blocks the cache already held are freed
                     seq.blocks -= moved
                     seq.hit_tokens = shared
-                keep = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
+                target = seq.target  # the plain policy keeps it all (kept_after_prefill's own answer)
+                kept_kv = target if self.keeps_all else self.retention.kept_after_prefill(seq.request.prompt_tokens, target)
+                keep = min(kept_kv, seq.cap)
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
                 self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
