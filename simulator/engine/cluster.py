@@ -49,7 +49,7 @@ from simulator.engine.replica import Replica
 from simulator.engine.retention import debit_points, make_retention
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
-from simulator.engine.series import series_s, steps_to_reach
+from simulator.engine.series import series_s
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
@@ -220,7 +220,8 @@ class _ReplicaProcess:
         self.env, self.rep, self.counter, self.changed, self.transfers = env, rep, counter, changed, transfers
         self.i = rep.local
         self.after_commit = transfers.after_commit if transfers is not None else None
-        self.on_plan, self.on_step, self.on_jump, self.on_run = self._plan, self._step_done, self._jump_done, self._run_done
+        self.on_plan, self.on_step = self._plan, self._step_done
+        self.on_jump, self.on_run = self._jump_done, self._run_done
         self.target: simpy.Event | None = None  # the timeout it waits for
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after

@@ -377,7 +377,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.blocks -= moved
                     seq.hit_tokens = shared
                 target = seq.target  # the plain policy keeps it all (kept_after_prefill's own answer)
-                kept_kv = target if self.keeps_all else self.retention.kept_after_prefill(seq.request.prompt_tokens, target)
+                kept_kv = (target if self.keeps_all
+                           else self.retention.kept_after_prefill(seq.request.prompt_tokens, target))
                 keep = min(kept_kv, seq.cap)
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
