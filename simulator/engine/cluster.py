@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT
+from simpy.events import NORMAL, URGENT, EventPriority
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import KVBudget, blocks_per_group, kv_budget
@@ -172,32 +172,23 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                    budgets=budgets, pool_of=pool_of)
 
 
-class _Urgent(simpy.Event):
-    """An event that has happened now and goes before every normal one at this time, as SimPy's own
-    process start (`simpy.events.Initialize`) does."""
-
-    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> None:
-        self.env = env
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = None
-        env.schedule(self, URGENT)
-
-
 class _After(simpy.Event):
     """A timeout of `delay` with its one callback: ``env.timeout(delay).callbacks.append(callback)``
     in one call (the same event, scheduled at the same time and priority, so the same order of
     events), without the bound class's call and the list's append: the engine makes one or more
-    for every request."""
+    for every request. With ``priority=URGENT`` and no delay it goes before every normal event of
+    this time, as SimPy's own process start (`simpy.events.Initialize`) does; an integer 0 then keeps
+    the clock an integer until the first timeout, as `Initialize` does (the records' times print so)."""
 
-    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None]) -> None:
+    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None],
+                 priority: EventPriority = NORMAL) -> None:
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
         self.env = env
         self.callbacks = [callback]
         self._ok = True
         self._value = None
-        env.schedule(self, NORMAL, delay)
+        env.schedule(self, priority, delay)
 
 
 class _ReplicaProcess:
@@ -225,7 +216,7 @@ class _ReplicaProcess:
         self.target: simpy.Event | None = None  # the timeout it waits for
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
-        _Urgent(env, self.on_plan)  # starts before the normal events of time 0, as a SimPy process does
+        _After(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
 
     def _plan(self, _: simpy.Event | None = None) -> None:
         env, rep = self.env, self.rep
@@ -286,12 +277,10 @@ class _ReplicaProcess:
         rep.commit_run(self.n)
         self._committed()
 
-    def _jump_done(self, _: simpy.Event) -> None:
-        rep = self.rep
-        rep.interruptible = rep.in_flight = False
-        rep.jump_n = 0
-        rep.commit(self.n, self.env.now)
-        self._committed()
+    def _jump_done(self, event: simpy.Event) -> None:
+        self.rep.interruptible = False
+        self.rep.jump_n = 0
+        self._step_done(event)
 
     def _step_done(self, _: simpy.Event) -> None:
         rep = self.rep
@@ -347,7 +336,7 @@ class _Injector:
         self.env, self.requests, self.route = env, iter(requests), route
         self.last = -math.inf
         self.pending: Request | None = None  # the request the timeout in flight brings
-        _Urgent(env, self._arrive)  # starts before the normal events of time 0, as a SimPy process does
+        _After(env, 0, self._arrive, URGENT)  # before time 0's normal events, as a SimPy process starts
 
     def _arrive(self, _: simpy.Event) -> None:
         env, route = self.env, self.route
