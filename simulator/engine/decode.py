@@ -38,16 +38,18 @@ class DecodeSet:
         self.heap: list[tuple[int, int, int, Seq]] = []  # (event step, key, base, seq)
 
     def _join_decode(self, seq: Seq) -> None:
-        S = self.S
-        kv0, key = seq.kv0, seq.key
         seq.state = DECODE
         seq.seg_start = self.log_base + len(self.log_k)
-        seq.seg_steps = S
+        seq.seg_steps = self.S
         self.n_dec += 1
-        self.kv_sum += kv0
+        self.kv_sum += seq.kv0
         self.private_off -= seq.hit_tokens
-        self.running[key] = seq
-        # `_rebase(seq)`, written out (every request joins once)
+        self.running[seq.key] = seq
+        self._rebase(seq)
+
+    def _rebase(self, seq: Seq) -> None:
+        """Count `seq` (at ``kv0`` tokens, ``gen0`` generated) from step S; push its next event."""
+        S, kv0 = self.S, seq.kv0
         seq.base = S
         left = seq.request.output_tokens - seq.gen0
         grow = seq.cap - kv0
@@ -56,19 +58,7 @@ class DecodeSet:
             self.n_grow += 1
             self.hist[(kv0 - S) % self.B] += 1
             left = min(left, grow)
-        heapq.heappush(self.heap, (S + left, key, S, seq))
-
-    def _rebase(self, seq: Seq) -> None:
-        """Count `seq` (at ``kv0`` tokens, ``gen0`` generated) from step S; push its next event."""
-        seq.base = self.S
-        left = seq.request.output_tokens - seq.gen0
-        grow = seq.cap - seq.kv0
-        seq.capped = grow <= 0
-        if not seq.capped:
-            self.n_grow += 1
-            self.hist[(seq.kv0 - self.S) % self.B] += 1
-            left = min(left, grow)
-        heapq.heappush(self.heap, (self.S + left, seq.key, self.S, seq))
+        heapq.heappush(self.heap, (S + left, seq.key, S, seq))
 
     def _leave_decode(self, seq: Seq) -> int:
         """Take `seq` out of the decode set; materialise its counts; return its KV tokens."""
