@@ -50,23 +50,6 @@ def _hbm_hit(tokens: int) -> Admission:
     return Admission(tokens, 0, 0, tokens, 0, 0, 0)
 
 
-def _hbm_only(path: list[Node], last: int) -> tuple[int, int]:
-    """`_PrefixState._hbm` of a non-empty path in an HBM-only tree: every node counts, the last for
-    its `last` matched tokens (whole nodes summed, then the last one's unmatched tail taken off)."""
-    tokens = free = 0
-    for node in path:
-        t = node.tokens
-        tokens += t
-        if not node.ref:
-            free += t
-    node = path[-1]
-    tail = node.tokens - last
-    tokens -= tail
-    if not node.ref:
-        free -= tail
-    return tokens, free
-
-
 class _PrefixState:
     """One replica's radix tree, tier capacities and counters."""
 
@@ -85,7 +68,6 @@ class _PrefixState:
         # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, (path, last, j, off))``: the scheduler
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
         self._probed: tuple[Seq, int, int, tuple[list[Node], int, int, int]] | None = None
-        self._hbm_only = not tiers
         self._drop_lru = eviction == "lru" and not tiers  # evict by `RadixTree.drop_lru`
         # LRU and LFU pick the unreferenced tier leaf of least priority, whatever entries the heap
         # holds beside it (priorities are unique there), so offers that can only go stale are skipped;
@@ -110,14 +92,22 @@ class _PrefixState:
 
     @staticmethod
     def _hbm(path: list[Node], last: int) -> tuple[int, int]:
+        """``(tokens, unreferenced tokens)`` of the HBM nodes that lead `path` (a non-empty walk: the
+        last node matched for `last` tokens): whole nodes summed, then the last one's unmatched tail
+        taken off when it is in HBM (tiers never decrease along a path, so it is last among them)."""
         tokens = free = 0
-        for i, node in enumerate(path):
+        for node in path:
             if node.tier != HBM:
-                break
-            t = last if i == len(path) - 1 else node.tokens
+                return tokens, free
+            t = node.tokens
             tokens += t
-            if node.ref == 0:
+            if not node.ref:
                 free += t
+        node = path[-1]
+        tail = node.tokens - last
+        tokens -= tail
+        if not node.ref:
+            free -= tail
         return tokens, free
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
@@ -126,10 +116,7 @@ class _PrefixState:
         path = walked[0]
         if not path:
             return 0, 0
-        if self._hbm_only:
-            tokens, free = _hbm_only(path, walked[1])
-        else:
-            tokens, free = self._hbm(path, walked[1])
+        tokens, free = self._hbm(path, walked[1])
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
@@ -291,8 +278,8 @@ class _PrefixState:
         else:
             kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
         if pos < n:
-            if key is None and pieces[j][2] - off >= B:  # `block_key`'s usual case, for `add_child`
-                key = (pieces[j][0], off, off + B)
+            if key is None:  # the new node's first block (n − pos ≥ B tokens are left)
+                key = block_key(pieces, j, off, B)
             rest, j, off, _ = cut(pieces, j, off, n - pos)
             # on_prefilled pins the new node at once; on_finish leaves it to eviction
             parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),

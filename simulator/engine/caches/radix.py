@@ -176,7 +176,6 @@ class RadixTree:
         self.heaps: list[list[tuple[Any, int, Node]]] = [[] for _ in range(n_tiers)]
         self.version = 0  # bumped by every change of shape (split, add, remove): a walk is valid while it holds
         self._leaf_tier = n_tiers - 1
-        self._lru = eviction == "lru"  # priority = stamp
 
     # ------------------------------------------------------------------ walking
     def walk(self, pieces: tuple[Piece, ...], limit: int,
@@ -301,7 +300,7 @@ class RadixTree:
         if tier == HBM:
             self.evictable += b
         if offer:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
-            heapq.heappush(self.heaps[tier], (stamp if self._lru else self._priority(node), next(self.tie), node))
+            heapq.heappush(self.heaps[tier], (self._priority(node), next(self.tie), node))
         return node
 
     def remove(self, node: Node) -> list[int]:
@@ -496,13 +495,8 @@ class RadixTree:
             if want < min_blocks:
                 want = min_blocks
             if b > want:  # trim the leaf's tail; the head stays (as `split` then `detach` would leave it)
-                pieces, cut_tokens = node.pieces, want * B
-                sid, a, end = pieces[-1]
-                if end - a > cut_tokens:  # `trim`'s usual case: within the last piece
-                    node.pieces = pieces[:-1] + ((sid, a, end - cut_tokens),)  # noqa: RUF005  (as in `trim`)
-                else:
-                    node.pieces = trim(pieces, cut_tokens)
-                node.tokens -= cut_tokens
+                node.pieces = trim(node.pieces, want * B)
+                node.tokens -= want * B
                 b = want
             else:
                 del parent.children[node.key]
