@@ -393,13 +393,7 @@ class PrefillKernel:
         t_sched = max(float(ceil(ctas / sms)) * cta_s + tau * (heads * scores) / sms, cta_s + lone)
         rate, factor = self._mem
         t_mem = bytes_ / rate * factor
-        lat = self._latency_s(n, heads)
-        hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
-        p = self._overlap_p
-        if p == math.inf:
-            return hi + lat
-        r = lo / hi if hi > 0 else 0.0
-        return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p)) + lat
+        return _smooth_max_float(t_sched, t_mem, self._overlap_p) + self._latency_s(n, heads)
 
     def chunk_s_many(self, n: float, cs: list[float], bytes_: list[float], heads: float) -> list[float]:
         """``[chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_)]``: a run of chunks of `n` > 0 new tokens.
@@ -460,13 +454,7 @@ class PrefillKernel:
         t_sched = max(float(math.ceil(ctas / sms)) * cta_s + tau * scores / sms, cta_s + lone)
         rate, factor = self._mem
         t_mem = bytes_ / rate * factor
-        lat = self._latency_s(tokens, heads)
-        hi, lo = (t_sched, t_mem) if t_sched >= t_mem else (t_mem, t_sched)
-        p = self._overlap_p
-        if p == math.inf:
-            return hi + lat, t_sched, t_mem
-        r = lo / hi if hi > 0 else 0.0
-        return float(hi * (1.0 + np.asarray(r) ** p) ** (1.0 / p)) + lat, t_sched, t_mem
+        return _smooth_max_float(t_sched, t_mem, self._overlap_p) + self._latency_s(tokens, heads), t_sched, t_mem
 
 
 def _saturation(n: Any, half: Any, q: float) -> Any:

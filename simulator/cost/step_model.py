@@ -727,21 +727,13 @@ class StepModel:
         cs = [float(keys[i][1]) for i in miss]
         if self._pf_plain:
             layers = self._pf_plain
-            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes(n, cs), self._heads)
+            n_l = self.model.n_layers
+            priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
             priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
         else:
             priced = [self._chunk_s(n, c) for c in cs]
         for i, price in zip(miss, priced, strict=True):
             ats[i] = memo[keys[i]] = price
-
-    def _layer_bytes(self, n: float, cs: list[float]) -> list[float]:
-        """``[_chunk_bytes(n, c) / n_layers for c in cs]``, `_chunk_bytes` inlined for a plain layout."""
-        n_l = self.model.n_layers
-        if self._mla or self._kv_simple is None:
-            return [self._chunk_bytes(n, c) / n_l for c in cs]
-        entry, own, shards = self._kv_simple
-        q = n_l * n * self._qo_bytes
-        return [(float(n_l * int(c + n)) * entry * own / n_l / shards + q) / n_l for c in cs]
 
     def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float]:
         """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`) and new tokens, summed in order."""
