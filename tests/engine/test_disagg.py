@@ -224,3 +224,17 @@ def test_property_disaggregated_invariants(n: int, rate: float, blocks: int, pre
     assert (done.transfer_end_s > done.transfer_start_s).all()
     assert (done.end_s > done.transfer_end_s).all()  # at least one token decoded after the KV arrived
     assert not watch
+
+
+@pytest.mark.parametrize("config", [SPLIT, replace(SPLIT, prefill_pool=None, cache="prefix", kv_blocks=120)],
+                         ids=["disaggregated", "aggregated-prefix"])
+def test_every_replica_attribute_is_a_slot(config: EngineConfig) -> None:
+    """`Replica.__slots__` names every attribute a run sets (the speed of the scheduler's reads and
+    writes rests on it): none lands in the instance dict, in either role, idle or preempting."""
+    reqs = poisson_requests(120, 40.0, (50, 900), (1, 200), seed=3)
+    cluster, _, _ = simulate(config, reqs, 0, timer=TIMER)
+    assert len(cluster.records) == len(reqs)
+    assert {rep.role for rep in cluster.replicas} >= ({PREFILL, DECODE_ONLY} if config.prefill_pool else set())
+    assert sum(rep.n_preempt for rep in cluster.replicas) > 0 or config.prefill_pool
+    for rep in cluster.replicas:
+        assert vars(rep) == {}, sorted(vars(rep))
