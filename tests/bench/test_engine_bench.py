@@ -15,6 +15,8 @@ load average (`os.getloadavg`) when it was taken. The workloads are built by `te
 - a 4M-request Azure-like day (`tests.bench.day`, its own process, records streamed to CSV) in
   under 10 minutes and 1 GB;
 - ``import simulator.engine`` under 0.5 s (its own process);
+- first and last, `tests.bench.reference`: a fixed pure-Python loop timed as a yardstick of the
+  machine's speed at that moment (it drifts; no figure is rescaled by it);
 - chat-4k on 4 nodes disaggregated (2 prefill + 2 decode nodes; 1 + 3 with the prefix cache) at no less
   than half the requests per CPU second of the same workload aggregated (issue 13).
 
@@ -42,6 +44,7 @@ from simulator import __version__
 from simulator.engine import PoolConfig, run
 from simulator.engine.timer import StepTimer
 from tests.bench import scenarios
+from tests.bench.reference import reference_s
 from workloads.request import Request
 
 N = int(os.environ.get("KVSIM_BENCH_REQUESTS", "100000"))
@@ -79,6 +82,19 @@ def _goal(label: str, goal: float, out: dict[str, float], how: str) -> None:
     mark = "met" if out["per_cpu_s"] >= goal else "NOT met"
     FIGURES.append((f"{label}: >= {goal:,.0f}/CPU s",
                     f"{out['per_cpu_s']:,.0f}/CPU s, {out['per_wall_s']:,.0f}/wall s ({mark}; {_load()})", how))
+
+
+def _reference() -> str:
+    return f"reference loop {reference_s():.3f} CPU s"
+
+
+@pytest.mark.bench
+def test_machine_reference() -> None:
+    """How fast this machine runs Python as the bench starts (`tests.bench.reference`; again at the end)."""
+    got = _reference()
+    print(f"\n[machine] {got}, {_load()}")
+    FIGURES.append(("machine speed as the bench starts (a yardstick, not a goal)", f"{got} ({_load()})",
+                    "python -c 'from tests.bench.reference import reference_s; print(reference_s())'"))
 
 
 @pytest.mark.bench
@@ -201,6 +217,7 @@ def test_day_replay() -> None:
 @pytest.mark.bench
 def test_print_goals() -> None:
     """The goal list with what this run measured (run last: pytest keeps file order)."""
-    print(f"\n\nissue 15 goals, simulator {__version__}, {os.cpu_count()} CPUs, {_load()}:")
+    print(f"\n\nissue 15 goals, simulator {__version__}, {os.cpu_count()} CPUs, {_load()}, {_reference()} "
+          "at the end (requests per CPU s scale as 1 / the reference loop's time where the machine alone moves them):")
     for goal, got, how in FIGURES:
         print(f"  - {goal}\n      {got}\n      reproduce: {how}")
