@@ -213,7 +213,8 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
     """Eviction in one loop (`RadixTree.drop_lru`) and the offers skipped because they could only go
     stale leave the same trees, hits and freed blocks as the general path that offers everything and
     evicts by `pop_victim`, `split` and `detach`: chat-like sessions (shared system prompts, turns that
-    carry the history and the previous answer) with eviction under a tight budget."""
+    carry the history and the previous answer) with eviction under a tight budget. LRU's queue of new
+    nodes' entries (`RadixTree.fresh`) gives the order of one heap holding them all (a third state)."""
     import numpy as np
 
     from simulator.engine.caches import CacheContext
@@ -221,11 +222,12 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
     ctx = CacheContext(block_bytes=100.0, dram_bytes=3000.0, nvme_bytes=6000.0, dram_bytes_per_s=1e4,
                        nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 0.01 * tokens)
     states = [make_strategy("prefix", eviction=eviction, dram_fraction=1.0, **tiers).bind(B, 1000, ctx)
-              for _ in range(2)]
+              for _ in range(3)]
     states[1]._drop_lru = states[1]._lean_offers = False  # the reference: every offer, the general eviction
+    states[2].tree._fresh = False  # the fast paths with every entry on the heap
     rng = np.random.default_rng(7)
     history: dict[int, tuple[tuple[int, int], ...]] = {}
-    running: list[list[Seq]] = [[], []]
+    running: list[list[Seq]] = [[], [], []]
     for i in range(600):
         session = int(rng.integers(12))
         prev = history.get(session, ((100 + session % 3, int(rng.integers(5, 40))),))
@@ -249,6 +251,6 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
                 done.append(st.on_finish(s, tokens, -(-tokens // B) - s.hit_tokens // B))
             freed = st.evict(ask) if st.tree.blocks[HBM] > 120 else 0
             seen.append((probe, seq.hit_tokens, shared, done, freed, st.tree.blocks, st.evictable_blocks()))
-        assert seen[0] == seen[1], i
-    assert _tree_shape(states[0].tree.root) == _tree_shape(states[1].tree.root)
-    assert states[0].stats() == states[1].stats() and states[0].stats()["evicted_blocks"] > 0
+        assert seen[0] == seen[1] == seen[2], i
+    assert _tree_shape(states[0].tree.root) == _tree_shape(states[1].tree.root) == _tree_shape(states[2].tree.root)
+    assert states[0].stats() == states[1].stats() == states[2].stats() and states[0].stats()["evicted_blocks"] > 0

@@ -15,32 +15,37 @@ decreases (a node leaves HBM only once no child is in HBM, and so on down). A no
 ``t`` is a *tier leaf* when no child is in tier ``t``; only unreferenced tier leaves are
 evicted (moved one tier down, or dropped from the last tier with their subtree).
 
-Eviction order per tier is a lazy heap of ``(priority, tie, node)``; stale entries are skipped
-on pop. LRU (``priority = last access``) and LFU (``(hits, last access)``) keep the unreferenced
-tier leaves there and evict the first. A node gets an entry whenever it becomes an unreferenced
-tier leaf (created, unpinned, its last child in the tier gone) and a fresh one when a pop finds it
-touched since; last-access stamps are unique among tier leaves (a split's halves share one, but one
-is the other's ancestor), so the victim is the candidate of least priority whatever stale entries
-the heap holds beside it: callers may skip an offer that could only go stale (`drop_lru`, and the
-prefix cache's lean offers, rely on it). FIFO is the order in which blocks entered the tier
-(``born``: the node was created, reloaded into HBM or moved down, whichever came last); its heap
-keeps *every* unreferenced node of the tier, and the oldest goes first. That node is seldom a
-tier leaf, since a prefix is older than what grew below it, and the invariant above forbids
-emptying it while its descendants stay (a match walks from the root: they could never be hit
-again). So FIFO evicts the oldest node's subtree in the tier leaf by leaf, the oldest child's
-branch first, and then the node: the oldest block leaves as early as the invariant allows, and a
-younger one leaves before it only if it hangs below it. None of them is referenced: a reference
-pins the whole path to the root. (Ordering only tier leaves by their own creation gives LRU's
-order: a request that reaches a leaf grows new leaves below it, so a leaf is rarely accessed once
-created, and a parent, touched before each child was made, follows its last child out of either
-heap.) Clocks are logical (one tick per access, one per tier entry), so no simulated time is
-needed.
+Eviction order per tier is a lazy heap of ``(priority, tie, node)``; stale entries are skipped on
+pop. LRU (``priority = last access``) and LFU (``(hits, last access)``) keep the unreferenced tier
+leaves there and evict the first. A node gets an entry whenever it becomes an unreferenced tier leaf
+(created, unpinned, its last child in the tier gone) and a fresh one when a pop finds it touched
+since; last-access stamps are unique among tier leaves (a split's halves share one, but one is the
+other's ancestor), so the victim is the candidate of least priority whatever stale entries the heap
+holds beside it: callers may skip an offer that could only go stale (`drop_lru`, and the prefix
+cache's lean offers, rely on it). LRU queues a new node's entry on a list of its own, ``fresh``, not
+on the heap: a new node's stamp is the clock's newest, so that list is in order as it grows, and the
+tier's first entry is the lesser of its head and the heap's. Entries come off in the order one heap
+would give, and the heap keeps only older stamps (nodes unpinned, parents left leaves, refreshed
+entries): ~3 entries in chat-4k-prefix instead of ~2,000, so taking one off sifts through none. FIFO
+is the order in which blocks entered the tier (``born``: the node was created, reloaded into HBM or
+moved down, whichever came last); its heap keeps *every* unreferenced node of the tier, and the
+oldest goes first. That node is seldom a tier leaf, since a prefix is older than what grew below it,
+and the invariant above forbids emptying it while its descendants stay (a match walks from the root:
+they could never be hit again). So FIFO evicts the oldest node's subtree in the tier leaf by leaf,
+the oldest child's branch first, and then the node: the oldest block leaves as early as the
+invariant allows, and a younger one leaves before it only if it hangs below it. None of them is
+referenced: a reference pins the whole path to the root. (Ordering only tier leaves by their own
+creation gives LRU's order: a request that reaches a leaf grows new leaves below it, so a leaf is
+rarely accessed once created, and a parent, touched before each child was made, follows its last
+child out of either heap.) Clocks are logical (one tick per access, one per tier entry), so no
+simulated time is needed.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from typing import Any
 
 HBM, DRAM, NVME = 0, 1, 2
@@ -174,6 +179,9 @@ class RadixTree:
         self.blocks = [0] * n_tiers  # blocks held per tier
         self.evictable = 0  # HBM blocks with ref == 0
         self.heaps: list[list[tuple[Any, int, Node]]] = [[] for _ in range(n_tiers)]
+        # LRU: `add_child` queues a new node's entry (its stamp the clock's newest) on `fresh`, in order
+        self.fresh: list[deque[tuple[Any, int, Node]]] = [deque() for _ in range(n_tiers)]
+        self._fresh = eviction == "lru"
         self.version = 0  # bumped by every change of shape (split, add, remove): a walk is valid while it holds
         self._leaf_tier = n_tiers - 1
 
@@ -300,7 +308,11 @@ class RadixTree:
         if tier == HBM:
             self.evictable += b
         if offer:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
-            heapq.heappush(self.heaps[tier], (self._priority(node), next(self.tie), node))
+            entry = (self._priority(node), next(self.tie), node)
+            if self._fresh:
+                self.fresh[tier].append(entry)
+            else:
+                heapq.heappush(self.heaps[tier], entry)
         return node
 
     def remove(self, node: Node) -> list[int]:
@@ -453,9 +465,9 @@ class RadixTree:
         """The unreferenced tier leaf of `tier` first in eviction order, or None."""
         if self.eviction == "fifo":
             return self._fifo_victim(tier)
-        heap = self.heaps[tier]
-        while heap:
-            prio, _, node = heapq.heappop(heap)
+        heap, fresh = self.heaps[tier], self.fresh[tier]
+        while heap or fresh:
+            prio, _, node = self._pop_first(heap, fresh)
             if node.parent is None or node.tier != tier or node.ref or not self.is_tier_leaf(node):
                 continue
             if prio != self._priority(node):
@@ -463,6 +475,14 @@ class RadixTree:
                 continue
             return node
         return None
+
+    @staticmethod
+    def _pop_first(heap: list[tuple[Any, int, Node]], fresh: deque[tuple[Any, int, Node]]) -> tuple[Any, int, Node]:
+        """Take the first entry of a tier's order (`heap` and `fresh` not both empty): `fresh` is in
+        order, so its head or the heap's, whichever is less."""
+        if fresh and (not heap or fresh[0] < heap[0]):
+            return fresh.popleft()
+        return heapq.heappop(heap)
 
     def drop_lru(self, n_blocks: int, min_blocks: int) -> int:
         """Evict from a one-tier LRU tree (nothing below HBM): `pop_victim`, a trim and `detach`
@@ -473,22 +493,22 @@ class RadixTree:
         `detach` would leave a new node with the same ones). A one-tier tree's tier leaves are its
         leaves, and LRU stamps are unique among them, so the order of the heap's stale entries
         (those of a trimmed node included) never changes which leaf goes next; nor do the heap's
-        tie-breaks, which order only entries of equal stamps. So a trimmed victim keeps its heap
-        entry (it is still first), and an entry taken off is replaced in the same step by the
-        one that follows from it (a stale entry's refresh, a parent left a leaf).
+        tie-breaks, which order only entries of equal stamps. So each step takes the first entry
+        off; a trimmed victim's goes back (it is still first), and a stale entry's refresh or a
+        parent left a leaf goes on the heap.
         """
         B = self.B
-        heap = self.heaps[HBM]
-        pop, replace, tie, root = heapq.heappop, heapq.heapreplace, self.tie, self.root
+        heap, fresh = self.heaps[HBM], self.fresh[HBM]
         freed = 0
-        while freed < n_blocks and heap:
-            stamp, _, node = heap[0]
+        while freed < n_blocks and (heap or fresh):
+            # `_pop_first`, inlined
+            entry = fresh.popleft() if fresh and (not heap or fresh[0] < heap[0]) else heapq.heappop(heap)
+            stamp, _, node = entry
             parent = node.parent
             if parent is None or node.ref or node.children:
-                pop(heap)
                 continue
             if stamp != node.stamp:
-                replace(heap, (node.stamp, next(tie), node))
+                heapq.heappush(heap, (node.stamp, next(self.tie), node))
                 continue
             b = node.tokens // B
             want = n_blocks - freed
@@ -498,13 +518,12 @@ class RadixTree:
                 node.pieces = trim(node.pieces, want * B)
                 node.tokens -= want * B
                 b = want
+                heapq.heappush(heap, entry)  # still the least
             else:
                 del parent.children[node.key]
                 node.parent = None
-                if parent is not root and not parent.ref and not parent.children:
-                    replace(heap, (parent.stamp, next(tie), parent))
-                else:
-                    pop(heap)
+                if parent is not self.root and not parent.ref and not parent.children:
+                    heapq.heappush(heap, (parent.stamp, next(self.tie), parent))
             freed += b
         if freed:
             self.version += 1
