@@ -1,4 +1,4 @@
-"""The radix tree's piece arithmetic: `cut` (with its fast paths), `trim`, `seek`, `block_key`, and resumed walks."""
+"""The radix tree's piece arithmetic: `cut`, `trim`, `seek`, `block_key` (and their usual cases), and resumed walks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ Pieces = tuple[tuple[int, int, int], ...]
 
 
 def cut_reference(pieces: Pieces, j: int, off: int, n: int) -> tuple[Pieces, int, int, int]:
-    """`cut` as a token-by-piece loop: what the fast paths must equal."""
+    """`cut` as a token-by-piece loop: what its usual cases must equal."""
     out = []
     want = n
     while n > 0 and j < len(pieces):

@@ -78,44 +78,26 @@ class Node:
 
 
 def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piece, ...], int, int, int]:
-    """Up to `n` tokens of `pieces` from piece `j` at segment offset `off`: ``(pieces, j, off, taken)``."""
-    if n > 0 and j < len(pieces):  # the usual cases: the tokens lie within piece j, or run into the next
-        sid, _, b = pieces[j]
-        end = off + n
-        if end < b:
-            return ((sid, off, end),), j, end, n
-        if end == b:
-            j += 1
-            return ((sid, off, end),), j, (pieces[j][1] if j < len(pieces) else 0), n
-        if j + 1 < len(pieces):
-            sid2, a2, b2 = pieces[j + 1]
-            end2 = a2 + end - b
-            if end2 < b2:
-                return ((sid, off, b), (sid2, a2, end2)), j + 1, end2, n
-    out: list[Piece] = []
-    want = n
+    """Up to `n` tokens of `pieces` from piece `j` at segment offset `off`: ``(pieces, j, off, taken)``:
+    the rest of piece j, then whole pieces (as they are), then part of one."""
     count = len(pieces)
-    if n > 0 and j < count:  # the rest of piece j, then whole pieces (as they are), then part of one
-        sid, _, b = pieces[j]
-        out.append((sid, off, b))
-        n -= b - off
-        j += 1
-        k = j
-        while k < count and n > 0:
-            _, a, b = pieces[k]
-            if b - a > n:
-                break
-            n -= b - a
-            k += 1
-        out += pieces[j:k]
-        j = k
-        if n > 0 and j < count:
-            sid, a, _ = pieces[j]
-            out.append((sid, a, a + n))
-            off, n = a + n, 0
-        else:
-            off = pieces[j][1] if j < count else 0
-    return tuple(out), j, off, want - n
+    if n <= 0 or j >= count:
+        return (), j, off, 0
+    sid, _, b = pieces[j]
+    end = off + n
+    if end < b:  # the usual case: the tokens lie within piece j
+        return ((sid, off, end),), j, end, n
+    head = (sid, off, b)
+    j += 1
+    left = end - b  # the tokens past piece j
+    k = j
+    while left and k < count:
+        sid, a, b = pieces[k]
+        if b - a > left:  # part of piece k (its start, when k is j: the other usual case)
+            return (head, *pieces[j:k], (sid, a, a + left)), k, a + left, n
+        left -= b - a
+        k += 1
+    return (head, *pieces[j:k]), k, (pieces[k][1] if k < count else 0), n - left
 
 
 def trim(pieces: tuple[Piece, ...], tokens: int) -> tuple[Piece, ...]:
