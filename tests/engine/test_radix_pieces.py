@@ -106,3 +106,53 @@ def test_touch_path_stamps_the_path_as_resume_does() -> None:
     trees[1].touch_path(ends[1])
     stamps = [[(n.stamp, n.hits) for n in (e.parent, e)] for e in ends]
     assert stamps[0] == stamps[1] and trees[0].tick == trees[1].tick
+
+
+
+def _nodes(tree: RadixTree) -> list[tuple[int, int, int, int]]:
+    """Every node's tokens, stamp, hits and references, depth first in key order."""
+    out, stack = [], [tree.root]
+    while stack:
+        node = stack.pop()
+        out.append((node.tokens, node.stamp, node.hits, node.ref))
+        stack.extend(node.children[k] for k in sorted(node.children, key=repr))
+    return out
+
+
+def _queued(tree: RadixTree) -> list[tuple[object, int]]:
+    """The eviction entries of every tier: priority and tokens."""
+    return sorted((prio, node.tokens) for lists in (tree.heaps, tree.fresh) for q in lists for prio, _, node in q)
+
+
+def test_a_path_touched_and_let_go_in_one_pass_is_as_unpin_leaves_it() -> None:
+    """``touch_path(node, release=True)``, then a new HBM child of `node`, leave the nodes (stamps,
+    hits, references), evictable blocks and eviction entries that `touch_path`, the child and
+    `unpin` leave (the prefix cache's finished sequence). A child made with ``pin=True`` has the
+    references `pin_below` would give it and no entry (the prefix cache's prefilled sequence).
+    LRU and LFU, one tier and more."""
+    shared = _chain((1, 100), (2, 37), (3, 250))
+    for eviction, tiers in (("lru", 1), ("lfu", 1), ("lru", 2), ("lfu", 3)):
+        trees = [RadixTree(16, eviction, tiers) for _ in range(2)]
+        for one_pass, tree in enumerate(trees):
+            node = tree.add_child(tree.root, (*shared[:1], (2, 0, 28)), 128, 0)
+            tree.add_child(tree.root, ((5, 0, 32),), 32, 0)
+            below = tree.add_child(node, ((2, 28, 37), (3, 0, 247)), 256, 0)
+            for _ in range(2):  # two sequences hold it: one lets go
+                tree.pin(below)
+            if one_pass:
+                tree.touch_path(below, release=True)
+                tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
+            else:
+                tree.touch_path(below)
+                tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
+                tree.unpin(below)
+            tree.touch_path(below, release=one_pass == 1)
+            tree.add_child(below, ((3, 247, 250), (7, 0, 45)), 48, 0)
+            if not one_pass:
+                tree.unpin(below)
+        assert _nodes(trees[0]) == _nodes(trees[1]) and trees[0].evictable == trees[1].evictable == 8 + 2 + 16 + 1 + 3
+        assert _queued(trees[0]) == _queued(trees[1]), (eviction, tiers)
+        entries = len(_queued(trees[0]))
+        evictable = trees[0].evictable
+        held = trees[0].add_child(below, ((3, 247, 250), (8, 0, 29)), 32, 0, pin=True)
+        assert held.ref == 1 and trees[0].evictable == evictable and len(_queued(trees[0])) == entries

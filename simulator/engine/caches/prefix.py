@@ -212,16 +212,7 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        start = seq.cache_node
-        below = start is not None and seq.cache_tokens <= n  # the insert resumes at start, its path grows below it
-        kept, node, at = self._insert(seq, n, exact_end=True, start=start)  # type: ignore[arg-type]
-        # the sequence references its whole prefilled prefix now: pin(node), then unpin(start)
-        if below:
-            self.tree.pin_below(node, start)  # type: ignore[arg-type]  # the same references, in one pass
-        else:
-            self.tree.pin(node)
-            if start is not None:
-                self.tree.unpin(start)  # type: ignore[arg-type]
+        kept, node, at = self._insert(seq, n, exact_end=True, start=seq.cache_node)  # type: ignore[arg-type]
         seq.cache_node = node
         seq.cache_tokens = n
         seq.cache_at = at
@@ -237,18 +228,15 @@ class _PrefixState:
                 tree.unpin(start)  # type: ignore[arg-type]
             return 0
         if self._lean_offers:  # unpinned after the insert, the held node has its new child: no stale offer
-            kept, _, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
-            if start is not None:
-                tree.unpin(start)  # type: ignore[arg-type]
-            return kept
+            return self._insert(seq, n, exact_end=False, start=start, release=True)[0]  # type: ignore[arg-type]
         if start is not None:
             tree.unpin(start)  # type: ignore[arg-type]
         kept, node, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
         tree.offer(node)
         return kept
 
-    def _insert(self, seq: Seq, n: int, exact_end: bool,
-                start: Node | None = None) -> tuple[int, Node, tuple[int, int]]:
+    def _insert(self, seq: Seq, n: int, exact_end: bool, start: Node | None = None,
+                release: bool = False) -> tuple[int, Node, tuple[int, int]]:
         """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node, where).
 
         Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
@@ -259,34 +247,52 @@ class _PrefixState:
         finds the same position by matching them again). `where` is, with `exact_end`, the position
         ``(j, off)`` of `n` in the pieces (``seek(pieces, n)``: whole nodes are matched, and the rest
         cut, as `seek` steps).
+
+        The sequence's references move: with `exact_end` it references the path to the last node
+        afterwards (``pin(last)``, then ``unpin(start)``), and with `release` it lets go of `start`
+        (``unpin(start)`` after the insert). Usually the insert resumes at `start` and its first new
+        block misses there, so the new tokens make one node below it: then the path to `start` is
+        touched and, with `release`, let go in the same pass (`RadixTree.touch_path`), and a new node
+        the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it).
         """
-        tree, B = self.tree, self.B
+        tree, B, lean = self.tree, self.B, self._lean_offers
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
         kept = 0
-        key = None  # the first new block's key, where the walk below `start` missed at once
+        stop = tree.root  # the node the sequence references down to: `start` where the insert resumes there
         if start is not None and seq.cache_tokens <= n:
-            tree.touch_path(start)
-            parent, pos = start, seq.cache_tokens
+            parent, pos, stop = start, seq.cache_tokens, start
             j, off = seq.cache_at
             # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
-            if pos < n and start.children:
-                key = block_key(pieces, j, off, B)
-                if key in start.children:
-                    key = None
-                    walked = tree.walk_at(pieces, n, (start, pos, j, off))
-                    kept, parent, pos, j, off = self._take(walked, start, pos, pieces, n, exact_end)
+            key = block_key(pieces, j, off, B) if pos < n else None
+            if key is not None and key not in start.children:
+                rest, j, off, _ = cut(pieces, j, off, n - pos)
+                tree.touch_path(start, release)
+                node = tree.add_child(start, rest, n - pos, HBM, pin=exact_end and lean, key=key)
+                if exact_end and not lean:
+                    tree.pin_below(node, start)
+                return (n - pos) // B, node, (j, off)
+            tree.touch_path(start)
+            if key is not None:
+                walked = tree.walk_at(pieces, n, (start, pos, j, off))
+                kept, parent, pos, j, off = self._take(walked, start, pos, pieces, n, exact_end)
         else:
             kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
+        held = parent  # the last node before a new one
         if pos < n:
-            if key is None:  # the new node's first block (n − pos ≥ B tokens are left)
-                key = block_key(pieces, j, off, B)
+            key = block_key(pieces, j, off, B)  # the new node's first block (n − pos ≥ B tokens are left)
             rest, j, off, _ = cut(pieces, j, off, n - pos)
-            # on_prefilled pins the new node at once; on_finish leaves it to eviction
-            parent = tree.add_child(parent, rest, n - pos, HBM, offer=not (exact_end and self._lean_offers),
-                                    key=key)
+            parent = tree.add_child(parent, rest, n - pos, HBM, pin=exact_end and lean, key=key)
             kept += (n - pos) // B
-        elif not exact_end and self._lean_offers:
+            if exact_end and not lean:
+                tree.pin_below(parent, held)
+        elif not exact_end and lean:
             tree.offer(parent)  # touched: its place in the eviction order moved
+        if exact_end:  # the sequence references the new path: pin(last), then unpin(start)
+            tree.pin_below(held, stop)  # the same references in one pass where the insert resumed at `start`
+            if stop is not start and start is not None:
+                tree.unpin(start)
+        elif release and start is not None:
+            tree.unpin(start)
         return kept, parent, (j, off)
 
     def _take(self, walked: tuple[list[Node], int, int, int], parent: Node, pos: int, pieces: tuple[Piece, ...],

@@ -271,11 +271,13 @@ class RadixTree:
         self.offer(top)  # a FIFO candidate; not a tier leaf (its tail is below it), so LRU/LFU skip it
         return top
 
-    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, offer: bool = True,
+    def add_child(self, parent: Node, pieces: tuple[Piece, ...], tokens: int, tier: int, pin: bool = False,
                   key: Key | None = None) -> Node:
-        """A new unreferenced node under `parent` (`tokens` a block multiple > 0), offered for eviction
-        unless the caller pins it at once (``offer=False``: `unpin` offers it when it is let go).
-        `key` is its first block's key where the caller has it (a walk that missed looked it up)."""
+        """A new node under `parent` (`tokens` a block multiple > 0): unreferenced and offered for
+        eviction, or with `pin` referenced by the caller, who references the path above it already
+        (so as ``pin_below(node, parent)`` leaves it), and not offered (`unpin` offers it when it is
+        let go). `key` is its first block's key where the caller has it (a walk that missed looked
+        it up)."""
         B = self.B
         self.version += 1
         if key is None:
@@ -287,9 +289,11 @@ class RadixTree:
         parent.children[key] = node
         b = tokens // B
         self.blocks[tier] += b
-        if tier == HBM:
+        if pin:
+            node.ref = 1
+        elif tier == HBM:
             self.evictable += b
-        if offer:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
+        if not pin:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
             entry = (self._priority(node), next(self.tie), node)
             if self._fresh:
                 self.fresh[tier].append(entry)
@@ -339,9 +343,14 @@ class RadixTree:
         node.stamp = self.tick
         node.hits += 1
 
-    def touch_path(self, node: Node) -> None:
+    def touch_path(self, node: Node, release: bool = False) -> None:
         """Touch the nodes from the root's child down to `node` (a node in the tree: its parents lead to
-        the root), in that order (as a walk to it and its caller would): the stamps run up to `node`'s."""
+        the root), in that order (as a walk to it and its caller would): the stamps run up to `node`'s.
+
+        With `release`, drop one reference from each in the same pass, as `unpin` counts them but
+        without its offers: for a path in HBM to which the caller adds an HBM child of `node` at once.
+        Then no node of the path is a tier leaf, and `unpin` after the child would offer none of them.
+        """
         root = self.root
         depth = 0
         n = node
@@ -355,6 +364,10 @@ class RadixTree:
             n.stamp = stamp
             n.hits += 1
             stamp -= 1
+            if release:
+                n.ref -= 1
+                if not n.ref:
+                    self.evictable += n.tokens // self.B
             n = n.parent  # type: ignore[assignment]
 
     def resume(self, node: Node, pieces: tuple[Piece, ...], tokens: int) -> tuple[Node, int, int, int] | None:
