@@ -38,7 +38,9 @@ EVICT_MIN_BLOCKS = 16  # evict at least this much of a leaf at once: decode grow
 def request_pieces(request: Request) -> tuple[Piece, ...]:
     """The request's token chain as pieces: prompt segments, then its output segment."""
     out_id = request.output_segment_id if request.output_segment_id >= 0 else ("out", request.id)
-    pieces: list[Piece] = [(sid, 0, t) for sid, t in request.segments]  # a list, then a tuple: cheaper than a generator
+    pieces: list[Piece] = []  # a list, then a tuple: cheaper than a generator, and a loop than a comprehension
+    for sid, t in request.segments:
+        pieces.append((sid, 0, t))
     pieces.append((out_id, 0, request.output_tokens))
     return tuple(pieces)
 
@@ -123,7 +125,7 @@ class _PrefixState:
     def on_admit(self, seq: Seq, max_hit_tokens: int) -> Admission:
         tree, B = self.tree, self.B
         probed, self._probed = self._probed, None
-        pieces = self._pieces(seq)
+        pieces = seq.pieces or self._pieces(seq)  # set by `probe`, as a rule
         if probed is not None and probed[0] is seq and probed[1] == max_hit_tokens and probed[2] == tree.version:
             path, last, j, off = probed[3]
         else:
@@ -257,10 +259,8 @@ class _PrefixState:
         """
         tree, B, lean = self.tree, self.B, self._lean_offers
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
-        kept = 0
-        stop = tree.root  # the node the sequence references down to: `start` where the insert resumes there
         if start is not None and seq.cache_tokens <= n:
-            parent, pos, stop = start, seq.cache_tokens, start
+            pos = seq.cache_tokens
             j, off = seq.cache_at
             # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
             key = block_key(pieces, j, off, B) if pos < n else None
@@ -271,12 +271,14 @@ class _PrefixState:
                 if exact_end and not lean:
                     tree.pin_below(node, start)
                 return (n - pos) // B, node, (j, off)
+            kept, parent, stop = 0, start, start  # stop: the node the sequence references down to
             tree.touch_path(start)
             if key is not None:
                 walked = tree.walk_at(pieces, n, (start, pos, j, off))
                 kept, parent, pos, j, off = self._take(walked, start, pos, pieces, n, exact_end)
         else:
             kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
+            stop = tree.root
         held = parent  # the last node before a new one
         if pos < n:
             key = block_key(pieces, j, off, B)  # the new node's first block (n − pos ≥ B tokens are left)
@@ -323,12 +325,13 @@ class _PrefixState:
         return self.tree.blocks[HBM]
 
     def evict(self, n_blocks: int) -> int:
-        tree, B = self.tree, self.B
         if self._drop_lru:
-            freed = tree.drop_lru(n_blocks, EVICT_MIN_BLOCKS)
-            self.counters["evicted_blocks"] += freed
-            self.counters["dropped_blocks"] += freed
+            freed = self.tree.drop_lru(n_blocks, EVICT_MIN_BLOCKS)
+            counters = self.counters
+            counters["evicted_blocks"] += freed
+            counters["dropped_blocks"] += freed
             return freed
+        tree, B = self.tree, self.B
         freed = 0
         while freed < n_blocks:
             victim = tree.pop_victim(HBM)

@@ -61,7 +61,7 @@ class Node:
     __slots__ = ("born", "children", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
 
     def __init__(self, parent: Node | None, key: Key, pieces: tuple[Piece, ...], tokens: int,
-                 tier: int, stamp: int) -> None:
+                 tier: int, stamp: int, born: int) -> None:
         self.parent = parent
         self.key = key
         self.pieces = pieces
@@ -70,7 +70,7 @@ class Node:
         self.ref = 0
         self.tier = tier
         self.stamp = stamp
-        self.born = stamp
+        self.born = born
         self.hits = 0
 
     def __repr__(self) -> str:
@@ -153,7 +153,7 @@ class RadixTree:
     def __init__(self, block_tokens: int, eviction: str = "lru", n_tiers: int = 1) -> None:
         self.B = block_tokens
         self.eviction = eviction
-        self.root = Node(None, (), (), 0, HBM, 0)
+        self.root = Node(None, (), (), 0, HBM, 0, 0)
         self.root.ref = 1  # never evicted
         self.tick = 0  # the logical clock of accesses (LRU stamps): one tick a touch or a new node
         self.entries = itertools.count(1)  # tier entries, for FIFO (a clock of its own: LRU stamps are unchanged)
@@ -260,8 +260,8 @@ class RadixTree:
         self.version += 1
         head, j, off, _ = cut(node.pieces, 0, node.pieces[0][1], tokens)
         tail = ((node.pieces[j][0], off, node.pieces[j][2]), *node.pieces[j + 1:])
-        top = Node(parent, node.key, head, tokens, node.tier, node.stamp)
-        top.ref, top.hits, top.born = node.ref, node.hits, node.born
+        top = Node(parent, node.key, head, tokens, node.tier, node.stamp, node.born)
+        top.ref, top.hits = node.ref, node.hits
         parent.children[node.key] = top
         node.parent = top
         node.pieces = tail
@@ -284,8 +284,7 @@ class RadixTree:
             key = block_key(pieces, 0, pieces[0][1], B)
         assert key is not None  # `tokens` hold a whole block
         self.tick = stamp = self.tick + 1
-        node = Node(parent, key, pieces, tokens, tier, stamp)
-        node.born = next(self.entries)
+        node = Node(parent, key, pieces, tokens, tier, stamp, next(self.entries))
         parent.children[key] = node
         b = tokens // B
         self.blocks[tier] += b
