@@ -487,21 +487,21 @@ class RadixTree:
         `detach` would leave a new node with the same ones). A one-tier tree's tier leaves are its
         leaves, and LRU stamps are unique among them, so the order of the heap's stale entries
         (those of a trimmed node included) never changes which leaf goes next; nor do the heap's
-        tie-breaks, which order only entries of equal stamps. So each step takes the first entry
-        off; a trimmed victim's goes back (it is still first), and a stale entry's refresh or a
-        parent left a leaf goes on the heap.
+        tie-breaks, which order only entries of equal stamps. So a trimmed victim keeps its entry
+        (it is still first), and a stale entry's refresh or a parent left a leaf goes on the heap.
         """
         B = self.B
         heap, fresh = self.heaps[HBM], self.fresh[HBM]
         freed = 0
         while freed < n_blocks and (heap or fresh):
-            # `_pop_first`, inlined
-            entry = fresh.popleft() if fresh and (not heap or fresh[0] < heap[0]) else heapq.heappop(heap)
-            stamp, _, node = entry
+            new = (not heap or fresh[0] < heap[0]) if fresh else False  # `_pop_first`'s choice, inlined
+            stamp, _, node = fresh[0] if new else heap[0]
             parent = node.parent
             if parent is None or node.ref or node.children:
+                fresh.popleft() if new else heapq.heappop(heap)
                 continue
             if stamp != node.stamp:
+                fresh.popleft() if new else heapq.heappop(heap)
                 heapq.heappush(heap, (node.stamp, next(self.tie), node))
                 continue
             b = node.tokens // B
@@ -512,8 +512,8 @@ class RadixTree:
                 node.pieces = trim(node.pieces, want * B)
                 node.tokens -= want * B
                 b = want
-                heapq.heappush(heap, entry)  # still the least
             else:
+                fresh.popleft() if new else heapq.heappop(heap)
                 del parent.children[node.key]
                 node.parent = None
                 if parent is not self.root and not parent.ref and not parent.children:
