@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
-from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Node, Piece, RadixTree, block_key, cut, seek
+from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Key, Node, Piece, RadixTree, block_key, cut, seek
 from simulator.errors import must
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ class _PrefixState:
         touched and, with `release`, let go in the same pass (`RadixTree.touch_path`), and a new node
         the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it).
         """
-        tree, B, lean = self.tree, self.B, self._lean_offers
+        tree, B = self.tree, self.B
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
         if start is not None and seq.cache_tokens <= n:
             pos = seq.cache_tokens
@@ -265,11 +265,8 @@ class _PrefixState:
             # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
             key = block_key(pieces, j, off, B) if pos < n else None
             if key is not None and key not in start.children:
-                rest, j, off, _ = cut(pieces, j, off, n - pos)
                 tree.touch_path(start, release)
-                node = tree.add_child(start, rest, n - pos, HBM, pin=exact_end and lean, key=key)
-                if exact_end and not lean:
-                    tree.pin_below(node, start)
+                node, j, off = self._add(start, pieces, j, off, n - pos, key, exact_end)
                 return (n - pos) // B, node, (j, off)
             kept, parent, stop = 0, start, start  # stop: the node the sequence references down to
             tree.touch_path(start)
@@ -280,14 +277,10 @@ class _PrefixState:
             kept, parent, pos, j, off = self._take(tree.walk_at(pieces, n), tree.root, 0, pieces, n, exact_end)
             stop = tree.root
         held = parent  # the last node before a new one
-        if pos < n:
-            key = block_key(pieces, j, off, B)  # the new node's first block (n − pos ≥ B tokens are left)
-            rest, j, off, _ = cut(pieces, j, off, n - pos)
-            parent = tree.add_child(parent, rest, n - pos, HBM, pin=exact_end and lean, key=key)
+        if pos < n:  # the new node's first block: n − pos ≥ B tokens are left
+            parent, j, off = self._add(parent, pieces, j, off, n - pos, block_key(pieces, j, off, B), exact_end)
             kept += (n - pos) // B
-            if exact_end and not lean:
-                tree.pin_below(parent, held)
-        elif not exact_end and lean:
+        elif not exact_end and self._lean_offers:
             tree.offer(parent)  # touched: its place in the eviction order moved
         if exact_end:  # the sequence references the new path: pin(last), then unpin(start)
             tree.pin_below(held, stop)  # the same references in one pass where the insert resumed at `start`
@@ -296,6 +289,19 @@ class _PrefixState:
         elif release and start is not None:
             tree.unpin(start)
         return kept, parent, (j, off)
+
+    def _add(self, parent: Node, pieces: tuple[Piece, ...], j: int, off: int, tokens: int, key: Key | None,
+             keep: bool) -> tuple[Node, int, int]:
+        """A new HBM node under `parent` holding the next `tokens` of `pieces` from (`j`, `off`), its first
+        block's key `key`: ``(node, j, off)`` after it. With `keep` the sequence references it (the path
+        above it is the sequence's already): `add_child`'s `pin`, or, where every offer is kept (FIFO),
+        offered and then pinned."""
+        tree, lean = self.tree, self._lean_offers
+        rest, j, off, _ = cut(pieces, j, off, tokens)
+        node = tree.add_child(parent, rest, tokens, HBM, pin=keep and lean, key=key)
+        if keep and not lean:
+            tree.pin_below(node, parent)
+        return node, j, off
 
     def _take(self, walked: tuple[list[Node], int, int, int], parent: Node, pos: int, pieces: tuple[Piece, ...],
               n: int, exact_end: bool) -> tuple[int, Node, int, int, int]:
