@@ -290,9 +290,9 @@ class RadixTree:
         self.blocks[tier] += b
         if pin:
             node.ref = 1
-        elif tier == HBM:
-            self.evictable += b
-        if not pin:  # `offer`, whose checks a new node passes: unreferenced, and a tier leaf
+        else:  # unreferenced: evictable, and offered (`offer`, whose checks a new node passes: a tier leaf)
+            if tier == HBM:
+                self.evictable += b
             entry = (self._priority(node), next(self.tie), node)
             if self._fresh:
                 self.fresh[tier].append(entry)
