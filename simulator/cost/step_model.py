@@ -193,11 +193,13 @@ class StepModel:
         "_overhead_s",
         "_params",
         "_peak",
+        "_pf_entries",
         "_pf_flops_per_pair",
         "_pf_groups",
         "_pf_kernel",
-        "_pf_memo",
         "_pf_plain",
+        "_pf_rows",
+        "_pf_steps",
         "_plan",
         "_qo_bytes",
         "_tp",
@@ -295,7 +297,11 @@ class StepModel:
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
-        self._pf_memo: dict[tuple[Any, ...], float] = {}
+        # one chunk's attention seconds by new tokens, then context (a run's lookups need no tuples);
+        # a step of several chunks' by its chunk list
+        self._pf_rows: dict[float, dict[float, float]] = {}
+        self._pf_entries = 0  # in all rows
+        self._pf_steps: dict[tuple[Any, ...], float] = {}
         self._lin_comm: dict[float, tuple[float, float]] = {}
         self._dec_terms: dict[int, tuple[float, float]] = {}
         self._overhead_s = params.step_overhead_s
@@ -573,6 +579,20 @@ class StepModel:
                                                           self._heads)
         return self._prefill_attention_s(((n, c),))[0]
 
+    def _chunks_s(self, chunks: list[tuple[float, float]]) -> float:
+        """``_prefill_attention_s(chunks)[0]`` of a step of several chunks: with one full-attention layer
+        group, the kernel's fused form (`PrefillKernel.chunks_s`) over the same sums of bytes and new
+        tokens; the same float."""
+        layers = self._pf_plain
+        if layers:
+            pos = [(float(n), float(c)) for n, c in chunks if n > 0]
+            if len(pos) > 1:
+                n_l = self.model.n_layers
+                bytes_ = sum([self._chunk_bytes(n, c) for n, c in pos]) / n_l
+                tokens = sum([n for n, _ in pos])
+                return 0.0 + layers * self._pf_kernel.chunks_s(pos, bytes_, tokens, self._heads)
+        return self._prefill_attention_s(chunks)[0]
+
     def _chunk_bytes(self, new_tokens: float, context_tokens: float) -> float:
         """`prefill_attention`'s bytes (no memo): ``sequence_bytes`` inlined for a plain layout."""
         total = context_tokens + new_tokens
@@ -638,7 +658,8 @@ class StepModel:
 
         ``cost(...).total_s`` without the breakdown, the same sums in the same order (so the same
         float): the engine's hot path. A chunked prefill prices a new ``(new, context)`` pair almost
-        every step, so the prefill attention is remembered per chunk list and priced on floats.
+        every step, so the prefill attention is priced on floats and remembered: one chunk's by new
+        tokens, then context (`_pf_row`, shared with `prefill_run_s`), several chunks' by their list.
         """
         chunks = prefill_chunks if type(prefill_chunks) is list else list(prefill_chunks)
         at_t = 0.0
@@ -647,13 +668,10 @@ class StepModel:
             n, c = key
             tokens = (0.0 + n if n > 0 else 0.0) + decode_batch
             if n > 0:
-                if type(key) is not tuple:
-                    key = (n, c)
-                hit = self._pf_memo.get(key)
+                row = self._pf_rows.get(n)
+                hit = None if row is None else row.get(c)
                 if hit is None:
-                    if len(self._pf_memo) >= MEMO_ENTRIES:
-                        self._pf_memo.clear()
-                    hit = self._pf_memo[key] = self._chunk_s(float(n), float(c))
+                    hit = self._pf_row(n, 1)[c] = self._chunk_s(float(n), float(c))
                 at_t = hit
             chunks = []
         else:
@@ -666,16 +684,17 @@ class StepModel:
         if lc is None:
             lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
         if chunks:
+            steps = self._pf_steps
             try:
                 key = tuple(chunks)
-                hit = self._pf_memo.get(key)
+                hit = steps.get(key)
             except TypeError:  # chunks as lists
                 key = tuple((n, c) for n, c in chunks)
-                hit = self._pf_memo.get(key)
+                hit = steps.get(key)
             if hit is None:
-                if len(self._pf_memo) >= MEMO_ENTRIES:
-                    self._pf_memo.clear()
-                hit = self._pf_memo[key] = self._prefill_attention_s(chunks)[0]
+                if len(steps) >= MEMO_ENTRIES:
+                    steps.clear()
+                hit = steps[key] = self._chunks_s(chunks)
             at_t = hit
         if decode_batch:
             kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
@@ -697,11 +716,12 @@ class StepModel:
         if lc is None:
             lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
         lin, comm, overhead = lc[0], lc[1], self._overhead_s
-        keys = [(new_tokens, context_tokens + i * new_tokens) for i in range(steps)]
-        memo = self._pf_memo
-        found = [memo.get(key) for key in keys]
+        # the chunks' contexts ``c + i·new`` (integers: a range gives the same ones)
+        contexts = range(context_tokens, context_tokens + steps * new_tokens, new_tokens)
+        row = self._pf_rows.get(new_tokens)
+        found: list[float | None] = [None] * steps if row is None else list(map(row.get, contexts))
         if None in found:
-            self._price_chunks(new_tokens, keys, found)
+            self._price_chunks(new_tokens, contexts, found)
         ats = cast("list[float]", found)  # no hole left
         if not decode_batch:
             return [lin + at_t + comm + overhead for at_t in ats]
@@ -709,31 +729,45 @@ class StepModel:
         if terms is None:
             terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
         fixed, per_byte = terms
-        alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
-        out = []
-        for i, at_t in enumerate(ats):
-            at_t += fixed + (alpha_kv + beta * (decode_context_tokens + i * growth_tokens)) * per_byte
-            out.append(lin + at_t + comm + overhead)
-        return out
+        alpha_kv, beta, kv0, grow = decode_batch * self._kv_alpha, self._kv_beta, decode_context_tokens, growth_tokens
+        # `step_s`'s ``at_t += fixed + kv_dec · per_byte`` and its sum, in its order
+        return [lin + (at_t + (fixed + (alpha_kv + beta * (kv0 + i * grow)) * per_byte)) + comm + overhead
+                for i, at_t in enumerate(ats)]
 
-    def _price_chunks(self, new_tokens: int, keys: list[tuple[int, int]], ats: list[float | None]) -> None:
-        """Fill the holes (None) of `ats` with the attention seconds of the chunks ``keys[i] = (new_tokens,
-        context)`` (`_chunk_s`'s floats), and remember them: one kernel call for them all when it can."""
-        memo = self._pf_memo
-        if len(memo) >= MEMO_ENTRIES:
-            memo.clear()
-        miss = [i for i, at_t in enumerate(ats) if at_t is None]
+    def _pf_row(self, new_tokens: float, count: int) -> dict[float, float]:
+        """The memo row of chunks of `new_tokens`, about to take `count` more entries: every row is
+        forgotten at once when they would hold more than `MEMO_ENTRIES`."""
+        self._pf_entries += count
+        if self._pf_entries > MEMO_ENTRIES:
+            self._pf_rows.clear()
+            self._pf_entries = count
+        row = self._pf_rows.get(new_tokens)
+        if row is None:
+            row = self._pf_rows[new_tokens] = {}
+        return row
+
+    def _price_chunks(self, new_tokens: int, contexts: range, ats: list[float | None]) -> None:
+        """Fill the holes (None) of `ats` with the attention seconds of the chunks ``(new_tokens,
+        contexts[i])`` (`_chunk_s`'s floats), and remember them: one kernel call for them all when it can.
+        A run is usually all holes or none (a run priced again starts where an earlier one went on)."""
+        whole = ats.count(None) == len(ats)
+        miss = range(len(ats)) if whole else [i for i, at_t in enumerate(ats) if at_t is None]
+        row = self._pf_row(new_tokens, len(miss))
         n = float(new_tokens)
-        cs = [float(keys[i][1]) for i in miss]
-        if self._pf_plain:
-            layers = self._pf_plain
+        cs = [float(c) for c in contexts] if whole else [float(contexts[i]) for i in miss]
+        layers = self._pf_plain
+        if layers:
             n_l = self.model.n_layers
             priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
             priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
         else:
             priced = [self._chunk_s(n, c) for c in cs]
+        if whole:
+            ats[:] = priced
+            row.update(zip(contexts, priced, strict=True))
+            return
         for i, price in zip(miss, priced, strict=True):
-            ats[i] = memo[keys[i]] = price
+            ats[i] = row[contexts[i]] = price
 
     def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float]:
         """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`) and new tokens, summed in order."""

@@ -144,3 +144,38 @@ def test_utilisation_is_the_cost_breakdowns(gpu_key: str, model: str, tp: int, l
             assert hbm == c.bytes / (c.total_s * hbm_bytes_per_s), (chunks, b, ctx)
         else:
             assert math.isnan(hbm)
+
+
+@pytest.mark.parametrize("gpu_key", ["H100", "B200"])
+@pytest.mark.parametrize("overlap_p", [None, math.inf, 2.5])
+def test_prefill_kernel_over_several_chunks_is_the_summed_schedule(gpu_key: str, overlap_p: float | None) -> None:
+    """`PrefillKernel.chunks_s` (fused) is `seconds` over the chunks' `schedule` sums, bit for bit."""
+    gpu = CATALOG.gpu(gpu_key)
+    p = load_params(gpu.key)
+    if overlap_p is not None:
+        p = dataclasses.replace(p, attn_overlap_p=overlap_p)
+    rng = random.Random(6)
+    for d, dv, mla, fp8 in SHAPES:
+        kernel = PrefillKernel(d, dv, mla, fp8, gpu, p)
+        for _ in range(300):
+            chunks = [(float(rng.choice([rng.randint(1, 600), rng.randint(1, 20000), 512, 128, 64, 1])),
+                       float(rng.choice([0, rng.randint(0, 100000), rng.randint(0, 600)])))
+                      for _ in range(rng.randint(1, 5))]
+            h, nbytes, tokens = rng.choice([8.0, 16.0, 64.0, 128.0]), rng.uniform(0, 1e10), sum(n for n, _ in chunks)
+            ctas = scores = longest = 0.0
+            for n, c in chunks:  # as `StepModel._prefill_attention_s` sums them
+                t, sc, lg = kernel.schedule(n, c, 0)
+                ctas, scores, longest = ctas + t, scores + sc, max(longest, lg)
+            ref = kernel.seconds(h * ctas, h * scores, longest, nbytes, tokens, h)[0]
+            assert kernel.chunks_s(chunks, nbytes, tokens, h) == ref, chunks
+
+
+@pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
+def test_several_chunks_fused_are_the_reference(gpu_key: str, model: str, tp: int, layout: str,
+                                                plan: ParallelPlan | None) -> None:
+    """A step of several chunks (`StepModel._chunks_s`) is `_prefill_attention_s`'s float, on every
+    layout (windows, MLA, fp8 KV, cross-layer, compression: the fused form where it applies, the
+    reference elsewhere)."""
+    sm = _model(gpu_key, model, tp, layout, plan)
+    for chunks, _, _ in _steps(7, 400):
+        assert sm._chunks_s(chunks) == sm._prefill_attention_s(chunks)[0], chunks

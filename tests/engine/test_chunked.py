@@ -84,7 +84,7 @@ def test_prefill_run_s_is_step_s_step_by_step(model: str, node: str, tp: int) ->
     for new, pre, steps, n, kv0, grow in [(512, 0, 20, 0, 0, 0), (500, 1536, 9, 12, 40_000, 12),
                                           (311, 7, 30, 201, 1_000_000, 199), (512, 0, 20, 0, 0, 0)]:
         one_by_one = [timer.step_s([(new, pre + i * new)], n, kv0 + i * grow) for i in range(steps)]
-        timer._pf_memo.clear()
+        timer._pf_rows.clear()
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one  # from the memo
 
