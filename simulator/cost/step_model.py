@@ -526,14 +526,7 @@ class StepModel:
     def _prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
         flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
         flops *= self._pf_flops_per_pair
-        total = context_tokens + new_tokens
-        if self._mla:
-            # MLA prefill runs decompressed: K and V of every query head, as many bytes as Q and O
-            kv = self.model.n_layers * total * self._qo_bytes
-        else:
-            shards = _kv_shards(self.model, self.layout, self._attn_tp)
-            kv = sequence_bytes(self.model, self.layout, int(total)) / shards
-        return flops, kv + self.model.n_layers * new_tokens * self._qo_bytes
+        return flops, self._chunk_bytes(new_tokens, context_tokens)
 
     def prefill_attention_s(self, chunks: Iterable[tuple[float, float]]) -> tuple[float, float, float]:
         """(seconds, schedule s, memory s) of one step's prefill attention (`_prefill_attention_s`)."""
@@ -575,7 +568,7 @@ class StepModel:
         kernel's fused single-chunk form (`PrefillKernel.chunk_s`); the same float."""
         layers = self._pf_plain
         if layers:
-            return 0.0 + layers * self._pf_kernel.chunk_s(n, c, self._chunk_bytes(n, c) / self.model.n_layers,
+            return 0.0 + layers * self._pf_kernel.chunk_s(n, c, self._chunk_bytes(n, c) / self._model.n_layers,
                                                           self._heads)
         return self._prefill_attention_s(((n, c),))[0]
 
@@ -587,17 +580,19 @@ class StepModel:
         if layers:
             pos = [(float(n), float(c)) for n, c in chunks if n > 0]
             if len(pos) > 1:
-                n_l = self.model.n_layers
+                n_l = self._model.n_layers
                 bytes_ = sum([self._chunk_bytes(n, c) for n, c in pos]) / n_l
                 tokens = sum([n for n, _ in pos])
                 return 0.0 + layers * self._pf_kernel.chunks_s(pos, bytes_, tokens, self._heads)
         return self._prefill_attention_s(chunks)[0]
 
     def _chunk_bytes(self, new_tokens: float, context_tokens: float) -> float:
-        """`prefill_attention`'s bytes (no memo): ``sequence_bytes`` inlined for a plain layout."""
+        """`prefill_attention`'s bytes (no memo): the KV cache's `sequence_bytes` of ``c + n`` tokens over
+        its shards (inlined for a plain layout), plus Q and O of the new tokens, in every layer."""
         total = context_tokens + new_tokens
-        n_l = self.model.n_layers
+        n_l = self._model.n_layers
         if self._mla:
+            # MLA prefill runs decompressed: K and V of every query head, as many bytes as Q and O
             kv = n_l * total * self._qo_bytes
         elif self._kv_simple is not None:
             entry, own, shards = self._kv_simple
@@ -757,7 +752,7 @@ class StepModel:
         cs = [float(c) for c in contexts] if whole else [float(contexts[i]) for i in miss]
         layers = self._pf_plain
         if layers:
-            n_l = self.model.n_layers
+            n_l = self._model.n_layers
             priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
             priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
         else:

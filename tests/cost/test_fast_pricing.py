@@ -19,7 +19,8 @@ import pytest
 from hardware.catalog import load_catalog
 from simulator.cost import StepModel, load_params
 from simulator.cost.kernels import GemmKernel, PrefillKernel, gemm_s, prefill_kernel_s, prefill_schedule
-from simulator.kv import parse_layout
+from simulator.cost.step_model import _kv_shards
+from simulator.kv import parse_layout, sequence_bytes
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
 
@@ -118,6 +119,17 @@ def _steps(seed: int, count: int) -> Iterator[tuple[list[tuple[int, int]], int, 
         yield chunks, b, rng.randint(b, b * 8000) if b else 0
 
 
+def _chunk_bytes(sm: StepModel, n: int, c: int) -> float:
+    """A chunk's attention bytes from `sequence_bytes` (what `StepModel._chunk_bytes` inlines for a plain
+    layout): the KV cache's over its shards (MLA: decompressed K and V, as many as Q and O), plus Q and O."""
+    n_l, total = sm.model.n_layers, c + n
+    if sm._mla:
+        kv = n_l * total * sm._qo_bytes
+    else:
+        kv = sequence_bytes(sm.model, sm.layout, int(total)) / _kv_shards(sm.model, sm.layout, sm._attn_tp)
+    return kv + n_l * n * sm._qo_bytes
+
+
 @pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
 def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, layout: str,
                                              plan: ParallelPlan | None) -> None:
@@ -127,7 +139,7 @@ def test_step_s_is_the_cost_breakdowns_total(gpu_key: str, model: str, tp: int, 
         assert first == again == sm.cost(chunks, b, ctx).total_s, (chunks, b, ctx)
         for n, c in chunks:
             if n > 0:
-                assert sm._chunk_bytes(float(n), float(c)) == sm.prefill_attention(n, c)[1]
+                assert sm._chunk_bytes(float(n), float(c)) == _chunk_bytes(sm, n, c), (n, c)
 
 
 @pytest.mark.parametrize(("gpu_key", "model", "tp", "layout", "plan"), CASES)
