@@ -35,6 +35,7 @@ OP_CLASSES = (
     "all_reduce",
 )
 LOW_PRECISION_BYTES = 1.0  # an input or KV element of this many bytes is fp8
+NEW_TERMS_ENTRIES = 1 << 12  # chunk sizes whose terms a `PrefillKernel` remembers
 
 
 def work(op: str, cols: dict[str, Any]) -> tuple[Array, Array]:
@@ -312,8 +313,8 @@ class PrefillKernel:
     ``pow`` may differ in the last bit.
     """
 
-    __slots__ = ("_cta_s", "_lat", "_lat_low", "_lone", "_mem", "_mla", "_overlap_p", "_quant", "_sms", "_tau",
-                 "_token_s")
+    __slots__ = ("_cta_s", "_lat", "_lat_low", "_lone", "_mem", "_mla", "_new_terms", "_overlap_p", "_quant", "_sms",
+                 "_tau", "_token_s")
 
     def __init__(self, head_dim: float, v_head_dim: float, mla: bool, fp8_kv: bool, gpu: GPUSpec,
                  p: CostParams) -> None:
@@ -336,6 +337,7 @@ class PrefillKernel:
                        if fp8_kv and mla else None)
         self._token_s = p.mla_prefill_token_s
         self._overlap_p = p.attn_overlap_p
+        self._new_terms: dict[tuple[float, float], tuple[float, ...]] = {}  # `_terms`, by (new tokens, heads)
 
     @staticmethod
     def schedule(n: float, c: float, window: float) -> tuple[float, float, float]:
@@ -374,26 +376,45 @@ class PrefillKernel:
             lat = lat + n * self._token_s
         return lat
 
+    def _terms(self, n: float, heads: float) -> tuple[float, ...]:
+        """What the price of a chunk of `n` > 0 new tokens in a full-attention layer takes from `n` and
+        `heads` alone, worked out once: ``(j, many, tri, r_last, reach, grid_s, lat)``: ``J = T − 1`` for
+        ``T`` tiles, 1 for more than one tile (else 0), ``M·J(J+1)/2``, ``r_T``, ``(T − 1)·M``, the waves'
+        block seconds and the call's fixed seconds, by `schedule`'s and `seconds`' own operations."""
+        terms = self._new_terms.get((n, heads))
+        if terms is None:
+            m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
+            t = float(math.ceil(n / m))
+            j = t - 1.0
+            grid_s = float(math.ceil(max(heads * t, 1.0) / self._sms)) * self._cta_s
+            terms = (j, 1.0 if t > 1 else 0.0, m * j * (j + 1) / 2, float(math.ceil((n - (t - 1) * m) / g)) * g,
+                     (t - 1) * m, grid_s, self._latency_s(n, heads))
+            if len(self._new_terms) >= NEW_TERMS_ENTRIES:
+                self._new_terms.clear()
+            self._new_terms[(n, heads)] = terms
+        return terms
+
     def chunk_s(self, n: float, c: float, bytes_: float, heads: float) -> float:
         """Seconds of one call over a single chunk of `n` > 0 new tokens after `c` in a full-attention
-        layer: ``seconds(heads · schedule(n, c, 0), bytes_, n, heads)[0]``, fused (the same operations)."""
-        m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
-        ceil = math.ceil
-        t = float(ceil(n / m))
+        layer: ``seconds(heads · schedule(n, c, 0), bytes_, n, heads)[0]``, fused: the same operations
+        (what depends on `n` alone from `_terms`), without those that leave their operand as it is
+        (the window's ``+ pad``, ``· 1.0``), so the same float."""
+        g = float(PREFILL_GRAIN_TOKENS)
+        j, many, tri, r_last, reach, grid_s, lat = self._terms(n, heads)
+        m, ceil = float(PREFILL_TILE_TOKENS), math.ceil
         cg = float(ceil(c / g)) * g
-        j = t - 1.0
-        many = 1.0 if t > 1 else 0.0
-        full = m * (j * cg + m * j * (j + 1) / 2 + (t - 1 - j) * 1e300 * 0.0)
-        last = float(ceil((n - (t - 1) * m) / g)) * g * (float(ceil((c + n) / g)) * g) * 1.0
-        longest = max(m * (cg + (t - 1) * m) * many, last)
-        scores = full * many + last
+        last = r_last * (float(ceil((c + n) / g)) * g)
+        longest = m * (cg + reach) * many
+        if last > longest:  # `max(longest, last)`, by its rule
+            longest = last
         tau, sms, cta_s = self._tau, self._sms, self._cta_s
-        ctas = max(heads * t, 1.0)
-        lone = tau * longest * self._lone
-        t_sched = max(float(ceil(ctas / sms)) * cta_s + tau * (heads * scores) / sms, cta_s + lone)
+        t_sched = grid_s + tau * (heads * (m * (j * cg + tri) * many + last)) / sms
+        lone = cta_s + tau * longest * self._lone
+        if lone > t_sched:
+            t_sched = lone
         rate, factor = self._mem
         t_mem = bytes_ / rate * factor
-        return _smooth_max_float(t_sched, t_mem, self._overlap_p) + self._latency_s(n, heads)
+        return _smooth_max_float(t_sched, t_mem, self._overlap_p) + lat
 
     def chunks_s(self, chunks: list[tuple[float, float]], bytes_: float, tokens: float, heads: float) -> float:
         """Seconds of one call over several chunks ``(n, c)`` (each `n` > 0) in a full-attention layer:
@@ -428,20 +449,12 @@ class PrefillKernel:
         Operations that leave their operand as it is are left out: ``· many`` with ``many = 1`` (more
         than one tile: a chunk of one tile goes through `chunk_s`), ``· 1.0``, and ``+ pad`` (``+0.0``
         added to a sum of terms ≥ +0)."""
-        m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
-        ceil = math.ceil
-        t = float(ceil(n / m))
-        if not t > 1:
+        j, many, tri, r_last, reach, grid_s, lat = self._terms(n, heads)
+        if not many:
             return [self.chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_, strict=True)]
-        j = t - 1.0
-        tri = m * j * (j + 1) / 2
-        r_last = float(ceil((n - (t - 1) * m) / g)) * g
-        reach = (t - 1) * m
+        m, g, ceil = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS), math.ceil
         tau, sms, cta_s, lone_f = self._tau, self._sms, self._cta_s, self._lone
-        ctas = max(heads * t, 1.0)
-        grid_s = float(ceil(ctas / sms)) * cta_s
         rate, factor = self._mem
-        lat = self._latency_s(n, heads)
         his: list[float] = []
         rs: list[float] = []
         for c, b in zip(cs, bytes_, strict=True):  # `max(x, y)` written as `y if y > x else x` (its rule)
