@@ -142,16 +142,27 @@ def _short_growth_block_s(hist: Sequence[int], shift: int, b: int, g0: float, d:
     """`growth_block_s` for ``n = last + 1 ≤ B + 1`` steps (``tn = T(n)``): a phase takes one block at
     ``t0`` if ``t0 ≤ n − 1`` (``m = 1``: ``Σt = t0``, ``Σt² = t0²``, and ``m·T(n) = T(n)`` exactly), so its
     term is ``count·(T(n) − g0·t0 − d·(t0² − t0)/2)``, the same operations; and the phase whose
-    ``t0 ≡ n (mod B)`` takes one more block at step n (``t0 = n``, or ``t0 = 1`` when ``n = B + 1``)."""
+    ``t0 ≡ n (mod B)`` takes one more block at step n (``t0 = n``, or ``t0 = 1`` when ``n = B + 1``).
+
+    Phase ``p``'s first step is ``t0 = (first − p) mod B + 1`` (``first = −S mod B``), so the phases with
+    ``t0 ≤ last`` are the ``last`` ones from ``first − last + 1`` up to ``first``, cyclically, ``t0`` falling
+    from ``last`` to 1: only they are read (a short jump has few), in ascending ``p`` as a pass over every
+    phase would add them (the same terms in the same order: the same float). When that run wraps past
+    phase 0 it is read as ``0..first`` (``t0`` from ``first + 1``), then ``first − last + 1 + B .. B − 1``
+    (``t0`` from ``last``)."""
     first = -shift % b  # the phase whose first block comes at step t0 = 1
     blocks = hist[(first - last) % b]
     total = 0.0
-    t0 = first + 1  # phase p's first step (first − p) mod B + 1: first + 1 for p = 0, then one less a phase, cyclically
-    for count in hist:
-        if count and t0 <= last:
-            blocks += count
-            total += count * (tn - g0 * t0 - d * (t0 * t0 - t0) / 2)
-        t0 = t0 - 1 if t0 > 1 else b
+    lo = first - last + 1
+    runs = ((lo, first + 1, last),) if lo >= 0 else ((0, first + 1, first + 1), (lo + b, b, last))
+    for p, end, t0 in runs:
+        while p < end:
+            count = hist[p]
+            if count:
+                blocks += count
+                total += count * (tn - g0 * t0 - d * (t0 * t0 - t0) / 2)
+            p += 1
+            t0 -= 1
     return blocks, total
 
 

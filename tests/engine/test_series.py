@@ -204,6 +204,7 @@ def test_growth_block_s_is_the_phase_by_phase_sum_exactly(hist: list[int], shift
        steps=st.integers(1, 65), g0=st.floats(0.001, 1.0), d=st.floats(0.0, 0.01))
 def test_growth_block_s_of_a_short_jump_is_the_phase_by_phase_sum_exactly(hist: list[int], shift: int, steps: int,
                                                                           g0: float, d: float) -> None:
-    # n ≤ B + 1 steps: every phase takes at most one block before step n (its own loop)
+    # n ≤ B + 1 steps: every phase takes at most one block before step n (its own loop, over the cyclic run
+    # of phases that do: wrapping past phase 0 or not)
     n = min(steps, len(hist) + 1)
     assert growth_block_s(hist, shift, len(hist), g0, d, n) == _growth_reference(hist, shift, len(hist), g0, d, n)
