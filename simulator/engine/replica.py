@@ -191,6 +191,47 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 preempted = True
                 need = self.hist[-self.S % B] if self.n_dec else 0
                 self._evict(need - self.free_blocks)  # a recompute may have handed its blocks to the cache
+        budget = 0  # the step's token budget left after its chunks: read only when it has chunks
+        if self.swapped or self.prefilling or self.waiting:  # else a decode-only batch: nothing can join it
+            budget, swap_s = self._fill(now, need, swap_s, preempted)
+        if not self.chunks and not self.n_dec:
+            if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
+                self.carried_swap_s = swap_s  # the swap-outs are paid by the step planned next
+                return self.plan(now)
+            if not self.running and (self.waiting or self.swapped) and not self.holds_transfers:  # never deadlock
+                self._unblock_empty_replica(now)
+                return self.plan(now)
+            self._sample(now)  # going idle: the time series shows it
+            return False
+        n = self.n_dec
+        # after a preemption the next step may re-admit from the cache's evictable blocks: one step
+        if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
+            if self.chunks or swap_s:
+                chunks = [(c, s.prefilled) for s, c in self.chunks]
+                g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
+            else:
+                a, b = self.timer.decode_coefficients(n)
+                g0 = a + b * (self.kv_sum + n)
+            self.g0, self.d, self.k = g0, 0.0, 1
+        else:
+            a, b = self.timer.decode_coefficients(n)
+            self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
+            self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
+            if not self.fast_forward:
+                self.d, self.k = 0.0, 1
+        if self.g0 <= 0:
+            raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
+        if now - self.last_sample_s >= self.sample_interval_s:
+            self._sample(now)
+        if self.chunks and self.k == 1:
+            self.plan_run(now, budget, swap_s, preempted)  # the next full chunked-prefill steps at once
+        return True
+
+    def _fill(self, now: float, need: int, swap_s: float, preempted: bool) -> tuple[int, float]:
+        """Swap sequences back in, add the prefilling ones' chunks and admit waiting ones (FCFS, under
+        the watermark) to the plan's batch; `need` is the blocks this step's decoders take. Returns the
+        token budget the chunks left (`plan_run` takes it) and the swap seconds, these swap-ins' added."""
+        B = self.B
         room = self.total_blocks - self.used - need - self.watermark_blocks  # for swap-in and admission
         cap_seqs = self.sched.max_num_seqs - len(self.incoming)  # reserved sequences will run
         while self.swapped and not preempted and len(self.running) < cap_seqs:
@@ -265,38 +306,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 chunk = min(seq.target - seq.prefilled, budget, most)
                 self.chunks.append((seq, chunk))
                 budget -= chunk
-        if not self.chunks and not self.n_dec:
-            if preempted and (self.waiting or self.swapped):  # everything was preempted: admit afresh
-                self.carried_swap_s = swap_s  # the swap-outs are paid by the step planned next
-                return self.plan(now)
-            if not self.running and (self.waiting or self.swapped) and not self.holds_transfers:  # never deadlock
-                self._unblock_empty_replica(now)
-                return self.plan(now)
-            self._sample(now)  # going idle: the time series shows it
-            return False
-        n = self.n_dec
-        # after a preemption the next step may re-admit from the cache's evictable blocks: one step
-        if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
-            if self.chunks or swap_s:
-                chunks = [(c, s.prefilled) for s, c in self.chunks]
-                g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
-            else:
-                a, b = self.timer.decode_coefficients(n)
-                g0 = a + b * (self.kv_sum + n)
-            self.g0, self.d, self.k = g0, 0.0, 1
-        else:
-            a, b = self.timer.decode_coefficients(n)
-            self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
-            self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
-            if not self.fast_forward:
-                self.d, self.k = 0.0, 1
-        if self.g0 <= 0:
-            raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
-        if now - self.last_sample_s >= self.sample_interval_s:
-            self._sample(now)
-        if self.chunks and self.k == 1:
-            self.plan_run(now, budget, swap_s, preempted)  # the next full chunked-prefill steps at once
-        return True
+        return budget, swap_s
 
     def _stable_steps(self, now: float) -> int:
         """Steps until the next completion, block shortage or queue deadline; evicts what they need.
