@@ -80,7 +80,7 @@ class ChunkedRuns:
     log_k: array
     log_top: array
     log_base: int
-    log_order: list[tuple[float, int]]
+    log_order: list[tuple[float, int, int]]
     log_order_at: int
     log_compact_at: int
 
@@ -303,7 +303,7 @@ class ChunkedRuns:
         self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         order = self.log_order
         for i, g in enumerate(gs, self.log_base + len(self.log_k) - (k - 1)):
-            insort(order, (-g, i))
+            insort(order, (-g, i, 1))
         if len(order) >= self.log_order_at:
             self._prune_order()
         if len(self.log_k) >= self.log_compact_at:

@@ -30,7 +30,7 @@ class Observation:
     log_top: array
     log_base: int
     log_compact_at: int
-    log_order: list[tuple[float, int]]
+    log_order: list[tuple[float, int, int]]
     log_floor: int
     log_order_at: int
     last_sample_s: float
@@ -78,7 +78,7 @@ class Observation:
             end = self.log_base + len(self.log_k)
             if b == end and a >= self.log_floor and b - a > 1:
                 # the range's steps: the log's entries and the step count grow together (commit)
-                return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_k, self.log_base, a,
+                return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_base, a,
                                            self.S - seq.seg_steps)
         if self.log_base:  # indices are absolute; the logs start at entry log_base
             base = self.log_base

@@ -110,7 +110,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_top = array("d")  # each committed series' largest gap g0 + d·(k − 1), for the TPOT p99
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
-        self.log_order: list[tuple[float, int]] = []  # (−log_top[i], i) ascending, for i ≥ log_floor at least
+        # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least
+        self.log_order: list[tuple[float, int, int]] = []
         self.log_floor = 0  # no decoder's range starts below it (entries below may be gone from log_order)
         self.log_order_at = observe.ORDER_MIN_ENTRIES  # log_order is pruned when it holds this many
         # driven by the SimPy process (see `cluster`)
@@ -364,7 +365,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         top = g0 + d * (n - 1)
         self.log_top.append(top)
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
-        insort(self.log_order, (-top, logged - 1))
+        insort(self.log_order, (-top, logged - 1, n))
         if len(self.log_order) >= self.log_order_at:
             self._prune_order()
         if len(log_k) >= self.log_compact_at:

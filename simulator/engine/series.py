@@ -269,13 +269,15 @@ def _interpolated(values: list[float], m: int, frac: float) -> float:
     return x_lo + frac * (x_hi - x_lo)
 
 
-def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float], ds: Sequence[float],
-                        ks: Sequence[int], base: int, a: int, n_total: int, q: float = 0.99) -> float:
+def suffix_gap_quantile(order: Sequence[tuple[float, int, int]], g0s: Sequence[float], ds: Sequence[float],
+                        base: int, a: int, n_total: int, q: float = 0.99) -> float:
     """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, no extra values.
 
-    `order` holds ``(−max, i)`` for the log's series ``i`` (absolute indices; the logs' entry ``i``
-    is at ``i − base``), ascending: the series by their maxima ``g0 + d·(k − 1)``, largest first,
-    for every ``i ≥ a`` at least (older ones are skipped). `n_total` is ``Σ ks`` over the range.
+    `order` holds ``(−max, i, k)`` for the log's series ``i`` (absolute indices; the logs' entry ``i``
+    is at ``i − base``) of ``k`` steps, ascending: the series by their maxima ``g0 + d·(k − 1)``,
+    largest first (``i`` is unique, so ``k`` never orders them), for every ``i ≥ a`` at least (older
+    ones are skipped). The entry's ``k`` spares a read of the logs for a single step (most picked
+    series: prefill steps), whose values are its top alone. `n_total` is the range's steps, ``Σ k``.
     The ``m`` largest maxima in the range are the first ``m`` entries with ``i ≥ a``; the ``m``-th is
     ``θ``, and the values ``≥ θ`` of those series hold every value above ``θ`` and at least ``m``
     values, so their ``m``-th and ``(m−1)``-th largest are the whole range's (series whose maximum
@@ -285,7 +287,7 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float]
     if n_total == 0:
         return math.nan
     m, frac = _rank(n_total, q)
-    picked: list[tuple[float, int]] = []
+    picked: list[tuple[float, int, int]] = []
     for entry in order:
         if entry[1] >= a:
             picked.append(entry)
@@ -293,9 +295,9 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int]], g0s: Sequence[float]
                 break
     theta = -picked[-1][0] if len(picked) == m else -math.inf
     values: list[float] = []
-    for neg_top, i in picked:
+    for neg_top, i, k in picked:
         values.append(-neg_top)
-        i -= base
-        if ks[i] > 1:  # a single step (a prefill step, most of the largest) has nothing below its top
-            _below_top(values, g0s[i], ds[i], ks[i], m, theta)
+        if k > 1:  # a single step (a prefill step, most of the largest) has nothing below its top
+            i -= base
+            _below_top(values, g0s[i], ds[i], k, m, theta)
     return _interpolated(values, m, frac)

@@ -166,9 +166,9 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     tops = array("d", [g + d * (k - 1) for g, d, k in segs])
     a = min(a, len(segs) - 1)
     floor = min(floor, a)
-    order = sorted((-tops[i], i + base) for i in range(floor, len(segs)))
+    order = sorted((-tops[i], i + base, ks[i]) for i in range(floor, len(segs)))
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], [], tops=tops)
-    assert suffix_gap_quantile(order, g0s, ds, ks, base, a + base, sum(ks[a:])) == expected
+    assert suffix_gap_quantile(order, g0s, ds, base, a + base, sum(ks[a:])) == expected
     every = [g + d * i for g, d, k in segs[a:] for i in range(k)]
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 

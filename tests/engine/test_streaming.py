@@ -59,8 +59,14 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     reqs = shared_prefix_requests(60, 5, rate_per_s=20, output_tokens=(100, 600))
     used = [0]
 
-    def general(order, g0s, ds, ks, base, a, n_total, q=0.99):  # type: ignore[no-untyped-def]
+    def general(order, g0s, ds, base, a, n_total, q=0.99):  # type: ignore[no-untyped-def]
+        # the range's step counts from the order's entries: it holds every series from `a` on, with its own
         used[0] += 1
+        ks = [0] * len(g0s)
+        for _, i, k in order:
+            if i >= a:
+                ks[i - base] = k
+        assert sum(ks) == n_total
         return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], [], q)
 
     monkeypatch.setattr(observe_module, "ORDER_MIN_ENTRIES", 2)
