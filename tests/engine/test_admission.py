@@ -167,3 +167,29 @@ def test_admission_is_validated() -> None:
         SchedulerConfig(reserve_output_tokens=100)  # only with "reserve"
     with pytest.raises(ConfigError, match=r"scheduler\.admission"):
         EngineConfig(scheduler=RESERVE, prefill_pool=PoolConfig())
+
+
+@pytest.mark.parametrize("admission", ["prompt", "reserve"])
+def test_a_plan_with_nothing_to_fill_skips_fill_which_would_change_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                            admission: str) -> None:
+    # `plan` calls `_fill` only when something is swapped, prefilling or waiting: at every plan that finds
+    # none of them (and no preemption ahead, a pool with room for the step's growth), `_fill` run anyway
+    # changes nothing and leaves the whole budget to the decoders
+    plan = Replica.plan
+    skipped = [0]
+
+    def plan_checked(self: Replica, now: float) -> bool:
+        need = self.hist[-self.S % self.B] if self.n_dec else 0
+        if not (self.swapped or self.prefilling or self.waiting or self.arrived) and need <= self.free_blocks:
+            before = (self.used, self.reserved, len(self.running), list(self.chunks), list(self.rejoined))
+            budget, swap_s = self._fill(now, need, 0.0, False)
+            assert (budget, swap_s) == (self.sched.max_num_batched_tokens - self.n_dec, 0.0)
+            assert (self.used, self.reserved, len(self.running), list(self.chunks), list(self.rejoined)) == before
+            skipped[0] += 1
+        return plan(self, now)
+
+    monkeypatch.setattr(Replica, "plan", plan_checked)
+    sched = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512, admission=admission)
+    reqs = shared_prefix_requests(80, 3, rate_per_s=20, output_tokens=(100, 600))
+    out = run(EngineConfig(kv_blocks=600, scheduler=sched), reqs, seed=0, timer=TIMER).requests
+    assert skipped[0] >= 10 and (out.outcome == "completed").all()
