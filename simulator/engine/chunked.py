@@ -256,6 +256,9 @@ class ChunkedRuns:
         the cache and the running set do not change), log it, grow the decoders' blocks and context
         (and take the growth off the promised blocks), count the tokens computed (every step computes
         the whole budget: its chunks and one token a decoder). The last step is an ordinary commit.
+        The k − 1 steps take one entry of `log_order`, as a group (``k = −(k − 1)``), not one each: no
+        decoder's range starts inside them (decoders join at commits and plans), and the TPOT p99
+        reads a group's steps from the log (`series.suffix_gap_quantile`).
         Stale heap entries the skipped commits would have dropped wait for it (it drops them the same way).
         """
         steps, ends = self.run_steps, self.run_ends
@@ -301,11 +304,10 @@ class ChunkedRuns:
         self.log_d.extend([0.0] * (k - 1))
         self.log_k.extend([1] * (k - 1))
         self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
-        order = self.log_order
-        for i, g in enumerate(gs, self.log_base + len(self.log_k) - (k - 1)):
-            insort(order, (-g, i, 1))
-        if len(order) >= self.log_order_at:
-            self._prune_order()
+        if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
+            insort(self.log_order, (-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k))
+            if len(self.log_order) >= self.log_order_at:
+                self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
         self.g0, self.d = g_last, 0.0

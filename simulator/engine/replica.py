@@ -110,7 +110,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_top = array("d")  # each committed series' largest gap g0 + d·(k − 1), for the TPOT p99
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
-        # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least
+        # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least;
+        # a chunked-prefill run's single steps i..j as one (−max, i, −(j − i + 1)) (`series.suffix_gap_quantile`)
         self.log_order: list[tuple[float, int, int]] = []
         self.log_floor = 0  # no decoder's range starts below it (entries below may be gone from log_order)
         self.log_order_at = observe.ORDER_MIN_ENTRIES  # log_order is pruned when it holds this many

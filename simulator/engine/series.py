@@ -273,16 +273,20 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int, int]], g0s: Sequence[f
                         base: int, a: int, n_total: int, q: float = 0.99) -> float:
     """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, no extra values.
 
-    `order` holds ``(−max, i, k)`` for the log's series ``i`` (absolute indices; the logs' entry ``i``
-    is at ``i − base``) of ``k`` steps, ascending: the series by their maxima ``g0 + d·(k − 1)``,
-    largest first (``i`` is unique, so ``k`` never orders them), for every ``i ≥ a`` at least (older
-    ones are skipped). The entry's ``k`` spares a read of the logs for a single step (most picked
-    series: prefill steps), whose values are its top alone. `n_total` is the range's steps, ``Σ k``.
-    The ``m`` largest maxima in the range are the first ``m`` entries with ``i ≥ a``; the ``m``-th is
-    ``θ``, and the values ``≥ θ`` of those series hold every value above ``θ`` and at least ``m``
-    values, so their ``m``-th and ``(m−1)``-th largest are the whole range's (series whose maximum
-    only ties ``θ`` add values equal to ``θ``, which cannot change them): the same floats as
-    `gap_quantile_ranges`, in ``O(entries walked + m²)``.
+    `order` holds ``(−max, i, k)`` for the log's series from ``i`` (absolute indices; the logs' entry ``i``
+    is at ``i − base``), ascending: by their maxima, largest first (``i`` is unique, so ``k`` never
+    orders them), for every ``i ≥ a`` at least (older ones are skipped). An entry is either one series
+    of ``k > 0`` steps, ``g0 + d·j`` for ``j < k`` with maximum ``g0 + d·(k − 1)`` (the entry's ``k``
+    spares a read of the logs for a single step, most picked series: prefill steps, whose values are
+    their top alone), or, with ``k < 0``, a *group*: the ``−k`` single steps at the logs' entries
+    ``i .. i − k − 1`` (a chunked-prefill run's, `simulator.engine.chunked`; each one's value is its
+    ``g0``), with the largest of them as maximum; no range starts inside a group. `n_total` is the
+    range's steps. The ``m`` largest maxima in the range are the first ``m`` entries with ``i ≥ a``; the
+    ``m``-th is ``θ``, and the values ``≥ θ`` of those entries hold every value above ``θ`` (a value
+    above ``θ`` makes its entry's maximum above ``θ``) and at least ``m`` values, so their ``m``-th and
+    ``(m−1)``-th largest are the whole range's (entries whose maximum only ties ``θ`` add values equal
+    to ``θ``, which cannot change them): the same floats as `gap_quantile_ranges`, in ``O(entries
+    walked + m² + steps of the picked groups)``.
     """
     if n_total == 0:
         return math.nan
@@ -296,8 +300,13 @@ def suffix_gap_quantile(order: Sequence[tuple[float, int, int]], g0s: Sequence[f
     theta = -picked[-1][0] if len(picked) == m else -math.inf
     values: list[float] = []
     for neg_top, i, k in picked:
-        values.append(-neg_top)
-        if k > 1:  # a single step (a prefill step, most of the largest) has nothing below its top
+        if k == 1:  # a single step (a prefill step, most of the largest) has nothing below its top
+            values.append(-neg_top)
+        elif k > 1:
+            values.append(-neg_top)
             i -= base
             _below_top(values, g0s[i], ds[i], k, m, theta)
+        else:  # a group of single steps: its values ≥ θ, its maximum among them
+            i -= base
+            values += [g for g in g0s[i:i - k] if g >= theta]
     return _interpolated(values, m, frac)

@@ -173,6 +173,45 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 
 
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.25]), st.sampled_from([0.0, 0.001, 0.005]), st.integers(1, 40)),
+    st.lists(st.sampled_from([0.02, 0.03, 0.25, 0.3, 0.5]), min_size=1, max_size=12)), min_size=2, max_size=60),
+    st.integers(0, 59), st.integers(0, 59), st.integers(0, 50))
+def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[float, float, int] | list[float]],
+                                                          a: int, floor: int, base: int) -> None:
+    # a chunked-prefill run's single steps take one entry of the order, (−max, i, −r) for r ≥ 2 of them
+    # (`ChunkedRuns.commit_run`), beside series' own entries; ranges start between entries: the same
+    # float as the general path over the logs, where every step is its own series
+    from array import array
+
+    g0s, ds, ks = array("d"), array("d"), array("q")
+    order: list[tuple[float, int, int]] = []
+    starts: list[int] = []
+    for item in items:
+        i = len(ks)
+        starts.append(i)
+        if isinstance(item, tuple):
+            g0, d, k = item
+            g0s.append(g0)
+            ds.append(d)
+            ks.append(k)
+            order.append((-(g0 + d * (k - 1)), i + base, k))
+        else:
+            g0s.extend(item)
+            ds.extend([0.0] * len(item))
+            ks.extend([1] * len(item))
+            order.append((-max(item), i + base, 1 if len(item) == 1 else -len(item)))
+    a = starts[min(a, len(starts) - 1)]
+    floor = starts[min(floor, len(starts) - 1)]
+    floor = min(floor, a)
+    order = sorted(e for e in order if e[1] >= floor + base)
+    tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], [], tops=tops)
+    assert suffix_gap_quantile(order, g0s, ds, base, a + base, sum(ks[a:])) == expected
+
+
 def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:
     # growth_block_s phase by phase, every term from scratch (the form before the m-terms were shared)
     tn = series_s(g0, d, n)

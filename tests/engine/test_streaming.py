@@ -61,11 +61,15 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
 
     def general(order, g0s, ds, base, a, n_total, q=0.99):  # type: ignore[no-untyped-def]
         # the range's step counts from the order's entries: it holds every series from `a` on, with its own
+        # (a group of −k single steps, a chunked-prefill run's, from i)
         used[0] += 1
         ks = [0] * len(g0s)
         for _, i, k in order:
             if i >= a:
-                ks[i - base] = k
+                if k > 0:
+                    ks[i - base] = k
+                else:
+                    ks[i - base:i - base - k] = [1] * -k
         assert sum(ks) == n_total
         return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], [], q)
 
