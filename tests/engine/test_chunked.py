@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -59,6 +60,30 @@ def test_runs_equal_stepping_exactly(monkeypatch: pytest.MonkeyPatch, name: str,
     runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs)
     assert runs == stepped, name
     assert events < stepped_events  # runs happened
+
+
+
+def test_run_steps_read_as_groups_give_stepping_p99(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's committed steps take one `log_order` entry, a group (`ChunkedRuns.commit_run`): the TPOT
+    p99 of sequences that finish with a group among their largest steps (the suffix path,
+    `series.suffix_gap_quantile`) equals stepping's, where every step has an entry of its own."""
+    import simulator.engine.observe as observe_module
+    from simulator.engine.series import _rank, suffix_gap_quantile
+
+    read = [0]
+
+    def counting(order: list[tuple[float, int, int]], g0s: Sequence[float], ds: Sequence[float], base: int, a: int,
+                 n_total: int, q: float = 0.99) -> float:
+        m = _rank(n_total, q)[0]
+        read[0] += any(k < 0 for _, i, k in [e for e in order if e[1] >= a][:m])
+        return suffix_gap_quantile(order, g0s, ds, base, a, n_total, q)
+
+    monkeypatch.setattr(observe_module, "suffix_gap_quantile", counting)
+    reqs = poisson_requests(120, 6.0, (300, 2500), (1, 300), seed=3)
+    config = EngineConfig(kv_blocks=4000, n_nodes=3, tp=8, scheduler=LONG)
+    runs, stepped, _, _ = _both(monkeypatch, config, reqs)
+    assert runs == stepped
+    assert read[0] >= 10
 
 
 def test_runs_on_the_cost_model_cut_events(monkeypatch: pytest.MonkeyPatch) -> None:
