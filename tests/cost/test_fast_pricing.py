@@ -16,9 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from hardware.catalog import load_catalog
+from hardware.catalog import GPUSpec, load_catalog
 from simulator.cost import StepModel, load_params
 from simulator.cost.kernels import GemmKernel, PrefillKernel, gemm_s, prefill_kernel_s, prefill_schedule
+from simulator.cost.params import CostParams
 from simulator.cost.step_model import _kv_shards
 from simulator.kv import parse_layout, sequence_bytes
 from simulator.models import get_model
@@ -29,19 +30,28 @@ SHAPES = [(128, 128, False, False), (128, 128, False, True), (192, 128, True, Fa
           (64, 64, False, False), (96, 96, False, True), (256, 256, False, False)]
 
 
+def _gpu_params(gpu_key: str, overlap_p: float | None) -> tuple[GPUSpec, CostParams]:
+    """The GPU and its calibrated cost parameters, with the smooth maximum's exponent `overlap_p` if given."""
+    gpu = CATALOG.gpu(gpu_key)
+    p = load_params(gpu.key)
+    return gpu, (p if overlap_p is None else dataclasses.replace(p, attn_overlap_p=overlap_p))
+
+
+def _chunk(rng: random.Random) -> tuple[float, float]:
+    """A random prefill chunk ``(new, cached)``: small, large or tile-sized, after no, a long or a short prefix."""
+    n = float(rng.choice([rng.randint(1, 600), rng.randint(1, 20000), 512, 128, 64, 1]))
+    return n, float(rng.choice([0, rng.randint(0, 100000), rng.randint(0, 600)]))
+
+
 @pytest.mark.parametrize("gpu_key", ["H100", "B200"])
 @pytest.mark.parametrize("overlap_p", [None, math.inf, 2.5])
 def test_prefill_kernel_on_floats_is_the_numpy_form(gpu_key: str, overlap_p: float | None) -> None:
-    gpu = CATALOG.gpu(gpu_key)
-    p = load_params(gpu.key)
-    if overlap_p is not None:
-        p = dataclasses.replace(p, attn_overlap_p=overlap_p)
+    gpu, p = _gpu_params(gpu_key, overlap_p)
     rng = random.Random(1)
     for d, dv, mla, fp8 in SHAPES:
         kernel = PrefillKernel(d, dv, mla, fp8, gpu, p)
         for _ in range(400):
-            n = float(rng.choice([rng.randint(1, 600), rng.randint(1, 20000), 512, 128, 64, 1]))
-            c = float(rng.choice([0, rng.randint(0, 100000), rng.randint(0, 600)]))
+            n, c = _chunk(rng)
             w = rng.choice([0, 0, 4096, 1024, 100, 128, 129])
             sched = kernel.schedule(n, c, w)
             assert sched == tuple(float(x) for x in prefill_schedule(n, c, w)), (n, c, w)
@@ -162,17 +172,12 @@ def test_utilisation_is_the_cost_breakdowns(gpu_key: str, model: str, tp: int, l
 @pytest.mark.parametrize("overlap_p", [None, math.inf, 2.5])
 def test_prefill_kernel_over_several_chunks_is_the_summed_schedule(gpu_key: str, overlap_p: float | None) -> None:
     """`PrefillKernel.chunks_s` (fused) is `seconds` over the chunks' `schedule` sums, bit for bit."""
-    gpu = CATALOG.gpu(gpu_key)
-    p = load_params(gpu.key)
-    if overlap_p is not None:
-        p = dataclasses.replace(p, attn_overlap_p=overlap_p)
+    gpu, p = _gpu_params(gpu_key, overlap_p)
     rng = random.Random(6)
     for d, dv, mla, fp8 in SHAPES:
         kernel = PrefillKernel(d, dv, mla, fp8, gpu, p)
         for _ in range(300):
-            chunks = [(float(rng.choice([rng.randint(1, 600), rng.randint(1, 20000), 512, 128, 64, 1])),
-                       float(rng.choice([0, rng.randint(0, 100000), rng.randint(0, 600)])))
-                      for _ in range(rng.randint(1, 5))]
+            chunks = [_chunk(rng) for _ in range(rng.randint(1, 5))]
             h, nbytes, tokens = rng.choice([8.0, 16.0, 64.0, 128.0]), rng.uniform(0, 1e10), sum(n for n, _ in chunks)
             ctas = scores = longest = 0.0
             for n, c in chunks:  # as `StepModel._prefill_attention_s` sums them
