@@ -420,21 +420,20 @@ class PrefillKernel:
         """Seconds of one call over several chunks ``(n, c)`` (each `n` > 0) in a full-attention layer:
         ``seconds(heads · Σ ctas, heads · Σ scores, max longest, bytes_, tokens, heads)[0]`` over each
         chunk's ``schedule(n, c, 0)``, summed in the chunks' order as `StepModel._prefill_attention_s`
-        sums them; the schedule fused as in `chunk_s` (the same operations, without those that leave
-        their operand as it is: the window's ``+ pad`` and ``· 1.0``), so the same float."""
+        sums them; the schedule fused as in `chunk_s`, what depends on a chunk's `n` alone from `_terms`
+        (the same operations, without those that leave their operand as it is: the window's ``+ pad``
+        and ``· 1.0``; ``J + 1`` is ``T`` exactly), so the same float."""
         m, g = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS)
         ceil = math.ceil
         ctas = scores = longest = 0.0
         for n, c in chunks:  # `max(x, y)` written as `y if y > x else x` (its rule)
-            t = float(ceil(n / m))
+            j, many, tri, r_last, reach, _, _ = self._terms(n, heads)
             cg = float(ceil(c / g)) * g
-            j = t - 1.0
-            many = 1.0 if t > 1 else 0.0
-            last = float(ceil((n - (t - 1) * m) / g)) * g * (float(ceil((c + n) / g)) * g)
-            top = m * (cg + (t - 1) * m) * many  # the chunk's longest CTA
+            last = r_last * (float(ceil((c + n) / g)) * g)
+            top = m * (cg + reach) * many  # the chunk's longest CTA
             if last > top:
                 top = last
-            ctas, scores = ctas + t, scores + (m * (j * cg + m * j * (j + 1) / 2) * many + last)
+            ctas, scores = ctas + (j + 1.0), scores + (m * (j * cg + tri) * many + last)
             if top > longest:
                 longest = top
         return self.seconds(heads * ctas, heads * scores, longest, bytes_, tokens, heads)[0]
