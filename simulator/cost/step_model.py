@@ -199,7 +199,6 @@ class StepModel:
         "_pf_kernel",
         "_pf_plain",
         "_pf_rows",
-        "_pf_steps",
         "_plan",
         "_qo_bytes",
         "_tp",
@@ -297,11 +296,10 @@ class StepModel:
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
-        # one chunk's attention seconds by new tokens, then context (a run's lookups need no tuples);
-        # a step of several chunks' by its chunk list
+        # one chunk's attention seconds by new tokens, then context (a run's lookups need no tuples;
+        # a step of several chunks' goes in `_memo` by its chunk list)
         self._pf_rows: dict[float, dict[float, float]] = {}
         self._pf_entries = 0  # in all rows
-        self._pf_steps: dict[tuple[Any, ...], float] = {}
         self._lin_comm: dict[float, tuple[float, float]] = {}
         self._dec_terms: dict[int, tuple[float, float]] = {}
         self._overhead_s = params.step_overhead_s
@@ -679,18 +677,10 @@ class StepModel:
         if lc is None:
             lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
         if chunks:
-            steps = self._pf_steps
             try:
-                key = tuple(chunks)
-                hit = steps.get(key)
-            except TypeError:  # chunks as lists
-                key = tuple((n, c) for n, c in chunks)
-                hit = steps.get(key)
-            if hit is None:
-                if len(steps) >= MEMO_ENTRIES:
-                    steps.clear()
-                hit = steps[key] = self._chunks_s(chunks)
-            at_t = hit
+                at_t = self._memoized(("steps", tuple(chunks)), self._chunks_s, chunks)
+            except TypeError:  # chunks as lists (unhashable)
+                at_t = self._memoized(("steps", tuple((n, c) for n, c in chunks)), self._chunks_s, chunks)
         if decode_batch:
             kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
             terms = self._dec_terms.get(decode_batch)
