@@ -32,8 +32,8 @@ bench: $(STAMP)
 
 # regenerate the shipped cost-model parameters: kernel fit, then the step overhead on published figures
 calibrate: $(STAMP)
-	$(BIN)/kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml
-	$(BIN)/kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml
+	$(BIN)/kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml --force
+	$(BIN)/kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml --force
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulator workloads hardware tests

@@ -157,6 +157,7 @@ def _command() -> str:
     type=click.Choice(["mixed", "trtllm", "vllm", "sglang"]),
     help="Which serving engine's kernel tables to fit; mixed: TensorRT-LLM GEMMs and prefill, vLLM decode.",
 )
+@click.option("--force", is_flag=True, help="overwrite --out if it exists (never FILE, the measurements)")
 def calibrate(
     file: Path | None,
     out_file: Path | None,
@@ -165,6 +166,7 @@ def calibrate(
     from_aic: bool,
     gpus: tuple[str, ...],
     framework: str,
+    force: bool,
 ) -> None:
     """Fit efficiencies and overheads per GPU to FILE (CSV) or to aiconfigurator's tables."""
     from simulator.errors import ConfigError
@@ -174,6 +176,8 @@ def calibrate(
         base = load_params_file(params_file)
         if from_aic == (file is not None):
             raise ConfigError("kvsim calibrate: give either FILE or --from-aiconfigurator")
+        if out_file:
+            _check_out(out_file, file, force)  # before fitting anything
         if from_aic:
             fitted, prov = _fit_aiconfigurator(base, framework, list(gpus), today)
         else:
@@ -184,6 +188,19 @@ def calibrate(
             top = {"command": _command(), "date": today}
             out_file.write_text(dumps_params(params, HEADER, top))
             click.echo(f"wrote {out_file}")
+
+
+def _check_out(out: Path, measurements: Path | None, force: bool) -> None:
+    """Refuse an ``--out`` that exists unless `force` (as `kvsim workload generate` does), and always
+    one that is FILE, the measurements being fitted: writing there would destroy them. (``--out`` may
+    be ``--params`` with `force`: `make calibrate` refits the shipped params.toml in place, reading
+    it whole before writing.)"""
+    from simulator.errors import ConfigError
+
+    if measurements is not None and out.exists() and measurements.exists() and out.samefile(measurements):
+        raise ConfigError(f"--out {out}: is FILE, the measurements being fitted; give another file")
+    if out.exists() and not force:
+        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it")
 
 
 def _fit_aiconfigurator(
