@@ -120,6 +120,25 @@ def sequences_per_group(budget: KVBudget, model: ModelSpec, layout: KVLayout, co
     return min(fits)
 
 
+def check_batch(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int, batch: int,
+                block_tokens: int = DEFAULT_BLOCK_TOKENS) -> None:
+    """Raise `DoesNotFitError` unless `batch` sequences of `context_tokens` fit one KV pool: on every
+    stage's GPU ``weights_s + batch · kv_s(n) <= usable`` (the test of `max_context`); it names the
+    binding GPU, the GB it is short and how many sequences do fit (`sequences_per_group`)."""
+    need = [(batch * gpu_sequence_bytes(budget, model, layout, context_tokens, s, block_tokens), s)
+            for s in range(len(budget.stages))]
+    over, s = max((kv - budget.stage_kv_bytes(s), s) for kv, s in need)
+    if over <= 0:
+        return
+    st, usable = budget.stages[s], budget.usable_bytes_per_gpu
+    where = f"stage {s + 1} of {budget.plan.pp}, " if budget.plan.pp > 1 else ""
+    raise DoesNotFitError(
+        f"{model.key} does not fit {budget.plan.label} on {budget.node} at batch {batch} × {context_tokens:,} tokens: "
+        f"{where}one GPU holds weights of {st.weight_bytes / GB:.1f} GB and KV of {need[s][0] / GB:.1f} GB, more "
+        f"than its usable {usable / GB:.1f} GB ({budget.memory_utilization:g} of its HBM) by {over / GB:.1f} GB; "
+        f"{sequences_per_group(budget, model, layout, context_tokens, block_tokens):,} sequences fit")
+
+
 def max_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, context_tokens: int,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
     """Concurrent sequences of `context_tokens` on the ``budget.nodes`` nodes:

@@ -45,3 +45,33 @@ def test_calibrate_writes_a_new_out_and_refits_params_in_place_with_force(tmp_pa
     assert outcome(kvsim("calibrate", cal, "--out", out)) is None and out.is_file()
     # make calibrate's shape: --out is the --params it starts from
     assert outcome(kvsim("calibrate", cal, "--params", out, "--out", out, "--force")) is None
+
+
+# --- F8: cost prices only a step that can run ------------------------------------------------------
+COST = ("cost", "--hardware", "1xH100", "--model", "Llama-3.1-8B")
+
+
+def test_cost_refuses_a_batch_whose_kv_does_not_fit_and_says_by_how_much():
+    # 64 × 131,072 tokens × 128 KiB = 1099.5 GB of KV beside 16.1 GB of weights, on 0.9 × 80 GB
+    line = error(kvsim(*COST, "--batch", 64, "--context", 131072), "--batch")
+    assert "--context 131072" in line and "does not fit TP1 on 1xH100" in line
+    assert "KV of 1099.5 GB" in line and "usable 72.0 GB" in line and "by 1043.6 GB" in line
+    assert "3 sequences fit" in line
+    # fit's own count: 3 streams of 131,072 tokens fit, so cost prices 3 and refuses 4
+    assert outcome(kvsim(*COST, "--batch", 3, "--context", 131072)) is None
+    assert "by 12.8 GB" in error(kvsim(*COST, "--batch", 4, "--context", 131072), "--batch")
+
+
+def test_cost_refuses_a_prompt_whose_kv_does_not_fit():
+    # fp8 Llama-70B on one H100: 70.5 GB of weights leave 1.5 GB, short of a 131,072-token prompt's 42.9 GB
+    line = error(kvsim("cost", "--hardware", "1xH100", "--model", "Llama-3.1-70B", "--weight-dtype", "fp8",
+                       "--batch", 1, "--context", 10, "--prompt", 131072), "--prompt 131072")
+    assert "KV of 42.9 GB" in line and "by 41.5 GB" in line
+
+
+def test_cost_refuses_a_context_past_the_models_window():
+    for n in (131073, 1_000_000, 99999999999999999999999):
+        line = error(kvsim(*COST, "--batch", 1, "--context", n), "'--context'")
+        assert f"(got {n})" in line and "Llama-3.1-8B's max context of 131,072 tokens" in line
+    line = error(kvsim(*COST, "--batch", 1, "--context", 10, "--prompt", 200_000), "'--prompt'")
+    assert "(got 200000)" in line and "131,072" in line
