@@ -44,6 +44,15 @@ def _int(cfg: dict[str, Any], where: str, *names: str, default: int | None = Non
     return v
 
 
+def _bool(cfg: dict[str, Any], where: str, name: str) -> bool | None:
+    """A JSON true/false, or None when absent or null: never Python's truth of a value (``"false"``
+    is a true string, and would tie the embeddings)."""
+    v = cfg.get(name)
+    if v is not None and not isinstance(v, bool):
+        raise ConfigError(f"{where}: {name!r} must be true or false (got {shown(v)})")
+    return v
+
+
 def _opt_int(cfg: dict[str, Any], where: str, name: str) -> int:
     """An optional count (absent, null or 0: 0)."""
     return _int(cfg, where, name, default=0) if cfg.get(name) else 0
@@ -66,12 +75,13 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
     from ``max_window_layers`` on (all of them, or none when it is the layer count)."""
     layer_types = _list(cfg, where, "layer_types")
     window = _opt_int(cfg, where, "sliding_window")
-    if cfg.get("use_sliding_window") is False:
+    use_window = _bool(cfg, where, "use_sliding_window")
+    if use_window is False:
         return 0, 0
     if str(cfg.get("model_type", "")).startswith("qwen") and not layer_types:
         # Qwen2/Qwen2-MoE/Qwen3 (Transformers): no window unless use_sliding_window is true, and then
         # only on the layers from max_window_layers on
-        if cfg.get("use_sliding_window") is not True or not window:
+        if use_window is not True or not window:
             return 0, 0
         first = _int(cfg, where, "max_window_layers", default=n_layers)
         if first >= n_layers:
@@ -101,6 +111,21 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
     if window and window < context:  # every layer slides (Mistral-7B-v0.1, Phi-3)
         return int(window), 0
     return 0, 0
+
+
+def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
+    """Layers of a MoE model with a dense MLP: the first ``first_k_dense_replace`` (DeepSeek) and
+    those ``mlp_only_layers`` lists (Qwen-MoE), each a layer index, together at most the model's."""
+    first = _opt_int(cfg, where, "first_k_dense_replace")
+    if first > n_layers:
+        raise ConfigError(f"{where}: 'first_k_dense_replace' must be at most num_hidden_layers={n_layers} "
+                          f"(got {first})")
+    listed = _list(cfg, where, "mlp_only_layers")
+    bad = [i for i in listed if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n_layers]
+    if bad or len(set(listed)) != len(listed) or first + len(listed) > n_layers:
+        raise ConfigError(f"{where}: 'mlp_only_layers' must list distinct layer indices in [0, {n_layers}), at most "
+                          f"num_hidden_layers={n_layers} with first_k_dense_replace={first} (got {shown(listed)})")
+    return first + len(listed)
 
 
 def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
@@ -149,7 +174,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     d = _int(cfg, where, "hidden_size", "d_model", "n_embd", minimum=1)
     h = _int(cfg, where, "num_attention_heads", "n_head", minimum=1)
     kv = _int(cfg, where, "num_key_value_heads", default=h, minimum=1)
-    vocab = _int(cfg, where, "vocab_size")
+    vocab = _int(cfg, where, "vocab_size", minimum=1)
     mla = cfg.get("kv_lora_rank") is not None
     if mla:
         kv_lora = _int(cfg, where, "kv_lora_rank", minimum=1)
@@ -167,19 +192,22 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
                             rope_dim=rope)
     n_experts = next((_opt_int(cfg, where, k) for k in ("n_routed_experts", "num_experts", "num_local_experts")
                       if cfg.get(k)), 0)
-    dense_inter = _int(cfg, where, "intermediate_size")
+    dense_inter = _int(cfg, where, "intermediate_size", minimum=1)
     moe_layers = experts_per_token = 0
     expert_params = 0
     shared = 0
     if n_experts:
-        experts_per_token = _int(cfg, where, "num_experts_per_tok")
-        moe_inter = _int(cfg, where, "moe_intermediate_size", default=dense_inter)
+        experts_per_token = _int(cfg, where, "num_experts_per_tok", minimum=1)
+        if experts_per_token > n_experts:
+            raise ConfigError(f"{where}: 'num_experts_per_tok' must be at most the {n_experts} routed experts "
+                              f"(got {experts_per_token})")
+        moe_inter = _int(cfg, where, "moe_intermediate_size", default=dense_inter, minimum=1)
         shared = _opt_int(cfg, where, "n_shared_experts")
-        first_dense = _opt_int(cfg, where, "first_k_dense_replace")
-        moe_layers = L - first_dense - len(_list(cfg, where, "mlp_only_layers"))
+        moe_layers = L - _dense_layers(cfg, where, L)
         expert_params = 3 * d * moe_inter
     dense_layers = L - moe_layers
-    embed = vocab * d * (1 if cfg.get("tie_word_embeddings") else 2)
+    tied = bool(_bool(cfg, where, "tie_word_embeddings"))
+    embed = vocab * d * (1 if tied else 2)
     non_expert = embed + L * attn + dense_layers * 3 * d * dense_inter + moe_layers * shared * expert_params
     estimated_total = non_expert + moe_layers * n_experts * expert_params
     active = non_expert + moe_layers * experts_per_token * expert_params
@@ -205,6 +233,6 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         sliding_window=window, sliding_window_pattern=pattern,
         moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
         expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings")),
+        tie_word_embeddings=tied,
         source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
     )

@@ -75,3 +75,43 @@ def test_cost_refuses_a_context_past_the_models_window():
         assert f"(got {n})" in line and "Llama-3.1-8B's max context of 131,072 tokens" in line
     line = error(kvsim(*COST, "--batch", 1, "--context", 10, "--prompt", 200_000), "'--prompt'")
     assert "(got 200000)" in line and "131,072" in line
+
+
+# --- F10: HF config.json types and shapes ----------------------------------------------------------
+LLAMA_8B_SHAPE = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                  "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336}
+MOE_SHAPE = {"num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+             "vocab_size": 1000, "intermediate_size": 100, "num_local_experts": 8, "num_experts_per_tok": 2}
+
+
+def _config(tmp: Path, **fields: object) -> Path:
+    import json
+
+    f = tmp / "config.json"
+    f.write_text(json.dumps(fields))
+    return f
+
+
+def test_a_string_boolean_is_refused_not_read_as_true(tmp_path):
+    for key in ("tie_word_embeddings", "use_sliding_window"):
+        f = _config(tmp_path, **LLAMA_8B_SHAPE, **{key: "false"})
+        line = error(kvsim("fit", "--model-config", f, "--hardware", "1xH100", "--context", 1000), str(f))
+        assert f"'{key}' must be true or false (got 'false')" in line
+    f = _config(tmp_path, **LLAMA_8B_SHAPE, tie_word_embeddings=False)
+    r = kvsim("fit", "--model-config", f, "--hardware", "1xH100", "--context", 1000)
+    assert outcome(r) is None and "weights 16.06 GB" in r.output
+
+
+def test_impossible_shapes_are_refused_naming_the_key(tmp_path):
+    cases = [
+        ({**MOE_SHAPE, "first_k_dense_replace": 10}, "'first_k_dense_replace' must be at most num_hidden_layers=4 "
+                                                     "(got 10)"),
+        ({**MOE_SHAPE, "first_k_dense_replace": 10, "n_shared_experts": 1}, "'first_k_dense_replace'"),
+        ({**MOE_SHAPE, "mlp_only_layers": [0, 7]}, "'mlp_only_layers' must list distinct layer indices in [0, 4)"),
+        ({**MOE_SHAPE, "num_experts_per_tok": 9}, "'num_experts_per_tok' must be at most the 8 routed experts"),
+        ({**LLAMA_8B_SHAPE, "vocab_size": 0}, "'vocab_size' must be a positive integer (got 0)"),
+        ({**LLAMA_8B_SHAPE, "intermediate_size": 0}, "'intermediate_size' must be a positive integer (got 0)"),
+    ]
+    for fields, says in cases:
+        f = _config(tmp_path, **fields)
+        assert says in error(kvsim("calc", "--model-config", f, "--context", 9), str(f))
