@@ -29,7 +29,7 @@ from simulator.engine.caches import make_strategy
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention
 from simulator.errors import ConfigError, shown
-from simulator.kv import parse_layout
+from simulator.kv import lever_parts, parse_layout
 from simulator.progress import Meter, Progress
 from workloads.request import Request
 
@@ -45,7 +45,8 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     cache, retention = "none", "full"
     cache_params: dict[str, object] = {}
     retention_params: dict[str, object] = {}
-    for raw in filter(None, (p.strip() for p in spec.split("+"))):
+    allowed = f"a layout's (as --layout), retention ({', '.join(RETENTIONS)}) or reuse ({', '.join(REUSE)})"
+    for raw in lever_parts(spec, "strategy set", allowed):
         name, _, arg = raw.partition(":")
         if name in RETENTIONS:
             retention, retention_params = name, {}

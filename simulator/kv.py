@@ -112,17 +112,28 @@ def _whole(text: str, raw: str, arg: str, minimum: int) -> int:
     return int(x)
 
 
+def lever_parts(text: str, what: str, allowed: str) -> list[str]:
+    """The ``+``-joined levers of `text` (a layout, a strategy set), each stripped; an empty one
+    (an empty `text`, a leading, trailing or doubled ``+``) is a `ConfigError` naming `text`
+    and the `allowed` levers: left out, it would silently mean ``native``."""
+    parts = [p.strip() for p in str(text).split("+")]
+    if not all(parts):
+        raise ConfigError(f"{what} {shown(text)}: has an empty lever; give lever[+lever...], levers: {allowed}")
+    return parts
+
+
 def parse_layout(text: str) -> KVLayout:
     """Parse ``lever[+lever...]``: ``native``, ``mha``, ``mqa``, ``gqa:N``, ``mla[:rank]``,
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
     ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``.
 
     Each family appears once: ``fp8+int4`` or ``mla+gqa:4`` is an error, not "the last wins".
-    Integer parameters must be whole numbers, the fraction a finite number in (0, 1].
+    Integer parameters must be whole numbers, the fraction a finite number in (0, 1]. An empty
+    lever (``""``, ``"+"``, ``"fp8+"``) is an error too, not ``native``.
     """
     layout = KVLayout()
     seen: dict[str, str] = {}
-    for raw in filter(None, (p.strip() for p in text.strip().split("+"))):
+    for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
         family = _FAMILY.get(name, "native" if name == "native" else "dtype")
         if family != "native" and family in seen:

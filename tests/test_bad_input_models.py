@@ -115,3 +115,19 @@ def test_impossible_shapes_are_refused_naming_the_key(tmp_path):
     for fields, says in cases:
         f = _config(tmp_path, **fields)
         assert says in error(kvsim("calc", "--model-config", f, "--context", 9), str(f))
+
+
+# --- F12: an empty lever is an error, not native ---------------------------------------------------
+def test_an_empty_layout_lever_is_refused():
+    for text in ("", " ", "+", "native+", "+fp8", "fp8++int4"):
+        line = error(kvsim("calc", "--context", 100, "--model", "Llama-3.1-8B", "--layout", text), "layout")
+        assert f"layout {text!r}: has an empty lever" in line and "gqa:N" in line, line
+
+
+def test_an_empty_strategy_lever_is_refused():
+    for text in ("prefix+", "+fp8", "h2o:0.5++prefix"):
+        r = kvsim("compare", "--model", "Llama-3.1-8B", "--tp", 1, "--workload", "chat-4k", "--duration-s", 5,
+                  "--strategy", text)
+        line = error(r, text)
+        assert f"strategy set {text!r}: has an empty lever" in line and "retention (streaming-llm" in line
+
