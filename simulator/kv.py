@@ -194,7 +194,7 @@ def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
         case "mqa":
             return d_kv
         case "gqa":
-            must(model.n_heads % layout.kv_heads == 0, "KVLayout", "kv_heads",
+            must(model.n_heads % layout.kv_heads == 0, f"layout {layout.label!r}", "kv_heads",
                  f"a divisor of {model.key}'s n_heads={model.n_heads}", layout.kv_heads)
             return layout.kv_heads * d_kv
         case _:  # mla

@@ -324,14 +324,17 @@ class Scenario:
                               f"{geo.block_bytes / 1e9:,.3g} GB a block)")
 
     def _check_plugins(self) -> None:
-        """The cache strategy, router and KV layouts as the run will make them: a bad parameter
+        """The cache strategy and router as the run will make them: a bad parameter
         (``cache.params.dram = "yes"``) fails here, naming its key, not after the simulation."""
         from simulator.engine.caches import STRATEGIES
         from simulator.engine.routers import ROUTERS
 
-        model = self.model_spec()
         STRATEGIES.build(self.cache.strategy, self.cache.params, "cache", "cache.params", key="strategy")
         ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
+
+    def _check_layouts(self, model: ModelSpec) -> None:
+        """``cache.layout`` (and the collapse chart's layouts) parse and suit the model, each error
+        naming its key; before anything sizes a KV block with them."""
         layouts = [("cache.layout", self.cache.layout)]
         if self.report.collapse:
             layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]
@@ -358,6 +361,7 @@ class Scenario:
         """Cross-field rules: a replica of tp × pp GPUs divides a node or spans whole nodes (and the
         fleet is whole replicas), the plan suits the model, and the model fits every node kind."""
         model = self.model_spec()
+        self._check_layouts(model)
         for node in self.nodes():
             node.gpu.peak_flops(model.weight_dtype)  # the GPU computes in the weights' precision
             what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"

@@ -131,3 +131,18 @@ def test_an_empty_strategy_lever_is_refused():
         line = error(r, text)
         assert f"strategy set {text!r}: has an empty lever" in line and "retention (streaming-llm" in line
 
+
+# --- F18: a scenario's layout errors name cache.layout and the layout ------------------------------
+def test_scenario_layout_errors_name_the_key_and_the_layout(tmp_path):
+    from tests.test_hostile_inputs import edit, scenario
+
+    cases = [("gqa:3", "cache.layout: layout 'gqa:3': 'kv_heads' must be a divisor of Llama-3.1-8B's n_heads=32 "
+                       "(got 3)"),
+             ("fp9", "cache.layout: layout 'fp9': unknown lever 'fp9'"),
+             ("fp8+int4", "cache.layout: layout 'fp8+int4': 'int4' conflicts with 'fp8'"),
+             ("+", "cache.layout: layout '+': has an empty lever"),
+             ("", "cache.layout: layout '': has an empty lever")]
+    for layout, says in cases:
+        p = scenario(tmp_path, edit('layout = "native"', f"layout = {layout!r}".replace("'", '"')))
+        assert says in error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
+        assert not (tmp_path / "o").exists()
