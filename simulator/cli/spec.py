@@ -41,6 +41,7 @@ from simulator.models import (
 from simulator.placement import (
     ParallelPlan,
     candidate_plans,
+    check_plan,
     heads_per_gpu,
     is_latent,
     kv_heads,
@@ -80,6 +81,8 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
         model = _model(model_name, model_config)
         lay = parse_layout(_layout(layout, kv_dtype))
         fp = footprint(model, lay, context_tokens, batch, block_tokens)
+        if tp:
+            check_plan(model, ParallelPlan(tp=tp))  # the plan fit and the simulator would refuse, refused here too
         share = kv_share(model, lay, tp) if tp else None
     if as_json:
         echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
