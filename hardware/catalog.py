@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, located, must, shown
 from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
@@ -236,6 +236,8 @@ def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -
         return cls(key=key, **raw, **extra)
     except TypeError as exc:  # a wrong type that comparison rejects
         raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:  # a rule of the spec: named by the file and entry, not the class
+        raise located(exc, where, f"{cls.__name__}({key}): ") from None
 
 
 def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None) -> Catalog:

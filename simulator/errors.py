@@ -37,3 +37,14 @@ def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
     """
     if not cond:
         raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(value)})")
+
+
+def located(exc: Exception, where: str, inner: str = "") -> ConfigError:
+    """`exc`'s message placed at `where` (a file and its entry: ``cat.toml: gpu.Z1``), without
+    the `inner` prefix it began with (``GPUSpec(Z1): ``, the spec's own name for that entry).
+
+    >>> str(located(ConfigError("GPUSpec(Z1): 'sm_count' must be >= 1"), "c.toml: gpu.Z1", "GPUSpec(Z1): "))
+    "c.toml: gpu.Z1: 'sm_count' must be >= 1"
+    """
+    msg = str(exc)
+    return ConfigError(f"{where}: {msg[len(inner):] if inner and msg.startswith(inner) else msg}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, located, shown
 from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -224,15 +224,19 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     context = _int(cfg, where, "max_position_embeddings", default=131072, minimum=1)
     window, pattern = _sliding(cfg, where, L, context)
     total = float(total_params) if total_params else float(estimated_total)
-    return ModelSpec(
-        key=str(cfg.get("_name_or_path") or where),
-        n_layers=L, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=head_dim, attention=kind,
-        total_params=total, active_params=min(float(active), total), weight_dtype=wdtype,
-        max_context_tokens=context,
-        v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
-        sliding_window=window, sliding_window_pattern=pattern,
-        moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
-        expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
-        tie_word_embeddings=tied,
-        source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
-    )
+    key = str(cfg.get("_name_or_path") or where)
+    try:
+        return ModelSpec(
+            key=key,
+            n_layers=L, d_model=d, n_heads=h, n_kv_heads=kv, head_dim=head_dim, attention=kind,
+            total_params=total, active_params=min(float(active), total), weight_dtype=wdtype,
+            max_context_tokens=context,
+            v_head_dim=v, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora,
+            sliding_window=window, sliding_window_pattern=pattern,
+            moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
+            expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
+            tie_word_embeddings=tied,
+            source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
+        )
+    except ConfigError as exc:  # a rule of the spec: named by the file, not the class
+        raise located(exc, where, f"ModelSpec({key}): ") from None

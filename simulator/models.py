@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, located, must
 from simulator.tomlfile import read_toml
 
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
@@ -97,7 +97,10 @@ class ModelSpec:
         must(self.total_params > 0, w, "total_params", "> 0", self.total_params)
         must(0 < self.active_params <= self.total_params, w, "active_params",
              f"in (0, total_params={self.total_params:g}]", self.active_params)
-        dtype(self.weight_dtype)
+        try:
+            dtype(self.weight_dtype)
+        except ConfigError as exc:  # name the key: dtype() knows only the value
+            raise ConfigError(f"{w}: 'weight_dtype': {exc}") from None
         must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
              self.weight_block_scales)
         if self.attention == "mla":
@@ -255,6 +258,8 @@ def build_spec(key: str, raw: dict[str, Any], where: str) -> ModelSpec:
         return ModelSpec(key=key, **raw)
     except TypeError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:  # a rule of the spec: named by the file and entry, not the class
+        raise located(exc, where, f"ModelSpec({key}): ") from None
 
 
 def _load(path: Path) -> dict[str, ModelSpec]:

@@ -156,3 +156,76 @@ def test_calc_tp_refuses_the_plans_fit_refuses():
         assert says in error(kvsim("fit", "--tp", tp, "--context", 100, "--model", "Llama-3.1-8B"), "'tp'")
     r = kvsim("calc", "--tp", 16, "--context", 100, "--model", "Llama-3.1-8B")
     assert outcome(r) is None and "one GPU of TP16 holds 0.125 of it" in r.output
+
+
+# --- F17: catalog errors name the file, the entry and the key --------------------------------------
+GPU_Z1 = """\
+[gpu.Z1]
+name = "X"
+hbm_bytes = 80e9
+hbm_bytes_per_s = 3.35e12
+sm_count = 132
+bf16_flops = 989.4e12
+fp8_flops = 1978.9e12
+fp4_flops = 0.0
+nvlink_bytes_per_s = 450e9
+nvswitch_reduce = true
+pcie_bytes_per_s = 64e9
+usd_per_gpu_hour = 2.99
+source = "me"
+"""
+MODEL_M = """\
+[model.M]
+n_layers = 32
+d_model = 4096
+n_heads = 32
+n_kv_heads = 8
+head_dim = 128
+attention = "gqa"
+total_params = 8.03e9
+active_params = 8.03e9
+weight_dtype = "bf16"
+max_context_tokens = 131072
+vocab_size = 128256
+source = "me"
+"""
+
+
+def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
+    from tests.test_hostile_inputs import edit, scenario
+
+    node = "[node.4xZ1]\ngpu = \"Z1\"\ngpus = 4\nhost_dram_bytes = 1e12\nnvme_bytes = 1e12\nnvme_bytes_per_s = 1e9\n" \
+           "nic_bytes_per_s = 50e9\nnic_latency_s = 5e-6\nnvlink_domain_gpus = 4\nsource = \"me\"\n"
+    cases = [(("hbm_bytes = 80e9", "hbm_bytes = -1"), "gpu.Z1: 'hbm_bytes' must be > 0 (got -1)"),
+             (("sm_count = 132", "sm_count = 132.5"), "gpu.Z1: 'sm_count' must be an integer >= 1 (got 132.5)"),
+             (("usd_per_gpu_hour = 2.99", "usd_per_gpu_hour = nan"), "gpu.Z1: 'usd_per_gpu_hour' must be >= 0"),
+             (("gpus = 4", "gpus = 0"), "node.4xZ1: 'gpus' must be >= 1 (got 0)"),
+             (("nvlink_domain_gpus = 4", "nvlink_domain_gpus = 3"), "node.4xZ1: 'nvlink_domain_gpus' must be")]
+    for (old, new), says in cases:
+        cat = tmp_path / "cat.toml"
+        text = GPU_Z1 + node
+        assert old in text
+        cat.write_text(text.replace(old, new))
+        line = error(kvsim("hardware", "--catalog", cat), str(cat))
+        assert f"{cat}: {says}" in line and "Spec(" not in line, line
+    cat.write_text(GPU_Z1.replace("hbm_bytes = 80e9", "hbm_bytes = -1"))
+    p = scenario(tmp_path, edit('hardware = ["8xH100"]', 'hardware = ["8xH100"]\ncatalog = "cat.toml"'))
+    assert "cat.toml: gpu.Z1: 'hbm_bytes' must be > 0 (got -1)" in error(kvsim("run", p, "--out", tmp_path / "o"),
+                                                                          str(p))
+
+
+def test_model_catalog_errors_name_the_file_entry_and_key(tmp_path):
+    cat = tmp_path / "models.toml"
+    for old, new, says in [('weight_dtype = "bf16"', 'weight_dtype = "int3"',
+                            "model.M: 'weight_dtype': unknown dtype 'int3'; valid:"),
+                           ("active_params = 8.03e9", "active_params = 9e9",
+                            "model.M: 'active_params' must be in (0, total_params=8.03e+09] (got 9000000000.0)")]:
+        cat.write_text(MODEL_M.replace(old, new))
+        line = error(kvsim("models", "--catalog", cat), str(cat))
+        assert f"{cat}: {says}" in line and "ModelSpec(" not in line, line
+
+
+def test_a_config_json_whose_shapes_break_a_model_rule_names_the_file(tmp_path):
+    f = _config(tmp_path, **{**LLAMA_8B_SHAPE, "num_key_value_heads": 5}, _name_or_path="org/m")
+    line = error(kvsim("calc", "--model-config", f, "--context", 9), str(f))
+    assert f"{f}: 'n_kv_heads' must be a divisor of n_heads=32 (got 5)" in line and "ModelSpec(" not in line
