@@ -36,6 +36,9 @@ class ScenarioRun:
             s = r.summary
             note = (f"{hw}: steady window [{s['steady_window_start_s']:,.1f}, {s['steady_window_end_s']:,.1f}] s, "
                     f"{s['offered_requests_per_s']:,.3g} req/s offered, {s['sustained_requests_per_s']:,.3g} completed")
+            if s["steady_queued"]:  # how far the queue grew: what the steady verdict weighs
+                note += (f", {s['steady_admissions']:,} admissions there for {s['steady_queued']:,} queued arrivals "
+                         f"({s['steady_admissions'] / s['steady_queued']:.1%})")
             notes.append(note + (f"; {s['steady_state_warning']}" if s["steady_state_warning"] else ""))
         return notes
 
@@ -43,8 +46,9 @@ class ScenarioRun:
         """One row per hardware kind: the figures a planner reads first.
 
         ``sustained out tok/s`` is measured over the steady-state window (warm-up and drain left
-        out, `simulator.engine.steady`; ``steady`` is "no" when the queue still grew there or the window
-        held too few completions to tell),
+        out, `simulator.engine.steady`; ``steady`` is "no" when the queue grew there: its admissions fell short of
+        `SteadyWindow.min_admission_ratio` (90 % by default) of the arrivals that queued there (`steady_notes`
+        gives the share), or the window held too few completions to tell),
         ``makespan out tok/s`` over first arrival to last completion (the drain tail lowers it).
         """
         rows = []

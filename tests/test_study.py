@@ -54,6 +54,10 @@ def test_shipped_scenario_runs_and_agrees_with_the_analytic_model(name):
         assert len(busy) and busy.mfu.between(0, 1).all() and busy.hbm_bw_util.between(0, 1).all()
         # concurrency never exceeds the batch cap of all replicas' schedulers (pp of them a replica)
         assert s["max_concurrency"] <= sc.scheduler.max_num_seqs * sc.cluster.pp * budget.replicas * sc.cluster.nodes
+        # the report's steady note gives the share of queued requests admitted in the window, the steady test's figure
+        note = next(n for n in run.steady_notes() if n.startswith(f"{node.key}: "))
+        share = f"{s['steady_admissions']:,} admissions there for {s['steady_queued']:,} queued arrivals"
+        assert (share in note) == (s["steady_queued"] > 0) and s["steady_queued"] <= s["steady_arrivals"]
     for result in run.results.values():
         if result.config.prefill_pool is not None:
             check_disaggregated(sc, result, len(run.workload.requests()))

@@ -82,6 +82,7 @@ class SteadyState:
     output_tokens: float
     warning: str
     queue_growing: bool = False  # the waiting queue grew through the window (the overload case of `warning`)
+    queued: int = 0  # arrivals in the window that queued (not rejected on arrival): `admissions` is weighed against it
 
     @property
     def window_s(self) -> float:
@@ -117,6 +118,7 @@ class SteadyState:
             "sustained_output_tokens_per_s": self.sustained_output_tokens_per_s,
             "steady_arrivals": self.arrivals,
             "steady_admissions": self.admissions,
+            "steady_queued": self.queued,
             "steady_completions": self.completions,
             "steady_state": self.steady,
             "steady_state_warning": self.warning,
@@ -173,4 +175,4 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
         warning = (f"not steady: the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
                    f"admitted of {queued:,} queued there, under {w.min_admission_ratio:.0%})")
     return SteadyState(start_s=start, end_s=end, arrivals=arrivals, admissions=admissions, completions=completions,
-                       output_tokens=tokens, warning=warning, queue_growing=growing)
+                       output_tokens=tokens, warning=warning, queue_growing=growing, queued=queued)

@@ -57,7 +57,7 @@ def test_not_steady_warning_fires_for_an_overloaded_run_only(rate: float, steady
     assert s["sustained_output_tokens_per_s"] == pytest.approx(10 * min(rate, 10.0), rel=0.01)
     if not steady:
         assert (s["steady_window_start_s"], s["steady_window_end_s"]) == pytest.approx((4.975, 9.95))
-        assert (s["steady_arrivals"], s["steady_admissions"]) == (100, 50)
+        assert (s["steady_arrivals"], s["steady_queued"], s["steady_admissions"]) == (100, 100, 50)
         assert s["steady_state_warning"].startswith("not steady: the queue grew through the window [5.0, 9.9] s")
     else:
         assert s["steady_state_warning"] == ""
