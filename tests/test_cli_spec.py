@@ -42,6 +42,21 @@ def test_fit_text_for_a_target_that_fits():
     assert r.exit_code == 0 and "fits." in r.output and "860" in r.output
 
 
+def test_fit_says_when_the_context_is_past_the_models_window():
+    """The memory arithmetic holds at any context (the README asks Llama-3-70B, an 8k model, about 128k:
+    its 128k variant's question), but fit says when the model as released cannot serve it."""
+    r = run("fit", "--model", "Llama-3.1-8B", "--context", "200000")
+    assert r.exit_code == 0
+    assert "(beyond the model's max context of 131,072)" in r.output
+    assert "tokens fits in memory, beyond the model's max context." in r.output
+    within = run("fit", "--model", "Llama-3.1-8B", "--context", "131072")
+    assert "beyond" not in within.output.split("longest context")[0] and "tokens fits." in within.output
+    assert json.loads(run("fit", "--model", "Llama-3.1-8B", "--context", "200000", "--json").output)[
+        "beyond_max_context"]
+    assert not json.loads(run("fit", "--model", "Llama-3.1-8B", "--context", "131072", "--json").output)[
+        "beyond_max_context"]
+
+
 def test_model_too_big_is_one_line_exit_2():
     r = run("fit", "--model", "DeepSeek-V3", "--context", "1000")
     assert r.exit_code == 2

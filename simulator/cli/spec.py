@@ -155,7 +155,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                     "other_bytes_per_gpu": st.other_bytes, "embedding_bytes_per_gpu": st.embedding_bytes,
                     "kv_budget_bytes_per_gpu": kv, "stream_bytes_per_gpu": seq} for _, st, kv, seq in per_stage],
         "weight_bytes_per_replica": budget.weight_bytes_per_replica, "kv_budget_bytes": budget.kv_bytes,
-        "context_tokens": context_tokens, "batch": batch, "max_streams": streams, "fits": streams >= batch,
+        "context_tokens": context_tokens, "beyond_max_context": context_tokens > model.max_context_tokens,
+        "batch": batch, "max_streams": streams, "fits": streams >= batch,
         "max_context_tokens_at_batch": longest, "plans": [dataclasses.asdict(p) for p in plans],
         "fixes": [dataclasses.asdict(f) for f in fixes],
     }
@@ -175,8 +176,11 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    f"{st.embedding_bytes / GB:,.2f}) = KV {kv / GB:,.2f} GB")
         click.echo(f"    a {context_tokens:,}-token stream holds {seq / GB:,.3f} GB here ({what}) -> "
                    f"{int(kv // seq) if seq else 0:,} per KV pool")
+    # the memory arithmetic holds past the model's window (a long-context variant's), but says so
+    past = (f"  (beyond the model's max context of {model.max_context_tokens:,})"
+            if context_tokens > model.max_context_tokens else "")
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
-               f"{plan.kv_groups} KV pool(s) × the binding GPU's count)")
+               f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
     click.echo(f"  longest context for {batch} stream(s): {longest:,} tokens"
                + ("  (beyond the model's max context)" if longest > model.max_context_tokens else ""))
     table = pd.DataFrame([{"plan": p.plan + (" *" if p.plan == plan.label else ""), "GPUs": p.gpus,
@@ -188,7 +192,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; KV < 0: the weights do not fit):")
     click.echo("    " + table.to_string(index=False).replace("\n", "\n    "))
     if streams >= batch:
-        click.echo(f"  target {batch} × {context_tokens:,} tokens fits.")
+        click.echo(f"  target {batch} × {context_tokens:,} tokens fits"
+                   + (" in memory, beyond the model's max context." if past else "."))
         return
     click.echo(f"  target {batch} × {context_tokens:,} tokens does NOT fit; levers that make it fit, "
                "cheapest stated quality debit first:")
