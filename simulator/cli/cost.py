@@ -81,6 +81,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "batch": batch,
         "context_tokens": context,
         "prompt_tokens": n_prompt,
+        "beyond_max_context": max(context, n_prompt) > sm.model.max_context_tokens,
         "prefill_s": pf.total_s,
         "prefill_bound": pf.bound,
         "prefill_mfu": pf.mfu,
@@ -102,6 +103,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         return
     click.echo(f"{sm.model.key} on {node.key}, plan {plan.label} "
                f"({weight_precision(sm.model)} weights, KV {sm.layout.label})")
+    if out["beyond_max_context"]:
+        click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
+                   f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")
     click.echo(f"  prefill {n_prompt} tokens: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {pf.mfu:.1%})")
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
@@ -118,14 +122,12 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
 
 def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KVLayout, batch: int, context: int,
                 prompt: int | None) -> None:
-    """The step `cost` prices must be one the model can run: contexts within its window, the weights
-    (`kv_budget`) and then the decode batch's KV and a longer prompt's (`check_batch`) within the GPUs."""
+    """The step `cost` prices must be one the GPUs can hold: the weights (`kv_budget`), then the decode
+    batch's KV and a longer prompt's (`check_batch`). A context past the model's window is priced (as for
+    a long-context variant, as `fit` answers it) and said to be so (`beyond_max_context`)."""
     from simulator.capacity import check_batch, kv_budget
-    from simulator.errors import DoesNotFitError, must
+    from simulator.errors import DoesNotFitError
 
-    window = f"<= {model.key}'s max context of {model.max_context_tokens:,} tokens"
-    must(context <= model.max_context_tokens, "kvsim cost", "--context", window, context)
-    must(prompt is None or prompt <= model.max_context_tokens, "kvsim cost", "--prompt", window, prompt)
     budget = kv_budget(node, model, plan=plan)
     try:
         check_batch(budget, model, layout, context, batch)
