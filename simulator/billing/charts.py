@@ -27,6 +27,11 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (9.0, 5.5)) -> Axes:
     return new
 
 
+def _share(x: float) -> str:
+    """A share as a whole percent; a dash where it is undefined (NaN)."""
+    return f"{x:.0%}" if np.isfinite(x) else "–"
+
+
 def _every_n_min(rate_per_min: float) -> str:
     gap = 1.0 / rate_per_min
     return f"1 per {gap:.0f} min" if gap >= 10 else f"1 per {gap:.1f} min"
@@ -103,7 +108,9 @@ def plot_cost_vs_rate(
 @plain_text
 def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Axes:
     """Savings against no cache (% of the whole bill) per TTL of a simulated comparison
-    (`compare.TTLComparison.summary`), with the hit rate on each bar; one group per profile."""
+    (`compare.TTLComparison.summary`), one group per profile. Each bar is labelled with the share
+    of prompt tokens read from the cache (``share_prompt_tokens_read``) and the share of requests
+    that read any (``share_requests_with_read``): two different measures, named as such."""
     ax = _axes(ax, (8.0, 5.0))
     s = summary[summary["ttl"] != "none"]
     profiles = list(dict.fromkeys(s["profile"]))
@@ -113,15 +120,17 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     for i, p in enumerate(profiles):
         sp = s[s["profile"] == p].set_index("ttl").reindex(ttls)
         bars = ax.bar(x + (i - (len(profiles) - 1) / 2) * width, sp["savings_pct"], width, label=p)
-        for b, pct, hit in zip(bars, sp["savings_pct"], sp["hit_rate"], strict=True):
+        shares = zip(sp["share_prompt_tokens_read"], sp["share_requests_with_read"], strict=True)
+        for b, pct, (tokens, requests) in zip(bars, sp["savings_pct"], shares, strict=True):
             if np.isfinite(pct):
                 ax.annotate(
-                    f"{pct:+.1f}%\nhit {hit:.0%}",
+                    f"{pct:+.1f}%\n{_share(tokens)} of prompt tokens\nread from cache\n{_share(requests)} of "
+                    "requests\nread from cache",
                     (b.get_x() + b.get_width() / 2, pct),
-                    xytext=(0, 4 if pct >= 0 else -28),
+                    xytext=(0, 4 if pct >= 0 else -76),
                     textcoords="offset points",
                     ha="center",
-                    fontsize=9,
+                    fontsize=8,
                 )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(x, [f"TTL {t}" for t in ttls])
@@ -129,7 +138,7 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     ax.set_ylabel("Savings vs no cache (% of total bill)")
     ax.set_title(title or "Simulated savings of a prompt cache by TTL")
     lo, hi = float(np.nanmin(s["savings_pct"])), float(np.nanmax(s["savings_pct"]))
-    pad = max(10.0, 0.25 * (hi - lo))
+    pad = max(25.0, 0.5 * (hi - lo))  # room for the five-line labels
     ax.set_ylim(min(0.0, lo - pad) if lo < 0 else 0.0, max(0.0, hi) + pad)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(title="profile")

@@ -4,6 +4,13 @@ The replay (`simulator.billing.ledger`) bills every request; this module reduces
 one row per (profile, TTL) with the savings against no caching, picks the cheapest TTL, and
 reports the reuse-gap percentiles that explain the choice: a TTL pays when enough gaps fall
 below it (``share_gaps_below_ttl`` against the break-even ``p* = (w - 1) / (w - r)``).
+
+Which share of hits compares with ``p*``: the prefix input of the cached tokens costs
+``r R + w W`` with a cache against ``R + W`` without (``R`` read, ``W`` written tokens), so the
+cache pays on them iff ``R / (R + W) > p*``. That token share is ``share_cached_tokens_read``;
+``share_requests_with_read`` (requests that read anything) is a different measure and is not
+compared with ``p*``. Storage fees and the plain input beyond the cached prefixes are outside
+this comparison.
 """
 
 from __future__ import annotations
@@ -49,9 +56,12 @@ def compare_ttls(
 ) -> TTLComparison:
     """Replay `requests` once under every TTL (``"none"`` is always added) and summarise.
 
-    Summary columns: ``ttl, ttl_s, requests, hit_rate, read_tokens, write_tokens,
+    Summary columns: ``ttl, ttl_s, requests, share_requests_with_read, read_tokens, write_tokens,
     plain_tokens, input_usd, storage_usd, total_usd, savings_usd, savings_pct,
-    share_gaps_below_ttl, breakeven_p_hit`` where ``savings = total(none) - total(ttl)``.
+    share_prompt_tokens_read, share_gaps_below_ttl, share_cached_tokens_read, breakeven_p_hit``
+    where ``savings = total(none) - total(ttl)``, ``share_prompt_tokens_read = R / prompt tokens``
+    and ``share_cached_tokens_read = R / (R + W)`` (NaN where nothing was cached), the share to
+    compare with ``breakeven_p_hit``.
     """
     ttls_s = sorted({0.0, *(parse_ttl(t) for t in ttls)})
     results = bill_many(requests, profile, ttls_s, write_latency_s=write_latency_s)
@@ -61,14 +71,18 @@ def compare_ttls(
     for t, res in results.items():
         tot = res.totals
         w = profile.write_multiplier(t) if t > 0 else 1.0
+        read, cached = int(tot["read_tokens"]), int(tot["read_tokens"] + tot["write_tokens"])
+        prompt = int(res.frame["prompt_tokens"].sum())
         rows.append({
             "profile": profile.key, "ttl": ttl_label(t), "ttl_s": t, "requests": int(tot["requests"]),
-            "hit_rate": tot["hit_rate"], "read_tokens": int(tot["read_tokens"]),
+            "share_requests_with_read": tot["hit_rate"], "read_tokens": int(tot["read_tokens"]),
             "write_tokens": int(tot["write_tokens"]), "plain_tokens": int(tot["plain_tokens"]),
             "input_usd": tot["input_usd"], "storage_usd": tot["storage_usd"], "total_usd": tot["total_usd"],
             "savings_usd": base - tot["total_usd"],
             "savings_pct": 100.0 * (base - tot["total_usd"]) / base if base else 0.0,
+            "share_prompt_tokens_read": read / prompt if prompt else float("nan"),
             "share_gaps_below_ttl": float(np.mean(gaps < t)) if gaps.size else float("nan"),
+            "share_cached_tokens_read": read / cached if cached else float("nan"),
             "breakeven_p_hit": breakeven_hit_probability(profile.read_multiplier, w) if t else float("nan"),
         })  # fmt: skip
     pct = pd.Series(

@@ -254,7 +254,8 @@ class BillResult:
 
     @property
     def totals(self) -> pd.Series:
-        """Sums of the token and USD columns, plus ``requests`` and ``hit_rate``."""
+        """Sums of the token and USD columns, plus ``requests`` and ``hit_rate`` (the share of
+        requests that read any cached token; not a token share, not comparable with ``p*``)."""
         cols = [
             "read_tokens",
             "write_tokens",
