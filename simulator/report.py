@@ -109,6 +109,12 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     of the model and layout, the prefill cost of the mean prompt from the cost model, the
     simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price.
     """
+    return _breakeven_study(run)[:3]
+
+
+def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], str | None]:
+    """`breakeven_study`, and why nothing was cached when the profile caches only at breakpoints
+    and no request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise)."""
     from simulator.billing import compare_ttls, get_profile
     from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
 
@@ -126,7 +132,7 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
         tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
         output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()))
     provider = provider_table(comparison, costs).assign(hardware=hw)
-    return comparison.summary, provider, best_ttls(comparison, provider)
+    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason
 
 
 def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
@@ -239,14 +245,23 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         meter.finish()
     if sc.report.breakeven:
         meter = Meter(phase("TTL break-even"), [1.0])
-        from simulator.billing.charts import plot_savings_vs_ttl
+        from simulator.billing.charts import nothing_cached_title, plot_savings_vs_ttl
+        from simulator.billing.profiles import load_profiles
 
-        be, provider, best = breakeven_study(run)
+        be, provider, best, uncached = _breakeven_study(run)
         meter.add(1 - BREAKEVEN_CHART_SHARE)
         be.to_csv(out / "breakeven.csv", index=False)
         provider.to_csv(out / "breakeven_provider.csv", index=False)
-        ax = plot_savings_vs_ttl(be, title=f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})")
+        title = f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})"
+        if uncached:
+            title = nothing_cached_title(uncached)
+            automatic = " or ".join(f'profile = "{p}"' for p in load_profiles().automatic())
+            uncached = f"**Nothing was cached**: {uncached}" + (
+                f"; a profile that caches prefixes automatically ([billing] {automatic}) would." if automatic
+                else ".")
+        ax = plot_savings_vs_ttl(be, title=title)
         md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
+               f"{uncached}\n" if uncached else "",
                _table(be),
                "`share_requests_with_read` is the share of requests that read any cached token; "
                "`share_prompt_tokens_read` the share of prompt tokens read from the cache; "

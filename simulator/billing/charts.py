@@ -32,6 +32,13 @@ def _share(x: float) -> str:
     return f"{x:.0%}" if np.isfinite(x) else "–"
 
 
+def nothing_cached_title(reason: str) -> str:
+    """A savings chart's title when nothing could be cached (`TTLComparison.uncached_reason`): its
+    first two clauses, on two lines."""
+    what, _, why = reason.partition(": ")
+    return f"Nothing cached: {what}\n({why.split(', so')[0]})"
+
+
 def _every_n_min(rate_per_min: float) -> str:
     gap = 1.0 / rate_per_min
     return f"1 per {gap:.0f} min" if gap >= 10 else f"1 per {gap:.1f} min"
@@ -150,11 +157,19 @@ def plot_gap_cdf(
     gaps_s: np.ndarray, ttls: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None
 ) -> Axes:
     """Empirical CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``:
-    a TTL pays when the CDF at the TTL lies above ``p*``. `ttls` is `numeric.ttl_rows`."""
+    a TTL pays when the CDF at the TTL lies above ``p*``. `ttls` is `numeric.ttl_rows`.
+
+    With no gap above 0 there is no curve: the chart says so in its title and on the axes
+    rather than listing "reuse gaps" in a legend over an empty plot."""
     ax = _axes(ax, (8.0, 5.0))
     g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
     g = g[g > 0]
-    ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label="reuse gaps")
+    if g.size:
+        ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label="reuse gaps")
+    else:
+        ax.text(0.5, 0.5, "no reuse gaps: no prefix was used twice", transform=ax.transAxes, ha="center",
+                va="center", fontsize=11, color="0.3")
+        title = title or "Reuse gaps: none observed (nothing to compare with the TTLs)"
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, row in enumerate(ttls.to_dict("records")):
         c = colors[i % len(colors)]

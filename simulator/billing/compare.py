@@ -11,6 +11,9 @@ cache pays on them iff ``R / (R + W) > p*``. That token share is ``share_cached_
 ``share_requests_with_read`` (requests that read anything) is a different measure and is not
 compared with ``p*``. Storage fees and the plain input beyond the cached prefixes are outside
 this comparison.
+
+A profile that caches only at explicit breakpoints caches nothing for requests that mark none
+(a trace of block hashes, say); `TTLComparison.uncached_reason` says so.
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ class TTLComparison:
     summary: pd.DataFrame  # one row per TTL
     gap_percentiles_s: pd.Series  # reuse gaps of the longest cacheable prefix, seconds
     results: dict[str, BillResult]
+    requests_with_breakpoints: int = 0  # requests that mark at least one cache breakpoint
+
+    @property
+    def uncached_reason(self) -> str | None:
+        """Why nothing could be cached, when the profile caches only at breakpoints and no request
+        marks one (every TTL then bills as no cache); ``None`` otherwise."""
+        if self.profile.caching != "explicit" or self.requests_with_breakpoints:
+            return None
+        return (f"no request marks a cache breakpoint: the {self.profile.key} profile caches only at breakpoints, "
+                "so nothing is cached and every TTL bills as no cache")
 
     @property
     def best_ttl(self) -> str:
@@ -64,7 +77,14 @@ def compare_ttls(
     compare with ``breakeven_p_hit``.
     """
     ttls_s = sorted({0.0, *(parse_ttl(t) for t in ttls)})
-    results = bill_many(requests, profile, ttls_s, write_latency_s=write_latency_s)
+    marked = [0]
+
+    def counted(reqs: Iterable[Request]) -> Iterable[Request]:
+        for r in reqs:
+            marked[0] += bool(r.cache_breakpoints)
+            yield r
+
+    results = bill_many(counted(requests), profile, ttls_s, write_latency_s=write_latency_s)
     base = results[0.0].totals["total_usd"]
     gaps = results[0.0].frame["reuse_gap_s"].dropna().to_numpy()
     rows = []
@@ -95,6 +115,7 @@ def compare_ttls(
         summary=pd.DataFrame(rows),
         gap_percentiles_s=pct,
         results={ttl_label(t): r for t, r in results.items()},
+        requests_with_breakpoints=marked[0],
     )
 
 

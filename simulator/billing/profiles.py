@@ -169,6 +169,10 @@ class ProfileCatalog:
             raise ConfigError(f"unknown tier {tier_name!r} of profile {name!r}; valid: {', '.join(tiers)}")
         return tiers[tier_name]
 
+    def automatic(self) -> list[str]:
+        """Profiles whose default tier caches every prefix without breakpoints (``caching = "automatic"``)."""
+        return [name for name, tiers in self.tiers.items() if tiers[self.default_tier[name]].caching == "automatic"]
+
 
 _PROFILE_ONLY = {"style", "default_tier", "tier", "source", "as_of"}
 

@@ -87,6 +87,16 @@ def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     return ttls
 
 
+def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
+    """The replay's reason that nothing was cached, with the profiles that cache without breakpoints."""
+    if reason is None:
+        return None
+    if not automatic:
+        return reason
+    names = " or ".join(f"--profile {name}" for name in automatic)
+    return f"{reason}; {names} caches prefixes automatically"
+
+
 def _show(title: str, frame: pd.DataFrame) -> None:
     click.echo(f"\n{title}")
     click.echo(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -193,7 +203,11 @@ def breakeven(
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
             show("Simulated bills per TTL:", comparison.summary)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
-            echo(f"\nbest TTL for the customer: {comparison.best_ttl}")
+            uncached = _uncached_note(comparison.uncached_reason, load_profiles(extra=profiles_file).automatic())
+            if uncached:
+                echo(f"\nnote: {uncached}")
+            echo(f"\nbest TTL for the customer: {comparison.best_ttl}"
+                 + (" (nothing was cached: see the note above)" if uncached else ""))
             frames["workload"] = comparison.summary
         if out is not None and folder:
             for name, frame in frames.items():
@@ -213,15 +227,21 @@ def breakeven(
                             xytext=(3, 0), textcoords="offset points")  # fmt: skip
             charts.save_png(ax, out / "breakeven.png")
             written = ["breakeven.png"]
+            skipped = ""
             if comparison is not None:
-                charts.save_png(charts.plot_savings_vs_ttl(comparison.summary), out / "savings.png")
+                reason = comparison.uncached_reason
+                title = charts.nothing_cached_title(reason) if reason else None
+                charts.save_png(charts.plot_savings_vs_ttl(comparison.summary, title=title), out / "savings.png")
                 gaps = comparison.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
                 written.append("savings.png")
+                if reason:  # no candidate prefix, so no gap was observed: an empty chart would read as data
+                    gaps, skipped = None, f" (no gaps.png: {reason.split(':')[0]}, so there are no reuse gaps)"
             if gaps is not None and not hasattr(gaps, "cdf"):
                 charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
                 written.append("gaps.png")
             folder.finish()
-            echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}")
+            echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}{skipped}")
         if as_json:
             echo_json({"profile": prof.key, "best_ttl": comparison.best_ttl if comparison is not None else None,
+                       "nothing_cached": comparison.uncached_reason if comparison is not None else None,
                        **{name: records(frame) for name, frame in frames.items()}})
