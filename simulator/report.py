@@ -107,7 +107,8 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
     The provider's figures come from this deployment (`provider_costs_for`): KV bytes per token
     of the model and layout, the prefill cost of the mean prompt from the cost model, the
-    simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price.
+    simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price, and
+    the fleet's KV pool as simulated (``kv_blocks_total`` × the layout's block bytes).
     """
     return _breakeven_study(run)[:3]
 
@@ -117,6 +118,7 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     and no request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise)."""
     from simulator.billing import compare_ttls, get_profile
     from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
+    from simulator.engine.geometry import block_geometry
 
     sc = run.scenario
     b = sc.billing
@@ -130,7 +132,10 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
         cfg.node, cfg.model, cfg.layout, cfg.tp,  # type: ignore[arg-type]  # resolved specs
         stream_context_tokens=float((done.prompt_tokens + done.output_tokens / 2).mean()),
         tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
-        output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()))
+        output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()),
+        kv_pool_bytes=result.summary["kv_blocks_total"]
+        * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
+        or None)
     provider = provider_table(comparison, costs).assign(hardware=hw)
     return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason
 
@@ -247,6 +252,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         meter = Meter(phase("TTL break-even"), [1.0])
         from simulator.billing.charts import nothing_cached_title, plot_savings_vs_ttl
         from simulator.billing.profiles import load_profiles
+        from simulator.billing.provider import pool_notes
 
         be, provider, best, uncached = _breakeven_study(run)
         meter.add(1 - BREAKEVEN_CHART_SHARE)
@@ -260,6 +266,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                 f"; a profile that caches prefixes automatically ([billing] {automatic}) would." if automatic
                 else ".")
         ax = plot_savings_vs_ttl(be, title=title)
+        pool = provider.kv_pool_gb.iloc[0]
         md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
                f"{uncached}\n" if uncached else "",
                _table(be),
@@ -271,8 +278,12 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                f"Provider side, on {provider.hardware.iloc[0]}: the KV a TTL keeps resident (GB-hours) priced as "
                "displaced concurrency on HBM (as if the pool were full: an upper bound; this fleet's time-mean KV "
                f"use is {100 * next(iter(run.results.values())).summary['kv_utilization']:.1f}%) or as DRAM/SSD "
-               "capacity, against the prefill GPU time that hits save; margins are against no caching.\n",
-               _table(provider.drop(columns="hardware")),
+               "capacity, against the prefill GPU time that hits save; margins are against no caching. "
+               + (f"The fleet's KV pool is {pool:,.0f} GB: `kv_peak_gb` is the most KV the cache holds at once "
+                  "and `kv_peak_over_pool` its ratio to the pool; `kv_gb_hours_over_pool` compares the GB-hours "
+                  "with the pool held from the first write to the last expiry.\n" if pool == pool else "\n"),
+               _table(provider.drop(columns=["hardware", "kv_pool_gb"])),
+               "".join(f"- {note}.\n" for note in pool_notes(provider)),
                "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
         meter.finish()
     (out / "summary.md").write_text("\n".join(x for x in md if x))

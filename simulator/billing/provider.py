@@ -11,10 +11,15 @@ the cost model and a simulated run (the report does this for each scenario).
 * Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
 * Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``.
 * Margin against no caching: ``(revenue_ttl - revenue_none) + prefill_saved - holding``.
+* Against the fleet's KV pool (``kv_pool_bytes``, when known): the peak KV the entries hold at
+  once (`kv_peak_bytes`) over the pool, and the byte-seconds over ``pool × span`` (first write to
+  last expiry). Above 1 the TTL's entries cannot all live in HBM at once (before counting the
+  running sequences' KV), so the HBM holding cost prices capacity the fleet does not have.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
@@ -49,13 +54,16 @@ class ProviderCosts:
     prefill_gpu_s_per_token: float
     usd_per_gpu_s: float
     source: str = ""
+    kv_pool_bytes: float | None = None  # the fleet's HBM KV pool, all replicas (None: not known, no check)
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name != "source":
+            if f.name not in ("source", "kv_pool_bytes"):
                 v = getattr(self, f.name)
                 must(v >= 0, "ProviderCosts", f.name, ">= 0", v)
         must(self.bytes_per_stream > 0, "ProviderCosts", "bytes_per_stream", "> 0", self.bytes_per_stream)
+        if self.kv_pool_bytes is not None:
+            must(self.kv_pool_bytes > 0, "ProviderCosts", "kv_pool_bytes", "> 0 bytes", self.kv_pool_bytes)
 
 
 @cache
@@ -102,6 +110,15 @@ def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float
     if "parent_key_id" not in residency:
         life_s = (residency["end_s"] - residency["start_s"]).to_numpy(dtype=float)
         return float(np.dot(residency["own_tokens"].to_numpy(dtype=float), life_s) * kv_bytes_per_token)
+    token_s = 0.0
+    for held, union in _held_spans(residency):
+        token_s += held * sum(b - a for a, b in union)
+    return token_s * kv_bytes_per_token
+
+
+def _held_spans(residency: pd.DataFrame) -> list[tuple[float, list[tuple[float, float]]]]:
+    """Per entry, in post-order: its ``held_tokens`` and the union of its subtree's lives (disjoint
+    spans, sorted), the times those tokens are held (`kv_byte_seconds`)."""
     lives: dict[int, list[tuple[float, float]]] = {}
     parent: dict[int, int] = {}
     held: dict[int, float] = {}
@@ -112,7 +129,7 @@ def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float
     children: dict[int, list[int]] = {}
     for k, p in parent.items():
         children.setdefault(p, []).append(k)
-    token_s = 0.0
+    out: list[tuple[float, list[tuple[float, float]]]] = []
     stack: list[tuple[int, bool]] = [(k, False) for k in children.get(-1, [])]
     merged: dict[int, list[tuple[float, float]]] = {}
     while stack:  # post-order: a node's union needs its children's
@@ -129,8 +146,47 @@ def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float
             else:
                 union.append((a, b))
         merged[k] = union
-        token_s += held[k] * sum(b - a for a, b in union)
-    return token_s * kv_bytes_per_token
+        out.append((held[k], union))
+    return out
+
+
+def kv_peak_bytes(residency: pd.DataFrame, kv_bytes_per_token: float) -> float:
+    """The most KV bytes the entries hold at one instant, shared prefixes counted once.
+
+    The same holdings as `kv_byte_seconds` (``held_tokens`` over the union of the subtree's
+    lives; ``own_tokens`` over each life without a parent column), summed by a sweep over the
+    spans' ends and starts (an end before a start at the same instant: spans are ``[a, b)``).
+    """
+    if residency.empty:
+        return 0.0
+    if "parent_key_id" not in residency:
+        spans = [(float(h), [(float(a), float(b))]) for h, a, b in
+                 residency[["own_tokens", "start_s", "end_s"]].itertuples(index=False)]
+    else:
+        spans = _held_spans(residency)
+    events = sorted((t, sign, held) for held, union in spans for a, b in union
+                    for t, sign in ((a, 1), (b, -1)))  # -1 sorts first at a tie
+    level = peak = 0.0
+    for _, sign, held in events:
+        level += sign * held
+        peak = max(peak, level)
+    return peak * kv_bytes_per_token
+
+
+def pool_notes(table: pd.DataFrame) -> list[str]:
+    """One line per TTL whose peak held KV exceeds the fleet's pool (`provider_table`'s columns)."""
+    out = []
+    for row in table.to_dict("records"):
+        ratio = row["kv_peak_over_pool"]
+        if ratio == ratio and ratio > 1:  # NaN (pool unknown) compares false
+            out.append(
+                f"TTL {row['ttl']}: at its peak the cache holds {row['kv_peak_gb']:,.0f} GB of KV, {ratio:.2f}× "
+                f"the fleet's {row['kv_pool_gb']:,.0f} GB KV pool ({row['kv_gb_hours']:,.0f} GB-hours = "
+                f"{row['kv_gb_hours_over_pool']:.2f}× the pool held from the first write to the last expiry): "
+                "it cannot all live in HBM, even before the running sequences' KV, so its HBM holding cost "
+                "prices capacity the fleet does not have"
+            )
+    return out
 
 
 def hbm_holding_usd(byte_s: float, bytes_per_stream: float, revenue_usd_per_stream_s: float) -> float:
@@ -151,13 +207,20 @@ def prefill_saved_usd(hit_tokens: float, prefill_gpu_s_per_token: float, usd_per
 def provider_table(comparison: TTLComparison, costs: ProviderCosts) -> pd.DataFrame:
     """Provider economics per TTL of a simulated comparison.
 
-    Columns: ``ttl, revenue_usd, revenue_delta_usd, kv_gb_hours, holding_{hbm,dram,ssd}_usd,
-    prefill_saved_usd, margin_{hbm,dram,ssd}_usd`` (margins against no caching).
+    Columns: ``ttl, revenue_usd, revenue_delta_usd, kv_gb_hours, kv_peak_gb, kv_pool_gb,
+    kv_peak_over_pool, kv_gb_hours_over_pool, prefill_saved_usd, holding_{hbm,dram,ssd}_usd,
+    margin_{hbm,dram,ssd}_usd`` (margins against no caching). The pool columns are NaN when
+    ``costs.kv_pool_bytes`` is unknown; ``kv_gb_hours_over_pool`` divides by the pool held over
+    the span from the first write to the last expiry.
     """
     base = comparison.results["none"].totals["total_usd"]
+    pool = costs.kv_pool_bytes
     rows = []
     for label, res in comparison.results.items():
         b = kv_byte_seconds(res.residency, costs.kv_bytes_per_token)
+        peak = kv_peak_bytes(res.residency, costs.kv_bytes_per_token)
+        r = res.residency
+        span_s = float(r["end_s"].max() - r["start_s"].min()) if len(r) else 0.0
         holding = {
             "hbm": hbm_holding_usd(b, costs.bytes_per_stream, costs.revenue_usd_per_stream_s),
             "dram": capacity_holding_usd(b, costs.dram_usd_per_gb_hour),
@@ -172,6 +235,10 @@ def provider_table(comparison: TTLComparison, costs: ProviderCosts) -> pd.DataFr
             "revenue_usd": revenue,
             "revenue_delta_usd": revenue - base,
             "kv_gb_hours": b / GB / HOUR_S,
+            "kv_peak_gb": peak / GB,
+            "kv_pool_gb": pool / GB if pool else math.nan,
+            "kv_peak_over_pool": peak / pool if pool else math.nan,
+            "kv_gb_hours_over_pool": b / (pool * span_s) if pool and span_s > 0 else math.nan,
             "prefill_saved_usd": saved,
         }
         for tier in HOLDING_TIERS:
@@ -196,7 +263,7 @@ def best_ttls(comparison: TTLComparison, table: pd.DataFrame) -> dict[str, str]:
 def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: int, *,
                        stream_context_tokens: float, tokens_per_s_per_stream: float,
                        output_usd_per_mtok: float, prompt_tokens: float,
-                       base: ProviderCosts | None = None) -> ProviderCosts:
+                       base: ProviderCosts | None = None, kv_pool_bytes: float | None = None) -> ProviderCosts:
     """`ProviderCosts` of a concrete deployment, from the specs, the cost model and a run.
 
     - ``kv_bytes_per_token = bytes_per_token(model, layout)`` (`simulator.kv`);
@@ -204,7 +271,8 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
     - ``revenue_usd_per_stream_s = tokens_per_s_per_stream × output_usd_per_mtok / MTOK``
       (the simulated decode speed, 1 / mean TPOT, at the profile's output price);
     - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model);
-    - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog).
+    - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog);
+    - ``kv_pool_bytes``: the fleet's KV pool as simulated (blocks × block bytes), when given.
     DRAM and SSD prices come from `base` (default: ``provider.toml``).
     """
     from simulator.cost import StepModel, load_params
@@ -220,6 +288,7 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
         revenue_usd_per_stream_s=tokens_per_s_per_stream * output_usd_per_mtok / MTOK,
         prefill_gpu_s_per_token=tp * step.prefill_s(n, 0) / n,
         usd_per_gpu_s=node.gpu.usd_per_gpu_hour / HOUR_S,
+        kv_pool_bytes=kv_pool_bytes,
         source=f"{model.key} on {tp}×{node.gpu.key}, layout {layout.label}: KV math, cost model and a simulated "
                f"run; DRAM/SSD prices from provider.toml",
     )

@@ -5,6 +5,8 @@
 2. ``hit_rate`` (requests with any read) sat beside ``breakeven_p_hit`` as if comparable: it is now
    ``share_requests_with_read``, beside the token shares, ``share_cached_tokens_read`` being the one
    to compare with ``p*``.
+3. The HBM holding cost could price more KV than the fleet's pool holds: the provider table now gives
+   the peak KV held against the pool and says when it does not fit.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from simulator.billing import compare_ttls, get_profile
+from simulator.billing import compare_ttls, get_profile, kv_byte_seconds
 from simulator.billing.charts import plot_gap_cdf, plot_savings_vs_ttl
 from simulator.billing.numeric import ttl_rows
+from simulator.billing.provider import ProviderCosts, kv_peak_bytes, load_provider_costs, pool_notes, provider_table
 from simulator.cli import main
+from simulator.kv import KVLayout, bytes_per_token
+from simulator.models import get_model
+from simulator.units import GB
 from tests.billing.conftest import DOCS, SYSTEM, poisson_stream, req
 
 NOTE = "no request marks a cache breakpoint"
@@ -150,3 +156,67 @@ def test_savings_chart_labels_say_what_was_read(sonnet):
     assert labels and all("of prompt tokens\nread from cache" in t and "of requests\nread from cache" in t
                           for t in labels)
     assert not any("hit " in t for t in labels)
+
+
+# 3. the fleet's KV pool -------------------------------------------------------------------------------
+
+def _residency(rows):
+    return pd.DataFrame(rows, columns=["key_id", "tokens", "own_tokens", "start_s", "end_s", "parent_key_id",
+                                       "held_tokens"])
+
+
+def test_peak_kv_by_hand():
+    # a root of 100 tokens alive [0, 10) and [20, 30); its child (50 more) alive [5, 25), which keeps the root
+    # held over [5, 25) too; an unrelated entry of 30 tokens alive [8, 9); one of 1,000 ending where it starts
+    res = _residency([(0, 100, 100, 0.0, 10.0, -1, 100), (0, 100, 100, 20.0, 30.0, -1, 100),
+                      (1, 150, 50, 5.0, 25.0, 0, 50), (2, 30, 30, 8.0, 9.0, -1, 30), (3, 1000, 1000, 30.0, 31.0,
+                                                                                           -1, 1000)])
+    assert kv_peak_bytes(res, 2.0) == 2.0 * 1000  # 100 + 50 + 30 = 180 at t in [8, 9) < 1,000 after 30
+    assert kv_peak_bytes(res.iloc[:4], 2.0) == 2.0 * 180
+    assert kv_peak_bytes(res.iloc[:0], 2.0) == 0.0
+    # the union of the root's lives with its child's: [0, 30) for 100 tokens, [5, 25) for 50, 1 s for 30
+    assert kv_byte_seconds(res.iloc[:4], 1.0) == 100 * 30 + 50 * 20 + 30 * 1
+
+
+def test_report_compares_with_the_simulated_pool(tmp_path):
+    out = _tiny_report(tmp_path)
+    provider = pd.read_csv(out / "breakeven_provider.csv")
+    doc = json.loads((out / "8xH100" / "summary.json").read_text())
+    # the simulated pool: every replica's blocks × a block's bytes (a plain layout: block tokens × bytes a token)
+    block_bytes = doc["config"]["block_tokens"] * bytes_per_token(get_model("Llama-3.1-8B"), KVLayout())
+    assert provider.kv_pool_gb.iloc[0] == pytest.approx(doc["summary"]["kv_blocks_total"] * block_bytes / GB)
+    assert "The fleet's KV pool is" in (out / "summary.md").read_text()
+
+
+def test_provider_table_compares_the_held_kv_with_the_pool(sonnet):
+    reqs = poisson_stream(np.random.default_rng(3), 1 / 60, 300, 20_000)
+    cmp = compare_ttls(reqs, sonnet)
+    costs = load_provider_costs()
+    unknown = provider_table(cmp, costs).set_index("ttl")
+    assert unknown.kv_pool_gb.isna().all() and unknown.kv_peak_over_pool.isna().all()
+    assert pool_notes(unknown.reset_index()) == []
+    peak_gb = unknown.loc["1h", "kv_peak_gb"]
+    assert peak_gb == pytest.approx(20_000 * costs.kv_bytes_per_token / GB, rel=0.01)  # one prefix, held once
+    small = replace(costs, kv_pool_bytes=peak_gb * GB / 4)
+    table = provider_table(cmp, small).set_index("ttl")
+    assert table.loc["1h", "kv_peak_over_pool"] == pytest.approx(4.0)
+    span_h = (cmp.results["1h"].residency.end_s.max() - cmp.results["1h"].residency.start_s.min()) / 3600
+    assert table.loc["1h", "kv_gb_hours_over_pool"] == pytest.approx(
+        table.loc["1h", "kv_gb_hours"] / (table.loc["1h", "kv_pool_gb"] * span_h))
+    # the figures the table had are unchanged by knowing the pool
+    cols = [c for c in unknown.columns if not c.startswith("kv_pool") and not c.endswith("_over_pool")]
+    pd.testing.assert_frame_equal(unknown[cols], table[cols])
+    notes = pool_notes(table.reset_index())
+    assert len(notes) == 2 and notes[1].startswith("TTL 1h") and "4.00×" in notes[1]
+    assert "cannot all live in HBM" in notes[1]
+    # a pool big enough: no note
+    assert pool_notes(provider_table(cmp, replace(costs, kv_pool_bytes=peak_gb * GB * 2))) == []
+
+
+def test_a_pool_size_must_be_positive():
+    from simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="kv_pool_bytes"):
+        ProviderCosts(**{**{f: 1.0 for f in ("kv_bytes_per_token", "bytes_per_stream", "revenue_usd_per_stream_s",
+                                              "dram_usd_per_gb_hour", "ssd_usd_per_gb_hour",
+                                              "prefill_gpu_s_per_token", "usd_per_gpu_s")}, "kv_pool_bytes": 0.0})
