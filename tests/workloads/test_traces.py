@@ -51,7 +51,7 @@ def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:
 
 def test_time_going_backwards_is_a_bad_row(tmp_path: Path) -> None:
     text = AZURE.replace("2023-11-16 18:16:46.6805900", "2023-11-16 18:15:47.0000000")
-    with pytest.raises(ConfigError, match=r"azure.csv:4: 'timestamp' must be >= the previous row's"):
+    with pytest.raises(ConfigError, match=r"azure.csv:4: 'TIMESTAMP' must be >= the previous row's"):
         read_trace(write(tmp_path, "azure.csv", text)).requests()
 
 

@@ -113,26 +113,40 @@ def _readable(path: Path, rows: Iterator[tuple[int, T]]) -> Iterator[tuple[int, 
         raise ConfigError(f"{path.name}: not a readable CSV ({e})") from None
 
 
+def check_fields(row: object) -> None:
+    """A CSV row (`csv.DictReader`'s dict) has no more fields than its header: the reader files the
+    extras under the key None, and dropping them would read a misaligned row as if it were whole."""
+    if isinstance(row, dict) and None in row:
+        extra = row[None]
+        header = len(row) - 1
+        raise ConfigError(f"the row has {header + len(extra)} fields, the header {header}: one field a column "
+                          f"(extra: {shown(extra)})")
+
+
 def guarded(
     path: Path,
     rows: Iterator[tuple[int, T]],
     parse: Callable[[int, T], Request | None],
     stats: ReadStats,
     on_error: str,
+    time_key: str,
 ) -> Iterator[Request]:
     """Parse ``(line, row)`` pairs; on a bad row stop with ``file:line: ...`` or skip and count.
 
-    Rows dropped by rule (``parse`` returns ``None``) are counted as skipped too. Arrival
-    times must not decrease (a streamed trace cannot be re-sorted); a row that goes back
-    in time is a bad row. Request ids count kept rows from 0.
+    Rows dropped by rule (``parse`` returns ``None``) are counted as skipped too. A CSV row with
+    more fields than the header is a bad row (`check_fields`). Arrival times must not decrease (a
+    streamed trace cannot be re-sorted); a row that goes back in time is a bad row, named by
+    `time_key`, the format's own arrival column. Request ids count kept rows from 0.
     """
     last_s = 0.0
     n = 0
     for line, row in _readable(path, rows):
         try:
+            check_fields(row)
             r = parse(n, row)
             if r is not None and r.arrival_s < last_s:
-                raise FieldError("timestamp", f">= the previous row's ({last_s!r} s)", r.arrival_s)
+                raise ConfigError(f"{time_key!r} must be >= the previous row's (this row arrives at "
+                                  f"{r.arrival_s!r} s, the previous one at {last_s!r} s)")
         except (FieldError, ConfigError) as e:
             if on_error == "stop":
                 raise ConfigError(f"{path.name}:{line}: {e}") from None

@@ -84,6 +84,6 @@ def read_mooncake(path: str | Path, *, on_error: str = "stop") -> Workload:
                 segments=block_segments(hash_ids, prompt, -(n + 1)), source=source,
             )
 
-        yield from guarded(path, rows(), parse, stats, on_error)
+        yield from guarded(path, rows(), parse, stats, on_error, "timestamp")
 
     return Workload(run, name=path.name)

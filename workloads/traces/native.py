@@ -153,6 +153,6 @@ def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
                 raise FieldError("row", "a JSON object with the request's keys", row)
             return _request(row)
 
-        yield from guarded(path, rows(), parse, stats, on_error)
+        yield from guarded(path, rows(), parse, stats, on_error, "arrival_s")
 
     return Workload(run, name=path.name)
