@@ -277,7 +277,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
         spent[0] = 0.0
 
         def trial(scale: float, sd: int = sd) -> Trial:
-            wl = sc.load_workload(sd, rate_scale=scale)
+            # the workload as stated (scale 1, the first trial) must hold a request; a thinned one may not
+            wl = sc.load_workload(sd, rate_scale=scale, allow_empty=scale != 1.0)
             sc.check_context(wl)
             meter.add(GENERATE_COST * scale)
             result = run(config, wl, sd, timer=timer, window=window, progress=meter.piece(scale),

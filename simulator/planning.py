@@ -211,7 +211,7 @@ def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: fl
         guess = min(max(guess, lo), hi)  # what the runs so far allow
         meter.expect(headroom_cost(lo, hi, HEADROOM_STEPS - step, guess))
         mid = math.sqrt(lo * hi)
-        wl = scenario.load_workload(seed, rate_scale=mid)
+        wl = scenario.load_workload(seed, rate_scale=mid, allow_empty=True)  # a search trial, as max_rate's
         meter.add(GENERATE_COST * mid)
         r = run(scenario.engine_config(hardware, n_nodes=nodes), wl, seed, progress=meter.piece(mid),
                 total_requests=len(wl.requests()))

@@ -41,7 +41,7 @@ from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_mo
 from simulator.placement import ParallelPlan, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
-from workloads.load import prepare_generator
+from workloads.load import SCENARIO_DURATION_S, prepare_generator
 
 SCENARIO_DIR = Path(str(files("scenarios")))  # package data: the same from a checkout and a pip install
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -141,7 +141,7 @@ class WorkloadSection:
 
     spec: dict[str, Any] = field(default_factory=lambda: {"name": "chat-4k"})  # generator table
     trace: str = ""  # a trace file instead of `spec`, relative to the scenario file
-    duration_s: float = 600.0
+    duration_s: float = SCENARIO_DURATION_S
     rate_scale: float = 1.0
     start_s: float = 0.0
     time_scale: float = 1.0
@@ -300,14 +300,18 @@ class Scenario:
             cache_params=self.cache.params, slo_ttft_s=self.slo.ttft_p99_s, slo_tpot_s=self.slo.tpot_p99_s,
         )
 
-    def load_workload(self, seed: int | None = None, rate_scale: float = 1.0) -> Workload:
-        """The scenario's workload (generated with `seed`, default the scenario's)."""
+    def load_workload(self, seed: int | None = None, rate_scale: float = 1.0, *,
+                      allow_empty: bool = False) -> Workload:
+        """The scenario's workload (generated with `seed`, default the scenario's), at `rate_scale`
+        times its rate; one with no request is an error saying why unless `allow_empty` (a search's
+        trial at a thinned rate: `workloads.load.load_workload`)."""
         w = self.workload
         spec: Any = str(self._resolve(w.trace)) if w.trace else dict(w.spec)
         try:
             return load_workload(spec, seed=self.seed if seed is None else seed,
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,
-                                 rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale)
+                                 rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
+                                 allow_empty=allow_empty, table="workload.spec")
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: [workload] {exc}") from None
 
@@ -346,13 +350,14 @@ class Scenario:
 
     def _check_workload(self) -> None:
         """The workload within kvsim's limits before anything is drawn: a generator's expected
-        requests, a trace's file and format (a trace's rows are checked as they stream)."""
+        requests, a trace's file and format and a first request in its window (a trace's rows are
+        checked as they stream)."""
         w = self.workload
         if w.trace:
-            self.load_workload()  # lazy: finds the file and its format, reads no row
+            self.load_workload()  # finds the file and its format, reads up to its first request (none: an error)
             return
         try:
-            prepare_generator(dict(w.spec), duration_s=w.duration_s, rate_scale=w.rate_scale,
+            prepare_generator(dict(w.spec), duration_s=w.duration_s, rate_scale=w.rate_scale, table="workload.spec",
                               base_dir=Path(self.path).parent if self.path else None)
         except ConfigError as exc:
             raise ConfigError(f"[workload] {exc}") from None

@@ -220,11 +220,11 @@ def test_layouts_a_lever_at_a_time_still_compose():
 
 
 @pytest.mark.parametrize(("spec", "says"), [
-    ("user_tokens = inf", "workload.user_tokens.mean: must be a finite number (got inf)"),
-    ('sessions = {kind = "poisson", rate_per_s = inf}', "workload.sessions.rate_per_s: must be a finite number"),
+    ("user_tokens = inf", "workload.spec.user_tokens.mean: must be a finite number (got inf)"),
+    ('sessions = {kind = "poisson", rate_per_s = inf}', "workload.spec.sessions.rate_per_s: must be a finite number"),
     ("output_tokens = {mean = 100, low = -50, high = -10}", "'low' must be >= 0 and finite (draws are positive)"),
-    ("n_system_prompts = 2.5", "workload.n_system_prompts: must be a whole number (got 2.5)"),
-    ("mean_turns = nan", "workload.mean_turns: must be a number (got nan)"),
+    ("n_system_prompts = 2.5", "workload.spec.n_system_prompts: must be a whole number (got 2.5)"),
+    ("mean_turns = nan", "workload.spec.mean_turns: must be a number (got nan)"),
 ])
 def test_generator_tables_refuse_non_finite_and_negative_values(tmp_path, spec, says):
     p = scenario(tmp_path, edit('name = "chat-4k"', f'name = "chat-4k"\n{spec}'))

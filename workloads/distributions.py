@@ -8,7 +8,7 @@ coefficient of variation, as traces report them); `.dist()` turns it into a froz
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ class LogNormal:
     cv: float = 1.0
     low: float = 0.0
     high: float = math.inf
+    key: str = field(default="", compare=False, repr=False)  # the spec key it was read from, for errors
 
     def __post_init__(self) -> None:
         where = "LogNormal"
@@ -60,13 +61,25 @@ class LogNormal:
         x = np.asarray(self.dist().rvs(size=n, random_state=rng), dtype=np.float64)
         return np.clip(x, self.low, self.high)
 
+    def _named(self) -> str:
+        return f"{self.key}: " if self.key else ""
+
+    def check_tokens(self) -> None:
+        """Rule for a length in tokens: its draws can be request lengths, so unless ``high`` bounds them
+        at `LARGEST_TOKENS` the mean (and ``low``) are at most that; checked when a spec is read, before
+        anything is drawn (a draw in the far tail may still raise in `sample_tokens`)."""
+        if min(max(self.mean, self.low), self.high) > LARGEST_TOKENS:
+            raise ConfigError(f"{self._named()}LogNormal 'mean' and 'low' must be at most {LARGEST_TOKENS:,} tokens "
+                              f"unless 'high' bounds the draws (got mean={self.mean:g}, low={self.low:g}, "
+                              f"high={self.high:g})")
+
     def sample_tokens(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """`n` draws rounded to whole tokens, at least ``max(1, low)`` (int64); a draw above
         `LARGEST_TOKENS` raises (give ``high``) instead of overflowing int64."""
         x = np.maximum(np.rint(self.sample(rng, n)), max(1.0, self.low))
         if x.size and not x.max() <= LARGEST_TOKENS:
-            raise ConfigError(f"LogNormal(mean={self.mean:g}, cv={self.cv:g}): drew {x.max():.3g} tokens, over "
-                              f"{LARGEST_TOKENS:.3g}; bound the draws with 'high'")
+            raise ConfigError(f"{self._named()}LogNormal(mean={self.mean:g}, cv={self.cv:g}): drew {x.max():.3g} "
+                              f"tokens, over {LARGEST_TOKENS:.3g}; bound the draws with 'high'")
         return x.astype(np.int64)
 
 
@@ -90,14 +103,14 @@ def lognormal_from(value: object, where: str) -> LogNormal:
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             require_numbers({"mean": value}, where)
-            return LogNormal(mean=float(value))
+            return LogNormal(mean=float(value), key=where)
         if isinstance(value, dict):
             valid = {"mean", "cv", "low", "high"}
             unknown = sorted(str(k) for k in set(value) - valid)
             if unknown:
                 raise ConfigError(f"{where}: unknown key {shown(unknown[0])} (valid: {', '.join(sorted(valid))})")
             require_numbers(value, where, infinite=("high",))
-            return LogNormal(**value)
+            return LogNormal(**value, key=where)
     except ConfigError as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None

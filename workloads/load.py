@@ -15,20 +15,55 @@ from workloads.generators import GENERATORS, expected_requests, generator_from_d
 from workloads.traces import read_trace
 from workloads.workload import Workload
 
+# a scenario's [workload] (`simulator.scenario.WorkloadSection`): its keys, and the seconds a generator
+# draws when it gives no duration_s (a generator's own default may differ: code-repo-128k's is an hour)
+SCENARIO_KEYS = ("spec", "trace", "duration_s", "rate_scale", "start_s", "time_scale")
+SCENARIO_DURATION_S = 600.0
+
 
 def _spec_from_toml(path: Path) -> dict[str, Any]:
-    """The ``[workload]`` table of a TOML file."""
+    """The ``[workload]`` table of a TOML file: a generator table (``name = ..., ...params``) or a
+    scenario's (``[workload.spec]`` or ``trace``, with ``duration_s`` and the like; `_scenario_table`)."""
     table = read_toml(path).get("workload")
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: 'workload' must be a table {{name = ..., ...}} (got {shown(table)})")
+        raise ConfigError(f"{path}: 'workload' must be a table {{name = ..., ...}} or a scenario's "
+                          f"[workload] with [workload.spec] (got {shown(table)})")
+    return table
+
+
+def _scenario_table(table: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """The options of a scenario-shaped ``[workload]`` (a ``spec`` table or a ``trace`` instead of a
+    generator's ``name``), checked against `SCENARIO_KEYS`; None for a generator table."""
+    if "name" in table:
+        return None
+    if not ("spec" in table or "trace" in table):
+        raise ConfigError(f"{path}: workload: 'name' is required: [workload] is a generator table (name = "
+                          f"\"chat-4k\", ...params) or a scenario's, with a [workload.spec] table or a trace "
+                          f"(generators: {', '.join(sorted(GENERATORS))})")
+    unknown = sorted(str(k) for k in table if k not in SCENARIO_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: workload.{shown(unknown[0])[1:-1]}: unknown key in a scenario's [workload] "
+                          f"(valid: {', '.join(SCENARIO_KEYS)})")
+    spec, trace = table.get("spec"), table.get("trace")
+    if "spec" in table and not isinstance(spec, dict):
+        raise ConfigError(f"{path}: workload.spec must be a generator table {{name = ..., ...}} (got {shown(spec)})")
+    if "trace" in table and (not isinstance(trace, str) or "spec" in table):
+        raise ConfigError(f"{path}: workload.trace must be a path (a string), given instead of [workload.spec] "
+                          f"(got {shown(trace)})")
+    for key in SCENARIO_KEYS[2:]:
+        value = table.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ConfigError(f"{path}: workload.{key} must be a number (got {shown(value)})")
     return table
 
 
 def prepare_generator(spec: dict[str, Any], *, duration_s: float | None = None, rate_scale: float = 1.0,
-                      base_dir: Path | None = None, where: str = "workload") -> tuple[Any, float]:
+                      base_dir: Path | None = None, where: str = "workload",
+                      table: str = "workload") -> tuple[Any, float]:
     """The generator of `spec` at `rate_scale` and the seconds it will draw, with kvsim's limits
-    checked (`simulator.limits`: the horizon, the expected requests); nothing is drawn yet."""
-    gen = generator_from_dict(spec, base_dir=base_dir)
+    checked (`simulator.limits`: the horizon, the expected requests); nothing is drawn yet.
+    `table` is the key a bad parameter is named under (``workload.spec`` in a scenario)."""
+    gen = generator_from_dict(spec, table, base_dir=base_dir)
     if rate_scale != 1.0:
         gen = gen.scaled(rate_scale)
     duration = duration_s if duration_s is not None else gen.default_duration_s
@@ -48,6 +83,8 @@ def load_workload(
     start_s: float = 0.0,
     time_scale: float = 1.0,
     base_dir: str | Path | None = None,
+    allow_empty: bool = False,
+    table: str = "workload",
 ) -> Workload:
     """A workload from a generator spec, a generator name, a TOML file or a trace file.
 
@@ -73,6 +110,12 @@ def load_workload(
     base_dir
         Where a generator table's relative paths (an empirical lengths CSV) resolve: the folder of
         the scenario it came from. A ``.toml`` `spec` uses its own folder; default the working directory.
+    allow_empty
+        A workload with no request is a `ConfigError` saying why (the generator drew none in
+        `duration_s`; the trace has no row, or none in the window) unless this is true: a search
+        that thins the rate (`simulator.maxrate`) may reach a load of nothing.
+    table
+        The key a generator table's errors are named under (``workload.spec`` in a scenario).
     """
     where = "load_workload"
     must(seed >= 0, where, "seed", ">= 0", seed)
@@ -93,21 +136,90 @@ def load_workload(
         if path.suffix == ".toml" and format is None:
             spec = _spec_from_toml(path)
             base_dir = path.parent
+            table = f"{path}: workload"
+            scenario = _scenario_table(spec, path)
+            if scenario is not None:  # a scenario's [workload]: its options unless the call gives them
+                return _from_scenario_table(scenario, path, seed=seed, duration_s=duration_s, rate_scale=rate_scale,
+                                            allow_empty=allow_empty)
         else:
             trace = read_trace(path, format=format, on_error=on_error)
             if duration_s is None and start_s == 0 and time_scale == 1 and rate_scale == 1:
-                return trace
-            return trace.replayed(
-                start_s=start_s, duration_s=duration_s, time_scale=time_scale, rate_scale=rate_scale,
-                seed=seed,
-            )
+                replay = trace
+            else:
+                replay = trace.replayed(start_s=start_s, duration_s=duration_s, time_scale=time_scale,
+                                        rate_scale=rate_scale, seed=seed)
+            if not allow_empty and replay.first() is None:
+                raise ConfigError(_empty_trace(path, trace, start_s=start_s, duration_s=duration_s,
+                                               time_scale=time_scale, rate_scale=rate_scale))
+            return replay
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: 'spec' must be a table, a name or a path (got {shown(spec)})")
     if start_s != 0 or time_scale != 1:  # a generator has no window to shift or speed up
         raise ConfigError(f"{where}: 'start_s' and 'time_scale' apply to a trace replay, not to a generated "
                           f"workload (got start_s={start_s:g}, time_scale={time_scale:g}); use duration_s and "
                           "rate_scale")
-    gen, duration = prepare_generator(spec, duration_s=duration_s, rate_scale=rate_scale,
+    gen, duration = prepare_generator(spec, duration_s=duration_s, rate_scale=rate_scale, table=table,
                                       base_dir=Path(base_dir) if base_dir is not None else None)
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    return Workload.from_requests(gen.generate(rng, duration), name=gen.name, seed=seed)
+    try:
+        requests = gen.generate(rng, duration)
+    except ConfigError as exc:  # a draw out of bounds: name the table it came from
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(table) else f"{table}: {msg}") from None
+    if not requests and not allow_empty:
+        scale = f", rate_scale={rate_scale:g}" if rate_scale != 1 else ""
+        raise ConfigError(f"{table}: the generator {gen.name!r} drew no request in duration_s={duration:g} s "
+                          f"(seed {seed}{scale}); lengthen duration_s, raise its rate or loosen its length bounds "
+                          "(max_prompt_tokens)")
+    return Workload.from_requests(requests, name=gen.name, seed=seed)
+
+
+def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, duration_s: float | None,
+                         rate_scale: float, allow_empty: bool) -> Workload:
+    """The workload a scenario's ``[workload]`` in `path` names (`_scenario_table`): its ``spec`` or
+    its ``trace`` (relative to `path`), its ``duration_s`` unless `duration_s` is given (as a scenario:
+    default the whole trace, or `SCENARIO_DURATION_S` of a generator), and its ``rate_scale`` times
+    `rate_scale`."""
+    where = f"{path}: workload"
+    duration = duration_s if duration_s is not None else table.get("duration_s")
+    if duration is not None:
+        check_horizon(duration, where)
+    must(0 < table.get("rate_scale", 1.0) < math.inf, where, "rate_scale", "finite and > 0", table.get("rate_scale"))
+    scale = rate_scale * float(table.get("rate_scale", 1.0))
+    if "trace" in table:
+        must(0 <= table.get("start_s", 0) < math.inf, where, "start_s", "finite and >= 0", table.get("start_s"))
+        must(0 < table.get("time_scale", 1) < math.inf, where, "time_scale", "finite and > 0", table.get("time_scale"))
+        return load_workload(path.parent / table["trace"], seed=seed, duration_s=duration, rate_scale=scale,
+                             start_s=float(table.get("start_s", 0.0)), time_scale=float(table.get("time_scale", 1.0)),
+                             allow_empty=allow_empty)
+    for key in ("start_s", "time_scale"):
+        if key in table:
+            raise ConfigError(f"{path}: workload.{key} applies to a trace replay, not to a generated workload "
+                              f"(got {table[key]!r}); use duration_s and rate_scale")
+    duration = SCENARIO_DURATION_S if duration is None else duration
+    return load_workload(table["spec"], seed=seed, duration_s=duration, rate_scale=scale, base_dir=path.parent,
+                         allow_empty=allow_empty, table=f"{where}.spec")
+
+
+def _empty_trace(path: Path, trace: Workload, *, start_s: float, duration_s: float | None, time_scale: float,
+                 rate_scale: float) -> str:
+    """Why a trace replay holds no request: the trace has none (rows skipped or dropped by its format's
+    rule), or the window (`start_s`, `duration_s`, `time_scale`, `rate_scale`) keeps none of them."""
+    n, first, last = 0, math.nan, math.nan
+    for r in trace:
+        first = r.arrival_s if n == 0 else first
+        last, n = r.arrival_s, n + 1
+    if n == 0:
+        skipped = trace.skipped_rows or 0
+        rows = (f"no row was kept ({skipped:,} skipped: malformed, with --skip-bad-rows, or dropped by the "
+                "format's rule: a failed request, 0 tokens)" if skipped else "it has no row after the header")
+        return f"{path.name}: the trace holds no request: {rows}"
+    window = [f"start_s={start_s:g}"]
+    if duration_s is not None:
+        window.append(f"duration_s={duration_s:g}")
+    if time_scale != 1:
+        window.append(f"time_scale={time_scale:g}")
+    if rate_scale != 1:
+        window.append(f"rate_scale={rate_scale:g}")
+    return (f"{path.name}: the replay keeps no request of the trace ({', '.join(window)}): its {n:,} requests "
+            f"arrive from {first:g} s to {last:g} s")

@@ -8,7 +8,7 @@ transforms (a window, a time scale, a rate scale) wrap the source lazily.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -65,7 +65,7 @@ class Workload:
         frozen = tuple(requests)
         return cls(lambda _stats: iter(frozen), name=name, seed=seed)
 
-    def _iter(self, stats_: ReadStats) -> Iterator[Request]:
+    def _iter(self, stats_: ReadStats) -> Generator[Request, None, None]:
         """The source's requests, within kvsim's limits (`simulator.limits`): at most `MAX_REQUESTS`
         of them, none arriving after `MAX_HORIZON_S` (a trace is streamed, so it is checked here)."""
         for n, r in enumerate(self._source(stats_), start=1):
@@ -79,6 +79,15 @@ class Workload:
 
     def __iter__(self) -> Iterator[Request]:
         return self._iter(ReadStats())
+
+    def first(self) -> Request | None:
+        """The first request (None when there is none), reading no further: a trace is read up to its
+        first kept row, and its file closed."""
+        it = self._iter(ReadStats())
+        try:
+            return next(it, None)
+        finally:
+            it.close()
 
     def __repr__(self) -> str:
         return f"Workload(name={self.name!r}, seed={self.seed})"

@@ -173,6 +173,11 @@ def breakeven(
                 f">= the profile's minimum cacheable {prof.min_cacheable_tokens}", prefix_tokens,
             )  # fmt: skip
         rates = _floats(rate_text, "rate") if rate_text else []
+        wl = None
+        if workload_spec is not None:  # read before any table: a workload with no request fails now
+            from workloads import load_workload
+
+            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
         table = ttl_rows(prof, ttls)
         cross = crossovers(prof, ttls)
         echo(
@@ -195,11 +200,9 @@ def breakeven(
             show(f"Reuse gaps {gaps_spec}:", g)
             frames["gaps"] = g
         comparison = None
-        if workload_spec is not None:
+        if wl is not None:
             from simulator.billing.compare import compare_ttls
-            from workloads import load_workload
 
-            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
             show("Simulated bills per TTL:", comparison.summary)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)

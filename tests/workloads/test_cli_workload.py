@@ -48,6 +48,8 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["describe", str(bad)])
     assert r.exit_code == 2
     assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 0 (got 'abc')\n"
+    with bad.open("a") as f:  # and a good row: a trace whose every row is skipped is an error of its own
+        f.write("2023-11-16 18:15:47.6805900,10,4\n")
     r = CliRunner().invoke(workload, ["describe", str(bad), "--skip-bad-rows", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)[0]["skipped_rows"] == 1
 
@@ -90,7 +92,7 @@ def test_wrong_types_in_a_workload_table_are_one_line_errors(tmp_path: Path, tom
     f = tmp_path / "w.toml"
     f.write_text(f'[workload]\nname = "chat-4k"\n{toml}\n')
     r = CliRunner().invoke(workload, ["describe", str(f)])
-    assert r.exit_code == 2 and r.output == f"Error: {msg}\n"
+    assert r.exit_code == 2 and r.output == f"Error: {f}: {msg}\n"  # the file, then the key
 
 
 def test_unwritable_out_and_infinite_duration_are_one_line_errors(tmp_path: Path) -> None:
@@ -162,7 +164,8 @@ def test_describe_json_is_one_record_like_every_table(tmp_path: Path) -> None:
         2.0, 1.0, 125.0, 15.0)
     assert row["prefix_hit_share"] == pytest.approx(0.4)
     assert row["reuse_gap_mean_s"] == row["reuse_gap_p99_s"] == 2.0
-    # an empty window: the figures that have no observation are null, not NaN
-    r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration-s", "0.001", "--json"])
-    [empty] = json.loads(r.stdout, parse_constant=strict)
-    assert empty["n_requests"] == 0 and empty["prompt_tokens_p50"] is None and empty["reuse_gap_p50_s"] is None
+    # a window of one request (an empty one is an error: test_bad_input_workloads): the figures that have
+    # no observation, its reuse gaps, are null, not NaN
+    r = CliRunner().invoke(workload, ["describe", str(trace), "--duration-s", "1", "--json"])
+    [one] = json.loads(r.stdout, parse_constant=strict)
+    assert one["n_requests"] == 1 and one["prompt_tokens_p50"] == 100 and one["reuse_gap_p50_s"] is None

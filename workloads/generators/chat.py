@@ -89,6 +89,8 @@ class Chat4k:
         must(math.isfinite(self.system_prompt_zipf) and math.isfinite(self.mean_turns), where,
              "system_prompt_zipf and mean_turns", "finite", (self.system_prompt_zipf, self.mean_turns))
         must(self.max_prompt_tokens >= 2, where, "max_prompt_tokens", ">= 2", self.max_prompt_tokens)
+        for tokens in (self.system_prompt_tokens, self.user_tokens, self.output_tokens):
+            tokens.check_tokens()
 
     def expected_requests(self, duration_s: float) -> float:
         """Turns drawn: sessions expected in `duration_s` times `mean_turns`."""

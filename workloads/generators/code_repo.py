@@ -113,6 +113,8 @@ class CodeRepo128k:
             self.max_prompt_tokens > self.repo_max_tokens, where, "max_prompt_tokens",
             f"> repo_max_tokens={self.repo_max_tokens}", self.max_prompt_tokens,
         )
+        for tokens in (self.task_tokens, self.tool_result_tokens, self.output_tokens):
+            tokens.check_tokens()
 
     def expected_requests(self, duration_s: float) -> float:
         """Tool calls drawn (tasks × bursts × calls per burst), plus the commits drawn per repository."""
