@@ -15,7 +15,7 @@ import pandas as pd
 
 from hardware.catalog import Catalog
 from simulator.capacity import kv_budget, max_streams
-from simulator.errors import must
+from simulator.errors import must, must_differ
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan
@@ -42,14 +42,17 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
          ",".join(hardware))
     must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
          ",".join(layouts))
+    nodes, parsed = [catalog.node(hw) for hw in hardware], [parse_layout(text) for text in layouts]
+    # a kind, layout or plan named twice would give two rows per key (and the chart two lines for one)
+    must_differ(hardware, [n.key for n in nodes], "collapse: hardware", "node kind")
+    must_differ(layouts, [x.label for x in parsed], "collapse: layouts", "KV layout")
+    must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
     contexts = context_grid() if contexts is None else contexts
     rows = []
-    for hw in hardware:
-        node = catalog.node(hw)
+    for node in nodes:
         for plan in plans or [ParallelPlan(tp=tp or node.gpus)]:
             budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
-            for text in layouts:
-                layout = parse_layout(text)
+            for layout in parsed:
                 for n in contexts:
                     streams = max_streams(budget, model, layout, int(n), block_tokens) / budget.nodes
                     rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,

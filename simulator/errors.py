@@ -5,6 +5,8 @@ A message quotes the value it rejects through `shown`, cut to `SHOWN_CHARS` char
 100 kB string in a scenario file is named, not echoed.
 """
 
+from collections.abc import Sequence
+
 SHOWN_CHARS = 80
 
 
@@ -48,3 +50,19 @@ def located(exc: Exception, where: str, inner: str = "") -> ConfigError:
     """
     msg = str(exc)
     return ConfigError(f"{where}: {msg[len(inner):] if inner and msg.startswith(inner) else msg}")
+
+
+def must_differ(names: Sequence[str], resolved: Sequence[str], where: str, what: str) -> None:
+    """Raise `ConfigError` when two of `names` resolve to the same thing: ``resolved[i]`` is what
+    ``names[i]`` names once aliases and spellings are resolved (``H100`` -> ``8xH100``, ``native+fp8``
+    -> ``fp8``). A list that names one thing twice would be studied twice under one label.
+
+    >>> must_differ(["8xH100", "B200"], ["8xH100", "8xB200"], "--hardware", "node kind")
+    """
+    first: dict[str, str] = {}
+    for name, key in zip(names, resolved, strict=True):
+        if key in first:
+            again = (f"{shown(name)} twice" if name == first[key] else
+                     f"{shown(first[key])} and {shown(name)}, both {key}")
+            raise ConfigError(f"{where}: must name each {what} once (got {again})")
+        first[key] = name

@@ -25,6 +25,7 @@ from hardware.catalog import load_catalog, price_note
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
+from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
 from simulator.units import GB, figure
@@ -85,7 +86,10 @@ def collapse_study(run: ScenarioRun, progress: Progress | None = None) -> tuple[
     sc = run.scenario
     model = sc.model_spec()
     kinds = [n.key for n in sc.nodes()]
-    layouts = list(dict.fromkeys([sc.cache.layout, *sc.report.collapse_layouts]))
+    by_label: dict[str, str] = {}  # the run's layout first, then each other layout once however spelt
+    for text in [sc.cache.layout, *sc.report.collapse_layouts]:
+        by_label.setdefault(parse_layout(text).label, text)
+    layouts = list(by_label.values())
     plans = [sc.plan] + [p for p in default_plans(sc.plan.tp, model) if p.dp_attention and not sc.plan.dp_attention
                          and sc.plan.pp == 1]
     analytic = collapse_table(load_catalog(), model, kinds, layouts, memory_utilization=sc.cluster.memory_utilization,

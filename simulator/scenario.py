@@ -34,7 +34,7 @@ from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import KVBudget, kv_budget
 from simulator.config import build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
-from simulator.errors import ConfigError, DoesNotFitError, must
+from simulator.errors import ConfigError, DoesNotFitError, must, must_differ
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
@@ -342,11 +342,16 @@ class Scenario:
         layouts = [("cache.layout", self.cache.layout)]
         if self.report.collapse:
             layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]
+        labels = []
         for key, text in layouts:
             try:
-                bytes_per_token(model, parse_layout(text))
+                layout = parse_layout(text)
+                bytes_per_token(model, layout)
             except ConfigError as exc:
                 raise ConfigError(f"{key}: {exc}") from None
+            labels.append(layout.label)
+        if self.report.collapse:
+            must_differ(self.report.collapse_layouts, labels[1:], "report.collapse_layouts", "KV layout")
 
     def _check_workload(self) -> None:
         """The workload within kvsim's limits before anything is drawn: a generator's expected
@@ -367,7 +372,9 @@ class Scenario:
         fleet is whole replicas), the plan suits the model, and the model fits every node kind."""
         model = self.model_spec()
         self._check_layouts(model)
-        for node in self.nodes():
+        nodes = self.nodes()
+        must_differ(self.cluster.hardware, [n.key for n in nodes], f"{self.where}: cluster.hardware", "node kind")
+        for node in nodes:
             node.gpu.peak_flops(model.weight_dtype)  # the GPU computes in the weights' precision
             what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
             budget = self._pool_budget(node, model, self.plan, self.cluster.nodes, what, "cluster.nodes")

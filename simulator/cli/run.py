@@ -20,6 +20,7 @@ from simulator.cli.options import (
     seed_option,
 )
 from simulator.cli.progress import phase_bars, progress_bar
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -126,11 +127,11 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     kinds = None
     if duration_s is not None:  # every mode runs the scenario's workload for this long
         sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
-    if hardware:
-        sc = replace(sc, cluster=replace(sc.cluster, hardware=tuple(h for h in hardware.split(",") if h)))
-    if hardware or duration_s is not None:
+    if hardware is not None:
+        sc = _with_hardware(sc, hardware)
+    if hardware is not None or duration_s is not None:
         sc.validate()
-    if hardware:
+    if hardware is not None:
         kinds = [n.key for n in sc.nodes()]
     click.echo(price_note(sc.nodes()), err=True)
     if max_rate or offline:
@@ -154,6 +155,19 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         close_figure(fig)
         folder.finish()
         click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+def _with_hardware(sc: Scenario, text: str) -> Scenario:
+    """`sc` on the node kinds of ``--hardware`` `text` (comma-separated): at least one, each once."""
+    from dataclasses import replace
+
+    names = tuple(h for h in text.split(",") if h)
+    if not names:
+        raise ConfigError(f"--hardware: must name at least one node kind, comma-separated, e.g. H100,B200 "
+                          f"(got {shown(text)})")
+    sc = replace(sc, cluster=replace(sc.cluster, hardware=names))
+    must_differ(names, [n.key for n in sc.nodes()], "--hardware", "node kind")
+    return sc
 
 
 def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: bool, seeds: int, seed: int | None,

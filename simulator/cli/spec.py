@@ -29,6 +29,7 @@ from simulator.cli.options import (
     model_option,
     plan_options,
 )
+from simulator.errors import must_differ
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
@@ -233,13 +234,18 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
+        must_differ(kinds, [cat.node(h).key for h in kinds], "--hardware", "node kind")
+        texts = [x for x in layouts.split(",") if x]
+        must_differ(texts, [parse_layout(x).label for x in texts], "--layout", "KV layout")
         if plans:
-            chosen = [parse_plan(p) for p in plans.split(",") if p]
+            names = [p for p in plans.split(",") if p]
+            chosen = [parse_plan(p) for p in names]
+            must_differ(names, [p.label for p in chosen], "--plan", "plan")
         elif tp is None and kinds:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
         else:
             chosen = []
-        df = collapse_table(cat, model, kinds, [x for x in layouts.split(",") if x], tp=tp, plans=chosen)
+        df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
     csv, png = out / "collapse.csv", out / "collapse.png"
     df.to_csv(csv, index=False)
     fig = collapse_figure(df, model.key, model.max_context_tokens)

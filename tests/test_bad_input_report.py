@@ -1,0 +1,103 @@
+"""Bad input an audit found crashing or silently accepted, each now refused in one line, exit 2, before
+any simulation (the contract of `tests.test_hostile_inputs`); one section per kind of input.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from simulator.collapse import collapse_table
+from simulator.errors import ConfigError
+from simulator.models import get_model
+from simulator.placement import ParallelPlan
+from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
+
+COLLAPSE_ON = ("collapse = false", "collapse = true\ncollapse_points = [4096]")
+
+
+# --- a node kind, layout or plan named twice ------------------------------------------------------
+@pytest.mark.parametrize(("args", "says"), [
+    (["--hardware", "8xH100,H100", "--layout", "native"],
+     "--hardware: must name each node kind once (got '8xH100' and 'H100', both 8xH100)"),
+    (["--hardware", "8xH100", "--layout", "native,native"],
+     "--layout: must name each KV layout once (got 'native' twice)"),
+    (["--hardware", "8xH100", "--layout", "fp8,native+fp8"],
+     "--layout: must name each KV layout once (got 'fp8' and 'native+fp8', both fp8)"),
+    (["--hardware", "8xH100", "--layout", "native", "--plan", "tp8,tp8"],
+     "--plan: must name each plan once (got 'tp8' twice)"),
+    (["--hardware", "8xH100", "--layout", "native", "--plan", "tp8,tp8+pp1"],
+     "--plan: must name each plan once (got 'tp8' and 'tp8+pp1', both TP8)"),
+])
+def test_collapse_refuses_a_kind_layout_or_plan_named_twice(tmp_path, args, says):
+    r = kvsim("collapse", *args, "--out", tmp_path / "c")
+    assert r.exit_code == 2 and says in error(r, says)
+    assert not (tmp_path / "c" / "collapse.csv").exists()
+
+
+def test_collapse_still_draws_distinct_kinds_layouts_and_plans(tmp_path):
+    r = kvsim("collapse", "--hardware", "8xH100,8xH200", "--layout", "native,fp8", "--plan", "tp8,tp4",
+              "--out", tmp_path / "c")
+    assert outcome(r) is None
+    df = pd.read_csv(tmp_path / "c" / "collapse.csv")
+    assert not df.duplicated(["hardware", "plan", "layout", "context_tokens"]).any()
+    assert (df.hardware.nunique(), df.plan.nunique(), df.layout.nunique()) == (2, 2, 2)
+
+
+def test_collapse_table_refuses_duplicates_for_library_callers():
+    from hardware.catalog import load_catalog
+
+    cat, model = load_catalog(), get_model("Llama-3.1-8B")
+    with pytest.raises(ConfigError, match="collapse: hardware: must name each node kind once"):
+        collapse_table(cat, model, ["8xH100", "H100"], ["native"])
+    with pytest.raises(ConfigError, match="collapse: layouts: must name each KV layout once"):
+        collapse_table(cat, model, ["8xH100"], ["fp8", "native+fp8"])
+    with pytest.raises(ConfigError, match="collapse: plans: must name each plan once"):
+        collapse_table(cat, model, ["8xH100"], ["native"], plans=[ParallelPlan(tp=8), ParallelPlan(tp=8)])
+
+
+@pytest.mark.parametrize(("kinds", "got"), [
+    ('["8xH100", "H100"]', "'8xH100' and 'H100', both 8xH100"),
+    ('["8xH100", "8xH100"]', "'8xH100' twice"),
+])
+@pytest.mark.parametrize("collapse", [True, False])
+def test_run_refuses_a_hardware_kind_listed_twice(tmp_path, kinds, got, collapse):
+    text = edit('hardware = ["8xH100"]', f"hardware = {kinds}")
+    if collapse:
+        text = text.replace(*COLLAPSE_ON)
+    p = scenario(tmp_path, text)
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    line = error(r, str(p))
+    assert f"cluster.hardware: must name each node kind once (got {got})" in line
+    assert "simulating" not in r.stderr
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("H100,8xH100", "--hardware: must name each node kind once (got 'H100' and '8xH100', both 8xH100)"),
+    ("", "--hardware: must name at least one node kind, comma-separated, e.g. H100,B200 (got '')"),
+    (",,", "--hardware: must name at least one node kind"),
+])
+def test_capacity_refuses_an_empty_or_repeated_hardware_list(tmp_path, value, says):
+    r = kvsim("capacity", scenario(tmp_path), "--hardware", value)
+    assert says in error(r, "--hardware")
+    assert "capacity search" not in r.stderr
+
+
+def test_report_collapse_layouts_named_twice_are_refused(tmp_path):
+    text = edit(*COLLAPSE_ON).replace("[report]\n", '[report]\ncollapse_layouts = ["fp8", "native+fp8"]\n')
+    p = scenario(tmp_path, text)
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert "report.collapse_layouts: must name each KV layout once (got 'fp8' and 'native+fp8', both fp8)" in \
+        error(r, str(p))
+    assert "simulating" not in r.stderr
+
+
+def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
+    # cache.layout "cross-layer" is the default collapse layout "cross-layer:0.5": one layout, not two
+    p = scenario(tmp_path, edit(*COLLAPSE_ON).replace('layout = "native"', 'layout = "cross-layer"'))
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert outcome(r) is None
+    df = pd.read_csv(tmp_path / "o" / "collapse.csv")
+    assert not df.duplicated(["hardware", "plan", "layout", "context_tokens"]).any()
+    assert df.layout.iloc[0] == "cross-layer:0.5" and (df.layout == "cross-layer:0.5").any()
+
