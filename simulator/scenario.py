@@ -34,7 +34,7 @@ from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import KVBudget, kv_budget
 from simulator.config import build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
-from simulator.errors import ConfigError, DoesNotFitError, must, must_differ
+from simulator.errors import ConfigError, DoesNotFitError, must, must_differ, shown
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
@@ -175,6 +175,10 @@ class BillingSection:
     tier: str = ""
     ttls: tuple[str, ...] = ("5m", "1h")
 
+    def __post_init__(self) -> None:
+        must(len(self.ttls) >= 1, "billing", "ttls", 'a non-empty list of cache TTLs, e.g. ["5m", "1h"]',
+             list(self.ttls))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportSection:
@@ -188,8 +192,8 @@ class ReportSection:
 
     def __post_init__(self) -> None:
         n = self.collapse_points
-        must(len(n) <= MAX_COLLAPSE_POINTS, "report", "collapse_points",
-             f"at most {MAX_COLLAPSE_POINTS} contexts (each is two simulations)", len(n))
+        must(1 <= len(n) <= MAX_COLLAPSE_POINTS, "report", "collapse_points",
+             f"1 to {MAX_COLLAPSE_POINTS} contexts (each is two simulations)", list(n))
         for x in n:
             must(1 <= x <= MAX_COLLAPSE_CONTEXT, "report", "collapse_points",
                  f"context lengths in 1..{MAX_COLLAPSE_CONTEXT:,} tokens", x)
@@ -337,8 +341,9 @@ class Scenario:
         ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
 
     def _check_layouts(self, model: ModelSpec) -> None:
-        """``cache.layout`` (and the collapse chart's layouts) parse and suit the model, each error
-        naming its key; before anything sizes a KV block with them."""
+        """``cache.layout`` (and the collapse chart's layouts, each once, and its points:
+        `_check_collapse_points`) parse and suit the model, each error naming its key; before anything
+        sizes a KV block with them."""
         layouts = [("cache.layout", self.cache.layout)]
         if self.report.collapse:
             layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]
@@ -352,6 +357,15 @@ class Scenario:
             labels.append(layout.label)
         if self.report.collapse:
             must_differ(self.report.collapse_layouts, labels[1:], "report.collapse_layouts", "KV layout")
+            self._check_collapse_points(model)
+
+    def _check_collapse_points(self, model: ModelSpec) -> None:
+        """The collapse study simulates the points within the model's context window (it drops the
+        others): at least one must be."""
+        points = self.report.collapse_points
+        if not any(n <= model.max_context_tokens for n in points):
+            raise ConfigError(f"report.collapse_points: must hold a context within {model.key}'s window of "
+                              f"{model.max_context_tokens:,} tokens (got {shown(list(points))})")
 
     def _check_workload(self) -> None:
         """The workload within kvsim's limits before anything is drawn: a generator's expected

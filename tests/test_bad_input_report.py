@@ -101,3 +101,20 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
     assert not df.duplicated(["hardware", "plan", "layout", "context_tokens"]).any()
     assert df.layout.iloc[0] == "cross-layer:0.5" and (df.layout == "cross-layer:0.5").any()
 
+
+# --- empty lists and points the study would drop ---------------------------------------------------
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("breakeven = false", "breakeven = true\n[billing]\nttls = []",
+     """'ttls' must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (got [])"""),
+    ("breakeven = false", "breakeven = false\n[billing]\nttls = []", "'ttls' must be a non-empty list"),
+    ("collapse = false", "collapse = true\ncollapse_points = []",
+     "'collapse_points' must be 1 to 16 contexts (each is two simulations) (got [])"),
+    ("collapse = false", "collapse = true\ncollapse_points = [1048576]",
+     "report.collapse_points: must hold a context within Llama-3.1-8B's window of 131,072 tokens (got [1048576])"),
+])
+def test_empty_lists_are_refused_before_the_run(tmp_path, old, new, says):
+    p = scenario(tmp_path, edit(old, new))
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert says in error(r, str(p))
+    assert "simulating" not in r.stderr
+
