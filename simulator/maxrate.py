@@ -123,7 +123,7 @@ def bisect_rate(trial: Callable[[float], Trial], *, start: float = 1.0, step: fl
     """Bracket, then bisect, the highest rate scale whose `trial` is ok (module docstring). `left` is
     told, before each trial, the scales of the trials still to come, summed (`scales_left`)."""
     where = "bisect_rate"
-    must(rel_tol > 0, where, "rel_tol", "> 0", rel_tol)
+    must(0 < rel_tol < math.inf, where, "rel_tol", "a finite number > 0", rel_tol)
     must(step > 1, where, "step", "> 1", step)
     must(0 < min_scale <= start <= max_scale, where, "start", f"in [{min_scale:g}, {max_scale:g}]", start)
     seen: dict[float, Trial] = {}
@@ -261,6 +261,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
     did (seeds differ: one may climb or descend much further than the first's answer).
     """
     must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
+    must(0 < rel_tol < math.inf, "max_rate", "rel_tol", "a finite number > 0", rel_tol)  # before scales_left
     sc = _with_duration(scenario, duration_s)
     hw = hardware or sc.cluster.hardware[0]
     ttft = ttft_p99_s or sc.slo.ttft_p99_s

@@ -4,13 +4,17 @@ any simulation (the contract of `tests.test_hostile_inputs`); one section per ki
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
 from simulator.collapse import collapse_table
 from simulator.errors import ConfigError
+from simulator.maxrate import max_rate
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
+from simulator.scenario import load_scenario
 from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
 
 COLLAPSE_ON = ("collapse = false", "collapse = true\ncollapse_points = [4096]")
@@ -117,4 +121,19 @@ def test_empty_lists_are_refused_before_the_run(tmp_path, old, new, says):
     r = kvsim("run", p, "--out", tmp_path / "o")
     assert says in error(r, str(p))
     assert "simulating" not in r.stderr
+
+
+# --- non-finite numbers ------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+def test_capacity_rel_tol_must_be_finite_and_positive(tmp_path, value):
+    r = kvsim("capacity", scenario(tmp_path), "--max-rate", "--seeds", "1", "--rel-tol", value)
+    assert f"--rel-tol: must be a finite number > 0 (got '{value}')" in error(r, "--rel-tol")
+    assert "max-rate search" not in r.stderr
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_max_rate_refuses_a_non_finite_rel_tol_before_running(tmp_path, value):
+    sc = load_scenario(scenario(tmp_path))
+    with pytest.raises(ConfigError, match=r"max_rate: 'rel_tol' must be a finite number > 0"):
+        max_rate(sc, seeds=1, rel_tol=value)
 
