@@ -137,3 +137,11 @@ def test_max_rate_refuses_a_non_finite_rel_tol_before_running(tmp_path, value):
     with pytest.raises(ConfigError, match=r"max_rate: 'rel_tol' must be a finite number > 0"):
         max_rate(sc, seeds=1, rel_tol=value)
 
+
+@pytest.mark.parametrize(("key", "value"), [("ttft_p99_s", "2.0"), ("tpot_p99_s", "0.1")])
+def test_an_infinite_slo_in_a_scenario_is_refused(tmp_path, key, value):
+    p = scenario(tmp_path, edit(f"{key} = {value}", f"{key} = inf"))
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert f"'{key}' must be a finite number of seconds (got inf)" in error(r, str(p))
+    assert "simulating" not in r.stderr
+
