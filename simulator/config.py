@@ -18,6 +18,10 @@ from simulator.errors import ConfigError, shown
 
 C = TypeVar("C")
 
+#: ``field(metadata=SET_BY_KVSIM)``: a field kvsim fills in itself (``Scenario.path``), not a key of the
+#: table: `build` refuses it there as an unknown key and leaves it out of the valid keys it lists.
+SET_BY_KVSIM: Mapping[str, bool] = types.MappingProxyType({"set_by_kvsim": True})
+
 
 def _type_name(tp: Any) -> str:
     if get_origin(tp) is Literal:
@@ -91,7 +95,8 @@ def coerce(tp: Any, value: Any, where: str) -> Any:
 def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     """Construct config dataclass `cls` from `table`; `where` prefixes every error."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+              if f.init and not f.metadata.get("set_by_kvsim")}
     unknown = [k for k in table if k not in fields]
     if unknown:
         raise ConfigError(f"{where}.{str(unknown[0])[:80]}: unknown key; valid: {', '.join(fields)}")

@@ -32,7 +32,7 @@ from typing import Any
 
 from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import KVBudget, kv_budget
-from simulator.config import build
+from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import ConfigError, DoesNotFitError, must, must_differ, shown
 from simulator.kv import bytes_per_token, parse_layout
@@ -219,7 +219,7 @@ class Scenario:
     billing: BillingSection = field(default_factory=BillingSection)
     report: ReportSection = field(default_factory=ReportSection)
     disaggregation: DisaggregationSection | None = None
-    path: str = ""
+    path: str = field(default="", metadata=SET_BY_KVSIM)  # the file read, never a key in it
 
     def __post_init__(self) -> None:
         must(self.seed >= 0, "scenario", "seed", ">= 0", self.seed)
@@ -471,7 +471,7 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     if isinstance(w, Mapping) and w.get("trace") and "duration_s" not in w:
         data = {**data, "workload": {**w, "duration_s": math.inf}}
     try:
-        scenario = build(Scenario, {**data, "path": where}, where)
+        scenario = replace(build(Scenario, data, where), path=where)
     except ConfigError as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None

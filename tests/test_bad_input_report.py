@@ -14,8 +14,8 @@ from simulator.errors import ConfigError
 from simulator.maxrate import max_rate
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
-from simulator.scenario import load_scenario
-from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
+from simulator.scenario import SCENARIO_DIR, load_scenario
+from tests.test_hostile_inputs import BASE, edit, error, kvsim, outcome, scenario
 
 COLLAPSE_ON = ("collapse = false", "collapse = true\ncollapse_points = [4096]")
 
@@ -144,4 +144,18 @@ def test_an_infinite_slo_in_a_scenario_is_refused(tmp_path, key, value):
     r = kvsim("run", p, "--out", tmp_path / "o")
     assert f"'{key}' must be a finite number of seconds (got inf)" in error(r, str(p))
     assert "simulating" not in r.stderr
+
+
+# --- a `path` key ------------------------------------------------------------------------------
+def test_a_path_key_is_unknown_like_any_other(tmp_path):
+    p = scenario(tmp_path, 'path = "elsewhere.toml"\n' + BASE)
+    line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
+    assert f"{p}.path: unknown key; valid: name, " in line
+    assert "path" not in line.split("valid:")[1]
+
+
+def test_the_scenario_still_knows_its_file(tmp_path):
+    p = scenario(tmp_path)
+    assert load_scenario(p).path == str(p)
+    assert load_scenario("default").path == str(SCENARIO_DIR / "default.toml")
 
