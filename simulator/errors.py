@@ -2,12 +2,15 @@
 ``<where>: 'key' must be <rule> (got <value>)``. The CLI turns them into exit code 2.
 
 A message quotes the value it rejects through `shown`, cut to `SHOWN_CHARS` characters: a
-100 kB string in a scenario file is named, not echoed.
+100 kB string in a scenario file is named, not echoed. The CLI prints a message on one line and cuts
+it at `MAX_MESSAGE_CHARS` characters, so a message that could grow past that (one that lists names)
+says something shorter instead.
 """
 
 from collections.abc import Sequence
 
 SHOWN_CHARS = 80
+MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
 
 
 class KvsimError(Exception):

@@ -34,7 +34,8 @@ from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
-from simulator.errors import ConfigError, DoesNotFitError, must, must_differ, shown
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, must, must_differ, shown
+from simulator.files import shown_path
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
@@ -483,6 +484,23 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     return scenario
 
 
+def _not_found(path: Path) -> str:
+    """What follows the path when `path` is no file: a shipped scenario's file named by a path that is
+    not there (``scenarios/default.toml`` outside a checkout) runs by its name; otherwise the shipped
+    names, as many as fit one error line (`MAX_MESSAGE_CHARS`), then how many more and where they are."""
+    shipped = sorted(x.stem for x in SCENARIO_DIR.glob("*.toml"))
+    if path.stem in shipped:
+        return (f"scenario file not found; the shipped scenario {path.stem!r} runs by its name "
+                f"(e.g. kvsim run {path.stem})")
+    room = MAX_MESSAGE_CHARS - len(f"{shown_path(path)}: ")
+    for k in range(len(shipped), -1, -1):
+        more = [f"and {len(shipped) - k} more in the README's Scenarios table"] if k < len(shipped) else []
+        text = f"scenario file not found (shipped: {', '.join(shipped[:k] + more)})"
+        if len(text) <= room:
+            break
+    return text
+
+
 def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = None,
                   **overrides: Any) -> Scenario:
     """Read and validate a scenario file (default: ``scenarios/default.toml``).
@@ -493,8 +511,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     p = Path(path) if path else DEFAULT_SCENARIO
     if not p.is_file() and p.suffix != ".toml" and (SCENARIO_DIR / f"{p}.toml").is_file():
         p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
-    shipped = ", ".join(sorted(x.stem for x in SCENARIO_DIR.glob("*.toml")))
-    data = read_toml(p, missing=f"scenario file not found (shipped: {shipped})")
+    data = read_toml(p, missing=_not_found(p))
     if trace is not None:
         w = data.get("workload")
         data = {**data, "workload": {**(w if isinstance(w, dict) else {}), "trace": str(Path(trace).resolve())}}

@@ -5,6 +5,7 @@ any simulation (the contract of `tests.test_hostile_inputs`); one section per ki
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,8 +16,9 @@ from simulator.maxrate import max_rate
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
 from simulator.scenario import SCENARIO_DIR, load_scenario
-from tests.test_hostile_inputs import BASE, edit, error, kvsim, outcome, scenario
+from tests.test_hostile_inputs import BASE, MAX_LINE, edit, error, kvsim, outcome, scenario
 
+SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
 COLLAPSE_ON = ("collapse = false", "collapse = true\ncollapse_points = [4096]")
 
 
@@ -159,3 +161,33 @@ def test_the_scenario_still_knows_its_file(tmp_path):
     assert load_scenario(p).path == str(p)
     assert load_scenario("default").path == str(SCENARIO_DIR / "default.toml")
 
+
+# --- a scenario path that is not there ---------------------------------------------------------
+def test_a_shipped_scenarios_path_outside_the_checkout_says_it_runs_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = kvsim("run", "scenarios/default.toml")
+    line = error(r, "scenarios/default.toml")
+    assert line == ("Error: scenarios/default.toml: scenario file not found; the shipped scenario 'default' runs by "
+                    "its name (e.g. kvsim run default)")
+
+
+def test_a_short_missing_path_lists_every_shipped_scenario(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = error(kvsim("run", "nope.toml"), "nope.toml")
+    assert line == f"Error: nope.toml: scenario file not found (shipped: {', '.join(SHIPPED)})"
+
+
+def test_a_long_missing_path_lists_what_fits_and_says_how_many_more(tmp_path):
+    missing = tmp_path / ("x" * 200) / "nope.toml"
+    line = error(kvsim("run", missing), "nope.toml")
+    assert len(line) < MAX_LINE and not line.endswith("…")
+    head, more = line.split("(shipped: ")[1].rstrip(")").split(", and ")
+    listed = head.split(", ")
+    assert listed == SHIPPED[:len(listed)] and 0 < len(listed) < len(SHIPPED)
+    assert more == f"{len(SHIPPED) - len(listed)} more in the README's Scenarios table"
+
+
+def test_readme_has_the_scenarios_table_the_message_points_to():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "\n## Scenarios\n" in readme
+    assert all(f"| `{name}` |" in readme for name in SHIPPED)

@@ -13,13 +13,10 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from simulator.errors import ConfigError, KvsimError
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
 
 
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
