@@ -112,7 +112,9 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     The provider's figures come from this deployment (`provider_costs_for`): KV bytes per token
     of the model and layout, the prefill cost of the mean prompt from the cost model, the
     simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price, and
-    the fleet's KV pool as simulated (``kv_blocks_total`` × the layout's block bytes).
+    the fleet's KV pool as simulated (``kv_blocks_total`` × the layout's block bytes). The stream
+    and prompt lengths are the completed requests' means, or, when none completed (every one timed
+    out), all requests'; then no decode speed was seen and a displaced stream forgoes no revenue.
     """
     return _breakeven_study(run)[:3]
 
@@ -132,11 +134,12 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     cfg = result.config
     done = result.requests[result.requests.outcome == "completed"]
     tpot = float(done.tpot_mean_s.mean()) if len(done) else float("nan")
+    shape = done if len(done) else result.requests  # none completed (all timed out): the requests' own lengths
     costs = provider_costs_for(
         cfg.node, cfg.model, cfg.layout, cfg.tp,  # type: ignore[arg-type]  # resolved specs
-        stream_context_tokens=float((done.prompt_tokens + done.output_tokens / 2).mean()),
+        stream_context_tokens=float((shape.prompt_tokens + shape.output_tokens / 2).mean()),
         tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
-        output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()),
+        output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(shape.prompt_tokens.mean()),
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)

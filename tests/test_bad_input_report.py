@@ -191,3 +191,19 @@ def test_readme_has_the_scenarios_table_the_message_points_to():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert "\n## Scenarios\n" in readme
     assert all(f"| `{name}` |" in readme for name in SHIPPED)
+
+
+# --- a run in which no request completes -------------------------------------------------------------
+def test_the_break_even_study_of_a_run_where_every_request_timed_out(tmp_path):
+    """Every request times out in the queue: the provider side takes the requests' own lengths (no
+    completion to average) and no decode speed (a displaced stream forgoes nothing), not NaN (which
+    crashed the report after the simulation)."""
+    text = edit("breakeven = false", "breakeven = true")
+    text = text.replace("[slo]", "[scheduler]\nqueue_timeout_s = 1e-300\n[slo]")
+    r = kvsim("run", scenario(tmp_path, text), "--out", tmp_path / "o")
+    assert outcome(r) is None
+    requests = pd.read_csv(tmp_path / "o" / "8xH100" / "requests.csv")
+    assert len(requests) and (requests.outcome == "timed_out").all()
+    provider = pd.read_csv(tmp_path / "o" / "breakeven_provider.csv")
+    assert len(provider) and provider.notna().any(axis=None)
+    assert (tmp_path / "o" / "summary.md").is_file()
