@@ -308,6 +308,12 @@ class Scenario:
             cache_params=self.cache.params, slo_ttft_s=self.slo.ttft_p99_s, slo_tpot_s=self.slo.tpot_p99_s,
         )
 
+    @property
+    def _base_dir(self) -> Path | None:
+        """The folder a relative path in the spec (a synthetic length's ``csv``) is read from: the
+        scenario file's, both where the spec is checked and where it is drawn."""
+        return Path(self.path).parent if self.path else None
+
     def load_workload(self, seed: int | None = None, rate_scale: float = 1.0, *,
                       allow_empty: bool = False) -> Workload:
         """The scenario's workload (generated with `seed`, default the scenario's), at `rate_scale`
@@ -319,7 +325,7 @@ class Scenario:
             return load_workload(spec, seed=self.seed if seed is None else seed,
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,
                                  rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
-                                 allow_empty=allow_empty, table="workload.spec")
+                                 allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir)
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: [workload] {exc}") from None
 
@@ -381,7 +387,7 @@ class Scenario:
             return
         try:
             prepare_generator(dict(w.spec), duration_s=w.duration_s, rate_scale=w.rate_scale, table="workload.spec",
-                              base_dir=Path(self.path).parent if self.path else None)
+                              base_dir=self._base_dir)
         except ConfigError as exc:
             raise ConfigError(f"[workload] {exc}") from None
 

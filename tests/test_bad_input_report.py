@@ -207,3 +207,22 @@ def test_the_break_even_study_of_a_run_where_every_request_timed_out(tmp_path):
     provider = pd.read_csv(tmp_path / "o" / "breakeven_provider.csv")
     assert len(provider) and provider.notna().any(axis=None)
     assert (tmp_path / "o" / "summary.md").is_file()
+
+
+def test_a_synthetic_specs_csv_is_read_beside_the_scenario_wherever_kvsim_runs(tmp_path, monkeypatch):
+    """`synthetic`'s length CSV, a path relative to the scenario file, was found when the scenario
+    was checked and missed when the workload was drawn (after "simulating") unless kvsim ran from
+    the scenario's folder: both now read it beside the scenario."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "lens.csv").write_text("input,output\n100,10\n200,20\n300,30\n")
+    spec = ('name = "synthetic"\ninput_tokens = {csv = "lens.csv", column = "input"}\n'
+            'output_tokens = {csv = "lens.csv", column = "output"}')
+    p = scenario(folder, edit('name = "chat-4k"', spec))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert outcome(r) is None
+    requests = pd.read_csv(tmp_path / "o" / "8xH100" / "requests.csv")
+    assert len(requests) and set(requests.prompt_tokens) <= {100, 200, 300}
