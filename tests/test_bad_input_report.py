@@ -226,3 +226,21 @@ def test_a_synthetic_specs_csv_is_read_beside_the_scenario_wherever_kvsim_runs(t
     assert outcome(r) is None
     requests = pd.read_csv(tmp_path / "o" / "8xH100" / "requests.csv")
     assert len(requests) and set(requests.prompt_tokens) <= {100, 200, 300}
+
+
+DISAGGREGATED = "[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n[router]"
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("[router]", DISAGGREGATED, "not compared: its [disaggregation]"),
+    ('hardware = ["8xH100"]', 'hardware = ["8xH100", "8xB200"]', "not compared: its other node kinds (8xB200)"),
+])
+def test_compare_says_what_of_the_scenario_it_does_not_compare(tmp_path, old, new, says):
+    """compare runs the scenario's first kind as one aggregated fleet: its other kinds and a
+    [disaggregation] were dropped without a word."""
+    text = edit("nodes = 1\n", "nodes = 2\n").replace(old, new)
+    r = kvsim("compare", scenario(tmp_path, text), "--strategy", "native")
+    assert outcome(r) is None
+    assert "first node kind, 8xH100, as one aggregated fleet" in r.stderr and says in r.stderr
+    plain = kvsim("compare", scenario(tmp_path, BASE, name="plain.toml"), "--strategy", "native")
+    assert outcome(plain) is None and "not compared" not in plain.stderr

@@ -94,6 +94,12 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         base = sc.engine_config()
         requests = list(sc.load_workload(seed, rate_scale=rate_scale))
         model, hardware, n_nodes = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes
+        others = sc.cluster.hardware[1:]
+        left_out = [f"its other node kinds ({', '.join(others)})"] if others else []
+        left_out += ["its [disaggregation]"] if sc.disaggregation is not None else []
+        if left_out:  # what the comparison does not cover is said, not silently dropped
+            click.echo(f"note: compare runs the strategy sets on {scenario}'s first node kind, {hardware}, as one "
+                       f"aggregated fleet; not compared: {' and '.join(left_out)} (kvsim run covers them)", err=True)
         tp = sc.cluster.tp
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
