@@ -418,7 +418,8 @@ class Scenario:
                      nodes_key: str, context: str = "") -> KVBudget:
         """The KV budget of `plan` on `node` for a pool of `nodes` nodes, with the rules a pool meets
         (its replicas tile the nodes, the weights fit, the pool is whole replicas) as one-line errors
-        naming the scenario's keys (`plan_keys`, `nodes_key`); `context` prefixes a weights error."""
+        naming the scenario's keys (`plan_keys`, also before a plan the model cannot take, `nodes_key`);
+        `context` prefixes a weights error."""
         if not tiles_nodes(node.gpus, plan.gpus):
             raise ConfigError(f"{self.where}: {plan_keys} must divide the {node.gpus} GPUs of {node.key} or be a "
                               f"multiple of them (got {plan.gpus})")
@@ -426,6 +427,8 @@ class Scenario:
             budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
         except DoesNotFitError as exc:
             raise ConfigError(f"{self.where}: {context}{exc}") from None
+        except ConfigError as exc:  # the plan does not suit the model: name the keys that set it
+            raise ConfigError(f"{self.where}: {plan_keys}: {exc}") from None
         if nodes % budget.nodes:
             raise ConfigError(f"{self.where}: {nodes_key} must be a multiple of the {budget.nodes} {node.key} nodes "
                               f"one {plan.label} replica spans (got {nodes})")
