@@ -12,6 +12,9 @@ from matplotlib.text import Text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Meeting the SLOs and missing them, in every chart that tells them apart (compare, capacity, sweep).
+MEETS_COLOUR, MISSES_COLOUR = "#2ca02c", "#d62728"
+
 
 def plain_text(fn: F) -> F:
     """Decorator of a chart function: the texts of the figure it draws are plain, ``$`` included.

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import MaxNLocator
 
-from simulator.charts.base import plain_text
+from simulator.charts.base import MISSES_COLOUR, plain_text
 
 #: Axis labels (with units) and display scale of sweep columns: metrics and common swept keys.
 SWEEP_LABELS: dict[str, tuple[str, float]] = {
@@ -44,8 +44,10 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     """Metric `y` against swept key `x`, one line per hardware kind (and per `hue` value).
 
     Other swept keys that vary (``df.attrs["swept"]``, set by `simulator.sweep.run_sweep`) split
-    lines too, so no line mixes points. The p99 SLO is drawn on p99 TTFT and TPOT where
-    ``df.attrs`` carries it; the y axis turns logarithmic when positive values span over 50×.
+    lines too, so no line mixes points. A point that misses the SLOs (``meets_slo`` false) is
+    ringed in the compare chart's misses red, with a legend entry (`_mark_misses`). The p99 SLO is
+    drawn on p99 TTFT and TPOT where ``df.attrs`` carries it; the y axis turns logarithmic when
+    positive values span over 50×.
     """
     for col in (x, y, *([hue] if hue else [])):
         if col not in df.columns:
@@ -68,6 +70,7 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
         parts = [str(hw)] + [f"{k}={v}" for k, v in zip(split[1:], rest, strict=True)]
         ax.plot(g[x], g[y].astype(float) * scale, color=f"C{colour % 10}", ls=["-", "--", "-.", ":"][style % 4],
                 marker="osD^v"[style % 5], lw=1.8, label=", ".join(parts))
+    _mark_misses(ax, df, x, y, scale)
     slo_attr, unit = _SLO_LINES.get(y, ("", ""))
     slo = df.attrs.get(slo_attr)
     if slo:
@@ -85,7 +88,24 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     ax.set_title((f"{name}: " if name else "") + f"{ylabel.split(' (')[0]} vs {xlabel.split(' (')[0]}")
     ax.grid(True, alpha=0.3)
     legend = ax.legend(fontsize=8, title=" / ".join(split), title_fontsize=8)
-    if len(ax.lines) > 4:  # many lines: beside the plot, not over it
+    if len(legend.get_texts()) > 4:  # many entries: beside the plot, not over it
         legend.set_bbox_to_anchor((1.01, 1.0))
         legend.set_loc("upper left")
     return ax
+
+
+def _mark_misses(ax: Axes, df: pd.DataFrame, x: str, y: str, scale: float) -> None:
+    """Ring the points whose ``meets_slo`` is false: a cheap point that misses the SLOs is no answer.
+
+    The compare chart marks a miss in `MISSES_COLOUR` (its bars hatched), as the fleets chart
+    hatches one; a line's point gets a ring of that colour, drawn over its marker, and one legend
+    entry. Rows of failed points (no ``meets_slo``) and a frame without the column are left as they are.
+    """
+    if "meets_slo" not in df:
+        return
+    missed = df["meets_slo"].map({True: False, False: True, "True": False, "False": True}).fillna(False).astype(bool)
+    if not missed.any():
+        return
+    points = df[missed]
+    ax.scatter(points[x], points[y].astype(float) * scale, s=160, facecolors="none", edgecolors=MISSES_COLOUR,
+               linewidths=2.0, zorder=5, label="misses an SLO (p99 TTFT or TPOT, or timeouts)")
