@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from simulator.charts import plain_text
+from simulator.charts.base import MEETS_COLOUR, MISSES_COLOUR
 from simulator.engine import EngineConfig, StepTimer, run
 from simulator.engine.caches import make_strategy
 from simulator.engine.cluster import TimerFactory
@@ -106,9 +107,14 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     ``meets_slo``: p99 TTFT and p99 TPOT within the config's SLOs (``slo_ttft_s``, ``slo_tpot_s``)
     and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = (n − 1) /
     (last arrival − first arrival)``.
-    ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with,
-    against an MHA, bf16, full-retention baseline (the layout's `simulator.kv.footprint` factors at
-    the mean context, times the share of its tokens' KV retention keeps: `kept_kv_fraction`).
+    ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with in
+    all (every GPU's share summed), against an MHA, bf16, full-retention baseline (the layout's
+    `simulator.kv.footprint` factors at the mean context, times the share of its tokens' KV
+    retention keeps: `kept_kv_fraction`). What one GPU holds of it depends on the plan: GQA heads
+    split over TP8, an MLA latent is whole on every GPU, so a smaller total can cost a GPU more.
+    ``memory_factor_per_gpu = memory_factor · gpu_kv_share``, the same against the same baseline on
+    the GPU that holds the most, with ``gpu_kv_share = kv_bytes_per_token_per_gpu / kv_bytes_per_token``
+    (`gpu_kv_bytes_per_token`); Llama-3.1-70B under TP8: GQA 0.125 · 1/8, an MLA retrofit 0.0352 · 1.
 
     `progress` receives the fraction done: each set an equal share (the same requests), advanced
     by its share of requests ended.
@@ -133,6 +139,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         tokens = int(done.prompt_tokens.sum() + done.output_tokens.sum())
         layout_factor = math.prod(s["layout_factors"].values())
         kept = kept_kv_fraction(req) if config.retention != "full" else 1.0
+        in_all, per_gpu = gpu_kv_bytes_per_token(config)
         rows.append({
             "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
             "meets_slo": meets_slo(res, config.slo_ttft_s, config.slo_tpot_s),
@@ -147,11 +154,31 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "quality_debit_points": s["quality_debit_points"],
             "memory_factor": layout_factor * kept,
+            "memory_factor_per_gpu": layout_factor * kept * per_gpu / in_all,
             "layout_memory_factor": layout_factor,
             "kept_kv_fraction": kept,
+            "kv_bytes_per_token": in_all,
+            "kv_bytes_per_token_per_gpu": per_gpu,
         })
     meter.finish()
     return pd.DataFrame(rows)
+
+
+def gpu_kv_bytes_per_token(config: EngineConfig) -> tuple[float, float]:
+    """A token's KV bytes in all (`simulator.kv.bytes_per_token`) and on the GPU of the config's
+    first pool that holds the most of it: ``max_s gpu_sequence_bytes(1 token, stage s)``
+    (`simulator.capacity`, from `simulator.placement`'s ``kv_share``: ``h_gpu / h`` of the stage's
+    layers, or all of an MLA latent)."""
+    from hardware.catalog import load_catalog
+    from simulator.capacity import gpu_sequence_bytes, kv_budget
+    from simulator.kv import bytes_per_token
+    from simulator.models import get_model
+
+    model = config.model if not isinstance(config.model, str) else get_model(config.model)
+    node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
+    budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=config.plan)
+    per_gpu = max(gpu_sequence_bytes(budget, model, config.layout, 1, s) for s in range(len(budget.stages)))
+    return bytes_per_token(model, config.layout), per_gpu
 
 
 def kept_kv_fraction(requests: pd.DataFrame) -> float:
@@ -168,7 +195,6 @@ def kept_kv_fraction(requests: pd.DataFrame) -> float:
     return 1.0 - int(done.evicted_tokens.sum()) / full if full > 0 else math.nan
 
 
-MEETS_COLOUR, MISSES_COLOUR = "#2ca02c", "#d62728"
 
 
 TIE = 0.01  # costs within 1% of each other are a tie, broken by the smaller quality debit

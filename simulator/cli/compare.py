@@ -35,7 +35,8 @@ from simulator.units import figure
 from workloads import load_workload
 
 COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
-           "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "completed"]
+           "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "memory_factor_per_gpu",
+           "completed"]
 
 
 @click.command("compare")
@@ -122,6 +123,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         echo_json(records(df[COLUMNS]))
     else:
         click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
+        click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: what one "
+                   f"GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is whole on "
+                   "every GPU)", err=True)
     if out is not None and folder:
         df.to_csv(out / "compare.csv", index=False)
         name = Path(workload_spec).name
