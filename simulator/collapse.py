@@ -2,7 +2,10 @@
 
 ``streams(n) = replicas · groups · min_s floor(kv_budget_s / kv_s(n))`` per node, on the binding
 GPU (see `simulator.capacity`), per parallelism plan, over a log grid of contexts from 1k to 1M
-tokens. The table is what the chart draws and
+tokens. ``bytes_per_token`` is a token's KV in all (every GPU's share summed), and
+``bytes_per_token_per_gpu`` what one GPU of the first stage holds of it (`simulator.capacity.gpu_sequence_bytes`
+of one token): an eighth of it for GQA heads under TP8, all of it for an MLA latent, which every
+attention rank holds whole. The table is what the chart draws and
 what ``kvsim collapse`` writes as CSV.
 """
 
@@ -14,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hardware.catalog import Catalog
-from simulator.capacity import kv_budget, max_streams
+from simulator.capacity import gpu_sequence_bytes, kv_budget, max_streams
 from simulator.errors import must, must_differ
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
@@ -57,9 +60,11 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                     streams = max_streams(budget, model, layout, int(n), block_tokens) / budget.nodes
                     rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,
                                  budget.stage_kv_bytes(0), bytes_per_token(model, layout),
+                                 gpu_sequence_bytes(budget, model, layout, 1, 0),
                                  sequence_bytes(model, layout, int(n), block_tokens), int(streams)))
     return pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
-                                       "kv_budget_bytes_per_gpu", "bytes_per_token", "stream_bytes", "max_streams"])
+                                       "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
+                                       "stream_bytes", "max_streams"])
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

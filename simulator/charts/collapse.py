@@ -45,14 +45,13 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
-        per_token_kb = g["bytes_per_token"].iloc[0] / 1e3
         g = g[g["max_streams"] > 0]
-        name = f"{layout} ({per_token_kb:,.0f} kB/token)" + (f", {plan}" if len(plans) > 1 else "")
+        name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
         key = (plans.index(plan), *g["max_streams"].astype(int))
         ls: Any = styles[plans.index(plan) % 4]
         lw = 1.8
         if key in drawn:  # the same streams as a layout drawn before: say so, and let both show
-            name += f": the same line as {drawn[key]}"
+            name += f"\n  = the same line as {drawn[key]}"  # its own line: the entry stays narrow
             ls, lw = (0, (2, 3)), 3.0
         else:
             drawn[key] = str(layout)
@@ -67,7 +66,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
                 + ", ".join(quoted) + " streams", transform=ax.transAxes, fontsize=9, fontweight="bold",
                 color=layout_colour(str(first_layout)), va="bottom",
                 bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
-    title = f"{hw}: KV budget per " + ("GPU " if "kv_budget_bytes_per_gpu" in df else "node ")
+    title = f"{hw}: KV budget per " + ("GPU" if "kv_budget_bytes_per_gpu" in df else "node")
+    title += "" if len(plans) > 1 else " "
     if max_context_tokens:
         ax.axvline(max_context_tokens, color="grey", ls=":", lw=1.2)
     if simulated is not None and len(simulated):
@@ -81,25 +81,47 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
+    # plain counts (1, 10, 1,000): a log axis's own 10^k is mathtext, which `plain_text` leaves unparsed while
+    # the chart lays itself out, so tight_layout measured "$\mathdefault{10^{2}}$" and left a wide margin
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.set_xlabel("context length per stream (tokens)")
     ax.set_ylabel("max concurrent streams per node")
     per_gpu = "kv_budget_bytes_per_gpu" in df
     budgets = df.groupby("plan", sort=False)["kv_budget_bytes_per_gpu" if per_gpu else "kv_budget_bytes"].first() / GB
+    title += ("\n" if len(plans) > 1 else "")  # several plans' budgets overrun a panel's width on one line
     title += ", ".join(f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items())
     if max_context_tokens:
         title += f"\ndotted: the model's max context ({tokens_tick(max_context_tokens)})"
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="KV layout" + (", plan" if len(plans) > 1 else ""), fontsize=8, title_fontsize=8,
-              loc="upper right")
+    ax.legend(title=_legend_title(df), fontsize=8, title_fontsize=8, loc="upper right")
     return ax
+
+
+def _per_token(g: pd.DataFrame) -> str:
+    """A layout's KV a token in all and, where the table has it, on one GPU: ``328 kB/token in all,
+    41 kB a GPU``. Under TP8 GQA heads split eight ways but an MLA latent is whole on every GPU, so
+    a smaller total can hold fewer streams: the GPU's figure is the one capacity reads."""
+    text = f"{g['bytes_per_token'].iloc[0] / 1e3:,.0f} kB/token"
+    if "bytes_per_token_per_gpu" not in g:  # a table from before the column (a CSV, a notebook's frame)
+        return text
+    return text + f" in all, {g['bytes_per_token_per_gpu'].iloc[0] / 1e3:,.0f} kB a GPU"
+
+
+def _legend_title(df: pd.DataFrame) -> str:
+    """``KV layout, plan`` with several plans; else the one plan named (the per-GPU bytes depend on it)."""
+    plans = list(dict.fromkeys(df["plan"])) if "plan" in df else [""]
+    if len(plans) > 1:
+        return "KV layout, plan"
+    return "KV layout" + (f" (under {plans[0]})" if plans[0] and "bytes_per_token_per_gpu" in df else "")
 
 
 def _goodput_caption(sim: pd.DataFrame) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them)."""
-    text = ("Lower row: one node offered 80% of the concurrency its KV memory allows (Poisson arrivals, the "
-            "scenario's scheduler and SLOs); goodput = share of requests meeting both p99 SLOs.")
+    text = ("Goodput panels (under each kind's streams): one node offered 80% of the concurrency its KV memory "
+            "allows (Poisson arrivals, the scenario's scheduler and SLOs); goodput = share of requests meeting both "
+            "p99 SLOs.")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
         tpot_miss = float((1 - sim.tpot_ok_fraction).mean())
@@ -115,64 +137,136 @@ def _goodput_caption(sim: pd.DataFrame) -> str:
     return text
 
 
+#: Panels side by side before the next kind wraps to a new row, and their size: three 6.2-inch panels
+#: with the legend at their right made a figure 21 inches (2,354 px) wide, small text when viewed whole.
+PANELS_PER_ROW = 3
+PANEL_W_IN, PANELS_W_IN = (7.0, 6.2), 14.4  # a panel's width (alone, among others); the panels' at most
+LEGEND_PAD_IN = 0.75  # a legend column's width beyond its widest text: the line sample, its gap, the frame
+STREAMS_H_IN, GOODPUT_H_IN, TITLE_H_IN = 4.6, 3.0, 1.0  # a streams row, a goodput row under it, the suptitle
+LEGEND_FONT = 9
+
+
 @plain_text
 def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
                     simulated: pd.DataFrame | None = None) -> Figure:
-    """One panel per hardware kind, sharing the y axis; `simulated` adds measured streams per kind
-    and, when it carries goodput, a second row with the share of requests meeting the SLOs (and,
-    with ``ttft_ok_fraction``/``tpot_ok_fraction``, each SLO's share), captioned with why."""
+    """One panel per hardware kind, sharing the y axis, at most `PANELS_PER_ROW` a row; `simulated`
+    adds measured streams per kind and, when it carries goodput, a row under each row of panels with
+    the share of requests meeting the SLOs (and, with ``ttft_ok_fraction``/``tpot_ok_fraction``, each
+    SLO's share), captioned with why.
+
+    The panels draw the same layouts, so one legend serves them: right of a single panel; under the
+    panels when there are several, in as many columns as the width holds. Width: one panel 7 inches
+    and its legend's; two 12.4; three (and more, wrapped) 14.4 (1,584 px at 110 dpi), `PANELS_W_IN`.
+    """
     kinds = list(dict.fromkeys(df["hardware"]))
     with_goodput = simulated is not None and "goodput_fraction" in simulated and len(simulated) > 0
-    rows = 2 if with_goodput else 1
-    width_in = max(8.0, 6.2 * len(kinds)) + 2.8  # the legends right of the panels
+    rows = 2 if with_goodput else 1  # grid rows a row of panels takes
+    cols = min(len(kinds), PANELS_PER_ROW)
+    blocks = -(-len(kinds) // cols)  # rows of panels
+    panels_in = PANEL_W_IN[0] if cols == 1 else min(PANELS_W_IN, PANEL_W_IN[1] * cols)
+    panels_h_in = TITLE_H_IN + blocks * (STREAMS_H_IN + GOODPUT_H_IN * (rows - 1))
+    fig = plt.figure(figsize=(panels_in, panels_h_in))
+    grid = fig.add_gridspec(blocks * rows, cols, height_ratios=[3, 1.2][:rows] * blocks)
+    tops: list[Axes] = []
+    lows: list[Axes] = []
+    for i, hw in enumerate(kinds):
+        r, col = rows * (i // cols), i % cols
+        top = fig.add_subplot(grid[r, col], sharey=tops[0] if tops else None)
+        tops.append(top)
+        sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
+        plot_collapse_panel(df[df["hardware"] == hw], top, max_context_tokens, sim)
+        if col:
+            top.set_ylabel("")
+            top.tick_params(labelleft=False)
+        if with_goodput and sim is not None:
+            g = fig.add_subplot(grid[r + 1, col])
+            lows.append(g)
+            _goodput_panel(g, sim, top)
+            top.set_xlabel("")
+            if not col:
+                g.set_ylabel("requests meeting\nthe SLOs (%)")
+    merged: dict[str, Any] = {}  # one legend for all panels
+    for ax in tops:
+        handles, labels = ax.get_legend_handles_labels()
+        merged.update({label: h for h, label in zip(handles, labels, strict=True) if label not in merged})
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.remove()
+    column_in = LEGEND_PAD_IN + _widest_in(fig, [line for label in merged for line in label.split("\n")]
+                                           + [_legend_title(df)])
+    below = len(kinds) > 1
+    width_in = panels_in if below else panels_in + column_in
+    style: dict[str, Any] = {"fontsize": LEGEND_FONT, "title_fontsize": LEGEND_FONT}
+    legends = _legends_under(fig, merged, _legend_title(df), lows, width_in, column_in) if below else []
+    boxes = [leg.get_window_extent(fig.canvas.get_renderer()) for leg in legends]  # type: ignore[attr-defined]
+    legend_h_in = max((box.height for box in boxes), default=0.0) / fig.dpi + (0.15 if legends else 0.0)
     caption = _goodput_caption(simulated) if with_goodput and simulated is not None else ""
     if caption:
         import textwrap
 
         caption = "\n".join(textwrap.fill(line, int(13.5 * width_in)) for line in caption.split("\n"))
     caption_in = 0.16 * (caption.count("\n") + 1) + 0.1 if caption else 0.0  # its height, inches
-    fig, axes = plt.subplots(rows, len(kinds), figsize=(width_in, 5.6 + 3.0 * (rows - 1) + caption_in),
-                             sharey="row", squeeze=False, gridspec_kw={"height_ratios": [3, 1.2][:rows]})
-    for col, hw in enumerate(kinds):
-        sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
-        plot_collapse_panel(df[df["hardware"] == hw], axes[0][col], max_context_tokens, sim)
-        if with_goodput and sim is not None:
-            g = axes[1][col]
-            g.plot(sim["context_tokens"], 100 * sim["goodput_fraction"], color="black", marker="s", ms=5,
-                   label="both SLOs (goodput)")
-            if "ttft_ok_fraction" in sim:
-                g.plot(sim["context_tokens"], 100 * sim["ttft_ok_fraction"], color="C3", marker="v", ms=5, ls="--",
-                       label="TTFT SLO")
-            if "tpot_ok_fraction" in sim:
-                g.plot(sim["context_tokens"], 100 * sim["tpot_ok_fraction"], color="C9", marker="^", ms=5, ls=":",
-                       label="TPOT SLO")
-            g.set_xscale("log", base=2)
-            g.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
-            g.set_xlim(axes[0][col].get_xlim())
-            g.set_ylim(-5, 105)
-            g.set_xlabel("context length per stream (tokens)")
-            layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-            g.set_title(f"simulated, {layout}, 80% of the analytic concurrency offered", fontsize=9)
-            g.grid(True, alpha=0.3)
-            axes[0][col].set_xlabel("")
-    merged: dict[str, Any] = {}  # one legend a row, right of its last panel (the panels draw the same layouts)
-    for ax in axes[0]:
-        handles, labels = ax.get_legend_handles_labels()
-        merged.update({label: h for h, label in zip(handles, labels, strict=True) if label not in merged})
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-    axes[0][-1].legend(list(merged.values()), list(merged), title="KV layout" + (", plan" if "plan" in df and
-                       df["plan"].nunique() > 1 else ""), fontsize=8, title_fontsize=8, loc="upper left",
-                       bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    if with_goodput:
-        axes[1][0].set_ylabel("requests meeting\nthe SLOs (%)")
-        axes[1][-1].legend(fontsize=8, title="requests meeting", title_fontsize=8, loc="upper left",
-                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    for ax in axes[0][1:]:
-        ax.set_ylabel("")
-    sep = " " if len(kinds) > 1 else "\n"  # one panel is too narrow for the subtitle on one line
+    height_in = panels_h_in + legend_h_in + caption_in
+    fig.set_size_inches(width_in, height_in)
+    sep = " " if cols > 1 else "\n"  # one panel is too narrow for the subtitle on one line
     fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length{sep}"
-                 "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=11)
-    fig.text(0.01, 0.05 / fig.get_figheight(), caption, fontsize=8.5, va="bottom", ha="left", color="0.2")
-    fig.tight_layout(rect=(0, caption_in / fig.get_figheight(), 1, 1))
+                 "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=12)
+    fig.text(0.01, 0.05 / height_in, caption, fontsize=9, va="bottom", ha="left", color="0.2")
+    # a legend at the right comes after the layout, which would otherwise widen the panel to its widest entry
+    fig.tight_layout(rect=(0, (caption_in + legend_h_in) / height_in, panels_in / width_in, 1))
+    x_in = 0.1
+    for leg, box in zip(legends, boxes, strict=True):  # side by side under the panels, left to right
+        leg.set_bbox_to_anchor((x_in / width_in, (caption_in + 0.05) / height_in), transform=fig.transFigure)
+        x_in += box.width / fig.dpi + 0.3
+    if not below:
+        where: dict[str, Any] = {"loc": "upper left", "borderaxespad": 0, "bbox_to_anchor": (1.03, 1.0), **style}
+        tops[0].legend(list(merged.values()), list(merged), title=_legend_title(df), **where)
+        if lows:
+            lows[0].legend(title="requests meeting", **where)
     return fig
+
+
+def _legends_under(fig: Figure, merged: dict[str, Any], title: str, lows: list[Axes], width_in: float,
+                   column_in: float) -> list[Any]:
+    """The figure legends that go under the panels, made (to be measured) but not yet placed: the
+    layouts' in as many columns of `column_in` as `width_in` holds beside the goodput panels' legend
+    (when there are goodput panels), and that legend."""
+    style: dict[str, Any] = {"fontsize": LEGEND_FONT, "title_fontsize": LEGEND_FONT, "loc": "lower left"}
+    low = lows[0].get_legend_handles_labels() if lows else ([], [])
+    low_in = LEGEND_PAD_IN + _widest_in(fig, [*low[1], "requests meeting"]) if lows else 0.0
+    ncol = max(1, min(len(merged), int((width_in - low_in - 0.3) // column_in)))
+    legends = [fig.legend(list(merged.values()), list(merged), title=title, ncol=ncol, **style)]
+    if lows:
+        legends.append(fig.legend(*low, title="requests meeting", **style))
+    return legends
+
+
+def _widest_in(fig: Figure, lines: list[str]) -> float:
+    """Width in inches of the widest of `lines` in the legends' font, as `fig` draws it."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    widths = []
+    for line in lines:
+        text = fig.text(0, 0, line, fontsize=LEGEND_FONT)
+        widths.append(text.get_window_extent(renderer).width)
+        text.remove()
+    return max(widths, default=0.0) / fig.dpi
+
+
+def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
+    """Under a kind's streams panel `top`: the share of its simulated requests meeting the SLOs."""
+    g.plot(sim["context_tokens"], 100 * sim["goodput_fraction"], color="black", marker="s", ms=5,
+           label="both SLOs (goodput)")
+    if "ttft_ok_fraction" in sim:
+        g.plot(sim["context_tokens"], 100 * sim["ttft_ok_fraction"], color="C3", marker="v", ms=5, ls="--",
+               label="TTFT SLO")
+    if "tpot_ok_fraction" in sim:
+        g.plot(sim["context_tokens"], 100 * sim["tpot_ok_fraction"], color="C9", marker="^", ms=5, ls=":",
+               label="TPOT SLO")
+    g.set_xscale("log", base=2)
+    g.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
+    g.set_xlim(top.get_xlim())
+    g.set_ylim(-5, 105)
+    g.set_xlabel("context length per stream (tokens)")
+    layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
+    g.set_title(f"simulated, {layout}, 80% of the analytic concurrency offered", fontsize=9)
+    g.grid(True, alpha=0.3)
