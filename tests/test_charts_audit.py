@@ -1,0 +1,167 @@
+"""A user audit's chart findings: MLA's KV per GPU beside its total, SLO misses on the sweep charts,
+collapse charts small enough to read whole.
+
+1. ``kvsim compare`` gave ``prefix+mla`` a ``memory_factor`` of 0.0352 against GQA's 0.125 and the
+   collapse legend "mla (92 kB/token)" against "native (328 kB/token)": both read as MLA saving
+   memory, but under TP8 the latent is whole on every GPU (92 kB a token on each, GQA 41 kB), so MLA
+   holds fewer streams. The figures now say they are totals and give the per-GPU one beside them.
+2. The sweep's cost chart drew the cheapest point (goodput 0.17, p99 TTFT 223 s) like the others.
+3. The collapse chart of three node kinds was 2,354 px wide.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from hardware.catalog import load_catalog
+from simulator.charts import collapse_figure, plot_collapse_panel, plot_sweep
+from simulator.charts.base import MISSES_COLOUR
+from simulator.cli.compare import compare
+from simulator.collapse import collapse_table
+from simulator.compare import compare_strategies
+from simulator.engine import EngineConfig
+from simulator.models import get_model
+from simulator.placement import ParallelPlan
+from workloads import load_workload
+
+L70 = get_model("Llama-3.1-70B")  # 80 layers, 8 KV heads of 128 (K and V), bf16: 327,680 B a token
+
+
+# --- 1. per token in all, and per GPU ---------------------------------------------------------
+
+def test_the_collapse_table_gives_a_tokens_kv_on_one_gpu() -> None:
+    """Under TP8 one GPU holds 1 of the 8 KV heads: 327,680 / 8 = 40,960 B a token; an MLA retrofit's
+    latent (512 + 64 values · 2 B · 80 layers = 92,160 B) is whole on every GPU. DeepSeek-V3's own
+    latent (576 · 61 layers · 2 B = 70,272 B) is whole on a GPU under TP8 and under DP8 attention."""
+    df = collapse_table(load_catalog(), L70, ["8xH100"], ["native", "mla"]).drop_duplicates("layout")
+    got = df.set_index("layout")[["bytes_per_token", "bytes_per_token_per_gpu"]].to_dict("index")
+    assert got == {"native": {"bytes_per_token": 327_680, "bytes_per_token_per_gpu": 40_960},
+                   "mla": {"bytes_per_token": 92_160, "bytes_per_token_per_gpu": 92_160}}
+    ds = collapse_table(load_catalog(), get_model("DeepSeek-V3"), ["8xH200"], ["native"],
+                        plans=[ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)])
+    assert set(ds.bytes_per_token_per_gpu) == set(ds.bytes_per_token) == {70_272}
+
+
+def test_the_collapse_legend_says_in_all_and_a_gpu() -> None:
+    ax = plot_collapse_panel(collapse_table(load_catalog(), L70, ["8xH100"], ["native", "mla"]))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["native (328 kB/token in all, 41 kB a GPU)", "mla (92 kB/token in all, 92 kB a GPU)"]
+    assert ax.get_legend().get_title().get_text() == "KV layout (under TP8)"
+    plt.close(ax.figure)
+
+
+def test_a_table_without_the_per_gpu_column_still_draws() -> None:
+    """A collapse.csv written before the column (or a notebook's own frame) keeps the old label."""
+    df = collapse_table(load_catalog(), L70, ["8xH100"], ["native"])
+    df = df.drop(columns="bytes_per_token_per_gpu", errors="ignore")
+    ax = plot_collapse_panel(df)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["native (328 kB/token)"]
+    assert ax.get_legend().get_title().get_text() == "KV layout"
+    plt.close(ax.figure)
+
+
+def test_compare_gives_the_memory_factor_on_one_gpu() -> None:
+    """memory_factor_per_gpu = memory_factor · per-GPU bytes / total bytes: GQA under TP8 0.125 / 8,
+    the MLA retrofit 0.0352 · 1 (its latent whole on each GPU), so MLA costs a GPU more."""
+    reqs = list(load_workload("chat-4k", seed=0, duration_s=5))
+    df = compare_strategies(EngineConfig(model="Llama-3.1-70B"), reqs, ["native", "mla"], seed=0).set_index("strategy")
+    assert df.memory_factor_per_gpu["native"] == pytest.approx(df.memory_factor["native"] / 8, rel=1e-12)
+    assert df.memory_factor_per_gpu["mla"] == pytest.approx(df.memory_factor["mla"], rel=1e-12)
+    assert df.memory_factor["mla"] < df.memory_factor["native"]
+    assert df.memory_factor_per_gpu["mla"] > df.memory_factor_per_gpu["native"]
+    assert (df.kv_bytes_per_token["native"], df.kv_bytes_per_token_per_gpu["native"]) == (327_680, 40_960)
+    assert (df.kv_bytes_per_token["mla"], df.kv_bytes_per_token_per_gpu["mla"]) == (92_160, 92_160)
+
+
+def test_the_compare_command_prints_the_per_gpu_column_and_says_what_both_measure() -> None:
+    r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "5",
+                                     "--strategy", "native,mla"])
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    header = next(line for line in r.output.splitlines() if line.lstrip().startswith("strategy"))
+    assert header.split()[-3:] == ["memory_factor", "memory_factor_per_gpu", "completed"]
+    assert "memory_factor: a sequence's KV in all" in r.output
+    assert "what one GPU holds of it under TP8" in r.output
+
+
+# --- 2. the sweep charts mark SLO misses ------------------------------------------------------
+
+def _sweep(meets: list[object]) -> pd.DataFrame:
+    df = pd.DataFrame({"hardware": "8xH100", "cluster.nodes": [1, 2, 3],
+                       "usd_per_million_output_tokens": [1.79, 2.61, 3.91], "meets_slo": meets})
+    df.attrs.update(swept=["cluster.nodes"], scenario="chat-4k-h100")
+    return df
+
+
+def test_the_sweep_chart_rings_the_points_that_miss_the_slos() -> None:
+    ax = plot_sweep(_sweep([False, True, True]), "cluster.nodes", "usd_per_million_output_tokens")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "misses an SLO (p99 TTFT or TPOT, or timeouts)" in labels
+    (ring,) = ax.collections
+    assert ring.get_offsets().tolist() == [[1.0, 1.79]]  # the cheap point that misses, and only it
+    assert tuple(ring.get_edgecolor()[0]) == pytest.approx(plt.matplotlib.colors.to_rgba(MISSES_COLOUR))
+    plt.close(ax.figure)
+
+
+def test_a_sweep_where_every_point_meets_or_failed_has_no_miss_entry() -> None:
+    """A failed point (NaN meets_slo: it raised) is not a miss; a frame without the column draws as before."""
+    for df in (_sweep([True, True, None]), _sweep([True, True, True]).drop(columns="meets_slo")):
+        ax = plot_sweep(df, "cluster.nodes", "usd_per_million_output_tokens")
+        assert not ax.collections
+        assert not any("misses" in t.get_text() for t in ax.get_legend().get_texts())
+        plt.close(ax.figure)
+
+
+# --- 3. the collapse chart's size -------------------------------------------------------------
+
+def _simulated(kinds: list[str]) -> pd.DataFrame:
+    return pd.concat([pd.DataFrame({"hardware": hw, "context_tokens": [4096, 131072], "peak_streams": [150, 4],
+                                    "mean_streams": [110.0, 3.6], "goodput_fraction": [0.9, 0.0],
+                                    "ttft_ok_fraction": [0.9, 0.0], "tpot_ok_fraction": [1.0, 1.0],
+                                    "layout": "native"}) for hw in kinds])
+
+
+@pytest.mark.parametrize("simulated", [False, True])
+def test_three_node_kinds_make_a_chart_readable_whole(simulated: bool) -> None:
+    """Three kinds were 21.4 inches wide (2,354 px at 110 dpi), the legend right of the panels: now
+    one row of three narrower panels with the legend under them, at most 14.5 inches, text >= 9 pt."""
+    kinds = ["8xH100", "8xH200", "8xB200"]
+    df = collapse_table(load_catalog(), L70, kinds, ["native", "fp8", "mla"])
+    fig = collapse_figure(df, L70.key, L70.max_context_tokens, _simulated(kinds) if simulated else None)
+    width, height = fig.get_size_inches()
+    assert width <= 14.5 and height <= (11.0 if simulated else 7.0)
+    tops = [ax for ax in fig.axes if ax.get_title().startswith("8x")]
+    assert len({round(ax.get_position().y0, 3) for ax in tops}) == 1  # one row
+    (legend, *rest) = fig.legends
+    assert len(rest) == (1 if simulated else 0)  # the goodput legend beside it
+    assert "mla (92 kB/token in all, 92 kB a GPU)" in [t.get_text() for t in legend.get_texts()]
+    assert min(t.get_fontsize() for leg in fig.legends for t in leg.get_texts()) >= 9
+    fig.canvas.draw()  # the legend lies under the panels, inside the figure
+    box = legend.get_window_extent()
+    assert box.y1 < min(ax.get_tightbbox().y0 for ax in fig.axes) and box.x1 <= fig.bbox.x1
+    plt.close(fig)
+
+
+def test_more_kinds_wrap_into_rows() -> None:
+    kinds = ["8xH100", "8xH200", "8xB200", "8xMI300X"]
+    fig = collapse_figure(collapse_table(load_catalog(), L70, kinds, ["native"]), L70.key)
+    assert fig.get_size_inches()[0] <= 14.5
+    assert len({round(ax.get_position().y0, 3) for ax in fig.axes}) == 2  # three, then one
+    plt.close(fig)
+
+
+def test_two_plans_titles_stay_within_their_panels() -> None:
+    """DeepSeek-V3's TP8 and DP8-attention budgets on one title line overran the narrower panels."""
+    ds = get_model("DeepSeek-V3")
+    plans = [ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)]
+    fig = collapse_figure(collapse_table(load_catalog(), ds, ["8xH200", "8xB200"], ["native", "fp8"], plans=plans),
+                          ds.key, ds.max_context_tokens)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        title, panel = ax.title.get_window_extent(), ax.get_window_extent()
+        assert panel.x0 - 5 <= title.x0 and title.x1 <= panel.x1 + 5, ax.get_title()
+    assert fig.axes[0].get_title().startswith("8xH200: KV budget per GPU\n42 GB (TP8), 33 GB (DP8-attention EP8)")
+    plt.close(fig)
