@@ -244,3 +244,20 @@ def test_compare_says_what_of_the_scenario_it_does_not_compare(tmp_path, old, ne
     assert "first node kind, 8xH100, as one aggregated fleet" in r.stderr and says in r.stderr
     plain = kvsim("compare", scenario(tmp_path, BASE, name="plain.toml"), "--strategy", "native")
     assert outcome(plain) is None and "not compared" not in plain.stderr
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (("capacity", "{s}", "--max-rate", "--warmup-fraction", "nan"), "--warmup-fraction"),
+    (("fit", "--model", "Llama-3.1-8B", "--context", "1000", "--memory-utilization", "nan"), "--memory-utilization"),
+])
+def test_a_nan_range_option_is_refused_naming_the_option(tmp_path, args, option):
+    """click's FloatRange lets NaN through its bounds; --warmup-fraction nan then failed as
+    "SteadyWindow: 'warmup_fraction' ...", naming no option."""
+    s = scenario(tmp_path)
+    line = error(kvsim(*(str(s) if a == "{s}" else a for a in args)), option)
+    assert "'nan' is not a number in the range" in line
+
+
+def test_capacity_names_the_option_of_an_unknown_hardware_kind(tmp_path):
+    line = error(kvsim("capacity", scenario(tmp_path), "--hardware", "nope"), "--hardware")
+    assert "--hardware: unknown node 'nope'; valid: 8xH100" in line

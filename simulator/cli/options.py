@@ -72,6 +72,17 @@ class PositiveFinite(click.ParamType):
         return number
 
 
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without NaN, which compares false with both bounds and so passed them
+    (``--warmup-fraction nan`` then failed inside as an internal class's rule)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{shown(value)} is not a number in the range {self._describe_range()}", param, ctx)
+        return float(number)
+
+
 def model_option(default: str | None = DEFAULT_MODEL) -> Decorator:
     """``--model``: a catalog name or a config.json (dest ``model_name``)."""
     return click.option("--model", "model_name", default=default, show_default=default is not None,

@@ -13,6 +13,7 @@ from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
 from simulator.cli.options import (
     TRACE,
     USD_PER_GPU_HOUR,
+    FiniteRange,
     PositiveFinite,
     Renamed,
     duration_option,
@@ -99,7 +100,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--rel-tol", type=PositiveFinite(), default=0.05, show_default=True,
               help="--max-rate: bisect until the bracket's hi/lo ≤ 1 + this")
 @duration_option("seconds of arrivals a run, in every mode (default: the scenario's workload.duration_s)")
-@click.option("--warmup-fraction", type=click.FloatRange(min=0, max=0.5), default=0.1, show_default=True,
+@click.option("--warmup-fraction", type=FiniteRange(min=0, max=0.5), default=0.1, show_default=True,
               help="steady window: least share of the run left out as warm-up")
 @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
 @handle_errors
@@ -166,7 +167,11 @@ def _with_hardware(sc: Scenario, text: str) -> Scenario:
         raise ConfigError(f"--hardware: must name at least one node kind, comma-separated, e.g. H100,B200 "
                           f"(got {shown(text)})")
     sc = replace(sc, cluster=replace(sc.cluster, hardware=names))
-    must_differ(names, [n.key for n in sc.nodes()], "--hardware", "node kind")
+    try:
+        nodes = sc.nodes()
+    except ConfigError as exc:  # an unknown kind: say which option named it
+        raise ConfigError(f"--hardware: {exc}") from None
+    must_differ(names, [n.key for n in nodes], "--hardware", "node kind")
     return sc
 
 

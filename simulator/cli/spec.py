@@ -24,6 +24,7 @@ from simulator.cli.options import (
     MODEL_CONFIG,
     TP,
     WEIGHT_DTYPE,
+    FiniteRange,
     Renamed,
     layout_option,
     model_option,
@@ -120,7 +121,7 @@ def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: i
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="target concurrent streams")
 @WEIGHT_DTYPE
 @plan_options
-@click.option("--memory-utilization", type=click.FloatRange(0, 1, min_open=True),
+@click.option("--memory-utilization", type=FiniteRange(0, 1, min_open=True),
               default=DEFAULT_MEMORY_UTILIZATION, show_default=True)
 @click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
 @HARDWARE_CATALOG
