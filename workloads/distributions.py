@@ -67,7 +67,10 @@ class LogNormal:
     def check_tokens(self) -> None:
         """Rule for a length in tokens: its draws can be request lengths, so unless ``high`` bounds them
         at `LARGEST_TOKENS` the mean (and ``low``) are at most that; checked when a spec is read, before
-        anything is drawn (a draw in the far tail may still raise in `sample_tokens`)."""
+        anything is drawn (a draw in the far tail may still raise in `sample_tokens`); and ``high`` is at
+        least one token (below, every draw would be clipped under a token, then rounded up to one)."""
+        if self.high < 1:
+            raise ConfigError(f"{self._named()}LogNormal 'high' must be at least 1 token (got {self.high:g})")
         if min(max(self.mean, self.low), self.high) > LARGEST_TOKENS:
             raise ConfigError(f"{self._named()}LogNormal 'mean' and 'low' must be at most {LARGEST_TOKENS:,} tokens "
                               f"unless 'high' bounds the draws (got mean={self.mean:g}, low={self.low:g}, "

@@ -123,6 +123,15 @@ def test_a_token_length_beyond_any_request_names_its_key_when_the_scenario_is_re
     assert "workload.spec.output_tokens" in error(kvsim("run", p, "--out", tmp_path / "out"), "s.toml")
 
 
+def test_a_token_length_bounded_under_one_token_names_its_key(tmp_path: Path) -> None:
+    """``high = 0.5`` clipped every draw under a token, then rounded it up to one: a length of 1 whatever
+    the mean, accepted without a word."""
+    spec = 'name = "chat-4k"\nuser_tokens = { mean = 70, high = 0.5 }'
+    p = write(tmp_path / "s.toml", edit('name = "chat-4k"', spec))
+    line = error(kvsim("run", p, "--out", tmp_path / "out"), "s.toml")
+    assert "workload.spec.user_tokens: LogNormal 'high' must be at least 1 token (got 0.5)" in line
+
+
 def test_a_draw_in_the_far_tail_names_its_key() -> None:
     spec = {"name": "chat-4k", "output_tokens": {"mean": 1e12, "cv": 100}}  # a mean allowed, a tail that is not
     with pytest.raises(ConfigError, match=r"^workload\.output_tokens: LogNormal\(mean=1e\+12, cv=100\): drew "
