@@ -6,8 +6,6 @@ CSV and PNG charts to ``--out``. The lead wires `breakeven` into the ``kvsim`` g
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
 from simulator.cli.common import OutputFolder, config_errors, echo_json, one_line, records
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
-from simulator.files import read_text
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -37,21 +34,14 @@ def _floats(text: str, what: str) -> list[float]:
 
 
 def parse_gaps(spec: str) -> Any:
-    """``--gaps``: a file of gaps in seconds (text or CSV; first numeric column) or a scipy
-    distribution ``name:k=v,k=v`` in seconds, e.g. ``lognorm:s=1.2,scale=60``, ``expon:scale=120``."""
+    """``--gaps``: a file of gaps in seconds (one a line, or a CSV's first numeric column:
+    `simulator.billing.gaps_file`) or a scipy distribution ``name:k=v,k=v`` in seconds, e.g.
+    ``lognorm:s=1.2,scale=60``, ``expon:scale=120``."""
     path = Path(spec)
     if path.is_file():
-        text = read_text(path, "a gaps file")
-        try:
-            frame = pd.read_csv(io.StringIO(text), header=None, comment="#", sep=None, engine="python")
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
-            raise ConfigError(f"--gaps {path}: not a CSV or text file of numbers ({one_line(str(exc), 80)})") from None
-        numeric = frame.apply(pd.to_numeric, errors="coerce").dropna(axis=1, how="all")
-        must(not numeric.empty, f"--gaps {path}", "gaps", "a column of numbers (seconds)", "none found")
-        gaps = numeric.iloc[:, 0].dropna().to_numpy(dtype=float)
-        bad = gaps[~(np.isfinite(gaps) & (gaps >= 0))]
-        must(not bad.size, f"--gaps {path}", "gaps", "finite seconds >= 0", float(bad[0]) if bad.size else 0.0)
-        return gaps
+        from simulator.billing.gaps_file import read_gaps
+
+        return read_gaps(path)
     name, _, args = spec.partition(":")
     dist = getattr(stats, name.strip(), None)
     if not isinstance(dist, stats.rv_continuous):
@@ -116,7 +106,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--gaps",
     "gaps_spec",
     default=None,
-    help="Reuse-gap distribution, e.g. lognorm:s=1.2,scale=60, or a file.",
+    help="Reuse gaps in seconds: a scipy.stats distribution, e.g. lognorm:s=1.2,scale=60, or a file of one "
+    "gap a line (or a CSV: its first numeric column).",
 )
 @click.option(
     "--workload", "workload_spec", default=None,
@@ -197,7 +188,9 @@ def breakeven(
         if gaps_spec is not None:
             gaps = parse_gaps(gaps_spec)
             g = gaps_rows(prof, ttls, gaps)
-            show(f"Reuse gaps {gaps_spec}:", g)
+            read = ("" if hasattr(gaps, "cdf") else
+                    f" ({gaps.size:,} gap{'s' * (gaps.size != 1)} read, mean {gaps.mean():.4g} s)")
+            show(f"Reuse gaps {gaps_spec}{read}:", g)
             frames["gaps"] = g
         comparison = None
         if wl is not None:
