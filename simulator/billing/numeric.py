@@ -30,6 +30,7 @@ from simulator.billing.profiles import PriceProfile, ttl_label
 from simulator.errors import must
 from simulator.units import MINUTE_S, MTOK
 
+SCALE_SEARCH_LOG = 50.0  # breakeven_scale searches c in [e^-50, e^50]: 10^±21, beyond any gap in seconds
 Gaps = Any  # a frozen scipy.stats distribution or an array-like of gaps in seconds
 
 
@@ -59,19 +60,28 @@ def mean_gap_s(gaps: Gaps) -> float:
     return float(gaps.mean()) if _is_dist(gaps) else float(_sample(gaps).mean())
 
 
+def zero_gap_share(gaps: Gaps) -> float:
+    """``P(X = 0)``: the share of gaps that hit under any stretch (``c · 0 < T`` for every ``c``),
+    so ``F(T / c)`` never falls below it. 0 for a continuous distribution."""
+    return 0.0 if _is_dist(gaps) else float(np.mean(_sample(gaps) == 0))
+
+
 def breakeven_scale(gaps: Gaps, ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
     """The factor ``c`` by which all gaps must be stretched for caching to break even:
     ``F(T / c) = p*`` (``c > 1``: the traffic already pays with margin ``c``; ``c < 1``: it
-    needs reuse ``1/c`` times as frequent). ``inf`` when there is no write premium."""
+    needs reuse ``1/c`` times as frequent). A sample's CDF is a step: ``c`` is where it steps
+    over ``p*`` (one gap ``g``: ``c = T / g``). ``inf`` when caching pays at any stretch: no write
+    premium (``p* <= 0``), or a share ``>= p*`` of the gaps is 0 (`zero_gap_share`). NaN when the
+    CDF does not cross ``p*`` for ``c`` in ``e^±SCALE_SEARCH_LOG`` (gaps ~10^21 times the TTL away)."""
     p_star = breakeven_hit_probability(read_multiplier, write_multiplier)
-    if p_star <= 0:
+    if p_star <= 0 or zero_gap_share(gaps) >= p_star:
         return math.inf
 
     def g(log_c: float) -> float:
         return hit_probability(gaps, ttl_s, math.exp(log_c)) - p_star
 
-    lo, hi = -50.0, 50.0
-    if g(lo) <= 0 or g(hi) >= 0:  # the CDF never crosses p* (e.g. a sample of one value)
+    lo, hi = -SCALE_SEARCH_LOG, SCALE_SEARCH_LOG
+    if g(lo) <= 0 or g(hi) >= 0:  # the CDF does not cross p* within e^±50 (a distribution far from T)
         return math.nan
     return math.exp(optimize.brentq(g, lo, hi, xtol=1e-12, rtol=1e-12))
 

@@ -68,6 +68,31 @@ def parse_gaps(spec: str) -> Any:
     return frozen
 
 
+# numeric.breakeven_scale's definition, printed under the table
+SCALE_NOTE = ("breakeven_scale c: every gap stretched c times puts caching at break-even, P(gap < TTL/c) = "
+              "breakeven_p_hit (c > 1: it pays with that margin; c < 1: reuse must come 1/c times as often); "
+              "breakeven_rate_per_min = 1/(c × mean gap), a mean rate, not a Poisson one")
+
+
+def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.DataFrame) -> list[str]:
+    """Why a TTL's break-even scale is inf or NaN (`numeric.breakeven_scale`), one line each."""
+    from simulator.billing.breakeven import breakeven_hit_probability
+    from simulator.billing.numeric import SCALE_SEARCH_LOG, zero_gap_share
+
+    notes = []
+    for t, (label, c) in zip(ttls, table[["ttl", "breakeven_scale"]].itertuples(index=False), strict=True):
+        p_star = breakeven_hit_probability(prof.read_multiplier, prof.write_multiplier(t))
+        if math.isinf(c):
+            why = ("the TTL has no write premium" if p_star <= 0 else
+                   f"{zero_gap_share(gaps):.4g} of the gaps are 0 s, at least breakeven_p_hit {p_star:.4g}")
+            notes.append(f"breakeven_scale inf at {label}: caching pays however far the gaps stretch ({why})")
+        elif math.isnan(c):
+            notes.append(f"breakeven_scale NaN at {label}: P(gap < TTL/c) does not cross breakeven_p_hit "
+                         f"{p_star:.4g} for any c in e^±{SCALE_SEARCH_LOG:g} (the gaps lie ~10^21 times the TTL "
+                         "or more from it)")
+    return notes
+
+
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     ttls = [parse_ttl(t) for t in text.split(",")] if text else list(profile.ttl_s)
     ttls = sorted({t for t in ttls if t > 0})
@@ -191,6 +216,8 @@ def breakeven(
             read = ("" if hasattr(gaps, "cdf") else
                     f" ({gaps.size:,} gap{'s' * (gaps.size != 1)} read, mean {gaps.mean():.4g} s)")
             show(f"Reuse gaps {gaps_spec}{read}:", g)
+            for note in [SCALE_NOTE, *_scale_notes(prof, ttls, gaps, g)]:
+                echo(note)
             frames["gaps"] = g
         comparison = None
         if wl is not None:

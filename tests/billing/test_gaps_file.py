@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from simulator.billing.gaps_file import read_gaps
-from simulator.billing.numeric import breakeven_scale
+from simulator.billing.numeric import breakeven_rate, breakeven_scale
 from simulator.cli import main
 from simulator.cli.breakeven import parse_gaps
 from simulator.errors import ConfigError
@@ -126,6 +126,14 @@ def test_cli_figures_of_three_gaps_by_hand(tmp_path):
     assert " 5m 0.6667         0.4833        51.67                3                    0.08" in r.output
 
 
+def test_breakeven_scale_is_explained_under_the_table(tmp_path):
+    r = kvsim("breakeven", "--gaps", "expon:scale=600", "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert ("breakeven_scale c: every gap stretched c times puts caching at break-even, P(gap < TTL/c) = "
+            "breakeven_p_hit") in r.output
+    assert "breakeven_rate_per_min = 1/(c × mean gap), a mean rate, not a Poisson one" in r.output
+
+
 def test_one_gap_has_a_scale_not_nan(tmp_path):
     """One gap of 60 s: F steps from 0 to 1 at 300/c = 60, so c = 300/60 = 5 and the rate is
     1/(5 · 60 s) = 0.2 per minute (the sniffer read 60 as 0, and the table said NaN)."""
@@ -138,6 +146,28 @@ def test_one_gap_has_a_scale_not_nan(tmp_path):
     assert row["breakeven_scale"] == pytest.approx(5.0, rel=1e-9)
     assert row["breakeven_rate_per_min"] == pytest.approx(0.2, rel=1e-9)
     assert "(1 gap read, mean 60 s)" in kvsim("breakeven", "--gaps", f, "--ttl", "5m").output
+
+
+def test_zero_gaps_pay_at_any_stretch_and_say_so(tmp_path):
+    """A zero gap hits under any stretch (c · 0 < T): with 2 of 3 gaps 0 s (>= p* 0.2174) caching
+    never stops paying: the scale is inf and the rate 0, as with no write premium (was NaN)."""
+    gaps = np.array([0.0, 0.0, 5.0])
+    assert P_STAR_5M <= 2 / 3
+    assert breakeven_scale(gaps, 300.0, R, W5) == math.inf
+    assert breakeven_rate(gaps, 300.0, R, W5) == 0.0
+    assert breakeven_scale(np.array([0.0, 50.0, 100.0, 200.0, 400.0]), 300.0, R, W5) == pytest.approx(6.0)
+    f = tmp_path / "z.txt"
+    f.write_text("0\n0\n5\n")
+    r = kvsim("breakeven", "--gaps", f, "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert ("breakeven_scale inf at 5m: caching pays however far the gaps stretch (0.6667 of the gaps are 0 s, "
+            "at least breakeven_p_hit 0.2174)") in r.output
+
+
+def test_a_scale_out_of_reach_says_why():
+    r = kvsim("breakeven", "--gaps", "expon:scale=1e-30", "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert f"breakeven_scale NaN at 5m: P(gap < TTL/c) does not cross breakeven_p_hit {P_STAR_5M:.4g}" in r.output
 
 
 @pytest.mark.parametrize(("text", "line", "value", "rule"), [
