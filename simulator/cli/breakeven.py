@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli.common import OutputFolder, config_errors, echo_json, one_line, records
+from simulator.cli.common import OutputFolder, config_errors, echo_json, records
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
 
@@ -43,7 +43,8 @@ def parse_gaps(spec: str) -> Any:
 
         return read_gaps(path)
     name, _, args = spec.partition(":")
-    dist = getattr(stats, name.strip(), None)
+    name = name.strip()
+    dist = getattr(stats, name, None)
     if not isinstance(dist, stats.rv_continuous):
         raise ConfigError(
             f"--gaps: 'gaps' must be a file or a scipy.stats continuous distribution like "
@@ -52,19 +53,39 @@ def parse_gaps(spec: str) -> Any:
     kwargs: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in args.split(","))):
         k, eq, v = part.partition("=")
+        must(k.strip() not in kwargs, f"--gaps {name}", "parameter", "given once", part)
         try:
             kwargs[k.strip()] = float(v)
         except ValueError:
             raise ConfigError(f"--gaps: parameter {shown(part)} must be key=number") from None
         must(bool(eq) and math.isfinite(kwargs[k.strip()]), "--gaps", "parameter", "key=finite number", part)
-    try:
-        frozen = dist(**kwargs)
-        frozen.cdf(1.0)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"--gaps: bad parameters for {name}: {one_line(str(exc), 80)}") from None
+    frozen = _frozen(name, dist, kwargs)
     low, mean = frozen.support()[0], frozen.mean()
     must(low >= 0 and math.isfinite(mean), "--gaps", "gaps",
          "a distribution of gaps >= 0 seconds with a finite mean", spec)
+    return frozen
+
+
+def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
+    """``dist(**kwargs)``, its parameters checked against the distribution's own: its shapes
+    (``dist.shapes``), ``loc`` and ``scale``; every shape given, and values in its domain."""
+    shapes = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
+    allowed = [*shapes, "loc", "scale"]
+    where, rule = f"--gaps {name}", f"one of {', '.join(allowed)}"
+    for key in kwargs:
+        must(key in allowed, where, "parameter", rule, key)
+    missing = [s for s in shapes if s not in kwargs]
+    if missing:
+        raise ConfigError(f"{where}: needs the shape parameter(s) {', '.join(missing)} "
+                          f"(parameters: {', '.join(allowed)}; got {shown(kwargs)})")
+    try:
+        frozen = dist(**kwargs)
+        outside = any(math.isnan(x) for x in (*frozen.support(), frozen.cdf(1.0)))  # scipy's NaN for a bad value
+    except (TypeError, ValueError):
+        outside = True
+    if outside:
+        raise ConfigError(f"{where}: parameters outside the distribution's domain (got {shown(kwargs)}; "
+                          f"parameters: {', '.join(allowed)}, with scale > 0)")
     return frozen
 
 
@@ -189,6 +210,7 @@ def breakeven(
                 f">= the profile's minimum cacheable {prof.min_cacheable_tokens}", prefix_tokens,
             )  # fmt: skip
         rates = _floats(rate_text, "rate") if rate_text else []
+        gaps = parse_gaps(gaps_spec) if gaps_spec is not None else None  # a bad --gaps fails before any table
         wl = None
         if workload_spec is not None:  # read before any table: a workload with no request fails now
             from workloads import load_workload
@@ -209,9 +231,7 @@ def breakeven(
             costs["savings_pct"] = 100.0 * (1.0 - costs["relative_cost"])
             show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
             frames["costs"] = costs
-        gaps = None
-        if gaps_spec is not None:
-            gaps = parse_gaps(gaps_spec)
+        if gaps is not None:
             g = gaps_rows(prof, ttls, gaps)
             read = ("" if hasattr(gaps, "cdf") else
                     f" ({gaps.size:,} gap{'s' * (gaps.size != 1)} read, mean {gaps.mean():.4g} s)")

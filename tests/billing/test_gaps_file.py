@@ -191,3 +191,21 @@ def test_a_file_without_gaps_is_refused(tmp_path, text):
     f = tmp_path / "empty.txt"
     f.write_text(text)
     refused(kvsim("breakeven", "--gaps", f), "--gaps", "empty.txt", "no gaps")
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("lognorm:s=1.2,scale=60,foo=3", ["--gaps lognorm", "'parameter' must be one of s, loc, scale", "'foo'"]),
+    ("lognorm:scale=60", ["--gaps lognorm", "needs the shape parameter(s) s", "s, loc, scale"]),
+    ("gamma:a=2,scale=-1", ["--gaps gamma", "outside the distribution's domain", "a, loc, scale"]),
+    ("expon:rate=2", ["--gaps expon", "one of loc, scale", "'rate'"]),
+    ("expon:scale=1,scale=2", ["--gaps expon", "'parameter' must be given once", "'scale=2'"]),
+])
+def test_bad_distribution_parameters_name_the_option_and_the_allowed_ones(spec, words):
+    line = refused(kvsim("breakeven", "--gaps", spec, "--ttl", "5m"), *words)
+    assert "_parse_args" not in line
+
+
+def test_a_bad_gaps_fails_before_any_table(tmp_path):
+    r = kvsim("breakeven", "--gaps", "lognorm:foo=1")
+    refused(r, "--gaps lognorm")
+    assert "Break-even for Poisson reuse" not in r.stdout
