@@ -11,7 +11,8 @@ import numpy as np
 from simulator.errors import ConfigError, must, shown
 from simulator.files import read_toml
 from simulator.limits import check_expected_requests, check_horizon
-from workloads.generators import GENERATORS, expected_requests, generator_from_dict
+from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
+from workloads.generators.mixture import NEEDS_COMPONENTS
 from workloads.traces import read_trace
 from workloads.workload import Workload
 
@@ -91,7 +92,8 @@ def load_workload(
     Parameters
     ----------
     spec
-        ``{"name": "chat-4k", ...params}``; a registered generator name (its defaults); a
+        ``{"name": "chat-4k", ...params}``; a generator name that runs by its defaults alone
+        (`workloads.generators.by_name`: not ``mixture``, which needs its components); a
         ``.toml`` file with a ``[workload]`` table; or a trace file (format detected from
         its suffix and header unless `format` is given: azure, burstgpt, kvsim, mooncake).
     seed
@@ -125,13 +127,17 @@ def load_workload(
     must(math.isfinite(start_s) and start_s >= 0, where, "start_s", "finite and >= 0", start_s)
     must(math.isfinite(time_scale) and time_scale > 0, where, "time_scale", "finite and > 0", time_scale)
     if isinstance(spec, str) and spec in GENERATORS:
+        if not runs_by_name(spec):  # its name is no spec: say what it needs rather than fail on a missing key
+            raise ConfigError(f"{where}: {spec!r} does not run by name alone ({', '.join(by_name())} do): "
+                              f"{NEEDS_COMPONENTS}")
         spec = {"name": spec}
     if isinstance(spec, str | Path):
         path = Path(spec)
         if not path.is_file():
+            others = sorted(set(GENERATORS) - set(by_name()))
             raise ConfigError(
-                f"{where}: 'spec' must be a generator name ({', '.join(sorted(GENERATORS))}) "
-                f"or an existing file (got {shown(str(spec))})"
+                f"{where}: 'spec' must be a generator name ({', '.join(by_name())}) or an existing file: a TOML "
+                f"file with [workload] (as {', '.join(others)} needs) or a trace (got {shown(str(spec))})"
             )
         if path.suffix == ".toml" and format is None:
             spec = _spec_from_toml(path)

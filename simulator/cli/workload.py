@@ -30,8 +30,9 @@ def workload() -> None:
 def describe(
     spec: str, seed: int, duration_s: float | None, format_: str | None, skip_bad_rows: bool, as_json: bool
 ) -> None:
-    """Summarise SPEC: a generator name, a TOML file with [workload] (a generator table, or a scenario's
-    with [workload.spec] or trace), or a trace file."""
+    """Summarise SPEC: a generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload]
+    (a generator table, a mixture's with its components, or a scenario's with [workload.spec] or trace),
+    or a trace file."""
     w = load_workload(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop"
     )

@@ -100,6 +100,21 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
+def runs_by_name(name: str) -> bool:
+    """Whether generator `name` builds from its defaults alone, so that its name is a whole spec
+    (``kvsim workload describe chat-4k``); a mixture does not: it needs its components."""
+    try:
+        generator_from_dict({"name": name})
+    except ConfigError:
+        return False
+    return True
+
+
+def by_name() -> list[str]:
+    """The registered generators that run by name alone (`runs_by_name`), sorted."""
+    return [name for name in sorted(GENERATORS) if runs_by_name(name)]
+
+
 def expected_requests(generator: Any, duration_s: float) -> float:
     """Requests `generator` draws on average for `duration_s`: its own ``expected_requests`` when it
     has one, else one per expected arrival of each arrival process among its fields (a single-turn
@@ -126,6 +141,7 @@ from workloads.generators import chat, code_repo, mixture, synthetic  # noqa: E4
 __all__ = [
     "GENERATORS",
     "WorkloadGenerator",
+    "by_name",
     "chat",
     "code_repo",
     "expected_requests",
@@ -134,5 +150,6 @@ __all__ = [
     "generator_from_dict",
     "mixture",
     "register_generator",
+    "runs_by_name",
     "synthetic",
 ]

@@ -22,6 +22,11 @@ from workloads.distributions import require_numbers
 from workloads.generators import expected_requests, finalize, generator_from_dict, register_generator
 from workloads.request import Request
 
+# a mixture has no defaults (nothing says what to mix): what its errors say to give, and where
+NEEDS_COMPONENTS = ("a mixture needs its components, in TOML: [workload] name = \"mixture\", components = "
+                    "[{name = \"chat-4k\", weight = 0.7}, {name = \"code-repo-128k\", weight = 0.3}] (README: "
+                    "kvsim workload)")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Component:
@@ -59,6 +64,8 @@ class Mixture:
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: components)")
         raw = params.get("components")
+        if raw is None:
+            raise ConfigError(f"{where}: 'components' is required: {NEEDS_COMPONENTS}")
         if not isinstance(raw, list | tuple) or not raw:
             raise ConfigError(f"{where}: 'components' must be a non-empty list of tables (got {raw!r})")
         comps = []
