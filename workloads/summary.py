@@ -9,6 +9,10 @@ radix tree would), stopping at the first chain not seen before::
 
 A reuse gap is the time between consecutive uses of the same chain ``segments[:k+1]``, one
 observation per (request, reused chain); it is what a TTL must outlast for a hit.
+
+Both need prefix ids. A trace format without them (Azure, BurstGPT: each prompt is its own
+segment) would show no reuse whatever its prompts shared, so there the summary reports them as
+unknown (NaN, ``n_reuses`` None) with ``prefix_note`` saying why, never as 0.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ class WorkloadSummary:
 
     ``duration_s`` is last arrival minus first; ``rate_per_s = n_requests / duration_s``.
     ``skipped_rows`` counts malformed trace rows skipped (``on_error="skip"``) or failed
-    requests a reader drops by rule (BurstGPT rows with 0 response tokens).
+    requests a reader drops by rule (BurstGPT rows with 0 response tokens). ``prefix_note`` is
+    empty when the segment ids show prefix reuse; otherwise why they cannot, and then
+    ``prefix_hit_share`` and ``reuse_gap_s`` are NaN and ``n_reuses`` None (unknown).
     """
 
     name: str
@@ -59,8 +65,9 @@ class WorkloadSummary:
     output_tokens: Quantiles
     prefix_hit_share: float
     reuse_gap_s: Quantiles
-    n_reuses: int
+    n_reuses: int | None
     skipped_rows: int = 0
+    prefix_note: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """Nested plain dict (JSON-serialisable)."""
@@ -68,7 +75,8 @@ class WorkloadSummary:
 
     def to_record(self) -> dict[str, object]:
         """One flat row with snake_case keys, each statistic before the unit as in ``ttft_p99_s``:
-        ``prompt_tokens_mean``, ``prompt_tokens_p99``, ``reuse_gap_p50_s`` (the ``--json`` row)."""
+        ``prompt_tokens_mean``, ``prompt_tokens_p99``, ``reuse_gap_p50_s`` (the ``--json`` row);
+        ``prefix_note`` is None when there is none."""
         row: dict[str, object] = {}
         for key, value in self.to_dict().items():
             if isinstance(value, dict):
@@ -76,12 +84,16 @@ class WorkloadSummary:
                 row.update({f"{stem}_{k}{unit}": v for k, v in value.items()})
             else:
                 row[key] = value
+        row["prefix_note"] = self.prefix_note or None
         return row
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per figure: columns ``metric``, ``value``."""
+        """One row per figure: columns ``metric``, ``value`` (``prefix_note`` is prose, not a figure:
+        left out, for the caller to print under the table)."""
         rows: list[tuple[str, object]] = []
         for key, value in self.to_dict().items():
+            if key == "prefix_note":
+                continue
             if isinstance(value, dict):
                 rows.extend((f"{key}.{k}", v) for k, v in value.items())
             else:
@@ -89,8 +101,11 @@ class WorkloadSummary:
         return pd.DataFrame(rows, columns=["metric", "value"])
 
 
-def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int = 0) -> WorkloadSummary:
-    """One streaming pass: O(requests + distinct chains) memory, no request list kept."""
+def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int = 0,
+              prefix_note: str = "") -> WorkloadSummary:
+    """One streaming pass: O(requests + distinct chains) memory, no request list kept. A non-empty
+    `prefix_note` (`Workload.prefix_note`: the segment ids carry no prefix information) makes the
+    prefix-hit share and reuse gaps unknown."""
     prompt: list[int] = []
     output: list[int] = []
     gaps: list[float] = []
@@ -126,6 +141,7 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     n = len(prompt)
     total_prompt = float(sum(prompt))
     duration_s = last_s - first_s
+    known = not prefix_note
     return WorkloadSummary(
         name=name,
         n_requests=n,
@@ -134,8 +150,9 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
         rate_per_s=n / duration_s if duration_s > 0 else float("nan"),
         prompt_tokens=Quantiles.of(np.asarray(prompt, dtype=np.float64)),
         output_tokens=Quantiles.of(np.asarray(output, dtype=np.float64)),
-        prefix_hit_share=hit_tokens / total_prompt if total_prompt else float("nan"),
-        reuse_gap_s=Quantiles.of(np.asarray(gaps, dtype=np.float64)),
-        n_reuses=len(gaps),
+        prefix_hit_share=hit_tokens / total_prompt if total_prompt and known else float("nan"),
+        reuse_gap_s=Quantiles.of(np.asarray(gaps if known else [], dtype=np.float64)),
+        n_reuses=len(gaps) if known else None,
         skipped_rows=skipped_rows,
+        prefix_note=prefix_note,
     )

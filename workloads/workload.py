@@ -49,15 +49,21 @@ class Workload:
         What produced it (generator name or trace file name).
     seed
         The seed it was generated (or thinned) with, for the record.
+    prefix_note
+        Empty when the requests' segment ids say what their prompts share (generated workloads,
+        Mooncake's ``hash_ids``, kvsim's own format); otherwise why they cannot (a trace format with
+        no prefix ids gives each prompt a segment of its own), and then `summary` reports prefix
+        reuse as unknown rather than as none.
     """
 
-    __slots__ = ("_last", "_source", "name", "seed")
+    __slots__ = ("_last", "_source", "name", "prefix_note", "seed")
 
-    def __init__(self, source: Source, *, name: str = "", seed: int = 0) -> None:
+    def __init__(self, source: Source, *, name: str = "", seed: int = 0, prefix_note: str = "") -> None:
         self._source = source
         self._last: ReadStats | None = None
         self.name = name
         self.seed = seed
+        self.prefix_note = prefix_note
 
     @classmethod
     def from_requests(cls, requests: list[Request], *, name: str = "", seed: int = 0) -> Workload:
@@ -102,9 +108,10 @@ class Workload:
         return list(self)
 
     def summary(self) -> WorkloadSummary:
-        """One streaming pass; see `workloads.summary.summarize`."""
+        """One streaming pass; see `workloads.summary.summarize` (prefix reuse unknown when
+        `prefix_note` says why)."""
         stats_ = ReadStats()
-        s = summarize(self._iter(stats_), name=self.name)
+        s = summarize(self._iter(stats_), name=self.name, prefix_note=self.prefix_note)
         return replace(s, skipped_rows=stats_.skipped_rows)
 
     def to_frame(self) -> pd.DataFrame:
@@ -172,4 +179,4 @@ class Workload:
                 yield replace(r, id=n, arrival_s=t)
                 n += 1
 
-        return Workload(source, name=self.name, seed=seed)
+        return Workload(source, name=self.name, seed=seed, prefix_note=self.prefix_note)

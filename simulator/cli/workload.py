@@ -32,7 +32,7 @@ def describe(
 ) -> None:
     """Summarise SPEC: a generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload]
     (a generator table, a mixture's with its components, or a scenario's with [workload.spec] or trace),
-    or a trace file."""
+    or a trace file. Azure and BurstGPT traces carry no prefix ids: their prefix reuse is unknown (NaN)."""
     w = load_workload(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop"
     )
@@ -41,6 +41,8 @@ def describe(
         echo_json(records(pd.DataFrame([summary.to_record()])))
     else:
         click.echo(summary.to_frame().to_string(index=False))
+        if summary.prefix_note:  # NaN alone would read as a fault, 0.0 as no reuse: say why it is unknown
+            click.echo(f"note: {summary.prefix_note}")
 
 
 @workload.command("generate")

@@ -1,6 +1,8 @@
-"""The third audit's workload findings: a mixture by name alone."""
+"""The third audit's workload findings: a mixture by name alone, prefix reuse of traces that carry
+no prefix ids."""
 
 import json
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -14,6 +16,14 @@ from workloads import load_workload
 from workloads.generators import GENERATORS
 
 REPO = Path(__file__).resolve().parents[2]
+AZURE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+         "2023-11-16 18:15:46.6805900,374,44\n"
+         "2023-11-16 18:15:50.0000000,374,109\n"
+         "2023-11-16 18:16:01.5000000,879,4\n")
+BURSTGPT = ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+            "0,ChatGPT,100,20,120,Conversation log\n"
+            "5,ChatGPT,100,30,130,Conversation log\n")
+NO_PREFIX_IDS = "carries no prefix ids"
 
 
 def _one_line_error(output: str) -> str:
@@ -88,3 +98,63 @@ def test_readme_lists_the_generators_that_run_by_name_and_synthetic() -> None:
     assert [n.strip(" `") for n in names.group(1).split(",")] == by_name()
     assert "`synthetic` is benchmark traffic" in readme
     assert 'a `mixture` needs one: `name = "mixture"`, `components = [' in readme
+
+
+# --- 3. describe: prefix reuse unknown for formats with no prefix ids ----------------------------
+
+@pytest.mark.parametrize(("name", "text", "fmt"), [("azure.csv", AZURE, "azure"), ("burst.csv", BURSTGPT, "burstgpt")])
+def test_describe_a_trace_without_prefix_ids_says_reuse_is_unknown(tmp_path: Path, name: str, text: str,
+                                                                   fmt: str) -> None:
+    trace = tmp_path / name
+    trace.write_text(text)
+    r = CliRunner().invoke(workload, ["describe", str(trace)])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    figures = dict(line.split(None, 1) for line in r.output.splitlines()[1:] if not line.startswith("note:"))
+    assert figures["prefix_hit_share"].strip() == "NaN"  # not 0.0: the same 374-token prompts might share
+    assert all(figures[f"reuse_gap_s.{k}"].strip() == "NaN" for k in ("mean", "p50", "p90", "p99"))
+    assert figures["n_reuses"].strip() == "None"
+    [note] = [line for line in r.output.splitlines() if line.startswith("note:")]
+    assert f"the {fmt} trace format {NO_PREFIX_IDS}" in note and "unknown, not zero" in note
+
+    r = CliRunner().invoke(workload, ["describe", str(trace), "--json"])
+    assert r.exit_code == 0, r.output
+    [row] = json.loads(r.output)
+    assert row["prefix_hit_share"] is None and row["n_reuses"] is None
+    assert all(row[f"reuse_gap_{k}_s"] is None for k in ("mean", "p50", "p90", "p99"))
+    assert row["prefix_note"] == note.removeprefix("note: ")
+    assert row["n_requests"] == 2 + (fmt == "azure")  # the other figures stay
+
+
+def test_prefix_note_survives_a_replay_window_and_the_api(tmp_path: Path) -> None:
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    for w in (load_workload(trace), load_workload(trace, duration_s=10, time_scale=2), load_workload(trace,
+                                                                                                    rate_scale=0.9)):
+        s = w.summary()
+        assert NO_PREFIX_IDS in s.prefix_note and NO_PREFIX_IDS in w.prefix_note
+        assert math.isnan(s.prefix_hit_share) and math.isnan(s.reuse_gap_s.p50) and s.n_reuses is None
+        assert "prefix_note" not in set(s.to_frame().metric)  # prose, printed under the table
+
+
+def test_formats_with_prefix_information_keep_their_figures(tmp_path: Path) -> None:
+    out = tmp_path / "chat.csv"
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(out), "--duration-s", "60"])
+    assert r.exit_code == 0, r.output
+    for spec in (str(out), "chat-4k"):
+        r = CliRunner().invoke(workload, ["describe", spec, "--duration-s", "60", "--json"])
+        [row] = json.loads(r.output)
+        assert row["prefix_note"] is None and 0 < row["prefix_hit_share"] < 1 and row["n_reuses"] > 0
+        r = CliRunner().invoke(workload, ["describe", spec, "--duration-s", "60"])
+        assert "note:" not in r.output
+
+
+def test_the_report_of_an_azure_replay_says_prefix_reuse_is_unknown(tmp_path: Path) -> None:
+    from simulator.cli import main
+
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    r = CliRunner().invoke(main, ["run", "trace-replay", "--trace", str(trace), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert f"prefix reuse: the azure trace format {NO_PREFIX_IDS}" in md
+    assert "0.0% of prompt tokens repeat" not in md and "nan%" not in md

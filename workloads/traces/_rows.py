@@ -29,6 +29,13 @@ class FieldError(Exception):
         super().__init__(f"{key!r} must be {rule} (got {shown(value)})")
 
 
+def no_prefix_ids(fmt: str) -> str:
+    """`Workload.prefix_note` for a trace format whose rows carry no prefix ids: each prompt is read
+    as a segment of its own, so the trace cannot show what prompts share."""
+    return (f"the {fmt} trace format carries no prefix ids (each prompt is read as its own segment), so "
+            "prefix_hit_share and the reuse gaps are unknown, not zero")
+
+
 def check_on_error(on_error: str) -> None:
     if on_error not in ON_ERROR:
         raise ConfigError(f"read_trace: 'on_error' must be 'stop' or 'skip' (got {on_error!r})")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_int, check_on_error, csv_rows, get, guarded
+from workloads.traces._rows import FieldError, as_int, check_on_error, csv_rows, get, guarded, no_prefix_ids
 from workloads.workload import ReadStats, Workload
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -58,4 +58,4 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
 
         yield from guarded(path, csv_rows(path), parse, stats, on_error, "TIMESTAMP")
 
-    return Workload(run, name=path.name)
+    return Workload(run, name=path.name, prefix_note=no_prefix_ids("azure"))

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, csv_rows, get, guarded
+from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, csv_rows, get, guarded, no_prefix_ids
 from workloads.workload import ReadStats, Workload
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -43,4 +43,4 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
 
         yield from guarded(path, csv_rows(path), parse, stats, on_error, "Timestamp")
 
-    return Workload(run, name=path.name)
+    return Workload(run, name=path.name, prefix_note=no_prefix_ids("burstgpt"))
