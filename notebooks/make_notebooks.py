@@ -198,6 +198,7 @@ CAPACITY_PLANNING = [
               f"${base['$/Mtok out']:.2f} -> ${levers['$/Mtok out'][most]:.2f} per million output tokens")
         if SCENARIO == "default":  # what the text below says
             assert most == "prefix cache off" and levers.nodes[most] >= 2 * base.nodes
+            assert levers["KV util"]["MLA retrofit"] > base["KV util"]  # the whole latent on every TP GPU
 
         fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
         colours = ["0.45" if k == "as configured" else ("C3" if k == most else "C0") for k in levers.index]
@@ -212,11 +213,13 @@ CAPACITY_PLANNING = [
         **Reading it (shipped `default`).** The prefix cache is the lever that matters: most of this mix's
         prompt tokens repeat (system prompts, chat histories, repositories that agents re-read), so without
         reuse every agent turn prefills its whole context again and the fleet at least doubles. The layout
-        levers shrink the KV a request holds, which lowers the node count only where memory binds: look at
-        `KV util` (well below 80% here: compute binds). KV precision also halves the bytes each decode
-        step reads, which shortens TPOT at long contexts; the MLA retrofit holds less KV but every GPU of
-        the tensor-parallel group reads the whole latent, so it can cost nodes. Change `SCENARIO` to
-        `capacity-plan` (short chat turns) and the layouts barely matter at all.
+        levers change the KV each GPU holds, which moves the node count only where memory binds: look at
+        `KV util` (well below 80% here: compute binds). fp8 and cross-layer sharing shrink it, and KV
+        precision also halves the bytes each decode step reads, which shortens TPOT at long contexts. The
+        MLA retrofit holds *more* KV per GPU here, not less (`KV util` above the configured one): under
+        tensor parallelism every GPU of the group holds the whole latent, where grouped-query attention
+        splits its KV heads among them (section 4), so where memory binds it costs nodes. Change `SCENARIO`
+        to `capacity-plan` (short chat turns) and the layouts barely matter at all.
 
         ## 5. Each traffic class at the chosen size
 
@@ -388,14 +391,19 @@ TTL_BREAKEVEN = [
     code("""
         from simulator import run_scenario
         from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
+        from simulator.engine.geometry import block_geometry
 
         hw, result = next(iter(run_scenario(scenario).results.items()))
         done, cfg = result.requests[result.requests.outcome == "completed"], result.config
+        # the fleet's KV pool as simulated (its blocks × bytes a block), as the report of `kvsim run` gives it
+        block_bytes = block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes
+        pool_bytes = result.summary["kv_blocks_total"] * block_bytes
         costs = provider_costs_for(
             cfg.node, cfg.model, cfg.layout, cfg.tp,
             stream_context_tokens=float((done.prompt_tokens + done.output_tokens / 2).mean()),
             tokens_per_s_per_stream=1 / float(done.tpot_mean_s.mean()),
-            output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()))
+            output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()),
+            kv_pool_bytes=pool_bytes)
         provider = provider_table(comparison, costs).set_index("ttl")
         print(f"on {hw}:", best_ttls(comparison, provider.reset_index()))
         cached = provider.drop(index="none")
@@ -406,6 +414,8 @@ TTL_BREAKEVEN = [
         print("discount given away / prefill saved:", given_away.round(1).to_dict())
         if SCENARIO == "ttl-breakeven":  # the text below
             assert (given_away > 2).all()
+            peak = cached.kv_peak_over_pool  # the share of the KV pool each TTL's cache fills at its peak
+            assert peak["5m"] < peak["1h"] and 0.5 < peak["1h"] < 1
 
         ax = cached[["prefill_saved_usd", "holding_hbm_usd", "holding_dram_usd", "holding_ssd_usd"]].plot.bar(
             logy=True, rot=0, figsize=(9, 4.5), title=f"Provider, {hw}: what a TTL saves and what holding its KV costs")
@@ -419,6 +429,12 @@ TTL_BREAKEVEN = [
         gives away, and for the shipped mix that discount is several times the prefill the provider saves: on
         these figures a prompt-cache discount is a price cut that wins traffic, not a saving passed on. The
         provider gains only where the freed prefill compute serves more paying requests.
+
+        The pool columns set the KV a TTL keeps against the fleet's KV pool as simulated (`kv_pool_gb`: its
+        blocks × bytes a block, what the report of `kvsim run` gives): at its peak the 1-hour cache fills more
+        than half of it (`kv_peak_over_pool`), the 5-minute one less, so both fit in HBM, at the price the
+        HBM column puts on it. The `none` row caches nothing, so it spans no time and its
+        `kv_gb_hours_over_pool` is NaN.
     """),
 ]
 
@@ -577,7 +593,8 @@ BRING_YOUR_OWN_TRACE = [
 
         `prefix_hit_share` is the share of prompt tokens an earlier request already sent: what a prefix
         cache (or a provider's prompt cache) can skip; `reuse_gap_s` how long after the previous use they
-        come back, which decides whether a TTL keeps them.
+        come back, which decides whether a TTL keeps them. Azure and BurstGPT logs carry no prefix ids, so
+        for them both are unknown (NaN, with `summary().prefix_note` saying why), not zero.
     """),
     code("""
         import matplotlib.pyplot as plt
@@ -588,8 +605,9 @@ BRING_YOUR_OWN_TRACE = [
         frame = workload.to_frame()
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
         (frame.arrival_s // 10 * 10).value_counts().sort_index().div(10).plot(
-            ax=left, title="arrivals per second (10 s bins)", xlabel="time (s)")
+            ax=left, title="arrivals per second (10 s bins)", xlabel="time (s)", ylabel="requests per second")
         frame.prompt_tokens.plot.hist(bins=40, ax=right, title="prompt tokens", logy=True)
+        right.set(xlabel="prompt tokens per request", ylabel="requests (log scale)")
         workload.summary().to_frame()
     """),
     md("""
@@ -689,6 +707,18 @@ def sources(nb: NotebookNode) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source) for c in nb.cells]
 
 
+def keep_ids(nb: NotebookNode, path: Path) -> NotebookNode:
+    """`nb` with the cell ids of the notebook at `path`, cell by cell, where both have the same kinds of
+    cell in the same order (nbformat draws fresh random ids, so a rewrite would change every id, and the
+    diff of a regenerated notebook should show only the sources that changed)."""
+    if path.is_file():
+        old = nbformat.read(path, as_version=4).cells
+        if [c.cell_type for c in old] == [c.cell_type for c in nb.cells]:
+            for cell, before in zip(nb.cells, old, strict=True):
+                cell.id = before.id
+    return nb
+
+
 def main(argv: list[str]) -> int:
     stale = []
     for name in NOTEBOOKS:
@@ -698,7 +728,7 @@ def main(argv: list[str]) -> int:
             if not path.is_file() or sources(nbformat.read(path, as_version=4)) != sources(nb):
                 stale.append(name)
         else:
-            nbformat.write(nb, HERE / name)
+            nbformat.write(keep_ids(nb, HERE / name), HERE / name)
     if stale:
         print(f"out of date (run python {Path(__file__).name}): {', '.join(stale)}", file=sys.stderr)
     return 1 if stale else 0

@@ -1,5 +1,5 @@
 """The third audit's workload findings: a mixture by name alone, prefix reuse of traces that carry
-no prefix ids."""
+no prefix ids, and the notebooks' words against what they show."""
 
 import json
 import math
@@ -7,6 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import nbformat
 import pytest
 from click.testing import CliRunner
 
@@ -146,6 +147,32 @@ def test_formats_with_prefix_information_keep_their_figures(tmp_path: Path) -> N
         assert row["prefix_note"] is None and 0 < row["prefix_hit_share"] < 1 and row["n_reuses"] > 0
         r = CliRunner().invoke(workload, ["describe", spec, "--duration-s", "60"])
         assert "note:" not in r.output
+
+
+# --- 2, 4. the notebooks' words -----------------------------------------------
+
+def _cells(name: str) -> list[str]:
+    return [c.source for c in nbformat.read(REPO / "notebooks" / name, as_version=4).cells]
+
+
+def test_capacity_notebook_says_mla_holds_more_kv_per_gpu_and_asserts_it() -> None:
+    cells = _cells("capacity_planning.ipynb")
+    reading = next(c for c in cells if c.startswith("**Reading it (shipped `default`).**"))
+    assert "holds less KV" not in reading
+    assert "MLA retrofit holds *more* KV per GPU" in " ".join(reading.split())
+    assert any('assert levers["KV util"]["MLA retrofit"] > base["KV util"]' in c for c in cells)
+
+
+def test_trace_notebook_labels_both_axes_of_both_charts() -> None:
+    [cell] = [c for c in _cells("bring_your_own_trace.ipynb") if "plot.hist" in c]
+    assert 'ylabel="requests per second"' in cell
+    assert 'right.set(xlabel="prompt tokens per request", ylabel="requests (log scale)")' in cell
+
+
+def test_ttl_notebook_gives_the_pool_and_says_what_its_columns_are() -> None:
+    cells = _cells("ttl_breakeven.ipynb")
+    assert any("kv_pool_bytes=pool_bytes" in c for c in cells)
+    assert any("`kv_pool_gb`" in c and "`kv_gb_hours_over_pool` is NaN" in " ".join(c.split()) for c in cells)
 
 
 def test_the_report_of_an_azure_replay_says_prefix_reuse_is_unknown(tmp_path: Path) -> None:
