@@ -42,8 +42,10 @@ class Result:
         return steady_state(self.requests, window)
 
     def write(self, directory: str | Path) -> Path:
-        """Write ``requests`` and ``timeseries`` as CSV (and Parquet too when pyarrow imports), and
-        ``summary.json``: the files are the same whichever optional packages are installed."""
+        """Write ``requests.csv``, ``timeseries.csv`` and ``summary.json`` into `directory` (made if
+        missing) and return it. These three are always written, and are the same whichever optional
+        packages are installed; ``requests.parquet`` and ``timeseries.parquet`` (the same two tables)
+        are written as well only when pyarrow imports."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         self.requests.to_csv(out / "requests.csv", index=False)

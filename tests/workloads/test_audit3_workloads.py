@@ -1,5 +1,5 @@
 """The third audit's workload findings: a mixture by name alone, prefix reuse of traces that carry
-no prefix ids, and the notebooks' words against what they show."""
+no prefix ids, and the notebooks' and `Result.write`'s words against what they show and do."""
 
 import json
 import math
@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli.workload import workload
+from simulator.engine.result import Result
 from simulator.errors import ConfigError
 from workloads import load_workload
 from workloads.generators import GENERATORS
@@ -149,7 +150,7 @@ def test_formats_with_prefix_information_keep_their_figures(tmp_path: Path) -> N
         assert "note:" not in r.output
 
 
-# --- 2, 4. the notebooks' words -----------------------------------------------
+# --- 2, 4. the notebooks' and Result.write's words -----------------------------------------------
 
 def _cells(name: str) -> list[str]:
     return [c.source for c in nbformat.read(REPO / "notebooks" / name, as_version=4).cells]
@@ -173,6 +174,13 @@ def test_ttl_notebook_gives_the_pool_and_says_what_its_columns_are() -> None:
     cells = _cells("ttl_breakeven.ipynb")
     assert any("kv_pool_bytes=pool_bytes" in c for c in cells)
     assert any("`kv_pool_gb`" in c and "`kv_gb_hours_over_pool` is NaN" in " ".join(c.split()) for c in cells)
+
+
+def test_result_write_docstring_says_parquet_only_with_pyarrow() -> None:
+    doc = " ".join((Result.write.__doc__ or "").split())
+    assert "the files are the same whichever" not in doc
+    assert "are written as well only when pyarrow imports" in doc
+    assert all(f in doc for f in ("requests.csv", "timeseries.csv", "summary.json", "requests.parquet"))
 
 
 def test_the_report_of_an_azure_replay_says_prefix_reuse_is_unknown(tmp_path: Path) -> None:
