@@ -30,11 +30,12 @@ from simulator.cli.options import (
     model_option,
     plan_options,
 )
-from simulator.errors import must_differ
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
     ModelSpec,
+    dtypes,
     get_model,
     load_models,
     weight_precision,
@@ -62,7 +63,14 @@ KV_DTYPE = click.option("--kv-dtype", help="KV dtype (shorthand for adding it to
 
 
 def _layout(layout: str, kv_dtype: str | None) -> str:
-    return f"{layout}+{kv_dtype}" if kv_dtype else layout
+    """``--layout`` with ``--kv-dtype``'s lever added. The dtype is checked here, so an empty or
+    unknown one is ``--kv-dtype``'s error (not a layout's), and ``""`` is not silently ``native``."""
+    if kv_dtype is None:
+        return layout
+    name = kv_dtype.strip()
+    if name not in dtypes():
+        raise ConfigError(f"--kv-dtype: must be one of {', '.join(dtypes())} (got {shown(kv_dtype)})")
+    return f"{layout}+{name}"
 
 
 @click.command()
