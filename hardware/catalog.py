@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from simulator.errors import ConfigError, located, must, shown
+from simulator.errors import ConfigError, located, must, must_differ, shown
 from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
@@ -174,6 +174,7 @@ class Catalog:
             unknown = [str(k) for k in prices if str(k).lower() not in known]
             if unknown:
                 raise ConfigError(f"{where}: unknown GPU {shown(unknown[0])}; valid: {', '.join(self.gpus)}")
+            must_differ([str(k) for k in prices], [known[str(k).lower()] for k in prices], where, "GPU")
             table = {known[str(k).lower()]: price(v, f"{where}.{k}") for k, v in prices.items()}
         else:
             usd = price(prices, where)
@@ -194,7 +195,9 @@ def price_note(nodes: Iterable[NodeSpec]) -> str:
 
 def parse_prices(text: str, where: str) -> float | dict[str, float]:
     """``--usd-per-gpu-hour``: ``"2.5"`` (every GPU) or ``"H100=2.1,H200=3.4"`` -> a number or a table;
-    each price a finite number > 0. GPU names are checked by `Catalog.priced`."""
+    each price a finite number > 0, each GPU once under any spelling (``H100`` and ``h100`` are one
+    GPU, as `Catalog.priced` looks them up: otherwise the last price would win without a word).
+    GPU names are checked by `Catalog.priced`."""
     def number(item: str) -> float:
         try:
             usd = float(item)
@@ -209,7 +212,7 @@ def parse_prices(text: str, where: str) -> float | dict[str, float]:
     table: dict[str, float] = {}
     for pair in text.split(","):
         name, eq, value = pair.partition("=")
-        if not eq or not name.strip() or name.strip() in table:
+        if not eq or not name.strip() or name.strip().lower() in {k.lower() for k in table}:
             raise ConfigError(f"{where}: must be {PRICE_RULE} like H100=2.1,H200=3.4, each GPU once "
                               f"(got {shown(text)})")
         table[name.strip()] = number(value.strip())
