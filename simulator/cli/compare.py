@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,9 +27,9 @@ from simulator.cli.options import (
     seed_option,
 )
 from simulator.cli.progress import progress_bar
-from simulator.compare import compare_figure, compare_strategies
+from simulator.compare import compare_figure, compare_strategies, parse_strategy_set
 from simulator.engine import EngineConfig
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
 from simulator.units import figure
@@ -37,6 +38,56 @@ from workloads import load_workload
 COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
            "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "memory_factor_per_gpu",
            "completed"]
+STRATEGY_EXAMPLE = "native,fp8,prefix+fp8"
+
+
+def _strategy_sets(text: str) -> list[str]:
+    """``--strategy`` `text`'s comma-separated sets, each stripped, empty items left out (as
+    ``--hardware`` leaves them); none at all is ``--strategy``'s error, before anything runs."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if not specs:
+        raise ConfigError(f"--strategy: must name at least one strategy set, comma-separated, each '+'-joined "
+                          f"levers, e.g. {STRATEGY_EXAMPLE} (got {shown(text)})")
+    return specs
+
+
+def _what_runs(config: EngineConfig) -> str:
+    """What a strategy set runs, however it is spelled: ``fp8`` and ``native+fp8`` are one layout,
+    ``prefix`` and ``prefix+native`` one set (`parse_strategy_set` resolves the spellings)."""
+    def named(name: str, params: Mapping[str, object]) -> str:
+        return name + "".join(f" {k}={v}" for k, v in sorted(params.items()))
+
+    return (f"layout {config.layout.label}, reuse {named(config.cache, config.cache_params)}, "
+            f"retention {named(config.retention, config.retention_params)}")
+
+
+def _check_sets(specs: list[str], base: EngineConfig) -> None:
+    """Each set parses on `base`, and no two run the same thing: a set named twice (under any
+    spelling: ``fp8`` and ``native+fp8``, ``prefix`` and ``prefix+lru``, its default eviction)
+    would be two identical rows under two labels. Two sets are one when their layout, cache and
+    retention policy compare equal once built with their defaults; the message names the first's
+    `_what_runs`."""
+    from simulator.engine.caches import make_strategy
+    from simulator.engine.retention import make_retention
+
+    first: dict[str, str] = {}
+    resolved: list[str] = []
+    for spec in specs:
+        config = parse_strategy_set(spec, base)
+        built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
+                      make_retention(config.retention, **config.retention_params)))
+        resolved.append(first.setdefault(built, _what_runs(config)))
+    must_differ(specs, resolved, "--strategy", "strategy set")
+
+
+def _workload_spec(text: str) -> str:
+    """``--workload`` `text`: a generator name or an existing file, else ``--workload``'s error."""
+    from workloads import GENERATORS
+
+    if text not in GENERATORS and not Path(text).is_file():
+        raise ConfigError(f"--workload: must be a generator name ({', '.join(sorted(GENERATORS))}), a TOML file "
+                          f"with [workload] or a trace file (got {shown(text)})")
+    return text
 
 
 @click.command("compare")
@@ -82,6 +133,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             raise ConfigError(f"compare {scenario}: {given[0]} applies without a SCENARIO; the scenario's own keys "
                               "(cluster.hardware, model.name, model.weight_dtype, workload, cluster.nodes, "
                               "cluster.tp, cluster.catalog) say it")
+    specs = _strategy_sets(strategies)
     folder = OutputFolder(out, "compare") if out is not None else None
     if folder:
         folder.prepare()  # a bad --out fails now, not after the runs
@@ -93,6 +145,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
         seed = sc.seed if seed is None else seed
         base = sc.engine_config()
+        _check_sets(specs, base)
         requests = list(sc.load_workload(seed, rate_scale=rate_scale))
         model, hardware, n_nodes = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes
         others = sc.cluster.hardware[1:]
@@ -106,16 +159,21 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     else:
         seed = 0 if seed is None else seed
         prices = parse_prices(usd_per_gpu_hour, PRICE_OPTION) if usd_per_gpu_hour is not None else None
-        node = load_catalog(catalog).priced(prices, PRICE_OPTION).node(hardware)
+        cat = load_catalog(catalog).priced(prices, PRICE_OPTION)
+        try:
+            node = cat.node(hardware)
+        except ConfigError as exc:  # an unknown or empty kind: say which option named it
+            raise ConfigError(f"--hardware: {exc}") from None
         tp = node.gpus if tp is None else tp
         model = model_name
         base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
-        requests = list(load_workload(workload_spec, seed=seed, duration_s=duration_s, rate_scale=rate_scale))
+        _check_sets(specs, base)
+        requests = list(load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
+                                      rate_scale=rate_scale))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
-    specs = strategies.split(",")
-    n_sets = len([s for s in specs if s.strip()])
+    n_sets = len(specs)
     label = f"comparing {n_sets} strategy set{'s' if n_sets != 1 else ''} on {len(requests):,} requests"
     with progress_bar(label) as bar:
         df = compare_strategies(base, requests, specs, seed, progress=bar)
