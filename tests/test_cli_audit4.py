@@ -46,3 +46,46 @@ def test_a_scenario_pricing_a_gpu_twice_is_refused(tmp_path):
 def test_distinct_gpus_are_still_priced(tmp_path):
     r = kvsim("compare", scenario(tmp_path), "--strategy", "native", "--usd-per-gpu-hour", "H100=1,h200=2")
     assert outcome(r) is None and "H100 1.00 USD/GPU-hour (overridden" in r.stderr
+
+
+# --- compare --strategy, --workload, --hardware ---------------------------------------------------
+@pytest.mark.parametrize(("sets", "got"), [
+    ("native,native", "'native' twice"),
+    ("fp8,native+fp8", "'fp8' and 'native+fp8', both layout fp8, reuse none, retention full"),
+    ("prefix,prefix+native", "'prefix' and 'prefix+native', both layout native, reuse prefix"),
+    ("prefix+fp8,fp8+prefix", "'prefix+fp8' and 'fp8+prefix', both layout fp8, reuse prefix"),
+    ("prefix,prefix+lru", "'prefix' and 'prefix+lru', both layout native, reuse prefix"),  # lru: the default
+    ("native, native", "'native' twice"),
+])
+def test_compare_refuses_a_strategy_set_named_twice(tmp_path, sets, got):
+    r = kvsim("compare", scenario(tmp_path), "--strategy", sets, "--out", tmp_path / "c")
+    line = error(r, "--strategy")
+    assert f"--strategy: must name each strategy set once (got {got}" in line
+    assert "comparing" not in r.stderr and not (tmp_path / "c" / "compare.csv").exists()
+
+
+def test_compare_still_runs_distinct_sets(tmp_path):
+    r = kvsim("compare", scenario(tmp_path), "--strategy", "native,fp8,h2o,h2o:0.3", "--json")
+    assert outcome(r) is None and "comparing 4 strategy sets" in r.stderr
+
+
+@pytest.mark.parametrize("sets", [",", " , ", ",,"])
+def test_compare_without_a_strategy_set_names_the_option(tmp_path, sets):
+    r = kvsim("compare", scenario(tmp_path), "--strategy", sets)
+    line = error(r, "--strategy")
+    assert "--strategy: must name at least one strategy set, comma-separated" in line and repr(sets) in line
+    assert "'strategies'" not in line and "comparing" not in r.stderr
+
+
+@pytest.mark.parametrize("spec", ["", " ", "missing.csv"])
+def test_compare_workload_names_the_option(spec):
+    r = kvsim("compare", "--tp", "1", "--duration-s", "5", "--strategy", "native", "--workload", spec)
+    line = error(r, "--workload")
+    assert "--workload: must be a generator name (chat-4k, code-repo-128k" in line and repr(spec) in line
+    assert "load_workload" not in line and "'spec'" not in line
+
+
+def test_compare_hardware_names_the_option():
+    r = kvsim("compare", "--tp", "1", "--duration-s", "5", "--strategy", "native", "--hardware", "")
+    line = error(r, "--hardware")
+    assert "--hardware: unknown node ''; valid: 8xH100" in line
