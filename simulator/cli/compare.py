@@ -82,10 +82,10 @@ def _check_sets(specs: list[str], base: EngineConfig) -> None:
 
 def _workload_spec(text: str) -> str:
     """``--workload`` `text`: a generator name or an existing file, else ``--workload``'s error."""
-    from workloads import GENERATORS
+    from workloads.generators import by_name
 
-    if text not in GENERATORS and not Path(text).is_file():
-        raise ConfigError(f"--workload: must be a generator name ({', '.join(sorted(GENERATORS))}), a TOML file "
+    if text not in by_name() and not Path(text).is_file():  # a mixture needs its components: a TOML file
+        raise ConfigError(f"--workload: must be a generator name ({', '.join(by_name())}), a TOML file "
                           f"with [workload] or a trace file (got {shown(text)})")
     return text
 
