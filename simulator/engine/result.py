@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from simulator.engine.records import RequestRecord, SampleRecord, records_to_fra
 from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
+from simulator.errors import must
 from simulator.kv import footprint
 from simulator.models import ModelSpec, get_model
 from simulator.units import GB, HOUR_S
@@ -69,6 +71,16 @@ def _jsonable(x: object) -> object:
     return str(x)
 
 
+def must_seed(seed: object, where: str, key: str = "seed") -> None:
+    """Refuse a seed that is not an integer >= 0 (``True`` neither): numpy's `SeedSequence` would
+    fail later with its own error, and ``None`` would draw fresh entropy, a run no one can repeat.
+
+    >>> must_seed(0, "run")
+    """
+    must(isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and int(seed) >= 0, where, key,
+         "an integer >= 0 (the same seed, the same run)", seed)
+
+
 def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         timer: StepTimer | TimerFactory | None = None,
         progress: Callable[[float], None] | None = None,
@@ -77,6 +89,8 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
 
     Parameters
     ----------
+    seed : int
+        An integer >= 0 (`must_seed`): the same seed, config and requests give the same result.
     timer : StepTimer or factory ``(node, model, tp) -> StepTimer``, optional
         Prices each iteration; default `cluster.cost_model_timer` (the calibrated cost model) per pool.
     progress : callable, optional
@@ -84,6 +98,7 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
     window : SteadyWindow, optional
         The rule for the summary's steady-state window (default `SteadyWindow()`).
     """
+    must_seed(seed, "run")
     if total_requests is None and isinstance(requests, Sized):
         total_requests = len(requests)  # the tagging stream below has no length
     classes = TrafficClasses()  # each request's `source`, noted as the injector draws it
