@@ -27,11 +27,13 @@ from hardware.catalog import NodeSpec
 from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
+from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
+from simulator.study import node_kinds
 from workloads import Workload
 
 MEMORY_BOUND_UTILIZATION = 0.8
@@ -231,6 +233,10 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     ``[disaggregation]`` section, an aggregated and a disaggregated row per kind
     (`simulator.xpyd.plan_split_capacity`).
 
+    `hardware` lists node kinds (None: the scenario's ``cluster.hardware``), at least one, each once; a
+    GPU name alone is its largest node and the rows name the node (``["H100"]`` -> ``8xH100``:
+    `simulator.study.node_kinds`). `seed` is an integer >= 0 (None: the scenario's); the SLOs
+    finite seconds > 0 (None: the scenario's).
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -238,7 +244,8 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
         must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
-    kinds = hardware or [n.key for n in scenario.nodes()]
+    must_seed(seed, "plan_capacity")
+    kinds = node_kinds(scenario, hardware, "plan_capacity: hardware")
     ttft = scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s
     tpot = scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s
     if scenario.disaggregation is not None:  # aggregated and xPyD fleets side by side

@@ -13,6 +13,8 @@ import pandas as pd
 from hardware.catalog import load_catalog
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import SchedulerConfig
+from simulator.engine.result import must_seed
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.models import ModelSpec, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
@@ -115,16 +117,41 @@ def plan_label(config: EngineConfig) -> str:
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
 
 
+def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:
+    """The catalog's node keys (``cluster.catalog``'s too) of the kinds `hardware` names, the scenario's
+    own when None. A GPU name alone is its largest node (``H100`` -> ``8xH100``): results are keyed and
+    labelled by the node, as the CLI prints them. `hardware` must name at least one kind, each once
+    (``H100`` and ``8xH100`` are one); `where` (``--hardware``, ``run_scenario: hardware``) names it in errors.
+    """
+    if hardware is None:
+        return [n.key for n in scenario.nodes()]
+    names = tuple(hardware) if not isinstance(hardware, str) else ()
+    if not names or not all(isinstance(h, str) for h in names):
+        raise ConfigError(f"{where}: must be a list of at least one node kind, e.g. ['8xH100', 'B200'] "
+                          f"(None: the scenario's; got {shown(hardware)})")
+    try:
+        nodes = replace(scenario, cluster=replace(scenario.cluster, hardware=names)).nodes()
+    except ConfigError as exc:  # an unknown kind: say which argument named it
+        raise ConfigError(f"{where}: {exc}") from None
+    keys = [n.key for n in nodes]
+    must_differ(names, keys, where, "node kind")
+    return keys
+
+
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
                  progress: Progress | None = None) -> ScenarioRun:
     """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
     ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
+    `seed` is an integer >= 0 (None: the scenario's). `hardware` lists node kinds (None: the
+    scenario's ``cluster.hardware``), at least one, each once; a GPU name alone is its largest node and
+    the results are keyed by the node (``["H100"]`` -> ``results["8xH100"]``: `node_kinds`).
     `progress` receives the fraction done: generating the workload counts `GENERATE_COST` of one
     fleet's run, each fleet's run one, advanced by its share of requests ended.
     """
     seed = scenario.seed if seed is None else seed
-    kinds = list(hardware) if hardware else [n.key for n in scenario.nodes()]
+    must_seed(seed, "run_scenario")
+    kinds = node_kinds(scenario, hardware, "run_scenario: hardware")
     fleets = [fleet for hw in kinds for fleet in scenario.fleets(hw)]
     meter = Meter(progress, [GENERATE_COST + len(fleets)])
     workload = scenario.load_workload(seed)
@@ -217,5 +244,5 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     return pd.DataFrame(rows)
 
 
-__all__ = ["ScenarioRun", "SchedulerConfig", "fleet_nodes", "plan_label", "run_scenario", "saturating_requests",
-           "simulated_collapse"]
+__all__ = ["ScenarioRun", "SchedulerConfig", "fleet_nodes", "node_kinds", "plan_label", "run_scenario",
+           "saturating_requests", "simulated_collapse"]

@@ -21,7 +21,7 @@ from simulator.cli.options import (
     seed_option,
 )
 from simulator.cli.progress import phase_bars, progress_bar
-from simulator.errors import ConfigError, must_differ, shown
+from simulator.errors import ConfigError, shown
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -166,13 +166,9 @@ def _with_hardware(sc: Scenario, text: str) -> Scenario:
     if not names:
         raise ConfigError(f"--hardware: must name at least one node kind, comma-separated, e.g. H100,B200 "
                           f"(got {shown(text)})")
-    sc = replace(sc, cluster=replace(sc.cluster, hardware=names))
-    try:
-        nodes = sc.nodes()
-    except ConfigError as exc:  # an unknown kind: say which option named it
-        raise ConfigError(f"--hardware: {exc}") from None
-    must_differ(names, [n.key for n in nodes], "--hardware", "node kind")
-    return sc
+    from simulator.study import node_kinds  # the API's rule: each kind once, by its node key
+
+    return replace(sc, cluster=replace(sc.cluster, hardware=tuple(node_kinds(sc, names, "--hardware"))))
 
 
 def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: bool, seeds: int, seed: int | None,
