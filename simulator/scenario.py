@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -512,12 +512,19 @@ def _not_found(path: Path) -> str:
 
 def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = None,
                   **overrides: Any) -> Scenario:
-    """Read and validate a scenario file (default: ``scenarios/default.toml``).
+    """Read and validate a scenario: `path` is a TOML file or a shipped scenario's name
+    (``"chat-4k-h100"``); None is ``scenarios/default.toml``, an empty path is an error.
 
     `trace` replays that file instead of the scenario's workload (``kvsim run --trace``): the whole
     trace unless the scenario's ``[workload]`` sets ``duration_s``; validated with the rest.
+    `overrides` replace whole `Scenario` fields by name (`override_names`: ``seed=3``,
+    ``cluster=replace(s.cluster, nodes=2)``; a dotted key such as ``cluster.nodes`` is no name), ``seed``
+    an integer >= 0; the result is validated as the file is.
     """
-    p = Path(path) if path else DEFAULT_SCENARIO
+    must(path is None or str(path).strip() != "", "load_scenario", "path",
+         "a scenario file or a shipped scenario's name (None: the default)", path)
+    _check_overrides(overrides)
+    p = Path(path) if path is not None else DEFAULT_SCENARIO
     if not p.is_file() and p.suffix != ".toml" and (SCENARIO_DIR / f"{p}.toml").is_file():
         p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
     data = read_toml(p, missing=_not_found(p))
@@ -525,4 +532,30 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         w = data.get("workload")
         data = {**data, "workload": {**(w if isinstance(w, dict) else {}), "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
-    return replace(scenario, **overrides) if overrides else scenario
+    if not overrides:
+        return scenario
+    scenario = replace(scenario, **overrides)
+    try:
+        scenario.validate()
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(scenario.where) else f"{scenario.where}: {msg}") from None
+    return scenario
+
+
+def override_names() -> list[str]:
+    """The `Scenario` fields `load_scenario` overrides by name: every one but those kvsim sets itself."""
+    return [f.name for f in fields(Scenario) if not f.metadata.get("set_by_kvsim")]
+
+
+def _check_overrides(overrides: Mapping[str, Any]) -> None:
+    """Refuse an override that names no field (a dotted key among them) and a seed that is no integer >= 0."""
+    valid = override_names()
+    for key in overrides:
+        if key not in valid:
+            raise ConfigError(f"load_scenario: unknown override {shown(key)}; valid: {', '.join(valid)} "
+                              "(whole fields, e.g. cluster=replace(s.cluster, nodes=2))")
+    if "seed" in overrides:
+        from simulator.engine.result import must_seed  # the engine's rule; it needs pandas
+
+        must_seed(overrides["seed"], "load_scenario")
