@@ -81,7 +81,10 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
               memory_utilization: float = DEFAULT_MEMORY_UTILIZATION, *, plan: ParallelPlan | None = None,
               weight_dtype: str | None = None) -> KVBudget:
     """The per-GPU KV budget of a replica under `plan` (default: ``tp`` GPUs, all of the node's
-    when not given); raises `DoesNotFitError` naming the GPU and the GB short when weights don't fit."""
+    when not given; a `tp` given beside a `plan` must be the plan's); raises `DoesNotFitError` naming
+    the GPU and the GB short when weights don't fit."""
+    must(plan is None or tp is None or tp == plan.tp, "kv_budget", "tp", f"the plan's tp ({plan and plan.tp}) "
+         "or None when a plan is given", tp)
     plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)
     must(0 < memory_utilization <= 1, "kv_budget", "memory_utilization", "in (0, 1]", memory_utilization)
     sp = span(node, plan)

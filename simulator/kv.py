@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from numbers import Integral
 
 from simulator.errors import ConfigError, must, shown
 from simulator.models import ModelSpec, dtype
@@ -292,11 +293,13 @@ def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, ba
 
     Factors telescope from an MHA, bf16, all-layers, full-context baseline: each lever's
     factor is bytes with it applied over bytes with the previous levers only, so the
-    product of the factors equals ``batch_bytes / mha_bf16_batch_bytes`` exactly.
+    product of the factors equals ``batch_bytes / mha_bf16_batch_bytes`` exactly. `context_tokens`,
+    `batch` and `block_tokens` are integers >= 1 (as ``kvsim calc`` takes them).
     """
     layout = layout or KVLayout()
-    must(batch >= 1, "footprint", "batch", ">= 1", batch)
-    must(block_tokens >= 1, "footprint", "block_tokens", ">= 1", block_tokens)
+    for key, value in (("context_tokens", context_tokens), ("batch", batch), ("block_tokens", block_tokens)):
+        must(isinstance(value, Integral) and not isinstance(value, bool) and value >= 1, "footprint", key,
+             "an integer >= 1", value)
     steps = [
         ("baseline", KVLayout(attention="mha", use_sliding_window=False)),
         ("attention", replace(layout, own_layer_fraction=1.0, kv_dtype=BASELINE_DTYPE, compress_ratio=1,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ import pandas as pd
 from simulator.billing.breakeven import breakeven_hit_probability
 from simulator.billing.ledger import BillResult, bill_many
 from simulator.billing.profiles import PriceProfile, parse_ttl, ttl_label
+from simulator.errors import must
 from workloads.request import Request
 
 DEFAULT_TTLS = ("none", "5m", "1h")
@@ -74,8 +76,12 @@ def compare_ttls(
     share_prompt_tokens_read, share_gaps_below_ttl, share_cached_tokens_read, breakeven_p_hit``
     where ``savings = total(none) - total(ttl)``, ``share_prompt_tokens_read = R / prompt tokens``
     and ``share_cached_tokens_read = R / (R + W)`` (NaN where nothing was cached), the share to
-    compare with ``breakeven_p_hit``.
+    compare with ``breakeven_p_hit``. `percentiles` are each in [0, 100] (``gap_percentiles_s``
+    names them ``p50``, ``p90``, ...).
     """
+    for p in percentiles:
+        must(isinstance(p, Real) and 0 <= p <= 100, "compare_ttls", "percentiles", "numbers in [0, 100]",
+             list(percentiles))
     ttls_s = sorted({0.0, *(parse_ttl(t) for t in ttls)})
     marked = [0]
 
