@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, must_differ
 from simulator.scenario import Scenario, parse_scenario
 
 if TYPE_CHECKING:
@@ -179,13 +179,16 @@ def expand_grid(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[t
     Raises
     ------
     ConfigError
-        An unknown key path (naming the valid keys at that level), an empty value list, or a
+        An unknown key path (naming the valid keys at that level), an empty value list, a value
+        given twice (read with the field's type: ``1`` and ``1.0`` are one), or a
         value the scenario rejects (the scenario file's message, naming the key and the value).
     """
     types = {key: _field_type(key) for key in grid}
     for key, values in grid.items():
         if isinstance(values, str) or not len(values):
             raise ConfigError(f"--grid {key}: must be a non-empty list of values (got {values!r})")
+        parsed = [_parse_value(types[key], v) for v in values]
+        must_differ([v if isinstance(v, str) else repr(v) for v in values], _alike(parsed), f"--grid {key}", "value")
     points = []
     for combo in itertools.product(*grid.values()):
         table = scenario_table(scenario)  # a deep copy
@@ -198,6 +201,17 @@ def expand_grid(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[t
             raise ConfigError(f"sweep point {at}: {exc}") from None
         points.append(({key: _get(point, key) for key in grid}, point))
     return points
+
+
+def _alike(values: Sequence[Any]) -> list[str]:
+    """Per value, the repr of the first value equal to it (``1`` and ``1.0`` are one; ``True`` and
+    ``1`` are not): a grid value given twice would run the same point twice under two rows."""
+    out = []
+    for i, v in enumerate(values):
+        j = next(j for j, f in enumerate(values[:i + 1])
+                 if (f is v or f == v) and isinstance(f, bool) == isinstance(v, bool))
+        out.append(repr(values[j]))
+    return out
 
 
 def _parse(table: dict[str, Any], path: str) -> Scenario:
@@ -257,6 +271,18 @@ def _job(index: int, values: Mapping[str, Any], sc: Scenario, path: str) -> _Job
     labels = {"point": index, **{k: _label(v) for k, v in values.items()}}
     return _Job(args=(table, path, labels), hardware=tuple(n.key for n in sc.nodes()),
                 digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def resumable_points(scenario: Scenario, grid: Mapping[str, Sequence[Any]],
+                     points: Sequence[tuple[Mapping[str, Any], Scenario]],
+                     csv_path: str | os.PathLike[str]) -> list[int]:
+    """The indices of `points` (`expand_grid`'s for `grid`) that ``run_sweep(..., resume=True)`` takes
+    from the log at `csv_path` (they ran on every kind without an error) rather than running again;
+    the log is read and checked as the resume will, and left as it is.
+    """
+    jobs = [_job(i, values, sc, scenario.path) for i, (values, sc) in enumerate(points)]
+    log = _CsvLog.reader(Path(csv_path), ["point", *grid, "hardware", *METRICS, *TRAILER], jobs)
+    return [i for i, job in enumerate(jobs) if log.finished(i, job) is not None]
 
 
 def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: int | None = None,
@@ -510,14 +536,23 @@ class _CsvLog:
     def __init__(self, path: Path, columns: list[str], jobs: list[_Job], resume: bool) -> None:
         self.path, self.columns = path, columns
         self.done: dict[tuple[str, str], Row] = {}  # (digest, hardware) -> the metrics of a logged row that ran
-        old = self._read(jobs) if resume else False
+        old = self._read(jobs, cut=True) if resume else False
         self._file: TextIO = path.open("a" if old else "w", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file, lineterminator="\n")
         if not old:
             self.append([], header=True)
 
-    def _read(self, jobs: list[_Job]) -> bool:
-        """Load the rows already logged; False when there is nothing to resume."""
+    @classmethod
+    def reader(cls, path: Path, columns: list[str], jobs: list[_Job]) -> _CsvLog:
+        """The log's finished rows (`finished`), read and checked as a resume reads them, the file untouched."""
+        log = cls.__new__(cls)
+        log.path, log.columns, log.done = path, columns, {}
+        log._read(jobs, cut=False)
+        return log
+
+    def _read(self, jobs: list[_Job], *, cut: bool) -> bool:
+        """Load the rows already logged (dropping, with `cut`, a last line a crash cut short); False
+        when there is nothing to resume."""
         if not self.path.exists():
             return False
         data = self.path.read_bytes()
@@ -533,7 +568,7 @@ class _CsvLog:
             extra = ", ".join(c for c in lines[0] if c not in self.columns)[:80] or "none"
             raise ConfigError(f"{self.path}: --resume: its columns are not this sweep's (missing: {missing}; "
                               f"extra: {extra}); sweep the same keys, in the same order, or write elsewhere")
-        if len(whole) < len(data):
+        if cut and len(whole) < len(data):
             with self.path.open("r+b") as f:
                 f.truncate(len(whole))
         ours = {job.digest for job in jobs}
@@ -606,4 +641,5 @@ def _parse_cell(text: str) -> Any:
     return text
 
 
-__all__ = ["METRICS", "TRAILER", "PointFn", "expand_grid", "run_point", "run_sweep", "scenario_table"]
+__all__ = ["METRICS", "TRAILER", "PointFn", "expand_grid", "resumable_points", "run_point", "run_sweep",
+           "scenario_table"]

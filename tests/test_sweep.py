@@ -397,9 +397,9 @@ def _live_processes(pgid: int) -> list[int]:
 def test_a_signal_stops_the_workers_keeps_the_finished_rows_and_leaves_no_process(tiny, tmp_path, how):
     out = tmp_path / "out"
     log = out / "sweep.csv"
-    # point 0 simulates 10 s of traffic (well under a second); points 1 and 2 simulate 12,000 s (~10 s each)
+    # point 0 simulates 10 s of traffic (well under a second); points 1 and 2 simulate 12,000 and 12,001 s (~10 s each)
     cmd = [sys.executable, "-c", "from simulator.cli import main; main()", "sweep", str(tiny),
-           "--grid", "workload.duration_s=10,12000,12000", "--workers", "2", "--out", str(out)]
+           "--grid", "workload.duration_s=10,12000,12001", "--workers", "2", "--out", str(out)]
     with (tmp_path / "stderr").open("wb") as stderr:  # a session of its own: its process group is its pid
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
     try:

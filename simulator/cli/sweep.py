@@ -132,7 +132,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     others go on; the command then exits 2 naming how many failed. Ctrl-C or SIGTERM stops the
     workers and keeps the finished rows in sweep.csv; --resume runs only what is missing.
     """
-    from simulator.sweep import expand_grid, run_sweep
+    from simulator.sweep import expand_grid, resumable_points, run_sweep
 
     grid = parse_grid(grids)
     charts = parse_plots(plots, grid)
@@ -146,14 +146,16 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     sc = priced(sc, usd_per_gpu_hour)
     points = expand_grid(sc, grid)  # validates every point before anything runs
     n = len(points)
-    runs = sum(len(p.cluster.hardware) for _, p in points)
-    click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations", err=True)
+    log = out / "sweep.csv" if out else None
+    reused = set(resumable_points(sc, grid, points, log)) if resume and log else set()
+    runs = sum(len(p.cluster.hardware) for i, (_, p) in enumerate(points) if i not in reused)
+    click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations"
+               if not reused else f"scenario {sc.name}: {n} grid points, {len(reused)} reused from {log}, "
+               f"{n - len(reused)} to run ({runs} simulations)", err=True)
     click.echo(price_note(sc.nodes()) + ("" if "cluster.usd_per_gpu_hour" not in grid else
                                          " (cluster.usd_per_gpu_hour swept)"), err=True)
-    log = None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        log = out / "sweep.csv"
     try:
         with stop_on_signals(), click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
             df = run_sweep(sc, grid, workers=workers, dask_address=dask_address, csv_path=log, resume=resume,
