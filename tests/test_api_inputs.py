@@ -1,0 +1,204 @@
+"""The public API's arguments (audit items 5, 6 and 7): a GPU name alone is its largest node in
+`run_scenario` and `plan_capacity` as on the command line, and nonsense arguments are refused in one
+line naming the function, the argument, the value and what is allowed; `kvsim sweep` refuses a grid
+value given twice and says, on --resume, how many points it reuses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hardware.catalog import load_catalog
+from simulator.billing import compare_ttls, get_profile
+from simulator.capacity import kv_budget
+from simulator.cli.sweep import sweep
+from simulator.engine import run
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError
+from simulator.kv import footprint
+from simulator.models import get_model
+from simulator.placement import ParallelPlan
+from simulator.planning import plan_capacity
+from simulator.scenario import load_scenario
+from simulator.study import run_scenario, saturating_requests
+from simulator.sweep import expand_grid
+from workloads.request import Request
+
+SEED_RULE = "'seed' must be an integer >= 0 (the same seed, the same run)"
+
+
+def refused(fn, *args, **kwargs) -> str:
+    """The one-line message of the `ConfigError` that ``fn(*args, **kwargs)`` raises."""
+    with pytest.raises(ConfigError) as err:
+        fn(*args, **kwargs)
+    msg = str(err.value)
+    assert "\n" not in msg and len(msg) <= MAX_MESSAGE_CHARS, msg
+    return msg
+
+
+@pytest.fixture(scope="module")
+def short():
+    """chat-4k-h100 (one 8xH100 node) for 10 s of arrivals, no report studies."""
+    sc = load_scenario("chat-4k-h100")
+    return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, duration_s=10.0),
+                               report=dataclasses.replace(sc.report, capacity=False, collapse=False,
+                                                          breakeven=False))
+
+
+# --- 5. a GPU name alone is its largest node ----------------------------------------------------
+def test_run_scenario_keys_and_labels_a_gpu_name_by_its_node(short):
+    alias = run_scenario(short, hardware=["H100"])
+    assert list(alias.results) == ["8xH100"]
+    assert alias.headline().hardware.tolist() == ["8xH100"]
+    node = run_scenario(short, hardware=["8xH100"])  # the node key itself: unchanged
+    assert list(node.results) == ["8xH100"]
+    assert alias.results["8xH100"].summary == node.results["8xH100"].summary
+
+
+@pytest.mark.parametrize("fn", [run_scenario, plan_capacity])
+def test_hardware_must_name_known_kinds_each_once(short, fn):
+    name = fn.__name__
+    assert refused(fn, short, hardware=[]) == (
+        f"{name}: hardware: must be a list of at least one node kind, e.g. ['8xH100', 'B200'] "
+        "(None: the scenario's; got [])")
+    assert "got 'H100')" in refused(fn, short, hardware="H100")  # a string is no list of kinds
+    assert refused(fn, short, hardware=["H100", "8xH100"]) == (
+        f"{name}: hardware: must name each node kind once (got 'H100' and '8xH100', both 8xH100)")
+    assert refused(fn, short, hardware=["nope"]).startswith(f"{name}: hardware: unknown node 'nope'; valid: 8xH100")
+
+
+# --- 6. seeds ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_seeds_are_integers_from_zero(short, seed):
+    assert refused(run_scenario, short, seed) == f"run_scenario: {SEED_RULE} (got {seed!r})"
+    assert refused(plan_capacity, short, seed=seed) == f"plan_capacity: {SEED_RULE} (got {seed!r})"
+    assert refused(load_scenario, "chat-4k-h100", seed=seed) == f"load_scenario: {SEED_RULE} (got {seed!r})"
+    assert refused(run, short.engine_config(), [], seed) == f"run: {SEED_RULE} (got {seed!r})"
+
+
+def test_the_engine_refuses_no_seed_and_runs_seed_zero(short):
+    assert refused(run, short.engine_config(), [], None) == f"run: {SEED_RULE} (got None)"
+    import numpy as np
+
+    requests = saturating_requests(1024, 64, 4, 1.0, np.random.default_rng(0))
+    first = run(short.engine_config(), requests, 0).summary
+    assert first["completed"] == 4 and run(short.engine_config(), requests, 0).summary == first
+
+
+# --- 6. load_scenario ----------------------------------------------------------------------------
+def test_load_scenario_refuses_an_empty_path_and_none_is_the_default():
+    assert refused(load_scenario, "") == (
+        "load_scenario: 'path' must be a scenario file or a shipped scenario's name (None: the default) (got '')")
+    assert load_scenario(None).name == load_scenario().name == "default"
+
+
+@pytest.mark.parametrize("key", ["cluster.nodes", "nodes"])
+def test_load_scenario_names_the_overrides_it_takes(key):
+    msg = refused(load_scenario, "chat-4k-h100", **{key: 3})
+    assert msg.startswith(f"load_scenario: unknown override {key!r}; valid: name, description, seed, model, "
+                          "cluster, ")
+    assert "path" not in msg.split("valid:")[1] and "cluster=replace(s.cluster, nodes=2)" in msg
+
+
+def test_load_scenario_overrides_whole_fields_and_validates_them():
+    sc = load_scenario("chat-4k-h100", seed=0)
+    assert sc.seed == 0
+    bigger = load_scenario("chat-4k-h100", seed=7, cluster=dataclasses.replace(sc.cluster, nodes=2))
+    assert (bigger.seed, bigger.cluster.nodes) == (7, 2)
+    msg = refused(load_scenario, "chat-4k-h100", cluster=dataclasses.replace(sc.cluster, tp=3))
+    assert msg.startswith(sc.path) and "cluster.tp" in msg  # checked as the file is
+
+
+# --- 6. kv_budget, footprint, compare_ttls -------------------------------------------------------
+def test_kv_budget_refuses_a_tp_beside_a_plan_that_disagrees():
+    node, model = load_catalog().node("8xH100"), get_model("Llama-3.1-8B")
+    assert refused(kv_budget, node, model, tp=4, plan=ParallelPlan(tp=8)) == (
+        "kv_budget: 'tp' must be the plan's tp (8) or None when a plan is given (got 4)")
+    assert kv_budget(node, model, tp=8, plan=ParallelPlan(tp=8)).plan.tp == 8
+    assert kv_budget(node, model, tp=4).plan.tp == 4
+    assert kv_budget(node, model, plan=ParallelPlan(tp=2)).plan.tp == 2
+
+
+@pytest.mark.parametrize(("key", "args", "value"), [
+    ("context_tokens", (4096.5,), "4096.5"), ("context_tokens", (0,), "0"), ("batch", (4096, 1.5), "1.5"),
+    ("block_tokens", (4096, 1, 16.0), "16.0"), ("context_tokens", (True,), "True"),
+])
+def test_footprint_takes_whole_tokens(key, args, value):
+    model = get_model("Llama-3.1-8B")
+    assert refused(footprint, model, None, *args) == f"footprint: {key!r} must be an integer >= 1 (got {value})"
+    assert footprint(model, None, 4096).context_tokens == 4096
+
+
+def test_compare_ttls_refuses_percentiles_outside_0_to_100():
+    profile = get_profile("openai")
+    for bad in ([150, -3], [50, float("nan")], ["p50"]):
+        assert refused(compare_ttls, [], profile, percentiles=bad) == (
+            f"compare_ttls: 'percentiles' must be numbers in [0, 100] (got {bad!r})")
+    reqs = [Request(id=i, arrival_s=60.0 * i, prompt_tokens=2048, output_tokens=10, segments=((1, 2048),))
+            for i in range(4)]
+    pct = compare_ttls(reqs, profile, percentiles=[0, 100]).gap_percentiles_s
+    assert list(pct.index) == ["p0", "p100"] and pct.notna().all()
+
+
+# --- 7. kvsim sweep ------------------------------------------------------------------------------
+TINY = """\
+name = "tiny"
+seed = 0
+[model]
+name = "Llama-3.1-70B"
+[cluster]
+hardware = ["8xH100"]
+nodes = 1
+tp = 8
+[cache]
+strategy = "none"
+[workload]
+duration_s = 5
+rate_scale = 2.0
+[workload.spec]
+name = "chat-4k"
+[report]
+collapse = false
+breakeven = false
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("api") / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+@pytest.mark.parametrize(("grid", "message"), [
+    ("cluster.nodes=1,1", "--grid cluster.nodes: must name each value once (got '1' twice)"),
+    ("workload.rate_scale=2,3,2.0", "--grid workload.rate_scale: must name each value once "
+                                    "(got '2' and '2.0', both 2.0)"),
+    ("cluster.hardware=8xH100,8xH100", "--grid cluster.hardware: must name each value once (got '8xH100' twice)"),
+])
+def test_sweep_refuses_a_grid_value_given_twice(tiny, grid, message):
+    res = CliRunner().invoke(sweep, [str(tiny), "--grid", grid])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.output.strip() == f"Error: {message}"
+
+
+def test_expand_grid_reads_values_before_comparing_them(tiny):
+    sc = load_scenario(tiny)
+    assert refused(expand_grid, sc, {"workload.rate_scale": [1, 1.0]}) == (
+        "--grid workload.rate_scale: must name each value once (got '1' and '1.0', both 1)")
+    assert len(expand_grid(sc, {"workload.rate_scale": ["1", "1.5"], "cluster.nodes": [1, 2]})) == 4
+
+
+def test_sweep_resume_counts_the_points_it_reuses(tiny, tmp_path):
+    out = tmp_path / "swp"
+    first = CliRunner().invoke(sweep, [str(tiny), "--grid", "cluster.nodes=1", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert "scenario tiny: 1 grid points, 1 simulations" in first.stderr
+    again = CliRunner().invoke(sweep, [str(tiny), "--grid", "cluster.nodes=1,2", "--out", str(out), "--resume"])
+    assert again.exit_code == 0, again.output
+    log = out / "sweep.csv"
+    assert f"scenario tiny: 2 grid points, 1 reused from {log}, 1 to run (1 simulations)" in again.stderr
+    assert f"reused 1 finished points from {log}" in again.stderr
