@@ -24,7 +24,8 @@ Faults cost one point, never the sweep:
   as it finishes: a crash or a stop keeps every finished point. With ``resume`` the points
   whose rows are already there without an error are not run again; they are matched by
   ``digest``, a hash of the point's whole scenario (not its row number), so a changed scenario
-  or grid is refused rather than mixed in. At the end the file is rewritten once, atomically,
+  or grid is refused rather than mixed in, and so is a row whose cells are not what the sweep
+  writes (a hand edit). At the end the file is rewritten once, atomically,
   in grid order, without the failed rows a rerun replaced.
 - Any exception in the parent (``KeyboardInterrupt`` from Ctrl-C, or what the caller's
   signal handler raises) terminates the workers before it propagates; the rows already
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
-from simulator.errors import ConfigError, must_differ
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.scenario import Scenario, parse_scenario
 
 if TYPE_CHECKING:
@@ -82,14 +83,28 @@ _SCENARIO_ONLY = ("path",)  # fields of `Scenario` that are not scenario-file ke
 
 
 # --- grid expansion ---------------------------------------------------------------------------
+#: Keys a sweep row cannot show, by their first part: `run_point` simulates the workload and prices the
+#: GPUs; it never runs `kvsim run`'s report studies or prices cache TTLs, and a row does not hold the name.
+_NO_EFFECT = {
+    "name": "the scenario's name is not in a sweep row",
+    "description": "the scenario's description is not in a sweep row",
+    "report": "sweep runs no report study (capacity, collapse, breakeven): only the simulation's metrics",
+    "billing": "sweep rows price GPU hours (cluster.usd_per_gpu_hour), not cache TTLs (kvsim breakeven does)",
+}
+
+
 def _field_type(key: str) -> Any:
     """The declared type of dotted key path `key` in a scenario, or raise listing the valid keys.
 
     Keys below a table-valued field (``workload.spec.rate``, ``cache.params.ttl_s``) are free:
-    the component that reads the table checks them when the point runs.
+    the component that reads the table checks them when the point runs. An optional table
+    (``disaggregation``) is looked into as the table it holds; an optional value (``prefill_tp``)
+    has the type of its value.
     """
     cls: Any = Scenario
     parts = key.split(".")
+    if parts[0] in _NO_EFFECT:
+        raise ConfigError(f"--grid {key}: cannot change a sweep row: {_NO_EFFECT[parts[0]]}")
     for depth, part in enumerate(parts):
         if not dataclasses.is_dataclass(cls):
             if typing.get_origin(cls) is dict:
@@ -100,11 +115,33 @@ def _field_type(key: str) -> Any:
         if part not in fields:
             level = ".".join(parts[:depth]) or "the scenario"
             raise ConfigError(f"--grid {key}: unknown key {part!r} in {level}; valid: {', '.join(fields)}")
-        cls = typing.get_type_hints(cls)[part]
+        cls = _optional_of(typing.get_type_hints(cls)[part])
     if dataclasses.is_dataclass(cls):
         raise ConfigError(f"--grid {key}: is a table; sweep one of its keys: "
                           f"{', '.join(f.name for f in dataclasses.fields(cls))}")
     return cls
+
+
+def _optional_of(tp: Any) -> Any:
+    """``X | None`` -> ``X``; any other type as it is."""
+    args = typing.get_args(tp)
+    if type(None) in args and len(args) == 2:
+        return next(a for a in args if a is not type(None))
+    return tp
+
+
+def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> None:
+    """Refuse a key the scenario has no place for: one below an optional table it lacks
+    (``disaggregation.*`` without ``[disaggregation]``), or a generator's (``workload.spec.*``) when
+    it replays a trace, which ignores the generator."""
+    head = key.split(".")[0]
+    if "." in key and head not in grid and getattr(scenario, head, 0) is None:
+        raise ConfigError(f"--grid {key}: {scenario.where} has no [{head}] table; add one to sweep its keys")
+    if (key == "workload.spec" or key.startswith("workload.spec.")) and scenario.workload.trace \
+            and "workload.trace" not in grid:
+        raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} replays a trace "
+                          f"(workload.trace = {shown(scenario.workload.trace)}), which ignores workload.spec; "
+                          "sweep workload.rate_scale or workload.duration_s")
 
 
 def _parse_value(tp: Any, value: Any) -> Any:
@@ -179,28 +216,73 @@ def expand_grid(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[t
     Raises
     ------
     ConfigError
-        An unknown key path (naming the valid keys at that level), an empty value list, a value
-        given twice (read with the field's type: ``1`` and ``1.0`` are one), or a
-        value the scenario rejects (the scenario file's message, naming the key and the value).
+        An unknown key path (naming the valid keys at that level), a key no row can show (the
+        report's, billing's, the name; a generator's in a trace replay; one below an optional table
+        the scenario lacks), an empty value list, a value given twice (read with the field's type
+        and resolved as the scenario resolves it: ``1`` and ``1.0``, ``H100`` and ``8xH100``,
+        ``fp8`` and ``native+fp8`` are one), a value the scenario rejects (the scenario file's
+        message, naming the key and the value), or a point whose generator draws no request.
     """
     types = {key: _field_type(key) for key in grid}
+    names: dict[str, list[str]] = {}
     for key, values in grid.items():
+        _check_applies(scenario, key, grid)
         if isinstance(values, str) or not len(values):
             raise ConfigError(f"--grid {key}: must be a non-empty list of values (got {values!r})")
         parsed = [_parse_value(types[key], v) for v in values]
-        must_differ([v if isinstance(v, str) else repr(v) for v in values], _alike(parsed), f"--grid {key}", "value")
+        names[key] = [v if isinstance(v, str) else repr(v) for v in values]
+        must_differ(names[key], _alike(parsed), f"--grid {key}", "value")
+    resolved: dict[str, dict[int, str]] = {key: {} for key in grid}  # value index -> what the point made of it
     points = []
-    for combo in itertools.product(*grid.values()):
+    for combo, at in zip(itertools.product(*grid.values()), itertools.product(*(range(len(v)) for v in grid.values())),
+                         strict=True):
         table = scenario_table(scenario)  # a deep copy
         for key, value in zip(grid, combo, strict=True):
             _set(table, key, _parse_value(types[key], value))
         try:
             point = _parse(table, scenario.path)
+            _check_workload(point)
         except ConfigError as exc:
-            at = ", ".join(f"{k}={v!r}" for k, v in zip(grid, combo, strict=True))
-            raise ConfigError(f"sweep point {at}: {exc}") from None
+            values = ", ".join(f"{k}={v!r}" for k, v in zip(grid, combo, strict=True))
+            raise ConfigError(f"sweep point {values}: {exc}") from None
+        for key, j in zip(grid, at, strict=True):
+            resolved[key].setdefault(j, _resolved(point, key))
         points.append(({key: _get(point, key) for key in grid}, point))
+    for key in grid:  # H100 and 8xH100, fp8 and native+fp8: one point twice under two labels
+        must_differ(names[key], [resolved[key][j] for j in range(len(names[key]))], f"--grid {key}", "value")
     return points
+
+
+def _resolved(point: Scenario, key: str) -> str:
+    """What `point` made of its value for `key`, as the simulation sees it: node kinds by their catalog
+    keys (``H100`` is ``8xH100``), a KV layout by its label (``native+fp8`` is ``fp8``), a model by its
+    catalog key; any other value as read (``01`` is ``1``)."""
+    if key == "cluster.hardware":
+        return "+".join(n.key for n in point.nodes())
+    if key == "cache.layout":
+        from simulator.kv import parse_layout
+
+        return parse_layout(point.cache.layout).label
+    if key == "model.name":
+        return point.model_spec().key
+    value = _get(point, key)
+    return f"{type(value).__name__}:{value!r}" if isinstance(value, bool) else repr(value)
+
+
+_DRAWN: set[str] = set()  # generated workloads seen to draw a request (a draw depends only on its key)
+
+
+def _check_workload(point: Scenario) -> None:
+    """Draw the point's generated workload (each distinct one once) before any point runs: a generator
+    that draws nothing is refused, saying why, as `kvsim run` refuses it, rather than failing every
+    point after the others simulated. (A trace's replay window is checked when the scenario is validated.)"""
+    w = point.workload
+    if w.trace:
+        return
+    key = json.dumps([w.spec, w.duration_s, w.rate_scale, point.seed, point.path], sort_keys=True, default=str)
+    if key not in _DRAWN:
+        point.load_workload()
+        _DRAWN.add(key)
 
 
 def _alike(values: Sequence[Any]) -> list[str]:
@@ -261,7 +343,7 @@ class _Job:
     """One grid point as the workers get it (`args`), with what the parent needs to log it."""
 
     args: tuple[dict[str, Any], str, dict[str, Any]]  # run_point's (table, path, labels)
-    hardware: tuple[str, ...]  # the node kinds it runs on: one row each
+    hardware: tuple[str, ...]  # the fleets it runs (`fleets`): one row each
     digest: str  # the first 16 hex digits of the SHA-256 of its scenario table: --resume matches on it
 
 
@@ -269,8 +351,21 @@ def _job(index: int, values: Mapping[str, Any], sc: Scenario, path: str) -> _Job
     table = scenario_table(sc)
     text = json.dumps(table, sort_keys=True, default=str, separators=(",", ":"))
     labels = {"point": index, **{k: _label(v) for k, v in values.items()}}
-    return _Job(args=(table, path, labels), hardware=tuple(n.key for n in sc.nodes()),
+    return _Job(args=(table, path, labels), hardware=fleets(sc),
                 digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def fleets(sc: Scenario) -> tuple[str, ...]:
+    """The labels of the fleets a point simulates, one row each, as `run_scenario` keys them: per node
+    kind, the kind (aggregated) and, with ``[disaggregation]``, its disaggregated fleet (`Scenario.fleets`)."""
+    d = sc.disaggregation
+    labels = []
+    for node in sc.nodes():
+        if d is None or d.compare_aggregated:
+            labels.append(node.key)
+        if d is not None:
+            labels.append(sc.fleet_label(node.key))
+    return tuple(labels)
 
 
 def resumable_points(scenario: Scenario, grid: Mapping[str, Sequence[Any]],
@@ -323,14 +418,24 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
     Raises
     ------
     ConfigError
-        A bad grid (see `expand_grid`), ``workers < 1``, or with `resume` a log whose columns or
-        rows are not this sweep's (another grid or an edited scenario).
+        A bad grid (see `expand_grid`), ``workers < 1``, a `dask_address` that is empty, without
+        dask or with no scheduler (`dask_client`), or with `resume` a log whose columns or rows are
+        not this sweep's (another grid or an edited scenario; a row cut short; a cell unlike what
+        the sweep writes: `_checked_row`). All of these are raised before `csv_path` is opened.
     """
     if workers is not None and workers < 1:
         raise ConfigError(f"run_sweep: 'workers' must be >= 1 (got {workers})")
     jobs = [_job(i, values, sc, scenario.path) for i, (values, sc) in enumerate(expand_grid(scenario, grid))]
     columns = ["point", *grid, "hardware", *METRICS, *TRAILER]
-    log = _CsvLog(Path(csv_path), columns, jobs, resume) if csv_path is not None else None
+    # what can still fail comes before the log is opened: a missing dask or an unreachable scheduler
+    # must leave an earlier sweep.csv as it was
+    client = dask_client(dask_address) if dask_address is not None else None
+    try:
+        log = _CsvLog(Path(csv_path), columns, jobs, resume) if csv_path is not None else None
+    except BaseException:
+        if client is not None:
+            client.close()
+        raise
     results: list[list[Row] | None] = [log.finished(i, job) if log else None for i, job in enumerate(jobs)]
     todo = [i for i, rows in enumerate(results) if rows is None]
     done = reused = len(jobs) - len(todo)
@@ -350,11 +455,13 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
 
     fn = point or run_point
     try:
-        if todo and dask_address:
-            _run_dask(jobs, todo, fn, finish, dask_address)
+        if todo and client is not None:
+            _run_dask(jobs, todo, fn, finish, client)
         elif todo:
             _run_local(jobs, todo, fn, finish, workers or os.cpu_count() or 1)
     finally:
+        if client is not None:
+            client.close()
         if log:
             log.close()
     rows = [row for point_rows in results for row in point_rows or ()]
@@ -498,30 +605,44 @@ def _stop(pool: list[_Worker]) -> None:
             w.process.join()
 
 
-def _run_dask(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, address: str) -> None:
+def check_dask(address: str) -> None:
+    """Refuse, naming ``--dask``, an empty scheduler address or a machine without dask.distributed."""
+    if not address.strip():
+        raise ConfigError(f"--dask: must be a scheduler address, e.g. tcp://host:8786 (got {address!r})")
     try:
-        from dask.distributed import Client
-        from dask.distributed import as_completed as dask_completed
+        import dask.distributed  # noqa: F401
     except ImportError:
         raise ConfigError("--dask needs dask.distributed: pip install 'kvsim[dask]'") from None
+
+
+def dask_client(address: str) -> Any:
+    """A `dask.distributed.Client` connected to the scheduler at `address`, or a `ConfigError` naming
+    ``--dask`` (`check_dask`'s, or no scheduler there)."""
+    check_dask(address)
+    from dask.distributed import Client
+
     try:
-        client = Client(address, timeout="10s")
-    except (OSError, TimeoutError) as exc:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
         raise ConfigError(f"--dask {address}: cannot reach the Dask scheduler ({exc})") from None
-    with client:
-        futures = [client.submit(fn, *jobs[i].args, pure=False) for i in todo]
-        index = {f.key: i for f, i in zip(futures, todo, strict=True)}
-        try:
-            for fut in dask_completed(futures):
-                try:
-                    rows = fut.result()
-                except Exception as exc:  # the point raised, or its workers kept dying (KilledWorker)
-                    finish(index[fut.key], None, _error_text(exc))
-                else:
-                    finish(index[fut.key], rows, "")
-        except BaseException:
-            client.cancel(futures)  # stopped early: leave nothing running on the cluster for us
-            raise
+
+
+def _run_dask(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, client: Any) -> None:
+    from dask.distributed import as_completed as dask_completed
+
+    futures = [client.submit(fn, *jobs[i].args, pure=False) for i in todo]
+    index = {f.key: i for f, i in zip(futures, todo, strict=True)}
+    try:
+        for fut in dask_completed(futures):
+            try:
+                rows = fut.result()
+            except Exception as exc:  # the point raised, or its workers kept dying (KilledWorker)
+                finish(index[fut.key], None, _error_text(exc))
+            else:
+                finish(index[fut.key], rows, "")
+    except BaseException:
+        client.cancel(futures)  # stopped early: leave nothing running on the cluster for us
+        raise
 
 
 # --- the CSV log ------------------------------------------------------------------------------
@@ -560,7 +681,7 @@ class _CsvLog:
         if not whole:
             return False
         try:
-            lines = list(csv.reader(io.StringIO(whole.decode("utf-8"))))
+            lines = list(csv.reader(io.StringIO(whole.decode("utf-8-sig"))))  # a BOM an editor added is no column
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ConfigError(f"{self.path}: --resume: not a sweep CSV ({exc})") from None
         if lines[0] != self.columns:
@@ -571,19 +692,24 @@ class _CsvLog:
         if cut and len(whole) < len(data):
             with self.path.open("r+b") as f:
                 f.truncate(len(whole))
-        ours = {job.digest for job in jobs}
+        ours = {job.digest: job for job in jobs}
         at = {c: self.columns.index(c) for c in ("hardware", *METRICS, *TRAILER)}
         for line, cells in enumerate(lines[1:], start=2):
-            digest = cells[at["digest"]] if len(cells) == len(self.columns) else ""
+            where = f"{self.path} line {line}: --resume"
+            if len(cells) != len(self.columns):
+                raise ConfigError(f"{where}: has {len(cells)} fields where the header has {len(self.columns)} (a row "
+                                  "cut short or edited); delete that line to run its point again")
+            digest = cells[at["digest"]]
             if digest not in ours:
-                raise ConfigError(f"{self.path} line {line}: --resume: not a point of this sweep (digest "
+                raise ConfigError(f"{where}: not a point of this sweep (digest "
                                   f"{digest[:16]!r}): the scenario or the grid changed since it was written; "
                                   "resume with the same ones or write elsewhere")
             key = (digest, cells[at["hardware"]])
             if cells[at["error"]]:
                 self.done.pop(key, None)
             else:
-                self.done[key] = {m: _parse_cell(cells[at[m]]) for m in METRICS}
+                slo = ours[digest].args[0]["slo"]
+                self.done[key] = _checked_row({m: cells[at[m]] for m in METRICS}, slo, where)
         return True
 
     def finished(self, index: int, job: _Job) -> list[Row] | None:
@@ -625,6 +751,44 @@ def _cell(v: Any) -> Any:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return _plain_value(v)
+
+
+_COUNTS = ("requests", "completed", "timed_out", "max_concurrency")  # integers >= 0; the other figures floats
+_FRACTIONS = ("goodput_fraction",)  # in [0, 1]
+
+
+def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str) -> Row:
+    """A logged row's metric cells read back as `run_point` writes them, or a `ConfigError` at `where`
+    naming the column and what it holds: counts integers >= 0 (``completed`` and ``timed_out`` at most
+    ``requests`` together), figures numbers >= 0 or empty (NaN: none measured), fractions in [0, 1], and
+    ``meets_slo`` True or False as `simulator.planning.meets_slo` finds it from the row's figures and the
+    point's ``[slo]``. A row edited by hand is refused rather than reused as the sweep's result."""
+    row = {m: _parse_cell(cells[m]) for m in METRICS}
+
+    def bad(column: str, allowed: str) -> ConfigError:
+        return ConfigError(f"{where}: column {column}: got {shown(cells[column])}, the sweep writes {allowed}; "
+                           "delete that line to run its point again")
+
+    for m in METRICS:
+        v = row[m]
+        if m == "meets_slo":
+            if not isinstance(v, bool):
+                raise bad(m, "True or False")
+        elif m in _COUNTS:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise bad(m, "an integer >= 0")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not (math.isnan(v) or 0 <= v < math.inf):
+            raise bad(m, "a finite number >= 0 (or empty)")
+        elif m in _FRACTIONS and v > 1:
+            raise bad(m, "a number in [0, 1] (or empty)")
+    if row["completed"] + row["timed_out"] > row["requests"]:
+        raise bad("requests", f"an integer >= completed + timed_out = {row['completed'] + row['timed_out']}")
+    meets = row["completed"] > 0 and row["timed_out"] == 0 and row["ttft_p99_s"] <= slo["ttft_p99_s"] \
+        and not row["tpot_p99_s"] > slo["tpot_p99_s"]  # simulator.planning.meets_slo on the row's figures
+    if row["meets_slo"] != meets:
+        raise bad("meets_slo", f"{meets} for the row's figures and the SLOs (ttft_p99_s <= {slo['ttft_p99_s']:g}, "
+                               f"tpot_p99_s <= {slo['tpot_p99_s']:g}, none timed out)")
+    return row
 
 
 def _parse_cell(text: str) -> Any:

@@ -132,12 +132,16 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     others go on; the command then exits 2 naming how many failed. Ctrl-C or SIGTERM stops the
     workers and keeps the finished rows in sweep.csv; --resume runs only what is missing.
     """
-    from simulator.sweep import expand_grid, resumable_points, run_sweep
+    from simulator.sweep import check_dask, expand_grid, fleets, resumable_points, run_sweep
 
     grid = parse_grid(grids)
     charts = parse_plots(plots, grid)
     if resume and not out:
         raise ConfigError("--resume needs --out DIR: the folder whose sweep.csv it continues")
+    if dask_address is not None:
+        check_dask(dask_address)  # before anything is read or written
+    if out and out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
     if seed is not None and "seed" in grid:
         raise ConfigError(f"--seed {seed}: the grid sweeps 'seed' too (--grid seed=...); give one of them")
     sc = load_scenario(scenario)
@@ -148,7 +152,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     n = len(points)
     log = out / "sweep.csv" if out else None
     reused = set(resumable_points(sc, grid, points, log)) if resume and log else set()
-    runs = sum(len(p.cluster.hardware) for i, (_, p) in enumerate(points) if i not in reused)
+    runs = sum(len(fleets(p)) for i, (_, p) in enumerate(points) if i not in reused)
     click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations"
                if not reused else f"scenario {sc.name}: {n} grid points, {len(reused)} reused from {log}, "
                f"{n - len(reused)} to run ({runs} simulations)", err=True)
@@ -156,6 +160,10 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
                                          " (cluster.usd_per_gpu_hour swept)"), err=True)
     if out:
         out.mkdir(parents=True, exist_ok=True)
+    earlier = _logged_points(log) if log and not resume else 0
+    if earlier:  # as the README says: replaced, but never without a word
+        click.echo(f"{log}: holds {earlier} points of an earlier sweep; this sweep replaces it "
+                   "(--resume would keep its finished points)", err=True)
     try:
         with stop_on_signals(), click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
             df = run_sweep(sc, grid, workers=workers, dask_address=dask_address, csv_path=log, resume=resume,
@@ -189,9 +197,9 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
 
 def _logged_points(log: Path) -> int:
     """How many grid points have rows in the CSV log (0 before it exists)."""
-    if not log.exists():
+    if not log.is_file():
         return 0
-    with log.open(newline="", encoding="utf-8", errors="replace") as f:
+    with log.open(newline="", encoding="utf-8-sig", errors="replace") as f:
         return len({row.get("point") for row in csv.DictReader(f)})
 
 
