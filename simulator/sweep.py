@@ -233,6 +233,7 @@ def expand_grid(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[t
         names[key] = [v if isinstance(v, str) else repr(v) for v in values]
         must_differ(names[key], _alike(parsed), f"--grid {key}", "value")
     resolved: dict[str, dict[int, str]] = {key: {} for key in grid}  # value index -> what the point made of it
+    drawn: set[str] = set()  # the generated workloads seen to draw a request (a draw depends only on its key)
     points = []
     for combo, at in zip(itertools.product(*grid.values()), itertools.product(*(range(len(v)) for v in grid.values())),
                          strict=True):
@@ -241,7 +242,7 @@ def expand_grid(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> list[t
             _set(table, key, _parse_value(types[key], value))
         try:
             point = _parse(table, scenario.path)
-            _check_workload(point)
+            _check_workload(point, drawn)
         except ConfigError as exc:
             values = ", ".join(f"{k}={v!r}" for k, v in zip(grid, combo, strict=True))
             raise ConfigError(f"sweep point {values}: {exc}") from None
@@ -269,20 +270,18 @@ def _resolved(point: Scenario, key: str) -> str:
     return f"{type(value).__name__}:{value!r}" if isinstance(value, bool) else repr(value)
 
 
-_DRAWN: set[str] = set()  # generated workloads seen to draw a request (a draw depends only on its key)
-
-
-def _check_workload(point: Scenario) -> None:
+def _check_workload(point: Scenario, drawn: set[str]) -> None:
     """Draw the point's generated workload (each distinct one once) before any point runs: a generator
     that draws nothing is refused, saying why, as `kvsim run` refuses it, rather than failing every
-    point after the others simulated. (A trace's replay window is checked when the scenario is validated.)"""
+    point after the others simulated. (A trace's replay window is checked when the scenario is validated.)
+    `drawn` holds the keys of the workloads this grid has drawn already."""
     w = point.workload
     if w.trace:
         return
     key = json.dumps([w.spec, w.duration_s, w.rate_scale, point.seed, point.path], sort_keys=True, default=str)
-    if key not in _DRAWN:
+    if key not in drawn:
         point.load_workload()
-        _DRAWN.add(key)
+        drawn.add(key)
 
 
 def _alike(values: Sequence[Any]) -> list[str]:
