@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli.common import OutputFolder, config_errors, echo_json, records
+from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
 
@@ -165,7 +165,7 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--write-latency-s", type=float, default=0.0, show_default=True, help="Replay: write-to-readable delay."
 )
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Write CSV + PNG here."
+    "--out", type=OutPath(file_okay=False), default=None, help="Write CSV + PNG here."
 )
 @click.option("--json", "as_json", is_flag=True, help="print the tables as JSON instead")
 def breakeven(
@@ -199,7 +199,7 @@ def breakeven(
              "finite seconds >= 0", write_latency_s)
         folder = OutputFolder(out, "breakeven") if out is not None else None
         if folder:
-            folder.prepare()  # a bad --out fails now, not after the tables
+            folder.prepare()  # a bad --out fails now, not after the tables; nothing is removed yet
         prof = load_profiles(extra=profiles_file).get(profile, tier)
         ttls = _ttls(prof, ttl_text)
         given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]
@@ -253,6 +253,7 @@ def breakeven(
                  + (" (nothing was cached: see the note above)" if uncached else ""))
             frames["workload"] = comparison.summary
         if out is not None and folder:
+            folder.clear()  # the tables are done: breakeven's earlier files go now
             for name, frame in frames.items():
                 frame.to_csv(out / f"{name}.csv", index=False)
             lo = min([1e-3, *[r / 10 for r in rates]])

@@ -6,14 +6,17 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+import signal
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import click
 
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError
+from simulator.files import shown_path
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,10 +49,21 @@ def config_errors() -> Iterator[None]:
     except BrokenPipeError:  # the reader went away (`kvsim models | head -1`): no error of ours; click's
         raise                # main silences stdout and exits 1 with nothing printed
     except OSError as exc:  # an --out folder that cannot be written, a file that cannot be read
-        raise KvsimClickError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+        where = shown_path(exc.filename) if exc.filename else ""  # cut in the middle: the reason stays
+        raise KvsimClickError(f"{where}: {exc.strerror or exc}".lstrip(": ")) from None
     except MemoryError:
         raise KvsimClickError("out of memory: make the study smaller (fewer nodes, requests or seconds; see the "
                               "README's Limits)") from None
+
+
+@contextmanager
+def naming(where: str) -> Iterator[None]:
+    """A file-system error inside (a name too long, a folder that is a file, no permission) as a
+    `ConfigError` that begins with `where` (the option and its path, e.g. ``--out aaa…aaa``) and keeps the reason."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -80,7 +94,7 @@ MANIFEST = ".kvsim-files"
 OUTPUTS = {
     "run": frozenset({"summary.md", "headline.csv", "scenario.json", "latency.png", "timeseries.png", "collapse.csv",
                       "collapse.png", "collapse_simulated.csv", "breakeven.csv", "breakeven.png",
-                      "breakeven_provider.csv", "capacity.csv", "capacity.png"}),
+                      "breakeven_provider.csv", "capacity.csv", "capacity.png", "fleets.csv"}),
     "capacity": frozenset({"capacity.csv", "capacity.png", "max_rate.csv", "offline.csv"}),
     "compare": frozenset({"compare.csv", "compare.png"}),
     "collapse": frozenset({"collapse.csv", "collapse.png"}),
@@ -98,21 +112,102 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != MANIFEST}
 
 
-class OutputFolder:
-    """An ``--out`` folder, made ready before anything runs and listed after the command wrote it.
+class OutPath(click.Path):
+    """``--out``'s type: a path, never the empty string (which `Path` reads as the working folder)."""
 
-    The policy (README, "Limits"): before writing, a command removes from the folder the files *it*
-    wrote there last time, listed per command in ``.kvsim-files``, so that no table, chart or
-    per-hardware folder of an earlier run is left beside the new ones. In a folder without that
-    list (one an older kvsim wrote) it removes the files it would write, by name (``kvsim run``:
-    and its per-hardware result folders). Every other file is kept: inputs, notes, another
-    command's outputs. A path that is a file, or a folder that cannot be written, is refused
-    before the command computes anything.
+    def __init__(self, what: str = "folder", **kwargs: Any) -> None:
+        super().__init__(path_type=Path, **kwargs)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            name = param.opts[0] if param is not None and param.opts else "--out"
+            raise KvsimClickError(f"{name}: must name a {self.what} (got {value!r})")
+        return super().convert(value, param, ctx)
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived (a BaseException, like KeyboardInterrupt: no handler of errors takes it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While inside, the first SIGINT or SIGTERM raises `Stopped`; later ones are ignored so that the
+    clean-up it started runs to its end. Outside the main thread, signals are left alone."""
+    raised: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not raised:
+            raised.append(signum)
+            raise Stopped(signum)
+
+    try:
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        previous = {}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def stopped_cleanly(command: str, folder: OutputFolder | None) -> Iterator[None]:
+    """Run the body under `stop_on_signals`; on SIGINT/SIGTERM remove what the command had written to
+    `folder` (`OutputFolder.discard`: no partial output is left to pass for a whole one), say in one
+    line what is left, and exit 128 + the signal's number (130, 143), as ``kvsim sweep`` does."""
+    try:
+        with stop_on_signals():
+            yield
+    except (Stopped, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        with stop_on_signals():  # a second Ctrl-C must not cut the clean-up short
+            left = folder.discard() if folder is not None else "nothing written"
+        click.echo(f"{command} stopped by {signal.Signals(signum).name}: {left}", err=True)
+        raise click.exceptions.Exit(128 + signum) from None
+
+
+def _links(root: Path, name: str) -> Iterator[str]:
+    """`name` under `root` and, for a real folder, every path inside it, that is a symbolic link."""
+    top = root / name
+    if top.is_symlink():
+        yield name
+    elif top.is_dir():
+        for d, dirs, files in os.walk(top):  # os.walk follows no link
+            for entry in dirs + files:
+                if (Path(d) / entry).is_symlink():
+                    yield str((Path(d) / entry).relative_to(root))
+
+
+class OutputFolder:
+    """An ``--out`` folder: checked before anything runs, cleared right before the command writes,
+    listed after it wrote.
+
+    The policy (README, "Limits"):
+
+    - `prepare` (before computing): a path that is a file, a folder that cannot be written, or a name
+      the command will write that is a link or another command's output (below) is refused; nothing is removed.
+    - `clear` (once the inputs are checked and the results computed, right before the first write):
+      the command removes the files *it* wrote there last time, listed per command in ``.kvsim-files``,
+      so that no table, chart or per-hardware folder of an earlier run is left beside the new ones. In
+      a folder without that list (one an older kvsim wrote) it removes the files it would write, by name
+      (``kvsim run``: and its per-hardware result folders). Every other file is kept: inputs, notes,
+      another command's outputs. A name the command writes that another command listed as its own is
+      refused (naming both), so no command overwrites, or later deletes, another's output.
+    - kvsim never writes through a symbolic link: a name the command writes (or a path inside a
+      folder it writes) that is a link is refused, so nothing outside the folder can be written.
+      The ``--out`` folder itself may be a link.
+    - `discard` (SIGINT/SIGTERM while writing): what the command wrote is removed again.
     """
 
     def __init__(self, path: Path, command: str, option: str = "--out") -> None:
         self.path, self.command, self.option = path, command, option
-        self._before: set[str] = set()
+        self._before: set[str] | None = None
         self._others: list[tuple[str, str]] = []
 
     def _manifest(self) -> list[tuple[str, str]]:
@@ -124,7 +219,7 @@ class OutputFolder:
         p = self.path
         if (p / MANIFEST).is_file():
             listed = self._manifest()
-            self._others = [(cmd, rel) for cmd, rel in listed if cmd != self.command]
+            self._others = [(cmd, rel) for cmd, rel in listed if cmd != self.command and (p / rel).is_file()]
             return [rel for cmd, rel in listed if cmd == self.command]
         names = OUTPUTS.get(self.command, frozenset())
         stale = [e.name for e in p.iterdir() if e.is_file() and e.name in names]
@@ -133,28 +228,81 @@ class OutputFolder:
                       if f.is_file()]
         return stale
 
-    def prepare(self) -> Path:
+    def _where(self) -> str:
+        return f"{self.option} {shown_path(self.path)}"
+
+    def prepare(self, writes: Iterable[str] | None = None) -> Path:
+        """Refuse a path that is a file, a folder that cannot be written, or one where a name in `writes`
+        (default: the command's `OUTPUTS`) is a symbolic link or another command's output; make the
+        folder. Nothing is removed."""
         p = self.path
-        if p.exists() and not p.is_dir():
-            raise ConfigError(f"{self.option} {p}: exists and is not a folder")
-        p.mkdir(parents=True, exist_ok=True)
+        with naming(self._where()):
+            if p.exists() and not p.is_dir():
+                raise ConfigError(f"{self._where()}: exists and is not a folder")
+            p.mkdir(parents=True, exist_ok=True)
         if not os.access(p, os.W_OK | os.X_OK):
-            raise ConfigError(f"{self.option} {p}: folder is not writable")
+            raise ConfigError(f"{self._where()}: folder is not writable")
+        self._refuse(set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes))
+        return p
+
+    def _refuse(self, names: set[str]) -> list[str]:
+        """This command's earlier files (`_stale`), once no name in `names` is refused."""
+        stale = self._stale()
+        for cmd, rel in self._others:
+            if Path(rel).parts[0] in names:
+                raise ConfigError(f"{self._where()}: {rel} is kvsim {cmd}'s output there and kvsim {self.command} "
+                                  "would overwrite it; choose another folder (or remove it first)")
+        self._refuse_links(names)
+        return stale
+
+    def _refuse_links(self, names: Iterable[str]) -> None:
+        for name in sorted({*names, MANIFEST}):
+            for rel in _links(self.path, name):
+                raise ConfigError(f"{self._where()}: {rel} is a symbolic link (to "
+                                  f"{shown_path(os.readlink(self.path / rel))}); kvsim does not write through "
+                                  "links: remove it or choose another folder")
+
+    def clear(self, writes: Iterable[str] | None = None) -> Path:
+        """Right before the first write: refuse a name in `writes` (default: the command's `OUTPUTS`)
+        that another command listed or that is a symbolic link, then remove this command's earlier files."""
+        p = self.prepare(writes)
+        stale = self._refuse(set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes))
         root = p.resolve()
-        for rel in self._stale():
+        for rel in stale:
             f = (p / rel).resolve()
             if f.is_file() and root in f.parents:  # never outside the folder
                 f.unlink()
-                for d in f.parents:  # folders the removal emptied
-                    if d == root or any(d.iterdir()):
-                        break
-                    d.rmdir()
-        self._others = [(cmd, rel) for cmd, rel in self._others if (p / rel).is_file()]
+                _remove_empty(f.parent, root)
         self._before = _files(p)
         return p
 
+    def _written(self) -> list[str]:
+        return sorted(_files(self.path) - (self._before or set()))
+
     def finish(self) -> None:
         """List what the command wrote (every file that was not there before it ran)."""
-        written = sorted(_files(self.path) - self._before)
-        lines = [f"{cmd}\t{rel}" for cmd, rel in self._others] + [f"{self.command}\t{rel}" for rel in written]
+        lines = [f"{cmd}\t{rel}" for cmd, rel in self._others] + [f"{self.command}\t{rel}" for rel in self._written()]
         (self.path / MANIFEST).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+    def discard(self) -> str:
+        """Remove what the command wrote since `clear` (none of its output is left) and say what is left."""
+        if self._before is None:
+            return f"nothing written; {shown_path(self.path)} is as it was"
+        root = self.path.resolve()
+        for rel in self._written():
+            f = self.path / rel
+            if not f.is_symlink():
+                f.unlink(missing_ok=True)
+                _remove_empty(f.parent.resolve(), root)
+        lines = [f"{cmd}\t{rel}\n" for cmd, rel in self._others]  # this command's: none left
+        (self.path / MANIFEST).write_text("".join(lines), encoding="utf-8")
+        return (f"its partial output was removed from {shown_path(self.path)} (its earlier output there had "
+                "already been removed; other files are kept)")
+
+
+def _remove_empty(d: Path, root: Path) -> None:
+    """Remove `d` and its parents up to (not including) `root` while they are empty."""
+    for folder in (d, *d.parents):
+        if folder == root or root not in folder.parents or any(folder.iterdir()):
+            break
+        folder.rmdir()

@@ -11,7 +11,7 @@ import click
 
 from hardware.catalog import NodeSpec, load_catalog, parse_prices, price_note
 from simulator.charts import close_figure
-from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.common import OutPath, OutputFolder, echo_json, handle_errors, records
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -109,7 +109,7 @@ def _workload_spec(text: str) -> str:
 @seed_option("seed (default: the scenario's, else 0)")
 @HARDWARE_CATALOG
 @USD_PER_GPU_HOUR
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out", type=OutPath(file_okay=False), default=None,
               help="write compare.csv and compare.png here")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON instead of a table")
 @handle_errors
@@ -136,7 +136,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     specs = _strategy_sets(strategies)
     folder = OutputFolder(out, "compare") if out is not None else None
     if folder:
-        folder.prepare()  # a bad --out fails now, not after the runs
+        folder.prepare()  # a bad --out fails now, not after the runs; nothing is removed yet
     if scenario is not None:
         from simulator.scenario import load_scenario
 
@@ -185,6 +185,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                    f"GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is whole on "
                    "every GPU)", err=True)
     if out is not None and folder:
+        folder.clear()  # the runs are done: compare's earlier files go now
         df.to_csv(out / "compare.csv", index=False)
         name = Path(workload_spec).name
         span = (f", {duration_s:g} s" if duration_s and duration_s != math.inf else "") + (

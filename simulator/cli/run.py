@@ -9,7 +9,7 @@ import click
 import pandas as pd
 
 from hardware.catalog import price_note
-from simulator.cli.common import OutputFolder, echo_json, handle_errors, records
+from simulator.cli.common import OUTPUTS, OutPath, OutputFolder, echo_json, handle_errors, records, stopped_cleanly
 from simulator.cli.options import (
     TRACE,
     USD_PER_GPU_HOUR,
@@ -34,8 +34,7 @@ def _echo_table(df: pd.DataFrame) -> None:
 
 @click.command("run")
 @SCENARIO_ARG
-@click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True,
-              help="report folder")
+@click.option("--out", type=OutPath(), default=Path("report"), show_default=True, help="report folder")
 @seed_option("override the scenario's seed")
 @TRACE
 @USD_PER_GPU_HOUR
@@ -54,18 +53,20 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     sc = load_scenario(scenario, trace=trace)  # with --trace: the whole trace unless the scenario sets duration_s
     sc = priced(sc, usd_per_gpu_hour)
     folder = OutputFolder(out, "run")
-    folder.prepare()  # a bad --out fails now, not after the simulation
+    folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.nodes()), err=True)
-    with progress_bar("simulating") as bar:
-        result = run_scenario(sc, seed, progress=bar)
-    plan = None
-    if sc.report.capacity:
-        with progress_bar("capacity search") as bar:
-            plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
-    with phase_bars() as phases:
-        write_report(result, out, plan, phases=phases)
-    folder.finish()
+    with stopped_cleanly("run", folder):
+        with progress_bar("simulating") as bar:
+            result = run_scenario(sc, seed, progress=bar)
+        plan = None
+        if sc.report.capacity:
+            with progress_bar("capacity search") as bar:
+                plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
+        folder.clear(_report_names(sc, result.results))  # the inputs held: the previous report goes now
+        with phase_bars() as phases:
+            write_report(result, out, plan, phases=phases)
+        folder.finish()
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
             click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
@@ -92,7 +93,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @seed_option("override the scenario's seed")
 @TRACE
 @USD_PER_GPU_HOUR
-@click.option("--out", type=click.Path(path_type=Path), help="write capacity.csv and capacity.png here")
+@click.option("--out", type=OutPath(), help="write capacity.csv and capacity.png here")
 @click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
@@ -123,8 +124,10 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
 
     sc = priced(load_scenario(scenario, trace=trace), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
+    names = ({"max_rate.csv"} if max_rate else set()) | ({"offline.csv"} if offline else set())
     if folder:
-        folder.prepare()
+        # a bad --out fails now; its earlier files are removed only right before writing
+        folder.prepare(names or {"capacity.csv", "capacity.png"})
     kinds = None
     if duration_s is not None:  # every mode runs the scenario's workload for this long
         sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
@@ -135,27 +138,42 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     if hardware is not None:
         kinds = [n.key for n in sc.nodes()]
     click.echo(price_note(sc.nodes()), err=True)
-    if max_rate or offline:
-        _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
-                       seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration_s,
-                       warmup_fraction=warmup_fraction, as_json=as_json, out=out)
-        if folder:
+    with stopped_cleanly("capacity", folder):
+        if max_rate or offline:
+            _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
+                           seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration_s,
+                           warmup_fraction=warmup_fraction, as_json=as_json, folder=folder)
+            if folder:
+                folder.finish()
+            return
+        with progress_bar("capacity search") as bar:
+            plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
+                                 on_step=bar.note, progress=bar)
+        if as_json:
+            echo_json(records(plan))
+        else:
+            _echo_table(plan)
+        if out and folder:
+            folder.clear({"capacity.csv", "capacity.png"})
+            plan.to_csv(out / "capacity.csv", index=False)
+            fig = capacity_figure(plan, sc.name)
+            fig.savefig(out / "capacity.png", dpi=110)
+            close_figure(fig)
             folder.finish()
-        return
-    with progress_bar("capacity search") as bar:
-        plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
-                             on_step=bar.note, progress=bar)
-    if as_json:
-        echo_json(records(plan))
-    else:
-        _echo_table(plan)
-    if out and folder:
-        plan.to_csv(out / "capacity.csv", index=False)
-        fig = capacity_figure(plan, sc.name)
-        fig.savefig(out / "capacity.png", dpi=110)
-        close_figure(fig)
-        folder.finish()
-        click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+            click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+# what a report writes only when the scenario's [report] asks for it (simulator.report.write_report)
+_REPORT_PARTS = {"capacity": {"capacity.csv", "capacity.png"},
+                 "collapse": {"collapse.csv", "collapse.png", "collapse_simulated.csv"},
+                 "breakeven": {"breakeven.csv", "breakeven.png", "breakeven_provider.csv"}}
+
+
+def _report_names(sc: Scenario, fleets: Any) -> set[str]:
+    """The names `kvsim run` writes in its folder for `sc`: the fixed files, the optional parts its
+    [report] turns on, and one folder per fleet (`fleets`' keys)."""
+    off = set().union(*(names for part, names in _REPORT_PARTS.items() if not getattr(sc.report, part)))
+    return (set(OUTPUTS["run"]) - off) | {str(hw) for hw in fleets}
 
 
 def _with_hardware(sc: Scenario, text: str) -> Scenario:
@@ -173,12 +191,15 @@ def _with_hardware(sc: Scenario, text: str) -> Scenario:
 
 def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: bool, seeds: int, seed: int | None,
                    rel_tol: float, ttft: float | None, tpot: float | None, duration: float | None,
-                   warmup_fraction: float, as_json: bool, out: Path | None) -> None:
+                   warmup_fraction: float, as_json: bool, folder: OutputFolder | None) -> None:
     """`capacity --max-rate` / `--offline`: the library's answers per node kind, as tables or JSON."""
     from simulator import maxrate
     from simulator.engine import SteadyWindow
 
     window = SteadyWindow(warmup_fraction=warmup_fraction)
+    out = folder.path if folder else None
+    names = {"max_rate.csv"} if max_rate else set()
+    names |= {"offline.csv"} if offline else set()
     doc: dict[str, Any] = {"scenario": sc.name, "warmup_fraction": warmup_fraction}
     if max_rate:
         answers = []
@@ -191,8 +212,8 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
         if not as_json:
             for a in answers:
                 click.echo("\n".join(a.describe()))
-        if out:
-            out.mkdir(parents=True, exist_ok=True)
+        if folder and out:
+            folder.clear(names)  # the searches held: the earlier files go now
             pd.concat([a.to_frame() for a in answers]).to_csv(out / "max_rate.csv", index=False)
     if offline:
         frames = []
@@ -205,8 +226,9 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
         if not as_json:
             click.echo("offline (every request at t = 0; sustained over the steady window):")
             _echo_table(frame.drop(columns=["steady_state_warning"]))
-        if out:
-            out.mkdir(parents=True, exist_ok=True)
+        if folder and out:
+            if not max_rate:
+                folder.clear(names)
             frame.to_csv(out / "offline.csv", index=False)
     if as_json:
         echo_json(doc)

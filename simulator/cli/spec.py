@@ -17,7 +17,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli.common import OutputFolder, config_errors, echo_json, records
+from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -229,7 +229,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
               help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
               "(default: TP over the node, and DP attention too for an MLA model)")
 @HARDWARE_CATALOG
-@click.option("--out", type=click.Path(path_type=Path), default=Path("report"), show_default=True)
+@click.option("--out", type=OutPath(), default=Path("report"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the table's rows as JSON")
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
              weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path, as_json: bool) -> None:
@@ -239,7 +239,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
 
     folder = OutputFolder(out, "collapse")
     with config_errors():
-        folder.prepare()  # a bad --out fails now, not after the table
+        folder.prepare()  # a bad --out fails now, not after the table; nothing is removed yet
         model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
@@ -255,6 +255,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         else:
             chosen = []
         df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
+        folder.clear()  # the inputs held: collapse's earlier files go now
     csv, png = out / "collapse.csv", out / "collapse.png"
     df.to_csv(csv, index=False)
     fig = collapse_figure(df, model.key, model.max_context_tokens)

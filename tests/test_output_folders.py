@@ -1,0 +1,182 @@
+"""The ``--out`` policy (`simulator.cli.common.OutputFolder`, README "Limits"): what a command may
+remove, overwrite or leave behind, from the audit's findings B, C, E, G, H and O."""
+
+from pathlib import Path
+
+import pytest
+
+from simulator.cli.common import MANIFEST
+from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
+
+LONG = "a" * 300  # one name past the file system's 255 bytes
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def stopped(result: object, command: str) -> str:
+    """Exit 130 with one line on stderr that says the command stopped and what is left; no traceback."""
+    assert result.exit_code == 130, result.output  # type: ignore[attr-defined]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output and "Aborted" not in result.output  # type: ignore[attr-defined]
+    assert lines[-1].startswith(f"{command} stopped by SIGINT: "), lines
+    return lines[-1]
+
+
+# --- B: no write through a symbolic link ------------------------------------------------------------
+def test_run_refuses_a_symlinked_output_name_before_simulating(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("VICTIM")
+    out = tmp_path / "sym"
+    out.mkdir()
+    (out / "summary.md").symlink_to(victim)
+    r = kvsim("run", scenario(tmp_path), "--out", out)
+    line = error(r, "--out")
+    assert "summary.md is a symbolic link" in line and "victim.txt" in line and "simulating" not in r.stderr
+    assert victim.read_text() == "VICTIM"
+
+
+def test_a_link_inside_a_fleet_folder_is_refused(tmp_path):
+    victim = tmp_path / "victim.json"
+    victim.write_text("VICTIM")
+    out = tmp_path / "o"
+    (out / "8xH100").mkdir(parents=True)
+    (out / "8xH100" / "summary.json").symlink_to(victim)
+    line = error(kvsim("run", scenario(tmp_path), "--out", out), "--out")
+    assert "8xH100/summary.json is a symbolic link" in line and victim.read_text() == "VICTIM"
+
+
+def test_capacity_refuses_a_symlinked_output_name(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("VICTIM")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "capacity.png").symlink_to(victim)
+    assert "capacity.png is a symbolic link" in error(kvsim("capacity", scenario(tmp_path), "--out", out), "--out")
+    assert victim.read_text() == "VICTIM"
+
+
+def test_a_symlinked_out_folder_still_works(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert outcome(kvsim("run", scenario(tmp_path), "--out", tmp_path / "link")) is None
+    assert (real / "summary.md").is_file()
+
+
+# --- C: a failing command keeps the previous output ------------------------------------------------
+def test_capacity_with_a_bad_option_keeps_the_previous_files(tmp_path):
+    out = tmp_path / "capo"
+    sc = scenario(tmp_path)
+    assert outcome(kvsim("capacity", sc, "--out", out)) is None
+    before = listing(out)
+    assert "unknown node 'nope'" in error(kvsim("capacity", sc, "--hardware", "nope", "--out", out), "--hardware")
+    assert listing(out) == before and "capacity.csv" in before
+
+
+def test_run_whose_generator_draws_nothing_keeps_the_previous_report(tmp_path):
+    out = tmp_path / "rpo"
+    assert outcome(kvsim("run", scenario(tmp_path), "--out", out)) is None
+    before = listing(out)
+    tiny = scenario(tmp_path, edit("duration_s = 5", "duration_s = 0.001"), name="tiny.toml")
+    assert "drew no request" in error(kvsim("run", tiny, "--out", out), "tiny.toml")
+    assert listing(out) == before and "summary.md" in before
+
+
+# --- E: one command never overwrites or deletes another's output -----------------------------------
+def test_capacity_into_a_run_report_with_a_capacity_plan_is_refused(tmp_path):
+    out = tmp_path / "mix"
+    withcap = scenario(tmp_path, edit("capacity = false", "capacity = true"), name="withcap.toml")
+    assert outcome(kvsim("run", withcap, "--out", out)) is None
+    before = listing(out)
+    r = kvsim("capacity", scenario(tmp_path), "--hardware", "8xH200", "--out", out)
+    line = error(r, "--out")
+    assert "capacity.csv is kvsim run's output there and kvsim capacity would overwrite it" in line
+    assert "capacity search" not in r.stderr and listing(out) == before
+
+
+def test_run_with_a_capacity_plan_into_a_capacity_folder_is_refused(tmp_path):
+    out = tmp_path / "mix"
+    assert outcome(kvsim("capacity", scenario(tmp_path), "--out", out)) is None
+    withcap = scenario(tmp_path, edit("capacity = false", "capacity = true"), name="withcap.toml")
+    line = error(kvsim("run", withcap, "--out", out), "--out")
+    assert "is kvsim capacity's output there and kvsim run would overwrite it" in line
+    # a run without a capacity plan shares the folder, and keeps capacity's files
+    assert outcome(kvsim("run", scenario(tmp_path), "--out", out)) is None
+    assert outcome(kvsim("run", scenario(tmp_path), "--out", out)) is None
+    assert (out / "capacity.csv").is_file() and (out / "summary.md").is_file()
+    manifest = (out / MANIFEST).read_text()
+    assert "capacity\tcapacity.csv" in manifest and "run\tcapacity.csv" not in manifest
+
+
+# --- G: an interrupt exits 130 in one line and leaves no partial output ------------------------------
+def test_run_interrupted_while_writing_removes_its_partial_report(tmp_path, monkeypatch):
+    import simulator.report
+
+    out = tmp_path / "o"
+    (out / "notes.txt").parent.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def half(run, folder, *args, **kwargs):
+        (folder / "headline.csv").write_text("partial")
+        (folder / "8xH100").mkdir()
+        (folder / "8xH100" / "requests.csv").write_text("partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulator.report, "write_report", half)
+    line = stopped(kvsim("run", scenario(tmp_path), "--out", out), "run")
+    assert "partial output was removed" in line
+    assert listing(out) == {"notes.txt": b"mine", MANIFEST: b""}
+
+
+def test_run_interrupted_while_simulating_keeps_the_previous_report(tmp_path, monkeypatch):
+    import simulator.study
+
+    out = tmp_path / "o"
+    assert outcome(kvsim("run", scenario(tmp_path), "--out", out)) is None
+    before = listing(out)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulator.study, "run_scenario", interrupted)
+    assert "is as it was" in stopped(kvsim("run", scenario(tmp_path), "--out", out), "run")
+    assert listing(out) == before
+
+
+def test_capacity_interrupted_keeps_the_previous_files(tmp_path, monkeypatch):
+    import simulator.planning
+
+    out = tmp_path / "o"
+    assert outcome(kvsim("capacity", scenario(tmp_path), "--out", out)) is None
+    before = listing(out)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulator.planning, "plan_capacity", interrupted)
+    stopped(kvsim("capacity", scenario(tmp_path), "--out", out), "capacity")
+    assert listing(out) == before
+
+
+# --- H: an empty --out is refused --------------------------------------------------------------------
+@pytest.mark.parametrize("args", [["run", "{s}"], ["capacity", "{s}"], ["compare", "{s}", "--strategy", "native"],
+                                  ["collapse", "--hardware", "8xH100", "--layout", "native"], ["breakeven"]])
+def test_an_empty_out_is_refused(tmp_path, monkeypatch, args):
+    sc = scenario(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = kvsim(*[a.format(s=sc) for a in args], "--out", "")
+    assert error(r, "--out") == "Error: --out: must name a folder (got '')"
+    assert list(work.iterdir()) == []
+
+
+# --- O: a name too long keeps the option and the reason ----------------------------------------------
+@pytest.mark.parametrize("args", [["run", "{s}", "--out", "{d}/" + LONG],
+                                  ["compare", "{s}", "--strategy", "native", "--out", "{d}/" + "b" * 5000]])
+def test_a_name_too_long_says_which_option_and_why(tmp_path, args):
+    sc = scenario(tmp_path)
+    line = error(kvsim(*[a.format(s=sc, d=tmp_path) for a in args]), "--out")
+    assert line.startswith("Error: --out ") and line.endswith("File name too long") and "…" in line
