@@ -1,6 +1,7 @@
 """The ``--out`` policy (`simulator.cli.common.OutputFolder`, README "Limits"): what a command may
-remove, overwrite or leave behind, from the audit's findings B, C, E, G, H and O."""
+remove, overwrite or leave behind, from the audit's findings A, B, C, E, G, H, O and P (generate)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 from simulator.cli.common import MANIFEST
 from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
 
+SEVEN = ("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,cache_breakpoints,"
+         "source\n" + "".join(f"{i},{i * 0.5},{i},0,100,10,{i},{i}:100,,x\n" for i in range(7)))
 LONG = "a" * 300  # one name past the file system's 255 bytes
 
 
@@ -22,6 +25,34 @@ def stopped(result: object, command: str) -> str:
     assert "Traceback" not in result.output and "Aborted" not in result.output  # type: ignore[attr-defined]
     assert lines[-1].startswith(f"{command} stopped by SIGINT: "), lines
     return lines[-1]
+
+
+# --- A: generate never writes over what it reads ---------------------------------------------------
+def test_generate_refuses_an_out_that_is_its_own_input(tmp_path):
+    trace = tmp_path / "tr.csv"
+    trace.write_text(SEVEN)
+    toml = tmp_path / "wltr.toml"
+    toml.write_text('[workload]\ntrace = "tr.csv"\n')
+    line = error(kvsim("workload", "generate", toml, "--out", trace, "--force"), "--out")
+    assert "is the trace SPEC reads" in line and "wltr.toml: workload.trace" in line
+    line = error(kvsim("workload", "generate", trace, "--out", trace, "--force"), "--out")
+    assert "is SPEC, the workload being read" in line
+    os.link(trace, tmp_path / "hard.csv")
+    (tmp_path / "soft.csv").symlink_to(trace)
+    for other in ("hard.csv", "soft.csv"):  # the same file by another name
+        assert "is the trace SPEC reads" in error(kvsim("workload", "generate", toml, "--out", tmp_path / other,
+                                                        "--force"), "--out")
+    assert trace.read_text() == SEVEN
+
+
+def test_generate_replaces_a_link_at_out_instead_of_writing_through_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("VICTIM")
+    out = tmp_path / "w.csv"
+    out.symlink_to(victim)
+    assert outcome(kvsim("workload", "generate", "chat-4k", "--duration-s", "5", "--out", out, "--force")) is None
+    assert victim.read_text() == "VICTIM" and not out.is_symlink() and out.read_text().startswith("id,")
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
 
 
 # --- B: no write through a symbolic link ------------------------------------------------------------
@@ -160,6 +191,19 @@ def test_capacity_interrupted_keeps_the_previous_files(tmp_path, monkeypatch):
     assert listing(out) == before
 
 
+def test_generate_interrupted_leaves_no_file(tmp_path, monkeypatch):
+    import simulator.cli.workload as cli_workload
+
+    def half(workload, path):
+        Path(path).write_text("id,arrival_s\n0,0\n")  # whole rows: would read as a complete trace
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_workload, "write_workload", half)
+    out = tmp_path / "big.csv"
+    assert "nothing written" in stopped(kvsim("workload", "generate", "chat-4k", "--out", out), "workload generate")
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- H: an empty --out is refused --------------------------------------------------------------------
 @pytest.mark.parametrize("args", [["run", "{s}"], ["capacity", "{s}"], ["compare", "{s}", "--strategy", "native"],
                                   ["collapse", "--hardware", "8xH100", "--layout", "native"], ["breakeven"]])
@@ -173,10 +217,27 @@ def test_an_empty_out_is_refused(tmp_path, monkeypatch, args):
     assert list(work.iterdir()) == []
 
 
+def test_generate_refuses_an_empty_out(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert error(kvsim("workload", "generate", "chat-4k", "--out", ""), "--out") == \
+        "Error: --out: must name a file (got '')"
+
+
 # --- O: a name too long keeps the option and the reason ----------------------------------------------
 @pytest.mark.parametrize("args", [["run", "{s}", "--out", "{d}/" + LONG],
-                                  ["compare", "{s}", "--strategy", "native", "--out", "{d}/" + "b" * 5000]])
+                                  ["compare", "{s}", "--strategy", "native", "--out", "{d}/" + "b" * 5000],
+                                  ["workload", "generate", "chat-4k", "--out", "{d}/" + LONG + ".csv"]])
 def test_a_name_too_long_says_which_option_and_why(tmp_path, args):
     sc = scenario(tmp_path)
     line = error(kvsim(*[a.format(s=sc, d=tmp_path) for a in args]), "--out")
     assert line.startswith("Error: --out ") and line.endswith("File name too long") and "…" in line
+
+
+# --- P: generate's folder that is missing or a file --------------------------------------------------
+def test_generate_into_a_missing_folder_names_out(tmp_path):
+    line = error(kvsim("workload", "generate", "chat-4k", "--out", tmp_path / "newdir" / "w.csv"), "--out")
+    assert "newdir does not exist" in line
+    (tmp_path / "afile.txt").write_text("x")
+    line = error(kvsim("workload", "generate", "chat-4k", "--out", tmp_path / "afile.txt" / "w.csv"), "--out")
+    assert "afile.txt is not a folder" in line
+

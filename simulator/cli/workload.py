@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import tomllib
 from pathlib import Path
 
 import click
 import pandas as pd
 
-from simulator.cli.common import echo_json, handle_errors, records
+from simulator.cli.common import OutPath, echo_json, handle_errors, naming, records, stopped_cleanly
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
+from simulator.files import shown_path
 from workloads import load_workload, write_workload
 from workloads.traces.native import check_suffix
 
@@ -47,7 +50,7 @@ def describe(
 
 @workload.command("generate")
 @click.argument("spec")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--out", "out", type=OutPath("file", dir_okay=False), required=True,
               help="the file to write: .csv or .jsonl, the format its suffix names")
 @seed_option("seed for the generator", default=0)
 @duration_option("seconds of arrivals to generate (default: the workload's)")
@@ -55,12 +58,53 @@ def describe(
 @handle_errors
 def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: bool) -> None:
     """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim's request
-    format, CSV or JSONL as --out's suffix says (what `kvsim run --trace` and `workload describe` read)."""
+    format, CSV or JSONL as --out's suffix says (what `kvsim run --trace` and `workload describe` read).
+
+    The requests go to a hidden file beside --out, renamed to --out once all are written: an
+    interrupted or failed generation leaves no partial file, and a link at --out is replaced, not
+    written through."""
     check_suffix(out, "--out")  # before generating anything
-    if out.exists() and not force:
-        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it")
-    if out.is_dir():
-        raise ConfigError(f"--out {out}: is a folder; give a file (.csv or .jsonl)")
-    w = load_workload(spec, seed=seed, duration_s=duration_s)
-    n = write_workload(w, out)
+    where = f"--out {shown_path(out)}"
+    inputs = _inputs(spec)
+    with naming(where):  # a name too long, a folder without access: said with --out
+        if not out.parent.is_dir():
+            if out.parent.exists():
+                raise ConfigError(f"{where}: {shown_path(out.parent)} is not a folder; give another file")
+            raise ConfigError(f"{where}: its folder {shown_path(out.parent)} does not exist; create it or give another "
+                              "file")
+        if out.is_dir():
+            raise ConfigError(f"{where}: is a folder; give a file (.csv or .jsonl)")
+        for given, path in inputs:
+            if out.exists() and path.exists() and out.samefile(path):
+                raise ConfigError(f"{where}: is {given}; give another file")
+        if out.exists() and not force:
+            raise ConfigError(f"{where}: exists; pass --force to overwrite it")
+    # same folder (the rename is atomic), a short name (one that --out's fits), one per process
+    partial = out.with_name(f".kvsim-partial-{os.getpid()}{out.suffix}")
+    try:
+        with stopped_cleanly("workload generate", None):
+            w = load_workload(spec, seed=seed, duration_s=duration_s)
+            with naming(where):
+                partial.unlink(missing_ok=True)
+                n = write_workload(w, partial)
+                partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     click.echo(f"wrote {n} requests to {out}")
+
+
+def _inputs(spec: str) -> list[tuple[str, Path]]:
+    """The files SPEC reads, each with how to name it: SPEC itself, and a TOML's [workload] trace
+    (relative to the TOML, as `load_workload` reads it)."""
+    path = Path(spec)
+    if not path.is_file():
+        return []
+    found = [("SPEC, the workload being read", path)]
+    if path.suffix == ".toml":
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8")).get("workload")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            return found  # load_workload says what is wrong with it
+        if isinstance(table, dict) and isinstance(table.get("trace"), str):
+            found.append((f"the trace SPEC reads ({shown_path(path)}: workload.trace)", path.parent / table["trace"]))
+    return found

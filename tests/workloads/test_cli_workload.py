@@ -98,7 +98,7 @@ def test_wrong_types_in_a_workload_table_are_one_line_errors(tmp_path: Path, tom
 def test_unwritable_out_and_infinite_duration_are_one_line_errors(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(tmp_path / "no" / "dir" / "x.csv"),
                                       "--duration-s", "5"])
-    assert r.exit_code == 2 and r.output.count("\n") == 1 and "No such file or directory" in r.output
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--out" in r.output and "does not exist" in r.output
     r = CliRunner().invoke(workload, ["describe", "chat-4k", "--duration-s", "inf"])
     assert r.exit_code == 2 and r.output == "Error: --duration-s: must be a finite number > 0 (got 'inf')\n"
 
