@@ -241,3 +241,9 @@ def test_generate_into_a_missing_folder_names_out(tmp_path):
     line = error(kvsim("workload", "generate", "chat-4k", "--out", tmp_path / "afile.txt" / "w.csv"), "--out")
     assert "afile.txt is not a folder" in line
 
+
+
+def test_calibrate_refuses_an_empty_out_before_fitting(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = kvsim("calibrate", "--from-aiconfigurator", "--out", "", "--force")
+    assert error(r, "--out") == "Error: --out: must name a file (got '')" and "fitting" not in r.stderr

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import config_errors
+from simulator.cli.common import OutPath, config_errors
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -163,7 +163,7 @@ def _command() -> str:
     "--out",
     "out_file",
     default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutPath("file", dir_okay=False),
     help="Write the fitted params.toml here.",
 )
 @click.option(
