@@ -198,3 +198,30 @@ def test_a_generator_that_draws_nothing_is_refused_before_any_point_runs(tmp_pat
     r = sweep(sc, "--grid", grid)
     line = error(r, "drew no request")
     assert "sweep point" in line and "duration_s=0.001" in line and "sweeping" not in r.stderr
+
+
+# --- F: an earlier sweep's charts do not outlive its rows; no write through a link; --out "" -------------
+def test_an_earlier_sweeps_charts_go_when_a_new_sweep_writes(swept):
+    sc, out = swept
+    old = out / "sweep-goodput_fraction-vs-cache.layout.png"  # a chart of a key this grid no longer has
+    old.write_bytes(b"old chart")
+    note = out / "notes.txt"
+    note.write_text("mine")
+    assert outcome(sweep(sc, "--grid", "cluster.nodes=1,3", "--out", out)) is None
+    assert not old.exists() and note.read_text() == "mine"
+    assert (out / "sweep-ttft_p99_s-vs-cluster.nodes.png").is_file()
+
+
+def test_a_sweep_never_writes_through_a_symbolic_link(swept, tmp_path):
+    sc, out = swept
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (out / "sweep.parquet").unlink(missing_ok=True)
+    (out / "sweep.parquet").symlink_to(victim)
+    line = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out), "--out")
+    assert "sweep.parquet is a symbolic link" in line and victim.read_text() == "keep"
+
+
+def test_an_empty_out_is_refused(tmp_path):
+    line = error(sweep(scenario(tmp_path), "--grid", "cluster.nodes=1,2", "--out", ""), "--out")
+    assert "--out: must name a folder (got '')" in line

@@ -13,54 +13,20 @@ from __future__ import annotations
 import csv
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 
 import click
 import pandas as pd
 
 from hardware.catalog import price_note
-from simulator.cli.common import KvsimClickError, echo_json, handle_errors, records
+from simulator.cli.common import KvsimClickError, OutPath, Stopped, echo_json, handle_errors, records, stop_on_signals
 from simulator.cli.options import USD_PER_GPU_HOUR, priced, seed_option
 from simulator.errors import ConfigError
 from simulator.scenario import load_scenario
 
 DEFAULT_PLOTS = ("ttft_p99_s", "usd_per_million_output_tokens")
 _SUMMARY_ERROR_CHARS = 120  # of the first failed point's error, in the one-line summary
-
-
-class Stopped(BaseException):
-    """SIGINT or SIGTERM arrived while the sweep ran (a BaseException, like KeyboardInterrupt:
-    nothing on the way treats it as a failed point)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """While inside, the first SIGINT or SIGTERM raises `Stopped`; later ones are ignored so that
-    the clean-up they started runs to its end. Outside the main thread, signals are left alone."""
-    raised: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if not raised:
-            raised.append(signum)
-            raise Stopped(signum)
-
-    try:
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread
-        previous = {}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def parse_grid(specs: tuple[str, ...]) -> dict[str, list[str]]:
@@ -108,7 +74,7 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--workers", type=click.IntRange(min=1), help="worker processes  [default: CPU count]")
 @click.option("--dask", "dask_address", metavar="ADDRESS",
               help="run the points on this Dask scheduler instead, e.g. tcp://host:8786 (needs kvsim[dask])")
-@click.option("--out", type=click.Path(path_type=Path),
+@click.option("--out", type=OutPath(),
               help="write sweep.csv (each point's rows as it finishes; .parquet at the end) and the charts here")
 @click.option("--resume", is_flag=True,
               help="keep the points --out's sweep.csv already holds without an error and run only the rest")
@@ -164,6 +130,8 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     if earlier:  # as the README says: replaced, but never without a word
         click.echo(f"{log}: holds {earlier} points of an earlier sweep; this sweep replaces it "
                    "(--resume would keep its finished points)", err=True)
+    if out:
+        _clear_derived(out, charts)
     try:
         with stop_on_signals(), click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
             df = run_sweep(sc, grid, workers=workers, dask_address=dask_address, csv_path=log, resume=resume,
@@ -193,6 +161,23 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
             error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
         where = f"their rows in {log} carry the error" if log else "their rows carry the error"
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+CHART_FILES = "sweep-*-vs-*.png"  # the names `_write` draws charts under
+
+
+def _clear_derived(out: Path, charts: list[tuple[str, str]]) -> None:
+    """Before the sweep writes: refuse a symbolic link among the names it will write (kvsim never writes
+    through one: `OutputFolder`), then remove an earlier sweep's parquet and charts, which describe that
+    sweep's rows: this sweep draws its own from its finished rows, and an interrupted one leaves its CSV
+    alone rather than beside charts that look current."""
+    names = ["sweep.csv", "sweep.parquet", *(f"sweep-{metric}-vs-{key}.png" for metric, key in charts)]
+    link = next((n for n in names if (out / n).is_symlink()), None)
+    if link is not None:
+        raise ConfigError(f"--out {out}: {link} is a symbolic link; kvsim does not write through one (remove it)")
+    for f in [out / "sweep.parquet", *out.glob(CHART_FILES)]:
+        if f.is_file() and not f.is_symlink():
+            f.unlink()
 
 
 def _logged_points(log: Path) -> int:
