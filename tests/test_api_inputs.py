@@ -25,6 +25,7 @@ from simulator.planning import plan_capacity
 from simulator.scenario import load_scenario
 from simulator.study import run_scenario, saturating_requests
 from simulator.sweep import expand_grid
+from tests.test_sweep import TINY as SWEEP_TINY
 from workloads.request import Request
 
 SEED_RULE = "'seed' must be an integer >= 0 (the same seed, the same run)"
@@ -144,26 +145,8 @@ def test_compare_ttls_refuses_percentiles_outside_0_to_100():
 
 
 # --- 7. kvsim sweep ------------------------------------------------------------------------------
-TINY = """\
-name = "tiny"
-seed = 0
-[model]
-name = "Llama-3.1-70B"
-[cluster]
-hardware = ["8xH100"]
-nodes = 1
-tp = 8
-[cache]
-strategy = "none"
-[workload]
-duration_s = 5
-rate_scale = 2.0
-[workload.spec]
-name = "chat-4k"
-[report]
-collapse = false
-breakeven = false
-"""
+# the sweep tests' tiny scenario, shorter: each point here runs 5 s of chat at twice its rate
+TINY = SWEEP_TINY.replace("duration_s = 60\nrate_scale = 5.0", "duration_s = 5\nrate_scale = 2.0")
 
 
 @pytest.fixture(scope="module")

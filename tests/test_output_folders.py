@@ -161,33 +161,21 @@ def test_run_interrupted_while_writing_removes_its_partial_report(tmp_path, monk
     assert listing(out) == {"notes.txt": b"mine", MANIFEST: b""}
 
 
-def test_run_interrupted_while_simulating_keeps_the_previous_report(tmp_path, monkeypatch):
-    import simulator.study
+@pytest.mark.parametrize(("command", "module", "function"), [("run", "study", "run_scenario"),
+                                                           ("capacity", "planning", "plan_capacity")])
+def test_a_command_interrupted_while_computing_keeps_the_previous_files(tmp_path, monkeypatch, command, module,
+                                                                        function):
+    import importlib
 
     out = tmp_path / "o"
-    assert outcome(kvsim("run", scenario(tmp_path), "--out", out)) is None
+    assert outcome(kvsim(command, scenario(tmp_path), "--out", out)) is None
     before = listing(out)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(simulator.study, "run_scenario", interrupted)
-    assert "is as it was" in stopped(kvsim("run", scenario(tmp_path), "--out", out), "run")
-    assert listing(out) == before
-
-
-def test_capacity_interrupted_keeps_the_previous_files(tmp_path, monkeypatch):
-    import simulator.planning
-
-    out = tmp_path / "o"
-    assert outcome(kvsim("capacity", scenario(tmp_path), "--out", out)) is None
-    before = listing(out)
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(simulator.planning, "plan_capacity", interrupted)
-    stopped(kvsim("capacity", scenario(tmp_path), "--out", out), "capacity")
+    monkeypatch.setattr(importlib.import_module(f"simulator.{module}"), function, interrupted)
+    assert "is as it was" in stopped(kvsim(command, scenario(tmp_path), "--out", out), command)
     assert listing(out) == before
 
 
