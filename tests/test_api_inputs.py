@@ -147,6 +147,7 @@ def test_compare_ttls_refuses_percentiles_outside_0_to_100():
 # --- 7. kvsim sweep ------------------------------------------------------------------------------
 # the sweep tests' tiny scenario, shorter: each point here runs 5 s of chat at twice its rate
 TINY = SWEEP_TINY.replace("duration_s = 60\nrate_scale = 5.0", "duration_s = 5\nrate_scale = 2.0")
+assert TINY != SWEEP_TINY, "the sweep tests' TINY changed: update the replace above"
 
 
 @pytest.fixture(scope="module")
