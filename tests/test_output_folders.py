@@ -179,6 +179,27 @@ def test_a_command_interrupted_while_computing_keeps_the_previous_files(tmp_path
     assert listing(out) == before
 
 
+@pytest.mark.parametrize(("args", "target", "function"), [
+    (["compare", "{s}", "--strategy", "native"], "simulator.cli.compare", "compare_strategies"),
+    (["breakeven", "--workload", "chat-4k", "--duration-s", "30"], "simulator.billing.compare", "compare_ttls"),
+    (["collapse", "--hardware", "8xH100", "--layout", "native"], "simulator.charts", "collapse_figure"),
+])
+def test_compare_breakeven_and_collapse_interrupted_exit_130_in_one_line(tmp_path, monkeypatch, args, target,
+                                                                         function):
+    """They exited 1 with click's "Aborted!" and could leave a partial folder; now as run and capacity do."""
+    import importlib
+
+    out = tmp_path / "o"
+    argv = [str(scenario(tmp_path)) if a == "{s}" else a for a in args]
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(target), function, interrupted)
+    stopped(kvsim(*argv, "--out", out), argv[0])
+    assert not out.exists() or set(listing(out)) <= {MANIFEST}
+
+
 def test_generate_interrupted_leaves_no_file(tmp_path, monkeypatch):
     import simulator.cli.workload as cli_workload
 

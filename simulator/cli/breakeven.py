@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records
+from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records, stopped_cleanly
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
 
@@ -194,10 +194,10 @@ def breakeven(
     def echo(text: str) -> None:
         click.echo(text, err=as_json)  # with --json, notes go to stderr and stdout holds the document
 
-    with config_errors():
+    folder = OutputFolder(out, "breakeven") if out is not None else None
+    with config_errors(), stopped_cleanly("breakeven", folder):  # Ctrl-C: exit 130, one line, no partial output
         must(math.isfinite(write_latency_s) and write_latency_s >= 0, "breakeven", "--write-latency-s",
              "finite seconds >= 0", write_latency_s)
-        folder = OutputFolder(out, "breakeven") if out is not None else None
         if folder:
             folder.prepare()  # a bad --out fails now, not after the tables; nothing is removed yet
         prof = load_profiles(extra=profiles_file).get(profile, tier)

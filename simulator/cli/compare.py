@@ -11,7 +11,7 @@ import click
 
 from hardware.catalog import NodeSpec, load_catalog, parse_prices, price_note
 from simulator.charts import close_figure
-from simulator.cli.common import OutPath, OutputFolder, echo_json, handle_errors, records
+from simulator.cli.common import OutPath, OutputFolder, echo_json, handle_errors, records, stopped_cleanly
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -175,24 +175,25 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         click.echo(price_note([base.node]), err=True)
     n_sets = len(specs)
     label = f"comparing {n_sets} strategy set{'s' if n_sets != 1 else ''} on {len(requests):,} requests"
-    with progress_bar(label) as bar:
-        df = compare_strategies(base, requests, specs, seed, progress=bar)
-    if as_json:
-        echo_json(records(df[COLUMNS]))
-    else:
-        click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
-        click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: what one "
-                   f"GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is whole on "
-                   "every GPU)", err=True)
-    if out is not None and folder:
-        folder.clear()  # the runs are done: compare's earlier files go now
-        df.to_csv(out / "compare.csv", index=False)
-        name = Path(workload_spec).name
-        span = (f", {duration_s:g} s" if duration_s and duration_s != math.inf else "") + (
-            f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
-        fig = compare_figure(df, f"{model} on {n_nodes}× {hardware} (tp {tp}): {name}{span}, "
-                                 f"{len(requests):,} requests, seed {seed}")
-        fig.savefig(out / "compare.png", dpi=110)
-        close_figure(fig)
-        folder.finish()
-        click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}", err=as_json)
+    with stopped_cleanly("compare", folder):  # Ctrl-C: exit 130, one line, no partial output
+        with progress_bar(label) as bar:
+            df = compare_strategies(base, requests, specs, seed, progress=bar)
+        if as_json:
+            echo_json(records(df[COLUMNS]))
+        else:
+            click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
+            click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: "
+                       f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "
+                       "whole on every GPU)", err=True)
+        if out is not None and folder:
+            folder.clear()  # the runs are done: compare's earlier files go now
+            df.to_csv(out / "compare.csv", index=False)
+            name = Path(workload_spec).name
+            span = (f", {duration_s:g} s" if duration_s and duration_s != math.inf else "") + (
+                f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
+            fig = compare_figure(df, f"{model} on {n_nodes}× {hardware} (tp {tp}): {name}{span}, "
+                                     f"{len(requests):,} requests, seed {seed}")
+            fig.savefig(out / "compare.png", dpi=110)
+            close_figure(fig)
+            folder.finish()
+            click.echo(f"wrote {out / 'compare.csv'} and {out / 'compare.png'}", err=as_json)

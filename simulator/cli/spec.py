@@ -17,7 +17,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records
+from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records, stopped_cleanly
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -257,11 +257,12 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
         folder.clear()  # the inputs held: collapse's earlier files go now
     csv, png = out / "collapse.csv", out / "collapse.png"
-    df.to_csv(csv, index=False)
-    fig = collapse_figure(df, model.key, model.max_context_tokens)
-    fig.savefig(png, dpi=110)
-    close_figure(fig)
-    folder.finish()
+    with stopped_cleanly("collapse", folder):  # Ctrl-C: exit 130, one line, no partial output
+        df.to_csv(csv, index=False)
+        fig = collapse_figure(df, model.key, model.max_context_tokens)
+        fig.savefig(png, dpi=110)
+        close_figure(fig)
+        folder.finish()
     if as_json:
         echo_json(records(df))
         return
