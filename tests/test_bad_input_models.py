@@ -234,3 +234,18 @@ def test_a_config_json_whose_shapes_break_a_model_rule_names_the_file(tmp_path):
     f = _config(tmp_path, **{**LLAMA_8B_SHAPE, "num_key_value_heads": 5}, _name_or_path="org/m")
     line = error(kvsim("calc", "--model-config", f, "--context", 9), str(f))
     assert f"{f}: 'n_kv_heads' must be a divisor of n_heads=32 (got 5)" in line and "ModelSpec(" not in line
+
+
+# --- a plan string with an empty part ---------------------------------------------------------------
+def test_a_plan_with_an_empty_part_is_refused_not_read_as_the_rest(tmp_path):
+    import pytest
+
+    from simulator.errors import ConfigError
+    from simulator.placement import parse_plan
+
+    for text in ("tp8+", "+tp8", "tp8++pp2"):
+        with pytest.raises(ConfigError, match=r"'' is not one of tpN, dpN"):
+            parse_plan(text)
+    assert parse_plan("tp8 + pp2").label == "TP8 PP2" and parse_plan("dp8+ep8").label == "DP8-attention EP8"
+    line = error(kvsim("collapse", "--hardware", "8xH100", "--plan", "tp8+", "--out", tmp_path / "o"), "tp8+")
+    assert "'' is not one of tpN" in line
