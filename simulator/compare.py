@@ -14,7 +14,7 @@ e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from simulator.engine import EngineConfig, StepTimer, run
 from simulator.engine.caches import make_strategy
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import lever_parts, parse_layout
 from simulator.progress import Meter, Progress
 from workloads.request import Request
@@ -98,6 +98,32 @@ def check_context(config: EngineConfig, requests: Sequence[Request], what: str =
                           "longer context or a workload of shorter requests")
 
 
+def _what_runs(config: EngineConfig) -> str:
+    """What a strategy set runs, however it is spelled: ``fp8`` and ``native+fp8`` are one layout,
+    ``prefix`` and ``prefix+native`` one set (`parse_strategy_set` resolves the spellings)."""
+    def named(name: str, params: Mapping[str, object]) -> str:
+        return name + "".join(f" {k}={v}" for k, v in sorted(params.items()))
+
+    return (f"layout {config.layout.label}, reuse {named(config.cache, config.cache_params)}, "
+            f"retention {named(config.retention, config.retention_params)}")
+
+
+def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) -> None:
+    """Each set parses on `base`, and no two run the same thing: a set named twice (under any
+    spelling: ``fp8`` and ``native+fp8``, ``prefix`` and ``prefix+lru``, its default eviction)
+    would be two identical rows under two labels. Two sets are one when their layout, cache and
+    retention policy compare equal once built with their defaults; the message, at `where` (the
+    option or argument that named them), names the first's `_what_runs`."""
+    first: dict[str, str] = {}
+    resolved: list[str] = []
+    for spec in specs:
+        config = parse_strategy_set(spec, base)
+        built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
+                      make_retention(config.retention, **config.retention_params)))
+        resolved.append(first.setdefault(built, _what_runs(config)))
+    must_differ(list(specs), resolved, where, "strategy set")
+
+
 def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], specs: list[str], seed: int = 0, *,
                        timer: StepTimer | TimerFactory | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """Run `requests` under each strategy set; one row per set with the headline figures.
@@ -122,6 +148,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     must_specs = [s.strip() for s in specs if s.strip()]
     if not must_specs:
         raise ConfigError("compare: 'strategies' must name at least one strategy set (got none)")
+    check_distinct_sets(must_specs, base_config, "compare: 'strategies'")  # a set named twice: one row, not two
     configs = [parse_strategy_set(s, base_config) for s in must_specs]  # all errors before any run
     check_context(base_config, requests)
     from simulator.planning import meets_slo

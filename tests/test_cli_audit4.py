@@ -89,3 +89,14 @@ def test_compare_hardware_names_the_option():
     r = kvsim("compare", "--tp", "1", "--duration-s", "5", "--strategy", "native", "--hardware", "")
     line = error(r, "--hardware")
     assert "--hardware: unknown node ''; valid: 8xH100" in line
+
+
+def test_the_library_refuses_a_strategy_set_named_twice_too():
+    """`compare_strategies` took `["fp8", "native+fp8"]` and ran one set twice under two labels."""
+    from simulator.compare import compare_strategies
+    from simulator.engine import EngineConfig
+    from simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"compare: 'strategies': must name each strategy set once \(got 'fp8' and "
+                                          r"'native\+fp8', both layout fp8"):
+        compare_strategies(EngineConfig(), [], ["fp8", "native+fp8"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,9 +26,9 @@ from simulator.cli.options import (
     seed_option,
 )
 from simulator.cli.progress import progress_bar
-from simulator.compare import compare_figure, compare_strategies, parse_strategy_set
+from simulator.compare import check_distinct_sets, compare_figure, compare_strategies
 from simulator.engine import EngineConfig
-from simulator.errors import ConfigError, must_differ, shown
+from simulator.errors import ConfigError, shown
 from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
 from simulator.units import figure
@@ -49,35 +48,6 @@ def _strategy_sets(text: str) -> list[str]:
         raise ConfigError(f"--strategy: must name at least one strategy set, comma-separated, each '+'-joined "
                           f"levers, e.g. {STRATEGY_EXAMPLE} (got {shown(text)})")
     return specs
-
-
-def _what_runs(config: EngineConfig) -> str:
-    """What a strategy set runs, however it is spelled: ``fp8`` and ``native+fp8`` are one layout,
-    ``prefix`` and ``prefix+native`` one set (`parse_strategy_set` resolves the spellings)."""
-    def named(name: str, params: Mapping[str, object]) -> str:
-        return name + "".join(f" {k}={v}" for k, v in sorted(params.items()))
-
-    return (f"layout {config.layout.label}, reuse {named(config.cache, config.cache_params)}, "
-            f"retention {named(config.retention, config.retention_params)}")
-
-
-def _check_sets(specs: list[str], base: EngineConfig) -> None:
-    """Each set parses on `base`, and no two run the same thing: a set named twice (under any
-    spelling: ``fp8`` and ``native+fp8``, ``prefix`` and ``prefix+lru``, its default eviction)
-    would be two identical rows under two labels. Two sets are one when their layout, cache and
-    retention policy compare equal once built with their defaults; the message names the first's
-    `_what_runs`."""
-    from simulator.engine.caches import make_strategy
-    from simulator.engine.retention import make_retention
-
-    first: dict[str, str] = {}
-    resolved: list[str] = []
-    for spec in specs:
-        config = parse_strategy_set(spec, base)
-        built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
-                      make_retention(config.retention, **config.retention_params)))
-        resolved.append(first.setdefault(built, _what_runs(config)))
-    must_differ(specs, resolved, "--strategy", "strategy set")
 
 
 def _workload_spec(text: str) -> str:
@@ -145,7 +115,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             sc = replace(sc, workload=replace(sc.workload, duration_s=duration_s))
         seed = sc.seed if seed is None else seed
         base = sc.engine_config()
-        _check_sets(specs, base)
+        check_distinct_sets(specs, base, "--strategy")
         requests = list(sc.load_workload(seed, rate_scale=rate_scale))
         model, hardware, n_nodes = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes
         others = sc.cluster.hardware[1:]
@@ -168,7 +138,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         model = model_name
         base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
-        _check_sets(specs, base)
+        check_distinct_sets(specs, base, "--strategy")
         requests = list(load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
                                       rate_scale=rate_scale))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
