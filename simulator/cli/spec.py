@@ -239,7 +239,6 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
 
     folder = OutputFolder(out, "collapse")
     with config_errors():
-        folder.prepare()  # a bad --out fails now, not after the table; nothing is removed yet
         model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
@@ -254,6 +253,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
         else:
             chosen = []
+        folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet
         df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
         folder.clear()  # the inputs held: collapse's earlier files go now
     csv, png = out / "collapse.csv", out / "collapse.png"
