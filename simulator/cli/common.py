@@ -235,6 +235,11 @@ class OutputFolder:
         """Refuse a path that is a file, a folder that cannot be written, or one where a name in `writes`
         (default: the command's `OUTPUTS`) is a symbolic link or another command's output; make the
         folder. Nothing is removed."""
+        self._checked(writes)
+        return self.path
+
+    def _checked(self, writes: Iterable[str] | None) -> list[str]:
+        """`prepare`'s checks; this command's earlier files (`_stale`), for `clear`."""
         p = self.path
         with naming(self._where()):
             if p.exists() and not p.is_dir():
@@ -242,8 +247,7 @@ class OutputFolder:
             p.mkdir(parents=True, exist_ok=True)
         if not os.access(p, os.W_OK | os.X_OK):
             raise ConfigError(f"{self._where()}: folder is not writable")
-        self._refuse(set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes))
-        return p
+        return self._refuse(set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes))
 
     def _refuse(self, names: set[str]) -> list[str]:
         """This command's earlier files (`_stale`), once no name in `names` is refused."""
@@ -265,8 +269,8 @@ class OutputFolder:
     def clear(self, writes: Iterable[str] | None = None) -> Path:
         """Right before the first write: refuse a name in `writes` (default: the command's `OUTPUTS`)
         that another command listed or that is a symbolic link, then remove this command's earlier files."""
-        p = self.prepare(writes)
-        stale = self._refuse(set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes))
+        stale = self._checked(writes)  # the folder's checks again: it may have changed while the command computed
+        p = self.path
         root = p.resolve()
         for rel in stale:
             f = (p / rel).resolve()
