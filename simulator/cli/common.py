@@ -172,6 +172,25 @@ def stopped_cleanly(command: str, folder: OutputFolder | None) -> Iterator[None]
         raise click.exceptions.Exit(128 + signum) from None
 
 
+def refuse_overwrite(out: Path, where: str, inputs: Iterable[tuple[str, Path]], force: bool) -> None:
+    """Refuse an ``--out`` file that is one of the command's `inputs` (``(how to name it, path)``;
+    compared with ``samefile``, so links count), even with `force`, and one that exists without `force`."""
+    for given, path in inputs:
+        if out.exists() and path.exists() and out.samefile(path):
+            raise ConfigError(f"{where}: is {given}; give another file")
+    if out.exists() and not force:
+        raise ConfigError(f"{where}: exists; pass --force to overwrite it")
+
+
+def refuse_links(root: Path, names: Iterable[str], where: str) -> None:
+    """Refuse, at `where`, a name under `root` (or a path inside a real folder so named) that is a
+    symbolic link: kvsim never writes through one."""
+    for name in sorted(set(names)):
+        for rel in _links(root, name):
+            raise ConfigError(f"{where}: {rel} is a symbolic link (to {shown_path(os.readlink(root / rel))}); kvsim "
+                              "does not write through links: remove it or choose another folder")
+
+
 def _links(root: Path, name: str) -> Iterator[str]:
     """`name` under `root` and, for a real folder, every path inside it, that is a symbolic link."""
     top = root / name
@@ -256,15 +275,8 @@ class OutputFolder:
             if Path(rel).parts[0] in names:
                 raise ConfigError(f"{self._where()}: {rel} is kvsim {cmd}'s output there and kvsim {self.command} "
                                   "would overwrite it; choose another folder (or remove it first)")
-        self._refuse_links(names)
+        refuse_links(self.path, {*names, MANIFEST}, self._where())
         return stale
-
-    def _refuse_links(self, names: Iterable[str]) -> None:
-        for name in sorted({*names, MANIFEST}):
-            for rel in _links(self.path, name):
-                raise ConfigError(f"{self._where()}: {rel} is a symbolic link (to "
-                                  f"{shown_path(os.readlink(self.path / rel))}); kvsim does not write through "
-                                  "links: remove it or choose another folder")
 
     def clear(self, writes: Iterable[str] | None = None) -> Path:
         """Right before the first write: refuse a name in `writes` (default: the command's `OUTPUTS`)

@@ -222,12 +222,10 @@ def _check_out(out: Path, measurements: Path | None, force: bool) -> None:
     one that is FILE, the measurements being fitted: writing there would destroy them. (``--out`` may
     be ``--params`` with `force`: `make calibrate` refits the shipped params.toml in place, reading
     it whole before writing.)"""
-    from simulator.errors import ConfigError
+    from simulator.cli.common import refuse_overwrite
 
-    if measurements is not None and out.exists() and measurements.exists() and out.samefile(measurements):
-        raise ConfigError(f"--out {out}: is FILE, the measurements being fitted; give another file")
-    if out.exists() and not force:
-        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it")
+    inputs = [("FILE, the measurements being fitted", measurements)] if measurements is not None else []
+    refuse_overwrite(out, f"--out {out}", inputs, force)
 
 
 def _fit_aiconfigurator(

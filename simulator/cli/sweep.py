@@ -20,9 +20,19 @@ import click
 import pandas as pd
 
 from hardware.catalog import price_note
-from simulator.cli.common import KvsimClickError, OutPath, Stopped, echo_json, handle_errors, records, stop_on_signals
+from simulator.cli.common import (
+    KvsimClickError,
+    OutPath,
+    Stopped,
+    echo_json,
+    handle_errors,
+    records,
+    refuse_links,
+    stop_on_signals,
+)
 from simulator.cli.options import USD_PER_GPU_HOUR, priced, seed_option
 from simulator.errors import ConfigError
+from simulator.files import shown_path
 from simulator.scenario import load_scenario
 
 DEFAULT_PLOTS = ("ttft_p99_s", "usd_per_million_output_tokens")
@@ -172,9 +182,7 @@ def _clear_derived(out: Path, charts: list[tuple[str, str]]) -> None:
     sweep's rows: this sweep draws its own from its finished rows, and an interrupted one leaves its CSV
     alone rather than beside charts that look current."""
     names = ["sweep.csv", "sweep.parquet", *(f"sweep-{metric}-vs-{key}.png" for metric, key in charts)]
-    link = next((n for n in names if (out / n).is_symlink()), None)
-    if link is not None:
-        raise ConfigError(f"--out {out}: {link} is a symbolic link; kvsim does not write through one (remove it)")
+    refuse_links(out, names, f"--out {shown_path(out)}")
     for f in [out / "sweep.parquet", *out.glob(CHART_FILES)]:
         if f.is_file() and not f.is_symlink():
             f.unlink()

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, echo_json, handle_errors, naming, records, stopped_cleanly
+from simulator.cli.common import OutPath, echo_json, handle_errors, naming, records, refuse_overwrite, stopped_cleanly
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
-from simulator.files import shown_path
+from simulator.files import read_toml, shown_path
 from workloads import load_workload, write_workload
 from workloads.traces.native import check_suffix
 
@@ -74,11 +73,7 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
                               "file")
         if out.is_dir():
             raise ConfigError(f"{where}: is a folder; give a file (.csv or .jsonl)")
-        for given, path in inputs:
-            if out.exists() and path.exists() and out.samefile(path):
-                raise ConfigError(f"{where}: is {given}; give another file")
-        if out.exists() and not force:
-            raise ConfigError(f"{where}: exists; pass --force to overwrite it")
+        refuse_overwrite(out, where, inputs, force)
     # same folder (the rename is atomic), a short name (one that --out's fits), one per process
     partial = out.with_name(f".kvsim-partial-{os.getpid()}{out.suffix}")
     try:
@@ -102,8 +97,8 @@ def _inputs(spec: str) -> list[tuple[str, Path]]:
     found = [("SPEC, the workload being read", path)]
     if path.suffix == ".toml":
         try:
-            table = tomllib.loads(path.read_text(encoding="utf-8")).get("workload")
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            table = read_toml(path).get("workload")
+        except ConfigError:
             return found  # load_workload says what is wrong with it
         if isinstance(table, dict) and isinstance(table.get("trace"), str):
             found.append((f"the trace SPEC reads ({shown_path(path)}: workload.trace)", path.parent / table["trace"]))
