@@ -382,7 +382,8 @@ def resumable_points(scenario: Scenario, grid: Mapping[str, Sequence[Any]],
 def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: int | None = None,
               dask_address: str | None = None, progress: Progress | None = None, *,
               csv_path: str | os.PathLike[str] | None = None, resume: bool = False,
-              point: PointFn | None = None) -> pd.DataFrame:
+              point: PointFn | None = None,
+              points: Sequence[tuple[Mapping[str, Any], Scenario]] | None = None) -> pd.DataFrame:
     """Simulate every grid point on each hardware kind; one row per (point, hardware kind).
 
     Parameters
@@ -404,6 +405,9 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
         without an error (matched on ``digest``). A file absent or empty starts afresh.
     point : callable, optional
         What simulates one point (default `run_point`); top-level and picklable.
+    points : list, optional
+        ``expand_grid(scenario, grid)``, when the caller has it already: the grid is then not expanded
+        (every point parsed and its workload drawn) a second time.
 
     Returns
     -------
@@ -424,7 +428,8 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
     """
     if workers is not None and workers < 1:
         raise ConfigError(f"run_sweep: 'workers' must be >= 1 (got {workers})")
-    jobs = [_job(i, values, sc, scenario.path) for i, (values, sc) in enumerate(expand_grid(scenario, grid))]
+    expanded = points if points is not None else expand_grid(scenario, grid)
+    jobs = [_job(i, values, sc, scenario.path) for i, (values, sc) in enumerate(expanded)]
     columns = ["point", *grid, "hardware", *METRICS, *TRAILER]
     # what can still fail comes before the log is opened: a missing dask or an unreachable scheduler
     # must leave an earlier sweep.csv as it was

@@ -145,7 +145,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     try:
         with stop_on_signals(), click.progressbar(length=n, label="sweeping", file=sys.stderr) as bar:
             df = run_sweep(sc, grid, workers=workers, dask_address=dask_address, csv_path=log, resume=resume,
-                           progress=lambda f: bar.update(round(f * n) - bar.pos))
+                           progress=lambda f: bar.update(round(f * n) - bar.pos), points=points)
     except Stopped as stop:
         name = signal.Signals(stop.signum).name
         if log:
