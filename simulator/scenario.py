@@ -227,8 +227,8 @@ class Scenario:
 
     # --- resolution -------------------------------------------------------------------------
     def _resolve(self, rel: str) -> Path:
-        p = Path(rel)
-        return p if p.is_absolute() or not self.path else Path(self.path).parent / p
+        p, base = Path(rel), self._base_dir
+        return p if p.is_absolute() or base is None else base / p
 
     @property
     def where(self) -> str:
