@@ -56,12 +56,17 @@ def test_generate_replaces_a_link_at_out_instead_of_writing_through_it(tmp_path)
 
 
 # --- B: no write through a symbolic link ------------------------------------------------------------
-def test_run_refuses_a_symlinked_output_name_before_simulating(tmp_path):
-    victim = tmp_path / "victim.txt"
+def _planted(tmp_path: Path, rel: str) -> tuple[Path, Path]:
+    """An --out folder ``o`` whose `rel` is a symbolic link to a file outside it: ``(o, that file)``."""
+    victim, out = tmp_path / "victim.txt", tmp_path / "o"
     victim.write_text("VICTIM")
-    out = tmp_path / "sym"
-    out.mkdir()
-    (out / "summary.md").symlink_to(victim)
+    (out / rel).parent.mkdir(parents=True, exist_ok=True)
+    (out / rel).symlink_to(victim)
+    return out, victim
+
+
+def test_run_refuses_a_symlinked_output_name_before_simulating(tmp_path):
+    out, victim = _planted(tmp_path, "summary.md")
     r = kvsim("run", scenario(tmp_path), "--out", out)
     line = error(r, "--out")
     assert "summary.md is a symbolic link" in line and "victim.txt" in line and "simulating" not in r.stderr
@@ -69,21 +74,13 @@ def test_run_refuses_a_symlinked_output_name_before_simulating(tmp_path):
 
 
 def test_a_link_inside_a_fleet_folder_is_refused(tmp_path):
-    victim = tmp_path / "victim.json"
-    victim.write_text("VICTIM")
-    out = tmp_path / "o"
-    (out / "8xH100").mkdir(parents=True)
-    (out / "8xH100" / "summary.json").symlink_to(victim)
+    out, victim = _planted(tmp_path, "8xH100/summary.json")
     line = error(kvsim("run", scenario(tmp_path), "--out", out), "--out")
     assert "8xH100/summary.json is a symbolic link" in line and victim.read_text() == "VICTIM"
 
 
 def test_capacity_refuses_a_symlinked_output_name(tmp_path):
-    victim = tmp_path / "victim.txt"
-    victim.write_text("VICTIM")
-    out = tmp_path / "o"
-    out.mkdir()
-    (out / "capacity.png").symlink_to(victim)
+    out, victim = _planted(tmp_path, "capacity.png")
     assert "capacity.png is a symbolic link" in error(kvsim("capacity", scenario(tmp_path), "--out", out), "--out")
     assert victim.read_text() == "VICTIM"
 
