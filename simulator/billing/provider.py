@@ -97,13 +97,15 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
     return _parse({"provider": merged}, Path(extra))
 
 
-def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float:
+def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float, *,
+                    spans: list[tuple[float, list[tuple[float, float]]]] | None = None) -> float:
     """KV byte-seconds the cache entries hold, shared prefixes counted once.
 
     Entries nest (turn k+1's prefix extends turn k's): each entry owns ``held_tokens`` beyond
     its parent entry, and those tokens are held while the entry *or any entry extending it* is
     alive, so ``B = Σ_E held_tokens(E) · |∪ lives of E's subtree| · kv_bytes_per_token``.
-    Records without a parent column count ``own_tokens × (end_s − start_s)``.
+    Records without a parent column count ``own_tokens × (end_s − start_s)``. `spans` is
+    ``_held_spans(residency)`` when the caller has it (`provider_table` needs it for the peak too).
     """
     if residency.empty:
         return 0.0
@@ -111,7 +113,7 @@ def kv_byte_seconds(residency: pd.DataFrame, kv_bytes_per_token: float) -> float
         life_s = (residency["end_s"] - residency["start_s"]).to_numpy(dtype=float)
         return float(np.dot(residency["own_tokens"].to_numpy(dtype=float), life_s) * kv_bytes_per_token)
     token_s = 0.0
-    for held, union in _held_spans(residency):
+    for held, union in _held_spans(residency) if spans is None else spans:
         token_s += held * sum(b - a for a, b in union)
     return token_s * kv_bytes_per_token
 
@@ -150,19 +152,21 @@ def _held_spans(residency: pd.DataFrame) -> list[tuple[float, list[tuple[float, 
     return out
 
 
-def kv_peak_bytes(residency: pd.DataFrame, kv_bytes_per_token: float) -> float:
+def kv_peak_bytes(residency: pd.DataFrame, kv_bytes_per_token: float, *,
+                  spans: list[tuple[float, list[tuple[float, float]]]] | None = None) -> float:
     """The most KV bytes the entries hold at one instant, shared prefixes counted once.
 
     The same holdings as `kv_byte_seconds` (``held_tokens`` over the union of the subtree's
     lives; ``own_tokens`` over each life without a parent column), summed by a sweep over the
     spans' ends and starts (an end before a start at the same instant: spans are ``[a, b)``).
+    `spans` as `kv_byte_seconds` takes it.
     """
     if residency.empty:
         return 0.0
     if "parent_key_id" not in residency:
         spans = [(float(h), [(float(a), float(b))]) for h, a, b in
                  residency[["own_tokens", "start_s", "end_s"]].itertuples(index=False)]
-    else:
+    elif spans is None:
         spans = _held_spans(residency)
     events = sorted((t, sign, held) for held, union in spans for a, b in union
                     for t, sign in ((a, 1), (b, -1)))  # -1 sorts first at a tie
@@ -217,9 +221,10 @@ def provider_table(comparison: TTLComparison, costs: ProviderCosts) -> pd.DataFr
     pool = costs.kv_pool_bytes
     rows = []
     for label, res in comparison.results.items():
-        b = kv_byte_seconds(res.residency, costs.kv_bytes_per_token)
-        peak = kv_peak_bytes(res.residency, costs.kv_bytes_per_token)
         r = res.residency
+        spans = _held_spans(r) if len(r) and "parent_key_id" in r else None  # the subtree walk, once for both
+        b = kv_byte_seconds(r, costs.kv_bytes_per_token, spans=spans)
+        peak = kv_peak_bytes(r, costs.kv_bytes_per_token, spans=spans)
         span_s = float(r["end_s"].max() - r["start_s"].min()) if len(r) else 0.0
         holding = {
             "hbm": hbm_holding_usd(b, costs.bytes_per_stream, costs.revenue_usd_per_stream_s),
