@@ -386,24 +386,16 @@ TTL_BREAKEVEN = [
         `provider_costs_for` derives those prices from the deployment: KV bytes per token from the model and
         layout, the prefill cost of the mean prompt from the cost model, a stream's revenue from the simulated
         decode speed at the profile's output price, and the GPU's $/hour. (The report of `kvsim run` does the
-        same in `simulator.report.breakeven_study`.)
+        same through `simulator.report.deployment_costs`, which the next cell calls.)
     """),
     code("""
         from simulator import run_scenario
-        from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
-        from simulator.engine.geometry import block_geometry
+        from simulator.billing.provider import best_ttls, provider_table
+        from simulator.report import deployment_costs
 
         hw, result = next(iter(run_scenario(scenario).results.items()))
-        done, cfg = result.requests[result.requests.outcome == "completed"], result.config
-        # the fleet's KV pool as simulated (its blocks × bytes a block), as the report of `kvsim run` gives it
-        block_bytes = block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes
-        pool_bytes = result.summary["kv_blocks_total"] * block_bytes
-        costs = provider_costs_for(
-            cfg.node, cfg.model, cfg.layout, cfg.tp,
-            stream_context_tokens=float((done.prompt_tokens + done.output_tokens / 2).mean()),
-            tokens_per_s_per_stream=1 / float(done.tpot_mean_s.mean()),
-            output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(done.prompt_tokens.mean()),
-            kv_pool_bytes=pool_bytes)
+        # this fleet's prices, as the report of `kvsim run` takes them (its KV pool as simulated included)
+        costs = deployment_costs(result, profile)
         provider = provider_table(comparison, costs).set_index("ttl")
         print(f"on {hw}:", best_ttls(comparison, provider.reset_index()))
         cached = provider.drop(index="none")

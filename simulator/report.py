@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -29,6 +30,11 @@ from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
 from simulator.units import GB, figure
+
+if TYPE_CHECKING:
+    from simulator.billing.profiles import PriceProfile
+    from simulator.billing.provider import ProviderCosts
+    from simulator.engine import Result
 
 DPI = 110
 # the shares of a phase's time its chart takes (the default scenario, 2 cores): the collapse chart 0.6 s
@@ -109,12 +115,7 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     """The workload billed under no cache and each TTL of the scenario's price profile (customer
     side), and what each TTL costs and saves the provider on the scenario's first fleet.
 
-    The provider's figures come from this deployment (`provider_costs_for`): KV bytes per token
-    of the model and layout, the prefill cost of the mean prompt from the cost model, the
-    simulated decode speed (1 / mean TPOT) at the profile's output price, the GPU's price, and
-    the fleet's KV pool as simulated (``kv_blocks_total`` × the layout's block bytes). The stream
-    and prompt lengths are the completed requests' means, or, when none completed (every one timed
-    out), all requests'; then no decode speed was seen and a displaced stream forgoes no revenue.
+    The provider's figures come from this deployment (`deployment_costs` of the first fleet).
     """
     return _breakeven_study(run)[:3]
 
@@ -123,19 +124,32 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     """`breakeven_study`, and why nothing was cached when the profile caches only at breakpoints
     and no request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise)."""
     from simulator.billing import compare_ttls, get_profile
-    from simulator.billing.provider import best_ttls, provider_costs_for, provider_table
-    from simulator.engine.geometry import block_geometry
+    from simulator.billing.provider import best_ttls, provider_table
 
     sc = run.scenario
     b = sc.billing
     profile = get_profile(b.profile, b.tier or None)
     comparison = compare_ttls(run.workload, profile, ["none", *b.ttls])
     hw, result = next(iter(run.results.items()))
+    provider = provider_table(comparison, deployment_costs(result, profile)).assign(hardware=hw)
+    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason
+
+
+def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
+    """`provider_costs_for` of the fleet `result` simulated, at `profile`'s output price: the model's
+    and layout's KV bytes per token, the cost model's prefill of the mean prompt, the simulated decode
+    speed (1 / mean TPOT), the GPU's price and the KV pool as simulated (``kv_blocks_total`` × the
+    layout's block bytes). The stream and prompt lengths are the completed requests' means, or, when
+    none completed (every one timed out), all requests'; then no decode speed was seen and a
+    displaced stream forgoes no revenue."""
+    from simulator.billing.provider import provider_costs_for
+    from simulator.engine.geometry import block_geometry
+
     cfg = result.config
     done = result.requests[result.requests.outcome == "completed"]
     tpot = float(done.tpot_mean_s.mean()) if len(done) else float("nan")
     shape = done if len(done) else result.requests  # none completed (all timed out): the requests' own lengths
-    costs = provider_costs_for(
+    return provider_costs_for(
         cfg.node, cfg.model, cfg.layout, cfg.tp,  # type: ignore[arg-type]  # resolved specs
         stream_context_tokens=float((shape.prompt_tokens + shape.output_tokens / 2).mean()),
         tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
@@ -143,8 +157,6 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)
-    provider = provider_table(comparison, costs).assign(hardware=hw)
-    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason
 
 
 def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
