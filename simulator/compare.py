@@ -108,20 +108,21 @@ def _what_runs(config: EngineConfig) -> str:
             f"retention {named(config.retention, config.retention_params)}")
 
 
-def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) -> None:
+def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) -> list[EngineConfig]:
     """Each set parses on `base`, and no two run the same thing: a set named twice (under any
     spelling: ``fp8`` and ``native+fp8``, ``prefix`` and ``prefix+lru``, its default eviction)
     would be two identical rows under two labels. Two sets are one when their layout, cache and
     retention policy compare equal once built with their defaults; the message, at `where` (the
-    option or argument that named them), names the first's `_what_runs`."""
+    option or argument that named them), names the first's `_what_runs`. Returns the sets' configs."""
     first: dict[str, str] = {}
     resolved: list[str] = []
-    for spec in specs:
-        config = parse_strategy_set(spec, base)
+    configs = [parse_strategy_set(spec, base) for spec in specs]
+    for config in configs:
         built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
                       make_retention(config.retention, **config.retention_params)))
         resolved.append(first.setdefault(built, _what_runs(config)))
     must_differ(list(specs), resolved, where, "strategy set")
+    return configs
 
 
 def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], specs: list[str], seed: int = 0, *,
@@ -148,8 +149,8 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     must_specs = [s.strip() for s in specs if s.strip()]
     if not must_specs:
         raise ConfigError("compare: 'strategies' must name at least one strategy set (got none)")
-    check_distinct_sets(must_specs, base_config, "compare: 'strategies'")  # a set named twice: one row, not two
-    configs = [parse_strategy_set(s, base_config) for s in must_specs]  # all errors before any run
+    # all errors before any run; a set named twice: one row, not two
+    configs = check_distinct_sets(must_specs, base_config, "compare: 'strategies'")
     check_context(base_config, requests)
     from simulator.planning import meets_slo
 
