@@ -109,8 +109,8 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
             notes.append(f"breakeven_scale inf at {label}: caching pays however far the gaps stretch ({why})")
         elif math.isnan(c):
             notes.append(f"breakeven_scale NaN at {label}: P(gap < TTL/c) does not cross breakeven_p_hit "
-                         f"{p_star:.4g} for any c in e^±{SCALE_SEARCH_LOG:g} (the gaps lie ~10^21 times the TTL "
-                         "or more from it)")
+                         f"{p_star:.4g} for any c in e^±{SCALE_SEARCH_LOG:g} (the gaps lie ~10^"
+                         f"{int(SCALE_SEARCH_LOG / math.log(10))} times the TTL or more from it)")
     return notes
 
 
