@@ -23,6 +23,11 @@ C = TypeVar("C")
 SET_BY_KVSIM: Mapping[str, bool] = types.MappingProxyType({"set_by_kvsim": True})
 
 
+def set_by_kvsim(cls: Any) -> tuple[str, ...]:
+    """The fields of dataclass `cls` marked `SET_BY_KVSIM`: kvsim's own, never keys of its table."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("set_by_kvsim"))
+
+
 def _type_name(tp: Any) -> str:
     if get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
@@ -95,8 +100,8 @@ def coerce(tp: Any, value: Any, where: str) -> Any:
 def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     """Construct config dataclass `cls` from `table`; `where` prefixes every error."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-              if f.init and not f.metadata.get("set_by_kvsim")}
+    own = set_by_kvsim(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in own}  # type: ignore[arg-type]
     unknown = [k for k in table if k not in fields]
     if unknown:
         raise ConfigError(f"{where}.{str(unknown[0])[:80]}: unknown key; valid: {', '.join(fields)}")

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
+from simulator.config import set_by_kvsim
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.scenario import Scenario, parse_scenario
 
@@ -79,7 +80,7 @@ METRICS: tuple[str, ...] = (
 #: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
 TRAILER: tuple[str, ...] = ("error", "digest")
 _ERROR_CHARS = 500  # longest error kept in the ``error`` column
-_SCENARIO_ONLY = ("path",)  # fields of `Scenario` that are not scenario-file keys
+_SCENARIO_ONLY = set_by_kvsim(Scenario)  # fields of `Scenario` that are not scenario-file keys (``path``)
 
 
 # --- grid expansion ---------------------------------------------------------------------------
