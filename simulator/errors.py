@@ -7,6 +7,7 @@ it at `MAX_MESSAGE_CHARS` characters, so a message that could grow past that (on
 says something shorter instead.
 """
 
+import numbers
 from collections.abc import Sequence
 
 SHOWN_CHARS = 80
@@ -42,6 +43,16 @@ def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
     """
     if not cond:
         raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(value)})")
+
+
+def is_whole(value: object, minimum: int = 0) -> bool:
+    """Whether `value` is an integer (``numbers.Integral``, a bool not) >= `minimum`: a count, a seed,
+    an index.
+
+    >>> is_whole(3), is_whole(True), is_whole(2.0), is_whole(0, minimum=1)
+    (True, False, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum
 
 
 def located(exc: Exception, where: str, inner: str = "") -> ConfigError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.errors import ConfigError, located, shown
+from simulator.errors import ConfigError, is_whole, located, shown
 from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -121,7 +121,7 @@ def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
         raise ConfigError(f"{where}: 'first_k_dense_replace' must be at most num_hidden_layers={n_layers} "
                           f"(got {first})")
     listed = _list(cfg, where, "mlp_only_layers")
-    bad = [i for i in listed if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n_layers]
+    bad = [i for i in listed if not (is_whole(i) and i < n_layers)]
     if bad or len(set(listed)) != len(listed) or first + len(listed) > n_layers:
         raise ConfigError(f"{where}: 'mlp_only_layers' must list distinct layer indices in [0, {n_layers}), at most "
                           f"num_hidden_layers={n_layers} with first_k_dense_replace={first} (got {shown(listed)})")

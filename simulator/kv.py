@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from numbers import Integral
 
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, is_whole, must, shown
 from simulator.models import ModelSpec, dtype
 
 DEFAULT_BLOCK_TOKENS = 16
@@ -298,8 +297,7 @@ def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, ba
     """
     layout = layout or KVLayout()
     for key, value in (("context_tokens", context_tokens), ("batch", batch), ("block_tokens", block_tokens)):
-        must(isinstance(value, Integral) and not isinstance(value, bool) and value >= 1, "footprint", key,
-             "an integer >= 1", value)
+        must(is_whole(value, minimum=1), "footprint", key, "an integer >= 1", value)
     steps = [
         ("baseline", KVLayout(attention="mha", use_sliding_window=False)),
         ("attention", replace(layout, own_layer_fraction=1.0, kv_dtype=BASELINE_DTYPE, compress_ratio=1,

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 
 from simulator.config import set_by_kvsim
-from simulator.errors import ConfigError, must_differ, shown
+from simulator.errors import ConfigError, is_whole, must_differ, shown
 from simulator.scenario import Scenario, parse_scenario
 
 if TYPE_CHECKING:
@@ -780,7 +780,7 @@ def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str)
             if not isinstance(v, bool):
                 raise bad(m, "True or False")
         elif m in _COUNTS:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if not is_whole(v):
                 raise bad(m, "an integer >= 0")
         elif isinstance(v, bool) or not isinstance(v, int | float) or not (math.isnan(v) or 0 <= v < math.inf):
             raise bad(m, "a finite number >= 0 (or empty)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from simulator.engine.records import RequestRecord, SampleRecord, records_to_fra
 from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
-from simulator.errors import must
+from simulator.errors import is_whole, must
 from simulator.kv import footprint
 from simulator.models import ModelSpec, get_model
 from simulator.units import GB, HOUR_S
@@ -77,8 +76,7 @@ def must_seed(seed: object, where: str, key: str = "seed") -> None:
 
     >>> must_seed(0, "run")
     """
-    must(isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and int(seed) >= 0, where, key,
-         "an integer >= 0 (the same seed, the same run)", seed)
+    must(is_whole(seed), where, key, "an integer >= 0 (the same seed, the same run)", seed)
 
 
 def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
