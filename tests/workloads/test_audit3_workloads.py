@@ -172,7 +172,8 @@ def test_trace_notebook_labels_both_axes_of_both_charts() -> None:
 
 def test_ttl_notebook_gives_the_pool_and_says_what_its_columns_are() -> None:
     cells = _cells("ttl_breakeven.ipynb")
-    assert any("kv_pool_bytes=pool_bytes" in c for c in cells)
+    # the pool reaches the provider's prices through the report's own `deployment_costs` (its KV pool as simulated)
+    assert any("costs = deployment_costs(result, profile)" in c for c in cells)
     assert any("`kv_pool_gb`" in c and "`kv_gb_hours_over_pool` is NaN" in " ".join(c.split()) for c in cells)
 
 
