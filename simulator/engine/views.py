@@ -132,8 +132,8 @@ class InFlight:
         if self.run_steps:
             j = self.run_steps_done(now)
             t = self.run_ends[j] if j < len(self.run_ends) else math.inf
-        elif self.jump_n > 1 and self._done_j < self.jump_n:
-            t = self.jump_start_s + self._done_hi  # steps_done(now) just set the window
+        elif k and self._done_j < k:  # a jump an interrupt cut to its first step (k = 1), that step in flight
+            t = self.jump_start_s + self._done_hi  # outstanding_at(now) just set the window
         else:
             return value, math.inf
         return value, t - UNTIL_MARGIN * max(1.0, abs(t))

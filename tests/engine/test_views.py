@@ -69,3 +69,17 @@ def _estimate(g0: float, d: float, e: float) -> int:
     h = g0 - d / 2
     root = math.sqrt(h * h + 2 * d * e)
     return int(2 * e / (h + root) if h > 0 else (root - h) / d)
+
+
+def test_a_jump_cut_to_its_first_step_holds_its_value_until_that_step_ends() -> None:
+    """`outstanding_until` of a jump an interrupt cut to its first step (``jump_n = 1``): the value
+    holds until the step's end, not forever (it falls by the decoders there, before the commit; a
+    router keeping its view would have kept the stale value for an arrival at that very time)."""
+    from simulator.engine.views import UNTIL_MARGIN, InFlight
+
+    view = InFlight()
+    view._init_views()
+    view.g0, view.d, view.jump_start_s, view.jump_n = 0.02, 1e-6, 3.0, 1
+    view.outstanding_tokens, view.n_dec, view.run_steps = 900, 7, []
+    assert view.outstanding_until(3.01) == (900, 3.02 - UNTIL_MARGIN * 3.02)
+    assert view.outstanding_until(3.02) == (893, math.inf)  # the step has ended: it counts, and holds
