@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hardware.catalog import Catalog
-from simulator.capacity import gpu_sequence_bytes, kv_budget, max_streams
+from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, gpu_sequence_bytes, kv_budget, max_streams
 from simulator.errors import must, must_differ
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
@@ -37,7 +37,7 @@ def context_grid(min_tokens: int = 2**10, max_tokens: int = 2**20) -> np.ndarray
 
 def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] = DEFAULT_HARDWARE,
                    layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
-                   tp: int | None = None, memory_utilization: float = 0.9,
+                   tp: int | None = None, memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
     """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
     and max streams per node. `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hardware.catalog import Catalog, NodeSpec, load_catalog
-from simulator.capacity import KVBudget, kv_budget
+from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, must, must_differ, shown
@@ -70,7 +70,7 @@ class ClusterSection:
     pp: int = 1
     dp_attention: bool = False
     ep: int = 1
-    memory_utilization: float = 0.9
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     block_tokens: int = 16
     catalog: str = ""  # extra hardware TOML, relative to the scenario file
     usd_per_gpu_hour: Any = None  # a price for every GPU, or a table GPU = price; None: the catalog's

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hardware.catalog import NodeSpec
+from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
 from simulator.models import DEFAULT_MODEL, ModelSpec
@@ -129,7 +130,7 @@ class EngineConfig:
     short_prompt_tokens: int = 0
     layout: KVLayout = field(default_factory=KVLayout)
     block_tokens: int = DEFAULT_BLOCK_TOKENS
-    memory_utilization: float = 0.9
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     kv_blocks: int = 0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     router: str = "least-tokens"

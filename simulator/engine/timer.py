@@ -42,8 +42,10 @@ class AffineTimer:
     for a step with ``n`` decodes attending ``C`` tokens and prefill chunks of ``new_c`` tokens
     (prefill attention is folded into the per-token prefill cost). A step with no work costs 0.
 
-    Realistic figures for Llama-3-70B bf16 on 8×H100 (tp 8): ``overhead_s ≈ 0.02`` (weights read
-    once a step), ``per_context_token_s ≈ 327680 B / (8 × 3.35e12 B/s) ≈ 1.22e-8``,
+    Round figures for Llama-3-70B bf16 on 8×H100 (tp 8): ``overhead_s = 0.02``, a test figure
+    (reading the weights once a step takes 141.1e9 B / (8 × 3.35e12 B/s) ≈ 5.3e-3 s of it; the
+    calibrated `simulator.cost.StepModel` prices the rest), ``per_context_token_s ≈ 327680 B /
+    (8 × 3.35e12 B/s) ≈ 1.22e-8``,
     ``per_prefill_token_s ≈ 2 × 70.6e9 FLOP / (8 × 989e12 FLOP/s × 0.5) ≈ 3.6e-5``.
     """
 
