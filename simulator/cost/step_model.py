@@ -232,7 +232,16 @@ class StepModel:
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
-        self._dense_weight_bytes = (model.total_params - moe_params) * wb / tp
+        # what one GPU holds of the layers (`placement.stages` with every layer in one stage: what
+        # `fit` says it holds): under TP the dense weights split over tp, except the K/V projections
+        # of KV heads replicated when tp > the KV heads and an MLA model's latent down-projections,
+        # which every rank holds whole (and multiplies every token by: the FLOPs scale with them)
+        one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
+        even = (model.total_params - moe_params) * wb / tp
+        held = one_stage.attention_bytes + one_stage.other_bytes + one_stage.embedding_bytes
+        if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_linear_s`)
+            held = even
+        self._dense_weight_bytes = held
         self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
@@ -241,13 +250,12 @@ class StepModel:
         # terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._memo: dict[tuple[Any, ...], Any] = {}
         expert_active = model.moe_layers * model.experts_per_token * model.expert_params
-        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp  # dense GEMMs
+        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp * (held / even)  # dense GEMMs
         self._expert_flops_per_token = 2.0 * expert_active / tp
         self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
         # one expert's GEMM width a GPU: sharded over tp, or over tp/ep within an expert-parallel group
         self._expert_n = model.expert_params / (EXPERT_GEMMS_PER_LAYER * model.d_model * tp / plan.ep)
         # DP attention: the attention projections run whole on each GPU's own tokens
-        one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
         self._attn_weight_bytes = one_stage.attention_bytes
         self._attn_flops_per_token = 2.0 * model.n_layers * model.attention_params / at
         self._a2a_bytes_per_token = model.experts_per_token * model.d_model * ACTIVATION_BYTES * (plan.ep - 1) / plan.ep

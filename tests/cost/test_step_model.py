@@ -258,3 +258,26 @@ def test_step_model_attention_matches_the_kernel_formulas():
     mla = {"b": [4.0], "h": [16.0], "kv_bytes": [2.0], "rank": [MLA_RANK], "rope": [MLA_ROPE], "ctx": [4096.0]}
     kernel = predict_s("mla_generation", mla, gpu, p)[0]
     assert ds.attention_layer_s((), 4, 4 * 4096) == pytest.approx(kernel, rel=1e-9)
+
+
+def test_a_step_reads_the_weights_a_gpu_holds_replicated_kv_and_latent_projections_included(make, ideal):
+    """Under TP the dense weights split over tp, except what every rank holds whole (as `fit` says):
+    the K/V projections of KV heads replicated when tp > the KV heads, an MLA model's latent
+    down-projections. A step reads them and multiplies every token by them (the FLOPs scale alike)."""
+    # Llama-3-70B on TP16 (8 KV heads: each is on 2 GPUs): the even split is
+    # (70.55e9 params x 2 B) / 16 = 8,818,750,000 B; each GPU holds its KV head's K and V projections
+    # whole, 80 layers x 8192 x (8 heads x 256 values) x (1/8 - 1/16) x 2 B = 167,772,160 B more.
+    llama = make("H100", "Llama-3-70B", ideal, tp=16)
+    assert llama.dense_weight_bytes == 8_818_750_000 + 80 * 8192 * 8 * 256 * (1 / 8 - 1 / 16) * 2
+    # DeepSeek-V3 on TP8 (fp8 weights, 1 B): the latent down-projections, 61 layers x 7168 x
+    # (1536 + 512 + 64) B, are whole on each GPU, 7/8 of them beyond the even split (2,136,403,648 B)
+    deepseek = make("H100", "DeepSeek-V3", ideal, tp=8)
+    assert deepseek.dense_weight_bytes == pytest.approx(2_136_403_648 + 61 * 7168 * 2112 * 7 / 8, rel=1e-12)
+    # `cost` prints what `fit` holds: the dense weights and, at a batch that touches every expert, all of them
+    c = deepseek.cost((), 512, 512 * 1024)
+    assert c.weight_bytes == pytest.approx(2_944_437_952 + 81_739_448_320, rel=1e-3)
+    # the FLOPs follow the weights: a token costs 2 FLOPs per dense weight a GPU holds, minus the
+    # MoE layers' routed experts a token does not touch (the active parameters)
+    even = make("H100", "Llama-3-70B", ideal, tp=8)
+    assert llama.linear_s(64)[2] == pytest.approx(even.linear_s(64)[2] / 2 * (8_986_522_160 / 8_818_750_000),
+                                                 rel=1e-12)
