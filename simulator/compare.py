@@ -134,14 +134,17 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     ``meets_slo``: p99 TTFT and p99 TPOT within the config's SLOs (``slo_ttft_s``, ``slo_tpot_s``)
     and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = (n − 1) /
     (last arrival − first arrival)``.
-    ``memory_factor = layout_memory_factor · kept_kv_fraction``: KV bytes a sequence ends with in
-    all (every GPU's share summed), against an MHA, bf16, full-retention baseline (the layout's
-    `simulator.kv.footprint` factors at the mean context, times the share of its tokens' KV
-    retention keeps: `kept_kv_fraction`). What one GPU holds of it depends on the plan: GQA heads
-    split over TP8, an MLA latent is whole on every GPU, so a smaller total can cost a GPU more.
-    ``memory_factor_per_gpu = memory_factor · gpu_kv_share``, the same against the same baseline on
-    the GPU that holds the most, with ``gpu_kv_share = kv_bytes_per_token_per_gpu / kv_bytes_per_token``
-    (`gpu_kv_bytes_per_token`); Llama-3.1-70B under TP8: GQA 0.125 · 1/8, an MLA retrofit 0.0352 · 1.
+    ``memory_factor = layout_memory_factor · kept_kv_fraction · copies``: KV bytes a sequence ends
+    with in all (every GPU's share summed), against an MHA, bf16, full-retention baseline (the
+    layout's `simulator.kv.footprint` factors at the mean context, times the share of its tokens'
+    KV retention keeps: `kept_kv_fraction`, times ``copies = kv_bytes_per_token_summed /
+    kv_bytes_per_token``, the copies the plan stores: 1 where heads split over the GPUs, more
+    where they are replicated (an MLA latent whole on each of TP8's GPUs: 8; 8 GQA heads over
+    TP16: 2)). ``memory_factor_per_gpu = memory_factor · kv_bytes_per_token_per_gpu /
+    kv_bytes_per_token_summed``, the same against the same baseline on the GPU that holds the most
+    (`gpu_kv_bytes_per_token`); without PP, ``memory_factor = memory_factor_per_gpu · tp_attn``
+    (the GPUs sharing the sequence). Llama-3.1-70B under TP8: GQA 0.125 · 1 in all, 0.125 · 1/8 a
+    GPU; an MLA retrofit 0.0352 · 8 = 0.281 in all, 0.0352 a GPU: fewer bytes a token, more a replica.
 
     `progress` receives the fraction done: each set an equal share (the same requests), advanced
     by its share of requests ended.
@@ -167,7 +170,8 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         tokens = int(done.prompt_tokens.sum() + done.output_tokens.sum())
         layout_factor = math.prod(s["layout_factors"].values())
         kept = kept_kv_fraction(req) if config.retention != "full" else 1.0
-        in_all, per_gpu = gpu_kv_bytes_per_token(config)
+        in_all, per_gpu, summed = gpu_kv_bytes_per_token(config)
+        in_all_factor = layout_factor * kept * summed / in_all  # every GPU's copy counted
         rows.append({
             "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
             "meets_slo": meets_slo(res, config.slo_ttft_s, config.slo_tpot_s),
@@ -181,22 +185,25 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "goodput_fraction": s["goodput_fraction"], "timed_out": s["timed_out"],
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "quality_debit_points": s["quality_debit_points"],
-            "memory_factor": layout_factor * kept,
-            "memory_factor_per_gpu": layout_factor * kept * per_gpu / in_all,
+            "memory_factor": in_all_factor,
+            "memory_factor_per_gpu": in_all_factor * per_gpu / summed,
             "layout_memory_factor": layout_factor,
             "kept_kv_fraction": kept,
             "kv_bytes_per_token": in_all,
             "kv_bytes_per_token_per_gpu": per_gpu,
+            "kv_bytes_per_token_summed": summed,
         })
     meter.finish()
     return pd.DataFrame(rows)
 
 
-def gpu_kv_bytes_per_token(config: EngineConfig) -> tuple[float, float]:
-    """A token's KV bytes in all (`simulator.kv.bytes_per_token`) and on the GPU of the config's
-    first pool that holds the most of it: ``max_s gpu_sequence_bytes(1 token, stage s)``
+def gpu_kv_bytes_per_token(config: EngineConfig) -> tuple[float, float, float]:
+    """A token's KV bytes: one copy in all (`simulator.kv.bytes_per_token`); on the GPU of the
+    config's first pool that holds the most of it, ``max_s gpu_sequence_bytes(1 token, stage s)``
     (`simulator.capacity`, from `simulator.placement`'s ``kv_share``: ``h_gpu / h`` of the stage's
-    layers, or all of an MLA latent)."""
+    layers, or all of an MLA latent); and summed over the GPUs that hold the sequence,
+    ``tp_attn · Σ_s gpu_sequence_bytes(1 token, stage s)`` (each stage's ``tp_attn`` attention
+    ranks hold a share each; replicated heads or a latent are counted on every rank)."""
     from hardware.catalog import load_catalog
     from simulator.capacity import gpu_sequence_bytes, kv_budget
     from simulator.kv import bytes_per_token
@@ -205,8 +212,8 @@ def gpu_kv_bytes_per_token(config: EngineConfig) -> tuple[float, float]:
     model = config.model if not isinstance(config.model, str) else get_model(config.model)
     node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
     budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=config.plan)
-    per_gpu = max(gpu_sequence_bytes(budget, model, config.layout, 1, s) for s in range(len(budget.stages)))
-    return bytes_per_token(model, config.layout), per_gpu
+    stage_bytes = [gpu_sequence_bytes(budget, model, config.layout, 1, s) for s in range(len(budget.stages))]
+    return bytes_per_token(model, config.layout), max(stage_bytes), budget.plan.attention_tp * sum(stage_bytes)
 
 
 def kept_kv_fraction(requests: pd.DataFrame) -> float:

@@ -64,13 +64,14 @@ def test_a_table_without_the_per_gpu_column_still_draws() -> None:
 
 
 def test_compare_gives_the_memory_factor_on_one_gpu() -> None:
-    """memory_factor_per_gpu = memory_factor · per-GPU bytes / total bytes: GQA under TP8 0.125 / 8,
-    the MLA retrofit 0.0352 · 1 (its latent whole on each GPU), so MLA costs a GPU more."""
+    """memory_factor_per_gpu = memory_factor · per-GPU bytes / summed bytes: GQA under TP8 0.125 / 8,
+    the MLA retrofit 0.281 / 8 (its latent whole on each GPU: 0.0352 · 8 in all), so MLA costs a
+    GPU more, and the replica too."""
     reqs = list(load_workload("chat-4k", seed=0, duration_s=5))
     df = compare_strategies(EngineConfig(model="Llama-3.1-70B"), reqs, ["native", "mla"], seed=0).set_index("strategy")
     assert df.memory_factor_per_gpu["native"] == pytest.approx(df.memory_factor["native"] / 8, rel=1e-12)
-    assert df.memory_factor_per_gpu["mla"] == pytest.approx(df.memory_factor["mla"], rel=1e-12)
-    assert df.memory_factor["mla"] < df.memory_factor["native"]
+    assert df.memory_factor_per_gpu["mla"] == pytest.approx(df.memory_factor["mla"] / 8, rel=1e-12)
+    assert df.memory_factor["mla"] > df.memory_factor["native"]
     assert df.memory_factor_per_gpu["mla"] > df.memory_factor_per_gpu["native"]
     assert (df.kv_bytes_per_token["native"], df.kv_bytes_per_token_per_gpu["native"]) == (327_680, 40_960)
     assert (df.kv_bytes_per_token["mla"], df.kv_bytes_per_token_per_gpu["mla"]) == (92_160, 92_160)
