@@ -108,9 +108,15 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
 def gpu_sequence_bytes(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int, stage: int,
                        block_tokens: int = 0) -> float:
     """KV bytes one GPU of `stage` holds for a sequence: ``sequence_bytes(n, its layers) · kv_share``."""
-    st = budget.stages[stage]
-    share = kv_share(model, layout, budget.plan.attention_tp)
-    return sequence_bytes(model, layout, context_tokens, block_tokens, st.layer_range) * share
+    return stage_sequence_bytes(model, layout, budget.plan, budget.stages[stage], context_tokens, block_tokens)
+
+
+def stage_sequence_bytes(model: ModelSpec, layout: KVLayout, plan: ParallelPlan, stage: Stage, context_tokens: int,
+                         block_tokens: int = 0) -> float:
+    """`gpu_sequence_bytes` from the plan and stage alone (no budget: it holds whether or not the
+    weights fit): ``sequence_bytes(n, the stage's layers) · kv_share(plan's tp_attn)``."""
+    share = kv_share(model, layout, plan.attention_tp)
+    return sequence_bytes(model, layout, context_tokens, block_tokens, stage.layer_range) * share
 
 
 def sequences_per_group(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
@@ -195,36 +201,46 @@ def max_context(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, bat
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanCapacity:
-    """One plan's per-GPU arithmetic and streams at a context (`compare_plans`)."""
+    """One plan's per-GPU arithmetic and streams at a context (`compare_plans`).
+
+    ``gpus`` is one replica's; ``nodes`` the nodes its replicas tile (one node, or those one
+    replica spans). ``max_streams`` counts every replica on those ``nodes`` (`max_streams`):
+    ``replicas · streams_per_replica``; ``streams_per_replica = kv_groups · min_s floor(kv_budget_s /
+    kv_s(n))``; ``streams_per_node = max_streams / nodes``. A plan whose weights do not fit has no
+    streams (0) but its stream's bytes all the same: they do not depend on the weights.
+    """
 
     plan: str
-    gpus: int
+    gpus: int  # one replica's
     nodes: int
     weight_bytes_per_gpu: float  # the binding GPU's
     kv_bytes_per_gpu: float
-    stream_bytes_per_gpu: float
-    max_streams: int
+    stream_bytes_per_gpu: float  # the binding GPU's share of one stream at the context
+    max_streams: int  # all replicas on `nodes`
     streams_per_node: float
     fits: bool
     why: str = ""
+    streams_per_replica: int = 0
 
 
 def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_tokens: int,
                   plans: list[ParallelPlan], memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
                   block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[PlanCapacity]:
     """Each plan's binding GPU (the stage with the fewest streams) and streams at `context_tokens`;
-    a plan whose weights do not fit is kept with ``fits = False`` and the reason."""
+    a plan whose weights do not fit is kept with ``fits = False``, the reason, no streams, and its
+    heaviest GPU's weights and share of a stream (`stage_sequence_bytes`)."""
     rows = []
     for plan in plans:
         try:
             b = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         except (DoesNotFitError, ConfigError) as exc:
-            heaviest = max(st.weight_bytes for st in stages(model, plan))
+            heaviest = max(stages(model, plan), key=lambda st: st.weight_bytes)
             rows.append(PlanCapacity(plan=plan.label, gpus=plan.gpus, nodes=max(1, plan.gpus // node.gpus),
-                                     weight_bytes_per_gpu=heaviest,
-                                     kv_bytes_per_gpu=node.gpu.hbm_bytes * memory_utilization - heaviest,
-                                     stream_bytes_per_gpu=0.0, max_streams=0,
-                                     streams_per_node=0.0, fits=False, why=str(exc)))
+                                     weight_bytes_per_gpu=heaviest.weight_bytes,
+                                     kv_bytes_per_gpu=node.gpu.hbm_bytes * memory_utilization - heaviest.weight_bytes,
+                                     stream_bytes_per_gpu=stage_sequence_bytes(model, layout, plan, heaviest,
+                                                                               context_tokens, block_tokens),
+                                     max_streams=0, streams_per_node=0.0, fits=False, why=str(exc)))
             continue
         seq = [gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens) for s in range(len(b.stages))]
         s = min(range(len(seq)), key=lambda i: (b.stage_kv_bytes(i) // seq[i], i))  # the binding stage
@@ -232,7 +248,8 @@ def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_to
         rows.append(PlanCapacity(
             plan=plan.label, gpus=plan.gpus, nodes=b.nodes, weight_bytes_per_gpu=b.stages[s].weight_bytes,
             kv_bytes_per_gpu=b.stage_kv_bytes(s), stream_bytes_per_gpu=seq[s],
-            max_streams=streams, streams_per_node=streams / b.nodes, fits=True))
+            max_streams=streams, streams_per_node=streams / b.nodes, fits=True,
+            streams_per_replica=streams // b.replicas))
     return rows
 
 

@@ -3,10 +3,19 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from hardware.catalog import load_catalog
+from simulator.capacity import compare_plans
+from simulator.cli import main
 from simulator.compare import compare_strategies
 from simulator.engine import AffineTimer, EngineConfig
+from simulator.kv import KVLayout
+from simulator.models import get_model
+from simulator.placement import candidate_plans
 from workloads.request import Request
 
 # three short requests and a fast timer: the memory factors depend on the plan and layout alone
@@ -49,3 +58,52 @@ def test_memory_factor_sums_the_pipeline_stages() -> None:
     assert got["native"] == pytest.approx((0.125, 0.0078125), rel=1e-12)
     assert got["mla"] == pytest.approx((0.28125, 0.017578125), rel=1e-12)
 
+
+# --- D6, D8: fit's plans table ------------------------------------------------------------------
+
+def _fit_plans() -> dict[str, dict]:
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072",
+                                  "--batch", "32", "--json"])
+    assert r.exit_code == 0, r.output
+    return {p["plan"]: p for p in json.loads(r.output)["plans"]}
+
+
+def test_a_plan_whose_weights_do_not_fit_still_gives_its_streams_bytes() -> None:
+    """Llama-3-70B at 131,072 tokens: 80 layers · 8 KV heads · 2 · 128 · 2 B = 327,680 B a token; TP1's
+    one GPU holds all 8 heads: 327,680 · 131,072 = 42,949,672,960 B (42.950 GB), though its 141.1 GB
+    of weights do not fit. DeepSeek-V3's latent at 32,768 tokens on 8xH200, TP4 (does not fit):
+    61 layers · 576 values · 2 B = 70,272 B a token, whole on the GPU: · 32,768 = 2,302,672,896 B."""
+    tp1 = _fit_plans()["TP1"]
+    assert not tp1["fits"] and tp1["max_streams"] == 0
+    assert tp1["stream_bytes_per_gpu"] == 42_949_672_960
+    dsv3 = {r.plan: r for r in compare_plans(load_catalog().node("8xH200"), get_model("DeepSeek-V3"), KVLayout(),
+                                              32_768, candidate_plans(load_catalog().node("8xH200"),
+                                                                      get_model("DeepSeek-V3")))}
+    assert not dsv3["TP4"].fits and dsv3["TP4"].stream_bytes_per_gpu == 2_302_672_896
+
+
+def test_fit_table_prints_the_real_stream_size_of_a_plan_that_does_not_fit() -> None:
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072",
+                                  "--batch", "32"])
+    assert r.exit_code == 0, r.output
+    tp1 = next(line.split() for line in r.output.splitlines() if line.split()[:1] == ["TP1"])
+    # plan, GPUs, nodes, weights, KV, GB/stream/GPU, streams/replica, streams (nodes), streams/node
+    assert tp1 == ["TP1", "1", "1", "141.10", "-69.10", "42.950", "0", "0", "0.0"]
+
+
+def test_fit_plans_give_one_replicas_streams_beside_all_replicas_on_the_nodes() -> None:
+    """TP4 on 8xH100: 2 replicas of 4 GPUs. A GPU: 80 GB · 0.9 − 35.27 GB weights = 36.73 GB of KV; a
+    131,072-token stream holds 2 of 8 heads there, 327,680 / 4 · 131,072 = 10.737 GB: floor(36.73 /
+    10.737) = 3 a replica, 6 on the node. TP16: one replica over 2 nodes, 11 both ways. DP8-attention
+    PP2: 8 KV pools (one a GPU of a stage), 2 streams each (its own count): 16 a replica."""
+    plans = _fit_plans()
+    assert (plans["TP4"]["gpus"], plans["TP4"]["streams_per_replica"], plans["TP4"]["max_streams"]) == (4, 3, 6)
+    assert (plans["TP16"]["streams_per_replica"], plans["TP16"]["max_streams"]) == (11, 11)
+    assert (plans["DP8-attention PP2"]["streams_per_replica"], plans["DP8-attention PP2"]["max_streams"]) == (16, 16)
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072",
+                                  "--batch", "32"])
+    header = next(line for line in r.output.splitlines() if line.split()[:2] == ["plan", "GPUs"])
+    assert "streams/replica  streams (nodes)  streams/node" in header
+    assert "streams (nodes): all replicas on the plan's nodes" in r.output
+    tp4 = next(line.split() for line in r.output.splitlines() if line.split()[:1] == ["TP4"])
+    assert tp4[1] == "4" and tp4[-3:] == ["3", "6", "6.0"]

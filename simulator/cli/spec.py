@@ -197,9 +197,11 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                            "nodes": p.nodes, "weights GB/GPU": round(p.weight_bytes_per_gpu / GB, 2),
                            "KV GB/GPU": round(p.kv_bytes_per_gpu / GB, 2),
                            "GB/stream/GPU": round(p.stream_bytes_per_gpu / GB, 3),
-                           "streams": p.max_streams, "streams/node": round(p.streams_per_node, 1)}
+                           "streams/replica": p.streams_per_replica, "streams (nodes)": p.max_streams,
+                           "streams/node": round(p.streams_per_node, 1)}
                           for p in plans])
-    click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; KV < 0: the weights do not fit):")
+    click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; GPUs and streams/replica: one "
+               "replica's; streams (nodes): all replicas on the plan's nodes; KV < 0: the weights do not fit):")
     click.echo("    " + table.to_string(index=False).replace("\n", "\n    "))
     if streams >= batch:
         click.echo(f"  target {batch} × {context_tokens:,} tokens fits"
