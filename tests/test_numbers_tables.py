@@ -12,6 +12,7 @@ from hardware.catalog import load_catalog
 from simulator.capacity import compare_plans
 from simulator.cli import main
 from simulator.compare import compare_strategies
+from simulator.cost.params import load_params
 from simulator.engine import AffineTimer, EngineConfig
 from simulator.kv import KVLayout
 from simulator.models import get_model
@@ -107,3 +108,29 @@ def test_fit_plans_give_one_replicas_streams_beside_all_replicas_on_the_nodes() 
     assert "streams (nodes): all replicas on the plan's nodes" in r.output
     tp4 = next(line.split() for line in r.output.splitlines() if line.split()[:1] == ["TP4"])
     assert tp4[1] == "4" and tp4[-3:] == ["3", "6", "6.0"]
+
+
+# --- D10: cost's attention share, its fixed kernel latency apart from its KV reads -----------------
+
+def test_cost_splits_the_attention_share_into_fixed_latency_and_kv_reads() -> None:
+    """Llama-3.1-8B, batch 1 at 1,024 tokens on one H100 (`decode_kernel_terms`' docstring, H100 params):
+    a layer's decode kernel, 8 KV heads of d = 128 (r = 1), is fixed at attn_latency_s + decode_head_dim_latency_s
+    + 8 · decode_head_latency_s + decode_seq_latency_s + Q read and O write (32 heads · 128 · 2 B · 2 =
+    16,384 B at 3.35 TB/s · decode_qo_eff) = 9.557 + 1.631 + 0.178 + 0.007 + 0.005 = 11.377 us; 32 layers
+    0.364 ms of the 6.590 ms step (5.5%). Reading the KV, 131,072 B · 1,024 = 0.134 GB, takes 0.047 ms
+    (0.7%): attention's 6% is mostly latency, not KV reads."""
+    p = load_params("H100")
+    per_layer = (p.attn_latency_s + p.decode_head_dim_latency_s + 8 * p.decode_head_latency_s
+                 + p.decode_seq_latency_s + 32 * 128 * 2 * 2 / (3.35e12 * p.decode_qo_eff))
+    args = ["cost", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "1024"]
+    out = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    step = out["decode_step_s"]
+    assert step == pytest.approx(6.590e-3, abs=5e-7)
+    assert out["decode_share_attention_fixed"] * step == pytest.approx(32 * per_layer, rel=1e-9)
+    assert 32 * per_layer == pytest.approx(0.364e-3, abs=5e-7)
+    assert out["decode_share_kv_reads"] * step == pytest.approx(0.047e-3, abs=5e-7)
+    assert out["decode_share_attention_fixed"] + out["decode_share_kv_reads"] == pytest.approx(
+        out["decode_share_kv"], rel=1e-12)
+    text = CliRunner().invoke(main, args).output
+    assert ("attention 6% (fixed kernel latency 5.5%, KV reads 0.7%: 0.13 GB/GPU)" in text
+            and "KV reads 6%" not in text)

@@ -91,7 +91,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "decode_mfu": dec.mfu,
         "decode_flops_per_byte": dec.arithmetic_intensity,
         "decode_share_weights": dec.linear_s / dec.total_s,
-        "decode_share_kv": dec.attention_s / dec.total_s,
+        "decode_share_kv": dec.attention_s / dec.total_s,  # all of attention: fixed + KV reads (the two below)
+        "decode_share_attention_fixed": dec.attention_fixed_s / dec.total_s,
+        "decode_share_kv_reads": (dec.attention_s - dec.attention_fixed_s) / dec.total_s,
         "decode_share_comm": dec.comm_s / dec.total_s,
         "decode_share_overhead": dec.overhead_s / dec.total_s,
         "decode_weight_bytes_per_gpu": dec.weight_bytes,
@@ -115,7 +117,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     )
     click.echo(
         f"  decode time: weights {out['decode_share_weights']:.0%} ({dec.weight_bytes / GB:.2f} GB/GPU), "
-        f"KV reads {out['decode_share_kv']:.0%} ({dec.kv_bytes / GB:.2f} GB/GPU), "
+        f"attention {out['decode_share_kv']:.0%} (fixed kernel latency {out['decode_share_attention_fixed']:.1%}, "
+        f"KV reads {out['decode_share_kv_reads']:.1%}: {dec.kv_bytes / GB:.2f} GB/GPU), "
         f"communication {out['decode_share_comm']:.0%}, overhead {out['decode_share_overhead']:.0%}"
     )
 

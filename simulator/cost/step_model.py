@@ -105,6 +105,10 @@ class StepCost:
     kv_bytes: float
     tokens: float
     mfu: float
+    # of attention_s, the decode kernels' fixed part (`decode_terms`' fixed_s: launch and per-block
+    # latencies, the Q read and O write), the same at any context; the rest of a decode-only step's
+    # attention_s is its time over the KV bytes, ``kv_bytes · s_per_kv_byte``
+    attention_fixed_s: float = 0.0
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -800,7 +804,7 @@ class StepModel:
         tokens = new + decode_batch
         lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
         at_t, tc, tm = self.prefill_attention_s(chunks)
-        kv_dec = 0.0
+        kv_dec = fixed = 0.0
         if decode_batch:
             kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens
             fixed, s_b, s_c, s_m = self.decode_terms(decode_batch)
@@ -826,4 +830,5 @@ class StepModel:
             kv_bytes=at_bytes,
             tokens=tokens,
             mfu=flops / (total * self._peak) if total else 0.0,
+            attention_fixed_s=fixed,
         )
