@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import click
@@ -295,7 +296,14 @@ def models(catalog: Path | None, as_json: bool) -> None:
              "kv heads": m.n_kv_heads if m.attention != "mla" else "-", "head dim": m.head_dim,
              "params (B)": m.total_params / 1e9, "active (B)": m.active_params / 1e9, "weights": weight_precision(m),
              "max ctx": m.max_context_tokens, "KV B/token": int(bytes_per_token(m))} for m in table.values()]
-    click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    click.echo(pd.DataFrame(rows).to_string(index=False, float_format=tenths))
+
+
+def tenths(x: float) -> str:
+    """`x` to one decimal, half up from its shortest decimal form (``repr``): 70.55 (billion
+    parameters) prints 70.6, as its model card, where ``f"{70.55:.1f}"`` gives 70.5 (the float
+    nearest 70.55 lies just below it)."""
+    return f"{Decimal(repr(float(x))).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP):,}"
 
 
 @click.command()
