@@ -156,3 +156,18 @@ def test_the_readme_collapse_example_has_the_header_the_tool_prints() -> None:
     assert header == "max concurrent streams per node, Llama-3-70B (bf16 weights):"
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"--model Llama-3-70B\n{header}\n" in readme
+
+
+def test_cost_under_pipeline_parallelism_gives_a_gpu_its_stage_share() -> None:
+    """`cost` on TP8 PP2: a GPU holds one stage (fit: 50.73 GB of Llama-3.1-405B's weights on 8xH200),
+    and a step reads both stages' in turn; the per-GPU figures were the whole pipeline's (101.46 GB)."""
+    args = ["cost", "--hardware", "8xH200", "--model", "Llama-3.1-405B", "--tp", "8", "--pp", "2", "--batch", "4",
+            "--context", "8192"]
+    out = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert out["decode_weight_bytes_per_gpu"] == pytest.approx(out["decode_weight_bytes_per_step"] / 2)
+    # 126 layers' KV of 4 sequences of 8,192 tokens: 126 x 8 heads x 256 values x 2 B x 8192 x 4 over
+    # 8 GPUs a stage (one KV head each), half the layers a stage: 1.057 GB a GPU
+    assert out["decode_kv_bytes_per_gpu"] == pytest.approx(126 * 8 * 256 * 2 * 8192 * 4 / 8 / 2, rel=1e-3)
+    text = CliRunner().invoke(main, args).output
+    # the weights a GPU reads, as fit holds them: 811.7e9 B over 8 GPUs and 2 stages
+    assert "(50.73 GB/GPU)" in text and ": 1.06 GB/GPU)" in text and "passes the 2 stages in turn" in text

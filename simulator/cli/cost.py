@@ -96,8 +96,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "decode_share_kv_reads": (dec.attention_s - dec.attention_fixed_s) / dec.total_s,
         "decode_share_comm": dec.comm_s / dec.total_s,
         "decode_share_overhead": dec.overhead_s / dec.total_s,
-        "decode_weight_bytes_per_gpu": dec.weight_bytes,
-        "decode_kv_bytes_per_gpu": dec.kv_bytes,
+        # a step passes the pipeline's stages in turn: what it reads in all, and a GPU's stage's share
+        "decode_weight_bytes_per_step": dec.weight_bytes,
+        "decode_kv_bytes_per_step": dec.kv_bytes,
+        "decode_weight_bytes_per_gpu": dec.weight_bytes / plan.pp,
+        "decode_kv_bytes_per_gpu": dec.kv_bytes / plan.pp,
         "params_source": params.source,
     }
     if as_json:
@@ -116,11 +119,16 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
     click.echo(
-        f"  decode time: weights {out['decode_share_weights']:.0%} ({dec.weight_bytes / GB:.2f} GB/GPU), "
+        f"  decode time: weights {out['decode_share_weights']:.0%} "
+        f"({out['decode_weight_bytes_per_gpu'] / GB:.2f} GB/GPU), "
         f"attention {out['decode_share_kv']:.0%} (fixed kernel latency {out['decode_share_attention_fixed']:.1%}, "
-        f"KV reads {out['decode_share_kv_reads']:.1%}: {dec.kv_bytes / GB:.2f} GB/GPU), "
+        f"KV reads {out['decode_share_kv_reads']:.1%}: {out['decode_kv_bytes_per_gpu'] / GB:.2f} GB/GPU), "
         f"communication {out['decode_share_comm']:.0%}, overhead {out['decode_share_overhead']:.0%}"
     )
+    if plan.pp > 1:
+        click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
+                   f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "
+                   "of KV in all")
 
 
 def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KVLayout, batch: int, context: int,
