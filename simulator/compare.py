@@ -33,6 +33,7 @@ from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import lever_parts, parse_layout
 from simulator.progress import Meter, Progress
 from workloads.request import Request
+from workloads.summary import offered_rate_per_s
 
 RETENTIONS = {"streaming-llm": "window_tokens", "h2o": "budget_tokens", "snapkv": "budget_tokens"}
 REUSE = ("prefix", "dram", "nvme", "lru", "lfu", "fifo")
@@ -132,8 +133,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``;
     ``usd_per_million_output_tokens`` the same over output tokens alone (the run summary's).
     ``meets_slo``: p99 TTFT and p99 TPOT within the config's SLOs (``slo_ttft_s``, ``slo_tpot_s``)
-    and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = (n − 1) /
-    (last arrival − first arrival)``.
+    and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = n /
+    (last arrival − first arrival)``, the workload's rate as ``kvsim workload describe`` and the run
+    summary's workload line print it (`workloads.summary.offered_rate_per_s`), not the run summary's
+    steady-window ``offered_requests_per_s``.
     ``memory_factor = layout_memory_factor · kept_kv_fraction · copies``: KV bytes a sequence ends
     with in all (every GPU's share summed), against an MHA, bf16, full-retention baseline (the
     layout's `simulator.kv.footprint` factors at the mean context, times the share of its tokens'
@@ -159,7 +162,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
 
     arrivals = [r.arrival_s for r in requests]
     span_s = max(arrivals) - min(arrivals) if arrivals else 0.0
-    offered = (len(arrivals) - 1) / span_s if span_s > 0 else math.nan  # Poisson's estimate of the rate
+    offered = offered_rate_per_s(len(arrivals), span_s)
     rows: list[dict[str, Any]] = []
     meter = Meter(progress, [len(configs)])
     for spec, config in zip(must_specs, configs, strict=True):

@@ -28,6 +28,16 @@ from workloads.request import Request
 PERCENTILES = (50, 90, 99)
 
 
+def offered_rate_per_s(n_requests: int, span_s: float) -> float:
+    """The workload's offered rate, the one figure every command prints for it (``kvsim workload
+    describe``'s ``rate_per_s``, ``kvsim run``'s summary.md line, ``kvsim compare``'s
+    ``offered_requests_per_s``): ``n_requests / span_s`` with ``span_s`` = last arrival − first
+    arrival; NaN when the span is 0 (every request at one instant: no rate). Not the run summary's
+    ``offered_requests_per_s``, the arrivals in the steady window over its length
+    (`simulator.engine.steady`)."""
+    return n_requests / span_s if span_s > 0 else float("nan")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Quantiles:
     """Mean and p50/p90/p99 of one quantity (NaN when there are no observations)."""
@@ -49,7 +59,8 @@ class Quantiles:
 class WorkloadSummary:
     """Summary of one pass over a workload.
 
-    ``duration_s`` is last arrival minus first; ``rate_per_s = n_requests / duration_s``.
+    ``duration_s`` is last arrival minus first; ``rate_per_s = n_requests / duration_s``
+    (`offered_rate_per_s`).
     ``skipped_rows`` counts malformed trace rows skipped (``on_error="skip"``) or failed
     requests a reader drops by rule (BurstGPT rows with 0 response tokens). ``prefix_note`` is
     empty when the segment ids show prefix reuse; otherwise why they cannot, and then
@@ -147,7 +158,7 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
         n_requests=n,
         n_sessions=len(sessions),
         duration_s=duration_s,
-        rate_per_s=n / duration_s if duration_s > 0 else float("nan"),
+        rate_per_s=offered_rate_per_s(n, duration_s),
         prompt_tokens=Quantiles.of(np.asarray(prompt, dtype=np.float64)),
         output_tokens=Quantiles.of(np.asarray(output, dtype=np.float64)),
         prefix_hit_share=hit_tokens / total_prompt if total_prompt and known else float("nan"),

@@ -24,7 +24,10 @@ Figures over the window (``L = end − start``):
   token is counted at its first-token time; its other ``o − 1`` are spread evenly over
   ``(first token, end]`` (each boundary misplaces at most one token a request);
 - ``sustained_requests_per_s``: completions in the window / L;
-- ``offered_requests_per_s``: arrivals in the window / L.
+- ``offered_requests_per_s``: arrivals in the window / L; a different quantity from the
+  workload's rate over the whole run (``n / (last arrival − first arrival)``,
+  `workloads.summary.offered_rate_per_s`, which ``kvsim workload describe`` and ``kvsim compare``
+  print), since warm-up and drain are left out.
 
 **Not steady** (``steady_state = False``, with the reason in ``steady_state_warning``) when the
 window is empty or holds fewer than `min_completions` (10) completions (too short to tell, and
