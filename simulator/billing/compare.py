@@ -27,7 +27,7 @@ import pandas as pd
 
 from simulator.billing.breakeven import breakeven_hit_probability
 from simulator.billing.ledger import BillResult, bill_many
-from simulator.billing.profiles import PriceProfile, parse_ttl, ttl_label
+from simulator.billing.profiles import PriceProfile, parse_ttl
 from simulator.errors import must
 from workloads.request import Request
 
@@ -100,7 +100,7 @@ def compare_ttls(
         read, cached = int(tot["read_tokens"]), int(tot["read_tokens"] + tot["write_tokens"])
         prompt = int(res.frame["prompt_tokens"].sum())
         rows.append({
-            "profile": profile.key, "ttl": ttl_label(t), "ttl_s": t, "requests": int(tot["requests"]),
+            "profile": profile.key, "ttl": profile.ttl_name(t), "ttl_s": t, "requests": int(tot["requests"]),
             "share_requests_with_read": tot["hit_rate"], "read_tokens": int(tot["read_tokens"]),
             "write_tokens": int(tot["write_tokens"]), "plain_tokens": int(tot["plain_tokens"]),
             "input_usd": tot["input_usd"], "storage_usd": tot["storage_usd"], "total_usd": tot["total_usd"],
@@ -120,7 +120,7 @@ def compare_ttls(
         profile=profile,
         summary=pd.DataFrame(rows),
         gap_percentiles_s=pct,
-        results={ttl_label(t): r for t, r in results.items()},
+        results={profile.ttl_name(t): r for t, r in results.items()},
         requests_with_breakpoints=marked[0],
     )
 

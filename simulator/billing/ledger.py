@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from simulator.billing.profiles import PriceProfile, ttl_label
+from simulator.billing.profiles import PriceProfile
 from simulator.errors import must
 from simulator.units import HOUR_S, MTOK
 from workloads.request import Request
@@ -99,7 +99,7 @@ class Ledger:
         must(ttl_s >= 0, "Ledger", "ttl_s", ">= 0", ttl_s)
         must(write_latency_s >= 0, "Ledger", "write_latency_s", ">= 0", write_latency_s)
         self.profile, self.ttl_s, self.write_latency_s = profile, float(ttl_s), float(write_latency_s)
-        self.label = ttl_label(self.ttl_s)
+        self.label = profile.ttl_name(self.ttl_s)
         self._write_mult = profile.write_multiplier(self.ttl_s) if self.ttl_s > 0 else 1.0
         self._store: dict[tuple[int, ...], _Entry] = {}
         self._last_use: dict[tuple[int, ...], float] = {}

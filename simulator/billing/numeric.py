@@ -26,7 +26,7 @@ from simulator.billing.breakeven import (
     reads_to_break_even,
     relative_cost,
 )
-from simulator.billing.profiles import PriceProfile, ttl_label
+from simulator.billing.profiles import PriceProfile
 from simulator.errors import must
 from simulator.units import MINUTE_S, MTOK
 
@@ -110,7 +110,7 @@ def ttl_rows(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
         w = profile.write_multiplier(t)
         lam = breakeven_reuse_rate(t, r, w)
         rows.append({
-            "ttl": ttl_label(t), "ttl_s": t, "write_multiplier": w, "read_multiplier": r,
+            "ttl": profile.ttl_name(t), "ttl_s": t, "write_multiplier": w, "read_multiplier": r,
             "breakeven_p_hit": breakeven_hit_probability(r, w),
             "breakeven_rate_per_min": lam * MINUTE_S,
             "breakeven_gap_min": math.inf if lam == 0 else 1.0 / (lam * MINUTE_S),
@@ -127,7 +127,7 @@ def crossovers(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
         for b in ts[i + 1 :]:
             lam = crossover_reuse_rate(a, profile.write_multiplier(a), b, profile.write_multiplier(b), r)
             rows.append(
-                {"short": ttl_label(a), "long": ttl_label(b), "crossover_rate_per_min": lam * MINUTE_S}
+                {"short": profile.ttl_name(a), "long": profile.ttl_name(b), "crossover_rate_per_min": lam * MINUTE_S}
             )
     return pd.DataFrame(rows, columns=["short", "long", "crossover_rate_per_min"])
 
@@ -142,17 +142,20 @@ def cost_curves(
 
     Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache) and, given
     `prefix_tokens`, ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``.
-    A ``none`` TTL row set (relative cost 1) is included for reference.
+    A ``none`` TTL row set (relative cost 1) is included for reference. A `prefix_tokens` below the
+    profile's ``min_cacheable_tokens`` cannot be cached (`PriceProfile.cacheable_tokens` is 0): it is
+    billed as plain input, so every TTL's rows read ``p_hit 0, relative_cost 1``.
     """
     rates = [float(x) for x in rates_per_min]
+    cacheable = prefix_tokens is None or profile.cacheable_tokens(prefix_tokens) > 0
     rows = []
     for t in [0.0, *ttls_s]:
-        w = profile.write_multiplier(t) if t > 0 else 1.0
+        cached = t > 0 and cacheable
+        w = profile.write_multiplier(t) if t > 0 else 1.0  # a TTL the profile does not sell raises either way
         for rate in rates:
-            p = hit_probability_poisson(rate / MINUTE_S, t) if t > 0 else 0.0
-            rows.append(
-                (ttl_label(t), t, float(rate), p, relative_cost(p, profile.read_multiplier, w) if t else 1.0)
-            )
+            p = hit_probability_poisson(rate / MINUTE_S, t) if cached else 0.0
+            cost = relative_cost(p, profile.read_multiplier, w) if cached else 1.0
+            rows.append((profile.ttl_name(t), t, float(rate), p, cost))
     df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
     if prefix_tokens is not None:
         df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
@@ -167,7 +170,7 @@ def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.
         w = profile.write_multiplier(t)
         p = hit_probability(gaps, t)
         rows.append({
-            "ttl": ttl_label(t), "p_hit": p, "relative_cost": relative_cost(p, r, w),
+            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": relative_cost(p, r, w),
             "savings_pct": 100.0 * (1.0 - relative_cost(p, r, w)),
             "breakeven_scale": breakeven_scale(gaps, t, r, w),
             "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,

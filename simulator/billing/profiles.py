@@ -124,6 +124,14 @@ class PriceProfile:
         """The first TTL the profile sells (5 min for Anthropic)."""
         return self.ttl_s[0]
 
+    def ttl_name(self, ttl_s: float) -> str:
+        """The profile's own name of a TTL it sells (``ttl_names``: DeepSeek's 86400 s is ``"24h"``);
+        `ttl_label` for any other (``"none"`` for 0, a settable TTL the profile does not list)."""
+        for t, name in zip(self.ttl_s, self.ttl_names, strict=True):
+            if t == ttl_s:
+                return name
+        return ttl_label(ttl_s)
+
     def write_multiplier(self, ttl_s: float) -> float:
         """Write price for a TTL, x base input. Raises listing the TTLs sold when not offered."""
         for t, w in zip(self.ttl_s, self.write_multipliers, strict=True):

@@ -123,6 +123,15 @@ def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     return ttls
 
 
+def _uncacheable_note(prof: PriceProfile, prefix_tokens: int) -> str:
+    """Why a prefix below the profile's minimum cacheable length gains nothing from any TTL, and
+    its plain input price, ``prefix_tokens × input $/MTok / MTOK``."""
+    return (f"note: a {prefix_tokens:,}-token prefix is below {prof.key}'s minimum cacheable prefix of "
+            f"{prof.min_cacheable_tokens:,} tokens: it cannot be cached under this profile, so every request pays "
+            f"the plain input price, ${prof.input_usd(prefix_tokens):.4g} a request, under any TTL (the break-even "
+            f"rates below hold for prefixes of {prof.min_cacheable_tokens:,} tokens or more)")
+
+
 def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
     """The replay's reason that nothing was cached, with the profiles that cache without breakpoints."""
     if reason is None:
@@ -144,7 +153,9 @@ def _show(title: str, frame: pd.DataFrame) -> None:
 @click.option("--catalog", "--profiles", "profiles_file", cls=Renamed, default=None,
               help="Extra TOML file of price profiles ([profile.NAME] tables, as simulator/billing/profiles.toml).")
 @click.option("--ttl", "ttl_text", default=None, help="Comma list of TTLs, e.g. 5m,1h (default: all sold).")
-@click.option("--prefix-tokens", type=int, default=None, help="Cached prefix length, for costs in USD.")
+@click.option("--prefix-tokens", type=int, default=None,
+              help="Cached prefix length, for costs in USD. One shorter than the profile's minimum cacheable "
+              "length cannot be cached: it is billed as plain input under every TTL (a note says so).")
 @click.option(
     "--rate", "rate_text", default=None, help="Prefix reuses per minute (Poisson); comma list allowed."
 )
@@ -205,10 +216,7 @@ def breakeven(
         given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]
         must(len(given) <= 1, "breakeven", "--rate/--gaps/--workload", "at most one of them", len(given))
         if prefix_tokens is not None:
-            must(
-                prefix_tokens >= prof.min_cacheable_tokens, "breakeven", "prefix_tokens",
-                f">= the profile's minimum cacheable {prof.min_cacheable_tokens}", prefix_tokens,
-            )  # fmt: skip
+            must(prefix_tokens >= 1, "breakeven", "prefix_tokens", ">= 1 token", prefix_tokens)
         rates = _floats(rate_text, "rate") if rate_text else []
         gaps = parse_gaps(gaps_spec) if gaps_spec is not None else None  # a bad --gaps fails before any table
         wl = None
@@ -222,6 +230,8 @@ def breakeven(
             f"profile {prof.key}: input ${prof.input_usd_per_mtok:g}/MTok, read x{prof.read_multiplier:g} "
             f"({prof.source}, {prof.as_of})"
         )
+        if prefix_tokens is not None and prof.cacheable_tokens(prefix_tokens) == 0:
+            echo(_uncacheable_note(prof, prefix_tokens))
         show("Break-even for Poisson reuse (rates in reuses per minute):", table)
         if not cross.empty:
             show("Longer TTL cheaper above:", cross)

@@ -47,7 +47,7 @@ def test_gaps_distribution_and_file(tmp_path):
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
         (["--rate", "fast"], "'rate' must be a number"),
-        (["--prefix-tokens", "500"], "'prefix_tokens' must be >= the profile's minimum cacheable 1024"),
+        (["--prefix-tokens", "0"], "'prefix_tokens' must be >= 1 token (got 0)"),
         (["--profile", "acme"], "unknown price profile 'acme'"),
     ],
 )

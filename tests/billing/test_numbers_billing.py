@@ -6,18 +6,72 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from click.testing import CliRunner
 
+from simulator.billing import compare_ttls, get_profile
+from simulator.billing.numeric import cost_curves
 from simulator.cli import main
 from simulator.compare import compare_strategies
 from simulator.engine import EngineConfig
+from tests.billing.conftest import SYSTEM, req
 from workloads.request import Request
 from workloads.summary import offered_rate_per_s, summarize
 from workloads.traces.native import write_workload
 
+# sonnet-4: input $3/MTok, output $15/MTok, read x0.1, 5m write x1.25, 1h write x2
+
 
 def kvsim(*args: object) -> object:
     return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _two_turns() -> list[Request]:
+    """Two requests 10 s apart sharing a 2,000-token prefix (a breakpoint after it), each with 100
+    tokens of its own and 100 output tokens."""
+    return [req(0, 0.0, [(SYSTEM, 2000), (1000, 100)]), req(1, 10.0, [(SYSTEM, 2000), (1001, 100)])]
+
+
+# --- D12: the profile's own TTL names; a prefix below the minimum --------------------------------
+
+def test_deepseek_ttl_is_printed_as_the_profile_names_it():
+    # deepseek: input $0.28/MTok, read x0.1, 24h write x1. At 0.5/min for 86,400 s: p = 1 - e^-720 = 1;
+    # relative cost 0.1; 5,000 tokens x $0.28/MTok x 0.1 = $0.00014 a request; savings 90 %
+    r = kvsim("breakeven", "--rate", "0.5", "--prefix-tokens", "5000", "--profile", "deepseek", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [row["ttl"] for row in doc["breakeven"]] == ["24h"]
+    cached = [row for row in doc["costs"] if row["ttl"] != "none"]
+    assert [row["ttl"] for row in cached] == ["24h"]
+    assert cached[0]["usd_per_request"] == pytest.approx(5000 * 0.28e-6 * 0.1, rel=1e-9)
+    assert cached[0]["savings_pct"] == pytest.approx(90.0, rel=1e-9)
+    deepseek = get_profile("deepseek")
+    assert deepseek.ttl_name(86400) == "24h" and deepseek.ttl_name(0) == "none"
+    cmp = compare_ttls(_two_turns(), deepseek, ["none", 86400])
+    assert cmp.summary.ttl.tolist() == ["none", "24h"] and set(cmp.results) == {"none", "24h"}
+
+
+def test_prefix_below_the_minimum_is_billed_as_plain_input(sonnet):
+    # 500 < sonnet-4's 1,024-token minimum: not cacheable; every row p_hit 0, relative cost 1,
+    # 500 x $3/MTok = $0.0015 a request, savings 0
+    r = CliRunner().invoke(main, ["breakeven", "--prefix-tokens", "500", "--rate", "0.1,1", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["costs"]
+    assert len(rows) == 6  # none, 5m, 1h x two rates
+    for row in rows:
+        assert (row["p_hit"], row["relative_cost"], row["savings_pct"]) == (0.0, 1.0, 0.0)
+        assert row["usd_per_request"] == pytest.approx(0.0015, rel=1e-12)
+    assert ("a 500-token prefix is below anthropic/sonnet-4's minimum cacheable prefix of 1,024 tokens: it cannot "
+            "be cached under this profile, so every request pays the plain input price, $0.0015 a request") in r.stderr
+    # at the minimum it is cached: 1,024 tokens at 0.1/min under 5m, relative cost 0.797511 (as above)
+    at_min = cost_curves(sonnet, [300.0], [0.1], 1024).set_index("ttl")
+    assert at_min.relative_cost["5m"] == pytest.approx(1.25 - 1.15 * -math.expm1(-0.5), rel=1e-12)
+    assert cost_curves(sonnet, [300.0], [0.1], 1023).relative_cost.tolist() == [1.0, 1.0]
+
+
+def test_prefix_of_no_tokens_is_refused():
+    r = kvsim("breakeven", "--prefix-tokens", "0")
+    assert r.exit_code == 2 and "'prefix_tokens' must be >= 1 token (got 0)" in r.output
 
 
 # --- D11: one offered rate, n / (last arrival - first arrival) ----------------------------------
