@@ -348,8 +348,9 @@ TTL_BREAKEVEN = [
         plot_savings_vs_ttl(comparison.summary, ax=left)
         gaps_s = comparison.results["none"].frame.reuse_gap_s.dropna().to_numpy()
         plot_gap_cdf(gaps_s, rows, ax=right)
-        bills[["share_requests_with_read", "read_tokens", "write_tokens", "plain_tokens", "total_usd", "savings_pct",
-               "share_gaps_below_ttl", "share_cached_tokens_read", "breakeven_p_hit"]]
+        bills[["share_requests_with_read", "read_tokens", "write_tokens", "plain_tokens", "total_usd",
+               "savings_pct_of_input", "savings_pct_of_bill", "share_gaps_below_ttl", "share_cached_tokens_read",
+               "breakeven_p_hit"]]
     """),
     md("""
         ## 3. The bill per traffic class
@@ -367,13 +368,15 @@ TTL_BREAKEVEN = [
                                .summary.assign(source=c) for c in classes])
         total = per_class.groupby("ttl").total_usd.sum()
         assert all(math.isclose(total[t], bills.total_usd[t]) for t in bills.index)  # the classes add up
-        savings = per_class.pivot(index="source", columns="ttl", values="savings_pct")[TTLS]
+        savings = per_class.pivot(index="source", columns="ttl", values="savings_pct_of_input")[TTLS]
         if SCENARIO == "ttl-breakeven":  # agents re-read 32k-112k repositories seconds apart: they save most
             assert savings.loc["code-repo-128k", "5m"] > 2 * savings.loc["chat-4k", "5m"]
         savings.round(1)
     """),
     md("""
-        **Reading it.** The agents save most: their repository prefixes come back seconds apart within a
+        **Reading it.** The table is each class's saving as a share of its input bill without a cache
+        (`savings_pct_of_input`; `savings_pct_of_bill` would divide by the whole bill, output included).
+        The agents save most: their repository prefixes come back seconds apart within a
         task. Chat turns come back a think-time apart, well inside 5 minutes, so the 1-hour cache's 2× write
         buys chat little it did not already have.
 

@@ -293,7 +293,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "`share_requests_with_read` is the share of requests that read any cached token; "
                "`share_prompt_tokens_read` the share of prompt tokens read from the cache; "
                "`share_cached_tokens_read` = read / (read + written) tokens, the share to compare with "
-               "`breakeven_p_hit`: the cached input costs less than plain input when it is above.\n",
+               "`breakeven_p_hit`: the cached input costs less than plain input when it is above. "
+               "`savings_usd` = `total_usd` without a cache − with; `savings_pct_of_input` is it as a share of "
+               "the input bill without a cache (what a TTL is chosen on), `savings_pct_of_bill` as a share of "
+               "the whole bill, output included.\n",
                "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n",  # type: ignore[arg-type]
                f"Provider side, on {provider.hardware.iloc[0]}: the KV a TTL keeps resident (GB-hours) priced as "
                "displaced concurrency on HBM (as if the pool were full: an upper bound; this fleet's time-mean KV "

@@ -114,8 +114,9 @@ def plot_cost_vs_rate(
 
 @plain_text
 def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Axes:
-    """Savings against no cache (% of the whole bill) per TTL of a simulated comparison
-    (`compare.TTLComparison.summary`), one group per profile. Each bar is labelled with the share
+    """Savings against no cache as a share of the whole bill, output included
+    (``savings_pct_of_bill``), per TTL of a simulated comparison (`compare.TTLComparison.summary`),
+    one group per profile. Each bar is labelled with the share
     of prompt tokens read from the cache (``share_prompt_tokens_read``) and the share of requests
     that read any (``share_requests_with_read``): two different measures, named as such."""
     ax = _axes(ax, (8.0, 5.0))
@@ -126,9 +127,9 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     x = np.arange(len(ttls))
     for i, p in enumerate(profiles):
         sp = s[s["profile"] == p].set_index("ttl").reindex(ttls)
-        bars = ax.bar(x + (i - (len(profiles) - 1) / 2) * width, sp["savings_pct"], width, label=p)
+        bars = ax.bar(x + (i - (len(profiles) - 1) / 2) * width, sp["savings_pct_of_bill"], width, label=p)
         shares = zip(sp["share_prompt_tokens_read"], sp["share_requests_with_read"], strict=True)
-        for b, pct, (tokens, requests) in zip(bars, sp["savings_pct"], shares, strict=True):
+        for b, pct, (tokens, requests) in zip(bars, sp["savings_pct_of_bill"], shares, strict=True):
             if np.isfinite(pct):
                 ax.annotate(
                     f"{pct:+.1f}%\n{_share(tokens)} of prompt tokens\nread from cache\n{_share(requests)} of "
@@ -144,7 +145,7 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     ax.set_xlabel("Cache TTL")
     ax.set_ylabel("Savings vs no cache (% of total bill)")
     ax.set_title(title or "Simulated savings of a prompt cache by TTL")
-    lo, hi = float(np.nanmin(s["savings_pct"])), float(np.nanmax(s["savings_pct"]))
+    lo, hi = float(np.nanmin(s["savings_pct_of_bill"])), float(np.nanmax(s["savings_pct_of_bill"]))
     pad = max(25.0, 0.5 * (hi - lo))  # room for the five-line labels
     ax.set_ylim(min(0.0, lo - pad) if lo < 0 else 0.0, max(0.0, hi) + pad)
     ax.grid(True, axis="y", alpha=0.3)

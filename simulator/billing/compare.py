@@ -72,9 +72,14 @@ def compare_ttls(
     """Replay `requests` once under every TTL (``"none"`` is always added) and summarise.
 
     Summary columns: ``ttl, ttl_s, requests, share_requests_with_read, read_tokens, write_tokens,
-    plain_tokens, input_usd, storage_usd, total_usd, savings_usd, savings_pct,
-    share_prompt_tokens_read, share_gaps_below_ttl, share_cached_tokens_read, breakeven_p_hit``
-    where ``savings = total(none) - total(ttl)``, ``share_prompt_tokens_read = R / prompt tokens``
+    plain_tokens, input_usd, storage_usd, total_usd, savings_usd, savings_pct_of_input,
+    savings_pct_of_bill, share_prompt_tokens_read, share_gaps_below_ttl, share_cached_tokens_read,
+    breakeven_p_hit`` where ``savings_usd = total_usd(none) - total_usd(ttl)`` (input and storage:
+    the output bill is the same under every TTL), ``savings_pct_of_input = 100 savings_usd /
+    input_usd(none)``, the saving on the input bill without a cache (what a TTL is chosen on),
+    ``savings_pct_of_bill = 100 savings_usd / total_usd(none)``, the same saving as a share of the
+    whole bill, output included (context: how much of the bill caching touches);
+    ``share_prompt_tokens_read = R / prompt tokens``
     and ``share_cached_tokens_read = R / (R + W)`` (NaN where nothing was cached), the share to
     compare with ``breakeven_p_hit``. `percentiles` are each in [0, 100] (``gap_percentiles_s``
     names them ``p50``, ``p90``, ...).
@@ -91,7 +96,7 @@ def compare_ttls(
             yield r
 
     results = bill_many(counted(requests), profile, ttls_s, write_latency_s=write_latency_s)
-    base = results[0.0].totals["total_usd"]
+    base, base_input = results[0.0].totals["total_usd"], results[0.0].totals["input_usd"]
     gaps = results[0.0].frame["reuse_gap_s"].dropna().to_numpy()
     rows = []
     for t, res in results.items():
@@ -105,7 +110,8 @@ def compare_ttls(
             "write_tokens": int(tot["write_tokens"]), "plain_tokens": int(tot["plain_tokens"]),
             "input_usd": tot["input_usd"], "storage_usd": tot["storage_usd"], "total_usd": tot["total_usd"],
             "savings_usd": base - tot["total_usd"],
-            "savings_pct": 100.0 * (base - tot["total_usd"]) / base if base else 0.0,
+            "savings_pct_of_input": _pct(base - tot["total_usd"], base_input),
+            "savings_pct_of_bill": _pct(base - tot["total_usd"], base),
             "share_prompt_tokens_read": read / prompt if prompt else float("nan"),
             "share_gaps_below_ttl": float(np.mean(gaps < t)) if gaps.size else float("nan"),
             "share_cached_tokens_read": read / cached if cached else float("nan"),
@@ -123,6 +129,11 @@ def compare_ttls(
         results={profile.ttl_name(t): r for t, r in results.items()},
         requests_with_breakpoints=marked[0],
     )
+
+
+def _pct(saved: float, base: float) -> float:
+    """``100 saved / base``; 0 when the base is 0 (nothing billed, nothing saved)."""
+    return 100.0 * saved / base if base else 0.0
 
 
 def compare_profiles(

@@ -163,7 +163,11 @@ def cost_curves(
 
 
 def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.DataFrame:
-    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, break-even scale."""
+    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, break-even scale.
+
+    ``savings_pct = 100 (1 - relative_cost)``: the saving on the cached prefix's input cost (the
+    prefix billed as plain input = 100), not on a whole bill.
+    """
     r = profile.read_multiplier
     rows = []
     for t in ttls_s:

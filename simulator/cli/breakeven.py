@@ -89,6 +89,13 @@ def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
     return frozen
 
 
+# the two savings bases, printed under their tables (numeric.gaps_rows, compare.compare_ttls)
+PREFIX_SAVINGS_NOTE = ("savings_pct = 100 × (1 − relative_cost): the saving as a share of the cached prefix's "
+                       "input cost without a cache, not of a whole bill")
+BILL_SAVINGS_NOTE = ("savings_usd = total_usd(none) − total_usd(TTL); savings_pct_of_input = 100 × savings_usd / "
+                     "input_usd(none), the saving on the input bill without a cache; savings_pct_of_bill = 100 × "
+                     "savings_usd / total_usd(none), the same saving as a share of the whole bill, output included")
+
 # numeric.breakeven_scale's definition, printed under the table
 SCALE_NOTE = ("breakeven_scale c: every gap stretched c times puts caching at break-even, P(gap < TTL/c) = "
               "breakeven_p_hit (c > 1: it pays with that margin; c < 1: reuse must come 1/c times as often); "
@@ -240,13 +247,14 @@ def breakeven(
             costs = cost_curves(prof, ttls, rates, prefix_tokens)
             costs["savings_pct"] = 100.0 * (1.0 - costs["relative_cost"])
             show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
+            echo(PREFIX_SAVINGS_NOTE)
             frames["costs"] = costs
         if gaps is not None:
             g = gaps_rows(prof, ttls, gaps)
             read = ("" if hasattr(gaps, "cdf") else
                     f" ({gaps.size:,} gap{'s' * (gaps.size != 1)} read, mean {gaps.mean():.4g} s)")
             show(f"Reuse gaps {gaps_spec}{read}:", g)
-            for note in [SCALE_NOTE, *_scale_notes(prof, ttls, gaps, g)]:
+            for note in [PREFIX_SAVINGS_NOTE, SCALE_NOTE, *_scale_notes(prof, ttls, gaps, g)]:
                 echo(note)
             frames["gaps"] = g
         comparison = None
@@ -255,6 +263,7 @@ def breakeven(
 
             comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
             show("Simulated bills per TTL:", comparison.summary)
+            echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
             uncached = _uncached_note(comparison.uncached_reason, load_profiles(extra=profiles_file).automatic())
             if uncached:

@@ -33,7 +33,7 @@ def test_savings_and_gap_charts(sonnet, tmp_path):
     cmp = compare_ttls(reqs, sonnet)
     ax = plot_savings_vs_ttl(cmp.summary)
     heights = [p.get_height() for p in ax.patches]
-    assert heights == pytest.approx(cmp.summary["savings_pct"].iloc[1:].tolist())
+    assert heights == pytest.approx(cmp.summary["savings_pct_of_bill"].iloc[1:].tolist())
     assert heights[0] < 0 < heights[1]  # one reuse per 50 min: 5 min loses, 1 h pays
     gaps = cmp.results["none"].frame["reuse_gap_s"].dropna().to_numpy()
     ax = plot_gap_cdf(gaps, ttl_rows(sonnet, [300.0, 3600.0]))

@@ -32,6 +32,50 @@ def _two_turns() -> list[Request]:
     return [req(0, 0.0, [(SYSTEM, 2000), (1000, 100)]), req(1, 10.0, [(SYSTEM, 2000), (1001, 100)])]
 
 
+# no cache: input 4,200 x $3/MTok = $0.0126, output 200 x $15/MTok = $0.003, bill $0.0156.
+# 5m: r0 writes 2,000 at x1.25 + 100 plain, r1 reads 2,000 at x0.1 + 100 plain:
+#     (2,500 + 100 + 200 + 100) x $3/MTok = $0.0087; bill $0.0117; saved $0.0039.
+#     savings_pct_of_input = 0.0039 / 0.0126 = 30.952 %, savings_pct_of_bill = 0.0039 / 0.0156 = 25 %.
+# 1h: the write at x2: (4,000 + 100 + 200 + 100) x $3/MTok = $0.0132; saved -$0.0006:
+#     of input -0.0006 / 0.0126 = -4.762 %, of bill -0.0006 / 0.0156 = -3.846 %.
+HAND = {"5m": (0.0039, 100 * 0.0039 / 0.0126, 25.0), "1h": (-0.0006, -100 * 0.0006 / 0.0126, -100 * 0.0006 / 0.0156)}
+
+
+def test_simulated_savings_name_their_base(sonnet):
+    s = compare_ttls(_two_turns(), sonnet, ["none", "5m", "1h"]).summary.set_index("ttl")
+    assert "savings_pct" not in s  # one name, one meaning: the Poisson tables' prefix saving
+    assert s.input_usd["none"] == pytest.approx(0.0126) and s.total_usd["none"] == pytest.approx(0.0156)
+    for ttl, (usd, of_input, of_bill) in HAND.items():
+        assert s.savings_usd[ttl] == pytest.approx(usd, abs=1e-12)
+        assert s.savings_pct_of_input[ttl] == pytest.approx(of_input, rel=1e-9)
+        assert s.savings_pct_of_bill[ttl] == pytest.approx(of_bill, rel=1e-9)
+    assert s.savings_pct_of_input["5m"] == pytest.approx(30.952381, abs=1e-6)
+
+
+def test_cli_simulated_table_and_its_legend(tmp_path):
+    trace = tmp_path / "two.csv"
+    write_workload(_two_turns(), trace)
+    r = kvsim("breakeven", "--workload", trace, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    assert "savings_pct_of_input = 100 × savings_usd / input_usd(none)" in r.output
+    assert "savings_pct_of_bill = 100 × savings_usd / total_usd(none)" in r.output
+    import pandas as pd
+
+    w = pd.read_csv(tmp_path / "o" / "workload.csv").set_index("ttl")
+    assert w.savings_pct_of_input["5m"] == pytest.approx(30.952381, abs=1e-6)
+    assert w.savings_pct_of_bill["5m"] == pytest.approx(25.0, rel=1e-9)
+
+
+def test_cli_prefix_savings_say_their_base():
+    # 20,000-token prefix at 0.1/min, 5m: p = 1 - exp(-0.1/60 x 300) = 1 - e^-0.5 = 0.393469;
+    # relative cost = 0.1 p + 1.25 (1 - p) = 1.25 - 1.15 p = 0.797511; savings 20.2489 % of the prefix's cost
+    r = kvsim("breakeven", "--rate", "0.1", "--prefix-tokens", "20000", "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert "  5m    300           0.1 0.3935         0.7975          0.04785        20.25" in r.output
+    assert "savings_pct = 100 × (1 − relative_cost): the saving as a share of the cached prefix's input cost" \
+        in r.output
+
+
 # --- D12: the profile's own TTL names; a prefix below the minimum --------------------------------
 
 def test_deepseek_ttl_is_printed_as_the_profile_names_it():
