@@ -5,12 +5,16 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 
     t = t_linear + t_attention + t_comm + step_overhead_s
 
-- linear: ``flops = 2 · active_params · T / tp`` for ``T`` tokens in the step;
-  ``bytes = (dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp`` with
-  ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`). The dense part runs as
-  ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of equal shape (``m = T``, ``k = d_model``,
-  ``n = dense weights / (G · d_model · bytes(dtype))`` per GPU: the shape only sets how many
-  tiles keep the SMs busy); the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
+- linear: ``flops = 2 · (active_params − embeddings − LM head) · T / tp + 2 · vocab · d_model · R / tp``
+  for ``T`` tokens in the step, ``R`` of them taking logits (each decode sequence's token and each
+  prefill chunk's last: vLLM computes logits for every scheduled sequence); ``bytes = (the layers'
+  dense weights + vocab · d_model + E_touched · expert_params · moe_layers) · bytes(dtype) / tp``
+  with ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`). The input embeddings are a
+  gather of the step's rows: no GEMM, no read of the table. The layers' dense part (what a GPU
+  holds of it: `placement.stages`) runs as ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of
+  equal shape (``m = T``, ``k = d_model``, ``n = dense weights / (G · d_model · bytes(dtype))`` per
+  GPU: the shape only sets how many tiles keep the SMs busy); the LM head as one GEMM of
+  ``m = R``, ``n = vocab / tp``; the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
   kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`,
   and fp8/fp4 GEMMs also quantise their input (block-scaled fp8 for a model with
   `weight_block_scales`).
@@ -124,6 +128,11 @@ class StepCost:
         return max(t, key=t.__getitem__)
 
 
+def _logit_rows(chunks: list[tuple[float, float]], decode_batch: int) -> int:
+    """Rows a step's LM head runs on: each decode sequence's token and each prefill chunk's last."""
+    return decode_batch + sum(1 for n, _ in chunks if n > 0)
+
+
 def _kv_heads(model: ModelSpec, layout: KVLayout) -> int:
     heads = {"native": model.n_kv_heads, "mha": model.n_heads, "mqa": 1, "gqa": layout.kv_heads}
     return heads[layout.attention]
@@ -183,6 +192,9 @@ class StepModel:
         "_gemm_kernels",
         "_gemm_n",
         "_gpu",
+        "_head_bytes",
+        "_head_flops_per_row",
+        "_head_n",
         "_heads",
         "_kv_alpha",
         "_kv_beta",
@@ -240,12 +252,21 @@ class StepModel:
         # `fit` says it holds): under TP the dense weights split over tp, except the K/V projections
         # of KV heads replicated when tp > the KV heads and an MLA model's latent down-projections,
         # which every rank holds whole (and multiplies every token by: the FLOPs scale with them)
+        # The input embeddings are a gather of a step's token rows (no GEMM, no read of the table);
+        # the LM head is its own GEMM (`_linear_s`), over the rows that take logits.
         one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
-        even = (model.total_params - moe_params) * wb / tp
-        held = one_stage.attention_bytes + one_stage.other_bytes + one_stage.embedding_bytes
+        outer = model.embedding_params + model.lm_head_params  # the embeddings, and the LM head unless tied
+        even = (model.total_params - moe_params - outer) * wb / tp
+        held = one_stage.attention_bytes + one_stage.other_bytes
         if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_linear_s`)
             held = even
-        self._dense_weight_bytes = held
+        self._dense_weight_bytes = held  # the layers' dense weights
+        # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
+        # ``vocab / tp`` columns over the step's logit rows
+        head_params = float(model.vocab_size * model.d_model)
+        self._head_bytes = head_params * wb / tp
+        self._head_flops_per_row = 2.0 * head_params / tp
+        self._head_n = model.vocab_size / tp
         self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
@@ -254,7 +275,8 @@ class StepModel:
         # terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._memo: dict[tuple[Any, ...], Any] = {}
         expert_active = model.moe_layers * model.experts_per_token * model.expert_params
-        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active) / tp * (held / even)  # dense GEMMs
+        # dense layers' GEMMs (the embeddings and LM head apart)
+        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active - outer) / tp * (held / even)
         self._expert_flops_per_token = 2.0 * expert_active / tp
         self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
         # one expert's GEMM width a GPU: sharded over tp, or over tp/ep within an expert-parallel group
@@ -312,7 +334,7 @@ class StepModel:
         # a step of several chunks' goes in `_memo` by its chunk list)
         self._pf_rows: dict[float, dict[float, float]] = {}
         self._pf_entries = 0  # in all rows
-        self._lin_comm: dict[float, tuple[float, float]] = {}
+        self._lin_comm: dict[tuple[float, float], tuple[float, float]] = {}  # by (tokens, logit rows)
         self._dec_terms: dict[int, tuple[float, float]] = {}
         self._overhead_s = params.step_overhead_s
         # `sequence_bytes` of a layout without windows or compression: ``L·n · entry · own / L``
@@ -380,8 +402,9 @@ class StepModel:
 
     @property
     def dense_weight_bytes(self) -> float:
-        """Bytes per GPU of the weights every step reads (all but the routed experts)."""
-        return self._dense_weight_bytes
+        """Bytes per GPU of the weights every step reads: the layers' dense weights and the LM head
+        (all but the routed experts and the input embeddings, which a step gathers rows of)."""
+        return self._dense_weight_bytes + self._head_bytes
 
     @property
     def expert_bytes(self) -> float:
@@ -401,12 +424,14 @@ class StepModel:
         return [(g, 0), (m.n_layers - g, m.sliding_window)]
 
     # ---- parts (floats) -------------------------------------------------------------------
-    def linear_s(self, tokens: float) -> tuple[float, str, float, float]:
-        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU (`_linear_s`)."""
-        return self._memoized(("linear", tokens), self._linear_s, tokens)
+    def linear_s(self, tokens: float, rows: float | None = None) -> tuple[float, str, float, float]:
+        """Linear layers for `tokens` tokens of which `rows` take logits (default: all, a decode
+        step's): (seconds, bound, flops, bytes) per GPU (`_linear_s`)."""
+        rows = tokens if rows is None else rows
+        return self._memoized(("linear", tokens, rows), self._linear_s, tokens, rows)
 
-    def _linear_s(self, tokens: float) -> tuple[float, str, float, float]:
-        """Linear layers for `tokens` tokens: (seconds, bound, flops, bytes) per GPU.
+    def _linear_s(self, tokens: float, rows: float) -> tuple[float, str, float, float]:
+        """Linear layers for `tokens` tokens, `rows` of them taking logits: (seconds, bound, flops, bytes) per GPU.
 
         Dense projections: ``n_layers · GEMMS_PER_LAYER`` GEMMs of ``m = T`` rows. MoE experts:
         ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped kernels, each over the ``E_touched``
@@ -414,7 +439,10 @@ class StepModel:
         an expert (``E_touched / ep`` of them a GPU under expert parallelism); all timed by
         `simulator.cost.kernels.gemm_s`. Under DP attention the attention projections are
         ``n_layers · ATTENTION_GEMMS_PER_LAYER`` GEMMs of the GPU's own ``T`` rows over whole
-        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens."""
+        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens. The LM head is one GEMM
+        of ``vocab / tp`` columns over the step's logit rows (all ranks' under DP attention): each
+        decode sequence's token and each prefill chunk's last (vLLM computes logits for every
+        scheduled sequence and drops a partial prefill's), reading the ``vocab · d_model`` matrix once."""
         m, dp = self.model, self._plan.kv_groups
         flops = self._lin_flops_per_token * tokens
         wbytes = self._dense_weight_bytes
@@ -426,13 +454,21 @@ class StepModel:
             a_flops, a_bytes = self._attn_flops_per_token * tokens, self._attn_weight_bytes
             mlp_tokens = dp * tokens
             attn_sharded = 2.0 * m.n_layers * m.attention_params / self.tp
-            mlp_flops = (self._lin_flops_per_token - attn_sharded) * mlp_tokens
+            # the layers' weights beyond attention: dense MLPs, shared experts, norms (none in a model whose
+            # every layer is MoE and whose rounded total leaves nothing beside attention: Qwen3-235B-A22B)
             mlp_bytes = max(0.0, wbytes - m.n_layers * m.attention_params * dtype(self.dtype).effective_bytes / self.tp)
+            mlp_flops = (self._lin_flops_per_token - attn_sharded) * mlp_tokens if mlp_bytes else 0.0
             quant = self._dense_quant_per_token / g
             t = self._gemms(ga, a_flops, a_bytes, tokens, a_bytes / (ga * m.d_model * self._wb), tokens * quant * ga)
-            t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
-                             mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
+            if mlp_bytes:
+                t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
+                                 mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
             flops, wbytes, tokens = a_flops + mlp_flops, a_bytes + mlp_bytes, mlp_tokens
+            rows = dp * rows
+        if rows:
+            h_flops = self._head_flops_per_row * rows
+            t += self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * m.d_model)
+            flops, wbytes = flops + h_flops, wbytes + self._head_bytes
         if m.moe_layers:
             rows = max(float(tokens), 1.0)
             touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
@@ -672,6 +708,7 @@ class StepModel:
             key = chunks[0]
             n, c = key
             tokens = (0.0 + n if n > 0 else 0.0) + decode_batch
+            rows = decode_batch + 1 if n > 0 else decode_batch
             if n > 0:
                 row = self._pf_rows.get(n)
                 hit = None if row is None else row.get(c)
@@ -680,14 +717,14 @@ class StepModel:
                 at_t = hit
             chunks = []
         else:
-            new = 0.0
+            new, rows = 0.0, decode_batch
             for n, _ in chunks:
                 if n > 0:
-                    new = new + n
+                    new, rows = new + n, rows + 1
             tokens = new + decode_batch
-        lc = self._lin_comm.get(tokens)
+        lc = self._lin_comm.get((tokens, rows))
         if lc is None:
-            lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
+            lc = self._lin_comm[tokens, rows] = (self.linear_s(tokens, rows)[0], self.comm_s(tokens))
         if chunks:
             try:
                 at_t = self._memoized(("steps", tuple(chunks)), self._chunks_s, chunks)
@@ -709,9 +746,10 @@ class StepModel:
         floats), with what the steps share (the linear and communication times, the decode terms)
         looked up once."""
         tokens = (0.0 + new_tokens) + decode_batch
-        lc = self._lin_comm.get(tokens)
+        rows = decode_batch + 1
+        lc = self._lin_comm.get((tokens, rows))
         if lc is None:
-            lc = self._lin_comm[tokens] = (self.linear_s(tokens)[0], self.comm_s(tokens))
+            lc = self._lin_comm[tokens, rows] = (self.linear_s(tokens, rows)[0], self.comm_s(tokens))
         lin, comm, overhead = lc[0], lc[1], self._overhead_s
         # the chunks' contexts ``c + i·new`` (integers: a range gives the same ones)
         contexts = range(context_tokens, context_tokens + steps * new_tokens, new_tokens)
@@ -784,7 +822,7 @@ class StepModel:
         (``cost().total_s``'s float), without timing each kernel again."""
         chunks = list(prefill_chunks)
         pf_flops, pf_bytes, new = self._prefill_work(chunks)
-        _, _, lin_flops, w_bytes = self.linear_s(new + decode_batch)
+        _, _, lin_flops, w_bytes = self.linear_s(new + decode_batch, _logit_rows(chunks, decode_batch))
         kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens if decode_batch else 0.0
         total = self.step_s(chunks, decode_batch, decode_context_tokens)
         flops = lin_flops + (pf_flops + kv_dec * self._dec_flops_per_byte)
@@ -802,7 +840,7 @@ class StepModel:
         chunks = list(prefill_chunks)
         pf_flops, pf_bytes, new = self._prefill_work(chunks)
         tokens = new + decode_batch
-        lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens)
+        lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens, _logit_rows(chunks, decode_batch))
         at_t, tc, tm = self.prefill_attention_s(chunks)
         kv_dec = fixed = 0.0
         if decode_batch:

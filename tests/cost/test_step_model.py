@@ -14,20 +14,43 @@ from simulator.cost import (
 from simulator.cost.params import CostParams
 from simulator.errors import ConfigError
 
+EMBED_8B = 128_256 * 4096  # Llama-3.1-8B's input embeddings, and (untied) its LM head: vocab x d_model params
+
 
 def test_llama8b_decode_batch1_h100_is_weight_read(make, ideal):
-    # Hand computation: Llama-3.1-8B bf16 holds 8.03e9 params x 2 B = 16.06 GB of weights.
-    # One decode step reads them once: 16.06e9 B / 3.35e12 B/s = 4.794 ms.
+    # Hand computation: Llama-3.1-8B bf16 holds 8.03e9 params x 2 B = 16.06 GB of weights. A decode
+    # step reads all but the input embeddings (a gather of one row: 525,336,576 params x 2 B =
+    # 1,050,673,152 B not read): 15,009,326,848 B / 3.35e12 B/s = 4.480 ms.
     # Its KV at 1,000 tokens: 32 layers x 8 heads x 256 values x 2 B = 131,072 B/token
-    # -> 131.07 MB / 3.35e12 = 0.039 ms. FLOPs: 2 x 8.03e9 = 16.06 GFLOP -> 0.016 ms at 989 TFLOP/s.
+    # -> 131.07 MB / 3.35e12 = 0.039 ms. FLOPs: 2 x (8.03e9 - 525,336,576) = 15.01 GFLOP -> 0.015 ms.
     sm = make("H100", "Llama-3.1-8B", ideal)
     c = sm.cost((), 1, 1000)
     assert c.linear_bound == "memory" and c.bound == "memory"
-    assert c.weight_bytes == pytest.approx(16.06e9)
-    assert c.linear_s == pytest.approx(16.06e9 / 3.35e12)
+    assert c.weight_bytes == pytest.approx(16.06e9 - 2 * EMBED_8B)
+    assert c.linear_s == pytest.approx((16.06e9 - 2 * EMBED_8B) / 3.35e12)
     # plus the decode kernel's Q read and O write: 32 layers x 32 heads x (128 + 128) x 2 B = 524,288 B
     assert c.attention_s == pytest.approx((131_072_000 + 524_288) / 3.35e12)
-    assert c.total_s == pytest.approx(4.794e-3 + 0.039e-3, rel=2e-3)
+    assert c.total_s == pytest.approx(4.480e-3 + 0.039e-3, rel=2e-3)
+
+
+def test_the_embeddings_are_gathered_and_the_lm_head_runs_on_the_logit_rows(make, ideal):
+    """The input embeddings cost no GEMM; the LM head (vocab x d_model) runs once for each decode
+    sequence and for each prefill chunk's last token, not for every prompt token."""
+    sm = make("H100", "Llama-3.1-8B", ideal)
+    layers = 8.03e9 - 2 * EMBED_8B  # params in the 32 layers (the embeddings and LM head apart)
+    # a 1,000-token prefill chunk: the layers multiply 1,000 tokens, the LM head one row
+    assert sm.linear_s(1000, 1)[2] == pytest.approx(2 * layers * 1000 + 2 * EMBED_8B * 1)
+    assert sm.cost([(1000, 0)]).flops - sm.cost([(1000, 0)]).kv_bytes * 0 == pytest.approx(
+        2 * layers * 1000 + 2 * EMBED_8B + sm.prefill_attention(1000, 0)[0])
+    # two chunks and 3 decoders: 5 logit rows
+    c = sm.cost([(500, 0), (300, 200)], 3, 3000)
+    assert sm.linear_s(803, 5)[2] == pytest.approx(2 * layers * 803 + 2 * EMBED_8B * 5)
+    assert c.weight_bytes == pytest.approx(2 * (layers + EMBED_8B))
+    # decode: every token takes logits
+    assert sm.linear_s(64)[2] == pytest.approx(2 * (layers + EMBED_8B) * 64)
+    # the step time follows: a prefill of 8,192 tokens priced as one chunk is cheaper than the same
+    # tokens' decode-like linear work by the LM head of 8,191 rows
+    assert sm.linear_s(8192, 1)[0] < sm.linear_s(8192)[0]
 
 
 def test_llama8b_decode_batch1_with_shipped_params_is_a_few_ms():
@@ -59,8 +82,10 @@ def test_long_prefill_is_compute_bound(make, ideal):
     sm = make("H100", "Llama-3.1-8B", ideal)
     c = sm.cost([(16384, 0)])
     assert c.linear_bound == "compute" and c.attention_bound == "compute" and c.bound == "compute"
-    # linear: 2 x 8.03e9 x 16384 / 989.4e12 = 0.266 s
-    assert c.linear_s == pytest.approx(2 * 8.03e9 * 16384 / 989.4e12)
+    # linear: the layers' 8.03e9 - 2 x 525,336,576 params (the embeddings and LM head apart):
+    # 2 x 6.979e9 x 16384 / 989.4e12 = 0.2311 s, plus the LM head on the prompt's last token,
+    # memory-bound: 525,336,576 x 2 B / 3.35e12 B/s = 0.31 ms
+    assert c.linear_s == pytest.approx(2 * (8.03e9 - 2 * EMBED_8B) * 16384 / 989.4e12 + 2 * EMBED_8B / 3.35e12)
     # attention: 32 heads x 128 query tiles = 4,096 CTAs a layer, sharing 132 SMs evenly (no fixed
     # CTA cost in the ideal parameters). Causal scores per head: 128^2 x 128 x 127 / 2 (full tiles)
     # + 128 x 16,384 (last) = 135,266,304 at 4 x 128 FLOPs each:
@@ -230,11 +255,12 @@ def test_fp8_gemm_factor_scales_compute_only(make, ideal):
     from dataclasses import replace
 
     half = replace(ideal, gemm_fp8_eff=0.5)
-    bf = make("H100", "Llama-3.1-8B", ideal).cost([(8192, 0)])
-    f8 = make("H100", "Llama-3.1-8B", half, dtype="fp8").cost([(8192, 0)])
-    # fp8 peak 1,978.9 TFLOP/s x 0.5 = the bf16 peak: a compute-bound prefill takes as long
-    assert f8.linear_s == pytest.approx(bf.linear_s, rel=1e-3)
-    assert make("H100", "Llama-3.1-8B", half).cost([(8192, 0)]).linear_s == bf.linear_s  # bf16 untouched
+    # 8,192 tokens all taking logits: every GEMM compute-bound (a prefill's one-row LM head is not)
+    bf = make("H100", "Llama-3.1-8B", ideal).linear_s(8192)[0]
+    f8 = make("H100", "Llama-3.1-8B", half, dtype="fp8").linear_s(8192)[0]
+    # fp8 peak 1,978.9 TFLOP/s x 0.5 = the bf16 peak: compute-bound GEMMs take as long
+    assert f8 == pytest.approx(bf, rel=1e-3)
+    assert make("H100", "Llama-3.1-8B", half).linear_s(8192)[0] == bf  # bf16 untouched
 
 
 def test_step_model_attention_matches_the_kernel_formulas():
@@ -263,21 +289,24 @@ def test_step_model_attention_matches_the_kernel_formulas():
 def test_a_step_reads_the_weights_a_gpu_holds_replicated_kv_and_latent_projections_included(make, ideal):
     """Under TP the dense weights split over tp, except what every rank holds whole (as `fit` says):
     the K/V projections of KV heads replicated when tp > the KV heads, an MLA model's latent
-    down-projections. A step reads them and multiplies every token by them (the FLOPs scale alike)."""
+    down-projections. A step reads them and multiplies every token by them (the FLOPs scale alike);
+    the LM head is read too, the input embeddings are only gathered."""
     # Llama-3-70B on TP16 (8 KV heads: each is on 2 GPUs): the even split is
-    # (70.55e9 params x 2 B) / 16 = 8,818,750,000 B; each GPU holds its KV head's K and V projections
-    # whole, 80 layers x 8192 x (8 heads x 256 values) x (1/8 - 1/16) x 2 B = 167,772,160 B more.
+    # (70.55e9 params x 2 B) / 16 = 8,818,750,000 B, of which the input embeddings are
+    # 128,256 x 8192 x 2 B / 16 = 131,334,144 B (not read); each GPU holds its KV head's K and V
+    # projections whole, 80 layers x 8192 x (8 heads x 256 values) x (1/8 - 1/16) x 2 B = 167,772,160 B more.
     llama = make("H100", "Llama-3-70B", ideal, tp=16)
-    assert llama.dense_weight_bytes == 8_818_750_000 + 80 * 8192 * 8 * 256 * (1 / 8 - 1 / 16) * 2
+    assert llama.dense_weight_bytes == 8_818_750_000 - 131_334_144 + 80 * 8192 * 8 * 256 * (1 / 8 - 1 / 16) * 2
     # DeepSeek-V3 on TP8 (fp8 weights, 1 B): the latent down-projections, 61 layers x 7168 x
-    # (1536 + 512 + 64) B, are whole on each GPU, 7/8 of them beyond the even split (2,136,403,648 B)
+    # (1536 + 512 + 64) B, are whole on each GPU, 7/8 of them beyond the even split (2,136,403,648 B,
+    # of which the input embeddings, 129,280 x 7168 B / 8 = 115,834,880 B, are not read)
     deepseek = make("H100", "DeepSeek-V3", ideal, tp=8)
-    assert deepseek.dense_weight_bytes == pytest.approx(2_136_403_648 + 61 * 7168 * 2112 * 7 / 8, rel=1e-12)
-    # `cost` prints what `fit` holds: the dense weights and, at a batch that touches every expert, all of them
+    assert deepseek.dense_weight_bytes == pytest.approx(2_136_403_648 - 115_834_880 + 61 * 7168 * 2112 * 7 / 8,
+                                                        rel=1e-12)
+    # `cost` prints what `fit` holds, less the input embeddings: at a batch that touches every expert, all of it
     c = deepseek.cost((), 512, 512 * 1024)
-    assert c.weight_bytes == pytest.approx(2_944_437_952 + 81_739_448_320, rel=1e-3)
-    # the FLOPs follow the weights: a token costs 2 FLOPs per dense weight a GPU holds, minus the
-    # MoE layers' routed experts a token does not touch (the active parameters)
-    even = make("H100", "Llama-3-70B", ideal, tp=8)
-    assert llama.linear_s(64)[2] == pytest.approx(even.linear_s(64)[2] / 2 * (8_986_522_160 / 8_818_750_000),
-                                                 rel=1e-12)
+    assert c.weight_bytes == pytest.approx(2_944_437_952 - 115_834_880 + 81_739_448_320, rel=1e-3)
+    # the FLOPs follow the weights: 2 a token per layer weight a GPU holds (8,723,853,872 B of the
+    # 8,855,188,016 above are the layers', 2 B each), and 2 per LM head weight (128,256 x 8192 / 16)
+    # for each row that takes logits (all 64 of a decode step)
+    assert llama.linear_s(64)[2] == pytest.approx(64 * (8_723_853_872 + 2 * 128_256 * 8192 / 16), rel=1e-12)
