@@ -166,13 +166,16 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
 
 
 def _binding(nodes: int, floor: int, below: Result | None, unit: int = 1) -> str:
-    """What stops a smaller fleet: ``memory`` (floor reached, or the fleet one replica smaller ran
-    its KV pool nearly full or preempted), ``compute`` otherwise; ``none`` when one replica suffices."""
+    """What stops a smaller fleet: ``memory`` (floor reached, or the fleet one replica smaller held
+    its KV pool nearly full with blocks it could not free, ``kv_referenced_utilization`` ≥
+    `MEMORY_BOUND_UTILIZATION`, or preempted), ``compute`` otherwise; ``none`` when one replica
+    suffices. A prefix cache fills the pool by design with blocks no sequence references, which it
+    gives up when a sequence needs room: they do not make memory bind."""
     if nodes == unit:
         return "none (1 node suffices)" if unit == 1 else f"none (1 replica of {unit} nodes suffices)"
     if nodes == floor:
         return "memory"
-    if below is not None and (below.summary["kv_utilization"] >= MEMORY_BOUND_UTILIZATION
+    if below is not None and (below.summary["kv_referenced_utilization"] >= MEMORY_BOUND_UTILIZATION
                               or below.requests.preemptions.sum() > 0):
         return "memory"
     return "compute"

@@ -130,6 +130,8 @@ class Observation:
         """Exact time integrals (from t = 0) behind the summary's KV metrics.
 
         ``used_block_s = ∫ used dt``; ``cache_block_s = ∫ cache HBM blocks dt``;
+        ``evictable_block_s = ∫ cache blocks no running sequence references dt`` (the cache gives
+        them up when a sequence needs room);
         ``private_block_s = ∫ (used − cache − overhead · running) dt``, the blocks sequences hold
         privately for tokens; ``private_token_s = ∫ private tokens dt`` (KV tokens less each
         sequence's shared prefix). State is constant between events except in a decode jump,
@@ -138,6 +140,7 @@ class Observation:
         self.acc_s = 0.0
         self.used_block_s = 0.0
         self.cache_block_s = 0.0
+        self.evictable_block_s = 0.0
         self.private_block_s = 0.0
         self.private_token_s = 0.0
         self.busy_s = 0.0  # ∫ [a step in flight] dt
@@ -149,6 +152,7 @@ class Observation:
             cache = self.cache.hbm_blocks()
             self.used_block_s += self.used * dt
             self.cache_block_s += cache * dt
+            self.evictable_block_s += self.cache.evictable_blocks() * dt
             self.private_block_s += (self.used - cache - self.geometry.overhead_blocks * len(self.running)) * dt
             self.private_token_s += (self.kv_sum + self.private_off) * dt
         self.acc_s = now
@@ -165,6 +169,7 @@ class Observation:
             tokens += self.n_grow * ramp_s(self.g0, self.d, n)
         self.used_block_s += used * dt + grow_block_s
         self.cache_block_s += cache * dt
+        self.evictable_block_s += self.cache.evictable_blocks() * dt
         self.private_block_s += private * dt + grow_block_s
         self.private_token_s += tokens
         self.busy_s += dt

@@ -54,7 +54,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # `DecodeSet`, `BlockPool`
         "n_dec", "n_grow", "hist", "n_preempt",
         # `Observation`'s time integrals
-        "acc_s", "used_block_s", "cache_block_s", "private_block_s", "private_token_s", "busy_s", "link_busy_mark",
+        "acc_s", "used_block_s", "cache_block_s", "evictable_block_s", "private_block_s", "private_token_s", "busy_s",
+        "link_busy_mark",
         "link_sample_s",
         # `InFlight`'s window
         "_done_j", "_done_lo", "_done_hi",

@@ -209,7 +209,11 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
       prefix, no per-sequence layout overhead), ``p`` the tokens in them (``B = block_tokens``);
       in ``[0, 1)``. A prefilling sequence counts the tokens its blocks are reserved for;
     - ``kv_cache_share = Σ_r ∫ cache_r dt / (span · Σ_r N_r)`` and ``kv_cache_blocks_mean`` (per
-      replica) for the HBM blocks the prefix cache holds, referenced or not.
+      replica) for the HBM blocks the prefix cache holds, referenced or not;
+    - ``kv_evictable_share = Σ_r ∫ evictable_r dt / (span · Σ_r N_r)``, the cache's blocks no
+      running sequence references (it gives them up when a sequence needs room), and
+      ``kv_referenced_utilization = kv_utilization − kv_evictable_share``, the blocks the fleet
+      could not free: what says whether memory binds (`simulator.planning`).
 
     ``kv_blocks_per_replica`` is the largest replica's pool (they differ in a mixed fleet);
     ``kv_blocks_total`` sums them.
@@ -235,6 +239,7 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     kv_util = sum(r.used_block_s for r in reps) / capacity if capacity > 0 else math.nan
     frag = (private_b - private_t) / private_b if private_b > 0 else 0.0
     cache_block_s = sum(r.cache_block_s for r in reps)
+    evictable = sum(r.evictable_block_s for r in reps) / capacity if capacity > 0 else math.nan
     out_tokens = int(done.output_tokens.sum())
     cost = usd_per_s * span
     summary: dict[str, Any] = {
@@ -257,6 +262,8 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "kv_fragmentation": frag,
         "kv_cache_share": cache_block_s / capacity if capacity > 0 else math.nan,
         "kv_cache_blocks_mean": cache_block_s / span / len(reps) if reps else math.nan,
+        "kv_evictable_share": evictable,
+        "kv_referenced_utilization": kv_util - evictable,
         "gpu_seconds": gpus * span,
         "cost_usd": cost,
         "usd_per_million_output_tokens": cost / out_tokens * 1e6 if out_tokens else math.nan,
