@@ -195,6 +195,7 @@ class StepModel:
         "_head_bytes",
         "_head_flops_per_row",
         "_head_n",
+        "_head_t",
         "_heads",
         "_kv_alpha",
         "_kv_beta",
@@ -334,7 +335,8 @@ class StepModel:
         # a step of several chunks' goes in `_memo` by its chunk list)
         self._pf_rows: dict[float, dict[float, float]] = {}
         self._pf_entries = 0  # in all rows
-        self._lin_comm: dict[tuple[float, float], tuple[float, float]] = {}  # by (tokens, logit rows)
+        self._lin_comm: dict[float, tuple[float, float]] = {}  # the layers' and all-reduce seconds by tokens
+        self._head_t: dict[float, float] = {}  # the LM head's seconds by logit rows
         self._dec_terms: dict[int, tuple[float, float]] = {}
         self._overhead_s = params.step_overhead_s
         # `sequence_bytes` of a layout without windows or compression: ``L·n · entry · own / L``
@@ -426,12 +428,33 @@ class StepModel:
     # ---- parts (floats) -------------------------------------------------------------------
     def linear_s(self, tokens: float, rows: float | None = None) -> tuple[float, str, float, float]:
         """Linear layers for `tokens` tokens of which `rows` take logits (default: all, a decode
-        step's): (seconds, bound, flops, bytes) per GPU (`_linear_s`)."""
+        step's): (seconds, bound, flops, bytes) per GPU, the layers' (`_layers_s`, remembered by
+        tokens) then the LM head's (`_head_s`, by rows): a step's token count and its rows vary
+        apart (a prefill chunk's length against the decoders beside it), so each is remembered alone."""
         rows = tokens if rows is None else rows
-        return self._memoized(("linear", tokens, rows), self._linear_s, tokens, rows)
+        t, flops, wbytes = self._memoized(("linear", tokens), self._layers_s, tokens)
+        h_t, h_flops, h_bytes = self._memoized(("head", rows), self._head_s, rows)
+        t, flops, wbytes = t + h_t, flops + h_flops, wbytes + h_bytes
+        p = self.params
+        low_eff = p.gemm_fp4_eff if self._fp4 else p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff
+        eff_c = p.gemm_compute_eff * (low_eff if self._low else 1.0)
+        mem_factor = p.gemm_fp4_memory_factor if self._fp4 else 1.0
+        bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) * mem_factor \
+            else MEMORY
+        return t, bound, flops, wbytes
 
-    def _linear_s(self, tokens: float, rows: float) -> tuple[float, str, float, float]:
-        """Linear layers for `tokens` tokens, `rows` of them taking logits: (seconds, bound, flops, bytes) per GPU.
+    def _head_s(self, rows: float) -> tuple[float, float, float]:
+        """The LM head over `rows` logit rows (all ranks' under DP attention): one GEMM of ``vocab /
+        tp`` columns, reading the ``vocab · d_model`` matrix once: (seconds, flops, bytes) per GPU."""
+        rows = self._plan.kv_groups * rows
+        if not rows:
+            return 0.0, 0.0, 0.0
+        h_flops = self._head_flops_per_row * rows
+        return (self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * self.model.d_model),
+                h_flops, self._head_bytes)
+
+    def _layers_s(self, tokens: float) -> tuple[float, float, float]:
+        """The layers' linear work for `tokens` tokens: (seconds, flops, bytes) per GPU.
 
         Dense projections: ``n_layers · GEMMS_PER_LAYER`` GEMMs of ``m = T`` rows. MoE experts:
         ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped kernels, each over the ``E_touched``
@@ -439,10 +462,9 @@ class StepModel:
         an expert (``E_touched / ep`` of them a GPU under expert parallelism); all timed by
         `simulator.cost.kernels.gemm_s`. Under DP attention the attention projections are
         ``n_layers · ATTENTION_GEMMS_PER_LAYER`` GEMMs of the GPU's own ``T`` rows over whole
-        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens. The LM head is one GEMM
-        of ``vocab / tp`` columns over the step's logit rows (all ranks' under DP attention): each
-        decode sequence's token and each prefill chunk's last (vLLM computes logits for every
-        scheduled sequence and drops a partial prefill's), reading the ``vocab · d_model`` matrix once."""
+        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens. The LM head is apart
+        (`_head_s`): its rows are each decode sequence's token and each prefill chunk's last (vLLM
+        computes logits for every scheduled sequence and drops a partial prefill's)."""
         m, dp = self.model, self._plan.kv_groups
         flops = self._lin_flops_per_token * tokens
         wbytes = self._dense_weight_bytes
@@ -464,11 +486,6 @@ class StepModel:
                 t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
                                  mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
             flops, wbytes, tokens = a_flops + mlp_flops, a_bytes + mlp_bytes, mlp_tokens
-            rows = dp * rows
-        if rows:
-            h_flops = self._head_flops_per_row * rows
-            t += self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * m.d_model)
-            flops, wbytes = flops + h_flops, wbytes + self._head_bytes
         if m.moe_layers:
             rows = max(float(tokens), 1.0)
             touched = max(expected_experts(m.n_experts, m.experts_per_token, tokens), 1.0)
@@ -482,13 +499,7 @@ class StepModel:
                 )
             )
             flops, wbytes = flops + e_flops, wbytes + e_bytes
-        p = self.params
-        low_eff = p.gemm_fp4_eff if self._fp4 else p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff
-        eff_c = p.gemm_compute_eff * (low_eff if self._low else 1.0)
-        mem_factor = p.gemm_fp4_memory_factor if self._fp4 else 1.0
-        bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) * mem_factor \
-            else MEMORY
-        return t, bound, flops, wbytes
+        return t, flops, wbytes
 
     def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float) -> float:
         """Seconds of `count` equal dense GEMMs sharing `flops` and `wbytes`, ``m = tokens`` rows, width `n`."""
@@ -722,9 +733,13 @@ class StepModel:
                 if n > 0:
                     new, rows = new + n, rows + 1
             tokens = new + decode_batch
-        lc = self._lin_comm.get((tokens, rows))
+        lc = self._lin_comm.get(tokens)
         if lc is None:
-            lc = self._lin_comm[tokens, rows] = (self.linear_s(tokens, rows)[0], self.comm_s(tokens))
+            lc = self._lin_comm[tokens] = (self._memoized(("linear", tokens), self._layers_s, tokens)[0],
+                                           self.comm_s(tokens))
+        head = self._head_t.get(rows)
+        if head is None:
+            head = self._head_t[rows] = self._memoized(("head", rows), self._head_s, rows)[0]
         if chunks:
             try:
                 at_t = self._memoized(("steps", tuple(chunks)), self._chunks_s, chunks)
@@ -736,7 +751,7 @@ class StepModel:
             if terms is None:
                 terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
             at_t += terms[0] + kv_dec * terms[1]
-        return lc[0] + at_t + lc[1] + self._overhead_s
+        return (lc[0] + head) + at_t + lc[1] + self._overhead_s
 
     def prefill_run_s(self, new_tokens: int, context_tokens: int, steps: int, decode_batch: int,
                       decode_context_tokens: int, growth_tokens: int) -> list[float]:
@@ -747,10 +762,14 @@ class StepModel:
         looked up once."""
         tokens = (0.0 + new_tokens) + decode_batch
         rows = decode_batch + 1
-        lc = self._lin_comm.get((tokens, rows))
+        lc = self._lin_comm.get(tokens)
         if lc is None:
-            lc = self._lin_comm[tokens, rows] = (self.linear_s(tokens, rows)[0], self.comm_s(tokens))
-        lin, comm, overhead = lc[0], lc[1], self._overhead_s
+            lc = self._lin_comm[tokens] = (self._memoized(("linear", tokens), self._layers_s, tokens)[0],
+                                           self.comm_s(tokens))
+        head = self._head_t.get(rows)
+        if head is None:
+            head = self._head_t[rows] = self._memoized(("head", rows), self._head_s, rows)[0]
+        lin, comm, overhead = lc[0] + head, lc[1], self._overhead_s
         # the chunks' contexts ``c + i·new`` (integers: a range gives the same ones)
         contexts = range(context_tokens, context_tokens + steps * new_tokens, new_tokens)
         row = self._pf_rows.get(new_tokens)
