@@ -30,7 +30,7 @@ from workloads import load_workload
 L70 = get_model("Llama-3.1-70B")  # 80 layers, 8 KV heads of 128 (K and V), bf16: 327,680 B a token
 
 
-# --- 1. per token in all, and per GPU ---------------------------------------------------------
+# --- 1. per token, and on each GPU ------------------------------------------------------------
 
 def test_the_collapse_table_gives_a_tokens_kv_on_one_gpu() -> None:
     """Under TP8 one GPU holds 1 of the 8 KV heads: 327,680 / 8 = 40,960 B a token; an MLA retrofit's
@@ -45,10 +45,10 @@ def test_the_collapse_table_gives_a_tokens_kv_on_one_gpu() -> None:
     assert set(ds.bytes_per_token_per_gpu) == set(ds.bytes_per_token) == {70_272}
 
 
-def test_the_collapse_legend_says_in_all_and_a_gpu() -> None:
+def test_the_collapse_legend_says_a_tokens_kv_and_what_each_gpu_holds() -> None:
     ax = plot_collapse_panel(collapse_table(load_catalog(), L70, ["8xH100"], ["native", "mla"]))
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["native (328 kB/token in all, 41 kB a GPU)", "mla (92 kB/token in all, 92 kB a GPU)"]
+    assert labels == ["native (328 kB/token, 41 kB on each GPU)", "mla (92 kB/token, 92 kB on each GPU)"]
     assert ax.get_legend().get_title().get_text() == "KV layout (under TP8)"
     plt.close(ax.figure)
 
@@ -138,7 +138,7 @@ def test_three_node_kinds_make_a_chart_readable_whole(simulated: bool) -> None:
     assert len({round(ax.get_position().y0, 3) for ax in tops}) == 1  # one row
     (legend, *rest) = fig.legends
     assert len(rest) == (1 if simulated else 0)  # the goodput legend beside it
-    assert "mla (92 kB/token in all, 92 kB a GPU)" in [t.get_text() for t in legend.get_texts()]
+    assert "mla (92 kB/token, 92 kB on each GPU)" in [t.get_text() for t in legend.get_texts()]
     assert min(t.get_fontsize() for leg in fig.legends for t in leg.get_texts()) >= 9
     fig.canvas.draw()  # the legend lies under the panels, inside the figure
     box = legend.get_window_extent()

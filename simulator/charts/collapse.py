@@ -99,13 +99,14 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
 
 
 def _per_token(g: pd.DataFrame) -> str:
-    """A layout's KV a token in all and, where the table has it, on one GPU: ``328 kB/token in all,
-    41 kB a GPU``. Under TP8 GQA heads split eight ways but an MLA latent is whole on every GPU, so
-    a smaller total can hold fewer streams: the GPU's figure is the one capacity reads."""
+    """A layout's KV a token and, where the table has it, what each GPU holds of it: ``328 kB/token,
+    41 kB on each GPU``. Under TP8 GQA heads split eight ways but an MLA latent is whole on every GPU
+    (``92 kB/token, 92 kB on each GPU``: eight copies a node), so a smaller token can hold fewer
+    streams: the GPU's figure is the one capacity reads."""
     text = f"{g['bytes_per_token'].iloc[0] / 1e3:,.0f} kB/token"
     if "bytes_per_token_per_gpu" not in g:  # a table from before the column (a CSV, a notebook's frame)
         return text
-    return text + f" in all, {g['bytes_per_token_per_gpu'].iloc[0] / 1e3:,.0f} kB a GPU"
+    return text + f", {g['bytes_per_token_per_gpu'].iloc[0] / 1e3:,.0f} kB on each GPU"
 
 
 def _legend_title(df: pd.DataFrame) -> str:
