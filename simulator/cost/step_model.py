@@ -249,17 +249,17 @@ class StepModel:
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
-        # what one GPU holds of the layers (`placement.stages` with every layer in one stage: what
+        # What one GPU holds of the layers (`placement.stages` with every layer in one stage: what
         # `fit` says it holds): under TP the dense weights split over tp, except the K/V projections
         # of KV heads replicated when tp > the KV heads and an MLA model's latent down-projections,
-        # which every rank holds whole (and multiplies every token by: the FLOPs scale with them)
+        # which every rank holds whole (and multiplies every token by: the FLOPs scale with them).
         # The input embeddings are a gather of a step's token rows (no GEMM, no read of the table);
-        # the LM head is its own GEMM (`_linear_s`), over the rows that take logits.
+        # the LM head is its own GEMM (`_head_s`), over the rows that take logits.
         one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
         outer = model.embedding_params + model.lm_head_params  # the embeddings, and the LM head unless tied
         even = (model.total_params - moe_params - outer) * wb / tp
         held = one_stage.attention_bytes + one_stage.other_bytes
-        if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_linear_s`)
+        if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_layers_s`)
             held = even
         self._dense_weight_bytes = held  # the layers' dense weights
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
