@@ -140,8 +140,9 @@ def cost_curves(
 ) -> pd.DataFrame:
     """Expected prefix cost per request vs Poisson reuse rate, one row per (TTL, rate).
 
-    Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache) and, given
-    `prefix_tokens`, ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``.
+    Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache), given
+    `prefix_tokens` ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``, and
+    ``savings_pct`` (`prefix_savings_pct`).
     A ``none`` TTL row set (relative cost 1) is included for reference. A `prefix_tokens` below the
     profile's ``min_cacheable_tokens`` cannot be cached (`PriceProfile.cacheable_tokens` is 0): it is
     billed as plain input, so every TTL's rows read ``p_hit 0, relative_cost 1``.
@@ -159,23 +160,27 @@ def cost_curves(
     df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
     if prefix_tokens is not None:
         df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
+    df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
     return df
 
 
-def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.DataFrame:
-    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, break-even scale.
+def prefix_savings_pct(relative: Any) -> Any:
+    """``savings_pct = 100 (1 − relative_cost)``: the saving on the cached prefix's input cost (the
+    prefix billed as plain input = 100), not on a whole bill; of a float or a column."""
+    return 100.0 * (1.0 - relative)
 
-    ``savings_pct = 100 (1 - relative_cost)``: the saving on the cached prefix's input cost (the
-    prefix billed as plain input = 100), not on a whole bill.
-    """
+
+def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.DataFrame:
+    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, its
+    `prefix_savings_pct`, break-even scale."""
     r = profile.read_multiplier
     rows = []
     for t in ttls_s:
         w = profile.write_multiplier(t)
         p = hit_probability(gaps, t)
+        cost = relative_cost(p, r, w)
         rows.append({
-            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": relative_cost(p, r, w),
-            "savings_pct": 100.0 * (1.0 - relative_cost(p, r, w)),
+            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": cost, "savings_pct": prefix_savings_pct(cost),
             "breakeven_scale": breakeven_scale(gaps, t, r, w),
             "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,
         })  # fmt: skip

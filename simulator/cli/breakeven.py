@@ -245,7 +245,6 @@ def breakeven(
         frames: dict[str, pd.DataFrame] = {"breakeven": table, "crossovers": cross}
         if rates:
             costs = cost_curves(prof, ttls, rates, prefix_tokens)
-            costs["savings_pct"] = 100.0 * (1.0 - costs["relative_cost"])
             show("Expected prefix cost per request at your rate(s) (1 = no cache):", costs)
             echo(PREFIX_SAVINGS_NOTE)
             frames["costs"] = costs
