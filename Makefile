@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml $(RUNTIME)
 demo: $(RUNTIME)
 	$(BIN)/kvsim run scenarios/default.toml --out $(OUT)
 
+# the suite on every core (pytest-xdist); the benchmarks run alone, one at a time, so that they measure
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -m bench -s

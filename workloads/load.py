@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import ConfigError, must, shown
-from simulator.files import read_toml
+from simulator.files import read_toml, shown_path
 from simulator.limits import check_expected_requests, check_horizon
 from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
 from workloads.generators.mixture import NEEDS_COMPONENTS
@@ -137,7 +137,7 @@ def load_workload(
             others = sorted(set(GENERATORS) - set(by_name()))
             raise ConfigError(
                 f"{where}: 'spec' must be a generator name ({', '.join(by_name())}) or an existing file: a TOML "
-                f"file with [workload] (as {', '.join(others)} needs) or a trace (got {shown(str(spec))})"
+                f"file with [workload] (as {', '.join(others)} needs) or a trace (got '{shown_path(spec)}')"
             )
         if path.suffix == ".toml" and format is None:
             spec = _spec_from_toml(path)

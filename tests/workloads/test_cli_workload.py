@@ -169,3 +169,23 @@ def test_describe_json_is_one_record_like_every_table(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["describe", str(trace), "--duration-s", "1", "--json"])
     [one] = json.loads(r.stdout, parse_constant=strict)
     assert one["n_requests"] == 1 and one["prompt_tokens_p50"] == 100 and one["reuse_gap_p50_s"] is None
+
+
+def test_a_long_path_is_named_whole_in_the_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path past 80 characters (a deep project or temp folder) is named whole, as every reader names its
+    file (`simulator.files.shown_path`), not cut to a value's 80 characters: the user must see which file.
+    (Relative, so that its length is the test's, not the temp folder's.)"""
+    monkeypatch.chdir(tmp_path)
+    deep = Path("workloads-of-the-fourth-quarter" * 3, "x.parquet")
+    assert len(str(deep)) == 103
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(deep), "--duration-s", "5"])
+    assert r.exit_code == 2 and f"--out '{deep}': must end in .csv or .jsonl" in r.output
+    from simulator.errors import ConfigError
+    from workloads import read_trace
+
+    with pytest.raises(ConfigError, match="^read_trace: 'path' must be an existing file"):
+        read_trace(deep)
+    try:
+        read_trace(deep)
+    except ConfigError as exc:
+        assert str(exc).endswith(f"(got '{deep}')")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.errors import ConfigError, shown
+from simulator.files import shown_path
 from workloads.traces.azure import read_azure
 from workloads.traces.burstgpt import read_burstgpt
 from workloads.traces.mooncake import read_mooncake
@@ -67,7 +68,7 @@ def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "
     """A streamed workload from a trace file (format detected unless given)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"read_trace: 'path' must be an existing file (got {shown(str(path))})")
+        raise ConfigError(f"read_trace: 'path' must be an existing file (got '{shown_path(path)}')")
     fmt = format if format is not None else detect_format(path)
     reader = READERS.get(fmt)
     if reader is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import ConfigError, shown
+from simulator.files import shown_path
 from workloads.request import Request
 from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded, text_lines
 from workloads.workload import ReadStats, Workload, format_segments
@@ -47,7 +48,7 @@ def check_suffix(path: str | Path, where: str = "write_workload") -> Path:
     must not hold CSV)."""
     path = Path(path)
     if path.suffix.lower() not in WRITE_SUFFIXES:
-        raise ConfigError(f"{where} {shown(str(path))}: must end in {' or '.join(WRITE_SUFFIXES)} (kvsim's request "
+        raise ConfigError(f"{where} '{shown_path(path)}': must end in {' or '.join(WRITE_SUFFIXES)} (kvsim's request "
                           f"formats, which it reads back; got {shown(path.suffix or 'no suffix')})")
     return path
 
