@@ -183,9 +183,6 @@ def test_a_long_path_is_named_whole_in_the_error(tmp_path: Path, monkeypatch: py
     from simulator.errors import ConfigError
     from workloads import read_trace
 
-    with pytest.raises(ConfigError, match="^read_trace: 'path' must be an existing file"):
+    with pytest.raises(ConfigError) as exc:
         read_trace(deep)
-    try:
-        read_trace(deep)
-    except ConfigError as exc:
-        assert str(exc).endswith(f"(got '{deep}')")
+    assert str(exc.value) == f"read_trace: 'path' must be an existing file (got '{deep}')"
