@@ -41,7 +41,7 @@ class KVLayout:
     attention : "native" | "mha" | "mqa" | "mla" | "gqa"
         ``native`` keeps the model's own attention; ``mha``/``mqa``/``gqa`` set the KV heads
         (``gqa`` needs ``kv_heads``); ``mla`` stores a latent of ``mla_rank + mla_rope`` values
-        (the model's own dims when it is an MLA model).
+        (the model's own dims when it is an MLA model: another rank there is an error, not ignored).
     own_layer_fraction : float
         Cross-layer sharing: the fraction of layers that keep their own KV, in (0, 1].
     kv_dtype : str
@@ -81,6 +81,8 @@ class KVLayout:
         parts = []
         if self.attention == "gqa":
             parts.append(f"gqa:{self.kv_heads}")
+        elif self.attention == "mla" and self.mla_rank != MLA_STYLE_RANK:
+            parts.append(f"mla:{self.mla_rank}")
         elif self.attention != "native":
             parts.append(self.attention)
         if self.own_layer_fraction != 1.0:
@@ -199,6 +201,10 @@ def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
             return layout.kv_heads * d_kv
         case _:  # mla
             if model.attention == "mla":
+                # an MLA model keeps its own latent: a rank that differs would be computed as the model's
+                must(layout.mla_rank in (MLA_STYLE_RANK, model.kv_lora_rank), f"layout {layout.label!r}", "mla_rank",
+                     f"{model.key}'s own kv_lora_rank={model.kv_lora_rank} (an MLA model keeps its latent; "
+                     "give 'mla')", layout.mla_rank)
                 return model.kv_lora_rank + model.qk_rope_head_dim
             return layout.mla_rank + layout.mla_rope
 

@@ -41,3 +41,30 @@ def test_mlperf_llama2_server_throughput_is_the_offered_load_not_a_capacity_erro
     row = _readme_row("mlperf-llama2-70b-server")
     assert "the arrival rate sets it" in row and "| −8.1% |" not in row
     assert "not a capacity error" in row
+
+
+def test_mla_rank_is_in_the_layout_label() -> None:
+    """``mla:256`` was labelled ``mla`` (the label of rank 512): `kvsim calc` printed 'layout mla' beside
+    25,600 B/token, and `kvsim collapse --layout mla,mla:256` refused two layouts as one."""
+    from simulator.kv import bytes_per_token, parse_layout
+    from simulator.models import get_model
+
+    lay = parse_layout("mla:256+fp8")
+    assert lay.label == "mla:256+fp8" and parse_layout(lay.label) == lay
+    assert parse_layout("mla").label == parse_layout("mla:512").label == "mla"
+    # Llama-3-70B retrofit: (rank 256 + rope 64) values × 80 layers × 1 byte (fp8, per-tensor scale)
+    assert bytes_per_token(get_model("Llama-3-70B"), lay) == (256 + 64) * 80 * 1 == 25_600
+
+
+def test_an_mla_model_refuses_a_rank_it_would_ignore() -> None:
+    """DeepSeek-V3 with ``mla:256`` printed 70,272 B/token, its own rank 512's figure, as if 256 applied."""
+    from simulator.errors import ConfigError
+    from simulator.kv import bytes_per_token, parse_layout
+    from simulator.models import get_model
+
+    ds = get_model("DeepSeek-V3")
+    # kv_lora_rank 512 + qk_rope_head_dim 64 = 576 values × 61 layers × 2 bytes (bf16)
+    assert bytes_per_token(ds, parse_layout("mla")) == bytes_per_token(ds, parse_layout("mla:512")) == 576 * 61 * 2
+    with pytest.raises(ConfigError, match=r"^layout 'mla:256': 'mla_rank' must be DeepSeek-V3's own kv_lora_rank=512"):
+        bytes_per_token(ds, parse_layout("mla:256"))
+
