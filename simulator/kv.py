@@ -304,6 +304,7 @@ def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, ba
     layout = layout or KVLayout()
     for key, value in (("context_tokens", context_tokens), ("batch", batch), ("block_tokens", block_tokens)):
         must(is_whole(value, minimum=1), "footprint", key, "an integer >= 1", value)
+    values_per_token_per_layer(model, layout)  # refused under its own name, not a step's ('gqa:3+no-sliding')
     steps = [
         ("baseline", KVLayout(attention="mha", use_sliding_window=False)),
         ("attention", replace(layout, own_layer_fraction=1.0, kv_dtype=BASELINE_DTYPE, compress_ratio=1,

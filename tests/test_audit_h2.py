@@ -68,3 +68,14 @@ def test_an_mla_model_refuses_a_rank_it_would_ignore() -> None:
     with pytest.raises(ConfigError, match=r"^layout 'mla:256': 'mla_rank' must be DeepSeek-V3's own kv_lora_rank=512"):
         bytes_per_token(ds, parse_layout("mla:256"))
 
+
+def test_calc_error_names_the_layout_given() -> None:
+    """``kvsim calc --layout gqa:3`` said "layout 'gqa:3+no-sliding'": a step of the factor chain, not the input."""
+    from simulator.errors import ConfigError
+    from simulator.kv import footprint, parse_layout
+    from simulator.models import get_model
+
+    with pytest.raises(ConfigError, match=r"^layout 'gqa:3': 'kv_heads' must be a divisor of Llama-3-70B's n_heads=64"):
+        footprint(get_model("Llama-3-70B"), parse_layout("gqa:3"), 1000)
+    with pytest.raises(ConfigError, match=r"^layout 'mla:256\+fp8': 'mla_rank'"):
+        footprint(get_model("DeepSeek-V3"), parse_layout("mla:256+fp8"), 1000)
