@@ -79,3 +79,24 @@ def test_calc_error_names_the_layout_given() -> None:
         footprint(get_model("Llama-3-70B"), parse_layout("gqa:3"), 1000)
     with pytest.raises(ConfigError, match=r"^layout 'mla:256\+fp8': 'mla_rank'"):
         footprint(get_model("DeepSeek-V3"), parse_layout("mla:256+fp8"), 1000)
+
+
+def test_calc_says_its_bytes_per_token_are_before_window_caps() -> None:
+    """Gemma-3-27B printed 'bytes per token 507,904 B' beside 'per sequence 11.174 GB' at 131,072 tokens,
+    though 507,904 × 131,072 = 66.57 GB: the per-token figure is every layer's, before the 1,024-token
+    windows of its 52 local layers (of 62; layer i global when (i + 1) % 6 == 0: 10 global)."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    r = CliRunner().invoke(main, ["calc", "--model", "Gemma-3-27B", "--context", "131072"])
+    assert r.exit_code == 0, r.output
+    per_token = 62 * 16 * 2 * 128 * 2  # layers × KV heads × (K, V) × head_dim × bf16 bytes = 507,904
+    seq = (10 * 131072 + 52 * 1024) * 16 * 2 * 128 * 2  # 11,173,871,616 B
+    lines = r.output.splitlines()
+    assert lines[1].split()[3] == f"{per_token:,}" and f"{seq / 1e9:.3f} GB" in lines[2]
+    assert f"before window and compression caps: {seq / 131072:,.0f} B a token over this sequence" in lines[1]
+    assert seq / 131072 == 85_248
+    # no caps (Llama-3.1-8B, the README's block): the line is unchanged
+    r = CliRunner().invoke(main, ["calc", "--model", "Llama-3.1-8B", "--context", "131072", "--batch", "8"])
+    assert r.output.splitlines()[1] == "  bytes per token               131,072 B"

@@ -99,7 +99,10 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
         echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
         return
     click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}")
-    click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B")
+    capped = fp.sequence_bytes < fp.bytes_per_token * fp.context_tokens * (1 - 1e-12)  # windows, compression
+    click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B" + (
+        f"   (every layer, before window and compression caps: {fp.sequence_bytes / fp.context_tokens:,.0f} B a "
+        f"token over this sequence)" if capped else ""))
     click.echo(f"  per sequence         {fp.sequence_bytes / GB:>16,.3f} GB   "
                f"(paged, {fp.block_tokens}-token blocks: {fp.sequence_bytes_paged / GB:,.3f} GB)")
     click.echo(f"  batch                {fp.batch_bytes / GB:>16,.3f} GB   "
