@@ -52,12 +52,14 @@ class ScenarioRun:
         `SteadyWindow.min_admission_ratio` (90 % by default) of the arrivals that queued there (`steady_notes`
         gives the share), or the window held too few completions to tell),
         ``makespan out tok/s`` over first arrival to last completion (the drain tail lowers it).
+        ``meets SLO`` is `simulator.planning.meets_slo`, the verdict ``kvsim sweep`` and the capacity plan use.
         """
+        from simulator.planning import meets_slo  # planning imports this module
+
         rows = []
         for hw, r in self.results.items():
             s = r.summary
-            slo_ok = (s["ttft_p99_s"] <= self.scenario.slo.ttft_p99_s
-                      and s["tpot_p99_s"] <= self.scenario.slo.tpot_p99_s and s["timed_out"] == 0)
+            slo_ok = meets_slo(r, self.scenario.slo.ttft_p99_s, self.scenario.slo.tpot_p99_s)  # as sweep, capacity
             rows.append({
                 "hardware": hw, "nodes": fleet_nodes(r.config), "plan": plan_label(r.config),
                 "weights": weight_precision(r.config.model) if isinstance(r.config.model, ModelSpec) else "",

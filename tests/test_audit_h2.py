@@ -3,6 +3,8 @@ each figure checked against a hand computation written in the test."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +102,23 @@ def test_calc_says_its_bytes_per_token_are_before_window_caps() -> None:
     # no caps (Llama-3.1-8B, the README's block): the line is unchanged
     r = CliRunner().invoke(main, ["calc", "--model", "Llama-3.1-8B", "--context", "131072", "--batch", "8"])
     assert r.output.splitlines()[1] == "  bytes per token               131,072 B"
+
+
+def test_run_headline_meets_slo_is_the_verdict_sweep_prints() -> None:
+    """One-token answers have no TPOT (NaN): `kvsim sweep` (and the capacity plan, `meets_slo`) said True
+    and `kvsim run`'s headline 'no' for the same run, since NaN <= 0.1 is False."""
+    from simulator.planning import meets_slo
+    from simulator.scenario import load_scenario
+    from simulator.study import run_scenario
+
+    sc = load_scenario(ROOT / "scenarios" / "mlperf-llama3_1-8b-server.toml")
+    spec = dict(sc.workload.spec)
+    spec["output_tokens"] = 1
+    sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, spec=spec, duration_s=5.0))
+    run = run_scenario(sc)
+    (r,) = run.results.values()
+    s = r.summary
+    assert s["timed_out"] == 0 and s["completed"] == s["requests"] > 0 and math.isnan(s["tpot_p99_s"])
+    assert s["ttft_p99_s"] <= 2.0
+    assert meets_slo(r, 2.0, 0.1) is True
+    assert run.headline()["meets SLO"].to_list() == ["yes"]
