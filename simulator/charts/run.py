@@ -40,14 +40,25 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
     return fig
 
 
+def bin_means(ts: pd.DataFrame, columns: list[str], bin_s: float = 10.0) -> pd.DataFrame:
+    """Per `bin_s` bin (index ``minute``, the bin's start in minutes) the mean over replicas of each
+    replica's mean over its samples there: ``mean_r mean_{samples of r in the bin} x``. A replica
+    samples at each state change (thinned to one a ``sample_interval_s``) and whenever it goes idle,
+    so a disaggregated fleet's prefill replicas, idle after each prompt, sample some 20 times as
+    often as its decode replicas; a plain mean over the samples would weigh them so."""
+    t = ts.assign(minute=(ts.time_s // bin_s) * bin_s / 60)
+    return t.groupby(["minute", "replica"])[columns].mean().groupby("minute").mean()
+
+
 #: Colours of the KV pool's two bands (apart from the per-fleet colours of the other panels).
 SEQUENCE_COLOUR, CACHE_COLOUR = "#2a7f62", "#e8b04a"
 
 
 def kv_bands(ts: pd.DataFrame, blocks_per_replica: int, block_tokens: int, bin_s: float = 10.0,
              cache: bool = True) -> tuple[pd.DataFrame, bool]:
-    """The KV pool's use over time in two bands, as % of one replica's blocks (`bin_s` means over
-    the fleet's replicas' samples); and whether the split is exact.
+    """The KV pool's use over time in two bands, as % of one replica's blocks (`bin_means`: each
+    replica's mean over its samples in a `bin_s` bin, then the mean over replicas); and whether the
+    split is exact.
 
     Columns ``minute`` (the bin's start), ``used`` (every block in use, the prefix cache's included:
     its time mean is the summary's ``kv_utilization``), ``sequences`` (blocks running sequences
@@ -67,8 +78,8 @@ def kv_bands(ts: pd.DataFrame, blocks_per_replica: int, block_tokens: int, bin_s
         seqs = used - ts.kv_evictable_blocks
     else:
         seqs = np.minimum(used, np.ceil(ts.kv_tokens / block_tokens))
-    frame = pd.DataFrame({"minute": (ts.time_s // bin_s) * bin_s / 60, "used": used, "sequences": seqs})
-    means = 100 * frame.groupby("minute").mean() / blocks_per_replica
+    frame = pd.DataFrame({"time_s": ts.time_s, "replica": ts.replica, "used": used, "sequences": seqs})
+    means = 100 * bin_means(frame, ["used", "sequences"], bin_s) / blocks_per_replica
     means["cache"] = means.used - means.sequences
     return means.reset_index(), exact
 
@@ -109,14 +120,12 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
         mean = (kv_utilization or {}).get(hw)
         a.set_title(f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
                                                     if mean is not None else ""), fontsize=10, loc="left")
-        t = ts.assign(minute=(ts.time_s // 10) * 10 / 60)
-        g = t.groupby("minute")
+        g = bin_means(ts, ["waiting", *(["mfu", "hbm_bw_util"] if "mfu" in ts else [])])
         colour = f"C{i % 10}"
-        b.plot(g.waiting.mean().index, g.waiting.mean(), label=hw, color=colour)
-        if "mfu" in t:
-            c.plot(g.mfu.mean().index, 100 * g.mfu.mean(), label=f"{hw} MFU", color=colour)
-            c.plot(g.hbm_bw_util.mean().index, 100 * g.hbm_bw_util.mean(), label=f"{hw} HBM bandwidth",
-                   color=colour, ls="--")
+        b.plot(g.index, g.waiting, label=hw, color=colour)
+        if "mfu" in g:
+            c.plot(g.index, 100 * g.mfu, label=f"{hw} MFU", color=colour)
+            c.plot(g.index, 100 * g.hbm_bw_util, label=f"{hw} HBM bandwidth", color=colour, ls="--")
     b.set(ylabel="waiting requests\nper replica")
     b.set_title("queue", fontsize=10, loc="left")
     c.set(xlabel="simulated time (min)", ylabel="% of the GPU's peak\n(FLOP/s; HBM bytes/s)")

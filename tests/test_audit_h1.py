@@ -1,0 +1,37 @@
+"""Audit h1: figures of `kvsim run`'s report and `kvsim capacity`, recomputed by hand."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from simulator.charts import kv_bands, timeseries_figure
+
+# --- the timeseries chart weighs replicas alike, not samples --------------------------------------
+
+# One 10 s bin of a two-replica fleet: replica 0 (a prefill replica, idle after each prompt) samples
+# 9 times with 90 blocks in use and 4 waiting; replica 1 (a decode replica) once, 10 blocks, 0 waiting.
+UNEVEN = pd.DataFrame({"time_s": [0.5 * k for k in range(9)] + [5.0], "replica": [0] * 9 + [1],
+                       "kv_blocks_used": [90] * 9 + [10], "kv_tokens": [0] * 10, "running": [1] * 10,
+                       "waiting": [4] * 9 + [0], "mfu": [0.5] * 9 + [0.1], "hbm_bw_util": [0.2] * 9 + [0.6]})
+
+
+def test_kv_bands_mean_over_replicas_not_over_samples():
+    """Pools of 200 blocks: the fleet holds (90 + 10) / 2 = 50 blocks a replica = 25% of a pool; the
+    mean over the samples, (9 · 90 + 10) / 10 = 82 = 41%, weighed replica 0 nine times (`kvsim run
+    disaggregated`, 8xH100-2P4D: the chart read 51% where the headline's KV util, quoted in its title,
+    is 24.6%)."""
+    bands, _ = kv_bands(UNEVEN, 200, 16, cache=False)
+    assert bands.used.tolist() == [pytest.approx(25.0)]
+
+
+def test_timeseries_queue_and_utilisation_mean_over_replicas():
+    """Waiting per replica (4 + 0) / 2 = 2, not (9 · 4 + 0) / 10 = 3.6; MFU (50 + 10) / 2 = 30%, not
+    (9 · 50 + 10) / 10 = 46%; HBM bandwidth (20 + 60) / 2 = 40%, not (9 · 20 + 60) / 10 = 24%."""
+    fig = timeseries_figure({"8xH100": UNEVEN}, {"8xH100": 200}, 16, {"8xH100": 0.25}, {"8xH100": 0.0})
+    _, queue, util = fig.axes
+    assert queue.lines[0].get_ydata()[0] == pytest.approx(2.0)
+    mfu, bw = util.lines[0], util.lines[1]
+    assert mfu.get_ydata()[0] == pytest.approx(30.0) and bw.get_ydata()[0] == pytest.approx(40.0)
+    plt.close(fig)
