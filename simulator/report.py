@@ -178,7 +178,7 @@ def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
             "concurrent transfers); its first token leaves the prefill replica. Busy: share of time a replica has a "
             "step in flight; KV: share of the pool's blocks in use; link: share of time a decode replica's ingress "
             "link moves KV (all in %, time means).\n",
-            _table(shown.drop(columns=["disaggregated", "ttft_p99_of_slo", "tpot_p99_of_slo"])),
+            _table(shown.drop(columns=["disaggregated", "ttft_p99_of_slo", "tpot_p99_of_slo", "meets_slo"])),
             "![fleets](" + _save(fleet_figure(fleets, sc.name, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
                                  out / "fleets.png") + ")\n"]
 

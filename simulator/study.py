@@ -81,8 +81,10 @@ class ScenarioRun:
         ``busy`` is the share of time replicas have a step in flight (prefill and decode replicas
         apart in a disaggregated fleet, the same figure twice in an aggregated one), ``KV`` the
         share of their pools in use (time means), ``link util`` the decode replicas' ingress links'
-        busy share (`simulator.engine.result._pool_summary`).
+        busy share (`simulator.engine.result._pool_summary`); ``meets_slo`` is `simulator.planning.meets_slo`.
         """
+        from simulator.planning import meets_slo
+
         slo = self.scenario.slo
         rows = []
         for hw, r in self.results.items():
@@ -95,6 +97,7 @@ class ScenarioRun:
                 "ttft_p99_s": s["ttft_p99_s"], "tpot_p99_s": s["tpot_p99_s"],
                 "ttft_p99_of_slo": s["ttft_p99_s"] / slo.ttft_p99_s,
                 "tpot_p99_of_slo": s["tpot_p99_s"] / slo.tpot_p99_s,
+                "meets_slo": meets_slo(r, slo.ttft_p99_s, slo.tpot_p99_s),
                 "goodput_fraction": s["goodput_fraction"],
                 "prefill_busy": s["prefill_busy_fraction"] if split else s["busy_fraction"],
                 "decode_busy": s["decode_busy_fraction"] if split else s["busy_fraction"],

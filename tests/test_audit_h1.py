@@ -35,3 +35,42 @@ def test_timeseries_queue_and_utilisation_mean_over_replicas():
     mfu, bw = util.lines[0], util.lines[1]
     assert mfu.get_ydata()[0] == pytest.approx(30.0) and bw.get_ydata()[0] == pytest.approx(40.0)
     plt.close(fig)
+
+
+# --- one test of "meets the SLOs" for the headline, the fleets chart and `kvsim capacity` ---------
+
+
+def test_headline_meets_slo_is_capacitys_test(tmp_path):
+    """A workload of one-token answers has no TPOT, so nothing breaks the TPOT SLO: `kvsim capacity`
+    (`planning.meets_slo`) says one node meets, and every request meets both SLOs (goodput 1); the
+    headline said "meets SLO: no" for the same run, as NaN ≤ 0.1 is false."""
+    from simulator.planning import meets_slo
+    from simulator.scenario import SCENARIO_DIR, load_scenario
+    from simulator.study import run_scenario
+
+    trace = pd.read_csv(SCENARIO_DIR / "traces" / "chat-sample.csv").head(40).assign(output_tokens=1)
+    trace.to_csv(tmp_path / "one.csv", index=False)
+    sc = load_scenario("trace-replay", trace=tmp_path / "one.csv")
+    run = run_scenario(sc)
+    result = run.results["8xH100"]
+    s = result.summary
+    assert s["completed"] == 40 and s["timed_out"] == 0 and s["goodput_fraction"] == 1.0
+    assert s["ttft_p99_s"] <= sc.slo.ttft_p99_s and s["tpot_p99_s"] != s["tpot_p99_s"]  # NaN
+    assert meets_slo(result, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s)
+    assert run.headline()["meets SLO"].tolist() == ["yes"]
+
+
+def test_fleets_chart_hatches_by_meets_slo():
+    """The fleets chart hatched a fleet whose TPOT is NaN (one-token answers: it meets) and left
+    unhatched one that met both p99s but timed requests out (it misses): it now reads ``meets_slo``."""
+    from simulator.charts import fleet_figure
+
+    fleets = pd.DataFrame({
+        "fleet": ["agg", "2P4D"], "disaggregated": [False, True], "nodes": [6, 6], "usd_per_hour": [144.0, 144.0],
+        "usd_per_million_output_tokens": [3.7, 3.7], "ttft_p99_of_slo": [0.5, 0.5],
+        "tpot_p99_of_slo": [float("nan"), 0.5], "meets_slo": [True, False],
+        **{c: [0.5, 0.5] for c in ("prefill_busy", "decode_busy", "prefill_kv", "decode_kv", "link_util")}})
+    fig = fleet_figure(fleets, "t", 10.0, 0.05)
+    cost = fig.axes[0]
+    assert [bar.get_hatch() or "" for bar in cost.patches[:2]] == ["", "//"]
+    plt.close(fig)
