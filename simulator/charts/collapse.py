@@ -121,8 +121,8 @@ def _goodput_caption(sim: pd.DataFrame) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them)."""
     text = ("Goodput panels (under each kind's streams): one node offered 80% of the concurrency its KV memory "
-            "allows (Poisson arrivals, the scenario's scheduler and SLOs); goodput = share of requests meeting both "
-            "p99 SLOs.")
+            "allows, at most the scheduler's max_num_seqs (Poisson arrivals, the scenario's scheduler and SLOs); "
+            "goodput = share of requests meeting both p99 SLOs.")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
         tpot_miss = float((1 - sim.tpot_ok_fraction).mean())
@@ -269,5 +269,5 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_ylim(-5, 105)
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-    g.set_title(f"simulated, {layout}, 80% of the analytic concurrency offered", fontsize=9)
+    g.set_title(f"simulated, {layout}, 80% of the analytic concurrency (at most max_num_seqs) offered", fontsize=9)
     g.grid(True, alpha=0.3)
