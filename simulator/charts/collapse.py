@@ -269,5 +269,5 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_ylim(-5, 105)
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-    g.set_title(f"simulated, {layout}, 80% of the analytic concurrency (at most max_num_seqs) offered", fontsize=9)
+    g.set_title(f"simulated, {layout}:\n80% of the analytic concurrency (at most max_num_seqs) offered", fontsize=9)
     g.grid(True, alpha=0.3)
