@@ -527,11 +527,11 @@ CONCURRENCY_COLLAPSE = [
         * **flooded**: requests arrive far faster than they are served and nothing caps the batch, so
           memory decides how many run at once (`peak_streams`). A sequence holds between `n − output` and
           `n` tokens while it decodes, so the peak may pass the analytic bound by up to `1 / (1 − 1/8)`.
-        * **at capacity**: Poisson arrivals offered at 80% of the analytic concurrency under the scenario's
-          scheduler: `mean_streams` is the concurrency it sustains and `goodput_fraction` the share of
-          requests that meet both SLOs.
+        * **at capacity**: Poisson arrivals offered at 80% of the concurrency the scheduler can run
+          (`offered_streams`: the analytic streams, at most `max_num_seqs`): `mean_streams` is the
+          concurrency it sustains and `goodput_fraction` the share of requests that meet both SLOs.
 
-        Why so few meet the SLOs at 80% of the memory limit: the offered rate assumes pure-decode steps,
+        Why so few meet the SLOs at 80% of that limit: the offered rate assumes pure-decode steps,
         but prefill chunks of new requests share those steps (chunked prefill), so every stream holds its
         KV longer than the formula assumed, the pool fills, and arrivals wait in the queue for memory:
         it is TTFT that breaks the SLO. Memory sized for `m` streams is not a fleet sized for `m` streams.
