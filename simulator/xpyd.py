@@ -63,7 +63,7 @@ class SplitPlan:
     usd_per_million_output_tokens: float
     ttft_p99_s: float
     tpot_p99_s: float
-    kv_utilization: float  # the decode pool's
+    decode_kv_utilization: float  # the decode pool's time-mean share of its blocks in use
     link_utilization: float
     binding: str
     simulations: int
@@ -167,7 +167,7 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", nodes=p + d, prefill_nodes=p, decode_nodes=d,
                      memory_floor_nodes=floor, usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
                      usd_per_million_output_tokens=s["usd_per_million_output_tokens"], ttft_p99_s=s["ttft_p99_s"],
-                     tpot_p99_s=s["tpot_p99_s"], kv_utilization=s["decode_kv_utilization"],
+                     tpot_p99_s=s["tpot_p99_s"], decode_kv_utilization=s["decode_kv_utilization"],
                      link_utilization=s["link_utilization"], binding=", ".join(binding), simulations=len(cache))
 
 
@@ -215,6 +215,10 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
                         meter: Meter | None = None) -> pd.DataFrame:
     """Aggregated and disaggregated fleets of each kind side by side at the same SLOs: one row each.
 
+    ``decode_kv_utilization`` is the KV use of the pool that decodes: the decode pool's of an xPyD
+    fleet (what says whether memory binds it), the whole fleet's (`FleetPlan.kv_utilization`) of an
+    aggregated one, whose every replica decodes.
+
     `meter`'s stages after the one under way are, per kind, the aggregated fleet's (`FLEET_PRIOR`)
     and the disaggregated one's (`SPLIT_PRIOR`)."""
     meter = meter or Meter(None)
@@ -223,14 +227,16 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
         meter.next_stage()
         agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
                          on_step=on_step, meter=meter)
-        rows.append({**asdict(agg), "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
+        agg_row = asdict(agg)
+        agg_row["decode_kv_utilization"] = agg_row.pop("kv_utilization")  # every replica of it decodes
+        rows.append({**agg_row, "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
                      "link_utilization": math.nan})
         meter.next_stage()
         split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
                                    on_step=on_step, meter=meter)
         rows.append({**asdict(split), "headroom_scale": math.nan})
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
-            "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "kv_utilization", "link_utilization",
+            "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
             "binding", "headroom_scale", "simulations"]
     return pd.DataFrame(rows)[cols]
 

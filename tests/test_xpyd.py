@@ -63,6 +63,12 @@ def test_split_plan_is_the_smallest_that_meets_the_slos(tmp_path):
     best = run(sc.disaggregated_config("8xH100", split.prefill_nodes, split.decode_nodes), wl, sc.seed)
     assert meets_slo(best, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s)
     assert best.summary["ttft_p99_s"] == split.ttft_p99_s  # the answer is what its own simulation says
+    # one column, one meaning: the KV use of the pool that decodes (all of an aggregated fleet's replicas)
+    assert "kv_utilization" not in plan
+    assert split.decode_kv_utilization == best.summary["decode_kv_utilization"]
+    assert split.decode_kv_utilization != best.summary["kv_utilization"]  # the prefill pool's left out
+    agg_run = run(sc.engine_config("8xH100", agg.nodes), wl, sc.seed)
+    assert agg.decode_kv_utilization == agg_run.summary["kv_utilization"]
     if split.prefill_nodes > 1:  # one prefill node fewer fails
         fewer = run(sc.disaggregated_config("8xH100", split.prefill_nodes - 1, split.decode_nodes), wl, sc.seed)
         assert not meets_slo(fewer, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s)
