@@ -8,6 +8,10 @@ waiting queue did not grow through the run's steady window (`simulator.engine.st
 admissions there at least 90 % of its arrivals), so a rate whose queue is still building at the end
 of a finite run never passes, however short the run. (A window too short to judge, with under 10
 completions, is judged on the SLOs alone: at a low rate that is a short run, not an overload.)
+When the run at the answer was too short to tell (`simulator.engine.steady`'s ``steady_too_short``:
+under 10 completions, or the batch still filling through the window) the answer is an artefact of
+the run's length, not a capacity: `MaxRate.describe` says so in its first line, naming
+``--duration-s``, and ``as_dict`` sets ``too_short``.
 
 Search (`bisect_rate`), assuming success is monotone in the rate:
 
@@ -61,6 +65,8 @@ class Trial:
     ttft_p99_s: float
     tpot_p99_s: float
     timed_out: int
+    warning: str = ""  # the steady window's (`steady_state_warning`); "" when steady
+    too_short: bool = False  # the run was too short to tell (`steady_too_short`)
 
     @classmethod
     def of(cls, rate_scale: float, result: Result, ttft_p99_s: float, tpot_p99_s: float) -> Trial:
@@ -70,7 +76,8 @@ class Trial:
                    offered_requests_per_s=s["offered_requests_per_s"],
                    sustained_requests_per_s=s["sustained_requests_per_s"],
                    sustained_output_tokens_per_s=s["sustained_output_tokens_per_s"],
-                   ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"])
+                   ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"],
+                   warning=s["steady_state_warning"], too_short=bool(s["steady_too_short"]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +182,8 @@ class SeedAnswer:
     ttft_p99_s: float
     tpot_p99_s: float
     simulations: int
+    too_short: bool = False  # the run at ``lo`` was too short to tell (`Trial.too_short`): no answer
+    steady_warning: str = ""  # that run's steady-window warning
 
 
 def _spread(xs: Sequence[float]) -> dict[str, float]:
@@ -212,10 +221,16 @@ class MaxRate:
         """The answer in words: the sustained rate over the seeds, then each seed's bracket."""
         r, o = self.requests_per_s, self.output_tokens_per_s
         n = len(self.answers)
-        lines = [f"{self.hardware} × {self.nodes} node(s) sustains {r['mean']:,.3g} req/s, {o['mean']:,.0f} output "
-                 f"tok/s at p99 TTFT ≤ {self.ttft_p99_s:g} s, p99 TPOT ≤ {self.tpot_p99_s * 1e3:g} ms "
-                 + (f"(mean of {n} seeds: {r['min']:,.3g}-{r['max']:,.3g} req/s, spread {r['spread']:.1%})"
-                    if n > 1 else "(1 seed)")]
+        short = next((a for a in self.answers if a.too_short), None)
+        if short:  # the answer would be an artefact of the run's length: say so instead
+            why = short.steady_warning.removeprefix("not steady: ").removesuffix("; run longer")
+            lines = [f"{self.hardware} × {self.nodes} node(s): runs of {self.duration_s:g} s are too short to tell the "
+                     f"max rate; raise --duration-s (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
+        else:
+            lines = [f"{self.hardware} × {self.nodes} node(s) sustains {r['mean']:,.3g} req/s, {o['mean']:,.0f} output "
+                     f"tok/s at p99 TTFT ≤ {self.ttft_p99_s:g} s, p99 TPOT ≤ {self.tpot_p99_s * 1e3:g} ms "
+                     + (f"(mean of {n} seeds: {r['min']:,.3g}-{r['max']:,.3g} req/s, spread {r['spread']:.1%})"
+                        if n > 1 else "(1 seed)")]
         for a in self.answers:
             lines.append(f"  seed {a.seed}: met at rate ×{a.lo_scale:.4g} ({a.lo_requests_per_s:,.3g} req/s offered), "
                          f"failed at ×{a.hi_scale:.4g} ({a.hi_requests_per_s:,.3g} req/s); sustained "
@@ -228,6 +243,7 @@ class MaxRate:
         doc = {"hardware": self.hardware, "nodes": self.nodes,
                "slo": {"ttft_p99_s": self.ttft_p99_s, "tpot_p99_s": self.tpot_p99_s},
                "rel_tol": self.rel_tol, "duration_s": self.duration_s,
+               "too_short": any(a.too_short for a in self.answers),  # then the figures are no answer (`describe`)
                "requests_per_s": self.requests_per_s, "output_tokens_per_s": self.output_tokens_per_s,
                "seeds": [asdict(a) for a in self.answers]}
         return _finite(doc)
@@ -309,7 +325,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
             requests_per_s=best.sustained_requests_per_s if best else 0.0,
             output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
             ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
-            simulations=len(b.trials)))
+            simulations=len(b.trials), too_short=best.too_short if best else False,
+            steady_warning=best.warning if best else ""))
         first_cost = first_cost or spent[0]
         meter.next_stage(later=[first_cost] * (seeds - 1 - k))
     meter.finish()

@@ -50,7 +50,8 @@ class ScenarioRun:
         ``sustained out tok/s`` is measured over the steady-state window (warm-up and drain left
         out, `simulator.engine.steady`; ``steady`` is "no" when the queue grew there: its admissions fell short of
         `SteadyWindow.min_admission_ratio` (90 % by default) of the arrivals that queued there (`steady_notes`
-        gives the share), or the window held too few completions to tell),
+        gives the share), or the window held too few completions to tell, or under 90 % as many completions as
+        queued arrivals: the batch still filling, a run too short to tell),
         ``makespan out tok/s`` over first arrival to last completion (the drain tail lowers it).
         ``meets SLO`` is `simulator.planning.meets_slo`, the verdict ``kvsim sweep`` and the capacity plan use.
         """
