@@ -198,6 +198,8 @@ CAPACITY_PLANNING = [
               f"${base['$/Mtok out']:.2f} -> ${levers['$/Mtok out'][most]:.2f} per million output tokens")
         if SCENARIO == "default":  # what the text below says
             assert most == "prefix cache off" and levers.nodes[most] >= 2 * base.nodes
+            assert levers.nodes["fp8 KV"] < base.nodes <= levers.nodes["cross-layer 0.5"]  # compute binds, not memory
+            assert (levers["KV util"] < 0.8).all()
             assert levers["KV util"]["MLA retrofit"] > base["KV util"]  # the whole latent on every TP GPU
 
         fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
@@ -213,13 +215,16 @@ CAPACITY_PLANNING = [
         **Reading it (shipped `default`).** The prefix cache is the lever that matters: most of this mix's
         prompt tokens repeat (system prompts, chat histories, repositories that agents re-read), so without
         reuse every agent turn prefills its whole context again and the fleet at least doubles. The layout
-        levers change the KV each GPU holds, which moves the node count only where memory binds: look at
-        `KV util` (well below 80% here: compute binds). fp8 and cross-layer sharing shrink it, and KV
-        precision also halves the bytes each decode step reads, which shortens TPOT at long contexts. The
-        MLA retrofit holds *more* KV per GPU here, not less (`KV util` above the configured one): under
-        tensor parallelism every GPU of the group holds the whole latent, where grouped-query attention
-        splits its KV heads among them (section 4), so where memory binds it costs nodes. Change `SCENARIO`
-        to `capacity-plan` (short chat turns) and the layouts barely matter at all.
+        levers change the KV each GPU holds, which by itself moves the node count only where memory binds:
+        look at `KV util` (well below 80% here: compute binds). fp8 and cross-layer sharing shrink it, and
+        cross-layer sharing keeps the configured node count; KV precision also halves the bytes each decode
+        step reads, which shortens the steps, and that is what lets fp8 KV meet the SLOs on fewer nodes
+        (one instead of two here, with its p99 TPOT close to the limit: rerun with a longer `DURATION_S`
+        before relying on it). The MLA retrofit holds *more* KV per GPU here, not less (`KV util` above
+        the configured one): under tensor parallelism every GPU of the group holds the whole latent, where
+        grouped-query attention splits its KV heads among them (the concurrency-collapse notebook, section
+        3), so where memory binds it costs nodes. Change `SCENARIO` to `capacity-plan` (short chat turns)
+        and the layouts barely matter at all.
 
         ## 5. Each traffic class at the chosen size
 
