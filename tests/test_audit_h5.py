@@ -41,3 +41,29 @@ def test_capacity_notebook_says_fp8_kv_saves_a_node_on_the_default_mix():
     code = "\n".join(src for kind, src in cells.values() if kind == "code")
     assert "one instead of two here" in text
     assert 'levers.nodes["fp8 KV"] < base.nodes' in code  # the notebook checks what its text says
+
+
+def test_breakeven_says_its_closed_form_ignores_a_fixed_ttl_and_storage():
+    """`kvsim breakeven --profile gemini --rate 0.1 --prefix-tokens 20000` printed p_hit 0.9975,
+    relative_cost 0.2499, savings_pct 75.01 for the 1h TTL: the sliding-TTL formula 1 − exp(−λT),
+    λT = 0.1/min × 60 min = 6, with no storage fee. Gemini's explicit cache runs its TTL from the
+    write (profiles.toml: sliding = false) and bills storage at $4.50/MTok-hour. By hand, Poisson
+    reuse under a fixed 1 h TTL: a write, then λT = 6 hits on average before it expires, so 7 requests
+    a cycle and p_hit = 6/7 = 0.857; input (1 + 6 × 0.248) / 7 = 0.355 of plain; storage 20,000 tokens
+    × 1 h × $4.50/MTok = $0.09 a cycle = 0.09 / 7 / (20,000 × $1.25/MTok = $0.025) = 0.514 of plain;
+    relative cost 0.870, a 13% saving, not 75%. The tables now say they assume a sliding TTL and no
+    storage fee wherever a profile has either (anthropic has neither: no note)."""
+    from click.testing import CliRunner
+
+    from simulator.cli.breakeven import breakeven
+
+    p_hit = 6 / 7
+    relative = (1 + 6 * 0.248) / 7 + 20_000 * 1 * 4.50 / 1e6 / 7 / (20_000 * 1.25 / 1e6)
+    assert round(p_hit, 3) == 0.857 and round(100 * (1 - relative)) == 13
+    gemini = CliRunner().invoke(breakeven, ["--profile", "gemini", "--rate", "0.1", "--prefix-tokens", "20000"])
+    assert gemini.exit_code == 0, gemini.output
+    assert "0.9975" in gemini.output  # the sliding formula's figure, still printed, now flagged
+    assert ("assume a sliding TTL and no storage fee, but under gemini/gemini-2.5-pro its TTL runs from the "
+            "write, not refreshed by reads and it bills storage at $4.5/MTok-hour") in gemini.output
+    anthropic = CliRunner().invoke(breakeven, ["--rate", "0.1"])
+    assert anthropic.exit_code == 0 and "note:" not in anthropic.output

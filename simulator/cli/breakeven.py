@@ -139,6 +139,19 @@ def _uncacheable_note(prof: PriceProfile, prefix_tokens: int) -> str:
             f"rates below hold for prefixes of {prof.min_cacheable_tokens:,} tokens or more)")
 
 
+def _closed_form_note(prof: PriceProfile) -> str | None:
+    """The Poisson, --rate and --gaps tables model a sliding TTL with no storage fee
+    (`simulator.billing.breakeven`): say so for a profile whose TTL is fixed at creation or that
+    bills storage, whose bill only the --workload replay (`simulator.billing.ledger`) gives."""
+    storage = prof.storage_usd_per_mtok_hour
+    parts = ([] if prof.sliding else ["its TTL runs from the write, not refreshed by reads"]) + (
+        [f"it bills storage at ${storage:g}/MTok-hour"] if storage else [])
+    if not parts:
+        return None
+    return (f"note: the break-even, --rate and --gaps tables assume a sliding TTL and no storage fee, but under "
+            f"{prof.key} {' and '.join(parts)}: they overstate its hits and savings; --workload bills both")
+
+
 def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
     """The replay's reason that nothing was cached, with the profiles that cache without breakpoints."""
     if reason is None:
@@ -239,6 +252,9 @@ def breakeven(
         )
         if prefix_tokens is not None and prof.cacheable_tokens(prefix_tokens) == 0:
             echo(_uncacheable_note(prof, prefix_tokens))
+        closed_form_note = _closed_form_note(prof)
+        if closed_form_note:
+            echo(closed_form_note)
         show("Break-even for Poisson reuse (rates in reuses per minute):", table)
         if not cross.empty:
             show("Longer TTL cheaper above:", cross)
