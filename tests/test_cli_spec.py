@@ -57,6 +57,18 @@ def test_fit_says_when_the_context_is_past_the_models_window():
         "beyond_max_context"]
 
 
+def test_calc_says_when_the_context_is_past_the_models_window():
+    """calc's arithmetic holds at any context, but it says, as fit does, when the model as released
+    cannot serve it: Llama-3-70B's window is 8,192 tokens (its config.json), Llama-3.1-8B's 131,072."""
+    past = run("calc", "--model", "Llama-3-70B", "--context", "131072")
+    assert past.exit_code == 0
+    assert past.output.splitlines()[0] == ("Llama-3-70B, layout native, 131,072 tokens × batch 1  "
+                                           "(beyond the model's max context of 8,192)")
+    assert "327,680 B" in past.output  # 2 · 80 · 8 · 128 · 2 B: the figure itself is unchanged
+    within = run("calc", "--model", "Llama-3.1-8B", "--context", "131072")
+    assert within.output.splitlines()[0] == "Llama-3.1-8B, layout native, 131,072 tokens × batch 1"
+
+
 def test_model_too_big_is_one_line_exit_2():
     r = run("fit", "--model", "DeepSeek-V3", "--context", "1000")
     assert r.exit_code == 2

@@ -36,7 +36,7 @@ Decorator = Callable[[Any], Any]
 MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
 HARDWARE_HELP = "node kind (see `kvsim hardware`; a GPU name alone is its largest node: H100 = 8xH100)"
 LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:rank], cross-layer[:f], "
-               "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4)")
+               "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4; or bf16, fp16, fp32)")
 
 
 class Renamed(click.Option):

@@ -98,7 +98,9 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
     if as_json:
         echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
         return
-    click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}")
+    past = (f"  (beyond the model's max context of {model.max_context_tokens:,})"  # as `fit` says it
+            if context_tokens > model.max_context_tokens else "")
+    click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}{past}")
     capped = fp.sequence_bytes < fp.bytes_per_token * fp.context_tokens * (1 - 1e-12)  # windows, compression
     click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B" + (
         f"   (every layer, before window and compression caps: {fp.sequence_bytes / fp.context_tokens:,.0f} B a "
