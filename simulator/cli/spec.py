@@ -74,6 +74,14 @@ def _layout(layout: str, kv_dtype: str | None) -> str:
     return f"{layout}+{name}"
 
 
+def _past_window(model: ModelSpec, context_tokens: int) -> str:
+    """The note `calc` and `fit` append when `context_tokens` is past the model's window: the memory
+    arithmetic holds there (a long-context variant's), but the model as released cannot serve it."""
+    if context_tokens <= model.max_context_tokens:
+        return ""
+    return f"  (beyond the model's max context of {model.max_context_tokens:,})"
+
+
 @click.command()
 @model_option()
 @MODEL_CONFIG
@@ -98,9 +106,8 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
     if as_json:
         echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
         return
-    past = (f"  (beyond the model's max context of {model.max_context_tokens:,})"  # as `fit` says it
-            if context_tokens > model.max_context_tokens else "")
-    click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}{past}")
+    click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}"
+               + _past_window(model, context_tokens))
     capped = fp.sequence_bytes < fp.bytes_per_token * fp.context_tokens * (1 - 1e-12)  # windows, compression
     click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B" + (
         f"   (every layer, before window and compression caps: {fp.sequence_bytes / fp.context_tokens:,.0f} B a "
@@ -192,9 +199,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    f"{st.embedding_bytes / GB:,.2f}) = KV {kv / GB:,.2f} GB")
         click.echo(f"    a {context_tokens:,}-token stream holds {seq / GB:,.3f} GB here ({what}) -> "
                    f"{int(kv // seq) if seq else 0:,} per KV pool")
-    # the memory arithmetic holds past the model's window (a long-context variant's), but says so
-    past = (f"  (beyond the model's max context of {model.max_context_tokens:,})"
-            if context_tokens > model.max_context_tokens else "")
+    past = _past_window(model, context_tokens)
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
                f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
     click.echo(f"  longest context for {batch} stream(s): {longest:,} tokens"
