@@ -1,21 +1,10 @@
 """Audit h5: the notebooks' text against what their cells compute now."""
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 from simulator import load_scenario, run
 from simulator.planning import meets_slo
-
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_notebooks", NOTEBOOKS / "make_notebooks.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.test_notebooks import _generator  # notebooks/make_notebooks.py, loaded as a module
 
 
 def test_capacity_notebook_says_fp8_kv_saves_a_node_on_the_default_mix():
