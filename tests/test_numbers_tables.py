@@ -150,8 +150,13 @@ def test_models_prints_70_55_billion_parameters_as_70_6() -> None:
     assert rows["Kimi-K2"][6:8] == ["1,040.0", "32.0"]
 
 
-def test_the_readme_collapse_example_has_the_header_the_tool_prints() -> None:
+def test_the_readme_collapse_example_has_the_header_the_tool_prints(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # the README's command as written, from a folder of its own: its default --out is ./report, which a
+    # checkout's `make demo` fills with kvsim run's report (collapse then refuses to overwrite it)
+    monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(main, ["collapse", "--hardware", "8xH100", "--model", "Llama-3-70B", "--layout", "native"])
+    assert r.exit_code == 0, r.output
     header = r.output.splitlines()[0]
     assert header == "max concurrent streams per node, Llama-3-70B (bf16 weights):"
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
