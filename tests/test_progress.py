@@ -163,26 +163,37 @@ def test_fit_all_one_share_per_gpu_then_per_group(monkeypatch):
     assert len(weights) == 8 and len(seen) == 2 * len(first)  # H200 has the same groups as H100
 
 
-def test_report_phases_and_cli_labels(tmp_path):
-    (tmp_path / "t.toml").write_text(TINY.replace("capacity = true", "capacity = false"))
-    from simulator.report import write_report
+def test_report_phases_and_cli_labels(tmp_path, monkeypatch):
+    # the collapse study at two long contexts: the fewest requests a point (the phase is what is checked)
+    (tmp_path / "t.toml").write_text(TINY.replace("capacity = true", "capacity = false")
+                                     .replace("[4096, 16384]", "[32768, 65536]"))
+    from simulator import report
 
-    sc = load_scenario(tmp_path / "t.toml")
     phases: dict[str, list[float]] = {}
+    write_report = report.write_report
 
-    def phase(label):
-        phases[label] = []
-        return phases[label].append
+    def recorded(run, out, capacity=None, phases=None):
+        """`kvsim run`'s own call of write_report, its phases' fractions recorded on the way to its bars."""
+        bars = phases
 
-    write_report(run_scenario(sc), tmp_path / "rep", phases=phase)
+        def phase(label):
+            bar, seen = bars(label), seen_by_phase.setdefault(label, [])
+
+            def both(fraction):
+                seen.append(fraction)
+                bar(fraction)
+            return both
+        return write_report(run, out, capacity, phases=phase)
+
+    seen_by_phase = phases
+    monkeypatch.setattr(report, "write_report", recorded)
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "cli"), "--json"])
+    assert r.exit_code == 0, r.output
     assert list(phases) == ["writing the report", "collapse study", "TTL break-even"]
     for seen in phases.values():
         well_formed(seen)
     # two fleets' files, two charts; the last held below 1 until the phase ends
     assert phases["writing the report"] == [0.25, 0.5, 0.75, BEFORE_FINISH, 1.0]
-
-    r = CliRunner().invoke(main, ["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "cli"), "--json"])
-    assert r.exit_code == 0, r.output
     # off a terminal click draws no bar: each phase's label once, in order, on stderr (the JSON stays clean)
     labels = ["simulating", "capacity search", "writing the report", "collapse study", "TTL break-even"]
     assert [line for line in r.stderr.splitlines() if line in labels] == labels[:1] + labels[2:]
