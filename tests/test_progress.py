@@ -101,7 +101,7 @@ def test_run_scenario_counts_generation_then_each_fleet(tmp_path):
 def test_simulated_collapse_weighs_runs_by_requests():
     config = EngineConfig(model="Llama-3.1-8B", node="8xH100", tp=8)
     seen = []
-    sims = simulated_collapse(config, [4096, 16384], requests_per_point=30, progress=seen.append)
+    sims = simulated_collapse(config, [32768, 131072], requests_per_point=30, progress=seen.append)
     well_formed(seen)
     # two runs a point (flood, at capacity), each of max(30, 2 · analytic streams) requests
     sizes = [max(30, 2 * m) for m in sims.analytic_streams]
