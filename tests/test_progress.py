@@ -148,11 +148,20 @@ def test_fit_all_one_share_per_gpu_then_per_group(monkeypatch):
         return FitResult(params=params, free=tuple(free), n_points=len(measured), rel_errors=np.zeros(1))
 
     monkeypatch.setattr(aic, "fit_params", instant)
+    loaded = {}  # each GPU's tables as the fit read them (reading them again costs as much)
+    system_rows = aic.system_rows
+
+    def recorded(system, *args, **kwargs):
+        loaded[system] = system_rows(system, *args, **kwargs)
+        return loaded[system]
+
+    monkeypatch.setattr(aic, "system_rows", recorded)
     seen = []
     aic.fit_all("mixed", load_params("H100"), ["H100", "H200"], progress=seen.append)
     well_formed(seen)
+    assert sorted(loaded) == ["h100_sxm", "h200_sxm"]
     # per GPU: its tables LOAD_SHARE, then one step per fitted group, weighed free² × training rows
-    rows = aic.system_rows("h100_sxm", "mixed")
+    rows = loaded["h100_sxm"]
     groups = [(len(free), [rows[o] for o in ops if o in rows]) for ops, free in aic.GROUPS.values()]
     weights = [n ** 2 * aic._train_rows(present) for n, present in groups if present]
     ends = aic.LOAD_SHARE + (1 - aic.LOAD_SHARE) * np.cumsum(weights) / sum(weights)
