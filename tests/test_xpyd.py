@@ -80,7 +80,9 @@ def test_split_plan_is_the_smallest_that_meets_the_slos(tmp_path):
 
 
 def test_capacity_command_on_a_disaggregated_scenario(tmp_path):
-    (tmp_path / "s.toml").write_text(SPLIT.replace("rate_scale = 6.0", "rate_scale = 2.0"))
+    # at a thirtieth of the split test's load (its replace missed SPLIT's 60.0 until now, so this ran at 60x)
+    assert "rate_scale = 60.0" in SPLIT
+    (tmp_path / "s.toml").write_text(SPLIT.replace("rate_scale = 60.0", "rate_scale = 2.0"))
     r = CliRunner().invoke(main, ["capacity", str(tmp_path / "s.toml"), "--out", str(tmp_path / "cap")])
     assert r.exit_code == 0, r.output
     plan = pd.read_csv(tmp_path / "cap" / "capacity.csv")
