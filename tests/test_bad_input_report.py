@@ -100,7 +100,9 @@ def test_report_collapse_layouts_named_twice_are_refused(tmp_path):
 
 def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
     # cache.layout "cross-layer" is the default collapse layout "cross-layer:0.5": one layout, not two
-    p = scenario(tmp_path, edit(*COLLAPSE_ON).replace('layout = "native"', 'layout = "cross-layer"'))
+    # simulated at 64k (104 streams a node, 400 requests a run), not 4k (1,664 streams): the layouts are what is checked
+    p = scenario(tmp_path, edit(*COLLAPSE_ON).replace('layout = "native"', 'layout = "cross-layer"')
+                 .replace("collapse_points = [4096]", "collapse_points = [65536]"))
     r = kvsim("run", p, "--out", tmp_path / "o")
     assert outcome(r) is None
     df = pd.read_csv(tmp_path / "o" / "collapse.csv")
