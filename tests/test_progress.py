@@ -181,20 +181,19 @@ def test_report_phases_and_cli_labels(tmp_path, monkeypatch):
     phases: dict[str, list[float]] = {}
     write_report = report.write_report
 
-    def recorded(run, out, capacity=None, phases=None):
+    def recorded(run, out, capacity=None, **kwargs):
         """`kvsim run`'s own call of write_report, its phases' fractions recorded on the way to its bars."""
-        bars = phases
+        bars = kwargs.pop("phases")
 
         def phase(label):
-            bar, seen = bars(label), seen_by_phase.setdefault(label, [])
+            bar, seen = bars(label), phases.setdefault(label, [])
 
             def both(fraction):
                 seen.append(fraction)
                 bar(fraction)
             return both
-        return write_report(run, out, capacity, phases=phase)
+        return write_report(run, out, capacity, phases=phase, **kwargs)
 
-    seen_by_phase = phases
     monkeypatch.setattr(report, "write_report", recorded)
     r = CliRunner().invoke(main, ["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "cli"), "--json"])
     assert r.exit_code == 0, r.output
