@@ -182,7 +182,7 @@ name = "Llama-3.1-8B"
 hardware = ["8xH100"]
 tp = 8
 [workload]
-duration_s = 60
+duration_s = 20
 rate_scale = 4.0
 [workload.spec]
 name = "chat-4k"
