@@ -35,7 +35,6 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from bisect import insort
 from typing import TYPE_CHECKING
 
 from simulator.engine.series import blocks_crossed
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from simulator.engine.config import SchedulerConfig
     from simulator.engine.geometry import BlockGeometry
     from simulator.engine.sequence import Seq
+    from simulator.engine.series import SeriesOrder
     from simulator.engine.timer import StepTimer
 
 
@@ -80,7 +80,7 @@ class ChunkedRuns:
     log_k: array
     log_top: array
     log_base: int
-    log_order: list[tuple[float, int, int]]
+    log_order: SeriesOrder
     log_order_at: int
     log_compact_at: int
 
@@ -305,8 +305,8 @@ class ChunkedRuns:
         self.log_k.extend([1] * (k - 1))
         self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
-            insort(self.log_order, (-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k))
-            if len(self.log_order) >= self.log_order_at:
+            self.log_order.add(-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k)
+            if len(self.log_order.index) >= self.log_order_at:
                 self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()

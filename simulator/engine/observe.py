@@ -11,7 +11,7 @@ from typing import Any
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import gap_quantile_ranges, ramp_s, suffix_gap_quantile
+from simulator.engine.series import SeriesOrder, gap_quantile_ranges, ramp_s, suffix_gap_quantile
 
 LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
 ORDER_MIN_ENTRIES = 64  # log_order is pruned once it holds this many entries, or twice the last count
@@ -30,7 +30,7 @@ class Observation:
     log_top: array
     log_base: int
     log_compact_at: int
-    log_order: list[tuple[float, int, int]]
+    log_order: SeriesOrder
     log_floor: int
     log_order_at: int
     last_sample_s: float
@@ -107,7 +107,7 @@ class Observation:
         if drop > 0:
             del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
             self.log_base = keep
-            self.log_order = [e for e in self.log_order if e[1] >= keep]
+            self.log_order.keep_from(keep)
             self.log_floor = max(self.log_floor, keep)
         self.log_compact_at = max(LOG_MIN_ENTRIES, 2 * len(self.log_k))
 
@@ -121,9 +121,9 @@ class Observation:
             if seq.state == DECODE and seq.seg_start < floor:
                 floor = seq.seg_start
         if floor > self.log_floor:
-            self.log_order = [e for e in self.log_order if e[1] >= floor]
+            self.log_order.keep_from(floor)
             self.log_floor = floor
-        self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order))
+        self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order.index))
 
     # ----------------------------------------------------------------- time integrals
     def _init_integrals(self) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import insort
 from collections import deque
 from typing import Any
 
@@ -29,7 +28,7 @@ from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
 from simulator.engine.retention import NO_CAP, FullRetention, RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import blocks_crossed, growth_block_s, steps_to_reach
+from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s, steps_to_reach
 from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
@@ -113,7 +112,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_compact_at = observe.LOG_MIN_ENTRIES
         # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least;
         # a chunked-prefill run's single steps i..j as one (−max, i, −(j − i + 1)) (`series.suffix_gap_quantile`)
-        self.log_order: list[tuple[float, int, int]] = []
+        self.log_order = SeriesOrder()
         self.log_floor = 0  # no decoder's range starts below it (entries below may be gone from log_order)
         self.log_order_at = observe.ORDER_MIN_ENTRIES  # log_order is pruned when it holds this many
         # driven by the SimPy process (see `cluster`)
@@ -367,8 +366,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         top = g0 + d * (n - 1)
         self.log_top.append(top)
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
-        insort(self.log_order, (-top, logged - 1, n))
-        if len(self.log_order) >= self.log_order_at:
+        self.log_order.add(-top, logged - 1, n)
+        if len(self.log_order.index) >= self.log_order_at:
             self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()

@@ -8,6 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simulator.engine.series import (
+    SeriesOrder,
     blocks_crossed,
     gap_quantile,
     gap_quantile_ranges,
@@ -168,7 +169,7 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     floor = min(floor, a)
     order = sorted((-tops[i], i + base, ks[i]) for i in range(floor, len(segs)))
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], [], tops=tops)
-    assert suffix_gap_quantile(order, g0s, ds, base, a + base, sum(ks[a:])) == expected
+    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:])) == expected
     every = [g + d * i for g, d, k in segs[a:] for i in range(k)]
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 
@@ -209,7 +210,7 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
     order = sorted(e for e in order if e[1] >= floor + base)
     tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], [], tops=tops)
-    assert suffix_gap_quantile(order, g0s, ds, base, a + base, sum(ks[a:])) == expected
+    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:])) == expected
 
 
 def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:
@@ -247,3 +248,27 @@ def test_growth_block_s_of_a_short_jump_is_the_phase_by_phase_sum_exactly(hist: 
     # of phases that do: wrapping past phase 0 or not)
     n = min(steps, len(hist) + 1)
     assert growth_block_s(hist, shift, len(hist), g0, d, n) == _growth_reference(hist, shift, len(hist), g0, d, n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.25, 0.5]), st.sampled_from([1, 2, -3])), max_size=80),
+       st.integers(0, 80))
+def test_series_order_adds_where_insort_puts_the_tuples(entries: list[tuple[float, int]], floor: int) -> None:
+    # entries in log order (i grows), maxima tied on purpose: bisect_right on the maxima alone is insort on
+    # (−max, i, k), since a new i is the largest; keep_from drops i < floor and keeps the rest in order
+    from bisect import insort
+
+    order, expected = SeriesOrder(), []
+    for i, (top, k) in enumerate(entries):
+        order.add(-top, i, k)
+        insort(expected, (-top, i, k))
+    assert list(order) == expected
+    order.keep_from(floor)
+    assert list(order) == [e for e in expected if e[1] >= floor]
+    assert len(order) == len(order.neg_top) == len(order.k) == sum(1 for e in expected if e[1] >= floor)
+
+
+def test_series_order_refuses_an_entry_older_than_the_newest() -> None:
+    order = SeriesOrder([(-0.5, 3, 1)])
+    with pytest.raises(ValueError, match="entry 3 is not newer than 3"):
+        order.add(-0.2, 3, 1)
