@@ -111,23 +111,38 @@ class InFlight:
         j = self._done_j
         return self.outstanding_tokens - self.n_dec * (j if j < k else k)
 
-    def outstanding_until(self, now: float) -> tuple[int, float]:
-        """``(outstanding_at(now), t)``: the value holds until `t` at least, unless the replica's state
-        changes first (an arrival, a plan, a commit): the next step boundary of the jump or run in
+    def outstanding_until(self, now: float, level: int | None = None) -> tuple[int, float, int]:
+        """``(outstanding_at(now), t, low)``: the value holds until `t` at least, unless the replica's
+        state changes first (an arrival, a plan, a commit): the next step boundary of the jump or run in
         flight, a hair early (``UNTIL_MARGIN``, relative) so that rounding never keeps a stale value.
+        Until that state change the value only falls, step by step.
 
-        A router keeping its view incrementally calls this for every replica that changed or passed a
-        step boundary since the last arrival: the jump's case is `steps_done` written out."""
+        A router that needs the value only while it is at most `level` (it is no least load above that)
+        may ask for more: when the value is above `level`, `t` is instead the boundary where it falls to
+        `level` or below (infinite when the jump ends above), and it stays at `low` (> `level`) or above
+        until then. Otherwise ``low`` is the value.
+
+        A router keeping its view incrementally calls this for every replica that changed or passed its
+        `t` since the last arrival: the jump's case is `steps_done` written out."""
         k = self.jump_n
         if k > 1 and not self.run_steps:  # a jump in flight
             e = now - self.jump_start_s
             if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
                 self._window(e)
             j = self._done_j
-            if j < k:
+            o, nd = self.outstanding_tokens, self.n_dec
+            if j >= k:
+                return o - nd * k, math.inf, o - nd * k
+            value = o - nd * j
+            if level is None or value <= level:
                 t = self.jump_start_s + self._done_hi  # a time, ≥ 0: max(1, |t|) written out
-                return self.outstanding_tokens - self.n_dec * j, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0)
-            return self.outstanding_tokens - self.n_dec * k, math.inf
+                return value, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0), value
+            floor = o - nd * k
+            if floor > level:
+                return value, math.inf, floor
+            i = (o - level + nd - 1) // nd  # the first step count whose value is ≤ level: j < i ≤ k
+            t = self.jump_start_s + (i * self.g0 + self.d * (i * (i - 1) // 2))  # + series_s(g0, d, i)
+            return value, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0), level + 1
         value = self.outstanding_at(now)
         if self.run_steps:
             j = self.run_steps_done(now)
@@ -135,8 +150,8 @@ class InFlight:
         elif k and self._done_j < k:  # a jump an interrupt cut to its first step (k = 1), that step in flight
             t = self.jump_start_s + self._done_hi  # outstanding_at(now) just set the window
         else:
-            return value, math.inf
-        return value, t - UNTIL_MARGIN * max(1.0, abs(t))
+            return value, math.inf, value
+        return value, t - UNTIL_MARGIN * max(1.0, abs(t)), value
 
     def used_at(self, now: float) -> int:
         """Blocks in use, as stepping would show them at `now`."""

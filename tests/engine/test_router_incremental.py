@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -93,9 +94,15 @@ class _Stepped:
     def outstanding_at(self, now: float) -> int:
         return [v for t, v in self.steps if t <= now][-1]
 
-    def outstanding_until(self, now: float) -> tuple[int, float]:
-        later = [t for t, _ in self.steps if t > now]
-        return self.outstanding_at(now), later[0] * (1 - 1e-9) if later else math.inf
+    def outstanding_until(self, now: float, level: int | None = None) -> tuple[int, float, int]:
+        value = self.outstanding_at(now)
+        later = [(t, v) for t, v in self.steps if t > now]
+        if level is not None and value > level:  # the first step at or below level, else none
+            below = [t for t, v in later if v <= level]
+            if not below:
+                return value, math.inf, min(v for _, v in [(now, value), *later])
+            return value, below[0] * (1 - 1e-9), level + 1
+        return value, later[0][0] * (1 - 1e-9) if later else math.inf, value
 
     def add(self, now: float, tokens: int) -> None:
         value = self.outstanding_at(now) + tokens
@@ -116,7 +123,7 @@ def test_a_replica_past_its_boundary_ties() -> None:
     for now in (0.5, 1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.2):
         values = [r.outstanding_at(now) for r in replicas]
         draws += values.count(min(values)) > 1
-        i = policy.choose(None, replicas, now)  # type: ignore[arg-type]
+        i = policy.choose(SimpleNamespace(prompt_tokens=30, output_tokens=10), replicas, now)  # type: ignore[arg-type]
         assert i == pick_min(values, rng)
         replicas[i].add(now, 40)
         policy.changed.append(i)  # type: ignore[attr-defined]

@@ -81,5 +81,31 @@ def test_a_jump_cut_to_its_first_step_holds_its_value_until_that_step_ends() -> 
     view._init_views()
     view.g0, view.d, view.jump_start_s, view.jump_n = 0.02, 1e-6, 3.0, 1
     view.outstanding_tokens, view.n_dec, view.run_steps = 900, 7, []
-    assert view.outstanding_until(3.01) == (900, 3.02 - UNTIL_MARGIN * 3.02)
-    assert view.outstanding_until(3.02) == (893, math.inf)  # the step has ended: it counts, and holds
+    assert view.outstanding_until(3.01) == (900, 3.02 - UNTIL_MARGIN * 3.02, 900)
+    assert view.outstanding_until(3.02) == (893, math.inf, 893)  # the step has ended: it counts, and holds
+
+
+def test_a_jump_asked_with_a_level_wakes_where_it_falls_to_that_level() -> None:
+    """`outstanding_until(now, level)` of a jump above `level`: it stays at `low` (> level) or above
+    until `t`, and is at `level` or below from `t` on (a hair later); above its whole jump, `t` is
+    infinite and `low` the jump's last value."""
+    from simulator.engine.views import UNTIL_MARGIN, InFlight
+
+    view = InFlight()
+    view._init_views()
+    view.g0, view.d, view.outstanding_tokens, view.n_dec, view.run_steps = 0.02, 1e-5, 1000, 7, []
+    view.begin_jump(3.0, 20)  # 1000 − 7·j for j ≤ 20 steps: 860 at the end
+    for now in (3.0, 3.031, 3.1):
+        for level in (0, 859, 860, 900, 930, 993, 1000, 2000):
+            value, t, low = view.outstanding_until(now, level)
+            assert value == view.outstanding_at(now)
+            if value <= level:
+                assert low == value and t < math.inf
+                continue
+            if t == math.inf:
+                assert level < low == 860
+                continue
+            assert low == level + 1
+            times = [now + (t - now) * f for f in (0.0, 0.5, 0.999)]
+            assert all(view.outstanding_at(x) >= low for x in times)
+            assert view.outstanding_at(t * (1 + 2 * UNTIL_MARGIN)) <= level
