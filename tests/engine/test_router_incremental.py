@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -28,10 +27,12 @@ def _incremental_and_direct(monkeypatch: pytest.MonkeyPatch, config: EngineConfi
     end; return how many choices among more than `DIRECT_REPLICAS` replicas were ties."""
     ties = [0]
 
-    def counting_pick_min(values: Sequence[float], rng: np.random.Generator, **kw: Any) -> int:
+    def counting_pick_min(values: Sequence[float], rng: np.random.Generator, best: float | None = None) -> int:
+        if best is not None:  # the least load the incremental view kept is the least value
+            assert best == min(values)
         if len(values) > basic.DIRECT_REPLICAS and values.count(min(values)) > 1:
             ties[0] += 1
-        return pick_min(values, rng, **kw)
+        return pick_min(values, rng, best)
 
     with monkeypatch.context() as m:
         m.setattr(basic, "pick_min", counting_pick_min)

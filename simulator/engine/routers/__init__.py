@@ -49,9 +49,11 @@ class Router(Protocol):
     def bind(self, rng: np.random.Generator) -> RoutePolicy: ...
 
 
-def pick_min(values: Sequence[float], rng: np.random.Generator) -> int:
-    """Index of the smallest value; a uniformly random one among ties."""
-    best = min(values)
+def pick_min(values: Sequence[float], rng: np.random.Generator, best: float | None = None) -> int:
+    """Index of the smallest value; a uniformly random one among ties. `best`, when the caller knows
+    it, is that smallest value (``min(values)``), not worked out again."""
+    if best is None:
+        best = min(values)
     if values.count(best) == 1:  # the usual case, in C
         return values.index(best)
     ties = [i for i, v in enumerate(values) if v == best]

@@ -115,10 +115,9 @@ class _LeastTokens:
         if len(dormant) > DORMANT_SLACK * n:  # drop the stale entries (a state change left them behind)
             dormant[:] = [e for e in dormant if e[1] == stamps[e[2]]]
             heapq.heapify(dormant)
-        # least is min(values) now (a value read again without a state change only fell): pick_min's
-        # own min() is left out in the usual case, a replica alone at the least load
+        # least is min(values) now (a value read again without a state change only fell)
         self._least = least
-        return values.index(least) if values.count(least) == 1 else pick_min(values, self.rng)
+        return pick_min(values, self.rng, least)
 
 
 @register_router
