@@ -42,6 +42,7 @@ from typing import Any
 import pandas as pd
 
 from simulator.engine import Result, SteadyWindow, StepTimer, run
+from simulator.engine.steady import NOT_STEADY, RUN_LONGER
 from simulator.errors import must
 from simulator.planning import meets_slo
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -223,7 +224,7 @@ class MaxRate:
         n = len(self.answers)
         short = next((a for a in self.answers if a.too_short), None)
         if short:  # the answer would be an artefact of the run's length: say so instead
-            why = short.steady_warning.removeprefix("not steady: ").removesuffix("; run longer")
+            why = short.steady_warning.removeprefix(NOT_STEADY).removesuffix(RUN_LONGER)  # the reason alone
             lines = [f"{self.hardware} × {self.nodes} node(s): runs of {self.duration_s:g} s are too short to tell the "
                      f"max rate; raise --duration-s (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
         else:

@@ -61,6 +61,8 @@ def test_max_rate_of_a_too_short_run_says_so_and_names_the_option() -> None:
     head = m.describe()[0]
     assert "too short to tell" in head and "--duration-s" in head and "sustains" not in head
     assert "903 completed for 2,628 queued" in head
+    # the reason alone, without the warning's "not steady: " and "; run longer"
+    assert "(seed 0 at rate ×1.682: the batch was still filling" in head and head.endswith("under 90%))")
     assert m.as_dict()["too_short"] is True
     ok = MaxRate(hardware="8xH100", nodes=1, ttft_p99_s=2.0, tpot_p99_s=0.2, rel_tol=0.05, duration_s=300.0,
                  answers=(answer(False),))

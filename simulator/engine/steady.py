@@ -64,6 +64,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# the words around a warning's reason: `simulator.maxrate` takes them off to quote the reason in its own sentence
+NOT_STEADY = "not steady: "
+RUN_LONGER = "; run longer"  # ends the warnings of a run too short to tell (`SteadyState.too_short`)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SteadyWindow:
     """The rule choosing the steady-state window (see the module docstring)."""
@@ -184,15 +189,15 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     filling = not short and not growing and a1 > a0 and completions < w.min_admission_ratio * queued
     warning = ""
     if short:
-        warning = (f"not steady: {completions} completion(s) in the window [{start:,.1f}, {end:,.1f}] s, "
-                   f"fewer than {w.min_completions}; run longer")
+        warning = (f"{NOT_STEADY}{completions} completion(s) in the window [{start:,.1f}, {end:,.1f}] s, "
+                   f"fewer than {w.min_completions}{RUN_LONGER}")
     elif growing:
-        warning = (f"not steady: the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
+        warning = (f"{NOT_STEADY}the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
                    f"admitted of {queued:,} queued there, under {w.min_admission_ratio:.0%})")
     elif filling:
-        warning = (f"not steady: the batch was still filling through the window [{start:,.1f}, {end:,.1f}] s "
-                   f"({completions:,} completed for {queued:,} queued there, under {w.min_admission_ratio:.0%}); "
-                   f"run longer")
+        warning = (f"{NOT_STEADY}the batch was still filling through the window [{start:,.1f}, {end:,.1f}] s "
+                   f"({completions:,} completed for {queued:,} queued there, under {w.min_admission_ratio:.0%})"
+                   f"{RUN_LONGER}")
     return SteadyState(start_s=start, end_s=end, arrivals=arrivals, admissions=admissions, completions=completions,
                        output_tokens=tokens, warning=warning, queue_growing=growing, queued=queued,
                        too_short=short or filling)
