@@ -108,44 +108,57 @@ class ChunkedRuns:
         self.run_chunks: list[list[tuple[Seq, int]]] | None = None  # their chunks (None: step 0's, each step)
         self.run_ends: list[float] = []  # end time of each step of the run (step 0 first)
 
-    def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool) -> None:
-        """Extend the step just planned (``self.chunks``, ``self.g0``, starting at `now`) into a run
-        of full chunked-prefill steps, when stepping would plan the same (module docstring)."""
-        self.run_steps = []
-        if (budget_left or not self.chunks or not self.fast_forward or swap_s or preempted or self.rejoined
-                or self.swapped or not math.isinf(self.sched.queue_timeout_s)):
-            return
-        for seq, c in self.chunks:
-            if seq.prefilled + c >= seq.target:
-                return  # the step completes a prefill: the next plan differs
+    def _may_run(self, budget_left: int, swap_s: float, preempted: bool) -> bool:
+        """Whether the plan just formed may start a run, whatever its chunks: no budget left (nothing
+        admitted), no swap, preemption or rejoined sequence, no queue deadline, fast-forward on."""
+        return not (budget_left or not self.chunks or not self.fast_forward or swap_s or preempted or self.rejoined
+                    or self.swapped or not math.isinf(self.sched.queue_timeout_s))
+
+    def run_prices(self, budget_left: int, swap_s: float, preempted: bool) -> list[float] | None:
+        """The times of the step just planned (``self.chunks``) and of the next ``count`` steps a run of
+        one prompt may take (`plan_run`), priced in one call (the cost model's `prefill_run_s`: one NumPy
+        power over the chunks, where step 0 alone took one of its own); None when no such run can
+        follow (the caller prices step 0 alone). Whether the run stays clear of the next sample needs
+        step 0's time: `plan_run` decides that."""
+        if len(self.prefilling) != 1 or not self._may_run(budget_left, swap_s, preempted):
+            return None
+        # one long prompt: step 0's chunk is ``(seq, budget)`` (it leaves no budget), and so is every step's
+        seq, c0 = self.chunks[0]
+        pre0 = seq.prefilled + c0
+        if pre0 >= seq.target:
+            return None  # the step completes the prefill: the next plan differs
         n, B, S, hist = self.n_dec, self.B, self.S, self.hist
         last_step = self._next_event_step() - S - 1 if n else 1 << 62  # the step whose commit meets it
         if last_step < 1:
-            return
-        end = now + self.g0
-        last_sample, interval = self.last_sample_s, self.sample_interval_s
-        if not end - last_sample < interval:
-            return
+            return None
         budget = self.sched.max_num_batched_tokens - n
         free = self.total_blocks - self.used
-        kv0, n_grow = self.kv_sum + n, self.n_grow
-        if len(self.prefilling) == 1:  # the usual case, one long prompt: `_chunks_after` worked out
-            # (then step 0's chunks are ``[(seq, budget)]``, and so are those of every step of the run)
-            seq, c0 = self.chunks[0]
-            pre0 = seq.prefilled + c0
-            # steps 1..count fill the budget (the prompt's tokens left hold one more budget at each)
-            count = min((seq.target - pre0) // budget, last_step)
-            if n and count > 0 and blocks_crossed(hist, S, B, count + 1) > free:
-                count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
-            if count <= 0:
+        # steps 1..count fill the budget (the prompt's tokens left hold one more budget at each)
+        count = min((seq.target - pre0) // budget, last_step)
+        if n and count > 0 and blocks_crossed(hist, S, B, count + 1) > free:
+            count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
+        if count <= 0:
+            return None
+        # step i (0..count) prefills (budget, prefilled + i·budget) beside n decoders at kv0 + i·n_grow
+        kv0, n_grow, pre = self.kv_sum + n, self.n_grow, seq.prefilled
+        run_s = getattr(self.timer, "prefill_run_s", None)
+        if run_s is not None:
+            return run_s(budget, pre, count + 1, n, kv0, n_grow)
+        step_s = self.timer.step_s
+        return [step_s([(budget, pre + i * budget)], n, kv0 + i * n_grow) for i in range(count + 1)]
+
+    def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool,
+                 prices: list[float] | None = None) -> None:
+        """Extend the step just planned (``self.chunks``, ``self.g0``, starting at `now`) into a run
+        of full chunked-prefill steps, when stepping would plan the same (module docstring); `prices`:
+        `run_prices`' (one prompt), else None."""
+        self.run_steps = []
+        last_sample, interval = self.last_sample_s, self.sample_interval_s
+        end = now + self.g0
+        if prices is not None:  # one long prompt: steps 1..count, priced with step 0
+            if not end - last_sample < interval:
                 return
-            # step i (1..count) prefills (budget, pre0 + (i − 1)·budget) beside n decoders at kv0 + i·n_grow
-            run_s = getattr(self.timer, "prefill_run_s", None)
-            if run_s is not None:
-                gs = run_s(budget, pre0, count, n, kv0 + n_grow, n_grow)
-            else:
-                step_s = self.timer.step_s
-                gs = [step_s([(budget, pre0 + j * budget)], n, kv0 + (j + 1) * n_grow) for j in range(count)]
+            gs = prices[1:]
             ends = [end]
             for g in gs:
                 end += g
@@ -156,7 +169,18 @@ class ChunkedRuns:
                 del gs[len(ends) - 1:]
                 self.run_steps, self.run_chunks, self.run_ends = gs, None, ends
             return
-        self._plan_many(end, budget, free, last_step, kv0, n_grow)
+        if len(self.prefilling) == 1 or not self._may_run(budget_left, swap_s, preempted):
+            return  # (one prompt: `run_prices` found no run)
+        for seq, c in self.chunks:
+            if seq.prefilled + c >= seq.target:
+                return  # the step completes a prefill: the next plan differs
+        n = self.n_dec
+        last_step = self._next_event_step() - self.S - 1 if n else 1 << 62  # the step whose commit meets it
+        if last_step < 1 or not end - last_sample < interval:
+            return
+        budget = self.sched.max_num_batched_tokens - n
+        free = self.total_blocks - self.used
+        self._plan_many(end, budget, free, last_step, self.kv_sum + n, self.n_grow)
 
     def _steps_with_blocks(self, count: int, free: int) -> int:
         """The steps 1..count whose plans find the decoders' new blocks free: stepping's step i

@@ -206,11 +206,16 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self._sample(now)  # going idle: the time series shows it
             return False
         n = self.n_dec
+        prices = None  # a run's steps, priced with this one (`run_prices`)
         # after a preemption the next step may re-admit from the cache's evictable blocks: one step
         if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
             if self.chunks or swap_s:
-                chunks = [(c, s.prefilled) for s, c in self.chunks]
-                g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
+                prices = self.run_prices(budget, swap_s, preempted)
+                if prices is None:
+                    chunks = [(c, s.prefilled) for s, c in self.chunks]
+                    g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
+                else:
+                    g0 = prices[0] + swap_s
             else:
                 a, b = self.timer.decode_coefficients(n)
                 g0 = a + b * (self.kv_sum + n)
@@ -226,7 +231,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
         if self.chunks and self.k == 1:
-            self.plan_run(now, budget, swap_s, preempted)  # the next full chunked-prefill steps at once
+            self.plan_run(now, budget, swap_s, preempted, prices)  # the next full chunked-prefill steps at once
         return True
 
     def _fill(self, now: float, need: int, swap_s: float, preempted: bool) -> tuple[int, float]:
