@@ -293,22 +293,35 @@ class ChunkedRuns:
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
         cache = self.cache.hbm_blocks()
         held = cache + self.geometry.overhead_blocks * len(self.running)  # the integers of `private`
-        used, kv_sum, S, acc, off = self.used, self.kv_sum, self.S, self.acc_s, self.private_off
+        used, S, acc = self.used, self.S, self.acc_s
         used_s, cache_s, private_s, token_s = self.used_block_s, self.cache_block_s, self.private_block_s, \
             self.private_token_s
         busy = self.busy_s
+        # `_accrue_steps`' sums, less what adds +0.0 to them (its ``+ grow_block_s``, and ``cache · dt`` without
+        # a cache): a no-op, since they start at +0.0 and so never hold −0.0. The integer factors are kept
+        # as floats (exact): 3.11 specialises float-float arithmetic, not int-float (these sums were 4.1 % of
+        # vidur's instructions; the two choices take 1.0 % and 0.8 % of them off)
+        blocks, private, tokens, cache_f = float(used), float(used - held), float(self.kv_sum + self.private_off), \
+            float(cache)
+        grow_f = float(n_grow)
         for end in ends[:k - 1]:
             dt = end - acc
             busy += dt
-            used_s += used * dt + 0.0
-            cache_s += cache * dt
-            private_s += (used - held) * dt + 0.0
-            token_s += (kv_sum + off) * dt
+            used_s += blocks * dt
+            if cache:
+                cache_s += cache_f * dt
+            private_s += private * dt
+            token_s += tokens * dt
             acc = end
             if n_dec:
-                used += hist[-S % B]
-                kv_sum += n_grow
+                grow = hist[-S % B]
+                if grow:
+                    blocks += grow
+                    private += grow
+                tokens += grow_f
             S += 1
+        used = int(blocks)
+        kv_sum = self.kv_sum + n_grow * (k - 1) if n_dec else self.kv_sum
         if self.reserving:  # the decoders' growth was promised (admission "reserve")
             self.reserved -= used - self.used
         self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy
