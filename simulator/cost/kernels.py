@@ -456,9 +456,14 @@ class PrefillKernel:
         rate, factor = self._mem
         his: list[float] = []
         rs: list[float] = []
+        # a run's chunk starts where the last one ended (c = its c + n): its cached keys rounded up, ``ceil_g(c)``,
+        # are the last one's keys rounded up, ``ceil_g(c + n)``, the same operations on the same float
+        end = kg = math.nan
         for c, b in zip(cs, bytes_, strict=True):  # `max(x, y)` written as `y if y > x else x` (its rule)
-            cg = float(ceil(c / g)) * g
-            last = r_last * (float(ceil((c + n) / g)) * g)
+            cg = kg if c == end else float(ceil(c / g)) * g
+            end = c + n
+            kg = float(ceil(end / g)) * g
+            last = r_last * kg
             longest = m * (cg + reach)
             if last > longest:
                 longest = last

@@ -659,6 +659,18 @@ class StepModel:
                                                                                   self._attn_tp)
         return kv + n_l * new_tokens * self._qo_bytes
 
+    def _layer_bytes_many(self, new_tokens: float, contexts: list[float]) -> list[float]:
+        """``[_chunk_bytes(new_tokens, c) / n_layers for c in contexts]``, a run's bytes a layer: for a plain
+        layout `_chunk_bytes`' operations written out, without a call a chunk, the integer operands as
+        floats (exact: 3.11 specialises float-float arithmetic), so the same floats."""
+        n_l = self._model.n_layers
+        if self._mla or self._kv_simple is None:
+            return [self._chunk_bytes(new_tokens, c) / n_l for c in contexts]
+        entry, own, shards = self._kv_simple
+        qo = n_l * new_tokens * self._qo_bytes
+        own_f, layers, shards_f = float(own), float(n_l), float(shards)
+        return [(float(n_l * int(c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers for c in contexts]
+
     def attention_layer_s(
         self,
         prefill_chunks: Iterable[tuple[float, float]] = (),
@@ -811,9 +823,9 @@ class StepModel:
         cs = [float(c) for c in contexts] if whole else [float(contexts[i]) for i in miss]
         layers = self._pf_plain
         if layers:
-            n_l = self._model.n_layers
-            priced = self._pf_kernel.chunk_s_many(n, cs, [self._chunk_bytes(n, c) / n_l for c in cs], self._heads)
-            priced = [0.0 + layers * x for x in priced]  # `_chunk_s`'s sum
+            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(n, cs), self._heads)
+            scale = float(layers)  # (exact: a float-float product, which 3.11 specialises)
+            priced = [0.0 + scale * x for x in priced]  # `_chunk_s`'s sum
         else:
             priced = [self._chunk_s(n, c) for c in cs]
         if whole:
