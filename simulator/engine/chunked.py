@@ -93,6 +93,7 @@ class ChunkedRuns:
     private_off: int
     used_block_s: float
     cache_block_s: float
+    evictable_block_s: float
     private_block_s: float
     private_token_s: float
     busy_s: float
@@ -291,11 +292,11 @@ class ChunkedRuns:
         gs = [self.g0, *steps[:k - 1]]
         g_last = gs.pop()  # the last step's time goes to `commit`; gs: the k − 1 steps committed here
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
-        cache = self.cache.hbm_blocks()
+        cache, evictable = self.cache.hbm_blocks(), self.cache.evictable_blocks()
         held = cache + self.geometry.overhead_blocks * len(self.running)  # the integers of `private`
         used, S, acc = self.used, self.S, self.acc_s
-        used_s, cache_s, private_s, token_s = self.used_block_s, self.cache_block_s, self.private_block_s, \
-            self.private_token_s
+        used_s, cache_s, evictable_s, private_s, token_s = self.used_block_s, self.cache_block_s, \
+            self.evictable_block_s, self.private_block_s, self.private_token_s
         busy = self.busy_s
         # `_accrue_steps`' sums, less what adds +0.0 to them (its ``+ grow_block_s``, and ``cache · dt`` without
         # a cache): a no-op, since they start at +0.0 and so never hold −0.0. The integer factors are kept
@@ -303,6 +304,7 @@ class ChunkedRuns:
         # vidur's instructions; the two choices take 1.0 % and 0.8 % of them off)
         blocks, private, tokens, cache_f = float(used), float(used - held), float(self.kv_sum + self.private_off), \
             float(cache)
+        evictable_f = float(evictable)
         grow_f = float(n_grow)
         for end in ends[:k - 1]:
             dt = end - acc
@@ -310,6 +312,8 @@ class ChunkedRuns:
             used_s += blocks * dt
             if cache:
                 cache_s += cache_f * dt
+                if evictable:  # unreferenced cache blocks: constant too (no prefill completes, no one leaves)
+                    evictable_s += evictable_f * dt
             private_s += private * dt
             token_s += tokens * dt
             acc = end
@@ -325,8 +329,8 @@ class ChunkedRuns:
         if self.reserving:  # the decoders' growth was promised (admission "reserve")
             self.reserved -= used - self.used
         self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy
-        self.used_block_s, self.cache_block_s, self.private_block_s, self.private_token_s = \
-            used_s, cache_s, private_s, token_s
+        self.used_block_s, self.cache_block_s, self.evictable_block_s, self.private_block_s, self.private_token_s = \
+            used_s, cache_s, evictable_s, private_s, token_s
         self.outstanding_tokens -= (k - 1) * self.sched.max_num_batched_tokens
         if self.run_chunks is None:  # every step's chunks are step 0's: one sequence, the whole budget
             for seq, c in self.chunks:

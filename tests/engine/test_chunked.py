@@ -18,8 +18,8 @@ TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8,
 
 
 def _outcome(cluster: Cluster, end_s: float) -> tuple[Any, ...]:
-    integrals = [(r.used_block_s, r.cache_block_s, r.private_block_s, r.private_token_s, r.S, r.used)
-                 for r in cluster.replicas]
+    integrals = [(r.used_block_s, r.cache_block_s, r.evictable_block_s, r.private_block_s, r.private_token_s,
+                  r.busy_s, r.S, r.used) for r in cluster.replicas]
     return sorted(cluster.records), cluster.samples, integrals, end_s
 
 

@@ -155,7 +155,7 @@ def test_kv_integrals_equal_in_fast_forward_and_stepping(cache: str, retention: 
     reqs = shared_prefix_requests(40, 1, rate_per_s=15, output_tokens=(50, 500))
     a = run(config, reqs, 0, timer=TIMER).summary
     b = run(replace(config, fast_forward=False), reqs, 0, timer=TIMER).summary
-    for key in ("kv_utilization", "kv_fragmentation", "kv_cache_share"):
+    for key in ("kv_utilization", "kv_fragmentation", "kv_cache_share", "kv_evictable_share"):
         assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
     assert 0 < a["kv_utilization"] <= 1 and 0 <= a["kv_fragmentation"] < 1
 
