@@ -153,7 +153,7 @@ def test_gap_quantile_ranges_on_one_long_range_with_logged_maxima(segs: list[tup
 
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.25, 0.5]), st.sampled_from([0.0, 0.0, 0.001, 0.005]),
-                          st.integers(1, 60)), min_size=2, max_size=120),
+                          st.just(1) | st.integers(1, 60)), min_size=2, max_size=120),  # single steps half the time
        st.integers(0, 119), st.integers(0, 119), st.integers(0, 50))
 def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]], a: int, floor: int,
                                            base: int) -> None:
