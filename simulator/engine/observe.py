@@ -123,7 +123,7 @@ class Observation:
         if floor > self.log_floor:
             self.log_order.keep_from(floor)
             self.log_floor = floor
-        self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order.index))
+        self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order))
 
     # ----------------------------------------------------------------- time integrals
     def _init_integrals(self) -> None:

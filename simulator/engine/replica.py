@@ -372,7 +372,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_top.append(top)
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
         self.log_order.add(-top, logged - 1, n)
-        if len(self.log_order.index) >= self.log_order_at:
+        if len(self.log_order) >= self.log_order_at:
             self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()

@@ -141,7 +141,7 @@ class InFlight:
             if floor > level:
                 return value, math.inf, floor
             i = (o - level + nd - 1) // nd  # the first step count whose value is ≤ level: j < i ≤ k
-            t = self.jump_start_s + (i * self.g0 + self.d * (i * (i - 1) // 2))  # + series_s(g0, d, i)
+            t = self.jump_start_s + series_s(self.g0, self.d, i)
             return value, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0), level + 1
         value = self.outstanding_at(now)
         if self.run_steps:
