@@ -115,6 +115,11 @@ class ChunkedRuns:
         return not (budget_left or not self.chunks or not self.fast_forward or swap_s or preempted or self.rejoined
                     or self.swapped or not math.isinf(self.sched.queue_timeout_s))
 
+    def _last_run_step(self) -> int:
+        """The last step a run may take: the one whose commit meets the decoders' next event (none
+        without decoders)."""
+        return self._next_event_step() - self.S - 1 if self.n_dec else 1 << 62
+
     def run_prices(self, budget_left: int, swap_s: float, preempted: bool) -> list[float] | None:
         """The times of the step just planned (``self.chunks``) and of the next ``count`` steps a run of
         one prompt may take (`plan_run`), priced in one call (the cost model's `prefill_run_s`: one NumPy
@@ -129,7 +134,7 @@ class ChunkedRuns:
         if pre0 >= seq.target:
             return None  # the step completes the prefill: the next plan differs
         n, B, S, hist = self.n_dec, self.B, self.S, self.hist
-        last_step = self._next_event_step() - S - 1 if n else 1 << 62  # the step whose commit meets it
+        last_step = self._last_run_step()
         if last_step < 1:
             return None
         budget = self.sched.max_num_batched_tokens - n
@@ -176,7 +181,7 @@ class ChunkedRuns:
             if seq.prefilled + c >= seq.target:
                 return  # the step completes a prefill: the next plan differs
         n = self.n_dec
-        last_step = self._next_event_step() - self.S - 1 if n else 1 << 62  # the step whose commit meets it
+        last_step = self._last_run_step()
         if last_step < 1 or not end - last_sample < interval:
             return
         budget = self.sched.max_num_batched_tokens - n
@@ -347,7 +352,7 @@ class ChunkedRuns:
         self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
             self.log_order.add(-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k)
-            if len(self.log_order.index) >= self.log_order_at:
+            if len(self.log_order) >= self.log_order_at:
                 self._prune_order()
         if len(self.log_k) >= self.log_compact_at:
             self._compact_log()
