@@ -62,6 +62,7 @@ class HandOff:
     acc_s: float
     used_block_s: float
     cache_block_s: float
+    evictable_block_s: float
     private_block_s: float
     private_token_s: float
     running: dict[int, Seq]
@@ -115,13 +116,14 @@ class HandOff:
     def release_handed(self, seq: Seq, now: float) -> None:
         """The KV of `seq` has moved: free its blocks here (the cache keeps what it keeps on a finish)."""
         del self.handing[seq.key]
-        cache0 = self.cache.hbm_blocks()
+        cache0, evictable0 = self.cache.hbm_blocks(), self.cache.evictable_blocks()
         kept = self.cache.on_finish(seq, seq.target, seq.blocks) if seq.exact else 0
         d_used = kept - seq.blocks
         tokens = seq.target - seq.hit_tokens
         self.used += d_used
         self.private_off -= tokens
-        self._shift_integrals(now, d_used, self.cache.hbm_blocks() - cache0, -tokens)
+        self._shift_integrals(now, d_used, self.cache.hbm_blocks() - cache0, -tokens,
+                              self.cache.evictable_blocks() - evictable0)
         # from here on the sequence is the decode replica's: its KV private there, no prefix-cache links
         seq.exact = False
         seq.hit_tokens = 0
@@ -154,15 +156,16 @@ class HandOff:
         """Take `seq`'s blocks now (`can_hold` said yes), evicting cached blocks as needed."""
         grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap))
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
-        d_used, d_cache = 0, 0
+        d_used, d_cache, d_evictable = 0, 0, 0
         if grow > room:
-            used0, cache0 = self.used, self.cache.hbm_blocks()
+            used0, cache0, evictable0 = self.used, self.cache.hbm_blocks(), self.cache.evictable_blocks()
             self.used -= self.cache.evict(grow - room)
             d_used, d_cache = self.used - used0, self.cache.hbm_blocks() - cache0
+            d_evictable = self.cache.evictable_blocks() - evictable0
         blocks = self.geometry.blocks(seq.kv0)
         self.used += blocks
         self.private_off += seq.kv0
-        self._shift_integrals(now, d_used + blocks, d_cache, seq.kv0)
+        self._shift_integrals(now, d_used + blocks, d_cache, seq.kv0, d_evictable)
         self.incoming[seq.key] = seq
         self.outstanding_tokens += seq.request.output_tokens - seq.gen0
 
@@ -194,13 +197,17 @@ class HandOff:
         return bool(self.handing or self.incoming)
 
     # ----------------------------------------------------------------- integrals
-    def _shift_integrals(self, now: float, d_used: int, d_cache: int, d_tokens: int) -> None:
+    def _shift_integrals(self, now: float, d_used: int, d_cache: int, d_tokens: int, d_evictable: int) -> None:
         """A change of state at `now` between commits: the next commit or accrual integrates the new
-        state from ``acc_s``; take ``Δ · (now − acc_s)`` off so that the old state counts until `now`."""
+        state from ``acc_s``; take ``Δ · (now − acc_s)`` off so that the old state counts until `now`.
+        Every integral whose state changed is shifted: blocks in use, the cache's HBM blocks and those
+        of them no sequence references (a release lets the prompt's cached blocks go; a reservation
+        may evict some), private blocks and tokens."""
         lag = now - self.acc_s
         if lag > 0:
             self.used_block_s -= d_used * lag
             self.cache_block_s -= d_cache * lag
+            self.evictable_block_s -= d_evictable * lag
             self.private_block_s -= (d_used - d_cache) * lag
             self.private_token_s -= d_tokens * lag
 

@@ -33,6 +33,8 @@ TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8,
 SPLIT = EngineConfig(tp=4, kv_blocks=400, prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4),
                      scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=512))
 TRANSFER_COLS = ["transfer_start_s", "transfer_end_s"]
+KV_FIGURES = ("kv_utilization", "kv_cache_share", "kv_evictable_share", "kv_referenced_utilization",
+              "kv_fragmentation", "mean_concurrency")
 
 
 def expected_used(rep: Replica) -> int:
@@ -122,6 +124,12 @@ def test_a_handed_off_request_by_hand(watch: list[Any]) -> None:
     assert rec.end_s == pytest.approx(rec.transfer_end_s + sum(steps), rel=1e-9)
     # the gap from the first token to the second includes the transfer
     assert rec.tpot_mean_s == pytest.approx((rec.end_s - first) / 9)
+    # the prefill replica's cache keeps the prompt's 16 blocks, referenced by the sequence until its
+    # transfer ends and by nobody after: evictable from then to the end of the run, not from the
+    # prefill's end (the release comes between two of that replica's commits)
+    prefill = cluster.replicas[rec.replica]
+    assert prefill.evictable_block_s == pytest.approx(16 * (rec.end_s - rec.transfer_end_s), rel=1e-12)
+    assert prefill.cache_block_s == pytest.approx(16 * (rec.end_s - first), rel=1e-12)
     assert not watch
 
 
@@ -182,6 +190,8 @@ def test_fast_forward_equals_stepping(name: str, watch: list[Any]) -> None:
     for col in [*TRANSFER_COLS, "transfer_bytes"]:
         np.testing.assert_allclose(fast.requests[col], slow.requests[col], rtol=1e-9, atol=1e-9, err_msg=col)
     assert list(fast.requests.decode_replica) == list(slow.requests.decode_replica)
+    for key in KV_FIGURES:  # time integrals, with releases and reservations between commits
+        assert fast.summary[key] == pytest.approx(slow.summary[key], rel=1e-9), key
     assert fast.summary["events"] < slow.summary["events"]
     assert fast.requests.transfer_start_s.notna().any()
     assert not watch
