@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT, EventPriority
+from simpy.events import NORMAL, URGENT
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import KVBudget, blocks_per_group, kv_budget
@@ -178,17 +178,28 @@ class _After(simpy.Event):
     events), without the bound class's call and the list's append: the engine makes one or more
     for every request. With ``priority=URGENT`` and no delay it goes before every normal event of
     this time, as SimPy's own process start (`simpy.events.Initialize`) does; an integer 0 then keeps
-    the clock an integer until the first timeout, as `Initialize` does (the records' times print so)."""
+    the clock an integer until the first timeout, as `Initialize` does (the records' times print so).
+    A priority may be any number (SimPy only compares them): a replica's lies between NORMAL and
+    NORMAL + 1 (`REPLICA_PRIORITY_STEP`)."""
 
     def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None],
-                 priority: EventPriority = NORMAL) -> None:
+                 priority: float = NORMAL) -> None:
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
         self.env = env
         self.callbacks = [callback]
         self._ok = True
         self._value = None
-        env.schedule(self, priority, delay)
+        env.schedule(self, priority, delay)  # type: ignore[arg-type]  # EventPriority is an int type; compared only
+
+
+# SimPy runs the events of one time by priority, then in the order they were scheduled. A jump or a
+# chunked-prefill run is scheduled once where stepping schedules each of its steps, so that order
+# would depend on fast-forward whenever two replicas' steps end at the same instant (prefill replicas
+# woken together, running equal chunks side by side): a replica's timeouts go after the other events
+# of their time (arrivals, transfers, wake-ups: NORMAL), in replica order, priority NORMAL + (index + 1)
+# times this (a power of two: exact for up to 2**24 replicas)
+REPLICA_PRIORITY_STEP = 2.0 ** -24
 
 
 class _ReplicaProcess:
@@ -198,18 +209,20 @@ class _ReplicaProcess:
     plan that preempted, before anything else runs.
 
     Written as callbacks on the events it waits for (its start, a wake-up when idle, the timeout of a
-    step, jump or run), as `simpy.Process` is, rather than as a generator: the same events with the
-    same priorities, so the same order of events, and `interrupt` is handled where it is asked for.
+    step, jump or run), as `simpy.Process` is, rather than as a generator: `interrupt` is handled where
+    it is asked for. Its timeouts' priority (`prio`) orders it after the other events of their time, in replica order
+    (`REPLICA_PRIORITY_STEP`).
     The callbacks are bound once (`on_plan`, ...), not at every wait: a bound method is an object.
     """
 
     __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "on_jump", "on_plan", "on_run", "on_step",
-                 "rep", "start", "target", "transfers")
+                 "prio", "rep", "start", "target", "transfers")
 
     def __init__(self, env: simpy.Environment, rep: Replica, counter: list[int], changed: list[int],
                  transfers: Transfers | None = None) -> None:
         self.env, self.rep, self.counter, self.changed, self.transfers = env, rep, counter, changed, transfers
         self.i = rep.local
+        self.prio = NORMAL + (rep.index + 1) * REPLICA_PRIORITY_STEP  # its timeouts' place among same-time events
         self.after_commit = transfers.after_commit if transfers is not None else None
         self.on_plan, self.on_step = self._plan, self._step_done
         self.on_jump, self.on_run = self._jump_done, self._run_done
@@ -235,15 +248,15 @@ class _ReplicaProcess:
         if rep.run_steps:  # chunked prefill steps planned at once: wake at the last one's end
             rep.run_interruptible = True  # by a KV transfer only, never by an arrival
             self.n = len(rep.run_ends)
-            self.target = _After(env, _delay_to(now, rep.run_ends[-1]), self.on_run)
+            self.target = _After(env, _delay_to(now, rep.run_ends[-1]), self.on_run, self.prio)
         elif rep.k > 1:
             self.start, self.n = now, rep.k
             rep.begin_jump(now, rep.k)
             rep.interruptible = True
-            self.target = _After(env, series_s(rep.g0, rep.d, rep.k), self.on_jump)
+            self.target = _After(env, series_s(rep.g0, rep.d, rep.k), self.on_jump, self.prio)
         else:
             self.n = 1
-            self.target = _After(env, rep.g0, self.on_step)
+            self.target = _After(env, rep.g0, self.on_step, self.prio)
 
     def interrupt(self) -> None:
         """Cut the jump or run in flight short: the steps finished by now and the one in progress
@@ -261,7 +274,7 @@ class _ReplicaProcess:
             target.callbacks.remove(self.on_run)
             ends = rep.run_ends
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
-            self.target = _After(env, _delay_to(now, ends[self.n - 1]), self.on_run)
+            self.target = _After(env, _delay_to(now, ends[self.n - 1]), self.on_run, self.prio)
         else:
             target.callbacks.remove(self.on_jump)
             # series.steps_to_reach(g0, d, now − start), from the window the router's look at the
@@ -269,7 +282,7 @@ class _ReplicaProcess:
             n = self.n = rep.jump_n = min(self.n, rep.jump_steps_to(now))
             self.changed.append(self.i)
             start = self.start
-            self.target = _After(env, max(0.0, start + series_s(rep.g0, rep.d, n) - now), self.on_jump)
+            self.target = _After(env, max(0.0, start + series_s(rep.g0, rep.d, n) - now), self.on_jump, self.prio)
 
     def _run_done(self, _: simpy.Event) -> None:
         rep = self.rep

@@ -197,6 +197,29 @@ def test_fast_forward_equals_stepping(name: str, watch: list[Any]) -> None:
     assert not watch
 
 
+def test_fast_forward_equals_stepping_with_prefill_replicas_in_lockstep(watch: list[Any]) -> None:
+    """Two prefill replicas held up by full pools (SnapKV keeps 100 tokens a sequence, 150 blocks) wake at
+    one instant and then run full 64-token chunks of equal price side by side: their commits fall at
+    the same instants, and which hands off first decides the decode replicas. SimPy orders events of
+    one time by when they were scheduled, and a chunked run is scheduled once where stepping schedules
+    each step, so that order followed the engine's mode (here request 248 or 249 went first, and 58
+    requests then decoded elsewhere). A replica's timeouts now go after the other events of their time,
+    in replica order (`_ReplicaProcess.prio`), whatever the mode."""
+    config = EngineConfig(model="Llama-3.1-8B", n_nodes=2, tp=2, kv_blocks=150, cache="none", router="round-robin",
+                          prefill_pool=PoolConfig(node="8xH100", tp=4), retention="snapkv",
+                          retention_params={"budget_tokens": 100},
+                          scheduler=SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=64, watermark=0.1))
+    reqs = shared_prefix_requests(200, 1, rate_per_s=60.0, output_tokens=(1, 800))
+    fast = run(config, reqs, seed=1, timer=TIMER)
+    slow = run(replace(config, fast_forward=False), reqs, seed=1, timer=TIMER)
+    first = fast.requests.arrival_s + fast.requests.ttft_s
+    by_replica = [set(first[fast.requests.replica == r].round(9)) for r in sorted(set(fast.requests.replica))]
+    assert len(by_replica) == 2 and len(by_replica[0] & by_replica[1]) >= 2  # prefills end together
+    assert_same_records(fast.requests, slow.requests)
+    assert list(fast.requests.decode_replica) == list(slow.requests.decode_replica)
+    assert not watch
+
+
 def test_same_seed_same_records() -> None:
     config, w = CASES["queueing"]
     reqs = poisson_requests(w["n"], w["rate"], w["prompt"], w["out"], seed=5)
