@@ -214,7 +214,17 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        kept, node, at = self._insert(seq, n, exact_end=True, start=seq.cache_node)  # type: ignore[arg-type]
+        start = seq.cache_node
+        pos = seq.cache_tokens
+        if start is not None and pos < n and self._lean_offers:  # `_insert`'s usual case in one call
+            j, off = seq.cache_at
+            grown = self.tree.grow(start, seq.pieces or self._pieces(seq), j, off, n - pos,  # type: ignore[arg-type]
+                                   True, False)
+            if grown is not None:
+                node, j, off = grown
+                seq.cache_node, seq.cache_tokens, seq.cache_at = node, n, (j, off)
+                return n, (n - pos) // self.B
+        kept, node, at = self._insert(seq, n, exact_end=True, start=start)  # type: ignore[arg-type]
         seq.cache_node = node
         seq.cache_tokens = n
         seq.cache_at = at
@@ -230,6 +240,12 @@ class _PrefixState:
                 tree.unpin(start)  # type: ignore[arg-type]
             return 0
         if self._lean_offers:  # unpinned after the insert, the held node has its new child: no stale offer
+            pos = seq.cache_tokens
+            if start is not None and pos < n:  # `_insert`'s usual case in one call
+                j, off = seq.cache_at
+                if tree.grow(start, seq.pieces or self._pieces(seq), j, off, n - pos,  # type: ignore[arg-type]
+                             False, True) is not None:
+                    return (n - pos) // B
             return self._insert(seq, n, exact_end=False, start=start, release=True)[0]  # type: ignore[arg-type]
         if start is not None:
             tree.unpin(start)  # type: ignore[arg-type]
