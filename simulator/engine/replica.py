@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from simulator.engine import observe
-from simulator.engine.caches import NO_HIT, CacheState
+from simulator.engine.caches import NO_HIT, CacheState, max_hit_tokens
 from simulator.engine.chunked import ChunkedRuns
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.geometry import BlockGeometry
@@ -272,7 +272,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if not preempted and not self.swapped:
             while self.waiting and budget > 0 and len(self.running) < cap_seqs:
                 seq = self.waiting[0]
-                max_hit = (seq.target - 1) // B * B
+                max_hit = max_hit_tokens(seq.target, B)
                 hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
                 tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
                 full = self.geometry.blocks(tokens)

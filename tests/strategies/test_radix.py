@@ -53,6 +53,7 @@ def test_insert_match_split_and_partial_last_block() -> None:
     assert len(top.children) == 2 and top.ref == 0
     # a shorter prompt never hits its own last token's block
     c = req(2, ((1, 8),))
+    assert st.match(c) == 4  # what admission takes (`max_hit_tokens`), not the 8 cached
     assert run_one(st, c, 2)[1] == 4
 
 

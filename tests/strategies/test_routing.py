@@ -85,3 +85,21 @@ def test_prefix_affinity_sees_the_dram_tier() -> None:
     reps = [View(cold, load_tokens=500), View(prefix.bind(B, 100, slow))]
     assert cold.match(r) == 0
     assert make_router("prefix-affinity").bind(np.random.default_rng(0)).choose(r, reps, 0.0) == 1
+
+
+def test_prefix_affinity_counts_only_the_blocks_admission_reuses() -> None:
+    """A prefill computes at least its prompt's last token, so a 64-token prompt (16 blocks of 4) takes
+    at most 60 tokens from the cache (`max_hit_tokens`), however much of it is cached. `match` said 64
+    for a replica holding all 16 blocks, and prefix-affinity sent the request there (500 tokens of
+    load) rather than to the idle replica holding 15, where it reuses as much."""
+    prefix = make_strategy("prefix")
+    whole, most = prefix.bind(B, 100), prefix.bind(B, 100)
+    cached(whole, 0, ((1, 64),))
+    cached(most, 1, ((1, 60),))
+    assert whole.hbm_blocks() == 16 and most.hbm_blocks() == 15
+    r = req(2, ((1, 64),))
+    assert [whole.match(r), most.match(r)] == [60, 60]
+    seq = Seq(r, 2, 0, float("inf"))
+    assert whole.on_admit(seq, (r.prompt_tokens - 1) // B * B).hit_tokens == 60  # what admission takes
+    reps = [View(whole, load_tokens=500), View(most)]
+    assert make_router("prefix-affinity").bind(np.random.default_rng(0)).choose(r, reps, 0.0) == 1

@@ -7,7 +7,7 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
 - the replica counts every block a sequence holds privately *and* every HBM block the cache
   keeps (referenced or not) as used; blocks in lower tiers (host DRAM, NVMe) are the cache's own;
 - ``match`` tells a router how many prefix tokens of a request the cache would reuse now, from
-  any tier (HBM, and lower tiers where reloading beats recomputing);
+  any tier (HBM, and lower tiers where reloading beats recomputing), within `max_hit_tokens`;
 - ``probe`` tells, before admission, how many prefix tokens are resident in HBM (a block
   multiple ≤ ``max_hit_tokens``) and how many of those blocks are unreferenced (counted in
   ``evictable_blocks`` until the admission pins them);
@@ -59,6 +59,12 @@ class Admission(NamedTuple):
 
 
 NO_HIT = Admission()
+
+
+def max_hit_tokens(prefill_tokens: int, block_tokens: int) -> int:
+    """The most tokens a prefill of `prefill_tokens` may take from the cache: whole blocks, short of
+    its last token (the prefill computes at least that one, whose logits give the next token)."""
+    return (prefill_tokens - 1) // block_tokens * block_tokens
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,4 +157,4 @@ from simulator.engine.caches.none import NoReuse  # noqa: E402  (registers itsel
 from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
 __all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheState", "CacheStrategy", "NoReuse",
-           "PrefixCache", "make_strategy", "register_strategy", "strategy_names"]
+           "PrefixCache", "make_strategy", "max_hit_tokens", "register_strategy", "strategy_names"]

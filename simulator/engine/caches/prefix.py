@@ -23,7 +23,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from simulator.engine.caches import NO_HIT, Admission, CacheContext, register_strategy
+from simulator.engine.caches import NO_HIT, Admission, CacheContext, max_hit_tokens, register_strategy
 from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Key, Node, Piece, RadixTree, block_key, cut, seek
 from simulator.errors import must
 
@@ -85,8 +85,9 @@ class _PrefixState:
         return pieces
 
     def match(self, request: Request) -> int:
-        """Prefix tokens `on_admit` would reuse now: in HBM, or in a lower tier it would reload."""
-        path, last = self.tree.walk(request_pieces(request), request.prompt_tokens)
+        """Prefix tokens `on_admit` would reuse now: in HBM, or in a lower tier it would reload (never the
+        prompt's last token: `max_hit_tokens`, as the scheduler admits)."""
+        path, last = self.tree.walk(request_pieces(request), max_hit_tokens(request.prompt_tokens, self.B))
         per_tier = [0] * len(self.tiers)
         for i, node in enumerate(path):
             per_tier[node.tier] += last if i == len(path) - 1 else node.tokens
