@@ -210,8 +210,8 @@ class _ReplicaProcess:
 
     Written as callbacks on the events it waits for (its start, a wake-up when idle, the timeout of a
     step, jump or run), as `simpy.Process` is, rather than as a generator: `interrupt` is handled where
-    it is asked for. Its timeouts' priority (`prio`) orders it after the other events of their time, in replica order
-    (`REPLICA_PRIORITY_STEP`).
+    it is asked for. Its timeouts' priority (`prio`) puts them after the other events of their time,
+    in replica order (`REPLICA_PRIORITY_STEP`).
     The callbacks are bound once (`on_plan`, ...), not at every wait: a bound method is an object.
     """
 
