@@ -85,6 +85,17 @@ def test_disaggregated(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     _incremental_and_direct(monkeypatch, config, reqs, seed)
 
 
+@pytest.mark.parametrize("n_nodes", [1, 2])  # a fleet of one replica, of two
+def test_the_incremental_view_holds_for_any_fleet(monkeypatch: pytest.MonkeyPatch, n_nodes: int) -> None:
+    """The incremental view is not for small fleets (`DIRECT_REPLICAS`), but it must choose right at any
+    size: with the threshold at 0 it serves one replica (where a tie check read past the end of its
+    sorted values) and two, as asking every replica does."""
+    monkeypatch.setattr(basic, "DIRECT_REPLICAS", 0)
+    config = EngineConfig(model="Llama-3.1-8B", kv_blocks=3000, n_nodes=n_nodes, tp=8)
+    reqs = poisson_requests(200, 40.0, (100, 1200), (1, 200), seed=n_nodes)
+    _incremental_and_direct(monkeypatch, config, reqs, n_nodes)
+
+
 class _Stepped:
     """A replica view whose outstanding tokens follow ``steps`` (``(from_s, tokens)``, in time order)
     until an arrival adds to them: a jump in flight, hand-built."""

@@ -142,7 +142,7 @@ class _LeastTokens:
             heapq.heapify(dormant)
         # least is min(values) now (a value read again without a state change only fell)
         self._least = least
-        if order[1] < (least + 1) * n:  # replicas tie (n > 1 here): pick_min draws among them
+        if n > 1 and order[1] < (least + 1) * n:  # replicas tie: pick_min draws among them
             return pick_min(values, self.rng, least)
         return order[0] - least * n
 
