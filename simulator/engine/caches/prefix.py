@@ -215,17 +215,7 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        start = seq.cache_node
-        pos = seq.cache_tokens
-        if start is not None and pos < n and self._lean_offers:  # `_insert`'s usual case in one call
-            j, off = seq.cache_at
-            grown = self.tree.grow(start, seq.pieces or self._pieces(seq), j, off, n - pos,  # type: ignore[arg-type]
-                                   True, False)
-            if grown is not None:
-                node, j, off = grown
-                seq.cache_node, seq.cache_tokens, seq.cache_at = node, n, (j, off)
-                return n, (n - pos) // self.B
-        kept, node, at = self._insert(seq, n, exact_end=True, start=start)  # type: ignore[arg-type]
+        kept, node, at = self._insert(seq, n, exact_end=True, start=seq.cache_node)  # type: ignore[arg-type]
         seq.cache_node = node
         seq.cache_tokens = n
         seq.cache_at = at
@@ -241,12 +231,6 @@ class _PrefixState:
                 tree.unpin(start)  # type: ignore[arg-type]
             return 0
         if self._lean_offers:  # unpinned after the insert, the held node has its new child: no stale offer
-            pos = seq.cache_tokens
-            if start is not None and pos < n:  # `_insert`'s usual case in one call
-                j, off = seq.cache_at
-                if tree.grow(start, seq.pieces or self._pieces(seq), j, off, n - pos,  # type: ignore[arg-type]
-                             False, True) is not None:
-                    return (n - pos) // B
             return self._insert(seq, n, exact_end=False, start=start, release=True)[0]  # type: ignore[arg-type]
         if start is not None:
             tree.unpin(start)  # type: ignore[arg-type]
@@ -272,16 +256,23 @@ class _PrefixState:
         (``unpin(start)`` after the insert). Usually the insert resumes at `start` and its first new
         block misses there, so the new tokens make one node below it: then the path to `start` is
         touched and, with `release`, let go in the same pass (`RadixTree.touch_path`), and a new node
-        the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it).
+        the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it); under
+        LRU and LFU all of that is one call, `RadixTree.grow`.
         """
         tree, B = self.tree, self.B
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
         if start is not None and seq.cache_tokens <= n:
             pos = seq.cache_tokens
             j, off = seq.cache_at
-            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
+            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists):
+            # then the new tokens make one node below `start`, in one call where offers are lean (LRU, LFU)
+            if pos < n and self._lean_offers:
+                grown = tree.grow(start, pieces, j, off, n - pos, exact_end, release)
+                if grown is not None:
+                    node, j, off = grown
+                    return (n - pos) // B, node, (j, off)
             key = block_key(pieces, j, off, B) if pos < n else None
-            if key is not None and key not in start.children:
+            if key is not None and key not in start.children:  # FIFO's, which keeps every offer
                 tree.touch_path(start, release)
                 node, j, off = self._add(start, pieces, j, off, n - pos, key, exact_end)
                 return (n - pos) // B, node, (j, off)
