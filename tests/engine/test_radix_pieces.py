@@ -156,36 +156,3 @@ def test_a_path_touched_and_let_go_in_one_pass_is_as_unpin_leaves_it() -> None:
         evictable = trees[0].evictable
         held = trees[0].add_child(below, ((3, 247, 250), (8, 0, 29)), 32, 0, pin=True)
         assert held.ref == 1 and trees[0].evictable == evictable and len(_queued(trees[0])) == entries
-
-
-def test_grow_is_touch_path_then_add_child() -> None:
-    """`grow` (the prefix cache's usual insert in one call) leaves the nodes, counts, entries and
-    position that `touch_path`, `cut` and `add_child` leave, for a block within one piece, across two
-    and across more (`cut`'s own case), pinned or let go; it changes nothing when the block is a child's."""
-    request = _chain((1, 100), (2, 37), (3, 250), (4, 3), (5, 60))
-    starts = ((0, 0, 64), (0, 36, 64), (0, 96, 32), (1, 28, 16), (1, 32, 64), (2, 240, 16), (2, 240, 48))
-    for eviction in ("lru", "lfu"):
-        for j, off, tokens in starts:
-            for pin, release in ((True, False), (False, True), (False, False)):
-                trees = [RadixTree(16, eviction) for _ in range(2)]
-                ends = []
-                for fused, tree in enumerate(trees):
-                    top = tree.add_child(tree.root, ((9, 0, 32),), 32, 0)
-                    tree.pin(top)
-                    if fused:
-                        grown = tree.grow(top, request, j, off, tokens, pin, release)
-                        assert grown is not None
-                        node, j2, off2 = grown
-                    else:
-                        key = block_key(request, j, off, 16)
-                        rest, j2, off2, _ = cut(request, j, off, tokens)
-                        tree.touch_path(top, release)
-                        node = tree.add_child(top, rest, tokens, 0, pin=pin, key=key)
-                    ends.append((node.key, node.pieces, j2, off2))
-                assert ends[0] == ends[1]
-                assert _nodes(trees[0]) == _nodes(trees[1]) and _queued(trees[0]) == _queued(trees[1])
-                assert (trees[0].evictable, trees[0].blocks, trees[0].tick, trees[0].version) == (
-                    trees[1].evictable, trees[1].blocks, trees[1].tick, trees[1].version)
-                version = trees[1].version
-                assert trees[1].grow(trees[1].root, ((9, 0, 40),), 0, 0, 16, pin, release) is None  # a child's block
-                assert trees[1].version == version

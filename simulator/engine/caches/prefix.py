@@ -256,23 +256,16 @@ class _PrefixState:
         (``unpin(start)`` after the insert). Usually the insert resumes at `start` and its first new
         block misses there, so the new tokens make one node below it: then the path to `start` is
         touched and, with `release`, let go in the same pass (`RadixTree.touch_path`), and a new node
-        the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it); under
-        LRU and LFU all of that is one call, `RadixTree.grow`.
+        the sequence keeps is made referenced (`add_child`'s `pin`; FIFO offers it, then pins it).
         """
         tree, B = self.tree, self.B
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
         if start is not None and seq.cache_tokens <= n:
             pos = seq.cache_tokens
             j, off = seq.cache_at
-            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists):
-            # then the new tokens make one node below `start`, in one call where offers are lean (LRU, LFU)
-            if pos < n and self._lean_offers:
-                grown = tree.grow(start, pieces, j, off, n - pos, exact_end, release)
-                if grown is not None:
-                    node, j, off = grown
-                    return (n - pos) // B, node, (j, off)
+            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
             key = block_key(pieces, j, off, B) if pos < n else None
-            if key is not None and key not in start.children:  # FIFO's, which keeps every offer
+            if key is not None and key not in start.children:
                 tree.touch_path(start, release)
                 node, j, off = self._add(start, pieces, j, off, n - pos, key, exact_end)
                 return (n - pos) // B, node, (j, off)
