@@ -517,6 +517,12 @@ def _run_local(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, w
 # ``("ok", rows)`` or ``("error", text)``. A worker runs one point at a time, so when its process
 # sentinel fires without an answer the parent knows which point died with it. (A
 # ProcessPoolExecutor cannot say: one dead worker breaks the pool and fails every pending future.)
+# What a worker needs to run `run_point`: the forkserver imports it once, as it starts, and every worker it
+# forks has it. Else each worker imports pandas, scipy.stats and the simulator itself before its first
+# point (~1.5 CPU s here). A module that fails to import is left to the worker (the forkserver skips it).
+WORKER_PRELOAD = ("simulator.sweep", "simulator.study", "simulator.planning")
+
+
 @dataclasses.dataclass(slots=True)
 class _Worker:
     process: BaseProcess
@@ -560,6 +566,7 @@ def _run_workers(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish,
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("forkserver")  # never a fork of a process holding threads
+    ctx.set_forkserver_preload(list(WORKER_PRELOAD))  # (it applies when the sweep starts the forkserver)
     queue = deque(todo)
     pool: list[_Worker] = []
     try:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -20,7 +21,7 @@ from simulator.charts import plot_sweep
 from simulator.cli.sweep import parse_grid, parse_plots, sweep
 from simulator.errors import ConfigError
 from simulator.scenario import ClusterSection, load_scenario
-from simulator.sweep import METRICS, TRAILER, expand_grid, run_point, run_sweep
+from simulator.sweep import METRICS, TRAILER, _run_workers, expand_grid, run_point, run_sweep
 
 TINY = """\
 name = "tiny"
@@ -279,6 +280,21 @@ def test_a_worker_killed_with_sigkill_fails_its_point_only(tiny, serial, tmp_pat
     pd.testing.assert_frame_equal(df.loc[ok], serial.loc[ok], check_dtype=False)
     assert [r["error"] for r in _rows(log)] == df.error.tolist()
     assert [p for p in multiprocessing.active_children() if p.name == "kvsim-sweep"] == []
+
+
+# what a worker reads off its parent, the forkserver: which of pandas' and scipy.stats' compiled modules it has mapped
+_PARENT_HAS = ("[lib in open(f'/proc/{__import__(\"os\").getppid()}/maps').read() "
+               "for lib in ('/pandas/_libs/', '/scipy/stats/')]")
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps (Linux)")
+def test_the_forkserver_imports_what_a_point_needs_once_for_every_worker():
+    """Workers fork from a forkserver that has imported `WORKER_PRELOAD` (pandas and scipy.stats with it), so none
+    pays for those imports before its first point; without the preload the forkserver maps neither."""
+    got: dict[int, list[bool]] = {}
+    jobs = [types.SimpleNamespace(args=(_PARENT_HAS,)) for _ in range(3)]
+    _run_workers(jobs, [0, 1, 2], eval, lambda i, rows, error: got.update({i: rows or error}), 2)
+    assert got == {0: [True, True], 1: [True, True], 2: [True, True]}
 
 
 def test_an_interrupt_terminates_the_workers_and_keeps_the_finished_rows(tiny, serial, tmp_path):
