@@ -153,6 +153,15 @@ class InFlight:
             return value, math.inf, value
         return value, t - UNTIL_MARGIN * max(1.0, abs(t)), value
 
+    def outstanding_floor(self) -> int:
+        """A lower bound of `outstanding_at` from now until the replica's state next changes: its value
+        at the end of the jump or run in flight (it only falls until then). Cheaper than
+        `outstanding_until`: a router keeping its view incrementally need not read a replica that
+        changed while this is well above the least load."""
+        if self.run_steps:
+            return self.run_outstanding_at(math.inf)  # every step of the run done
+        return self.outstanding_tokens - self.n_dec * self.jump_n  # no jump: jump_n = 0, the value holds
+
     def used_at(self, now: float) -> int:
         """Blocks in use, as stepping would show them at `now`."""
         if self.run_steps:

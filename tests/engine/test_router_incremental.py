@@ -116,6 +116,9 @@ class _Stepped:
             return value, below[0] * (1 - 1e-9), level + 1
         return value, later[0][0] * (1 - 1e-9) if later else math.inf, value
 
+    def outstanding_floor(self) -> int:
+        return min(v for _, v in self.steps)  # the steps only fall: the last one's (an upper bound of it is wrong)
+
     def add(self, now: float, tokens: int) -> None:
         value = self.outstanding_at(now) + tokens
         self.steps = [(now, value)] + [(t, v + tokens) for t, v in self.steps if t > now]
@@ -140,3 +143,37 @@ def test_a_replica_past_its_boundary_ties() -> None:
         replicas[i].add(now, 40)
         policy.changed.append(i)  # type: ignore[attr-defined]
     assert draws >= 3
+
+
+class _Overstated(_Stepped):
+    """A wrong `outstanding_floor`: its value at its last state change, not at the end of its steps."""
+
+    def outstanding_floor(self) -> int:
+        return self.steps[0][1]
+
+
+@pytest.mark.parametrize("view", [_Stepped, _Overstated])
+def test_a_parked_replica_is_read_once_the_least_load_may_reach_its_floor(view: type[_Stepped]) -> None:
+    """A replica whose state changed is not read while its floor (`outstanding_floor`) is above the
+    least load kept (it is parked in `_dormant`), and is read once the least value kept reaches that
+    floor. Replica 3's state changes at 0.2 (900 tokens, down to 400 at 1.0): at 0.5 it is parked,
+    at 1.5 it is the least loaded (400 against 30's 500), which a router trusting an overstated
+    floor (900) misses."""
+    n = basic.DIRECT_REPLICAS + 8
+    replicas = [view([(0.0, 10_000)]) for _ in range(n)]
+    replicas[3], replicas[30], replicas[31] = view([(0.0, 600)]), view([(0.0, 100)]), view([(0.0, 300)])
+    policy = make_router("least-tokens").bind(np.random.default_rng(7))
+    request = SimpleNamespace(prompt_tokens=300, output_tokens=100)
+    chosen, least = [], []
+    for now in (0.1, 0.5, 1.5):
+        if now == 0.5:  # replica 3 plans again
+            replicas[3].steps = [(0.2, 900), (1.0, 400)]
+            policy.changed.append(3)  # type: ignore[attr-defined]
+        values = [r.outstanding_at(now) for r in replicas]
+        least.append(values.index(min(values)))
+        i = policy.choose(request, replicas, now)  # type: ignore[arg-type]
+        chosen.append(i)
+        replicas[i].add(now, 400)
+        policy.changed.append(i)  # type: ignore[attr-defined]
+    assert least == [30, 31, 3]
+    assert (chosen == least) == (view is _Stepped)

@@ -17,7 +17,13 @@ from workloads.request import Request
 
 
 class ReplicaView(Protocol):
-    """What a router may read of a replica (at the current time, also in the middle of a jump)."""
+    """What a router may read of a replica (at the current time, also in the middle of a jump).
+
+    A replica of the engine (`views.InFlight`) also offers, for a router keeping its view
+    incrementally (`basic._LeastTokens`, which checks for `outstanding_until`):
+    ``outstanding_until(now, level)`` (`outstanding_at`, until when it holds, how low it stays) and
+    ``outstanding_floor()`` (a lower bound of `outstanding_at` until the replica's state changes).
+    """
 
     total_blocks: int
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -60,7 +60,10 @@ class _LeastTokens:
     and those that may have fallen to near the least load: `outstanding_until`, asked with a level
     a little above the least value kept, says until when a replica stays above it (the `_wake`
     heap) and above which `low` it stays meanwhile (the `_dormant` heap: it is read again once the
-    least value kept, an upper bound of the least load, reaches `low`). A replica left unread is
+    least value kept reaches `low`). A replica that changed is not even read while its
+    `outstanding_floor` (its value at the end of the jump or run in flight) is above that level:
+    it is parked in `_dormant` at that floor, its value kept raised to it if below (2.4 of 5.4
+    reads an arrival at 64 replicas; 1.5% of scale-64's instructions). A replica left unread is
     then above the least load and cannot tie it: the choice, ties included, is the same as asking
     every replica, at a handful of reads an arrival however many replicas there are.
 
@@ -77,7 +80,7 @@ class _LeastTokens:
     _stamps: list[int] = field(default_factory=list)  # a replica's heap entries are stale once it is read again
     _wake: list[tuple[float, int, int]] = field(default_factory=list)  # (until, stamp, replica)
     _dormant: list[tuple[int, int, int]] = field(default_factory=list)  # (low, stamp, replica)
-    _least: int | None = None  # the least load at the last arrival
+    _least: int = 0  # the least load at the last arrival
 
     def _read(self, replica: ReplicaView, i: int, now: float, level: int | None,
               late: list[tuple[float, int, int]]) -> int:
@@ -110,38 +113,50 @@ class _LeastTokens:
             return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
         values, order, stamps, wake, dormant = self._values, self._order, self._stamps, self._wake, self._dormant
         slack = LEVEL_SHARES * (request.prompt_tokens + request.output_tokens) // n
-        fresh: Iterable[int]
+        late: list[tuple[float, int, int]] = []  # wake-ups at or before now, pushed after the loop
         if len(values) != n:  # the first arrival: read everyone
             values[:], order[:], stamps[:], wake[:], dormant[:] = [0] * n, range(n), [0] * n, [], []
-            fresh = range(n)
+            for i in range(n):
+                self._read(replicas[i], i, now, None, late)
         else:
-            fresh = set(self.changed)
+            level = self._least + slack
+            for i in set(self.changed):
+                replica = replicas[i]
+                low = replica.outstanding_floor()  # type: ignore[attr-defined]
+                if low <= level:
+                    self._read(replica, i, now, level, late)
+                    continue
+                # parked, not read: its load stays ≥ low until its next state change, so it is read
+                # once the least value kept may reach low (`_dormant`); its key is kept at low or
+                # above, so that `_order`'s front is never a parked replica's (see the loop below)
+                old = values[i]
+                if old < low:
+                    del order[bisect_left(order, old * n + i)]
+                    insort(order, low * n + i)
+                    values[i] = low
+                stamps[i] = stamp = stamps[i] + 1
+                heapq.heappush(dormant, (low, stamp, i))
         self.changed.clear()
-        late: list[tuple[float, int, int]] = []  # wake-ups at or before now, pushed after the loop
-        level = None if self._least is None else self._least + slack
-        for i in fresh:
-            self._read(replicas[i], i, now, level, late)
-        least = order[0] // n  # min(values), ≥ the least load now: every value kept is ≥ its replica's load now
-        # the wake-ups due, then the dormant replicas that may be down to `least` (a read pushes no
-        # wake-up ≤ now into `wake`, so none is due once the dormant ones start)
+        # the wake-ups due, then the dormant replicas that may be down to the least value kept (a read
+        # pushes no wake-up ≤ now into `wake`, so none is due once the dormant ones start). Every value
+        # kept is either its replica's load now, or ≥ the `low` of a dormant entry (the load stays at
+        # or above it): once the loop ends, `_order`'s front is then a load now, the least, and every
+        # replica not known exactly is above it (does not tie)
         while True:
             if wake and wake[0][0] <= now:
                 _, stamp, i = heapq.heappop(wake)
-            elif dormant and dormant[0][0] <= least:
+            elif dormant and dormant[0][0] <= order[0] // n:
                 _, stamp, i = heapq.heappop(dormant)
             else:
                 break
             if stamp == stamps[i]:
-                value = self._read(replicas[i], i, now, least + slack, late)
-                if value < least:
-                    least = value
+                self._read(replicas[i], i, now, order[0] // n + slack, late)
         for entry in late:
             heapq.heappush(wake, entry)
         if len(dormant) > DORMANT_SLACK * n:  # drop the stale entries (a state change left them behind)
             dormant[:] = [e for e in dormant if e[1] == stamps[e[2]]]
             heapq.heapify(dormant)
-        # least is min(values) now (a value read again without a state change only fell)
-        self._least = least
+        self._least = least = order[0] // n
         if n > 1 and order[1] < (least + 1) * n:  # replicas tie: pick_min draws among them
             return pick_min(values, self.rng, least)
         return order[0] - least * n
