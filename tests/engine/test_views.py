@@ -109,3 +109,25 @@ def test_a_jump_asked_with_a_level_wakes_where_it_falls_to_that_level() -> None:
             times = [now + (t - now) * f for f in (0.0, 0.5, 0.999)]
             assert all(view.outstanding_at(x) >= low for x in times)
             assert view.outstanding_at(t * (1 + 2 * UNTIL_MARGIN)) <= level
+
+
+def test_the_floor_is_the_last_value_of_the_jump_or_run_in_flight() -> None:
+    """`outstanding_floor` (what least-tokens parks a changed replica at) is never above
+    `outstanding_at` until the state changes, and is reached at the jump's or run's end."""
+    from simulator.engine.series import series_s
+    from simulator.engine.views import InFlight
+
+    class View(InFlight):
+        def run_outstanding_at(self, now: float) -> int:  # `ChunkedRuns`' form, 256-token chunks
+            return self.outstanding_tokens - sum(end <= now for end in self.run_ends) * 256
+
+    view = View()
+    view._init_views()
+    view.g0, view.d, view.outstanding_tokens, view.n_dec, view.run_steps, view.jump_n = 0.02, 1e-5, 1000, 7, [], 0
+    assert view.outstanding_floor() == 1000  # one step planned, or idle: the value holds
+    view.begin_jump(3.0, 20)
+    end = 3.0 + series_s(0.02, 1e-5, 20)
+    assert all(view.outstanding_at(3.0 + (end - 3.0) * f) >= view.outstanding_floor() for f in (0, 0.3, 0.7, 0.99))
+    assert view.outstanding_at(end + 1e-6) == view.outstanding_floor() == 860  # (end itself may round below)
+    view.jump_n, view.run_steps, view.run_ends = 0, [0.1, 0.1], [5.1, 5.2]
+    assert view.outstanding_at(5.15) > view.outstanding_floor() == view.outstanding_at(5.2) == 1000 - 2 * 256
