@@ -519,7 +519,9 @@ def _run_local(jobs: list[_Job], todo: list[int], fn: PointFn, finish: Finish, w
 # ProcessPoolExecutor cannot say: one dead worker breaks the pool and fails every pending future.)
 # What a worker needs to run `run_point`: the forkserver imports it once, as it starts, and every worker it
 # forks has it. Else each worker imports pandas, scipy.stats and the simulator itself before its first
-# point (~1.5 CPU s here). A module that fails to import is left to the worker (the forkserver skips it).
+# point (~1.5 CPU s here). The forkserver imports them as `python -c` would from the sweep's folder (its
+# sys.path is the interpreter's, PYTHONPATH's and the folder's, not a path the caller added at run time);
+# a module that fails to import there is left to the worker, which has the caller's sys.path.
 WORKER_PRELOAD = ("simulator.sweep", "simulator.study", "simulator.planning")
 
 
