@@ -438,8 +438,10 @@ class PrefillKernel:
                 longest = top
         return self.seconds(heads * ctas, heads * scores, longest, bytes_, tokens, heads)[0]
 
-    def chunk_s_many(self, n: float, cs: list[float], bytes_: list[float], heads: float) -> list[float]:
-        """``[chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_)]``: a run of chunks of `n` > 0 new tokens.
+    def chunk_s_many(self, n: float, cs: list[float], bytes_: list[float], heads: float,
+                     layers: float = 1.0) -> list[float]:
+        """``[0.0 + layers · chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_)]``: a run of chunks of `n` > 0
+        new tokens, in `layers` layers alike (``0.0 + 1.0 · x`` is `x`, a positive float).
 
         The same operations on the same operands (what depends on `n` alone worked out once), so the
         same floats; the smooth maximum's first power is one NumPy call over the run, which gives each
@@ -450,7 +452,7 @@ class PrefillKernel:
         added to a sum of terms ≥ +0)."""
         j, many, tri, r_last, reach, grid_s, lat = self._terms(n, heads)
         if not many:
-            return [self.chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_, strict=True)]
+            return [0.0 + layers * self.chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_, strict=True)]
         m, g, ceil = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS), math.ceil
         tau, sms, cta_s, lone_f = self._tau, self._sms, self._cta_s, self._lone
         rate, factor = self._mem
@@ -480,10 +482,10 @@ class PrefillKernel:
                 rs.append(t_sched / t_mem if t_mem > 0 else 0.0)
         p = self._overlap_p
         if p == math.inf:
-            return [hi + lat for hi in his]
+            return [0.0 + layers * (hi + lat) for hi in his]
         inv = 1.0 / p
-        return [hi * (1.0 + x) ** inv + lat for hi, x in zip(his, np.power(np.array(rs, dtype=float), p).tolist(),
-                                                              strict=True)]
+        return [0.0 + layers * (hi * (1.0 + x) ** inv + lat)
+                for hi, x in zip(his, np.power(np.array(rs, dtype=float), p).tolist(), strict=True)]
 
     def seconds(self, ctas: float, scores: float, longest: float, bytes_: float, tokens: float,
                 heads: float) -> tuple[float, float, float]:

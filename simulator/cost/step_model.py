@@ -65,8 +65,9 @@ as if they filled it). The kernel forms and their fit are in `simulator.cost.ker
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import count
 from typing import Any, TypeVar, cast
 
 from hardware.catalog import GPUSpec, NodeSpec
@@ -659,17 +660,19 @@ class StepModel:
                                                                                   self._attn_tp)
         return kv + n_l * new_tokens * self._qo_bytes
 
-    def _layer_bytes_many(self, new_tokens: float, contexts: list[float]) -> list[float]:
-        """``[_chunk_bytes(new_tokens, c) / n_layers for c in contexts]``, a run's bytes a layer: for a plain
-        layout `_chunk_bytes`' operations written out, without a call a chunk, the integer operands as
-        floats (exact: 3.11 specialises float-float arithmetic), so the same floats."""
+    def _layer_bytes_many(self, new_tokens: int, contexts: Sequence[int]) -> list[float]:
+        """``[_chunk_bytes(new_tokens, c) / n_layers for c in contexts]`` (integers), a run's bytes a layer: for
+        a plain layout `_chunk_bytes`' operations written out, without a call a chunk, the integer operands
+        as floats (exact: 3.11 specialises float-float arithmetic), so the same floats; its ``int(c + n)``
+        is the integer sum here."""
         n_l = self._model.n_layers
+        new_f = float(new_tokens)
         if self._mla or self._kv_simple is None:
-            return [self._chunk_bytes(new_tokens, c) / n_l for c in contexts]
+            return [self._chunk_bytes(new_f, float(c)) / n_l for c in contexts]
         entry, own, shards = self._kv_simple
-        qo = n_l * new_tokens * self._qo_bytes
+        qo = n_l * new_f * self._qo_bytes
         own_f, layers, shards_f = float(own), float(n_l), float(shards)
-        return [(float(n_l * int(c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers for c in contexts]
+        return [(float(n_l * (c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers for c in contexts]
 
     def attention_layer_s(
         self,
@@ -795,10 +798,12 @@ class StepModel:
         if terms is None:
             terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
         fixed, per_byte = terms
-        alpha_kv, beta, kv0, grow = decode_batch * self._kv_alpha, self._kv_beta, decode_context_tokens, growth_tokens
-        # `step_s`'s ``at_t += fixed + kv_dec · per_byte`` and its sum, in its order
-        return [lin + (at_t + (fixed + (alpha_kv + beta * (kv0 + i * grow)) * per_byte)) + comm + overhead
-                for i, at_t in enumerate(ats)]
+        alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
+        # `step_s`'s ``at_t += fixed + kv_dec · per_byte`` and its sum, in its order; the decoders' context
+        # ``C + i·growth`` as a float (`count` adds the step: exact on integers), as `step_s`'s product takes it
+        kvs = count(float(decode_context_tokens), float(growth_tokens))
+        return [lin + (at_t + (fixed + (alpha_kv + beta * kv) * per_byte)) + comm + overhead
+                for at_t, kv in zip(ats, kvs, strict=False)]  # kvs: endless
 
     def _pf_row(self, new_tokens: float, count: int) -> dict[float, float]:
         """The memo row of chunks of `new_tokens`, about to take `count` more entries: every row is
@@ -820,12 +825,13 @@ class StepModel:
         miss = range(len(ats)) if whole else [i for i, at_t in enumerate(ats) if at_t is None]
         row = self._pf_row(new_tokens, len(miss))
         n = float(new_tokens)
-        cs = [float(c) for c in contexts] if whole else [float(contexts[i]) for i in miss]
+        ints = contexts if whole else [contexts[i] for i in miss]
+        cs = list(map(float, ints))
         layers = self._pf_plain
         if layers:
-            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(n, cs), self._heads)
-            scale = float(layers)  # (exact: a float-float product, which 3.11 specialises)
-            priced = [0.0 + scale * x for x in priced]  # `_chunk_s`'s sum
+            # `_chunk_s`'s ``0.0 + layers · x`` (layers as a float, exact: 3.11 specialises float-float products)
+            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(new_tokens, ints), self._heads,
+                                                  float(layers))
         else:
             priced = [self._chunk_s(n, c) for c in cs]
         if whole:
