@@ -168,8 +168,11 @@ class Observation:
         if n > 1 and self.n_grow:
             tokens += self.n_grow * ramp_s(self.g0, self.d, n)
         self.used_block_s += used * dt + grow_block_s
-        self.cache_block_s += cache * dt
-        self.evictable_block_s += self.cache.evictable_blocks() * dt
+        # without cache blocks ``+= 0 · dt`` adds +0.0 (a no-op: the sums start at +0.0) and none is evictable
+        # (a cache's evictable blocks are among its HBM ones): skipped (0.8 % of chat-4k's instructions)
+        if cache:
+            self.cache_block_s += cache * dt
+            self.evictable_block_s += self.cache.evictable_blocks() * dt
         self.private_block_s += private * dt + grow_block_s
         self.private_token_s += tokens
         self.busy_s += dt
