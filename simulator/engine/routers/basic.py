@@ -82,20 +82,23 @@ class _LeastTokens:
     _dormant: list[tuple[int, int, int]] = field(default_factory=list)  # (low, stamp, replica)
     _least: int = 0  # the least load at the last arrival
 
+    def _keep(self, i: int, value: int) -> None:
+        """Keep `value` for replica `i` in place of another: its key moves in `_order` (two bisections)."""
+        values, order = self._values, self._order
+        n = len(values)
+        del order[bisect_left(order, values[i] * n + i)]
+        insort(order, value * n + i)
+        values[i] = value
+
     def _read(self, replica: ReplicaView, i: int, now: float, level: int | None,
               late: list[tuple[float, int, int]]) -> int:
-        """Read replica `i`: its value (its key moved in `_order`), a new stamp (its heap entries go
-        stale), its wake-up (pushed at once when after `now`: `choose` pops only those ≤ now, and
-        entries are totally ordered, so the order of pushes changes no pop; else to `late`, pushed
-        after `choose`'s loop) and its low (`_dormant`)."""
-        values, n = self._values, len(self._values)
+        """Read replica `i`: its value (`_keep`), a new stamp (its heap entries go stale), its wake-up
+        (pushed at once when after `now`: `choose` pops only those ≤ now, and entries are totally
+        ordered, so the order of pushes changes no pop; else to `late`, pushed after `choose`'s loop)
+        and its low (`_dormant`)."""
         value, until, low = replica.outstanding_until(now, level)  # type: ignore[attr-defined]
-        old = values[i]
-        if value != old:
-            order = self._order
-            del order[bisect_left(order, old * n + i)]
-            insort(order, value * n + i)
-            values[i] = value
+        if value != self._values[i]:
+            self._keep(i, value)
         self._stamps[i] = stamp = self._stamps[i] + 1
         if until < _INF:
             if until > now:
@@ -129,11 +132,8 @@ class _LeastTokens:
                 # parked, not read: its load stays ≥ low until its next state change, so it is read
                 # once the least value kept may reach low (`_dormant`); its key is kept at low or
                 # above, so that `_order`'s front is never a parked replica's (see the loop below)
-                old = values[i]
-                if old < low:
-                    del order[bisect_left(order, old * n + i)]
-                    insort(order, low * n + i)
-                    values[i] = low
+                if values[i] < low:
+                    self._keep(i, low)
                 stamps[i] = stamp = stamps[i] + 1
                 heapq.heappush(dormant, (low, stamp, i))
         self.changed.clear()
