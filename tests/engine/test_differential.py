@@ -26,12 +26,11 @@ import numpy as np
 import pytest
 
 from simulator.engine import EngineConfig, PoolConfig, SchedulerConfig, run
+from tests.engine.test_fuzz import RETENTION  # the retention policies and the parameters they are fuzzed with
 from tests.engine.test_invariants import assert_same_records
 from tests.engine.test_regressions import TIMER
 from workloads.request import Request
 
-RETENTION: dict[str, dict[str, Any]] = {"full": {}, "streaming-llm": {"window_tokens": 200},
-                                        "h2o": {"budget_tokens": 150}, "snapkv": {"budget_tokens": 100}}
 KV_FIGURES = ("kv_utilization", "kv_cache_share", "kv_evictable_share", "kv_referenced_utilization",
               "kv_fragmentation", "mean_concurrency", "busy_fraction")
 EXACT = ("decode_replica", "resume_hit_tokens")
