@@ -27,7 +27,6 @@ class Observation:
     log_g0: array
     log_d: array
     log_k: array
-    log_top: array
     log_base: int
     log_compact_at: int
     log_order: SeriesOrder
@@ -45,6 +44,7 @@ class Observation:
     g0: float
     d: float
     cache: Any
+    shares: bool
     geometry: Any
     n_dec: int
     prefilling: dict[int, Seq]
@@ -89,8 +89,7 @@ class Observation:
                 k = self.log_k[a]
                 pos = 0.99 * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps,
-                                   tops=self.log_top)
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps)
 
     def _compact_log(self) -> None:
         """Drop the step log's entries that no sequence on this replica refers to any more (the
@@ -105,7 +104,7 @@ class Observation:
                     keep = min(keep, seq.seg_start)
         drop = keep - self.log_base
         if drop > 0:
-            del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
+            del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop]
             self.log_base = keep
             self.log_order.keep_from(keep)
             self.log_floor = max(self.log_floor, keep)
@@ -162,7 +161,7 @@ class Observation:
         growth (`grow_block_s` from `series.growth_block_s`, and one token a step each)."""
         used = self.used
         dt = end_s - self.acc_s
-        cache = self.cache.hbm_blocks()
+        cache = self.cache.hbm_blocks() if self.shares else 0
         private = used - cache - self.geometry.overhead_blocks * len(self.running)
         tokens = (self.kv_sum + self.private_off) * dt
         if n > 1 and self.n_grow:

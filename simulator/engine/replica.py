@@ -42,12 +42,12 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     # mypy checks a mixin's assignments against its own), so instances keep a `__dict__` for anything else.
     __slots__ = (  # noqa: RUF023  (grouped by the part that sets them, not sorted)
         # its own: configuration, queues, counters and the step log (`Observation` reads the log)
-        "index", "local", "role", "total_blocks", "geometry", "retention", "keeps_all", "full_cap", "B",
+        "index", "local", "role", "total_blocks", "geometry", "retention", "keeps_all", "shares", "full_cap", "B",
         "swap_s_per_block", "host_blocks", "max_context_tokens", "timer", "cache", "sched", "watermark_blocks",
         "reserving", "reserved", "reserves", "fast_forward", "observer", "sample_interval_s", "samples",
         "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
-        "log_d", "log_k", "log_top", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
+        "log_d", "log_k", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
         # the SimPy process's flags and jump in flight (`cluster`, `views`)
         "proc", "wake", "idle", "interruptible", "jump_start_s", "jump_n", "jump_end_s",
         # `DecodeSet`, `BlockPool`
@@ -84,6 +84,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.max_context_tokens = max_context_tokens
         self.timer = timer
         self.cache = cache
+        # a cache that shares blocks; without one (strategy "none") its hooks are no-ops, skipped on the hot path:
+        # no sequence uses it (`Seq.exact` False) and it holds no block
+        self.shares: bool = getattr(cache, "shares", True)
         self.sched = sched
         self.watermark_blocks = math.ceil(sched.watermark * total_blocks)
         self.reserving = sched.admission == "reserve"
@@ -107,10 +110,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_g0 = array("d")
         self.log_d = array("d")
         self.log_k = array("q")
-        self.log_top = array("d")  # each committed series' largest gap g0 + d·(k − 1), for the TPOT p99
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
-        # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least;
+        # (−top_i, i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least, with top_i =
+        # log_g0[i] + log_d[i]·(log_k[i] − 1) the series' largest gap (not logged: only `log_order` and a TPOT p99
+        # over several ranges read it, computed the same way);
         # a chunked-prefill run's single steps i..j as one (−max, i, −(j − i + 1)) (`series.suffix_gap_quantile`)
         self.log_order = SeriesOrder()
         self.log_floor = 0  # no decoder's range starts below it (entries below may be gone from log_order)
@@ -145,10 +149,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         prompt = req.prompt_tokens
         if self.keeps_all:
             cap = seq.cap = self.full_cap
-            seq.exact = need - 1 <= cap
+            seq.exact = need - 1 <= cap and self.shares
         else:
             cap = seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
-            seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap)
+            seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap
+                         and self.shares)
         blocks = self.geometry.blocks(max(prompt, min(need, cap)))
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
             kv0 = min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap)
@@ -272,18 +277,22 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if not preempted and not self.swapped:
             while self.waiting and budget > 0 and len(self.running) < cap_seqs:
                 seq = self.waiting[0]
-                max_hit = max_hit_tokens(seq.target, B)
-                hbm, unref = self.cache.probe(seq, max_hit) if seq.exact else (0, 0)
+                if seq.exact:
+                    max_hit = max_hit_tokens(seq.target, B)
+                    hbm, unref = self.cache.probe(seq, max_hit)
+                else:
+                    max_hit = hbm = unref = 0
                 tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
                 full = self.geometry.blocks(tokens)
                 blocks = full - hbm // B
+                spare = room + (self.cache.evictable_blocks() if self.shares else 0) - unref
                 if self.reserving:  # the promised growth (this step's `need` is part of it) is not room
                     kv0 = min(self.retention.kept_after_prefill(seq.request.prompt_tokens, seq.target), seq.cap)
                     growth = self._growth(seq, kv0, seq.gen0 + 1)
-                    if blocks + growth > room + self.cache.evictable_blocks() - unref - max(0, self.reserved - need):
+                    if blocks + growth > spare - max(0, self.reserved - need):
                         break
                     self._reserve(seq, growth, kv0)
-                elif blocks > room + self.cache.evictable_blocks() - unref:
+                elif blocks > spare:
                     break
                 self.waiting.popleft()
                 adm = self.cache.on_admit(seq, max_hit) if seq.exact else NO_HIT
@@ -325,7 +334,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         hist, S, B = self.hist, self.S, self.B
         k = self._next_event_step() - S
         free = self.total_blocks - self.used
-        evictable = self.cache.evictable_blocks()
+        evictable = self.cache.evictable_blocks() if self.shares else 0
         avail = free + evictable
         crossed = blocks_crossed(hist, S, B, k)  # G(k): the blocks k steps need
         if crossed > avail:
@@ -368,11 +377,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_g0.append(g0)
         self.log_d.append(d)
         log_k.append(n)
-        top = g0 + d * (n - 1)
-        self.log_top.append(top)
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
-        self.log_order.add(-top, logged - 1, n)
-        if len(self.log_order) >= self.log_order_at:
+        order = self.log_order
+        order.add(-(g0 + d * (n - 1)), logged - 1, n)
+        if len(order.index) >= self.log_order_at:
             self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()

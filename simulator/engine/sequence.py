@@ -55,7 +55,7 @@ class Seq:
         self.extra_gaps: list[float] = []  # gaps across preemptions
         self.cap = 1 << 62  # most KV tokens while decoding (retention / layout)
         self.capped = False
-        self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache
+        self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache (False without one)
         self.pieces: tuple[tuple[object, int, int], ...] | None = None  # the prefix cache's key chain
         self.cache_node: object = None  # the prefix cache's deepest referenced node
         self.cache_tokens = 0  # ... and where it ends, in tokens of the sequence's chain

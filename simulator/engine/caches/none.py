@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class _NoReuseState:
     block_tokens: int
+    # shares nothing: its hooks are no-ops a replica may skip (`Replica.shares`)
+    shares: ClassVar[bool] = False
 
     def match(self, request: Request) -> int:
         return 0
