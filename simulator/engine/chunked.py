@@ -281,7 +281,7 @@ class ChunkedRuns:
         interrupted it, `simulator.engine.handoff`): each step at its end time, with its chunks and time.
 
         All steps but the last complete no prefill and meet no decoder event, so their commits
-        (`Replica.commit`) reduce to: integrate the step (`Observation._accrue_steps`, unrolled here:
+        (`Replica.commit`) reduce to: integrate the step (as `Replica.commit` does, unrolled here:
         the cache and the running set do not change), log it, grow the decoders' blocks and context
         (and take the growth off the promised blocks), count the tokens computed (every step computes
         the whole budget: its chunks and one token a decoder). The last step is an ordinary commit.
@@ -302,7 +302,7 @@ class ChunkedRuns:
         used_s, cache_s, evictable_s, private_s, token_s = self.used_block_s, self.cache_block_s, \
             self.evictable_block_s, self.private_block_s, self.private_token_s
         busy = self.busy_s
-        # `_accrue_steps`' sums, less what adds +0.0 to them (its ``+ grow_block_s``, and ``cache · dt`` without
+        # `Replica.commit`'s sums, less what adds +0.0 to them (its ``+ grow_block_s``, and ``cache · dt`` without
         # a cache): a no-op, since they start at +0.0 and so never hold −0.0. The integer factors are kept
         # as floats (exact): 3.11 specialises float-float arithmetic, not int-float (these sums were 4.1 % of
         # vidur's instructions; the two choices take 1.0 % and 0.8 % of them off)

@@ -11,7 +11,7 @@ from typing import Any
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import SeriesOrder, gap_quantile_ranges, ramp_s, suffix_gap_quantile
+from simulator.engine.series import SeriesOrder, gap_quantile_ranges, suffix_gap_quantile
 
 LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
 ORDER_MIN_ENTRIES = 64  # log_order is pruned once it holds this many entries, or twice the last count
@@ -155,27 +155,6 @@ class Observation:
             self.private_block_s += (self.used - cache - self.geometry.overhead_blocks * len(self.running)) * dt
             self.private_token_s += (self.kv_sum + self.private_off) * dt
         self.acc_s = now
-
-    def _accrue_steps(self, n: int, end_s: float, grow_block_s: float) -> None:
-        """Integrate n steps of the plan ending at `end_s`: the state as planned, plus the decoders'
-        growth (`grow_block_s` from `series.growth_block_s`, and one token a step each)."""
-        used = self.used
-        dt = end_s - self.acc_s
-        cache = self.cache.hbm_blocks() if self.shares else 0
-        private = used - cache - self.geometry.overhead_blocks * len(self.running)
-        tokens = (self.kv_sum + self.private_off) * dt
-        if n > 1 and self.n_grow:
-            tokens += self.n_grow * ramp_s(self.g0, self.d, n)
-        self.used_block_s += used * dt + grow_block_s
-        # without cache blocks ``+= 0 · dt`` adds +0.0 (a no-op: the sums start at +0.0) and none is evictable
-        # (a cache's evictable blocks are among its HBM ones): skipped (0.8 % of chat-4k's instructions)
-        if cache:
-            self.cache_block_s += cache * dt
-            self.evictable_block_s += self.cache.evictable_blocks() * dt
-        self.private_block_s += private * dt + grow_block_s
-        self.private_token_s += tokens
-        self.busy_s += dt
-        self.acc_s = end_s
 
     # ----------------------------------------------------------------- observation
     def _sample(self, now: float) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -28,7 +29,7 @@ from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
 from simulator.engine.retention import NO_CAP, FullRetention, RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s, steps_to_reach
+from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s, ramp_s, steps_to_reach
 from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
@@ -372,23 +373,47 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 grow = self.hist[-self.S % B]
             else:
                 grow, grow_s = growth_block_s(self.hist, self.S, B, g0, d, n)
-        self._accrue_steps(n, end_s, grow_s)
+        # integrate the n steps: the state as planned, plus the decoders' growth (`grow_s`, and one token a
+        # step each). Written out here, as the `SeriesOrder.add` below, rather than called: a commit's calls
+        # were 1.3 % of chat-4k's instructions
+        used, n_grow = self.used, self.n_grow
+        dt = end_s - self.acc_s
+        cache = self.cache.hbm_blocks() if self.shares else 0
+        tokens = (self.kv_sum + self.private_off) * dt
+        if n > 1 and n_grow:
+            tokens += n_grow * ramp_s(g0, d, n)
+        self.used_block_s += used * dt + grow_s
+        # without cache blocks ``+= 0 · dt`` adds +0.0 (a no-op: the sums start at +0.0) and none is evictable
+        # (a cache's evictable blocks are among its HBM ones): skipped (0.8 % of chat-4k's instructions)
+        if cache:
+            self.cache_block_s += cache * dt
+            self.evictable_block_s += self.cache.evictable_blocks() * dt
+        self.private_block_s += (used - cache - self.geometry.overhead_blocks * len(self.running)) * dt + grow_s
+        self.private_token_s += tokens
+        self.busy_s += dt
+        self.acc_s = end_s
         log_k = self.log_k
         self.log_g0.append(g0)
         self.log_d.append(d)
         log_k.append(n)
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
         order = self.log_order
-        order.add(-(g0 + d * (n - 1)), logged - 1, n)
+        # `SeriesOrder.add(−top, logged − 1, n)` written out: the entry is the newest
+        neg_top = -(g0 + d * (n - 1))
+        p = bisect_right(order.neg_top, neg_top)
+        order.neg_top.insert(p, neg_top)
+        order.index.insert(p, logged - 1)
+        order.k.insert(p, n)
+        order.last = logged - 1
         if len(order.index) >= self.log_order_at:
             self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()
         if n_dec:
-            self.used += grow
+            self.used = used + grow
             if self.reserving:  # every decoder's growth was promised
                 self.reserved -= grow
-            self.kv_sum += self.n_grow * n
+            self.kv_sum += n_grow * n
             self.outstanding_tokens -= n_dec * n
         self.S += n
         for seq in self.rejoined:
