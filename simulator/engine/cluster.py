@@ -30,6 +30,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -190,7 +191,8 @@ class _After(simpy.Event):
         self.callbacks = [callback]
         self._ok = True
         self._value = None
-        env.schedule(self, priority, delay)  # type: ignore[arg-type]  # EventPriority is an int type; compared only
+        # `env.schedule(self, priority, delay)` written out: its queue entry, without the call
+        heappush(env._queue, (env._now + delay, priority, next(env._eid), self))  # type: ignore[misc]  # a float priority
 
 
 # SimPy runs the events of one time by priority, then in the order they were scheduled. A jump or a
@@ -234,7 +236,7 @@ class _ReplicaProcess:
     def _plan(self, _: simpy.Event | None = None) -> None:
         env, rep = self.env, self.rep
         self.counter[0] += 1
-        now = env.now
+        now = env._now  # SimPy's clock (its `now` is a property: a call), here and in the other callbacks
         planned = rep.plan(now)
         self.changed.append(self.i)
         if self.transfers is not None and rep.n_preempt != rep.n_preempt_seen:
@@ -251,9 +253,9 @@ class _ReplicaProcess:
             self.target = _After(env, _delay_to(now, rep.run_ends[-1]), self.on_run, self.prio)
         elif rep.k > 1:
             self.start, self.n = now, rep.k
-            rep.begin_jump(now, rep.k)
+            delay = rep.begin_jump(now, rep.k)
             rep.interruptible = True
-            self.target = _After(env, series_s(rep.g0, rep.d, rep.k), self.on_jump, self.prio)
+            self.target = _After(env, delay, self.on_jump, self.prio)
         else:
             self.n = 1
             self.target = _After(env, rep.g0, self.on_step, self.prio)
@@ -269,7 +271,7 @@ class _ReplicaProcess:
         fires with no callback."""
         env, rep, target = self.env, self.rep, self.target
         assert target is not None and target.callbacks is not None
-        now = env.now
+        now = env._now
         if rep.run_steps:
             target.callbacks.remove(self.on_run)
             ends = rep.run_ends
@@ -298,13 +300,13 @@ class _ReplicaProcess:
     def _step_done(self, _: simpy.Event) -> None:
         rep = self.rep
         rep.in_flight = False
-        rep.commit(self.n, self.env.now)
+        rep.commit(self.n, self.env._now)
         self._committed()
 
     def _committed(self) -> None:
         self.changed.append(self.i)
         if self.after_commit is not None:
-            self.after_commit(self.rep, self.env.now)
+            self.after_commit(self.rep, self.env._now)
         self._plan()
 
 
@@ -361,9 +363,9 @@ class _Injector:
             if t < self.last:
                 raise ConfigError(f"requests: 'arrival_s' must be non-decreasing (got {t!r} after {self.last!r})")
             self.last = t
-            if t > env.now:
+            if t > env._now:
                 self.pending = req
-                _After(env, t - env.now, self._arrive)  # bound anew: the injector ends unreferenced
+                _After(env, t - env._now, self._arrive)  # bound anew: the injector ends unreferenced
                 return
             route(req)
 
@@ -424,7 +426,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
 
     def route(req: Request) -> None:
         counter[0] += 1
-        now = env.now
+        now = env._now
         g = groups[1] if split and req.prompt_tokens <= short else groups[0]
         i = g.policy.choose(req, g.replicas, now)
         rep = g.replicas[i]

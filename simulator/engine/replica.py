@@ -44,7 +44,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     __slots__ = (  # noqa: RUF023  (grouped by the part that sets them, not sorted)
         # its own: configuration, queues, counters and the step log (`Observation` reads the log)
         "index", "local", "role", "total_blocks", "geometry", "retention", "keeps_all", "shares", "full_cap", "B",
-        "swap_s_per_block", "host_blocks", "max_context_tokens", "timer", "cache", "sched", "watermark_blocks",
+        "swap_s_per_block", "host_blocks", "max_context_tokens", "timer", "coefs", "cache", "sched", "watermark_blocks",
         "reserving", "reserved", "reserves", "fast_forward", "observer", "sample_interval_s", "samples",
         "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
@@ -84,6 +84,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.host_blocks = host_blocks
         self.max_context_tokens = max_context_tokens
         self.timer = timer
+        self.coefs: dict[int, tuple[float, float]] = {}  # decode_coefficients by batch size (`_coefficients`)
         self.cache = cache
         # a cache that shares blocks; without one (strategy "none") its hooks are no-ops, skipped on the hot path:
         # no sequence uses it (`Seq.exact` False) and it holds no block
@@ -223,11 +224,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 else:
                     g0 = prices[0] + swap_s
             else:
-                a, b = self.timer.decode_coefficients(n)
+                a, b = self._coefficients(n)
                 g0 = a + b * (self.kv_sum + n)
             self.g0, self.d, self.k = g0, 0.0, 1
         else:
-            a, b = self.timer.decode_coefficients(n)
+            a, b = self._coefficients(n)
             self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
             self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
             if not self.fast_forward:
@@ -239,6 +240,14 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if self.chunks and self.k == 1:
             self.plan_run(now, budget, swap_s, preempted, prices)  # the next full chunked-prefill steps at once
         return True
+
+    def _coefficients(self, n: int) -> tuple[float, float]:
+        """The timer's ``decode_coefficients(n)`` (pure: `StepTimer`), remembered here: the batch size
+        changes only at admissions and completions (the timer's own memo costs two calls a plan)."""
+        ab = self.coefs.get(n)
+        if ab is None:
+            ab = self.coefs[n] = self.timer.decode_coefficients(n)
+        return ab
 
     def _fill(self, now: float, need: int, swap_s: float, preempted: bool) -> tuple[int, float]:
         """Swap sequences back in, add the prefilling ones' chunks and admit waiting ones (FCFS, under

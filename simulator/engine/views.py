@@ -45,11 +45,14 @@ class InFlight:
         # it holds for: routers ask every replica at every arrival, mostly within one step
         self._done_j, self._done_lo, self._done_hi = 0, math.inf, math.inf
 
-    def begin_jump(self, start_s: float, k: int) -> None:
-        """The planned `k` > 1 steps run from `start_s` (the SimPy process yields one timeout for them)."""
+    def begin_jump(self, start_s: float, k: int) -> float:
+        """The planned `k` > 1 steps run from `start_s` (the SimPy process yields one timeout for them);
+        returns their seconds, ``series_s(g0, d, k)``."""
         self.jump_start_s, self.jump_n = start_s, k
-        self.jump_end_s = start_s + series_s(self.g0, self.d, k)
+        span = series_s(self.g0, self.d, k)
+        self.jump_end_s = start_s + span
         self._done_lo = self._done_hi = math.inf
+        return span
 
     def steps_done(self, now: float) -> int:
         """Whole steps of the jump in flight finished by `now` (not yet committed); a jump an interrupt
