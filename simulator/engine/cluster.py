@@ -292,19 +292,27 @@ class _ReplicaProcess:
         rep.commit_run(self.n)
         self._committed()
 
-    def _jump_done(self, event: simpy.Event) -> None:
-        self.rep.interruptible = False
-        self.rep.jump_n = 0
-        self._step_done(event)
+    def _jump_done(self, _: simpy.Event) -> None:
+        rep = self.rep
+        rep.interruptible = False
+        rep.jump_n = 0
+        rep.in_flight = False  # `_step_done` and `_committed` written out (two calls a jump)
+        rep.commit(self.n, self.env._now)
+        if self.after_commit is not None:
+            self.after_commit(rep, self.env._now)
+        self._plan()
 
     def _step_done(self, _: simpy.Event) -> None:
         rep = self.rep
         rep.in_flight = False
         rep.commit(self.n, self.env._now)
-        self._committed()
+        if self.after_commit is not None:  # `_committed` written out (a call a step)
+            self.after_commit(rep, self.env._now)
+        self._plan()
 
     def _committed(self) -> None:
-        self.changed.append(self.i)
+        """After a commit: a disaggregated fleet's hand-offs, then the next plan. The router hears of the
+        change from `_plan` (nothing reads `changed` between the two: only an arrival does)."""
         if self.after_commit is not None:
             self.after_commit(self.rep, self.env._now)
         self._plan()

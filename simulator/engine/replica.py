@@ -217,7 +217,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # after a preemption the next step may re-admit from the cache's evictable blocks: one step
         if self.chunks or swap_s or self.rejoined or (preempted and self.waiting):
             if self.chunks or swap_s:
-                prices = self.run_prices(budget, swap_s, preempted)
+                # a run needs a step that fills the budget (`ChunkedRuns._may_run`): none follows one with budget
+                # left, the usual prompt's step (`run_prices` and `plan_run` then only found that out)
+                prices = None if budget else self.run_prices(budget, swap_s, preempted)
                 if prices is None:
                     chunks = [(c, s.prefilled) for s, c in self.chunks]
                     g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
@@ -237,7 +239,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             raise ValueError(f"replica {self.index}: step time must be > 0 (got {self.g0!r})")
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
-        if self.chunks and self.k == 1:
+        if self.chunks and self.k == 1 and not budget:  # (with budget left `run_steps` stays empty: no run)
             self.plan_run(now, budget, swap_s, preempted, prices)  # the next full chunked-prefill steps at once
         return True
 
