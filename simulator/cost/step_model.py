@@ -129,11 +129,6 @@ class StepCost:
         return max(t, key=t.__getitem__)
 
 
-def _logit_rows(chunks: list[tuple[float, float]], decode_batch: int) -> int:
-    """Rows a step's LM head runs on: each decode sequence's token and each prefill chunk's last."""
-    return decode_batch + sum(1 for n, _ in chunks if n > 0)
-
-
 def _kv_heads(model: ModelSpec, layout: KVLayout) -> int:
     heads = {"native": model.n_kv_heads, "mha": model.n_heads, "mqa": 1, "gqa": layout.kv_heads}
     return heads[layout.attention]
@@ -432,10 +427,7 @@ class StepModel:
         step's): (seconds, bound, flops, bytes) per GPU, the layers' (`_layers_s`, remembered by
         tokens) then the LM head's (`_head_s`, by rows): a step's token count and its rows vary
         apart (a prefill chunk's length against the decoders beside it), so each is remembered alone."""
-        rows = tokens if rows is None else rows
-        t, flops, wbytes = self._memoized(("linear", tokens), self._layers_s, tokens)
-        h_t, h_flops, h_bytes = self._memoized(("head", rows), self._head_s, rows)
-        t, flops, wbytes = t + h_t, flops + h_flops, wbytes + h_bytes
+        t, flops, wbytes = self._linear_work(tokens, tokens if rows is None else rows)
         p = self.params
         low_eff = p.gemm_fp4_eff if self._fp4 else p.gemm_fp8_block_eff if self._blk else p.gemm_fp8_eff
         eff_c = p.gemm_compute_eff * (low_eff if self._low else 1.0)
@@ -443,6 +435,12 @@ class StepModel:
         bound = COMPUTE if flops / (self._peak * eff_c) >= wbytes / (self._bw * p.gemm_memory_eff) * mem_factor \
             else MEMORY
         return t, bound, flops, wbytes
+
+    def _linear_work(self, tokens: float, rows: float) -> tuple[float, float, float]:
+        """`linear_s`' (seconds, flops, bytes), without its bound (what `utilisation` needs)."""
+        t, flops, wbytes = self._memoized(("linear", tokens), self._layers_s, tokens)
+        h_t, h_flops, h_bytes = self._memoized(("head", rows), self._head_s, rows)
+        return t + h_t, flops + h_flops, wbytes + h_bytes
 
     def _head_s(self, rows: float) -> tuple[float, float, float]:
         """The LM head over `rows` logit rows (all ranks' under DP attention): one GEMM of ``vocab /
@@ -582,7 +580,9 @@ class StepModel:
         return self._memoized(key, self._prefill_attention, new_tokens, context_tokens)
 
     def _prefill_attention(self, new_tokens: float, context_tokens: float) -> tuple[float, float]:
-        flops = sum(layers * causal_pairs(new_tokens, context_tokens, w) for layers, w in self._windows)
+        flops: float = 0  # `sum`'s start (an int) and adds, without a generator
+        for layers, w in self._windows:
+            flops = flops + layers * causal_pairs(new_tokens, context_tokens, w)
         flops *= self._pf_flops_per_pair
         return flops, self._chunk_bytes(new_tokens, context_tokens)
 
@@ -841,15 +841,19 @@ class StepModel:
         for i, price in zip(miss, priced, strict=True):
             ats[i] = row[contexts[i]] = price
 
-    def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float]:
-        """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`) and new tokens, summed in order."""
+    def _prefill_work(self, chunks: list[tuple[float, float]]) -> tuple[float, float, float, int]:
+        """The chunks' attention ``(FLOPs, bytes)`` (`prefill_attention`'s, not remembered: a step's chunks are
+        rarely priced twice), new tokens, summed in order, and the chunks that have new tokens (each one's last
+        takes logits)."""
         pf_flops = pf_bytes = new = 0.0
+        pieces = 0
         for n, c in chunks:
             if n <= 0:
                 continue
-            f, b = self.prefill_attention(n, c)
+            f, b = self._prefill_attention(n, c)
             pf_flops, pf_bytes, new = pf_flops + f, pf_bytes + b, new + n
-        return pf_flops, pf_bytes, new
+            pieces += 1
+        return pf_flops, pf_bytes, new, pieces
 
     def utilisation(self, prefill_chunks: Iterable[tuple[float, float]], decode_batch: int,
                     decode_context_tokens: float) -> tuple[float, float]:
@@ -858,8 +862,8 @@ class StepModel:
         same FLOPs and bytes summed in the same order as `cost`, over the time `step_s` gives
         (``cost().total_s``'s float), without timing each kernel again."""
         chunks = list(prefill_chunks)
-        pf_flops, pf_bytes, new = self._prefill_work(chunks)
-        _, _, lin_flops, w_bytes = self.linear_s(new + decode_batch, _logit_rows(chunks, decode_batch))
+        pf_flops, pf_bytes, new, pieces = self._prefill_work(chunks)
+        _, lin_flops, w_bytes = self._linear_work(new + decode_batch, decode_batch + pieces)
         kv_dec = decode_batch * self._kv_alpha + self._kv_beta * decode_context_tokens if decode_batch else 0.0
         total = self.step_s(chunks, decode_batch, decode_context_tokens)
         flops = lin_flops + (pf_flops + kv_dec * self._dec_flops_per_byte)
@@ -875,9 +879,9 @@ class StepModel:
         """The full breakdown of a step (see the module docstring for the formulas)."""
         p = self.params
         chunks = list(prefill_chunks)
-        pf_flops, pf_bytes, new = self._prefill_work(chunks)
+        pf_flops, pf_bytes, new, pieces = self._prefill_work(chunks)
         tokens = new + decode_batch
-        lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens, _logit_rows(chunks, decode_batch))
+        lin_t, lin_bound, lin_flops, w_bytes = self.linear_s(tokens, decode_batch + pieces)
         at_t, tc, tm = self.prefill_attention_s(chunks)
         kv_dec = fixed = 0.0
         if decode_batch:
