@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
 from simulator.engine.cluster import simulate
+from simulator.engine.records import RequestRecord
 from simulator.engine.replica import Replica
 from tests.engine.helpers import check_every_step, poisson_requests
 
@@ -112,6 +113,8 @@ def test_property_outcomes_and_equivalence(n: int, rate: float, blocks: int, pre
     slow, _, _ = simulate(replace(config, fast_forward=False), reqs, seed, timer=TIMER)
     recs: list[Any] = sorted(fast.records)
     assert [r[0] for r in recs] == list(range(n))
+    # the engine builds records with tuple.__new__, which checks no arity: every field is there
+    assert all(type(r) is RequestRecord and len(r) == len(RequestRecord._fields) for r in recs)
     for rep in fast.replicas:
         assert rep.used == 0 and rep.host_used == 0
     a = pd.DataFrame(recs, columns=list(type(recs[0])._fields))
