@@ -78,6 +78,7 @@ class ChunkedRuns:
     log_g0: array
     log_d: array
     log_k: array
+    log_top: array
     log_base: int
     log_order: SeriesOrder
     log_order_at: int
@@ -348,6 +349,7 @@ class ChunkedRuns:
         self.log_g0.extend(gs)
         self.log_d.extend([0.0] * (k - 1))
         self.log_k.extend([1] * (k - 1))
+        self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
             self.log_order.add(-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k)
             if len(self.log_order) >= self.log_order_at:

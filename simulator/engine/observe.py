@@ -27,6 +27,7 @@ class Observation:
     log_g0: array
     log_d: array
     log_k: array
+    log_top: array
     log_base: int
     log_compact_at: int
     log_order: SeriesOrder
@@ -89,7 +90,8 @@ class Observation:
                 k = self.log_k[a]
                 pos = 0.99 * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps)
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps,
+                                   tops=self.log_top)
 
     def _compact_log(self) -> None:
         """Drop the step log's entries that no sequence on this replica refers to any more (the
@@ -104,7 +106,7 @@ class Observation:
                     keep = min(keep, seq.seg_start)
         drop = keep - self.log_base
         if drop > 0:
-            del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop]
+            del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
             self.log_base = keep
             self.log_order.keep_from(keep)
             self.log_floor = max(self.log_floor, keep)
