@@ -292,15 +292,10 @@ class _ReplicaProcess:
         rep.commit_run(self.n)
         self._committed()
 
-    def _jump_done(self, _: simpy.Event) -> None:
-        rep = self.rep
-        rep.interruptible = False
-        rep.jump_n = 0
-        rep.in_flight = False  # `_step_done` and `_committed` written out (two calls a jump)
-        rep.commit(self.n, self.env._now)
-        if self.after_commit is not None:
-            self.after_commit(rep, self.env._now)
-        self._plan()
+    def _jump_done(self, event: simpy.Event) -> None:
+        self.rep.interruptible = False
+        self.rep.jump_n = 0
+        self._step_done(event)
 
     def _step_done(self, _: simpy.Event) -> None:
         rep = self.rep

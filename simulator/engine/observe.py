@@ -45,7 +45,6 @@ class Observation:
     g0: float
     d: float
     cache: Any
-    shares: bool
     geometry: Any
     n_dec: int
     prefilling: dict[int, Seq]
