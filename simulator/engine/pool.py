@@ -15,7 +15,7 @@ from simulator.engine.decode import DECODE, DecodeSet
 from simulator.engine.sequence import SWAPPED, WAITING, Seq
 
 if TYPE_CHECKING:
-    from simulator.engine.caches import CacheState
+    from simulator.engine.caches import CacheCounts, CacheState
     from simulator.engine.config import SchedulerConfig
     from simulator.engine.geometry import BlockGeometry
     from simulator.engine.retention import RetentionPolicy
@@ -25,6 +25,7 @@ class BlockPool(DecodeSet):
     """Mixin of `Replica` (see there for the attributes it uses)."""
 
     cache: CacheState
+    counts: CacheCounts
     sched: SchedulerConfig
     waiting: deque[Seq]
     swapped: deque[Seq]
@@ -112,7 +113,7 @@ class BlockPool(DecodeSet):
             self._end(seq, "timed_out", f"waited > queue_timeout_s {self.sched.queue_timeout_s:g}", now)
 
     def _evict(self, n_blocks: int) -> None:
-        if n_blocks > 0 and self.cache.evictable_blocks():
+        if n_blocks > 0 and self.counts.evictable:
             self.used -= self.cache.evict(n_blocks)
 
     # ----------------------------------------------------------------- preemption

@@ -74,3 +74,25 @@ def test_routers_pick_as_named() -> None:
     rr = make_router("round-robin").bind(rng)
     picks = [rr.choose(REQ, reps, 0.0) for _ in range(6)]
     assert sorted(picks) == [0, 0, 1, 1, 2, 2] and picks[:3] == picks[3:]
+
+
+def test_counts_of_reads_the_methods_of_a_state_that_keeps_no_counts() -> None:
+    """A plugin cache with only the protocol's methods: the replica reads its counts through them."""
+    from simulator.engine.caches import counts_of
+
+    class _State:
+        def __init__(self) -> None:
+            self.held, self.free = 7, 3
+
+        def evictable_blocks(self) -> int:
+            return self.free
+
+        def hbm_blocks(self) -> int:
+            return self.held
+
+    state = _State()
+    counts = counts_of(state)  # type: ignore[arg-type]  # the two methods read are all it needs
+    state.held, state.free = 9, 4
+    assert (counts.evictable, counts.blocks[0]) == (4, 9)
+    prefix = make_strategy("prefix").bind(16, 100)
+    assert counts_of(prefix) is prefix.counts and counts_of(make_strategy("none").bind(16, 100)).evictable == 0

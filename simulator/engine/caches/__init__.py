@@ -28,6 +28,8 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
   up to whole leaves or chunks, as SGLang does), moving them down a tier where there is one, and
   returns how many it freed.
   Blocks a running sequence references are never evicted.
+- a state may also keep ``counts`` (a `CacheCounts`): the same two numbers as attributes, kept
+  current, which a replica reads every step without a call (`counts_of` adapts a state without).
 
 How many blocks a sequence of ``t`` tokens holds is the replica's business (layout and
 retention decide it; see `simulator.engine.geometry`), not the cache's.
@@ -35,7 +37,7 @@ retention decide it; see `simulator.engine.geometry`), not the cache's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
@@ -124,6 +126,43 @@ class CacheState(Protocol):
         ...
 
 
+class CacheCounts(Protocol):
+    """A cache state's block counts as attributes (a replica reads them every step and admission)."""
+
+    @property
+    def evictable(self) -> int:
+        """``evictable_blocks()``."""
+        ...
+
+    @property
+    def blocks(self) -> Sequence[int]:
+        """Blocks held per tier, HBM first: ``blocks[0]`` is ``hbm_blocks()``."""
+        ...
+
+
+class _CalledCounts:
+    """`CacheCounts` of a state that keeps none: its methods, called."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: CacheState) -> None:
+        self.state = state
+
+    @property
+    def evictable(self) -> int:
+        return self.state.evictable_blocks()
+
+    @property
+    def blocks(self) -> Sequence[int]:
+        return (self.state.hbm_blocks(),)
+
+
+def counts_of(state: CacheState) -> CacheCounts:
+    """`state`'s ``counts`` where it keeps them (the built-in prefix cache does), else its methods'."""
+    counts: CacheCounts | None = getattr(state, "counts", None)
+    return counts if counts is not None else _CalledCounts(state)
+
+
 class CacheStrategy(Protocol):
     """A cache strategy's parameters; `bind` makes one replica's state."""
 
@@ -156,5 +195,5 @@ def make_strategy(name: str, **params: object) -> CacheStrategy:
 from simulator.engine.caches.none import NoReuse  # noqa: E402  (registers itself)
 from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
-__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheState", "CacheStrategy", "NoReuse",
-           "PrefixCache", "make_strategy", "max_hit_tokens", "register_strategy", "strategy_names"]
+__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheCounts", "CacheState", "CacheStrategy", "NoReuse",
+           "PrefixCache", "counts_of", "make_strategy", "max_hit_tokens", "register_strategy", "strategy_names"]

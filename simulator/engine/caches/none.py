@@ -13,11 +13,20 @@ if TYPE_CHECKING:
     from workloads.request import Request
 
 
+class _NoCounts:
+    """`CacheCounts` of a cache that never holds a block."""
+
+    __slots__ = ()
+    evictable: ClassVar[int] = 0
+    blocks: ClassVar[tuple[int, ...]] = (0,)
+
+
 @dataclass(slots=True)
 class _NoReuseState:
     block_tokens: int
     # shares nothing: its hooks are no-ops a replica may skip (`Replica.shares`)
     shares: ClassVar[bool] = False
+    counts: ClassVar[_NoCounts] = _NoCounts()
 
     def match(self, request: Request) -> int:
         return 0

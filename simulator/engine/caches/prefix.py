@@ -59,6 +59,7 @@ class _PrefixState:
         self.B = block_tokens
         self.tiers = ("hbm", *tiers)
         self.tree = RadixTree(block_tokens, eviction, len(self.tiers))
+        self.counts = self.tree  # `CacheCounts`: the tree keeps `evictable` and `blocks` current
         self.ctx = ctx
         bb = ctx.block_bytes
         caps = {"dram": ctx.dram_bytes, "nvme": ctx.nvme_bytes}
