@@ -143,7 +143,9 @@ class ChunkedRuns:
         budget = self.sched.max_num_batched_tokens - n
         free = self.total_blocks - self.used
         # steps 1..count fill the budget (the prompt's tokens left hold one more budget at each)
-        count = min((seq.target - pre0) // budget, last_step)
+        count = (seq.target - pre0) // budget
+        if last_step < count:  # `min` by its rule, without a call (~850 instructions)
+            count = last_step
         if n and count > 0 and blocks_crossed(hist, S, B, count + 1) > free:
             count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
         if count <= 0:

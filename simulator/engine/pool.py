@@ -94,7 +94,8 @@ class BlockPool(DecodeSet):
 
     def _private(self, seq: Seq, kv_tokens: int) -> int:
         """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
-        return self.geometry.blocks(min(kv_tokens, seq.cap)) - seq.hit_tokens // self.B
+        cap = seq.cap  # `min` by its rule, as a conditional (a call of min() is ~850 instructions)
+        return self.geometry.blocks(cap if cap < kv_tokens else kv_tokens) - seq.hit_tokens // self.B
 
     @property
     def free_blocks(self) -> int:

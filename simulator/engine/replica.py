@@ -159,7 +159,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             cap = seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
             seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap
                          and self.shares)
-        blocks = self.geometry.blocks(max(prompt, min(need, cap)))
+        held = cap if cap < need else need  # max(prompt, min(need, cap)) by their rules, not calls (~850 instructions)
+        blocks = self.geometry.blocks(held if held > prompt else prompt)
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
             kv0 = min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap)
             blocks = self.geometry.blocks(self._prefill_tokens(seq)) + self._growth(seq, kv0, seq.gen0 + 1)
@@ -286,7 +287,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         for seq in self.prefilling.values():
             if budget <= 0:
                 break
-            chunk = min(seq.target - seq.prefilled, budget, most)
+            chunk = seq.target - seq.prefilled  # min(left, budget, most) by its rule, not a call (~850 instructions)
+            if budget < chunk:
+                chunk = budget
+            if most < chunk:
+                chunk = most
             self.chunks.append((seq, chunk))
             budget -= chunk
         if not preempted and not self.swapped:
@@ -334,7 +339,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.admit_s = now
                 self.running[seq.key] = seq
                 self.prefilling[seq.key] = seq
-                chunk = min(seq.target - seq.prefilled, budget, most)
+                chunk = seq.target - seq.prefilled  # min(left, budget, most), as above
+                if budget < chunk:
+                    chunk = budget
+                if most < chunk:
+                    chunk = most
                 self.chunks.append((seq, chunk))
                 budget -= chunk
         return budget, swap_s
@@ -467,7 +476,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 target = seq.target  # the plain policy keeps it all (kept_after_prefill's own answer)
                 kept_kv = (target if self.keeps_all
                            else self.retention.kept_after_prefill(seq.request.prompt_tokens, target))
-                keep = min(kept_kv, seq.cap)
+                cap = seq.cap  # (a call of min() is ~850 instructions)
+                keep = cap if cap < kept_kv else kept_kv  # min(kept_kv, cap) by its rule, not a call
                 self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
                 seq.kv0 = keep
                 self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
