@@ -451,8 +451,12 @@ class PrefillKernel:
         than one tile: a chunk of one tile goes through `chunk_s`), ``· 1.0``, and ``+ pad`` (``+0.0``
         added to a sum of terms ≥ +0)."""
         j, many, tri, r_last, reach, grid_s, lat = self._terms(n, heads)
+        # loops, not comprehensions: a comprehension's names would be cells, made at every call (~1 k instructions)
+        out: list[float] = []
         if not many:
-            return [0.0 + layers * self.chunk_s(n, c, b, heads) for c, b in zip(cs, bytes_, strict=True)]
+            for c, b in zip(cs, bytes_, strict=True):
+                out.append(0.0 + layers * self.chunk_s(n, c, b, heads))
+            return out
         m, g, ceil = float(PREFILL_TILE_TOKENS), float(PREFILL_GRAIN_TOKENS), math.ceil
         tau, sms, cta_s, lone_f = self._tau, self._sms, self._cta_s, self._lone
         rate, factor = self._mem
@@ -482,10 +486,13 @@ class PrefillKernel:
                 rs.append(t_sched / t_mem if t_mem > 0 else 0.0)
         p = self._overlap_p
         if p == math.inf:
-            return [0.0 + layers * (hi + lat) for hi in his]
+            for hi in his:
+                out.append(0.0 + layers * (hi + lat))
+            return out
         inv = 1.0 / p
-        return [0.0 + layers * (hi * (1.0 + x) ** inv + lat)
-                for hi, x in zip(his, np.power(np.array(rs, dtype=float), p).tolist(), strict=True)]
+        for hi, x in zip(his, np.power(np.array(rs, dtype=float), p).tolist(), strict=True):
+            out.append(0.0 + layers * (hi * (1.0 + x) ** inv + lat))
+        return out
 
     def seconds(self, ctas: float, scores: float, longest: float, bytes_: float, tokens: float,
                 heads: float) -> tuple[float, float, float]:

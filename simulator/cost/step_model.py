@@ -667,12 +667,17 @@ class StepModel:
         is the integer sum here."""
         n_l = self._model.n_layers
         new_f = float(new_tokens)
+        per_layer: list[float] = []  # (loops, not comprehensions: see `prefill_run_s`)
         if self._mla or self._kv_simple is None:
-            return [self._chunk_bytes(new_f, float(c)) / n_l for c in contexts]
+            for c in contexts:
+                per_layer.append(self._chunk_bytes(new_f, float(c)) / n_l)
+            return per_layer
         entry, own, shards = self._kv_simple
         qo = n_l * new_f * self._qo_bytes
         own_f, layers, shards_f = float(own), float(n_l), float(shards)
-        return [(float(n_l * (c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers for c in contexts]
+        for c in contexts:
+            per_layer.append((float(n_l * (c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers)
+        return per_layer
 
     def attention_layer_s(
         self,
@@ -792,8 +797,12 @@ class StepModel:
         if None in found:
             self._price_chunks(new_tokens, contexts, found)
         ats = cast("list[float]", found)  # no hole left
+        # loops, not comprehensions: a comprehension's names would be cells, made at every call (~1.5 k instructions)
+        prices = []
         if not decode_batch:
-            return [lin + at_t + comm + overhead for at_t in ats]
+            for at_t in ats:
+                prices.append(lin + at_t + comm + overhead)
+            return prices
         terms = self._dec_terms.get(decode_batch)
         if terms is None:
             terms = self._dec_terms[decode_batch] = self.decode_terms(decode_batch)[:2]
@@ -802,8 +811,9 @@ class StepModel:
         # `step_s`'s ``at_t += fixed + kv_dec · per_byte`` and its sum, in its order; the decoders' context
         # ``C + i·growth`` as a float (`count` adds the step: exact on integers), as `step_s`'s product takes it
         kvs = count(float(decode_context_tokens), float(growth_tokens))
-        return [lin + (at_t + (fixed + (alpha_kv + beta * kv) * per_byte)) + comm + overhead
-                for at_t, kv in zip(ats, kvs, strict=False)]  # kvs: endless
+        for at_t, kv in zip(ats, kvs, strict=False):  # kvs: endless
+            prices.append(lin + (at_t + (fixed + (alpha_kv + beta * kv) * per_byte)) + comm + overhead)
+        return prices
 
     def _pf_row(self, new_tokens: float, count: int) -> dict[float, float]:
         """The memo row of chunks of `new_tokens`, about to take `count` more entries: every row is
@@ -825,7 +835,7 @@ class StepModel:
         miss = range(len(ats)) if whole else [i for i, at_t in enumerate(ats) if at_t is None]
         row = self._pf_row(new_tokens, len(miss))
         n = float(new_tokens)
-        ints = contexts if whole else [contexts[i] for i in miss]
+        ints = contexts if whole else list(map(contexts.__getitem__, miss))  # (no comprehension: `prefill_run_s`)
         cs = list(map(float, ints))
         layers = self._pf_plain
         if layers:
@@ -833,7 +843,9 @@ class StepModel:
             priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(new_tokens, ints), self._heads,
                                                   float(layers))
         else:
-            priced = [self._chunk_s(n, c) for c in cs]
+            priced = []
+            for c in cs:
+                priced.append(self._chunk_s(n, c))
         if whole:
             ats[:] = priced
             row.update(zip(contexts, priced, strict=True))

@@ -155,8 +155,11 @@ class ChunkedRuns:
         run_s = getattr(self.timer, "prefill_run_s", None)
         if run_s is not None:
             return run_s(budget, pre, count + 1, n, kv0, n_grow)
-        step_s = self.timer.step_s
-        return [step_s([(budget, pre + i * budget)], n, kv0 + i * n_grow) for i in range(count + 1)]
+        # a loop, not a comprehension: a comprehension's names would be cells, made at every call (~1 k instructions)
+        step_s, prices = self.timer.step_s, []
+        for i in range(count + 1):
+            prices.append(step_s([(budget, pre + i * budget)], n, kv0 + i * n_grow))
+        return prices
 
     def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool,
                  prices: list[float] | None = None) -> None:
