@@ -636,12 +636,19 @@ class StepModel:
         tokens; the same float."""
         layers = self._pf_plain
         if layers:
-            pos = [(float(n), float(c)) for n, c in chunks if n > 0]
+            # loops, not comprehensions (see `prefill_run_s`); the sums by `sum`, as `_prefill_attention_s` sums
+            pos: list[tuple[float, float]] = []
+            for n, c in chunks:
+                if n > 0:
+                    pos.append((float(n), float(c)))
             if len(pos) > 1:
                 n_l = self._model.n_layers
-                bytes_ = sum([self._chunk_bytes(n, c) for n, c in pos]) / n_l
-                tokens = sum([n for n, _ in pos])
-                return 0.0 + layers * self._pf_kernel.chunks_s(pos, bytes_, tokens, self._heads)
+                sizes: list[float] = []
+                news: list[float] = []
+                for n, c in pos:
+                    sizes.append(self._chunk_bytes(n, c))
+                    news.append(n)
+                return 0.0 + layers * self._pf_kernel.chunks_s(pos, sum(sizes) / n_l, sum(news), self._heads)
         return self._prefill_attention_s(chunks)[0]
 
     def _chunk_bytes(self, new_tokens: float, context_tokens: float) -> float:

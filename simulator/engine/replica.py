@@ -225,7 +225,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 # left, the usual prompt's step (`run_prices` and `plan_run` then only found that out)
                 prices = None if budget else self.run_prices(budget, swap_s, preempted)
                 if prices is None:
-                    chunks = [(c, s.prefilled) for s, c in self.chunks]
+                    chunks = []  # a loop, not a comprehension: a function made and called (~1 k instructions)
+                    for s, c in self.chunks:
+                        chunks.append((c, s.prefilled))
                     g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
                 else:
                     g0 = prices[0] + swap_s

@@ -368,5 +368,7 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
             _below_top(values, g0s[i], ds[i], k, m, theta)
         else:  # a group of single steps: its values ≥ θ, its maximum among them
             i -= base
-            values += [g for g in g0s[i:i - k] if g >= theta]
+            for g in g0s[i:i - k]:  # a loop: in a comprehension θ would be a cell, made at every call
+                if g >= theta:
+                    values.append(g)
     return _interpolated(values, m, frac)
