@@ -275,14 +275,17 @@ def _interpolated(values: list[float], m: int, frac: float) -> float:
 
 class SeriesOrder:
     """The step log's series by their maxima, largest first: entries ``(−max, i, k)`` ascending, as
-    `suffix_gap_quantile` reads them (see there for ``k``), held as three arrays side by side.
+    `suffix_gap_quantile` reads them (see there for ``k``), held side by side: the maxima in an array, ``i``
+    and ``k`` in lists.
 
     Entries come in log order (``i`` grows: a commit logs its series after every earlier one), so a new
     entry goes after every entry of equal maximum, where `bisect.insort` on the tuples puts it (``i``
     is unique): `bisect_right` on the maxima alone finds the place. In arrays a bisection reads one
     contiguous buffer; in a list of ~500 tuples it read ~9 tuples and their floats scattered over the
     heap: 3.8-4.6 µs an insertion in chat-4k-prefix (cache misses; 1.3 µs with the list in the cache),
-    ~4 % of the run, against 2.5-2.9 µs in arrays."""
+    ~4 % of the run, against 2.5-2.9 µs in arrays. ``i`` and ``k``, never bisected, are lists: an array
+    converts an item it takes with `PyArg_Parse` and makes an int of one it gives (~600 and ~100
+    instructions; two insertions an entry: vidur 10000 6,944 -> 6,798 M instructions, -2.1 %)."""
 
     __slots__ = ("index", "k", "last", "neg_top")
 
@@ -292,10 +295,10 @@ class SeriesOrder:
         self.last = max(self.index, default=-1)  # the newest entry's i
 
     def _hold(self, rows: list[tuple[float, int, int]]) -> None:
-        """Hold `rows`, in ascending order, as the three arrays."""
+        """Hold `rows`, in ascending order, as the array and the two lists."""
         self.neg_top = array("d", [e[0] for e in rows])
-        self.index = array("q", [e[1] for e in rows])
-        self.k = array("q", [e[2] for e in rows])
+        self.index = [e[1] for e in rows]
+        self.k = [e[2] for e in rows]
 
     def add(self, neg_top: float, i: int, k: int) -> None:
         """Insert ``(neg_top, i, k)``; `i` must be newer than every entry's."""
