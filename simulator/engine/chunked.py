@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections import deque
     from collections.abc import Callable
 
-    from simulator.engine.caches import CacheState
+    from simulator.engine.caches import CacheCounts, CacheState
     from simulator.engine.config import SchedulerConfig
     from simulator.engine.geometry import BlockGeometry
     from simulator.engine.sequence import Seq
@@ -90,6 +90,7 @@ class ChunkedRuns:
     reserving: bool
     reserved: int
     cache: CacheState
+    counts: CacheCounts
     geometry: BlockGeometry
     running: dict[int, Seq]
     acc_s: float
@@ -305,7 +306,7 @@ class ChunkedRuns:
         gs = [self.g0, *steps[:k - 1]]
         g_last = gs.pop()  # the last step's time goes to `commit`; gs: the k − 1 steps committed here
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
-        cache, evictable = self.cache.hbm_blocks(), self.cache.evictable_blocks()
+        cache, evictable = self.counts.blocks[0], self.counts.evictable
         held = cache + self.geometry.overhead_blocks * len(self.running)  # the integers of `private`
         used, S, acc = self.used, self.S, self.acc_s
         used_s, cache_s, evictable_s, private_s, token_s = self.used_block_s, self.cache_block_s, \

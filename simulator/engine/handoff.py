@@ -38,7 +38,7 @@ from simulator.engine.series import blocks_crossed
 if TYPE_CHECKING:
     from collections import deque
 
-    from simulator.engine.caches import CacheState
+    from simulator.engine.caches import CacheCounts, CacheState
     from simulator.engine.config import SchedulerConfig
     from simulator.engine.geometry import BlockGeometry
     from simulator.engine.retention import RetentionPolicy
@@ -69,6 +69,7 @@ class HandOff:
     waiting: deque[Seq]
     rejoined: list[Seq]
     cache: CacheState
+    counts: CacheCounts
     sched: SchedulerConfig
     geometry: BlockGeometry
     retention: RetentionPolicy
@@ -116,14 +117,14 @@ class HandOff:
     def release_handed(self, seq: Seq, now: float) -> None:
         """The KV of `seq` has moved: free its blocks here (the cache keeps what it keeps on a finish)."""
         del self.handing[seq.key]
-        cache0, evictable0 = self.cache.hbm_blocks(), self.cache.evictable_blocks()
+        cache0, evictable0 = self.counts.blocks[0], self.counts.evictable
         kept = self.cache.on_finish(seq, seq.target, seq.blocks) if seq.exact else 0
         d_used = kept - seq.blocks
         tokens = seq.target - seq.hit_tokens
         self.used += d_used
         self.private_off -= tokens
-        self._shift_integrals(now, d_used, self.cache.hbm_blocks() - cache0, -tokens,
-                              self.cache.evictable_blocks() - evictable0)
+        self._shift_integrals(now, d_used, self.counts.blocks[0] - cache0, -tokens,
+                              self.counts.evictable - evictable0)
         # from here on the sequence is the decode replica's: its KV private there, no prefix-cache links
         seq.exact = False
         seq.hit_tokens = 0
@@ -150,7 +151,7 @@ class HandOff:
             return False
         grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap))
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
-        return grow <= room + self.cache.evictable_blocks()
+        return grow <= room + self.counts.evictable
 
     def reserve(self, seq: Seq, now: float) -> None:
         """Take `seq`'s blocks now (`can_hold` said yes), evicting cached blocks as needed."""
@@ -158,10 +159,10 @@ class HandOff:
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
         d_used, d_cache, d_evictable = 0, 0, 0
         if grow > room:
-            used0, cache0, evictable0 = self.used, self.cache.hbm_blocks(), self.cache.evictable_blocks()
+            used0, cache0, evictable0 = self.used, self.counts.blocks[0], self.counts.evictable
             self.used -= self.cache.evict(grow - room)
-            d_used, d_cache = self.used - used0, self.cache.hbm_blocks() - cache0
-            d_evictable = self.cache.evictable_blocks() - evictable0
+            d_used, d_cache = self.used - used0, self.counts.blocks[0] - cache0
+            d_evictable = self.counts.evictable - evictable0
         blocks = self.geometry.blocks(seq.kv0)
         self.used += blocks
         self.private_off += seq.kv0

@@ -6,12 +6,15 @@ import math
 from array import array
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
 from simulator.engine.series import SeriesOrder, gap_quantile_ranges, suffix_gap_quantile
+
+if TYPE_CHECKING:
+    from simulator.engine.caches import CacheCounts
 
 LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
 ORDER_MIN_ENTRIES = 64  # log_order is pruned once it holds this many entries, or twice the last count
@@ -45,6 +48,7 @@ class Observation:
     g0: float
     d: float
     cache: Any
+    counts: CacheCounts
     geometry: Any
     n_dec: int
     prefilling: dict[int, Seq]
@@ -149,10 +153,10 @@ class Observation:
         """Integrate the state, constant since the last event, up to `now`."""
         dt = now - self.acc_s
         if dt > 0:
-            cache = self.cache.hbm_blocks()
+            cache = self.counts.blocks[0]
             self.used_block_s += self.used * dt
             self.cache_block_s += cache * dt
-            self.evictable_block_s += self.cache.evictable_blocks() * dt
+            self.evictable_block_s += self.counts.evictable * dt
             self.private_block_s += (self.used - cache - self.geometry.overhead_blocks * len(self.running)) * dt
             self.private_token_s += (self.kv_sum + self.private_off) * dt
         self.acc_s = now
@@ -181,7 +185,7 @@ class Observation:
                 link_util = (busy - self.link_busy_mark) / span
                 self.link_busy_mark, self.link_sample_s = busy, now
         self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
-                             len(self.swapped), batch_tokens, mfu, bw, link_util, self.cache.evictable_blocks()))
+                             len(self.swapped), batch_tokens, mfu, bw, link_util, self.counts.evictable))
 
     def sample(self, now: float) -> None:
         """Integrate up to `now` and record a time-series row (used at the end of the run)."""

@@ -289,11 +289,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         for seq in self.prefilling.values():
             if budget <= 0:
                 break
-            chunk = seq.target - seq.prefilled  # min(left, budget, most) by its rule, not a call (~850 instructions)
-            if budget < chunk:
-                chunk = budget
-            if most < chunk:
-                chunk = most
+            chunk = _chunk(seq.target - seq.prefilled, budget, most)
             self.chunks.append((seq, chunk))
             budget -= chunk
         if not preempted and not self.swapped:
@@ -341,11 +337,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     seq.admit_s = now
                 self.running[seq.key] = seq
                 self.prefilling[seq.key] = seq
-                chunk = seq.target - seq.prefilled  # min(left, budget, most), as above
-                if budget < chunk:
-                    chunk = budget
-                if most < chunk:
-                    chunk = most
+                chunk = _chunk(seq.target - seq.prefilled, budget, most)
                 self.chunks.append((seq, chunk))
                 budget -= chunk
         return budget, swap_s
@@ -491,3 +483,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.used -= blocks - kept
         self._end(seq, "completed", "", end_s)
 
+
+def _chunk(left: int, budget: int, most: int) -> int:
+    """A prefilling sequence's tokens this step: ``min(left, budget, most)``, by `min`'s rule (the first of
+    equals), without its call (a call of min() parses its arguments: ~850 instructions)."""
+    if budget < left:
+        left = budget
+    return most if most < left else left
