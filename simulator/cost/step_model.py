@@ -196,6 +196,7 @@ class StepModel:
         "_kv_alpha",
         "_kv_beta",
         "_kv_simple",
+        "_last_run",
         "_layout",
         "_lin_comm",
         "_lin_flops_per_token",
@@ -332,6 +333,8 @@ class StepModel:
         self._pf_rows: dict[float, dict[float, float]] = {}
         self._pf_entries = 0  # in all rows
         self._lin_comm: dict[float, tuple[float, float]] = {}  # the layers' and all-reduce seconds by tokens
+        # the last `prefill_run_s` call: (new tokens, decode batch, growth, context, decode context) and its prices
+        self._last_run: tuple[tuple[int, int, int, int, int], list[float]] | None = None
         self._head_t: dict[float, float] = {}  # the LM head's seconds by logit rows
         self._dec_terms: dict[int, tuple[float, float]] = {}
         self._overhead_s = params.step_overhead_s
@@ -786,7 +789,29 @@ class StepModel:
         chunked prefill run (`simulator.engine.chunked`), one chunk of `new_tokens` > 0 a step while
         the decoders add `growth_tokens` of context a step. The same operations as `step_s` (so the same
         floats), with what the steps share (the linear and communication times, the decode terms)
-        looked up once."""
+        looked up once.
+
+        A run cut short (by a sample, say) is priced again from where it stopped, with the same chunks and
+        decoders: when the steps asked for are steps ``j..j + steps − 1`` of the last call's, they are its
+        prices (the same floats: the same operations on the same operands, the contexts ``c + i·new`` and
+        ``C + i·growth`` being exact integers), handed out without pricing them again (a fifth of vidur's
+        steps). The caller may not change the list it gets."""
+        last = self._last_run
+        if last is not None:
+            (new0, batch0, growth0, context0, decode0), priced = last
+            if new0 == new_tokens and batch0 == decode_batch and growth0 == growth_tokens:
+                j, off = divmod(context_tokens - context0, new_tokens)
+                if not off and j >= 0 and j + steps <= len(priced) and \
+                        decode0 + j * growth_tokens == decode_context_tokens:
+                    return priced[j:j + steps]
+        prices = self._prefill_run_s(new_tokens, context_tokens, steps, decode_batch, decode_context_tokens,
+                                     growth_tokens)
+        self._last_run = (new_tokens, decode_batch, growth_tokens, context_tokens, decode_context_tokens), prices
+        return prices
+
+    def _prefill_run_s(self, new_tokens: int, context_tokens: int, steps: int, decode_batch: int,
+                       decode_context_tokens: int, growth_tokens: int) -> list[float]:
+        """`prefill_run_s`, priced."""
         tokens = (0.0 + new_tokens) + decode_batch
         rows = decode_batch + 1
         lc = self._lin_comm.get(tokens)

@@ -99,7 +99,8 @@ def test_runs_on_the_cost_model_cut_events(monkeypatch: pytest.MonkeyPatch) -> N
                                                    ("Gemma-3-27B", "8xH100", 2)])
 def test_prefill_run_s_is_step_s_step_by_step(model: str, node: str, tp: int) -> None:
     """The cost model prices a run's steps in one call (`StepModel.prefill_run_s`) as `step_s` would
-    one by one, bit for bit: with and without decoders, remembered chunks or not."""
+    one by one, bit for bit: with and without decoders, remembered chunks or not, and a run priced again
+    from a later step (the last call's prices)."""
     from hardware.catalog import load_catalog
     from simulator.engine.cluster import cost_model_timer
     from simulator.kv import KVLayout
@@ -111,7 +112,9 @@ def test_prefill_run_s_is_step_s_step_by_step(model: str, node: str, tp: int) ->
         one_by_one = [timer.step_s([(new, pre + i * new)], n, kv0 + i * grow) for i in range(steps)]
         timer._pf_rows.clear()
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one
+        timer._last_run = None
         assert timer.prefill_run_s(new, pre, steps, n, kv0, grow) == one_by_one  # from the memo
+        assert timer.prefill_run_s(new, pre + 3 * new, steps - 5, n, kv0 + 3 * grow, grow) == one_by_one[3:-2]
 
 
 @pytest.mark.parametrize(("model", "node", "tp", "kv_dtype"), [("Llama-3.1-8B", "8xH100", 1, "bf16"),
