@@ -67,7 +67,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import count
 from typing import Any, TypeVar, cast
 
 from hardware.catalog import GPUSpec, NodeSpec
@@ -670,23 +669,22 @@ class StepModel:
                                                                                   self._attn_tp)
         return kv + n_l * new_tokens * self._qo_bytes
 
-    def _layer_bytes_many(self, new_tokens: int, contexts: Sequence[int]) -> list[float]:
-        """``[_chunk_bytes(new_tokens, c) / n_layers for c in contexts]`` (integers), a run's bytes a layer: for
-        a plain layout `_chunk_bytes`' operations written out, without a call a chunk, the integer operands
-        as floats (exact: 3.11 specialises float-float arithmetic), so the same floats; its ``int(c + n)``
-        is the integer sum here."""
+    def _layer_bytes_many(self, new_tokens: float, contexts: Sequence[float]) -> list[float]:
+        """``[_chunk_bytes(new_tokens, c) / n_layers for c in contexts]`` (integer-valued floats), a run's bytes a
+        layer: for a plain layout `_chunk_bytes`' operations written out, without a call a chunk, the integer
+        operands as floats (exact: 3.11 specialises float-float arithmetic), so the same floats; its
+        ``float(n_layers · int(c + n))`` is the float product here (exact: integers below 2**53)."""
         n_l = self._model.n_layers
-        new_f = float(new_tokens)
         per_layer: list[float] = []  # (loops, not comprehensions: see `prefill_run_s`)
         if self._mla or self._kv_simple is None:
             for c in contexts:
-                per_layer.append(self._chunk_bytes(new_f, float(c)) / n_l)
+                per_layer.append(self._chunk_bytes(new_tokens, c) / n_l)
             return per_layer
         entry, own, shards = self._kv_simple
-        qo = n_l * new_f * self._qo_bytes
+        qo = n_l * new_tokens * self._qo_bytes
         own_f, layers, shards_f = float(own), float(n_l), float(shards)
         for c in contexts:
-            per_layer.append((float(n_l * (c + new_tokens)) * entry * own_f / layers / shards_f + qo) / layers)
+            per_layer.append((layers * (c + new_tokens) * entry * own_f / layers / shards_f + qo) / layers)
         return per_layer
 
     def attention_layer_s(
@@ -841,10 +839,11 @@ class StepModel:
         fixed, per_byte = terms
         alpha_kv, beta = decode_batch * self._kv_alpha, self._kv_beta
         # `step_s`'s ``at_t += fixed + kv_dec · per_byte`` and its sum, in its order; the decoders' context
-        # ``C + i·growth`` as a float (`count` adds the step: exact on integers), as `step_s`'s product takes it
-        kvs = count(float(decode_context_tokens), float(growth_tokens))
-        for at_t, kv in zip(ats, kvs, strict=False):  # kvs: endless
+        # ``C + i·growth`` as a float (the step added each time: exact on integers), as `step_s`'s product takes it
+        kv, growth = float(decode_context_tokens), float(growth_tokens)
+        for at_t in ats:
             prices.append(lin + (at_t + (fixed + (alpha_kv + beta * kv) * per_byte)) + comm + overhead)
+            kv += growth
         return prices
 
     def _pf_row(self, new_tokens: float, count: int) -> dict[float, float]:
@@ -872,7 +871,7 @@ class StepModel:
         layers = self._pf_plain
         if layers:
             # `_chunk_s`'s ``0.0 + layers · x`` (layers as a float, exact: 3.11 specialises float-float products)
-            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(new_tokens, ints), self._heads,
+            priced = self._pf_kernel.chunk_s_many(n, cs, self._layer_bytes_many(n, cs), self._heads,
                                                   float(layers))
         else:
             priced = []
