@@ -44,8 +44,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # its own: configuration, queues, counters and the step log (`Observation` reads the log)
         "index", "local", "role", "total_blocks", "geometry", "retention", "keeps_all", "shares", "full_cap", "B",
         "swap_s_per_block", "host_blocks", "max_context_tokens", "timer", "coefs", "cache", "sched", "watermark_blocks",
-        "counts", "reserving", "reserved", "reserves", "fast_forward", "observer", "sample_interval_s", "samples",
-        "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
+        "times_out", "counts", "reserving", "reserved", "reserves", "fast_forward", "observer", "sample_interval_s",
+        "samples", "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
         "log_d", "log_k", "log_top", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
         # the SimPy process's flags and jump in flight (`cluster`, `views`)
@@ -93,6 +93,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.counts = counts_of(cache)
         self.sched = sched
         self.watermark_blocks = math.ceil(sched.watermark * total_blocks)
+        self.times_out = not math.isinf(sched.queue_timeout_s)  # queued requests have deadlines
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")
         self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
@@ -186,7 +187,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         B = self.B
         if now > self.acc_s:
             self._accrue(now)
-        if self.waiting and not math.isinf(self.sched.queue_timeout_s):
+        if self.waiting and self.times_out:
             self._drop_timed_out(now)
         if self.chunks:  # the plan's lists start empty: the last plan's, if it left them so, or new ones
             self.chunks = []
@@ -352,6 +353,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         hist, S, B = self.hist, self.S, self.B
         k = self._next_event_step() - S
         free = self.total_blocks - self.used
+        # a growing decoder takes at most ⌊(k − 1)/B⌋ + 1 blocks in k steps (`blocks_crossed`): when the free ones
+        # cover that for all of them, no k steps' shortage nor eviction needs G(k) (every jump of chat-4k and
+        # chat-4k-prefix: G(k) and the deadlines' cut, which only lowers k, are then skipped)
+        if self.n_grow * ((k - 1) // B + 1) <= free:
+            return self._deadline_steps(k, now) if self.waiting and self.times_out else k
         evictable = self.counts.evictable if self.shares else 0
         avail = free + evictable
         crossed = blocks_crossed(hist, S, B, k)  # G(k): the blocks k steps need
@@ -365,17 +371,21 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     hi = mid
             k = lo
             crossed = -1
-        if self.waiting and not math.isinf(self.sched.queue_timeout_s):
-            for seq in self.waiting:
-                if not math.isinf(seq.deadline_s):
-                    k2 = min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
-                    if k2 != k:
-                        k, crossed = k2, -1
-                    break
+        if self.waiting and self.times_out:
+            k2 = self._deadline_steps(k, now)
+            if k2 != k:
+                k, crossed = k2, -1
         if evictable:  # `_evict` inlined: the cache's evictable blocks were read above
             short = (crossed if crossed >= 0 else blocks_crossed(hist, S, B, k)) - free
             if short > 0:
                 self.used -= self.cache.evict(short)
+        return k
+
+    def _deadline_steps(self, k: int, now: float) -> int:
+        """`k`, or fewer steps when the first queued deadline comes before they end."""
+        for seq in self.waiting:
+            if not math.isinf(seq.deadline_s):
+                return min(k, steps_to_reach(self.g0, self.d, seq.deadline_s - now))
         return k
 
     # ----------------------------------------------------------------- commit
