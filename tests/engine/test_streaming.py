@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -82,3 +83,22 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     assert used[0] >= 10  # sequences that never left the decode set finish on the suffix path
     assert sum(r.preemptions for r in reference.records) > 0
     assert sorted(ordered.records) == sorted(reference.records)
+
+
+def test_records_to_frame_is_from_records_column_by_column() -> None:
+    """`records_to_frame` builds the frame a column at a time: the same frame, dtypes included, as
+    `DataFrame.from_records`, on a run's records and samples and on a mixed column (ints and floats:
+    float64), NumPy scalars, NaN, strings and none at all."""
+    reqs = shared_prefix_requests(60, 3, rate_per_s=15, output_tokens=(50, 500))
+    kept, _, _ = simulate(CONFIG, reqs, 3, timer=TIMER)
+    mixed = [RequestRecord(*r)._replace(queue_s=i, replica=np.int64(r.replica), reason=f"r{i}")
+             if i % 2 else r for i, r in enumerate(kept.records)]
+    for rows, kind in ((kept.records, RequestRecord), (kept.samples, SampleRecord), (mixed, RequestRecord),
+                       ([], RequestRecord), ([], SampleRecord)):
+        got = records_to_frame(rows, kind)
+        expected = pd.DataFrame.from_records(list(rows), columns=list(kind._fields))
+        pd.testing.assert_frame_equal(got, expected, check_exact=True)
+        assert list(got.dtypes) == list(expected.dtypes)
+    frame = records_to_frame(mixed)
+    assert frame.queue_s.dtype == np.float64 and frame.queue_s[1] == 1.0
+    assert frame.replica.dtype == np.int64 and frame.outcome.iloc[0] == "completed"
