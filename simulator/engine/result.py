@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from simulator import __version__
-from simulator.engine.cluster import Cluster, TimerFactory, simulate
+from simulator.engine.cluster import Cluster, TimerFactory, cyclic_gc_paused, simulate
 from simulator.engine.config import EngineConfig
 from simulator.engine.handoff import DECODE_ONLY, PREFILL
 from simulator.engine.records import RequestRecord, SampleRecord, records_to_frame
@@ -100,14 +100,15 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
     if total_requests is None and isinstance(requests, Sized):
         total_requests = len(requests)  # the tagging stream below has no length
     classes = TrafficClasses()  # each request's `source`, noted as the injector draws it
-    cluster, end_s, events = simulate(config, classes.tag(requests), np.random.SeedSequence(seed), timer=timer,
-                                      progress=progress, total_requests=total_requests)
-    req = records_to_frame(cluster.records, RequestRecord).sort_values("request_id", kind="stable")
-    req = req.reset_index(drop=True)
-    req[COLUMN] = classes.column(req.request_id)  # traffic class: split a mixture without a join
-    ts = records_to_frame(cluster.samples, SampleRecord)
-    return Result(config=config, seed=seed, requests=req, timeseries=ts,
-                  summary=summarize(config, cluster, req, ts, end_s, events, window))
+    with cyclic_gc_paused():
+        cluster, end_s, events = simulate(config, classes.tag(requests), np.random.SeedSequence(seed), timer=timer,
+                                          progress=progress, total_requests=total_requests)
+        req = records_to_frame(cluster.records, RequestRecord).sort_values("request_id", kind="stable")
+        req = req.reset_index(drop=True)
+        req[COLUMN] = classes.column(req.request_id)  # traffic class: split a mixture without a join
+        ts = records_to_frame(cluster.samples, SampleRecord)
+        summary = summarize(config, cluster, req, ts, end_s, events, window)
+    return Result(config=config, seed=seed, requests=req, timeseries=ts, summary=summary)
 
 
 def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, done: pd.DataFrame) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The engine makes no reference cycles: what a run lets go, reference counting frees.
 
 `simulator.engine.cluster.simulate` turns the cyclic garbage collector off while SimPy runs (it would
-scan the live state again and again for nothing). That is safe only while a run creates no cyclic
+scan the live state again and again for nothing), and `simulator.engine.run` while it makes the frames
+and the summary too. That is safe only while a run creates no cyclic
 garbage, so each configuration below (prefix cache with its tiers and eviction orders, preemption by
 recompute and swap, timeouts, chunked runs, retention, a disaggregated fleet, every router) is run
 with the collector off, holding the result, and a collection must then find nothing unreachable.
@@ -14,7 +15,8 @@ import gc
 
 import pytest
 
-from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig
+import simulator.engine.result as result_module
+from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig, run
 from simulator.engine.cluster import simulate
 from tests.engine.helpers import shared_prefix_requests
 from workloads import load_workload
@@ -65,3 +67,25 @@ def test_a_multi_turn_workload_leaves_no_cyclic_garbage() -> None:
     """Sessions whose turns reuse earlier outputs (chat-4k): inserts below held nodes, splits, eviction."""
     requests = load_workload("chat-4k", seed=1, duration_s=60).requests()
     assert _unreachable_after(dataclasses.replace(BASE, kv_blocks=2000), requests) == 0
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_run_pauses_the_collector_through_its_summary_and_restores_it(monkeypatch: pytest.MonkeyPatch,
+                                                                      enabled: bool) -> None:
+    """`run` keeps the collector off from the simulation to the summary (its frames' allocations would
+    set off full collections over the run's records), then leaves it as it found it."""
+    seen: list[bool] = []
+    summarize = result_module.summarize
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return summarize(*args, **kwargs)
+
+    monkeypatch.setattr(result_module, "summarize", spy)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        res = run(BASE, shared_prefix_requests(50, seed=3, rate_per_s=20.0), seed=1, timer=TIMER)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+    assert seen == [False] and res.summary["requests"] == 50
