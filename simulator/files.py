@@ -55,7 +55,11 @@ def read_text(path: str | Path, what: str = "the file", missing: str = "file not
 
 def read_toml(path: str | Path, missing: str = "file not found") -> dict[str, Any]:
     """The parsed file; ``ConfigError("PATH: file not found")``, ``("PATH: not valid TOML (...)")``, ..."""
-    text = read_text(path, "a TOML file", missing)
+    return parse_toml(read_text(path, "a TOML file", missing), path)
+
+
+def parse_toml(text: str, path: str | Path) -> dict[str, Any]:
+    """`text`, read from `path`, parsed as TOML; ``ConfigError("PATH: not valid TOML (...)")``."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from simulator.files import read_toml
+from simulator.files import parse_toml, read_toml
 
-__all__ = ["read_toml"]
+__all__ = ["parse_toml", "read_toml"]

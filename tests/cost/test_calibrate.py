@@ -142,3 +142,37 @@ def test_params_round_trip(tmp_path):
     again = load_params_file(f)
     assert again["H100"] == ps["H100"]
     assert again["H100"].provenance == ps["H100"].provenance
+
+
+def test_params_file_parsed_once_per_text_and_read_every_time(tmp_path, monkeypatch):
+    """`load_params_file` parses a file's text once (every run builds its timer from it), reads the file
+    every time: a file rewritten in place gives its new tables, and a caller's dict is its own."""
+    import simulator.cost.params as params_module
+
+    parsed = []
+    parse = params_module.parse_toml
+
+    def counting(text, path):
+        parsed.append(path)
+        return parse(text, path)
+
+    monkeypatch.setattr(params_module, "parse_toml", counting)
+    monkeypatch.setattr(params_module, "_PARSED", {})
+    ps = load_params_file()
+    f = tmp_path / "p.toml"
+    f.write_text(dumps_params(ps, "header", {"command": "x"}))
+    first = load_params_file(f)
+    first.pop("H100")
+    second = load_params_file(f)
+    assert parsed == [params_module.PARAMS_FILE, f] and second["H100"] == ps["H100"]
+    f.write_text(dumps_params({**ps, "H100": replace(ps["H100"], step_overhead_s=1e-3)}, "header", {"command": "y"}))
+    assert load_params_file(f)["H100"].step_overhead_s == 1e-3 and len(parsed) == 3
+    # a malformed file is a one-line error naming the file, the key and the value (it was a TypeError)
+    for text, message in (("default = 3\n", "'default' must be a table (got 3)"),
+                          ("[default]\ngpu = 2\n", "unknown key 'gpu'"),
+                          ("gpu = 2\n[default]\n", "'gpu' must be a table of tables (got 2)"),
+                          ("[default]\n[gpu]\nH100 = 1\n", "'gpu.H100' must be a table (got 1)")):
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=r"p\.toml") as err:
+            load_params_file(f)
+        assert message in str(err.value) and "\n" not in str(err.value)
