@@ -94,33 +94,28 @@ class _PrefixState:
             per_tier[node.tier] += last if i == len(path) - 1 else node.tokens
         return sum(per_tier[:self._reload_tiers(per_tier) + 1])
 
-    @staticmethod
-    def _hbm(path: list[Node], last: int) -> tuple[int, int]:
-        """``(tokens, unreferenced tokens)`` of the HBM nodes that lead `path` (a non-empty walk: the
-        last node matched for `last` tokens): whole nodes summed, then the last one's unmatched tail
-        taken off when it is in HBM (tiers never decrease along a path, so it is last among them)."""
+    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
+        """``(tokens, unreferenced blocks)`` of the HBM nodes that lead the walk's path (the last node
+        matched for `last` tokens): whole nodes summed, then the last one's unmatched tail taken off
+        when it is in HBM (tiers never decrease along a path, so it is last among them)."""
+        tree = self.tree
+        walked = tree.walk_at(seq.pieces or self._pieces(seq), max_hit_tokens)
+        self._probed = (seq, max_hit_tokens, tree.version, walked)
+        path, last, _, _ = walked
+        if not path:
+            return 0, 0
         tokens = free = 0
         for node in path:
             if node.tier != HBM:
-                return tokens, free
+                return tokens, free // self.B
             t = node.tokens
             tokens += t
             if not node.ref:
                 free += t
-        node = path[-1]
-        tail = node.tokens - last
+        tail = node.tokens - last  # node: the path's last
         tokens -= tail
         if not node.ref:
             free -= tail
-        return tokens, free
-
-    def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
-        walked = self.tree.walk_at(seq.pieces or self._pieces(seq), max_hit_tokens)
-        self._probed = (seq, max_hit_tokens, self.tree.version, walked)
-        path = walked[0]
-        if not path:
-            return 0, 0
-        tokens, free = self._hbm(path, walked[1])
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
@@ -264,12 +259,22 @@ class _PrefixState:
         if start is not None and seq.cache_tokens <= n:
             pos = seq.cache_tokens
             j, off = seq.cache_at
-            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
-            key = block_key(pieces, j, off, B) if pos < n else None
+            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists); its
+            # key built here when the block lies within piece j (`block_key`'s usual case, without the call)
+            if pos < n:
+                sid, _, end = pieces[j]
+                key = (sid, off, off + B) if end - off >= B else block_key(pieces, j, off, B)
+            else:
+                key = None
             if key is not None and key not in start.children:
                 tree.touch_path(start, release)
-                node, j, off = self._add(start, pieces, j, off, n - pos, key, exact_end)
-                return (n - pos) // B, node, (j, off)
+                tokens = n - pos
+                if self._lean_offers:  # `_add`, inlined (one call less an insert)
+                    rest, j, off, _ = cut(pieces, j, off, tokens)
+                    node = tree.add_child(start, rest, tokens, HBM, exact_end, key)
+                else:
+                    node, j, off = self._add(start, pieces, j, off, tokens, key, exact_end)
+                return tokens // B, node, (j, off)
             kept, parent, stop = 0, start, start  # stop: the node the sequence references down to
             tree.touch_path(start)
             if key is not None:

@@ -293,11 +293,10 @@ class RadixTree:
         else:  # unreferenced: evictable, and offered (`offer`, whose checks a new node passes: a tier leaf)
             if tier == HBM:
                 self.evictable += b
-            entry = (self._priority(node), next(self.tie), node)
-            if self._fresh:
-                self.fresh[tier].append(entry)
+            if self._fresh:  # LRU: its priority (`_priority`) is its stamp, without the call
+                self.fresh[tier].append((stamp, next(self.tie), node))
             else:
-                heapq.heappush(self.heaps[tier], entry)
+                heapq.heappush(self.heaps[tier], (self._priority(node), next(self.tie), node))
         return node
 
     def remove(self, node: Node) -> list[int]:
