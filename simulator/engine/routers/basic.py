@@ -113,7 +113,16 @@ class _LeastTokens:
         n = len(replicas)
         if n <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until"):
             self.changed.clear()
-            return pick_min([r.outstanding_at(now) for r in replicas], self.rng)
+            # a loop, not a comprehension (a function made and called: ~1 k instructions an arrival), keeping
+            # the least value as min() would (the first of equals), without its call (~850 instructions)
+            values = []
+            best: float = _INF
+            for r in replicas:
+                value = r.outstanding_at(now)
+                values.append(value)
+                if value < best:
+                    best = value
+            return pick_min(values, self.rng, best)
         values, order, stamps, wake, dormant = self._values, self._order, self._stamps, self._wake, self._dormant
         slack = LEVEL_SHARES * (request.prompt_tokens + request.output_tokens) // n
         late: list[tuple[float, int, int]] = []  # wake-ups at or before now, pushed after the loop
