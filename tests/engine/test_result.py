@@ -50,3 +50,22 @@ def test_config_errors_are_one_line() -> None:
     reqs = poisson_requests(3, 1.0, 10, 10, seed=0)[::-1]
     with pytest.raises(ConfigError, match="non-decreasing"):
         run(EngineConfig(), reqs, seed=0, timer=TIMER)
+
+
+def test_percentiles_of_a_column_at_once_equal_each_alone() -> None:
+    """`_pcts` (the summary's p50/p90/p99 of a column in one call) gives each quantile's float as `_pct`
+    does alone, NaN left out, on ties, skewed values, a single value and none."""
+    import numpy as np
+    import pandas as pd
+
+    from simulator.engine.result import _pct, _pcts
+
+    rng = np.random.default_rng(0)
+    columns = [rng.lognormal(0, 2, 257), rng.integers(0, 5, 100).astype(float), np.array([0.25]), np.array([]),
+               np.array([np.nan, 1.5, np.nan, 0.5, 3.0]), np.array([np.nan])]
+    for values in columns:
+        s = pd.Series(values, dtype=float)
+        got = _pcts(s, (50, 90, 99))
+        want = [_pct(s, q) for q in (50, 90, 99)]
+        assert np.array_equal(got, want, equal_nan=True), (values, got, want)
+    assert _pcts(pd.Series([np.nan, 1.5, np.nan, 0.5, 3.0]), (50,)) == [1.5]
