@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import bisect
 import math
-from array import array
 from typing import TYPE_CHECKING
 
 from simulator.engine.series import blocks_crossed
 
-_NO_SLOPE = array("d", [0.0])  # a single step's log entry: d = 0 ...
-_ONE_STEP = array("q", [1])  # ... and k = 1 (repeated, the entries of a run's steps)
+_NO_SLOPE = [0.0]  # a single step's log entry: d = 0 ...
+_ONE_STEP = [1]  # ... and k = 1 (repeated, the entries of a run's steps)
 
 if TYPE_CHECKING:
     from collections import deque
@@ -78,10 +77,10 @@ class ChunkedRuns:
     last_sample_s: float
     sample_interval_s: float
     outstanding_tokens: int
-    log_g0: array
-    log_d: array
-    log_k: array
-    log_top: array
+    log_g0: list[float]
+    log_d: list[float]
+    log_k: list[int]
+    log_top: list[float]
     log_base: int
     log_order: SeriesOrder
     log_order_at: int
@@ -355,13 +354,10 @@ class ChunkedRuns:
                 for seq, c in chunks:
                     seq.prefilled += c
             self.chunks = all_chunks[-1]
-        # the logs take arrays (a copy of their memory), not lists: an array converts a list's every item with
-        # `PyArg_Parse`, the same again for each (4 such extends were 3.7 % of vidur's instructions)
-        logged = array("d", gs)
-        self.log_g0.extend(logged)
+        self.log_g0.extend(gs)
         self.log_d.extend(_NO_SLOPE * (k - 1))
         self.log_k.extend(_ONE_STEP * (k - 1))
-        self.log_top.extend(logged)  # g0 + d·(k − 1) with d = 0 and k = 1
+        self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
         if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
             self.log_order.add(-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k)
             if len(self.log_order) >= self.log_order_at:

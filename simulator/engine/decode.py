@@ -11,7 +11,6 @@ event, so fast-forward and stepping see the same states.
 from __future__ import annotations
 
 import heapq
-from array import array
 
 from simulator.engine.sequence import Seq
 
@@ -24,7 +23,7 @@ class DecodeSet:
     B: int
     S: int
     running: dict[int, Seq]
-    log_k: array
+    log_k: list[int]
     log_base: int
 
     def _init_decode(self, block_tokens: int) -> None:

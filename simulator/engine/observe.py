@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,10 +26,10 @@ class Observation:
 
     index: int
     observer: Observer
-    log_g0: array
-    log_d: array
-    log_k: array
-    log_top: array
+    log_g0: list[float]
+    log_d: list[float]
+    log_k: list[int]
+    log_top: list[float]
     log_base: int
     log_compact_at: int
     log_order: SeriesOrder

@@ -13,7 +13,6 @@ O(batch). Blocks per sequence come from the layout's `BlockGeometry` and the ret
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
 from typing import Any
 
@@ -112,12 +111,14 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.host_used = 0
         self.outstanding_tokens = 0  # prefill + output tokens still to compute
         self._init_integrals()
-        self.log_g0 = array("d")
-        self.log_d = array("d")
-        self.log_k = array("q")
+        # the step log, a series an entry, in lists: an array converts every item it takes with `PyArg_Parse`
+        # (~470 instructions an append, four a commit), a list keeps the float it is given
+        self.log_g0: list[float] = []
+        self.log_d: list[float] = []
+        self.log_k: list[int] = []
         # each committed series' largest gap g0 + d·(k − 1), for a TPOT p99 over several ranges or with extra
         # gaps (a disaggregated decode's: `series.gap_quantile_ranges`, 2P2D chat-4k +3 % CPU without it)
-        self.log_top = array("d")
+        self.log_top: list[float] = []
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
         # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least;
