@@ -319,6 +319,9 @@ class ChunkedRuns:
             float(cache)
         evictable_f = float(evictable)
         grow_f = float(n_grow)
+        # the phase of `hist` whose decoders cross a block at step S (``−S mod B``) is one less at each step,
+        # cyclically: counted down, not worked out (a negation and a remainder of ints a step, neither specialised)
+        p = -S % B
         for end in ends[:k - 1]:
             dt = end - acc
             busy += dt
@@ -331,12 +334,13 @@ class ChunkedRuns:
             token_s += tokens * dt
             acc = end
             if n_dec:
-                grow = hist[-S % B]
+                grow = hist[p]
                 if grow:
                     blocks += grow
                     private += grow
                 tokens += grow_f
-            S += 1
+                p = p - 1 if p else B - 1
+        S += k - 1
         used = int(blocks)
         kv_sum = self.kv_sum + n_grow * (k - 1) if n_dec else self.kv_sum
         if self.reserving:  # the decoders' growth was promised (admission "reserve")
