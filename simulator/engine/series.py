@@ -15,7 +15,6 @@ by a bounded search on ``T``.
 from __future__ import annotations
 
 import math
-from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -275,17 +274,18 @@ def _interpolated(values: list[float], m: int, frac: float) -> float:
 
 class SeriesOrder:
     """The step log's series by their maxima, largest first: entries ``(−max, i, k)`` ascending, as
-    `suffix_gap_quantile` reads them (see there for ``k``), held side by side: the maxima in an array, ``i``
-    and ``k`` in lists.
+    `suffix_gap_quantile` reads them (see there for ``k``), held side by side in three lists: the
+    maxima, ``i`` and ``k``.
 
     Entries come in log order (``i`` grows: a commit logs its series after every earlier one), so a new
     entry goes after every entry of equal maximum, where `bisect.insort` on the tuples puts it (``i``
-    is unique): `bisect_right` on the maxima alone finds the place. In arrays a bisection reads one
-    contiguous buffer; in a list of ~500 tuples it read ~9 tuples and their floats scattered over the
-    heap: 3.8-4.6 µs an insertion in chat-4k-prefix (cache misses; 1.3 µs with the list in the cache),
-    ~4 % of the run, against 2.5-2.9 µs in arrays. ``i`` and ``k``, never bisected, are lists: an array
-    converts an item it takes with `PyArg_Parse` and makes an int of one it gives (~600 and ~100
-    instructions; two insertions an entry: vidur 10000 6,944 -> 6,798 M instructions, -2.1 %)."""
+    is unique): `bisect_right` on the maxima alone finds the place. A list of ~500 tuples read ~9
+    tuples and their floats a bisection, scattered over the heap: 3.8-4.6 µs an insertion in
+    chat-4k-prefix (cache misses), ~4 % of the run. The maxima alone in a list of floats read ~9 floats
+    and compare them in C; in an array (an earlier choice) a bisection makes a float object at every
+    probe and an insertion converts its item with `PyArg_Parse`: ~1.5 k instructions an insertion more
+    (Vidur's shape, 10,000 requests: `run` 6,234 -> 6,165 M instructions, -1.1 %; timed side by side,
+    5 pairs each, CPU s medians 0.98× on chat-4k-prefix and 0.92× on Vidur's shape, within the noise)."""
 
     __slots__ = ("index", "k", "last", "neg_top")
 
@@ -295,8 +295,8 @@ class SeriesOrder:
         self.last = max(self.index, default=-1)  # the newest entry's i
 
     def _hold(self, rows: list[tuple[float, int, int]]) -> None:
-        """Hold `rows`, in ascending order, as the array and the two lists."""
-        self.neg_top = array("d", [e[0] for e in rows])
+        """Hold `rows`, in ascending order, as the three lists."""
+        self.neg_top = [e[0] for e in rows]
         self.index = [e[1] for e in rows]
         self.k = [e[2] for e in rows]
 
