@@ -93,7 +93,9 @@ def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piec
     k = j
     while left and k < count:
         sid, a, b = pieces[k]
-        if b - a > left:  # part of piece k (its start, when k is j: the other usual case)
+        if b - a > left:  # part of piece k
+            if k == j:  # its start, the other usual case: no whole piece between, none to unpack (a list built)
+                return (head, (sid, a, a + left)), k, a + left, n
             return (head, *pieces[j:k], (sid, a, a + left)), k, a + left, n
         left -= b - a
         k += 1

@@ -114,15 +114,21 @@ class _LeastTokens:
         if n <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until"):
             self.changed.clear()
             # a loop, not a comprehension (a function made and called: ~1 k instructions an arrival), keeping
-            # the least value as min() would (the first of equals), without its call (~850 instructions)
-            values = []
+            # the least value as min() would (the first of equals), without its call (~850 instructions),
+            # its index and whether another value ties it: untied (the usual case), that index is pick_min's
+            # answer, without its call; ties go to pick_min (its random draw)
+            values: list[int] = []
             best: float = _INF
+            at = 0
+            tied = False
             for r in replicas:
                 value = r.outstanding_at(now)
-                values.append(value)
                 if value < best:
-                    best = value
-            return pick_min(values, self.rng, best)
+                    best, at, tied = value, len(values), False
+                elif value == best:
+                    tied = True
+                values.append(value)
+            return pick_min(values, self.rng, best) if tied else at
         values, order, stamps, wake, dormant = self._values, self._order, self._stamps, self._wake, self._dormant
         slack = LEVEL_SHARES * (request.prompt_tokens + request.output_tokens) // n
         late: list[tuple[float, int, int]] = []  # wake-ups at or before now, pushed after the loop
