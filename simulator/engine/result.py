@@ -181,8 +181,8 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
 
 
 def _pct(s: pd.Series, q: float) -> float:
-    s = s.dropna()
-    return float(np.percentile(s, q)) if len(s) else math.nan
+    """Percentile `q` of a float column's values without NaN (NaN when none)."""
+    return _pcts(s, (q,))[0]
 
 
 def _pcts(s: pd.Series, qs: tuple[float, ...]) -> list[float]:
