@@ -95,9 +95,10 @@ class _PrefixState:
         return sum(per_tier[:self._reload_tiers(per_tier) + 1])
 
     def probe(self, seq: Seq, max_hit_tokens: int) -> tuple[int, int]:
-        """``(tokens, unreferenced blocks)`` of the HBM nodes that lead the walk's path (the last node
-        matched for `last` tokens): whole nodes summed, then the last one's unmatched tail taken off
-        when it is in HBM (tiers never decrease along a path, so it is last among them)."""
+        """Walk the tree for `seq`'s prompt (up to `max_hit_tokens`; the walk is kept for its admission)
+        and return ``(tokens, unreferenced blocks)`` of the HBM nodes that lead the path: whole nodes
+        summed, then the last node's unmatched tail taken off when it is in HBM (tiers never decrease
+        along a path, so it is last among them)."""
         tree = self.tree
         pieces = seq.pieces
         if pieces is None:  # (`_pieces` without its call: a sequence's first probe makes them, as a rule)
@@ -262,20 +263,8 @@ class _PrefixState:
         if start is not None and seq.cache_tokens <= n:
             pos = seq.cache_tokens
             j, off = seq.cache_at
-            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists); its
-            # key built here when the block straddles piece j's end and the next piece (as `block_key` builds
-            # it, without the call: the usual case, as the held prefix ends in a prompt's last block, 11.8k
-            # of chat-4k-prefix's 13.1k inserts), or when it lies within piece j
-            key: Key | None = None
-            if pos < n:
-                sid, _, end = pieces[j]
-                past = B - (end - off)  # the block's tokens past piece j
-                if past <= 0:
-                    key = (sid, off, off + B)
-                elif j + 1 < len(pieces) and (nxt := pieces[j + 1])[2] - nxt[1] >= past:
-                    key = (sid, off, end, nxt[0], nxt[1], nxt[1] + past)
-                else:
-                    key = block_key(pieces, j, off, B)
+            # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
+            key = block_key(pieces, j, off, B) if pos < n else None
             if key is not None and key not in start.children:
                 tree.touch_path(start, release)
                 tokens = n - pos
