@@ -89,3 +89,48 @@ def test_run_pauses_the_collector_through_its_summary_and_restores_it(monkeypatc
     finally:
         gc.enable()
     assert seen == [False] and res.summary["requests"] == 50
+
+
+def _collections_during_run(n: int) -> tuple[list[int], int]:
+    """Run `n` requests with the collector on; return the generations it collected meanwhile and the
+    young generation's count after (what was made before the run collected first)."""
+    generations: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    requests = shared_prefix_requests(n, seed=3, rate_per_s=20.0)
+    gc.collect()
+    gc.callbacks.append(note)
+    try:
+        res = run(BASE, requests, seed=1, timer=TIMER)
+        young = gc.get_count()[0]
+    finally:
+        gc.callbacks.remove(note)
+    assert res.summary["requests"] == n
+    return generations, young
+
+
+def test_what_a_run_keeps_goes_to_the_oldest_generation_uncollected() -> None:
+    """As the collector comes back on, the run's live objects (thousands here: records, frames, the
+    tree) move to the oldest generation: no collection traverses them on the way out (before, the
+    next allocation collected the young generation, a traversal of all of them: 53 ms of a
+    10,000-request chat-4k run with the prefix cache, 1.1 s)."""
+    generations, young = _collections_during_run(300)
+    assert generations == [] and young < 100
+
+
+def test_objects_a_caller_froze_stay_frozen() -> None:
+    """With objects frozen by the caller, `run` leaves them frozen (an unfreeze would thaw them too)
+    and the young generation is collected as the collector would anyway."""
+    mine = [[k] for k in range(3)]  # lists: tracked by the collector
+    gc.collect()
+    gc.freeze()
+    try:
+        generations, _ = _collections_during_run(300)
+        in_generations = {id(o) for g in range(3) for o in gc.get_objects(generation=g)}
+        assert gc.get_freeze_count() > 0 and not {id(o) for o in mine} & in_generations
+        assert 0 in generations  # the young generation, over its threshold, collected on the way out
+    finally:
+        gc.unfreeze()
