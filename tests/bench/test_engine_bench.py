@@ -21,9 +21,14 @@ load average (`os.getloadavg`) when it was taken. The workloads are built by `te
   than half the requests per CPU second of the same workload aggregated (issue 13).
 
 A figure is the simulation through `simulator.engine.run` (frames and summary included), workload
-generation and imports excluded. ``KVSIM_BENCH_REQUESTS`` sizes chat-4k (default 100,000),
-``KVSIM_BENCH_DAY_HOURS`` the day (default 24). Nothing is asserted on speed except the output-length
-ratio: these are measurements, printed, not timed tests.
+generation and imports excluded. A goal's figure (and each side of issue 13's ratio) is the best of
+``KVSIM_BENCH_REPEATS`` runs (default 3; every run printed), each on a workload and timer built
+afresh: a timer remembers step prices, so a second run on the same one would start warm, which no
+user's run does. The best, as `timeit` advises: on a shared machine other processes only slow a run
+down, so the fastest of a few is the closest to what the code costs; the runs beside it show the
+spread. ``KVSIM_BENCH_REQUESTS`` sizes chat-4k (default 100,000), ``KVSIM_BENCH_DAY_HOURS`` the day
+(default 24). Nothing is asserted on speed except the output-length ratio: these are measurements,
+printed, not timed tests.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -49,6 +54,7 @@ from workloads.request import Request
 
 N = int(os.environ.get("KVSIM_BENCH_REQUESTS", "100000"))
 DAY_HOURS = float(os.environ.get("KVSIM_BENCH_DAY_HOURS", "24"))
+REPEATS = int(os.environ.get("KVSIM_BENCH_REPEATS", "3"))
 FIGURES: list[tuple[str, str, str]] = []  # (goal, measured, how), printed at the end
 
 
@@ -78,10 +84,24 @@ def measure(label: str, config: Any, requests: Iterator[Request], n: int, timer:
     return out
 
 
-def _goal(label: str, goal: float, out: dict[str, float], how: str) -> None:
+def best_of(label: str, build: Callable[[], scenarios.Built], repeats: int = REPEATS) -> dict[str, Any]:
+    """`measure` of `repeats` runs, each of ``build()`` (a fresh workload and timer); the fastest run's
+    figures, with ``runs``: every run's requests per CPU second, in order."""
+    outs = [measure(f"{label}, run {i + 1} of {repeats}", *build()) for i in range(repeats)]
+    best: dict[str, Any] = dict(max(outs, key=lambda o: o["per_cpu_s"]))
+    best["runs"] = [o["per_cpu_s"] for o in outs]
+    return best
+
+
+def _runs(out: dict[str, Any]) -> str:
+    return f"best of {len(out['runs'])} runs: {', '.join(f'{r:,.0f}' for r in out['runs'])}"
+
+
+def _goal(label: str, goal: float, out: dict[str, Any], how: str) -> None:
     mark = "met" if out["per_cpu_s"] >= goal else "NOT met"
     FIGURES.append((f"{label}: >= {goal:,.0f}/CPU s",
-                    f"{out['per_cpu_s']:,.0f}/CPU s, {out['per_wall_s']:,.0f}/wall s ({mark}; {_load()})", how))
+                    f"{out['per_cpu_s']:,.0f}/CPU s, {out['per_wall_s']:,.0f}/wall s ({_runs(out)}; {mark}; "
+                    f"{_load()})", how))
 
 
 def _reference() -> str:
@@ -117,17 +137,15 @@ def test_import_time() -> None:
 
 @pytest.mark.bench
 def test_vidur_workload() -> None:
-    config, reqs, n, timer = scenarios.vidur()
     _goal("Vidur-like (10k req, 2 QPS, ~8k prompts, chunk 512, Llama-3.1-8B 1xH100)", 6000,
-          measure("vidur-like", config, reqs, n, timer), "scenarios.vidur()")
+          best_of("vidur-like", scenarios.vidur), "scenarios.vidur()")
 
 
 @pytest.mark.bench
 @pytest.mark.parametrize("prefix", [False, True])
 def test_chat4k(prefix: bool) -> None:
-    config, reqs, n, timer = scenarios.chat4k(N, prefix=prefix)
-    label = f"chat-4k{' + prefix cache' if prefix else ''} ({n:,} req, 4 x Llama-3-70B tp8, 70 % load)"
-    _goal(label, 10_000 if prefix else 15_000, measure(label, config, reqs, n, timer),
+    label = f"chat-4k{' + prefix cache' if prefix else ''} ({N:,} req asked, 4 x Llama-3-70B tp8, 70 % load)"
+    _goal(label, 10_000 if prefix else 15_000, best_of(label, lambda: scenarios.chat4k(N, prefix=prefix)),
           f"scenarios.chat4k({N}, prefix={prefix})")
 
 
@@ -136,30 +154,42 @@ def test_chat4k(prefix: bool) -> None:
 def test_disaggregated(prefix: bool) -> None:
     """The chat-4k workload on 4 nodes, aggregated and disaggregated (2 prefill + 2 decode nodes; 1 + 3
     with the prefix cache, which spares most of the prefill), issue 13: the disaggregated run at no
-    less than half the aggregated requests per CPU second."""
-    config, reqs, n, timer = scenarios.chat4k(N, prefix=prefix)
-    requests = list(reqs)
+    less than half the aggregated requests per CPU second. Each side is the best of `REPEATS` runs, the
+    two interleaved (a slow spell of the machine falls on both)."""
     p = 1 if prefix else 2  # prefill nodes: without the prefix cache chat prefills its whole history
-    split = dataclasses.replace(config, n_nodes=4 - p,
-                                prefill_pool=PoolConfig(node=config.node, n_nodes=p, tp=config.tp))
-    what = f"chat-4k{' + prefix cache' if prefix else ''} ({n:,} req, Llama-3-70B tp8, 4 nodes)"
-    agg = measure(f"{what}: aggregated", config, iter(requests), n, timer)
-    dis = measure(f"{what}: {p}P{4 - p}D", split, iter(requests), n, timer)
-    ratio = dis["per_cpu_s"] / agg["per_cpu_s"]
+
+    def aggregated() -> scenarios.Built:
+        return scenarios.chat4k(N, prefix=prefix)
+
+    def split() -> scenarios.Built:
+        config, reqs, n, timer = scenarios.chat4k(N, prefix=prefix)
+        return (dataclasses.replace(config, n_nodes=4 - p,
+                                    prefill_pool=PoolConfig(node=config.node, n_nodes=p, tp=config.tp)),
+                reqs, n, timer)
+
+    what = f"chat-4k{' + prefix cache' if prefix else ''} ({N:,} req asked, Llama-3-70B tp8, 4 nodes)"
+    builds = {"aggregated": aggregated, f"{p}P{4 - p}D": split}
+    runs: dict[str, list[float]] = {side: [] for side in builds}
+    for i in range(REPEATS):
+        for side, build in builds.items():
+            runs[side] += best_of(f"{what}: {side}, pair {i + 1} of {REPEATS}", build, repeats=1)["runs"]
+    agg, dis = (max(r) for r in runs.values())
+    ratio = dis / agg
     mark = "met" if ratio >= 0.5 else "NOT met"
-    print(f"\n[{what}] disaggregated / aggregated requests per CPU s: {ratio:.2f}")
+    print(f"\n[{what}] disaggregated / aggregated requests per CPU s, best of {REPEATS} each: {ratio:.2f}")
+    each = "; ".join(f"{side} {', '.join(f'{r:,.0f}' for r in rs)}" for side, rs in runs.items())
     FIGURES.append((f"{what}: disaggregated >= half the aggregated rate (issue 13)",
-                    f"aggregated {agg['per_cpu_s']:,.0f}/CPU s, {p}P{4 - p}D {dis['per_cpu_s']:,.0f}/CPU s, ratio "
-                    f"{ratio:.2f} ({mark}; {_load()})", f"scenarios.chat4k({N}, prefix={prefix}), {p}P{4 - p}D"))
+                    f"aggregated {agg:,.0f}/CPU s, {p}P{4 - p}D {dis:,.0f}/CPU s, ratio {ratio:.2f} (best of "
+                    f"{REPEATS} runs each, interleaved: {each}; {mark}; {_load()})",
+                    f"scenarios.chat4k({N}, prefix={prefix}), {p}P{4 - p}D"))
 
 
 @pytest.mark.bench
 def test_mooncake() -> None:
     if not scenarios.MOONCAKE.exists():
         pytest.skip(f"no trace at {scenarios.MOONCAKE}")
-    config, reqs, n, timer = scenarios.mooncake()
     label = "Mooncake trace + prefix cache (4 x Llama-3.1-70B tp8)"
-    _goal(label, 5000, measure(label, config, reqs, n, timer), "scenarios.mooncake()")
+    _goal(label, 5000, best_of(label, scenarios.mooncake), "scenarios.mooncake()")
 
 
 @pytest.mark.bench
