@@ -73,17 +73,18 @@ class Observation:
     def _gap_p99(self, seq: Seq) -> float:
         """The exact p99 of `seq`'s decode gaps (its steps in the log, and `extra_gaps`).
 
-        The usual range, one that runs to the log's end (the sequence finishes at this commit)
-        without extra gaps, is read from `log_order` (`series.suffix_gap_quantile`); any other from
-        the logs (`series.gap_quantile_ranges`)."""
+        The usual range, one that runs to the log's end (the sequence finishes at this commit),
+        is read from `log_order` (`series.suffix_gap_quantile`), with its extra gaps (a decode
+        replica's sequence has one: a disaggregated run read its p99s from the logs, 16 % of its
+        CPU time); any other from the logs (`series.gap_quantile_ranges`)."""
         ranges = seq.ranges
-        if len(ranges) == 1 and not seq.extra_gaps:
+        if len(ranges) == 1:
             a, b = ranges[0]
             end = self.log_base + len(self.log_k)
             if b == end and a >= self.log_floor and b - a > 1:
                 # the range's steps: the log's entries and the step count grow together (commit)
                 return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_base, a,
-                                           self.S - seq.seg_steps)
+                                           self.S - seq.seg_steps, extra=seq.extra_gaps)
         if self.log_base:  # indices are absolute; the logs start at entry log_base
             base = self.log_base
             ranges = [(a - base, b - base) for a, b in ranges]

@@ -322,8 +322,8 @@ class SeriesOrder:
 
 
 def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float],
-                        base: int, a: int, n_total: int, q: float = 0.99) -> float:
-    """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, no extra values.
+                        base: int, a: int, n_total: int, q: float = 0.99, extra: Sequence[float] = ()) -> float:
+    """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, and `extra` values.
 
     `order` (`SeriesOrder`) holds ``(−max, i, k)`` for the log's series from ``i`` (absolute indices; the
     logs' entry ``i`` is at ``i − base``), ascending: by their maxima, largest first (``i`` is unique, so ``k`` never
@@ -333,13 +333,16 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
     their top alone), or, with ``k < 0``, a *group*: the ``−k`` single steps at the logs' entries
     ``i .. i − k − 1`` (a chunked-prefill run's, `simulator.engine.chunked`; each one's value is its
     ``g0``), with the largest of them as maximum; no range starts inside a group. `n_total` is the
-    range's steps. The ``m`` largest maxima in the range are the first ``m`` entries with ``i ≥ a``; the
-    ``m``-th is ``θ``, and the values ``≥ θ`` of those entries hold every value above ``θ`` (a value
-    above ``θ`` makes its entry's maximum above ``θ``) and at least ``m`` values, so their ``m``-th and
-    ``(m−1)``-th largest are the whole range's (entries whose maximum only ties ``θ`` add values equal
-    to ``θ``, which cannot change them): the same floats as `gap_quantile_ranges`, in ``O(entries
-    walked + m² + steps of the picked groups)``.
+    range's steps, to which the `extra` values add. The ``m`` largest maxima in the range are the first
+    ``m`` entries with ``i ≥ a``; the ``m``-th is ``θ``, and the values ``≥ θ`` of those entries and of
+    `extra` hold every value above ``θ`` (a value above ``θ`` makes its entry's maximum above ``θ``) and
+    at least ``m`` values, so their ``m``-th and ``(m−1)``-th largest are the whole range's (entries whose
+    maximum only ties ``θ`` add values equal to ``θ``, which cannot change them): the same floats as
+    `gap_quantile_ranges`, in ``O(entries walked + m² + steps of the picked groups + extra values)``.
+    (A decode replica's sequences have one extra value: the gap from their first token, made on the
+    prefill replica, to their first step there.)
     """
+    n_total += len(extra)
     if n_total == 0:
         return math.nan
     m, frac = _rank(n_total, q)
@@ -353,14 +356,14 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
                 singles = False
             if len(picked) == m:
                 break
-    if singles and len(picked) == m:
+    if singles and len(picked) == m and not extra:
         # the usual case (prefill steps): the values are the picked maxima, largest first (`_interpolated`'s
         # sort keeps them so), so the m-th and (m−1)-th are read off: 4k instructions of ~26k a request
         x_lo = -neg_tops[picked[-1]]
         x_hi = x_lo if m < 2 else -neg_tops[picked[-2]]
         return x_lo + frac * (x_hi - x_lo)
     theta = -neg_tops[picked[-1]] if len(picked) == m else -math.inf
-    values: list[float] = []
+    values = [x for x in extra if x >= theta]
     for p in picked:
         neg_top, i, k = neg_tops[p], index[p], ks[p]
         if k == 1:  # a single step (a prefill step, most of the largest) has nothing below its top

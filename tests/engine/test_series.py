@@ -154,12 +154,14 @@ def test_gap_quantile_ranges_on_one_long_range_with_logged_maxima(segs: list[tup
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.25, 0.5]), st.sampled_from([0.0, 0.0, 0.001, 0.005]),
                           st.just(1) | st.integers(1, 60)), min_size=2, max_size=120),  # single steps half the time
-       st.integers(0, 119), st.integers(0, 119), st.integers(0, 50))
+       st.integers(0, 119), st.integers(0, 119), st.integers(0, 50),
+       st.lists(st.sampled_from([0.005, 0.02, 0.03, 0.4, 0.6]), max_size=3))
 def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]], a: int, floor: int,
-                                           base: int) -> None:
+                                           base: int, extra: list[float]) -> None:
     # the log's suffix [a, end) read through the entries ordered by their maxima (ties in maxima and
     # values on purpose: series that only tie the m-th maximum are left out), entries below a
-    # floor <= a missing, indices absolute from `base`: the same float as the general path
+    # floor <= a missing, indices absolute from `base`, with extra values (a disaggregated decode's
+    # first gap, a swap's; ties with the series' values on purpose): the same float as the general path
     from array import array
 
     g0s, ds = array("d", [s[0] for s in segs]), array("d", [s[1] for s in segs])
@@ -168,9 +170,9 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     a = min(a, len(segs) - 1)
     floor = min(floor, a)
     order = sorted((-tops[i], i + base, ks[i]) for i in range(floor, len(segs)))
-    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], [], tops=tops)
-    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:])) == expected
-    every = [g + d * i for g, d, k in segs[a:] for i in range(k)]
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], extra, tops=tops)
+    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:]), extra=extra) == expected
+    every = [g + d * i for g, d, k in segs[a:] for i in range(k)] + extra
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 
 
@@ -179,9 +181,9 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
 @given(st.lists(st.one_of(
     st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.25]), st.sampled_from([0.0, 0.001, 0.005]), st.integers(1, 40)),
     st.lists(st.sampled_from([0.02, 0.03, 0.25, 0.3, 0.5]), min_size=1, max_size=12)), min_size=2, max_size=60),
-    st.integers(0, 59), st.integers(0, 59), st.integers(0, 50))
+    st.integers(0, 59), st.integers(0, 59), st.integers(0, 50), st.lists(st.sampled_from([0.02, 0.3, 0.7]), max_size=2))
 def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[float, float, int] | list[float]],
-                                                          a: int, floor: int, base: int) -> None:
+                                                          a: int, floor: int, base: int, extra: list[float]) -> None:
     # a chunked-prefill run's single steps take one entry of the order, (−max, i, −r) for r ≥ 2 of them
     # (`ChunkedRuns.commit_run`), beside series' own entries; ranges start between entries: the same
     # float as the general path over the logs, where every step is its own series
@@ -209,8 +211,8 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
     floor = min(floor, a)
     order = sorted(e for e in order if e[1] >= floor + base)
     tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
-    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], [], tops=tops)
-    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:])) == expected
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
+    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:]), extra=extra) == expected
 
 
 def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import simulator.engine.observe as observe_module
-from simulator.engine import EngineConfig, SchedulerConfig
+from simulator.engine import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.engine.cluster import simulate
 from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, records_to_frame
 from tests.engine.helpers import shared_prefix_requests
@@ -49,21 +49,28 @@ def test_compacted_step_log_gives_the_same_records(monkeypatch: pytest.MonkeyPat
     assert sorted(compacted.records) == sorted(whole.records)
 
 
-@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+@pytest.mark.parametrize("preemption", ["recompute", "swap", "disaggregated"])
 def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyPatch, preemption: str) -> None:
     """A finishing sequence's TPOT p99 read through the log's steps ordered by their maxima
     (`series.suffix_gap_quantile`), pruned every few steps and with the log compacted too, equals
-    the general path over the logs (`series.gap_quantile_ranges`) for every record."""
+    the general path over the logs (`series.gap_quantile_ranges`) for every record; with an extra gap
+    too (a disaggregated decode's first, from the prefill replica's token; a swapped-in sequence has
+    two ranges, read from the logs)."""
     from simulator.engine.series import gap_quantile_ranges
 
-    config = replace(CONFIG, scheduler=replace(CONFIG.scheduler, preemption=preemption))
+    if preemption == "disaggregated":
+        config = replace(CONFIG, n_nodes=1, kv_blocks=0,
+                         prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4))
+    else:
+        config = replace(CONFIG, scheduler=replace(CONFIG.scheduler, preemption=preemption))
     reqs = shared_prefix_requests(60, 5, rate_per_s=20, output_tokens=(100, 600))
-    used = [0]
+    used = [0, 0]  # suffix reads, those with extra gaps
 
-    def general(order, g0s, ds, base, a, n_total, q=0.99):  # type: ignore[no-untyped-def]
+    def general(order, g0s, ds, base, a, n_total, q=0.99, extra=()):  # type: ignore[no-untyped-def]
         # the range's step counts from the order's entries: it holds every series from `a` on, with its own
         # (a group of −k single steps, a chunked-prefill run's, from i)
         used[0] += 1
+        used[1] += bool(extra)
         ks = [0] * len(g0s)
         for _, i, k in order:
             if i >= a:
@@ -72,7 +79,7 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
                 else:
                     ks[i - base:i - base - k] = [1] * -k
         assert sum(ks) == n_total
-        return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], [], q)
+        return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], extra, q)
 
     monkeypatch.setattr(observe_module, "ORDER_MIN_ENTRIES", 2)
     monkeypatch.setattr(observe_module, "LOG_MIN_ENTRIES", 8)
@@ -81,7 +88,10 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(observe_module, "suffix_gap_quantile", general)
     reference, _, _ = simulate(config, reqs, 5, timer=TIMER)
     assert used[0] >= 10  # sequences that never left the decode set finish on the suffix path
-    assert sum(r.preemptions for r in reference.records) > 0
+    if preemption == "disaggregated":  # every decode replica's sequence has its first gap as an extra one
+        assert used[1] >= 10
+    else:
+        assert sum(r.preemptions for r in reference.records) > 0
     assert sorted(ordered.records) == sorted(reference.records)
 
 
