@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from array import array
 from typing import TYPE_CHECKING
 
 from simulator.engine.series import blocks_crossed
@@ -81,7 +80,7 @@ class ChunkedRuns:
     log_g0: list[float]
     log_d: list[float]
     log_k: list[int]
-    log_top: list[float] | array
+    log_top: list[float]
     log_base: int
     log_order: SeriesOrder
     log_order_at: int

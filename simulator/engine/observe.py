@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ class Observation:
     log_g0: list[float]
     log_d: list[float]
     log_k: list[int]
-    log_top: list[float] | array
+    log_top: list[float]
     log_base: int
     log_compact_at: int
     log_order: SeriesOrder

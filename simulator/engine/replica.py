@@ -13,7 +13,6 @@ O(batch). Blocks per sequence come from the layout's `BlockGeometry` and the ret
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
 from typing import Any
 
@@ -22,7 +21,7 @@ from simulator.engine.caches import NO_HIT, CacheState, counts_of, max_hit_token
 from simulator.engine.chunked import ChunkedRuns
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.geometry import BlockGeometry
-from simulator.engine.handoff import BOTH, DECODE_ONLY, PREFILL, HandOff
+from simulator.engine.handoff import BOTH, PREFILL, HandOff
 from simulator.engine.observe import Observation, Observer
 from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
@@ -117,12 +116,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.log_g0: list[float] = []
         self.log_d: list[float] = []
         self.log_k: list[int] = []
-        # each committed series' largest gap g0 + d·(k − 1), for a TPOT p99 over several ranges or with extra
-        # gaps (a disaggregated decode's: `series.gap_quantile_ranges`, 2P2D chat-4k +3 % CPU without it). On a
-        # decode replica an array: that p99 hands a long range of it to NumPy, which copies an array's buffer but
-        # converts a list's every float (2P2D chat-4k 10000: 6,220 M instructions against 6,345 M in a list);
-        # elsewhere a list, as the other logs (in an array, Vidur's shape: +90 M, +1.5 %, a conversion a step)
-        self.log_top: list[float] | array = array("d") if role == DECODE_ONLY else []
+        # each committed series' largest gap g0 + d·(k − 1), for a TPOT p99 over several ranges
+        # (`series.gap_quantile_ranges`: a sequence that left the decode set and came back)
+        self.log_top: list[float] = []
         self.log_base = 0  # entries dropped from the front of the logs (indices stay absolute)
         self.log_compact_at = observe.LOG_MIN_ENTRIES
         # (−log_top[i], i, log_k[i]) ascending (by the first two: i is unique), for i ≥ log_floor at least;
