@@ -280,10 +280,25 @@ def kv_transfer(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KVBudg
         must(node.nic_bytes_per_s > 0, f"node {node.key}", "nic_bytes_per_s", "> 0 to move KV between pools",
              node.nic_bytes_per_s)
     payload = sequence_bytes(model, layout, tokens, block_tokens)
-    send = max(gpu_sequence_bytes(prefill, model, layout, tokens, s, block_tokens) for s in range(len(prefill.stages)))
-    recv = max(gpu_sequence_bytes(decode, model, layout, tokens, s, block_tokens) for s in range(len(decode.stages)))
+    send, recv, link = _send_recv_link(model, layout, tokens, prefill, decode, prefill_node, decode_node, block_tokens)
     rate = decode_node.nic_bytes_per_s
-    link = max(recv, send * rate / prefill_node.nic_bytes_per_s)
     latency = max(prefill_node.nic_latency_s, decode_node.nic_latency_s)
     return KVTransfer(payload_bytes=payload, send_bytes_per_gpu=send, recv_bytes_per_gpu=recv, link_bytes=link,
                       link_bytes_per_s=rate, latency_s=latency, seconds=link / rate + latency)
+
+
+def kv_link_bytes(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KVBudget, decode: KVBudget,
+                  prefill_node: NodeSpec, decode_node: NodeSpec, block_tokens: int = 0) -> float:
+    """`kv_transfer`'s ``link_bytes`` alone (the same float), for a caller that has checked the two nodes
+    with `kv_transfer` once: the engine prices every hand-off so (its payload and the checks were ~60 % of
+    the call)."""
+    return _send_recv_link(model, layout, tokens, prefill, decode, prefill_node, decode_node, block_tokens)[2]
+
+
+def _send_recv_link(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KVBudget, decode: KVBudget,
+                    prefill_node: NodeSpec, decode_node: NodeSpec, block_tokens: int) -> tuple[float, float, float]:
+    """``(send, recv, link)`` bytes of `kv_transfer`: the most one prefill GPU sends and one decode GPU
+    receives, and on a decode GPU's NIC ``max(recv, send · nic_d / nic_p)``."""
+    send = max(gpu_sequence_bytes(prefill, model, layout, tokens, s, block_tokens) for s in range(len(prefill.stages)))
+    recv = max(gpu_sequence_bytes(decode, model, layout, tokens, s, block_tokens) for s in range(len(decode.stages)))
+    return send, recv, max(recv, send * decode_node.nic_bytes_per_s / prefill_node.nic_bytes_per_s)

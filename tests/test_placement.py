@@ -218,3 +218,19 @@ def test_kv_transfer_by_hand():
     # fp8 KV halves it
     t8 = kv_transfer(DSV3, parse_layout("fp8"), 4096, d, d, H200, H200)
     assert t8.link_bytes == pytest.approx(t.link_bytes / 2)
+
+
+def test_kv_link_bytes_is_kv_transfers_link_bytes():
+    """The engine's per-hand-off price (`kv_link_bytes`) is `kv_transfer`'s ``link_bytes``, the same float,
+    paged or not, across plans (TP8 -> TP4: a decode GPU holds twice the heads) and nodes (sender-limited)."""
+    from simulator.capacity import kv_link_bytes, kv_transfer
+
+    b8 = kv_budget(H100, L70, plan=ParallelPlan(tp=8))
+    b4 = kv_budget(H200, L70, plan=ParallelPlan(tp=4))
+    for tokens in (1, 15, 16, 4097, 123_457):
+        for args in ((b8, b8, H100, H100), (b8, b4, H100, H200), (b4, b8, H200, H100)):
+            for block in (0, 16):
+                got = kv_link_bytes(L70, KVLayout(), tokens, *args, block)
+                assert got == kv_transfer(L70, KVLayout(), tokens, *args, block).link_bytes
+    # by hand: TP8 -> TP4, 4,096 tokens: a decode GPU receives 2 of 8 heads, 327,680 · 4096 / 4 bytes
+    assert kv_link_bytes(L70, KVLayout(), 4096, b8, b4, H100, H200) == 327_680 * 4096 / 4

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.capacity import KVBudget, kv_transfer
+from simulator.capacity import KVBudget, kv_link_bytes, kv_transfer
 from simulator.engine.handoff import DECODE_ONLY
 from simulator.engine.link import Link
 from simulator.engine.replica import Replica
@@ -132,7 +132,8 @@ def build_transfers(env: Any, config: EngineConfig, reps: list[Replica], pool_of
                     rng: np.random.Generator) -> Transfers:
     """The hand-off queue and one ingress link per decode replica: a decode GPU's NIC (shared by the
     ``pp`` schedulers in flight on a replica's GPUs: each gets ``1/pp`` of it), the latency the larger
-    of the two nodes'; bytes a transfer carries from `simulator.capacity.kv_transfer` (memoised)."""
+    of the two nodes'; bytes a transfer carries from `simulator.capacity.kv_transfer` (its nodes checked
+    by the probe of each link here, then `kv_link_bytes` a transfer, memoised)."""
     model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
     pp = [pool.pp for pool in config.pools]
     decode = [r for r in reps if r.role == DECODE_ONLY]
@@ -144,8 +145,8 @@ def build_transfers(env: Any, config: EngineConfig, reps: list[Replica], pool_of
         nbytes = memo.get(key)
         if nbytes is None:
             a, b = key[0], key[1]
-            nbytes = memo[key] = kv_transfer(model, config.layout, tokens, budgets[a], budgets[b], node_of[a],
-                                             node_of[b], config.block_tokens).link_bytes
+            nbytes = memo[key] = kv_link_bytes(model, config.layout, tokens, budgets[a], budgets[b], node_of[a],
+                                               node_of[b], config.block_tokens)
         return nbytes
 
     links = []
