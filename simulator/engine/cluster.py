@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -174,26 +174,48 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                    budgets=budgets, pool_of=pool_of)
 
 
-class _After(simpy.Event):
-    """A timeout of `delay` with its one callback: ``env.timeout(delay).callbacks.append(callback)``
-    in one call (the same event, scheduled at the same time and priority, so the same order of
-    events), without the bound class's call and the list's append: the engine makes one or more
-    for every request. With ``priority=URGENT`` and no delay it goes before every normal event of
-    this time, as SimPy's own process start (`simpy.events.Initialize`) does; an integer 0 then keeps
-    the clock an integer until the first timeout, as `Initialize` does (the records' times print so).
-    A priority may be any number (SimPy only compares them): a replica's lies between NORMAL and
-    NORMAL + 1 (`REPLICA_PRIORITY_STEP`)."""
+Timeout = list[Callable[[Any], None]]
+"""An engine timeout (`_after`): the callbacks of a timeout, as a list in SimPy's queue in place of an event."""
 
-    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None],
-                 priority: float = NORMAL) -> None:
-        if delay < 0:
-            raise ValueError(f"negative delay {delay}")
-        self.env = env
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = None
-        # `env.schedule(self, priority, delay)` written out: its queue entry, without the call
-        heappush(env._queue, (env._now + delay, priority, next(env._eid), self))  # type: ignore[misc]  # a float priority
+
+def _after(env: simpy.Environment, delay: float, callback: Callable[[Any], None], priority: float = NORMAL) -> Timeout:
+    """A timeout of `delay` with its one callback: the queue entry ``env.timeout(delay)`` with the callback
+    appended would make (the same time, priority and event number, so the same order of events), its
+    event the list of its callbacks (`Timeout`), which `run_events` calls. A SimPy event made, called and
+    freed is ~2.5 k instructions more than the list (an `Event` subclass with this one callback was; the
+    engine makes one or more for every request). Cancelled by emptying the list (it then fires with no
+    callback, as a SimPy event whose callback was removed).
+    With ``priority=URGENT`` and no delay it goes before every normal event of this time, as SimPy's own
+    process start (`simpy.events.Initialize`) does; an integer 0 then keeps the clock an integer until the
+    first timeout, as `Initialize` does (the records' times print so). A priority may be any number
+    (SimPy only compares them): a replica's lies between NORMAL and NORMAL + 1 (`REPLICA_PRIORITY_STEP`).
+    The hot callers write its push out (a call is ~800 instructions)."""
+    if delay < 0:
+        raise ValueError(f"negative delay {delay}")
+    timeout = [callback]
+    # `env.schedule(event, priority, delay)` written out: its queue entry, without the call
+    heappush(env._queue, (env._now + delay, priority, next(env._eid), timeout))  # type: ignore[misc]
+    return timeout
+
+
+def run_events(env: simpy.Environment) -> None:
+    """``env.run()``: SimPy's `Environment.step` until no event is left, written out here (a method call an
+    event the less), with the engine's timeouts (`_after`) among them: their callbacks are called with no
+    event. Any other event is processed as `step` does: its callbacks, then a failure not defused raised."""
+    queue = env._queue
+    while queue:
+        env._now, _, _, event = heappop(queue)
+        if event.__class__ is list:
+            for callback in event:
+                callback(None)
+            continue
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):  # as `step` raises it
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
 
 
 # SimPy runs the events of one time by priority, then in the order they were scheduled. A jump or a
@@ -229,12 +251,12 @@ class _ReplicaProcess:
         self.after_commit = transfers.after_commit if transfers is not None else None
         self.on_plan, self.on_step = self._plan, self._step_done
         self.on_jump, self.on_run = self._jump_done, self._run_done
-        self.target: simpy.Event | None = None  # the timeout it waits for
+        self.target: Timeout | None = None  # the timeout it waits for
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
-        _After(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
+        _after(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
 
-    def _plan(self, _: simpy.Event | None = None) -> None:
+    def _plan(self, _: Any = None) -> None:
         env, rep = self.env, self.rep
         self.counter[0] += 1
         now = env._now  # SimPy's clock (its `now` is a property: a call), here and in the other callbacks
@@ -248,18 +270,22 @@ class _ReplicaProcess:
             rep.wake.callbacks.append(self.on_plan)
             return
         rep.in_flight = True
+        callback: Callable[[Any], None]
         if rep.run_steps:  # chunked prefill steps planned at once: wake at the last one's end
             rep.run_interruptible = True  # by a KV transfer only, never by an arrival
             self.n = len(rep.run_ends)
-            self.target = _After(env, _delay_to(now, rep.run_ends[-1]), self.on_run, self.prio)
+            delay, callback = _delay_to(now, rep.run_ends[-1]), self.on_run
         elif rep.k > 1:
             self.start, self.n = now, rep.k
-            delay = rep.begin_jump(now, rep.k)
+            delay, callback = rep.begin_jump(now, rep.k), self.on_jump
             rep.interruptible = True
-            self.target = _After(env, delay, self.on_jump, self.prio)
         else:
             self.n = 1
-            self.target = _After(env, rep.g0, self.on_step, self.prio)
+            delay, callback = rep.g0, self.on_step
+        # `_after(env, delay, callback, self.prio)` written out (its delay is ≥ 0: a plan's g0 > 0)
+        timeout: Timeout = [callback]
+        self.target = timeout
+        heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
 
     def interrupt(self) -> None:
         """Cut the jump or run in flight short: the steps finished by now and the one in progress
@@ -269,17 +295,17 @@ class _ReplicaProcess:
         interrupt by an urgent event of the same time, before any other event of that time).
 
         The old timeout keeps its place in SimPy's queue (SimPy cannot take an event back) and
-        fires with no callback."""
+        fires with no callback (`_after`)."""
         env, rep, target = self.env, self.rep, self.target
-        assert target is not None and target.callbacks is not None
+        assert target
+        target.clear()
         now = env._now
+        callback: Callable[[Any], None]
         if rep.run_steps:
-            target.callbacks.remove(self.on_run)
             ends = rep.run_ends
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
-            self.target = _After(env, _delay_to(now, ends[self.n - 1]), self.on_run, self.prio)
+            delay, callback = _delay_to(now, ends[self.n - 1]), self.on_run
         else:
-            target.callbacks.remove(self.on_jump)
             # series.steps_to_reach(g0, d, now − start), from the window the router's look at the
             # replica has most often just solved for this very time (`InFlight.jump_steps_to`); min() and max()
             # by their rules, as conditionals (a call of either is ~850 instructions)
@@ -289,20 +315,24 @@ class _ReplicaProcess:
             self.n = rep.jump_n = n
             self.changed.append(self.i)
             delay = self.start + series_s(rep.g0, rep.d, n) - now
-            self.target = _After(env, delay if delay > 0.0 else 0.0, self.on_jump, self.prio)
+            delay, callback = delay if delay > 0.0 else 0.0, self.on_jump
+        # `_after(env, delay, callback, self.prio)` written out, as in `_plan`
+        timeout: Timeout = [callback]
+        self.target = timeout
+        heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
 
-    def _run_done(self, _: simpy.Event) -> None:
+    def _run_done(self, _: Any) -> None:
         rep = self.rep
         rep.run_interruptible = rep.in_flight = False
         rep.commit_run(self.n)
         self._committed()
 
-    def _jump_done(self, event: simpy.Event) -> None:
+    def _jump_done(self, event: Any) -> None:
         self.rep.interruptible = False
         self.rep.jump_n = 0
         self._step_done(event)
 
-    def _step_done(self, _: simpy.Event) -> None:
+    def _step_done(self, _: Any) -> None:
         rep = self.rep
         rep.in_flight = False
         rep.commit(self.n, self.env._now)
@@ -359,10 +389,11 @@ class _Injector:
         self.env, self.requests, self.route = env, iter(requests), route
         self.last = -math.inf
         self.pending: Request | None = None  # the request the timeout in flight brings
-        _After(env, 0, self._arrive, URGENT)  # before time 0's normal events, as a SimPy process starts
+        _after(env, 0, self._arrive, URGENT)  # before time 0's normal events, as a SimPy process starts
 
-    def _arrive(self, _: simpy.Event) -> None:
+    def _arrive(self, _: Any) -> None:
         env, route = self.env, self.route
+        now = env._now
         if self.pending is not None:
             req, self.pending = self.pending, None
             route(req)
@@ -371,9 +402,10 @@ class _Injector:
             if t < self.last:
                 raise ConfigError(f"requests: 'arrival_s' must be non-decreasing (got {t!r} after {self.last!r})")
             self.last = t
-            if t > env._now:
+            if t > now:
                 self.pending = req
-                _After(env, t - env._now, self._arrive)  # bound anew: the injector ends unreferenced
+                # `_after(env, t - now, self._arrive)` written out; bound anew: the injector ends unreferenced
+                heappush(env._queue, (now + (t - now), NORMAL, next(env._eid), [self._arrive]))  # type: ignore[misc]
                 return
             route(req)
 
@@ -487,7 +519,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             rep.proc = _ReplicaProcess(env, rep, counter, g.changed, cluster.transfers)
     _Injector(env, requests, route)
     with cyclic_gc_paused():
-        env.run()
+        run_events(env)
     for rep in replicas:
         rep.sample(env.now)
     if progress is not None:
