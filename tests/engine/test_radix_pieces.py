@@ -91,7 +91,8 @@ def test_a_walk_resumed_below_a_node_is_the_rest_of_the_walk_from_the_root() -> 
 
 
 def test_touch_path_stamps_the_path_as_resume_does() -> None:
-    """`touch_path` (the prefix cache's resume from a held node) leaves the stamps and hits `resume` leaves."""
+    """`touch_path` (the prefix cache's resume from a held node) leaves the hits `resume` leaves, and stamps
+    in the order `resume` leaves them among all the tree's (its clock moves on by the blocks, not the nodes)."""
     trees = [RadixTree(16), RadixTree(16)]
     shared = _chain((1, 100), (2, 37), (3, 250))
     request = (*shared, (9, 0, 40))
@@ -100,13 +101,22 @@ def test_touch_path_stamps_the_path_as_resume_does() -> None:
         node = tree.add_child(tree.root, (*shared[:1], (2, 0, 28)), 128, 0)
         below = tree.add_child(node, ((2, 28, 37), (3, 0, 247)), 256, 0)
         tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
+        tree.add_child(tree.root, ((5, 0, 32),), 32, 0)
         tree.touch(node)
         ends.append(below)
     assert trees[0].resume(ends[0], request, 384) is not None
-    trees[1].touch_path(ends[1])
-    stamps = [[(n.stamp, n.hits) for n in (e.parent, e)] for e in ends]
-    assert stamps[0] == stamps[1] and trees[0].tick == trees[1].tick
+    trees[1].touch_path(ends[1], 384 // 16)
+    for tree in trees:
+        tree.add_child(tree.root, ((6, 0, 16),), 16, 0)  # a later access: its stamp follows the path's
+    assert _ranked(trees[0]) == _ranked(trees[1])
 
+
+def _ranked(tree: RadixTree) -> list[tuple[int, int, int, int]]:
+    """`_nodes`, each stamp replaced by its rank among the tree's (unique: no two nodes share one here)."""
+    nodes = _nodes(tree)
+    order = sorted(stamp for _, stamp, _, _ in nodes)
+    assert len(set(order)) == len(order)
+    return [(tokens, order.index(stamp), hits, ref) for tokens, stamp, hits, ref in nodes]
 
 
 def _nodes(tree: RadixTree) -> list[tuple[int, int, int, int]]:
@@ -125,7 +135,7 @@ def _queued(tree: RadixTree) -> list[tuple[object, int]]:
 
 
 def test_a_path_touched_and_let_go_in_one_pass_is_as_unpin_leaves_it() -> None:
-    """``touch_path(node, release=True)``, then a new HBM child of `node`, leave the nodes (stamps,
+    """``touch_path(node, blocks, release=True)``, then a new HBM child of `node`, leave the nodes (stamps,
     hits, references), evictable blocks and eviction entries that `touch_path`, the child and
     `unpin` leave (the prefix cache's finished sequence). A child made with ``pin=True`` has the
     references `pin_below` would give it and no entry (the prefix cache's prefilled sequence).
@@ -140,13 +150,13 @@ def test_a_path_touched_and_let_go_in_one_pass_is_as_unpin_leaves_it() -> None:
             for _ in range(2):  # two sequences hold it: one lets go
                 tree.pin(below)
             if one_pass:
-                tree.touch_path(below, release=True)
+                tree.touch_path(below, 384 // 16, release=True)
                 tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
             else:
-                tree.touch_path(below)
+                tree.touch_path(below, 384 // 16)
                 tree.add_child(below, ((3, 247, 250), (9, 0, 13)), 16, 0)
                 tree.unpin(below)
-            tree.touch_path(below, release=one_pass == 1)
+            tree.touch_path(below, 384 // 16, release=one_pass == 1)
             tree.add_child(below, ((3, 247, 250), (7, 0, 45)), 48, 0)
             if not one_pass:
                 tree.unpin(below)

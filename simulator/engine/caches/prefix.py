@@ -215,38 +215,39 @@ class _PrefixState:
         n = tokens - tokens % self.B
         if n <= seq.hit_tokens:
             return seq.hit_tokens, 0
-        kept, node, at = self._insert(seq, n, True, seq.cache_node)  # type: ignore[arg-type]  # (exact_end, start)
-        seq.cache_node = node
-        seq.cache_tokens = n
-        seq.cache_at = at
+        kept = self._insert(seq, n, True, seq.cache_node)  # type: ignore[arg-type]  # (exact_end, start)
+        seq.cache_tokens = n  # (`_insert` set cache_node and cache_at)
         return n, kept
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         tree, B = self.tree, self.B
         start = seq.cache_node
-        seq.cache_node = None
         n = tokens - tokens % B
         if n <= seq.hit_tokens or private_blocks <= 0:
+            seq.cache_node = None
             if start is not None:
                 tree.unpin(start)  # type: ignore[arg-type]
             return 0
         if self._lean_offers:  # unpinned after the insert, the held node has its new child: no stale offer
-            return self._insert(seq, n, False, start, True)[0]  # type: ignore[arg-type]  # (exact_end, start, release)
-        if start is not None:
-            tree.unpin(start)  # type: ignore[arg-type]
-        kept, node, _ = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
-        tree.offer(node)
+            kept = self._insert(seq, n, False, start, True)  # type: ignore[arg-type]  # (exact_end, start, release)
+        else:
+            if start is not None:
+                tree.unpin(start)  # type: ignore[arg-type]
+            kept = self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
+            tree.offer(seq.cache_node)  # type: ignore[arg-type]  # the last node, `_insert`'s
+        seq.cache_node = None  # the sequence references nothing now
         return kept
 
     def _insert(self, seq: Seq, n: int, exact_end: bool, start: Node | None = None,
-                release: bool = False) -> tuple[int, Node, tuple[int, int]]:
-        """Put the first `n` tokens of `seq` in the tree (HBM); return (blocks new to it, last node, where).
+                release: bool = False) -> int:
+        """Put the first `n` tokens of `seq` in the tree (HBM); return the blocks new to it. The last node
+        and where it ends go to ``seq.cache_node`` and ``seq.cache_at`` (`where`), not into a tuple returned.
 
         Lower-tier nodes on the path are replaced by the sequence's HBM copy (promoted); with
         `exact_end` the last node ends at `n` tokens exactly (split when it is longer). `start` is
         the node the sequence referenced, ending ``seq.cache_tokens`` in, at ``seq.cache_at`` of its
         pieces, all HBM up to it and pinned (so in the tree, on the sequence's path): the walk resumes
-        there, the nodes above it touched as a walk from the root and its caller would (`resume`
+        there, the nodes above it touched in the order a walk from the root and its caller would (`resume`
         finds the same position by matching them again). `where` is, with `exact_end`, the position
         ``(j, off)`` of `n` in the pieces (``seek(pieces, n)``: whole nodes are matched, and the rest
         cut, as `seek` steps).
@@ -260,22 +261,23 @@ class _PrefixState:
         """
         tree, B = self.tree, self.B
         pieces = seq.pieces or self._pieces(seq)  # set by `probe` (never empty: the output piece ends it)
-        if start is not None and seq.cache_tokens <= n:
-            pos = seq.cache_tokens
+        pos = seq.cache_tokens
+        if start is not None and pos <= n:
             j, off = seq.cache_at
             # the walk's first step, which usually misses (pos < n ≤ the pieces' tokens: piece j exists)
             key = block_key(pieces, j, off, B) if pos < n else None
             if key is not None and key not in start.children:
-                tree.touch_path(start, release)
+                tree.touch_path(start, pos // B, release)
                 tokens = n - pos
                 if self._lean_offers:  # `_add`, inlined (one call less an insert)
                     rest, j, off, _ = cut(pieces, j, off, tokens)
                     node = tree.add_child(start, rest, tokens, HBM, exact_end, key)
                 else:
                     node, j, off = self._add(start, pieces, j, off, tokens, key, exact_end)
-                return tokens // B, node, (j, off)
+                seq.cache_node, seq.cache_at = node, (j, off)
+                return tokens // B
             kept, parent, stop = 0, start, start  # stop: the node the sequence references down to
-            tree.touch_path(start)
+            tree.touch_path(start, pos // B)
             if key is not None:
                 walked = tree.walk_at(pieces, n, (start, pos, j, off))
                 kept, parent, pos, j, off = self._take(walked, start, pos, pieces, n, exact_end)
@@ -294,7 +296,8 @@ class _PrefixState:
                 tree.unpin(start)
         elif release and start is not None:
             tree.unpin(start)
-        return kept, parent, (j, off)
+        seq.cache_node, seq.cache_at = parent, (j, off)
+        return kept
 
     def _add(self, parent: Node, pieces: tuple[Piece, ...], j: int, off: int, tokens: int, key: Key | None,
              keep: bool) -> tuple[Node, int, int]:
