@@ -176,7 +176,8 @@ class ChunkedRuns:
             ends = [end]
             for g in gs:
                 end += g
-                if not g > 0 or not end - last_sample < interval:
+                # ``0.0``, not ``0``: 3.11 specialises a comparison of two floats, not of a float and an int
+                if not g > 0.0 or not end - last_sample < interval:
                     break
                 ends.append(end)
             if len(ends) > 1:
@@ -230,7 +231,7 @@ class ChunkedRuns:
             chunks, priced, completes = step
             g = step_s(priced, n, kv0 + i * n_grow)
             end = ends[-1] + g
-            if not g > 0 or not end - last_sample < interval:
+            if not g > 0.0 or not end - last_sample < interval:  # (a float's comparison: see `plan_run`)
                 break
             gs.append(g)
             all_chunks.append(chunks)
