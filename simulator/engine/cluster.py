@@ -8,10 +8,14 @@ process then commits the whole steps finished by then plus the step in progress,
 again: exactly what stepping would do. A run of chunked-prefill steps (`simulator.engine.chunked`)
 is one timeout too, never interrupted by an arrival: an arrival could change none of its steps.
 
-The replica process is written as callbacks on the SimPy events it waits for (`_ReplicaProcess`),
+The replica process is written as callbacks on the timeouts it waits for (`_ReplicaProcess`),
 as `simpy.Process` itself is, rather than as a generator: an interrupt is then handled where it is
 asked for (the step in progress is known from the time alone), not thrown into a generator by an
-urgent event of its own, which was 3-5% of the engine's time on chat workloads.
+urgent event of its own, which was 3-5% of the engine's time on chat workloads. Such a timeout is
+the list of its callbacks, put in SimPy's own queue where ``env.timeout`` would put its event
+(`_after`), and `run_events` runs the queue as ``env.run()`` does, SimPy's own events (wake-ups, the
+links') as SimPy runs them: an event made, fired and freed for every step, jump and arrival was 9%
+of chat-4k's instructions.
 
 A disaggregated fleet (``EngineConfig.prefill_pool``) routes prompts longer than
 ``short_prompt_tokens`` to the prefill pool's router and the rest to the decode pools' (each its
