@@ -172,7 +172,7 @@ def test_disaggregated(prefix: bool) -> None:
     runs: dict[str, list[float]] = {side: [] for side in builds}
     for i in range(REPEATS):
         for side, build in builds.items():
-            runs[side] += best_of(f"{what}: {side}, pair {i + 1} of {REPEATS}", build, repeats=1)["runs"]
+            runs[side].append(measure(f"{what}: {side}, pair {i + 1} of {REPEATS}", *build())["per_cpu_s"])
     agg, dis = (max(r) for r in runs.values())
     ratio = dis / agg
     mark = "met" if ratio >= 0.5 else "NOT met"
