@@ -158,10 +158,16 @@ def cost_curves(
             cost = relative_cost(p, profile.read_multiplier, w) if cached else 1.0
             rows.append((profile.ttl_name(t), t, float(rate), p, cost))
     df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
-    if prefix_tokens is not None:
-        df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
+    _add_usd(df, profile, prefix_tokens)
     df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
     return df
+
+
+def _add_usd(df: pd.DataFrame, profile: PriceProfile, prefix_tokens: int | None) -> None:
+    """Given `prefix_tokens`, the column ``usd_per_request = relative_cost × prefix_tokens × input $/MTok /
+    MTOK`` (the prefix's expected cost a request; 1 = the prefix billed as plain input)."""
+    if prefix_tokens is not None:
+        df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
 
 
 def prefix_savings_pct(relative: Any) -> Any:
@@ -170,18 +176,28 @@ def prefix_savings_pct(relative: Any) -> Any:
     return 100.0 * (1.0 - relative)
 
 
-def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps) -> pd.DataFrame:
-    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, its
-    `prefix_savings_pct`, break-even scale."""
+def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps,
+              prefix_tokens: int | None = None) -> pd.DataFrame:
+    """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, given `prefix_tokens` its
+    ``usd_per_request`` (as `cost_curves`), its `prefix_savings_pct`, break-even scale and rate.
+
+    A `prefix_tokens` below the profile's ``min_cacheable_tokens`` cannot be cached: its rows read
+    ``p_hit 0, relative_cost 1``, as `cost_curves`'s; the break-even scale and rate still describe
+    the gaps, for a prefix long enough to be cached."""
     r = profile.read_multiplier
+    cacheable = prefix_tokens is None or profile.cacheable_tokens(prefix_tokens) > 0
     rows = []
     for t in ttls_s:
         w = profile.write_multiplier(t)
-        p = hit_probability(gaps, t)
-        cost = relative_cost(p, r, w)
+        p = hit_probability(gaps, t) if cacheable else 0.0
+        cost = relative_cost(p, r, w) if cacheable else 1.0
         rows.append({
-            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": cost, "savings_pct": prefix_savings_pct(cost),
+            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": cost,
             "breakeven_scale": breakeven_scale(gaps, t, r, w),
             "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,
         })  # fmt: skip
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    _add_usd(df, profile, prefix_tokens)
+    df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
+    first = ["ttl", "p_hit", "relative_cost", *(["usd_per_request"] if prefix_tokens is not None else [])]
+    return df[[*first, "savings_pct", "breakeven_scale", "breakeven_rate_per_min"]]  # `cost_curves`'s order first

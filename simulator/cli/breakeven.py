@@ -265,7 +265,7 @@ def breakeven(
             echo(PREFIX_SAVINGS_NOTE)
             frames["costs"] = costs
         if gaps is not None:
-            g = gaps_rows(prof, ttls, gaps)
+            g = gaps_rows(prof, ttls, gaps, prefix_tokens)
             read = ("" if hasattr(gaps, "cdf") else
                     f" ({gaps.size:,} gap{'s' * (gaps.size != 1)} read, mean {gaps.mean():.4g} s)")
             show(f"Reuse gaps {gaps_spec}{read}:", g)

@@ -40,6 +40,28 @@ def test_gaps_distribution_and_file(tmp_path):
     assert (tmp_path / "o" / "gaps.png").exists()
 
 
+def test_gaps_with_a_prefix_cost_usd(tmp_path):
+    # expon gaps of mean 120 s under 5m: p = 1 - e^-2.5 = 0.917915, cost 0.1 p + 1.25 (1 - p) = 0.194398;
+    # 20,000 tokens x $3/MTok = $0.06 a request without a cache, so $0.0116639 with it
+    r = run("--gaps", "expon:scale=120", "--ttl", "5m", "--prefix-tokens", "20000", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    g = pd.read_csv(tmp_path / "gaps.csv")
+    assert list(g.columns[:5]) == ["ttl", "p_hit", "relative_cost", "usd_per_request", "savings_pct"]
+    assert g.loc[0, "relative_cost"] == pytest.approx(0.194398, abs=1e-6)
+    assert g.loc[0, "usd_per_request"] == pytest.approx(0.0116639, abs=1e-7)
+    # without --prefix-tokens there is no USD column; the break-even scale does not depend on the prefix
+    r = run("--gaps", "expon:scale=120", "--ttl", "5m", "--out", str(tmp_path / "plain"))
+    plain = pd.read_csv(tmp_path / "plain" / "gaps.csv")
+    assert "usd_per_request" not in plain.columns
+    assert plain.loc[0, "breakeven_scale"] == pytest.approx(g.loc[0, "breakeven_scale"], rel=1e-12)
+    # 500 tokens < sonnet-4's 1,024 minimum: never cached, billed as plain input, 500 x $3/MTok = $0.0015
+    r = run("--gaps", "expon:scale=120", "--ttl", "5m", "--prefix-tokens", "500", "--out", str(tmp_path / "short"))
+    short = pd.read_csv(tmp_path / "short" / "gaps.csv")
+    assert (short.loc[0, "p_hit"], short.loc[0, "relative_cost"], short.loc[0, "savings_pct"]) == (0.0, 1.0, 0.0)
+    assert short.loc[0, "usd_per_request"] == pytest.approx(0.0015, rel=1e-12)
+    assert short.loc[0, "breakeven_scale"] == pytest.approx(g.loc[0, "breakeven_scale"], rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
