@@ -6,7 +6,9 @@ was empty (the arrival may change the batch) or when its queue deadline falls be
 end (the jump was bounded by no deadline of the queue's preempted, deadline-free requests); the
 process then commits the whole steps finished by then plus the step in progress, and plans
 again: exactly what stepping would do. A run of chunked-prefill steps (`simulator.engine.chunked`)
-is one timeout too, never interrupted by an arrival: an arrival could change none of its steps.
+is one timeout too, never interrupted by an arrival: an arrival could change none of its steps; a
+sample falling due inside it (an aggregated fleet's) takes a timeout of its own, at the start of
+the step whose plan would take it in stepping.
 
 The replica process is written as callbacks on the timeouts it waits for (`_ReplicaProcess`),
 as `simpy.Process` itself is, rather than as a generator: an interrupt is then handled where it is
@@ -244,8 +246,8 @@ class _ReplicaProcess:
     The callbacks are bound once (`on_plan`, ...), not at every wait: a bound method is an object.
     """
 
-    __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "on_jump", "on_plan", "on_run", "on_step",
-                 "prio", "rep", "start", "target", "transfers")
+    __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "on_jump", "on_plan", "on_run", "on_sample",
+                 "on_step", "prio", "rep", "start", "target", "transfers")
 
     def __init__(self, env: simpy.Environment, rep: Replica, counter: list[int], changed: list[int],
                  transfers: Transfers | None = None) -> None:
@@ -254,7 +256,7 @@ class _ReplicaProcess:
         self.prio = NORMAL + (rep.index + 1) * REPLICA_PRIORITY_STEP  # its timeouts' place among same-time events
         self.after_commit = transfers.after_commit if transfers is not None else None
         self.on_plan, self.on_step = self._plan, self._step_done
-        self.on_jump, self.on_run = self._jump_done, self._run_done
+        self.on_jump, self.on_run, self.on_sample = self._jump_done, self._run_done, self._run_sample
         self.target: Timeout | None = None  # the timeout it waits for
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
@@ -278,6 +280,8 @@ class _ReplicaProcess:
         if rep.run_steps:  # chunked prefill steps planned at once: wake at the last one's end
             rep.run_interruptible = True  # by a KV transfer only, never by an arrival
             self.n = len(rep.run_ends)
+            if rep.run_sample:
+                self._sample_at(rep.run_ends[rep.run_sample - 1])
             delay, callback = _delay_to(now, rep.run_ends[-1]), self.on_run
         elif rep.k > 1:
             self.start, self.n = now, rep.k
@@ -305,7 +309,7 @@ class _ReplicaProcess:
         target.clear()
         now = env._now
         callback: Callable[[Any], None]
-        if rep.run_steps:
+        if rep.run_steps:  # (a decode replica's run: it takes no sample inside, `ChunkedRuns._begin_run`)
             ends = rep.run_ends
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
             delay, callback = _delay_to(now, ends[self.n - 1]), self.on_run
@@ -324,6 +328,20 @@ class _ReplicaProcess:
         timeout: Timeout = [callback]
         self.target = timeout
         heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
+
+    def _sample_at(self, t: float) -> None:
+        """Wake at `t`, the start of a step inside the run in flight, to take the sample stepping's plan
+        would take there (`_run_sample`): a timeout of the replica's priority, as that plan's own
+        (the commit before it) would be, so that samples go to the sink in stepping's order."""
+        heappush(self.env._queue, (t, self.prio, next(self.env._eid), [self.on_sample]))  # type: ignore[misc]
+
+    def _run_sample(self, _: Any) -> None:
+        """A sample due at the start of a step inside the run in flight (`ChunkedRuns.take_run_sample`),
+        where the run would otherwise have ended for the plan there to take it; then the next one."""
+        self.counter[0] += 1
+        q = self.rep.take_run_sample(self.env._now)
+        if q:
+            self._sample_at(self.rep.run_ends[q - 1])
 
     def _run_done(self, _: Any) -> None:
         rep = self.rep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Callable
@@ -59,6 +60,11 @@ class Observation:
     link: Any
     link_busy_mark: float
     link_sample_s: float
+    run_steps: list[float]
+    run_ends: list[float]
+
+    if TYPE_CHECKING:  # provided by `ChunkedRuns`
+        def sample_in_run(self, now: float, q: int) -> None: ...
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -163,20 +169,31 @@ class Observation:
 
     # ----------------------------------------------------------------- observation
     def _sample(self, now: float) -> None:
-        self.last_sample_s = now
+        """A time-series row of the state at `now`: the plan's, or with a chunked-prefill run in flight
+        (an arrival during it) the state stepping would have then (`ChunkedRuns.sample_in_run`)."""
+        if self.run_steps:  # the steps ended before `now`: an arrival at a step's end goes before its commit
+            self.sample_in_run(now, bisect.bisect_left(self.run_ends, now))  # (`cluster.REPLICA_PRIORITY_STEP`)
+            return
         # loops, not generators or comprehensions (a function made and called each: ~1-1.5 k instructions)
         tokens = self.kv_sum
         for s in self.prefilling.values():
             tokens += s.prefilled
-        batch_tokens = self.n_dec
         chunks = []
         for s, n in self.chunks:
-            batch_tokens += n
             chunks.append((n, s.prefilled))
+        self._put_sample(now, self.used, self.kv_sum, tokens, chunks)
+
+    def _put_sample(self, now: float, used: int, kv_sum: int, tokens: int, chunks: list[tuple[int, int]]) -> None:
+        """Append the row of a state: its blocks used, decoders' KV tokens, KV tokens and the step's
+        ``(new, context)`` chunks; the rest (queues, cache, link) as they are now."""
+        self.last_sample_s = now
+        batch_tokens = self.n_dec
+        for n, _ in chunks:
+            batch_tokens += n
         mfu = bw = math.nan
         utilisation = getattr(self.timer, "utilisation", None)  # the cost model's MFU and HBM share
         if utilisation is not None and batch_tokens:
-            mfu, bw = utilisation(chunks, self.n_dec, self.kv_sum + self.n_dec)
+            mfu, bw = utilisation(chunks, self.n_dec, kv_sum + self.n_dec)
         link_util = math.nan
         if self.link is not None:  # share of the time since the last sample the ingress link moved KV
             span = now - self.link_sample_s
@@ -184,7 +201,7 @@ class Observation:
                 busy = self.link.busy_until(now)
                 link_util = (busy - self.link_busy_mark) / span
                 self.link_busy_mark, self.link_sample_s = busy, now
-        self.samples.append((now, self.index, self.used, tokens, len(self.running), len(self.waiting),
+        self.samples.append((now, self.index, used, tokens, len(self.running), len(self.waiting),
                              len(self.swapped), batch_tokens, mfu, bw, link_util, self.counts.evictable))
 
     def sample(self, now: float) -> None:

@@ -58,7 +58,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # `InFlight`'s window
         "_done_j", "_done_lo", "_done_hi",
         # `ChunkedRuns`
-        "run_steps", "run_chunks", "run_ends",
+        "run_steps", "run_chunks", "run_ends", "run_sample",
         # `HandOff`
         "handing", "handoffs", "incoming", "arrived", "in_flight", "run_interruptible", "decode_room", "link",
         "n_preempt_seen",

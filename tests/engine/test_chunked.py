@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -138,3 +139,76 @@ def test_chunk_s_many_is_chunk_s_chunk_by_chunk(model: str, node: str, tp: int, 
         bs = [timer._chunk_bytes(n, c) / timer.model.n_layers for c in cs]
         assert kernel.chunk_s_many(n, cs, bs, timer._heads) == [kernel.chunk_s(n, c, b, timer._heads)
                                                                  for c, b in zip(cs, bs, strict=True)]
+
+
+def _sample_spies(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count where the samples inside runs come from: a plan's (`take_run_sample`, at step 1 of the run or
+    later, skipped when an arrival took one since) or an arrival's; runs of one prompt or several; and
+    runs with two samples or more."""
+    seen: Counter[str] = Counter()
+    per_run: Counter[int] = Counter()
+    take, inside = ChunkedRuns.take_run_sample, ChunkedRuns.sample_in_run
+    taking = [False]
+
+    def take_spy(self: Any, now: float) -> int:
+        if not now - self.last_sample_s >= self.sample_interval_s:
+            seen["plan's skipped"] += 1
+        taking[0] = True
+        try:
+            return take(self, now)
+        finally:
+            taking[0] = False
+
+    def inside_spy(self: Any, now: float, q: int) -> None:
+        seen["plan's" if taking[0] else "arrival's"] += 1
+        seen["at step 1" if q == 1 else "later"] += taking[0]
+        seen["one prompt" if self.run_chunks is None else "several prompts"] += 1
+        per_run[id(self.run_ends)] += 1
+        seen["runs with several"] = sum(n > 1 for n in per_run.values())
+        inside(self, now, q)
+
+    monkeypatch.setattr(ChunkedRuns, "take_run_sample", take_spy)
+    monkeypatch.setattr(ChunkedRuns, "sample_in_run", inside_spy)
+    return seen
+
+
+@pytest.mark.parametrize(("interval", "most"), [(0.0, 0), (0.03, 0), (0.1, 0), (0.45, 0), (0.03, 100)])
+def test_samples_inside_runs_are_steppings(monkeypatch: pytest.MonkeyPatch, interval: float, most: int) -> None:
+    """A sample due inside a run is taken where stepping takes it, from the state stepping has there
+    (`ChunkedRuns.sample_in_run`): at the plan of the step it falls due at (step 1 of the run, where a
+    run used to be cut to its first step, or a later one; several in one run when the interval is
+    shorter than the run) unless an arrival during the run took it first, from the run's state at its
+    time. Runs of one prompt, and of several (``long_prefill_token_threshold`` below the budget).
+    Samples, records and integrals equal stepping's, row for row; every kind of sample happened."""
+    config = EngineConfig(kv_blocks=4000, n_nodes=2, tp=8, scheduler=replace(LONG, long_prefill_token_threshold=most),
+                          router="least-kv", sample_interval_s=interval)
+    reqs = poisson_requests(120, 6.0, (300, 2500), (1, 300), seed=3)
+    seen = _sample_spies(monkeypatch)
+    runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs)
+    assert runs == stepped
+    assert events <= stepped_events if interval == 0.0 else events < stepped_events  # (0: a sample every step)
+    assert seen["plan's"] and seen["at step 1"] and seen["later"] and seen["several prompts" if most else "one prompt"]
+    if 0.0 < interval < 0.45:  # (every plan samples at 0: none is skipped)
+        assert seen["arrival's"] and seen["plan's skipped"]
+    if interval < 0.45:
+        assert seen["runs with several"]
+
+
+def test_runs_of_a_disaggregated_fleet_end_before_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disaggregated fleet's runs (prefill replicas' and decode replicas', which KV transfers interrupt)
+    end before a sample falls due (`ChunkedRuns._begin_run`): none is taken inside one. Records and
+    samples equal stepping's (the time integrals to the last bits: a hand-off between commits shifts them
+    from the last commit, `HandOff._shift_integrals`)."""
+    from simulator.engine import PoolConfig
+
+    config = EngineConfig(tp=4, kv_blocks=600, prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4),
+                          short_prompt_tokens=800, sample_interval_s=0.05,
+                          scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=64))
+    reqs = poisson_requests(60, 8.0, (300, 1500), (20, 300), seed=7)
+    seen = _sample_spies(monkeypatch)
+    runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs)
+    assert runs[:2] == stepped[:2]
+    for a, b in zip(runs[2], stepped[2], strict=True):
+        assert a == pytest.approx(b, rel=1e-12)
+    assert events < stepped_events
+    assert not seen
