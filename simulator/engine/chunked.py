@@ -257,26 +257,29 @@ class ChunkedRuns:
     def _begin_run(self, gs: list[float], all_chunks: list[list[tuple[Seq, int]]] | None, ends: list[float]) -> None:
         """Set the run of steps 1..len(gs) in flight: their times, chunks (None: step 0's) and `ends`.
 
-        A replica of a disaggregated fleet ends it before the first plan inside it where a sample falls
-        due, as runs always did (the plan there takes it): a state change between its commits (a hand-off's
-        release, a reservation: `HandOff._shift_integrals`) is integrated from the last commit, so moving
-        its commits would move the integrals' last bits (and a run there may be interrupted)."""
-        q = self._sample_due(ends, 0)
-        if q and self.role != BOTH:
-            if q < 3:
-                return  # steps 0 and 1 at most: no run
-            del ends[q - 1:], gs[q - 2:]
-            if all_chunks is not None:
-                del all_chunks[q - 2:]
-            q = 0
+        A replica of a disaggregated fleet ends it before the first step end where a sample falls due,
+        as runs always did (the step ending there runs alone, and the plan after it takes the sample): a
+        state change between its commits (a hand-off's release, a reservation: `HandOff._shift_integrals`)
+        is integrated from the last commit, so moving its commits would move the integrals' last bits
+        (and a run there may be interrupted)."""
+        if self.role == BOTH:
+            q = self._sample_due(ends, 0, len(ends) - 1)  # (the plan after the run's last step takes its own)
+        else:
+            q = self._sample_due(ends, 0, len(ends))
+            if q:
+                if q < 3:
+                    return  # steps 0 and 1 at most: no run
+                del ends[q - 1:], gs[q - 2:]
+                if all_chunks is not None:
+                    del all_chunks[q - 2:]
+                q = 0
         self.run_steps, self.run_chunks, self.run_ends, self.run_sample = gs, all_chunks, ends, q
 
-    def _sample_due(self, ends: list[float], q: int) -> int:
-        """The first step after step `q` of a run ending steps at `ends`, short of its last, whose plan would
-        take a sample (``t − last_sample_s ≥ sample_interval_s`` at its start ``t``, as `Replica.plan` asks);
-        0: none."""
+    def _sample_due(self, ends: list[float], q: int, n: int) -> int:
+        """The first of steps q + 1..n of a run ending its steps at `ends` (step i starts at ``ends[i − 1]``)
+        whose plan would take a sample (``t − last_sample_s ≥ sample_interval_s`` at its start ``t``, as
+        `Replica.plan` asks); 0: none."""
         last, interval = self.last_sample_s, self.sample_interval_s
-        n = len(ends) - 1  # the plans inside the run: steps 1..n, starting at ends[0..n − 1]
         # the starts grow, and so does ``t − last``: none is due unless the last one is (the usual run)
         if n <= q or ends[n - 1] - last < interval:
             return 0
@@ -292,7 +295,8 @@ class ChunkedRuns:
         q = self.run_sample
         if now - self.last_sample_s >= self.sample_interval_s:
             self.sample_in_run(now, q)
-        q = self.run_sample = self._sample_due(self.run_ends, q)
+        ends = self.run_ends
+        q = self.run_sample = self._sample_due(ends, q, len(ends) - 1)
         return q
 
     def sample_in_run(self, now: float, q: int) -> None:

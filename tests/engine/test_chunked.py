@@ -146,7 +146,7 @@ def _sample_spies(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     later, skipped when an arrival took one since) or an arrival's; runs of one prompt or several; and
     runs with two samples or more."""
     seen: Counter[str] = Counter()
-    per_run: Counter[int] = Counter()
+    per_run: Counter[tuple[int, int]] = Counter()
     take, inside = ChunkedRuns.take_run_sample, ChunkedRuns.sample_in_run
     taking = [False]
 
@@ -163,7 +163,7 @@ def _sample_spies(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         seen["plan's" if taking[0] else "arrival's"] += 1
         seen["at step 1" if q == 1 else "later"] += taking[0]
         seen["one prompt" if self.run_chunks is None else "several prompts"] += 1
-        per_run[id(self.run_ends)] += 1
+        per_run[self.index, self.S] += 1  # (a run's first step: S moves at commits)
         seen["runs with several"] = sum(n > 1 for n in per_run.values())
         inside(self, now, q)
 
@@ -206,9 +206,19 @@ def test_runs_of_a_disaggregated_fleet_end_before_a_sample(monkeypatch: pytest.M
                           scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=64))
     reqs = poisson_requests(60, 8.0, (300, 1500), (20, 300), seed=7)
     seen = _sample_spies(monkeypatch)
+    begin, cut = ChunkedRuns._begin_run, Counter[str]()
+
+    def begin_spy(self: Any, gs: list[float], all_chunks: Any, ends: list[float]) -> None:
+        steps = len(ends)
+        begin(self, gs, all_chunks, ends)
+        cut["cut" if len(ends) < steps else "whole"] += 1
+        cut["no run" if not self.run_steps else "run"] += 1
+
+    monkeypatch.setattr(ChunkedRuns, "_begin_run", begin_spy)
     runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs)
     assert runs[:2] == stepped[:2]
     for a, b in zip(runs[2], stepped[2], strict=True):
         assert a == pytest.approx(b, rel=1e-12)
     assert events < stepped_events
     assert not seen
+    assert cut["cut"] and cut["whole"] and cut["no run"] and cut["run"], cut
