@@ -160,7 +160,9 @@ class ChunkedRuns:
         count = (seq.target - pre0) // budget
         if last_step < count:  # `min` by its rule, without a call (~850 instructions)
             count = last_step
-        if n and count > 0 and blocks_crossed(hist, S, B, count + 1) > free:
+        # a growing decoder takes at most ⌊(j − 1)/B⌋ + 1 blocks in j steps: when the free ones cover that for
+        # all of them, G(count + 1) is not needed (as in `Replica._stable_steps`)
+        if n and count > 0 and self.n_grow * (count // B + 1) > free and blocks_crossed(hist, S, B, count + 1) > free:
             count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
         if count <= 0:
             return None
