@@ -57,7 +57,6 @@ from simulator.engine.replica import Replica
 from simulator.engine.retention import debit_points, make_retention
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
-from simulator.engine.series import series_s
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
@@ -314,15 +313,13 @@ class _ReplicaProcess:
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
             delay, callback = _delay_to(now, ends[self.n - 1]), self.on_run
         else:
-            # series.steps_to_reach(g0, d, now − start), from the window the router's look at the
-            # replica has most often just solved for this very time (`InFlight.jump_steps_to`); min() and max()
-            # by their rules, as conditionals (a call of either is ~850 instructions)
-            n = rep.jump_steps_to(now)
-            if not n < self.n:
-                n = self.n
-            self.n = rep.jump_n = n
+            # series.steps_to_reach(g0, d, now − start) steps at most, and their seconds, from the window the
+            # router's look at the replica has most often just solved for this very time (`InFlight.cut_jump`);
+            # max() by its rule, as a conditional (a call of it is ~850 instructions)
+            rep.cut_jump(now)
+            self.n = rep.jump_n
             self.changed.append(self.i)
-            delay = self.start + series_s(rep.g0, rep.d, n) - now
+            delay = self.start + rep.jump_s - now
             delay, callback = delay if delay > 0.0 else 0.0, self.on_jump
         # `_after(env, delay, callback, self.prio)` written out, as in `_plan`
         timeout: Timeout = [callback]

@@ -48,7 +48,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
         "log_d", "log_k", "log_top", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
         # the SimPy process's flags and jump in flight (`cluster`, `views`)
-        "proc", "wake", "idle", "interruptible", "jump_start_s", "jump_n", "jump_end_s",
+        "proc", "wake", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
         # `DecodeSet`, `BlockPool`
         "n_dec", "n_grow", "hist", "n_preempt",
         # `Observation`'s time integrals
@@ -131,6 +131,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.interruptible = False
         self.jump_start_s = 0.0
         self.jump_n = 0  # steps the jump in flight commits (0: none, or a single step planned)
+        self.jump_s = 0.0  # their seconds, T(jump_n) (`InFlight.begin_jump`, `cut_jump`): the last jump's after it
         self.jump_end_s = 0.0
         self._init_views()
         self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
@@ -399,8 +400,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if n_dec:
             if n == 1:
                 grow = self.hist[-self.S % B]
-            else:
-                grow, grow_s = growth_block_s(self.hist, self.S, B, g0, d, n)
+            else:  # n > 1 steps: a jump's, whose seconds T(n) its start or its cut worked out (`jump_s`)
+                grow, grow_s = growth_block_s(self.hist, self.S, B, g0, d, n, self.jump_s)
         # integrate the n steps: the state as planned, plus the decoders' growth (`grow_s`, and one token a
         # step each). Written out here, its one caller, rather than called (it was `Observation._accrue_steps`:
         # the call was about 0.9 % of chat-4k's instructions)

@@ -97,8 +97,9 @@ def blocks_crossed(hist: Sequence[int], shift: int, block_tokens: int, j: int) -
 
 
 def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float, d: float,
-                   n: int) -> tuple[int, float]:
+                   n: int, tn: float | None = None) -> tuple[int, float]:
     """``(G(n), Σ_{i<n} G(i)·g_i)``: blocks n steps cross (``G = blocks_crossed``) and the block-seconds they add.
+    `tn` is ``T(n) = series_s(g0, d, n)`` where the caller has it (a jump's seconds), else worked out here.
 
     During step ``i`` the decoders hold ``G(i)`` new blocks; a decoder at phase ``r`` takes one at
     each step ``t = t0 + B·q`` (``t0 = (−r mod B) + 1``), held for the rest of the n steps,
@@ -110,7 +111,8 @@ def growth_block_s(hist: Sequence[int], shift: int, block_tokens: int, g0: float
     A jump of at most ``B + 1`` steps (most) has ``m ≤ 1`` everywhere: `_short_growth_block_s`.
     """
     b = block_tokens
-    tn = series_s(g0, d, n)
+    if tn is None:
+        tn = series_s(g0, d, n)
     last = n - 1
     if last <= b:
         return _short_growth_block_s(hist, shift, b, g0, d, tn, last)

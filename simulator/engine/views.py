@@ -30,6 +30,7 @@ class InFlight:
     outstanding_tokens: int
     jump_start_s: float
     jump_n: int
+    jump_s: float
     jump_end_s: float
     run_ends: list[float]
 
@@ -47,11 +48,16 @@ class InFlight:
 
     def begin_jump(self, start_s: float, k: int) -> float:
         """The planned `k` > 1 steps run from `start_s` (the SimPy process yields one timeout for them);
-        returns their seconds, ``series_s(g0, d, k)``."""
+        returns their seconds, ``series_s(g0, d, k)``, kept as ``jump_s`` (the commit's ``T(n)``).
+
+        The steps window starts as the first step's, ``[T(0), T(1)) = [0, g0)`` with j = 0, what `_window`
+        sets for a time in it: a router's first look within that step then solves nothing, and one in the
+        next step takes `_window`'s step to the next window, not its closed form (in chat-4k-prefix a third
+        of the first looks are in the first step and a quarter in the second)."""
         self.jump_start_s, self.jump_n = start_s, k
-        span = series_s(self.g0, self.d, k)
+        span = self.jump_s = series_s(self.g0, self.d, k)
         self.jump_end_s = start_s + span
-        self._done_lo = self._done_hi = math.inf
+        self._done_j, self._done_lo, self._done_hi = 0, 0.0, self.g0
         return span
 
     def steps_done(self, now: float) -> int:
@@ -64,16 +70,22 @@ class InFlight:
             self._window(e)
         return min(self.jump_n, self._done_j)
 
-    def jump_steps_to(self, now: float) -> int:
-        """``series.steps_to_reach(g0, d, now − jump_start_s)`` for the jump in flight: the smallest
-        ``j ≥ 1`` with ``T(j) ≥ e``. From `steps_done`'s window ``T(j) ≤ e < T(j + 1)`` (an arrival
-        that interrupts a jump has just had the router read it for this very time): j when
-        ``T(j) = e`` (the window's start is ``series_s(g0, d, j)``, the same float), else j + 1."""
+    def cut_jump(self, now: float) -> None:
+        """Cut the jump in flight to the steps that end at or after `now` first: ``jump_n`` becomes
+        ``min(jump_n, steps_to_reach(g0, d, now − jump_start_s))``, the smallest ``j ≥ 1`` with ``T(j) ≥ e``,
+        and ``jump_s`` its ``T(jump_n)``. From `steps_done`'s window ``T(j) ≤ e < T(j + 1)`` (an arrival
+        that interrupts a jump has just had the router read it for this very time): j when ``T(j) = e``,
+        else j + 1, and its T is the window's start or end (``series_s(g0, d, j)`` and of j + 1, the same
+        floats), not worked out again (nor again by the commit: `Replica.commit` reads ``jump_s``)."""
         e = now - self.jump_start_s
         if not self._done_lo <= e < self._done_hi:
             self._window(e)
         j = self._done_j
-        return j if j >= 1 and self._done_lo == e else j + 1
+        if j >= 1 and self._done_lo == e:
+            if j < self.jump_n:
+                self.jump_n, self.jump_s = j, self._done_lo
+        elif j + 1 < self.jump_n:
+            self.jump_n, self.jump_s = j + 1, self._done_hi
 
     def _window(self, e: float) -> None:
         """Set ``j = steps_within(e)`` and its window ``[T(j), T(j + 1))``. Time moves on: `e` past the
