@@ -1,6 +1,7 @@
 """Closed forms of the decode jump against brute force."""
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -171,7 +172,7 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     floor = min(floor, a)
     order = sorted((-tops[i], i + base, ks[i]) for i in range(floor, len(segs)))
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], extra, tops=tops)
-    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:]), extra=extra) == expected
+    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
     every = [g + d * i for g, d, k in segs[a:] for i in range(k)] + extra
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 
@@ -212,7 +213,71 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
     order = sorted(e for e in order if e[1] >= floor + base)
     tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
-    assert suffix_gap_quantile(SeriesOrder(order), g0s, ds, base, a + base, sum(ks[a:]), extra=extra) == expected
+    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+
+
+def _assert_suffix_paths(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
+                         tops: Sequence[float], base: int, a: int, extra: list[float], expected: float) -> None:
+    # the log's suffix [a, end) (a relative to the logs) read as the ratio has it, by the order's walk however
+    # long (a ratio of the order's length: never a selection), and by selection from the range's own entries
+    # (a ratio of 0: always): the same float each way
+    from unittest import mock
+
+    import simulator.engine.series as series
+
+    for per_entry in (series.ORDER_PER_RANGE_ENTRY, len(order), 0):
+        with mock.patch.object(series, "ORDER_PER_RANGE_ENTRY", per_entry):
+            assert suffix_gap_quantile(order, g0s, ds, ks, tops, base, a + base, sum(ks[a:]), extra=extra) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.sampled_from([0.3, 0.4, 0.5]), st.sampled_from([0.0, 0.001]), st.integers(1, 40)),
+    st.lists(st.sampled_from([0.3, 0.5]), min_size=2, max_size=12)), min_size=1, max_size=40),
+    st.lists(st.one_of(
+        st.tuples(st.sampled_from([0.01, 0.02, 0.03, 0.3]), st.sampled_from([0.0, 0.001, 0.005]),
+                  st.integers(1, 300)),
+        st.lists(st.sampled_from([0.02, 0.03, 0.3]), min_size=2, max_size=12)), min_size=1, max_size=6),
+    st.integers(0, 50), st.lists(st.sampled_from([0.02, 0.3, 0.7]), max_size=2))
+@example([(0.5, 0.0, 1)] * 80, [(0.01, 0.001, 300), [0.02, 0.03]], 7, [0.3])  # 82 entries for a range of 3
+def test_suffix_gap_quantile_selects_a_short_range_behind_a_long_walk(
+        old: list[tuple[float, float, int] | list[float]], recent: list[tuple[float, float, int] | list[float]],
+        base: int, extra: list[float]) -> None:
+    # many older entries ahead in the order (larger maxima, mostly) and a range of a few entries (series of
+    # up to 300 steps: a large m; groups of single steps): the range's own entries give the m largest maxima,
+    # not a walk; the same float as the general path, and as numpy's percentile
+    from array import array
+    from unittest import mock
+
+    import simulator.engine.series as series
+
+    g0s, ds, ks = array("d"), array("d"), array("q")
+    order: list[tuple[float, int, int]] = []
+    a = 0
+    for n, item in enumerate(old + recent):
+        i = len(ks)
+        if n == len(old):
+            a = i  # the range starts at the first recent entry
+        if isinstance(item, tuple):
+            g0, d, k = item
+            g0s.append(g0)
+            ds.append(d)
+            ks.append(k)
+            order.append((-(g0 + d * (k - 1)), i + base, k))
+        else:
+            g0s.extend(item)
+            ds.extend([0.0] * len(item))
+            ks.extend([1] * len(item))
+            order.append((-max(item), i + base, -len(item)))
+    order.sort()
+    tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
+    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+    every = [g + d * i for g, d, k in zip(g0s[a:], ds[a:], ks[a:], strict=True) for i in range(k)] + extra
+    assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
+    with mock.patch.object(series, "_range_gap_quantile", wraps=series._range_gap_quantile) as selection:
+        suffix_gap_quantile(SeriesOrder(order), g0s, ds, ks, tops, base, a + base, sum(ks[a:]), extra=extra)
+    assert selection.called == (len(order) > series.ORDER_PER_RANGE_ENTRY * (len(ks) - a))
 
 
 def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:

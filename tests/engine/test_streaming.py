@@ -66,7 +66,7 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     reqs = shared_prefix_requests(60, 5, rate_per_s=20, output_tokens=(100, 600))
     used = [0, 0]  # suffix reads, those with extra gaps
 
-    def general(order, g0s, ds, base, a, n_total, q=0.99, extra=()):  # type: ignore[no-untyped-def]
+    def general(order, g0s, ds, log_ks, tops, base, a, n_total, q=0.99, extra=()):  # type: ignore[no-untyped-def]
         # the range's step counts from the order's entries: it holds every series from `a` on, with its own
         # (a group of −k single steps, a chunked-prefill run's, from i)
         used[0] += 1
@@ -79,6 +79,7 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
                 else:
                     ks[i - base:i - base - k] = [1] * -k
         assert sum(ks) == n_total
+        assert ks[a - base:] == log_ks[a - base:]
         return gap_quantile_ranges(g0s, ds, ks, [(a - base, len(ks))], extra, q)
 
     monkeypatch.setattr(observe_module, "ORDER_MIN_ENTRIES", 2)
