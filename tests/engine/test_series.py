@@ -1,6 +1,9 @@
 """Closed forms of the decode jump against brute force."""
 
+from __future__ import annotations
+
 import math
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -188,6 +191,20 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
     # a chunked-prefill run's single steps take one entry of the order, (−max, i, −r) for r ≥ 2 of them
     # (`ChunkedRuns.commit_run`), beside series' own entries; ranges start between entries: the same
     # float as the general path over the logs, where every step is its own series
+    g0s, ds, ks, tops, order, starts = _logs_of(items, base)
+    a = starts[min(a, len(starts) - 1)]
+    floor = starts[min(floor, len(starts) - 1)]
+    floor = min(floor, a)
+    order = sorted(e for e in order if e[1] >= floor + base)
+    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
+    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+
+
+def _logs_of(items: list[tuple[float, float, int] | list[float]], base: int) -> tuple[
+        array[float], array[float], array[int], array[float], list[tuple[float, int, int]], list[int]]:
+    # the step logs (g0s, ds, ks, tops) of `items`, each a series (g0, d, k) or a chunked-prefill run's single
+    # steps (a list of their g0s), the order's entries (−max, i, k) of each, k = −r for a run of r ≥ 2 steps
+    # (`ChunkedRuns.commit_run`), unsorted, and the log index where each item starts
     from array import array
 
     g0s, ds, ks = array("d"), array("d"), array("q")
@@ -207,13 +224,8 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
             ds.extend([0.0] * len(item))
             ks.extend([1] * len(item))
             order.append((-max(item), i + base, 1 if len(item) == 1 else -len(item)))
-    a = starts[min(a, len(starts) - 1)]
-    floor = starts[min(floor, len(starts) - 1)]
-    floor = min(floor, a)
-    order = sorted(e for e in order if e[1] >= floor + base)
     tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
-    expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
-    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+    return g0s, ds, ks, tops, order, starts
 
 
 def _assert_suffix_paths(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
@@ -246,31 +258,13 @@ def test_suffix_gap_quantile_selects_a_short_range_behind_a_long_walk(
     # many older entries ahead in the order (larger maxima, mostly) and a range of a few entries (series of
     # up to 300 steps: a large m; groups of single steps): the range's own entries give the m largest maxima,
     # not a walk; the same float as the general path, and as numpy's percentile
-    from array import array
     from unittest import mock
 
     import simulator.engine.series as series
 
-    g0s, ds, ks = array("d"), array("d"), array("q")
-    order: list[tuple[float, int, int]] = []
-    a = 0
-    for n, item in enumerate(old + recent):
-        i = len(ks)
-        if n == len(old):
-            a = i  # the range starts at the first recent entry
-        if isinstance(item, tuple):
-            g0, d, k = item
-            g0s.append(g0)
-            ds.append(d)
-            ks.append(k)
-            order.append((-(g0 + d * (k - 1)), i + base, k))
-        else:
-            g0s.extend(item)
-            ds.extend([0.0] * len(item))
-            ks.extend([1] * len(item))
-            order.append((-max(item), i + base, -len(item)))
+    g0s, ds, ks, tops, order, starts = _logs_of(old + recent, base)
+    a = starts[len(old)]  # the range starts at the first recent entry
     order.sort()
-    tops = array("d", [g + d * (k - 1) for g, d, k in zip(g0s, ds, ks, strict=True)])
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
     _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
     every = [g + d * i for g, d, k in zip(g0s[a:], ds[a:], ks[a:], strict=True) for i in range(k)] + extra
