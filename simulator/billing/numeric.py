@@ -196,7 +196,7 @@ def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps,
             "breakeven_scale": breakeven_scale(gaps, t, r, w),
             "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,
         })  # fmt: skip
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=["ttl", "p_hit", "relative_cost", "breakeven_scale", "breakeven_rate_per_min"])
     _add_usd(df, profile, prefix_tokens)
     df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
     first = ["ttl", "p_hit", "relative_cost", *(["usd_per_request"] if prefix_tokens is not None else [])]

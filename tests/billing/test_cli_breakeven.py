@@ -62,6 +62,19 @@ def test_gaps_with_a_prefix_cost_usd(tmp_path):
     assert short.loc[0, "breakeven_scale"] == pytest.approx(g.loc[0, "breakeven_scale"], rel=1e-12)
 
 
+def test_gaps_rows_of_no_ttl_is_an_empty_table():
+    # the library call with no TTL: no rows, the same columns (the CLI asks for at least one TTL)
+    from scipy import stats
+
+    from simulator.billing import gaps_rows, get_profile
+
+    for tokens, usd in ((None, []), (20000, ["usd_per_request"])):
+        table = gaps_rows(get_profile("anthropic"), [], stats.expon(scale=120), tokens)
+        assert table.empty
+        assert list(table.columns) == ["ttl", "p_hit", "relative_cost", *usd, "savings_pct", "breakeven_scale",
+                                       "breakeven_rate_per_min"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
