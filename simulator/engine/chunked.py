@@ -141,8 +141,8 @@ class ChunkedRuns:
         """The times of the step just planned (``self.chunks``) and of the next ``count`` steps a run of
         one prompt may take (`plan_run`), priced in one call (the cost model's `prefill_run_s`: one NumPy
         power over the chunks, where step 0 alone took one of its own); None when no such run can
-        follow (the caller prices step 0 alone). Whether the run stays clear of the next sample needs
-        step 0's time: `plan_run` decides that."""
+        follow (the caller prices step 0 alone). Where a time-series sample falls due in the run is
+        `_begin_run`'s to find, with every step's time."""
         if len(self.prefilling) != 1 or not self._may_run(budget_left, swap_s, preempted):
             return None
         # one long prompt: step 0's chunk is ``(seq, budget)`` (it leaves no budget), and so is every step's
@@ -263,7 +263,7 @@ class ChunkedRuns:
         as runs always did (the step ending there runs alone, and the plan after it takes the sample): a
         state change between its commits (a hand-off's release, a reservation: `HandOff._shift_integrals`)
         is integrated from the last commit, so moving its commits would move the integrals' last bits
-        (and a run there may be interrupted)."""
+        (and a decode replica's run may be interrupted, by a KV transfer)."""
         if self.role == BOTH:
             q = self._sample_due(ends, 0, len(ends) - 1)  # (the plan after the run's last step takes its own)
         else:

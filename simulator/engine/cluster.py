@@ -246,7 +246,7 @@ class _ReplicaProcess:
     """
 
     __slots__ = ("after_commit", "changed", "counter", "env", "i", "n", "on_jump", "on_plan", "on_run", "on_sample",
-                 "on_step", "prio", "rep", "start", "target", "transfers")
+                 "on_step", "prio", "rep", "sampler", "start", "target", "transfers")
 
     def __init__(self, env: simpy.Environment, rep: Replica, counter: list[int], changed: list[int],
                  transfers: Transfers | None = None) -> None:
@@ -257,6 +257,7 @@ class _ReplicaProcess:
         self.on_plan, self.on_step = self._plan, self._step_done
         self.on_jump, self.on_run, self.on_sample = self._jump_done, self._run_done, self._run_sample
         self.target: Timeout | None = None  # the timeout it waits for
+        self.sampler: Timeout = []  # the timeout of a sample due inside the run in flight (`_sample_at`), if any
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
         _after(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
@@ -309,6 +310,7 @@ class _ReplicaProcess:
         now = env._now
         callback: Callable[[Any], None]
         if rep.run_steps:  # (a decode replica's run: it takes no sample inside, `ChunkedRuns._begin_run`)
+            self.sampler.clear()  # (so none is pending; were one, the cut run's sample would be stale)
             ends = rep.run_ends
             self.n = min(self.n, bisect.bisect_left(ends, now) + 1)
             delay, callback = _delay_to(now, ends[self.n - 1]), self.on_run
@@ -329,8 +331,12 @@ class _ReplicaProcess:
     def _sample_at(self, t: float) -> None:
         """Wake at `t`, the start of a step inside the run in flight, to take the sample stepping's plan
         would take there (`_run_sample`): a timeout of the replica's priority, as that plan's own
-        (the commit before it) would be, so that samples go to the sink in stepping's order."""
-        heappush(self.env._queue, (t, self.prio, next(self.env._eid), [self.on_sample]))  # type: ignore[misc]
+        (the commit before it) would be, so that samples go to the sink in stepping's order. Kept as
+        `sampler`, so that an interrupt of the run takes it back (its times are all before the run's end:
+        a run that ends as planned leaves none)."""
+        timeout: Timeout = [self.on_sample]
+        self.sampler = timeout
+        heappush(self.env._queue, (t, self.prio, next(self.env._eid), timeout))  # type: ignore[misc]
 
     def _run_sample(self, _: Any) -> None:
         """A sample due at the start of a step inside the run in flight (`ChunkedRuns.take_run_sample`),
