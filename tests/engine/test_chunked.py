@@ -195,6 +195,25 @@ def test_samples_inside_runs_are_steppings(monkeypatch: pytest.MonkeyPatch, inte
         assert seen["runs with several"]
 
 
+@pytest.mark.parametrize("cache", ["none", "prefix"])
+def test_samples_inside_runs_on_the_cost_model(monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
+    """Vidur's shape, small, on the calibrated step model, with samples every 0.3 s: a sample inside a
+    run carries the MFU and HBM share of the step planned there (the step model's `utilisation` of its
+    chunks and context), as stepping's does; also with the prefix cache (one of 4 documents of 1,000
+    tokens before each prompt's own). Samples, records and integrals equal stepping's."""
+    config = EngineConfig(model="Llama-3.1-8B", tp=1, cache=cache, sample_interval_s=0.3,
+                          scheduler=SchedulerConfig(max_num_batched_tokens=512))
+    reqs = poisson_requests(150, 2.0, (2000, 12000), (20, 400), seed=5)
+    if cache == "prefix":
+        reqs = [replace(r, segments=((-1 - r.id % 4, 1000), (r.id, r.prompt_tokens - 1000))) for r in reqs]
+    seen = _sample_spies(monkeypatch)
+    runs, stepped, events, stepped_events = _both(monkeypatch, config, reqs, timer=None)
+    assert runs == stepped
+    assert seen["plan's"] >= 10 and events < stepped_events
+    # MFU priced (a share), not the NaN of an idle replica (the node's 8 replicas are mostly idle)
+    assert sum(0.0 < row[8] < 1.0 for row in runs[1]) >= 20
+
+
 def test_runs_of_a_disaggregated_fleet_end_before_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     """A disaggregated fleet's runs (prefill replicas' and decode replicas', which KV transfers interrupt)
     end before a sample falls due (`ChunkedRuns._begin_run`): none is taken inside one. Records and
