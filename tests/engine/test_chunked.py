@@ -195,6 +195,34 @@ def test_samples_inside_runs_are_steppings(monkeypatch: pytest.MonkeyPatch, inte
         assert seen["runs with several"]
 
 
+def test_arrivals_at_a_run_steps_end_are_steppings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arrival exactly at the end of a run's step (its first, and the one where a sample falls due)
+    goes before that step's commit, as in stepping (arrivals run first among events of one time): it is
+    queued, and the sample it finds due reads the steps ended before it. Records and samples equal
+    stepping's."""
+    config = EngineConfig(kv_blocks=4000, n_nodes=1, tp=8, scheduler=LONG, sample_interval_s=0.1)  # one replica
+    reqs = poisson_requests(60, 3.0, (300, 2500), (1, 300), seed=3)
+    begin, due = ChunkedRuns._begin_run, []
+
+    def begin_spy(self: Any, gs: list[float], all_chunks: Any, ends: list[float]) -> None:
+        begin(self, gs, all_chunks, ends)
+        if self.run_sample > 1:  # a run with a sample due at a step after its first
+            due.append((ends[0], ends[self.run_sample - 1]))
+
+    with monkeypatch.context() as m:
+        m.setattr(ChunkedRuns, "_begin_run", begin_spy)
+        simulate(config, reqs, 7, timer=TIMER)
+    assert len(due) >= 3
+    for first, sampled in due[:3]:
+        late = poisson_requests(2, 1.0, 400, 20, seed=1)
+        extra = [replace(late[0], id=1000, arrival_s=first), replace(late[1], id=1001, arrival_s=sampled)]
+        both = sorted([*reqs, *extra], key=lambda r: r.arrival_s)
+        seen = _sample_spies(monkeypatch)
+        runs, stepped, _, _ = _both(monkeypatch, config, both)
+        assert runs == stepped
+        assert seen["arrival's"]  # (the one at the step where the sample falls due takes it, before the plan)
+
+
 @pytest.mark.parametrize("cache", ["none", "prefix"])
 def test_samples_inside_runs_on_the_cost_model(monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
     """Vidur's shape, small, on the calibrated step model, with samples every 0.3 s: a sample inside a
