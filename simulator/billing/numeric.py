@@ -165,9 +165,11 @@ def cost_curves(
 
 def _add_usd(df: pd.DataFrame, profile: PriceProfile, prefix_tokens: int | None) -> None:
     """Given `prefix_tokens`, the column ``usd_per_request = relative_cost × prefix_tokens × input $/MTok /
-    MTOK`` (the prefix's expected cost a request; 1 = the prefix billed as plain input)."""
+    MTOK`` (the prefix's expected cost a request; 1 = the prefix billed as plain input), after
+    ``relative_cost``."""
     if prefix_tokens is not None:
-        df["usd_per_request"] = df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK
+        df.insert(df.columns.get_loc("relative_cost") + 1, "usd_per_request",
+                  df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK)
 
 
 def prefix_savings_pct(relative: Any) -> Any:
@@ -191,13 +193,9 @@ def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps,
         w = profile.write_multiplier(t)
         p = hit_probability(gaps, t) if cacheable else 0.0
         cost = relative_cost(p, r, w) if cacheable else 1.0
-        rows.append({
-            "ttl": profile.ttl_name(t), "p_hit": p, "relative_cost": cost,
-            "breakeven_scale": breakeven_scale(gaps, t, r, w),
-            "breakeven_rate_per_min": breakeven_rate(gaps, t, r, w) * MINUTE_S,
-        })  # fmt: skip
-    df = pd.DataFrame(rows, columns=["ttl", "p_hit", "relative_cost", "breakeven_scale", "breakeven_rate_per_min"])
+        rows.append((profile.ttl_name(t), p, cost, prefix_savings_pct(cost), breakeven_scale(gaps, t, r, w),
+                     breakeven_rate(gaps, t, r, w) * MINUTE_S))
+    df = pd.DataFrame(rows, columns=["ttl", "p_hit", "relative_cost", "savings_pct", "breakeven_scale",
+                                     "breakeven_rate_per_min"])  # (no TTL: no rows, the same columns)
     _add_usd(df, profile, prefix_tokens)
-    df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
-    first = ["ttl", "p_hit", "relative_cost", *(["usd_per_request"] if prefix_tokens is not None else [])]
-    return df[[*first, "savings_pct", "breakeven_scale", "breakeven_rate_per_min"]]  # `cost_curves`'s order first
+    return df
