@@ -168,8 +168,8 @@ def _add_usd(df: pd.DataFrame, profile: PriceProfile, prefix_tokens: int | None)
     MTOK`` (the prefix's expected cost a request; 1 = the prefix billed as plain input), after
     ``relative_cost``."""
     if prefix_tokens is not None:
-        df.insert(df.columns.get_loc("relative_cost") + 1, "usd_per_request",
-                  df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK)
+        at = list(df.columns).index("relative_cost") + 1
+        df.insert(at, "usd_per_request", df["relative_cost"] * prefix_tokens * profile.input_usd_per_mtok / MTOK)
 
 
 def prefix_savings_pct(relative: Any) -> Any:
