@@ -117,8 +117,8 @@ class ChunkedRuns:
         def _next_event_step(self) -> int: ...
         def _compact_log(self) -> None: ...
         def _prune_order(self) -> None: ...
-        def _put_sample(self, now: float, used: int, kv_sum: int, tokens: int,
-                        chunks: list[tuple[int, int]]) -> None: ...
+        def _put_sample(self, now: float, used: int, kv_sum: int, step: list[tuple[Seq, int]],
+                        done: dict[int, int]) -> None: ...
 
     def _init_runs(self) -> None:
         self.run_steps: list[float] = []  # the times g_i of steps 1.. of the run in flight
@@ -310,23 +310,16 @@ class ChunkedRuns:
         if q and self.n_dec:
             used += blocks_crossed(self.hist, self.S, self.B, q)
             kv_sum += self.n_grow * q
-        if self.run_chunks is None:  # one prompt, the same chunk every step
-            ((seq, c),) = self.chunks
-            before = seq.prefilled + c * q
-            self._put_sample(now, used, kv_sum, kv_sum + before, [(c, before)])
-            return
         done: dict[int, int] = {}  # prefilled by steps 0..q − 1
-        for chunks in [self.chunks, *self.run_chunks][:q]:
-            for seq, c in chunks:
-                done[seq.key] = done.get(seq.key, 0) + c
-        tokens = kv_sum
-        for seq in self.prefilling.values():
-            tokens += seq.prefilled + done.get(seq.key, 0)
-        step = self.chunks if not q else self.run_chunks[q - 1]
-        priced = []
-        for seq, c in step:
-            priced.append((c, seq.prefilled + done.get(seq.key, 0)))
-        self._put_sample(now, used, kv_sum, tokens, priced)
+        if self.run_chunks is None:  # one prompt, the same chunk every step
+            ((seq, c),) = step = self.chunks
+            done[seq.key] = c * q
+        else:
+            for chunks in [self.chunks, *self.run_chunks][:q]:
+                for seq, c in chunks:
+                    done[seq.key] = done.get(seq.key, 0) + c
+            step = self.chunks if not q else self.run_chunks[q - 1]
+        self._put_sample(now, used, kv_sum, step, done)
 
     def _chunks_after(self, budget: int) -> Callable[[], tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool]
                                                               | None]:

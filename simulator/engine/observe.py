@@ -174,22 +174,24 @@ class Observation:
         if self.run_steps:  # the steps ended before `now`: an arrival at a step's end goes before its commit
             self.sample_in_run(now, bisect.bisect_left(self.run_ends, now))  # (`cluster.REPLICA_PRIORITY_STEP`)
             return
-        # loops, not generators or comprehensions (a function made and called each: ~1-1.5 k instructions)
-        tokens = self.kv_sum
-        for s in self.prefilling.values():
-            tokens += s.prefilled
-        chunks = []
-        for s, n in self.chunks:
-            chunks.append((n, s.prefilled))
-        self._put_sample(now, self.used, self.kv_sum, tokens, chunks)
+        self._put_sample(now, self.used, self.kv_sum, self.chunks, {})
 
-    def _put_sample(self, now: float, used: int, kv_sum: int, tokens: int, chunks: list[tuple[int, int]]) -> None:
-        """Append the row of a state: its blocks used, decoders' KV tokens, KV tokens and the step's
-        ``(new, context)`` chunks; the rest (queues, cache, link) as they are now."""
+    def _put_sample(self, now: float, used: int, kv_sum: int, step: list[tuple[Seq, int]],
+                    done: dict[int, int]) -> None:
+        """Append the row of a state: its blocks used, decoders' KV tokens, the chunks ``(seq, new)`` of the
+        step planned, and `done`: the tokens a prefilling sequence (by key) has prefilled beyond its
+        ``prefilled`` (a run's steps committed since, `ChunkedRuns.sample_in_run`); the rest (queues,
+        cache, link) as they are now."""
         self.last_sample_s = now
+        # loops, not generators or comprehensions (a function made and called each: ~1-1.5 k instructions)
+        tokens = kv_sum
+        for s in self.prefilling.values():
+            tokens += s.prefilled + done.get(s.key, 0)
         batch_tokens = self.n_dec
-        for n, _ in chunks:
+        chunks = []
+        for s, n in step:
             batch_tokens += n
+            chunks.append((n, s.prefilled + done.get(s.key, 0)))
         mfu = bw = math.nan
         utilisation = getattr(self.timer, "utilisation", None)  # the cost model's MFU and HBM share
         if utilisation is not None and batch_tokens:
