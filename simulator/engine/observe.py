@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import SeriesOrder, gap_quantile_ranges, suffix_gap_quantile
+from simulator.engine.series import SeriesOrder, gap_quantile_ranges, quantile_picks, suffix_gap_quantile
 
 if TYPE_CHECKING:
     from simulator.engine.caches import CacheCounts
@@ -122,16 +122,26 @@ class Observation:
         self.log_compact_at = max(LOG_MIN_ENTRIES, 2 * len(self.log_k))
 
     def _prune_order(self) -> None:
-        """Drop from `log_order` the entries below every decoder's range: a finishing sequence's
-        range starts where it joined the decode set, so none reads them through `log_order` (one
-        that left the set and came back has two ranges and reads the logs). Amortised O(1) a step:
-        it runs when the order has doubled since the last time."""
+        """Keep in `log_order` only the entries a decoder's TPOT p99 may still pick (`SeriesOrder.keep_picks`).
+
+        Only a decoder reads `log_order`, at its end, over the range it has decoded in since it joined
+        the decode set (one that left the set and came back has two ranges and reads the logs; one
+        that joins later has a range of later entries only): none below the decoders' first entry,
+        ``floor``. Its gaps are its request's ``output_tokens − 1`` (its range's steps and its extra
+        ones), so its quantile picks ``quantile_picks(output_tokens − 1)`` entries at most, the most
+        for the longest output. Amortised O(1) a step: it runs when the order has doubled since the
+        last time."""
         floor = self.log_base + len(self.log_k)
+        longest = 1
         for seq in self.running.values():
-            if seq.state == DECODE and seq.seg_start < floor:
-                floor = seq.seg_start
+            if seq.state == DECODE:
+                if seq.seg_start < floor:
+                    floor = seq.seg_start
+                out = seq.request.output_tokens
+                if out > longest:
+                    longest = out
+        self.log_order.keep_picks(floor, quantile_picks(longest - 1))
         if floor > self.log_floor:
-            self.log_order.keep_from(floor)
             self.log_floor = floor
         self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order))
 

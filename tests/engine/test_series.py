@@ -17,6 +17,7 @@ from simulator.engine.series import (
     gap_quantile,
     gap_quantile_ranges,
     growth_block_s,
+    quantile_picks,
     ramp_s,
     series_s,
     steps_to_reach,
@@ -272,6 +273,62 @@ def test_suffix_gap_quantile_selects_a_short_range_behind_a_long_walk(
     with mock.patch.object(series, "_range_gap_quantile", wraps=series._range_gap_quantile) as selection:
         suffix_gap_quantile(SeriesOrder(order), g0s, ds, ks, tops, base, a + base, sum(ks[a:]), extra=extra)
     assert selection.called == (len(order) > series.ORDER_PER_RANGE_ENTRY * (len(ks) - a))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.integers(1, 50).map(lambda c: c / 100), st.sampled_from([0.0, 0.001, 0.005]), st.integers(1, 40)),
+    st.lists(st.integers(1, 50).map(lambda c: c / 100), min_size=1, max_size=12)), min_size=1, max_size=120),
+    st.lists(st.tuples(st.integers(0, 119), st.integers(1, 120),
+                       st.lists(st.sampled_from([0.02, 0.3, 0.7]), max_size=2)), max_size=10),
+    st.integers(1, 6), st.sampled_from([0, 0, 1, 5]), st.booleans(), st.integers(0, 50))
+@example([(0.5, 0.0, 1)] * 30 + [(0.01, 0.001, 300)] * 3, [(0, 33, []), (30, 3, [0.3])], 1, 0, False, 0)
+# maxima growing: each entry goes ahead of every older one, and the third largest (m = 3 of 120 values) has
+# two newer entries ahead of it, so `most` entries are needed, not one fewer
+@example([(j / 1000, 0.0, 1) for j in range(1, 121)], [(0, 120, [])], 1, 0, False, 0)
+def test_series_order_keeping_the_picks_of_open_ranges_gives_the_same_quantiles(
+        items: list[tuple[float, float, int] | list[float]], ranges: list[tuple[int, int, list[float]]],
+        every: int, slack: int, compact: bool, base: int) -> None:
+    # a log grows an item at a time (a series, or a chunked-prefill run's group of single steps) and decoders'
+    # ranges open and close between items: range (first, items, extra) runs over `items` items from item
+    # `first`, with `extra` values. Every `every` items the order keeps only the entries the ranges open then
+    # may pick (`SeriesOrder.keep_picks`, from the first open range's start, with the largest final m, or more
+    # by `slack`; with `compact`, a compaction's `keep_from` too); a closing range reads the same float from
+    # it as from the general path over the logs (and as the order with every entry)
+    g0s, ds, ks, tops, entries, starts = _logs_of(items, base)
+    entries.sort(key=lambda e: e[1])
+    bounds = [*starts, len(ks)]  # item t spans the log entries bounds[t] .. bounds[t + 1] − 1
+    spans = [(f, min(f + n, len(items)) - 1, extra) for f, n, extra in ranges if f < len(items)]
+    pruned, full = SeriesOrder(), SeriesOrder()
+    for t, entry in enumerate(entries):
+        pruned.add(*entry)
+        full.add(*entry)
+        end = bounds[t + 1]
+        if t % every == 0:  # the ranges open at item t's commit (those closing at it too), with their final m
+            floor, most = end, 1
+            for first, last, extra in spans:
+                if first <= t <= last:
+                    floor = min(floor, bounds[first])
+                    most = max(most, quantile_picks(sum(ks[bounds[first]:bounds[last + 1]]) + len(extra)) + slack)
+            pruned.keep_picks(floor + base, most)
+            if compact:
+                pruned.keep_from(floor + base)
+        for first, last, extra in spans:
+            if last == t:
+                a = bounds[first]
+                logs = g0s[:end], ds[:end], ks[:end]
+                expected = gap_quantile_ranges(*logs, [(a, end)], extra, tops=tops[:end])
+                _assert_suffix_paths(pruned, *logs, tops[:end], base, a, extra, expected)
+                _assert_suffix_paths(full, *logs, tops[:end], base, a, extra, expected)
+
+
+def test_quantile_picks_never_falls() -> None:
+    # a bound on a range's values bounds its picks (`Observation._prune_order`)
+    from itertools import pairwise
+
+    picks = [quantile_picks(n) for n in range(1, 5000)]
+    assert picks[:3] == [1, 2, 2] and picks[-1] == 51
+    assert all(b >= a for a, b in pairwise(picks))
 
 
 def _growth_reference(hist: list[int], shift: int, b: int, g0: float, d: float, n: int) -> tuple[int, float]:
