@@ -442,7 +442,9 @@ class ChunkedRuns:
         self.log_d.extend(_NO_SLOPE * (k - 1))
         self.log_k.extend(_ONE_STEP * (k - 1))
         self.log_top.extend(gs)  # g0 + d·(k − 1) with d = 0 and k = 1
-        if gs:  # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`)
+        # one `log_order` entry for them all, a group of k − 1 single steps (`series.suffix_gap_quantile`); none
+        # without decoders, as `Replica.commit`
+        if gs and n_dec:
             self.log_order.add(-max(gs), self.log_base + len(self.log_k) - (k - 1), 1 if k == 2 else 1 - k)
             if len(self.log_order) >= self.log_order_at:
                 self._prune_order()

@@ -428,10 +428,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         logged = self.log_base + len(log_k)  # absolute index of the next entry (compaction keeps it)
         top = g0 + d * (n - 1)
         self.log_top.append(top)
-        order = self.log_order
-        order.add(-top, logged - 1, n)
-        if len(order.index) >= self.log_order_at:
-            self._prune_order()
+        if n_dec:  # without decoders no range holds the step: one that opens later starts after it (`_prune_order`)
+            order = self.log_order
+            order.add(-top, logged - 1, n)
+            if len(order.index) >= self.log_order_at:
+                self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()
         if n_dec:

@@ -340,8 +340,8 @@ class SeriesOrder:
         its first ``m``. An `add` keeps it: a range's first ``m`` in ``F`` are then among its old first ``m``
         and the new entry, which ``P`` gets too; `keep_from` drops only entries below every open range.
 
-        Done over the order once, holding the `most` newest indices met so far in a heap (C calls): ~10 k
-        instructions for 64 entries."""
+        Done over the order once, holding the `most` newest indices met so far in a heap (C calls): ~21 k
+        instructions for 64 entries (chat-4k-prefix's prunes, which keep ~38 of them)."""
         index = self.index
         newest: list[int] = []  # the `most` newest i met, oldest first (a heap)
         kept: list[int] = []  # positions
@@ -390,7 +390,8 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
 
     The walk skips the older entries ahead (``i < a``, kept for longer ranges), at times many more than
     the range holds: a 2P2D chat-4k run's decode replicas walked ~148 entries of ~770 a call for ~3.6
-    picks, a quarter of the calls over four entries for each of the range's. Where the order holds more
+    picks, a quarter of the calls over four entries for each of the range's, before the order kept only
+    what a query may pick (`SeriesOrder.keep_picks`: ~45 entries after a prune there). Where the order holds more
     than `ORDER_PER_RANGE_ENTRY` entries for each of the range's log entries (``ks``, ``tops``: the logs'
     step counts and maxima, from ``base``), `_range_gap_quantile` selects from the range's own log
     entries instead, without a walk: the same values, the same floats.

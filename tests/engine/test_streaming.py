@@ -12,6 +12,7 @@ import pytest
 import simulator.engine.observe as observe_module
 from simulator.engine import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.engine.cluster import simulate
+from simulator.engine.handoff import PREFILL
 from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, records_to_frame
 from tests.engine.helpers import shared_prefix_requests
 from tests.engine.test_regressions import TIMER
@@ -89,6 +90,9 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     assert used[2] >= 10
     if preemption == "disaggregated":  # every decode replica's sequence has its first gap as an extra one
         assert used[1] >= 10
+        # a prefill replica's steps have no decoders: no range holds them, none goes into the order
+        prefill = [r for r in ordered.replicas if r.role == PREFILL]
+        assert prefill and all(r.log_base + len(r.log_k) and not len(r.log_order) for r in prefill)
     else:
         assert sum(r.preemptions for r in reference.records) > 0
     assert sorted(ordered.records) == sorted(reference.records)
