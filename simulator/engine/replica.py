@@ -20,6 +20,7 @@ from simulator.engine import observe
 from simulator.engine.caches import NO_HIT, CacheState, counts_of, max_hit_tokens
 from simulator.engine.chunked import ChunkedRuns
 from simulator.engine.config import SchedulerConfig
+from simulator.engine.decode import DECODE
 from simulator.engine.geometry import BlockGeometry
 from simulator.engine.handoff import BOTH, PREFILL, HandOff
 from simulator.engine.observe import Observation, Observer
@@ -238,8 +239,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 a, b = self._coefficients(n)
                 g0 = a + b * (self.kv_sum + n)
             self.g0, self.d, self.k = g0, 0.0, 1
-        else:
-            a, b = self._coefficients(n)
+        else:  # a decode-only batch, most plans: `_coefficients` read here (a call the less when remembered)
+            ab = self.coefs.get(n)
+            a, b = ab if ab is not None else self._coefficients(n)
             self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
             self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
             if not self.fast_forward:
@@ -353,7 +355,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         blocks it crosses (stepping calls this too and evicts the same blocks at the same step).
         """
         hist, S, B = self.hist, self.S, self.B
-        k = self._next_event_step() - S
+        top = self.heap[0]  # `_next_event_step`, without its call when the heap's top is live (the usual case)
+        k = (top[0] if top[3].state == DECODE and top[3].base == top[2] else self._next_event_step()) - S
         free = self.total_blocks - self.used
         # a growing decoder takes at most ⌊(k − 1)/B⌋ + 1 blocks in k steps (`blocks_crossed`): when the free ones
         # cover that for all of them, no k steps' shortage nor eviction needs G(k) (every jump of chat-4k and

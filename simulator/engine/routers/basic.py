@@ -109,10 +109,17 @@ class _LeastTokens:
             heapq.heappush(self._dormant, (low, stamp, i))
         return value
 
+    def watch(self, replicas: Sequence[ReplicaView]) -> list[int] | None:
+        """`changed`, the list the cluster appends a replica's index to when its state changes, if the
+        policy keeps its view of `replicas` incrementally; else None (it asks each one: `choose`)."""
+        direct = len(replicas) <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until")
+        return None if direct else self.changed
+
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         n = len(replicas)
-        if n <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until"):
-            self.changed.clear()
+        if n <= DIRECT_REPLICAS or not hasattr(replicas[0], "outstanding_until"):  # (as `watch` tells)
+            if self.changed:  # (none is appended when the cluster asked `watch`)
+                self.changed.clear()
             # a loop, not a comprehension (a function made and called: ~1 k instructions an arrival), keeping
             # the least value as min() would (the first of equals), without its call (~850 instructions),
             # its index and whether another value ties it: untied (the usual case), that index is pick_min's
