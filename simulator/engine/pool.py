@@ -143,7 +143,7 @@ class BlockPool(DecodeSet):
                 self._unreserve(seq, 0)
             del self.running[seq.key]
             del self.prefilling[seq.key]
-            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
+            self.private_off -= seq.prefill_kv - seq.hit_tokens
             blocks = seq.blocks
             tokens = seq.prefilled
         kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0

@@ -28,7 +28,7 @@ from simulator.engine.pool import BlockPool
 from simulator.engine.records import RowSink
 from simulator.engine.retention import NO_CAP, FullRetention, RetentionPolicy
 from simulator.engine.sequence import RUNNING, Seq
-from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s, ramp_s, steps_to_reach
+from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s, steps_to_reach
 from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
@@ -322,6 +322,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 hit = adm.hit_tokens
                 seq.hit_tokens = hit
                 if math.isnan(seq.admit_s):  # first admission: what other requests left in the cache
+                    seq.admit_s = now
                     seq.first_hit = hit  # < prompt: max_hit keeps one token to compute
                     seq.hit_hbm, seq.hit_dram, seq.hit_nvme = adm.hbm_tokens, adm.dram_tokens, adm.nvme_tokens
                     seq.recomputed = adm.recomputed_tokens
@@ -337,9 +338,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 seq.prefilled = hit
                 self.outstanding_tokens -= hit
                 self.private_off += tokens - hit
+                seq.prefill_kv = tokens
                 seq.state = RUNNING
-                if math.isnan(seq.admit_s):
-                    seq.admit_s = now
                 self.running[seq.key] = seq
                 self.prefilling[seq.key] = seq
                 chunk = _chunk(seq.target - seq.prefilled, budget, most)
@@ -412,8 +412,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         dt = end_s - self.acc_s
         cache = self.counts.blocks[0] if self.shares else 0  # HBM's
         tokens = (self.kv_sum + self.private_off) * dt
-        if n > 1 and n_grow:
-            tokens += n_grow * ramp_s(g0, d, n)
+        if n > 1 and n_grow:  # `series.ramp_s(g0, d, n)` written out (a call a jump)
+            tokens += n_grow * (g0 * (n * (n - 1) // 2) + d * ((n - 1) * n * (2 * n - 1) // 6))
         self.used_block_s += used * dt + grow_s
         # without cache blocks ``+= 0 · dt`` adds +0.0 (a no-op: the sums start at +0.0) and none is evictable
         # (a cache's evictable blocks are among its HBM ones): skipped (0.8 % of chat-4k's instructions)
@@ -461,7 +461,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             if seq.prefilled < seq.target:
                 continue
             del self.prefilling[seq.key]
-            self.private_off -= self._prefill_tokens(seq) - seq.hit_tokens
+            self.private_off -= seq.prefill_kv - seq.hit_tokens
             gen = seq.gen0 + 1
             if gen == 1:
                 seq.first_s = end_s
@@ -488,7 +488,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                            else self.retention.kept_after_prefill(seq.request.prompt_tokens, target))
                 cap = seq.cap  # (a call of min() is ~850 instructions)
                 keep = cap if cap < kept_kv else kept_kv  # min(kept_kv, cap) by its rule, not a call
-                self.used -= seq.blocks - self._private(seq, keep)  # retention drops KV once the prompt is scored
+                # retention drops KV once the prompt is scored: its private blocks at keep ≤ cap (`_private`, without
+                # its call)
+                self.used -= seq.blocks - (self.geometry.blocks(keep) - seq.hit_tokens // B)
                 seq.kv0 = keep
                 self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
 

@@ -23,9 +23,9 @@ class Seq:
     __slots__ = (
         "admit_s", "base", "blocks", "cache_at", "cache_node", "cache_tokens", "cap", "capped", "deadline_s",
         "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
-        "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefilled", "ranges",
-        "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "seg_steps", "state", "target",
-        "transfer_bytes", "transfer_end_s", "transfer_start_s",
+        "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefill_kv", "prefilled",
+        "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "seg_steps", "state",
+        "target", "transfer_bytes", "transfer_end_s", "transfer_start_s",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -36,6 +36,7 @@ class Seq:
         self.state = WAITING
         self.target = request.prompt_tokens  # tokens the next prefill must have in cache
         self.prefilled = 0
+        self.prefill_kv = 0  # KV tokens it holds while it prefills (`BlockPool._prefill_tokens` at its admission)
         self.hit_tokens = 0  # prefix tokens reused at the current admission (block accounting)
         self.first_hit = 0  # ... at the first admission: the request's cross-request prefix hit
         self.resume_hit = 0  # Σ reused at re-admissions after recompute preemptions
