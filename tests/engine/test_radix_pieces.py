@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.caches.radix import RadixTree, block_key, cut, seek, trim
+from simulator.engine.caches.radix import RadixTree, block_key, cut, cut_back, seek, trim
 
 Pieces = tuple[tuple[int, int, int], ...]
 
@@ -166,3 +166,74 @@ def test_a_path_touched_and_let_go_in_one_pass_is_as_unpin_leaves_it() -> None:
         evictable = trees[0].evictable
         held = trees[0].add_child(below, ((3, 247, 250), (8, 0, 29)), 32, 0, pin=True)
         assert held.ref == 1 and trees[0].evictable == evictable and len(_queued(trees[0])) == entries
+
+
+def walk_reference(tree: RadixTree, pieces: Pieces, limit: int) -> tuple[list[object], int, int, int]:
+    """`walk_at` as one key lookup (`block_key`) and one `_common` a node: what its inlined cases must equal."""
+    B = tree.B
+    limit -= limit % B
+    node, pos, j = tree.root, 0, 0
+    off = pieces[0][1] if pieces else 0
+    path: list[object] = []
+    last = 0
+    while pos < limit and j < len(pieces) and node.children:
+        key = block_key(pieces, j, off, B)
+        child = node.children.get(key) if key is not None else None
+        if child is None:
+            break
+        m, j_end, off_end = tree._common(child.pieces, pieces, j, off)
+        m = min(m - m % B, limit - pos)
+        path.append(child)
+        last = m
+        pos += m
+        if m < child.tokens:
+            break
+        j, off = j_end, off_end
+        node = child
+    return path, last, j, off
+
+
+chains_st = st.lists(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([3, 5, 8, 16, 21])), min_size=1, max_size=9),
+                     min_size=1, max_size=8)
+
+
+@settings(max_examples=300)
+@given(chains_st, chains_st, st.sampled_from([1, 4, 8]), st.integers(0, 200))
+def test_walks_equal_the_reference_walk(stored: list[list[tuple[int, int]]], asked: list[list[tuple[int, int]]],
+                                        block: int, limit: int) -> None:
+    """`walk_at` (its usual key cases and `_common` inlined) matches as `block_key` and `_common` node by node
+    do, on trees of nodes of many pieces grown as the prefix cache grows them (walk, split a partial match, add
+    the rest's whole blocks)."""
+    tree = RadixTree(block)
+    for chain in stored:
+        pieces = _chain(*chain)
+        total = sum(t for _, t in chain)
+        path, last, j, off = tree.walk_at(pieces, total)
+        parent, pos = tree.root, 0
+        if path:
+            parent = path[-1] if last == path[-1].tokens else tree.split(path[-1], last)
+            pos = sum(node.tokens for node in path[:-1]) + last
+            j, off = seek(pieces, pos)
+        rest = total - pos - (total - pos) % block
+        if rest > 0:
+            tree.add_child(parent, cut(pieces, j, off, rest)[0], rest, 0)
+    for chain in asked + stored:
+        pieces = _chain(*chain)
+        assert tree.walk_at(pieces, limit) == walk_reference(tree, pieces, limit)
+        assert tree.walk_at(pieces, 10_000) == walk_reference(tree, pieces, 10_000)
+
+
+@settings(max_examples=500)
+@given(pieces_st, st.integers(0, 9), st.integers(0, 700), st.integers(0, 2500))
+def test_cut_found_from_the_end_equals_cut(pieces: Pieces, j: int, into: int, n: int) -> None:
+    """`cut_back`, told the tokens after the cut's end, cuts `n` > 0 tokens as `cut` (zero-length pieces
+    included)."""
+    j = min(j, len(pieces) - 1)
+    if j < 0:
+        return
+    off = pieces[j][1] + min(into, pieces[j][2] - pieces[j][1])
+    left = pieces[j][2] - off + sum(b - a for _, a, b in pieces[j + 1:])  # tokens from (j, off) on
+    n = min(n, left)
+    if n <= 0:
+        return
+    assert cut_back(pieces, j, off, n, left - n) == cut(pieces, j, off, n)

@@ -24,7 +24,18 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.engine.caches import NO_HIT, Admission, CacheContext, max_hit_tokens, register_strategy
-from simulator.engine.caches.radix import EVICTION_POLICIES, HBM, Key, Node, Piece, RadixTree, block_key, cut, seek
+from simulator.engine.caches.radix import (
+    EVICTION_POLICIES,
+    HBM,
+    Key,
+    Node,
+    Piece,
+    RadixTree,
+    block_key,
+    cut,
+    cut_back,
+    seek,
+)
 from simulator.errors import must
 
 if TYPE_CHECKING:
@@ -270,10 +281,10 @@ class _PrefixState:
                 tree.touch_path(start, pos // B, release)
                 tokens = n - pos
                 if self._lean_offers:  # `_add`, inlined (one call less an insert)
-                    rest, j, off, _ = cut(pieces, j, off, tokens)
+                    rest, j, off, _ = cut(pieces, j, off, tokens)  # (few pieces here, as a rule: not `cut_back`)
                     node = tree.add_child(start, rest, tokens, HBM, exact_end, key)
                 else:
-                    node, j, off = self._add(start, pieces, j, off, tokens, key, exact_end)
+                    node, j, off = self._add(start, pieces, j, off, tokens, self._after(seq, n), key, exact_end)
                 seq.cache_node, seq.cache_at = node, (j, off)
                 return tokens // B
             kept, parent, stop = 0, start, start  # stop: the node the sequence references down to
@@ -286,7 +297,8 @@ class _PrefixState:
             stop = tree.root
         held = parent  # the last node before a new one
         if pos < n:  # the new node's first block: n − pos ≥ B tokens are left
-            parent, j, off = self._add(parent, pieces, j, off, n - pos, block_key(pieces, j, off, B), exact_end)
+            parent, j, off = self._add(parent, pieces, j, off, n - pos, self._after(seq, n),
+                                       block_key(pieces, j, off, B), exact_end)
             kept += (n - pos) // B
         elif not exact_end and self._lean_offers:
             tree.offer(parent)  # touched: its place in the eviction order moved
@@ -299,18 +311,24 @@ class _PrefixState:
         seq.cache_node, seq.cache_at = parent, (j, off)
         return kept
 
-    def _add(self, parent: Node, pieces: tuple[Piece, ...], j: int, off: int, tokens: int, key: Key | None,
+    def _add(self, parent: Node, pieces: tuple[Piece, ...], j: int, off: int, tokens: int, after: int, key: Key | None,
              keep: bool) -> tuple[Node, int, int]:
-        """A new HBM node under `parent` holding the next `tokens` of `pieces` from (`j`, `off`), its first
-        block's key `key`: ``(node, j, off)`` after it. With `keep` the sequence references it (the path
-        above it is the sequence's already): `add_child`'s `pin`, or, where every offer is kept (FIFO),
-        offered and then pinned."""
+        """A new HBM node under `parent` holding the next `tokens` of `pieces` from (`j`, `off`) (`after` of
+        theirs follow), its first block's key `key`: ``(node, j, off)`` after it. With `keep` the sequence
+        references it (the path above it is the sequence's already): `add_child`'s `pin`, or, where every
+        offer is kept (FIFO), offered and then pinned."""
         tree, lean = self.tree, self._lean_offers
-        rest, j, off, _ = cut(pieces, j, off, tokens)
+        rest, j, off, _ = cut_back(pieces, j, off, tokens, after)
         node = tree.add_child(parent, rest, tokens, HBM, pin=keep and lean, key=key)
         if keep and not lean:
             tree.pin_below(node, parent)
         return node, j, off
+
+    @staticmethod
+    def _after(seq: Seq, n: int) -> int:
+        """The tokens of `seq`'s pieces after its first `n` (they hold its prompt and output)."""
+        r = seq.request
+        return r.prompt_tokens + r.output_tokens - n
 
     def _take(self, walked: tuple[list[Node], int, int, int], parent: Node, pos: int, pieces: tuple[Piece, ...],
               n: int, exact_end: bool) -> tuple[int, Node, int, int, int]:

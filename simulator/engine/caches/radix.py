@@ -102,6 +102,36 @@ def cut(pieces: tuple[Piece, ...], j: int, off: int, n: int) -> tuple[tuple[Piec
     return (head, *pieces[j:k]), k, (pieces[k][1] if k < count else 0), n - left
 
 
+def cut_back(pieces: tuple[Piece, ...], j: int, off: int, n: int,
+             after: int) -> tuple[tuple[Piece, ...], int, int, int]:
+    """``cut(pieces, j, off, n)`` (`n` > 0) where `after` ≥ 0 tokens of `pieces` follow the cut's end: the
+    pieces it ends in found from the end, not by stepping from piece j (an insert's cut ends near its
+    sequence's end, and a trace of hashed blocks holds tens of segments: ~500 instructions a piece stepped
+    over).
+
+    From the end, ``S_k`` (the tokens from piece k on) grows; `cut` stops at the first k after j whose
+    start is the cut's end (``S_k = after``) or that holds it (``S_{k+1} < after``): k moves down while
+    piece k − 1 is such a one too (the k that are form one run up to the end, zero-length pieces
+    included), and the cut takes ``S_k − after`` tokens of piece k."""
+    sid, _, b = pieces[j]
+    if off + n < b:  # within piece j (`cut`'s usual case)
+        return ((sid, off, off + n),), j, off + n, n
+    k = len(pieces)
+    s = 0  # S_k
+    while k > j + 1:
+        _, a2, b2 = pieces[k - 1]
+        if s < after or s + b2 - a2 == after:
+            k -= 1
+            s += b2 - a2
+        else:
+            break
+    left = s - after  # ≥ 0: piece k − 1 is not such a one (or is piece j, which ends before the cut's end)
+    if not left:
+        return ((sid, off, b), *pieces[j + 1:k]), k, (pieces[k][1] if k < len(pieces) else 0), n
+    sid2, a, _ = pieces[k]
+    return ((sid, off, b), *pieces[j + 1:k], (sid2, a, a + left)), k, a + left, n
+
+
 def trim(pieces: tuple[Piece, ...], tokens: int) -> tuple[Piece, ...]:
     """`pieces` less their last `tokens` (fewer than they hold): ``cut(pieces, 0, start, total - tokens)[0]``,
     found from the end (an eviction trims a leaf's tail, usually within its last piece)."""
