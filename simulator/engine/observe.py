@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from simulator.engine.caches import CacheCounts
 
 LOG_MIN_ENTRIES = 1 << 16  # the step log is compacted once it holds this many entries, or twice the last count
+TPOT_QUANTILE = 0.99  # a record's ``tpot_p99_s``: the quantile of its decode gaps (`_gap_p99`, `_prune_order`)
 ORDER_MIN_ENTRIES = 64  # log_order is pruned once it holds this many entries, or twice the last count
 # (seq, outcome, reason, end_s, tpot_p99_s, tpot_mean_s)
 Observer = Callable[[Seq, str, str, float, float, float], None]
@@ -89,7 +90,7 @@ class Observation:
             if b == end and a >= self.log_floor and b - a > 1:
                 # the range's steps: the log's entries and the step count grow together (commit)
                 return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_k, self.log_top,
-                                           self.log_base, a, self.S - seq.seg_steps, extra=seq.extra_gaps)
+                                           self.log_base, a, self.S - seq.seg_steps, TPOT_QUANTILE, seq.extra_gaps)
         if self.log_base:  # indices are absolute; the logs start at entry log_base
             base = self.log_base
             ranges = [(a - base, b - base) for a, b in ranges]
@@ -97,9 +98,9 @@ class Observation:
             a, b = ranges[0]
             if b - a == 1:  # one segment: the series' own quantile
                 k = self.log_k[a]
-                pos = 0.99 * (k - 1)
+                pos = TPOT_QUANTILE * (k - 1)
                 return self.log_g0[a] + self.log_d[a] * pos
-        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps,
+        return gap_quantile_ranges(self.log_g0, self.log_d, self.log_k, ranges, seq.extra_gaps, TPOT_QUANTILE,
                                    tops=self.log_top)
 
     def _compact_log(self) -> None:
@@ -128,9 +129,9 @@ class Observation:
         the decode set (one that left the set and came back has two ranges and reads the logs; one
         that joins later has a range of later entries only): none below the decoders' first entry,
         ``floor``. Its gaps are its request's ``output_tokens − 1`` (its range's steps and its extra
-        ones), so its quantile picks ``quantile_picks(output_tokens − 1)`` entries at most, the most
-        for the longest output. Amortised O(1) a step: it runs when the order has doubled since the
-        last time."""
+        ones), so its quantile (`TPOT_QUANTILE`, the one `_gap_p99` reads) picks
+        ``quantile_picks(output_tokens − 1)`` entries at most, the most for the longest output.
+        Amortised O(1) a step: it runs when the order has doubled since the last time."""
         floor = self.log_base + len(self.log_k)
         longest = 1
         for seq in self.running.values():
@@ -140,7 +141,7 @@ class Observation:
                 out = seq.request.output_tokens
                 if out > longest:
                     longest = out
-        self.log_order.keep_picks(floor, quantile_picks(longest - 1))
+        self.log_order.keep_picks(floor, quantile_picks(longest - 1, TPOT_QUANTILE))
         if floor > self.log_floor:
             self.log_floor = floor
         self.log_order_at = max(ORDER_MIN_ENTRIES, 2 * len(self.log_order))

@@ -42,7 +42,14 @@ class ReplicaView(Protocol):
 
 
 class RoutePolicy(Protocol):
-    """A bound router: picks a replica index for each request."""
+    """A bound router: picks a replica index for each request.
+
+    A policy that keeps its view of the replicas incrementally may also offer ``watch(replicas)``,
+    called once per group as the run starts: it returns the list the engine then appends a replica's
+    index to whenever that replica's state changes (the policy reads and empties it), or None, and
+    then the engine keeps no such list (`basic._LeastTokens`: a list only beyond `DIRECT_REPLICAS`).
+    A policy without `watch` is told of no change: it reads the replicas at each `choose`.
+    """
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int: ...
 
