@@ -375,13 +375,6 @@ class _ReplicaProcess:
         self._plan()
 
 
-class _Discard(list[int]):
-    """A list that keeps nothing: `append` is a no-op."""
-
-    def append(self, _: int, /) -> None:
-        pass
-
-
 class _Group:
     """Replicas one router chooses among, each told its index there (`Replica.local`), and the list of
     those whose state changed since the router last looked, for a router that keeps its view of these
@@ -522,8 +515,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     short = config.short_prompt_tokens
     if split:
         cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
-                                            [node for node, _ in cluster.nodes],
-                                            groups[1].changed if groups[1].changed is not None else _Discard(),
+                                            [node for node, _ in cluster.nodes], groups[1].changed,
                                             np.random.default_rng(ss.spawn(1)[0]))
 
     def route(req: Request) -> None:

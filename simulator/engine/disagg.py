@@ -61,9 +61,10 @@ class Transfers:
     """The hand-off queue and the KV transfers of a disaggregated fleet (module docstring)."""
 
     def __init__(self, env: Any, decode: list[Replica], links: list[tuple[float, float]],
-                 transfer_bytes: TransferBytes, rng: np.random.Generator, changed: list[int]) -> None:
+                 transfer_bytes: TransferBytes, rng: np.random.Generator, changed: list[int] | None) -> None:
         """`links`: ``(bytes_per_s, latency_s)`` of each decode replica's ingress link; `changed`
-        gets a decode replica's index among `decode` when its outstanding tokens change."""
+        gets a decode replica's index among `decode` when its outstanding tokens change (None: the decode
+        group's router keeps no such list, `cluster._Group`)."""
         self.decode = decode
         self.transfer_bytes = transfer_bytes
         self.rng = rng
@@ -111,7 +112,8 @@ class Transfers:
             dst = fits[pick_min([x.outstanding_at(now) for x in fits], self.rng)] if len(fits) > 1 else fits[0]
             queue.popleft()
             dst.reserve(seq, now)
-            self.changed.append(dst.local)
+            if self.changed is not None:
+                self.changed.append(dst.local)
             nbytes = self.transfer_bytes(src, dst, seq.kv0)
             seq.transfer_start_s, seq.transfer_bytes = now, nbytes
             self.moving[seq.key] = (src, dst, seq)
@@ -128,7 +130,7 @@ class Transfers:
 
 
 def build_transfers(env: Any, config: EngineConfig, reps: list[Replica], pool_of: list[int],
-                    budgets: list[KVBudget], node_of: list[NodeSpec], changed: list[int],
+                    budgets: list[KVBudget], node_of: list[NodeSpec], changed: list[int] | None,
                     rng: np.random.Generator) -> Transfers:
     """The hand-off queue and one ingress link per decode replica: a decode GPU's NIC (shared by the
     ``pp`` schedulers in flight on a replica's GPUs: each gets ``1/pp`` of it), the latency the larger
