@@ -89,8 +89,8 @@ class Observation:
             end = self.log_base + len(self.log_k)
             if b == end and a >= self.log_floor and b - a > 1:
                 # the range's steps: the log's entries and the step count grow together (commit)
-                return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_k, self.log_top,
-                                           self.log_base, a, self.S - seq.seg_steps, TPOT_QUANTILE, seq.extra_gaps)
+                return suffix_gap_quantile(self.log_order, self.log_g0, self.log_d, self.log_base, a,
+                                           self.S - seq.seg_steps, TPOT_QUANTILE, seq.extra_gaps)
         if self.log_base:  # indices are absolute; the logs start at entry log_base
             base = self.log_base
             ranges = [(a - base, b - base) for a, b in ranges]

@@ -366,14 +366,14 @@ class SeriesOrder:
         return zip(self.neg_top, self.index, self.k, strict=True)
 
 
-def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
-                        tops: Sequence[float], base: int, a: int, n_total: int, q: float = 0.99,
-                        extra: Sequence[float] = ()) -> float:
+def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], base: int, a: int,
+                        n_total: int, q: float = 0.99, extra: Sequence[float] = ()) -> float:
     """`gap_quantile_ranges` over one range of the logs that runs to their end, ``[a, end)``, and `extra` values.
 
     `order` (`SeriesOrder`) holds ``(−max, i, k)`` for the log's series from ``i`` (absolute indices; the
     logs' entry ``i`` is at ``i − base``), ascending: by their maxima, largest first (``i`` is unique, so ``k`` never
-    orders them), for every ``i ≥ a`` at least (older ones are skipped). An entry is either one series
+    orders them), for every ``i ≥ a`` but those no query may pick (`SeriesOrder.keep_picks`: it holds the
+    first ``m`` the whole order would), and older ones, which the walk skips. An entry is either one series
     of ``k > 0`` steps, ``g0 + d·j`` for ``j < k`` with maximum ``g0 + d·(k − 1)`` (the entry's ``k``
     spares a read of the logs for a single step, most picked series: prefill steps, whose values are
     their top alone), or, with ``k < 0``, a *group*: the ``−k`` single steps at the logs' entries
@@ -388,22 +388,18 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
     (A decode replica's sequences have one extra value: the gap from their first token, made on the
     prefill replica, to their first step there.)
 
-    The walk skips the older entries ahead (``i < a``, kept for longer ranges), at times many more than
-    the range holds: a 2P2D chat-4k run's decode replicas walked ~148 entries of ~770 a call for ~3.6
-    picks, a quarter of the calls over four entries for each of the range's, before the order kept only
-    what a query may pick (`SeriesOrder.keep_picks`: ~45 entries after a prune there). Where the order holds more
-    than `ORDER_PER_RANGE_ENTRY` entries for each of the range's log entries (``ks``, ``tops``: the logs'
-    step counts and maxima, from ``base``), `_range_gap_quantile` selects from the range's own log
-    entries instead, without a walk: the same values, the same floats.
+    The walk skips the older entries ahead (``i < a``, kept for longer ranges). A 2P2D chat-4k run's decode
+    replicas walked ~148 entries of ~770 a call for ~3.6 picks before the order kept only what a query may
+    pick (`SeriesOrder.keep_picks`); since, ~38 of ~128 (10,000 requests; chat-4k ~18 of ~88). A selection
+    from the range's own log entries in place of a long walk (where the order held over 24 entries for each of
+    the range's) then ran in 32 of that run's 6,724 calls: without it, and its test at every call, the run's
+    engine takes 3,194 M instructions, not 3,203 M.
     """
     n_total += len(extra)
     if n_total == 0:
         return math.nan
     m, frac = _rank(n_total, q)
     neg_tops, index, order_ks = order.neg_top, order.index, order.k
-    lo = a - base  # the range's first entry in the logs
-    if len(index) > ORDER_PER_RANGE_ENTRY * (len(tops) - lo):  # a long walk, likely: select from the range
-        return _range_gap_quantile(g0s, ds, ks, tops, lo, m, frac, extra)
     picked: list[int] = []  # the first m entries with i ≥ a
     singles = True  # ... all single steps
     for p, i in enumerate(index):
@@ -436,30 +432,3 @@ def suffix_gap_quantile(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[f
                     values.append(g)
     return _interpolated(values, m, frac)
 
-
-# `suffix_gap_quantile` selects from its range's own entries, not walking the order, where the order holds
-# more than this many entries for each of the range's log entries. A walked entry is ~300 instructions, the
-# selection ~600 a range entry (a sort with a key) and ~3 k a call; the walk's length follows the order's
-# share only loosely, so the ratio is measured (10,000 requests, the whole run's instructions, one BLAS
-# thread): 2P2D chat-4k 5,968 -> 5,874 M at 24, chat-4k 4,395 -> 4,401 M (the test, ~700 instructions a
-# call, and selections dearer than their walks); at 16 2P2D gained ~30 M more but chat-4k lost +12 M. A bound
-# on the walk instead (selecting past 2 entries walked a range entry) cost every call ~3 k: chat-4k +1.3 %.
-ORDER_PER_RANGE_ENTRY = 24
-
-
-def _range_gap_quantile(g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int], tops: Sequence[float],
-                        lo: int, m: int, frac: float, extra: Sequence[float]) -> float:
-    """`suffix_gap_quantile`'s quantile from the series ``[lo, end)`` of the logs (``tops``: their maxima) and
-    `extra`: the ``m`` series of the largest maxima (sorted by maximum; of those that tie the ``m``-th, ``θ``,
-    any: one left out adds values equal to ``θ`` at most), and their values ``≥ θ`` (`_below_top`): every
-    value above ``θ`` and at least ``m`` values, as the walk's entries give. A group of the order is its
-    single steps here, each a series of one step (its value its maximum), none cut: no range starts inside one."""
-    picked = sorted(range(lo, len(tops)), key=tops.__getitem__)[-m:]
-    theta = tops[picked[0]] if len(picked) == m else -math.inf
-    values = [x for x in extra if x >= theta]
-    for j in picked:
-        values.append(tops[j])
-        k = ks[j]
-        if k > 1:
-            _below_top(values, g0s[j], ds[j], k, m, theta)
-    return _interpolated(values, m, frac)

@@ -73,12 +73,11 @@ def test_run_steps_read_as_groups_give_stepping_p99(monkeypatch: pytest.MonkeyPa
 
     read = [0]
 
-    def counting(order: list[tuple[float, int, int]], g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
-                 tops: Sequence[float], base: int, a: int, n_total: int, q: float = 0.99,
-                 extra: Sequence[float] = ()) -> float:
+    def counting(order: list[tuple[float, int, int]], g0s: Sequence[float], ds: Sequence[float], base: int, a: int,
+                 n_total: int, q: float = 0.99, extra: Sequence[float] = ()) -> float:
         m = _rank(n_total + len(extra), q)[0]
         read[0] += any(k < 0 for _, i, k in [e for e in order if e[1] >= a][:m])
-        return suffix_gap_quantile(order, g0s, ds, ks, tops, base, a, n_total, q, extra)
+        return suffix_gap_quantile(order, g0s, ds, base, a, n_total, q, extra)
 
     monkeypatch.setattr(observe_module, "suffix_gap_quantile", counting)
     reqs = poisson_requests(120, 6.0, (300, 2500), (1, 300), seed=3)

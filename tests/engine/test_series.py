@@ -176,7 +176,7 @@ def test_suffix_gap_quantile_equals_ranges(segs: list[tuple[float, float, int]],
     floor = min(floor, a)
     order = sorted((-tops[i], i + base, ks[i]) for i in range(floor, len(segs)))
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(segs))], extra, tops=tops)
-    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+    _assert_suffix(SeriesOrder(order), g0s, ds, ks, base, a, extra, expected)
     every = [g + d * i for g, d, k in segs[a:] for i in range(k)] + extra
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
 
@@ -198,7 +198,7 @@ def test_suffix_gap_quantile_reads_groups_of_single_steps(items: list[tuple[floa
     floor = min(floor, a)
     order = sorted(e for e in order if e[1] >= floor + base)
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
-    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+    _assert_suffix(SeriesOrder(order), g0s, ds, ks, base, a, extra, expected)
 
 
 def _logs_of(items: list[tuple[float, float, int] | list[float]], base: int) -> tuple[
@@ -229,18 +229,10 @@ def _logs_of(items: list[tuple[float, float, int] | list[float]], base: int) -> 
     return g0s, ds, ks, tops, order, starts
 
 
-def _assert_suffix_paths(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int],
-                         tops: Sequence[float], base: int, a: int, extra: list[float], expected: float) -> None:
-    # the log's suffix [a, end) (a relative to the logs) read as the ratio has it, by the order's walk however
-    # long (a ratio of the order's length: never a selection), and by selection from the range's own entries
-    # (a ratio of 0: always): the same float each way
-    from unittest import mock
-
-    import simulator.engine.series as series
-
-    for per_entry in (series.ORDER_PER_RANGE_ENTRY, len(order), 0):
-        with mock.patch.object(series, "ORDER_PER_RANGE_ENTRY", per_entry):
-            assert suffix_gap_quantile(order, g0s, ds, ks, tops, base, a + base, sum(ks[a:]), extra=extra) == expected
+def _assert_suffix(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[float], ks: Sequence[int], base: int,
+                   a: int, extra: list[float], expected: float) -> None:
+    # the log's suffix [a, end) (a relative to the logs) read by the order's walk: the expected float
+    assert suffix_gap_quantile(order, g0s, ds, base, a + base, sum(ks[a:]), extra=extra) == expected
 
 
 @settings(max_examples=150, deadline=None)
@@ -253,26 +245,19 @@ def _assert_suffix_paths(order: SeriesOrder, g0s: Sequence[float], ds: Sequence[
         st.lists(st.sampled_from([0.02, 0.03, 0.3]), min_size=2, max_size=12)), min_size=1, max_size=6),
     st.integers(0, 50), st.lists(st.sampled_from([0.02, 0.3, 0.7]), max_size=2))
 @example([(0.5, 0.0, 1)] * 80, [(0.01, 0.001, 300), [0.02, 0.03]], 7, [0.3])  # 82 entries for a range of 3
-def test_suffix_gap_quantile_selects_a_short_range_behind_a_long_walk(
+def test_suffix_gap_quantile_walks_past_older_entries_to_a_short_range(
         old: list[tuple[float, float, int] | list[float]], recent: list[tuple[float, float, int] | list[float]],
         base: int, extra: list[float]) -> None:
     # many older entries ahead in the order (larger maxima, mostly) and a range of a few entries (series of
-    # up to 300 steps: a large m; groups of single steps): the range's own entries give the m largest maxima,
-    # not a walk; the same float as the general path, and as numpy's percentile
-    from unittest import mock
-
-    import simulator.engine.series as series
-
+    # up to 300 steps: a large m; groups of single steps): the walk skips the older ones; the same float as
+    # the general path, and as numpy's percentile
     g0s, ds, ks, tops, order, starts = _logs_of(old + recent, base)
     a = starts[len(old)]  # the range starts at the first recent entry
     order.sort()
     expected = gap_quantile_ranges(g0s, ds, ks, [(a, len(ks))], extra, tops=tops)
-    _assert_suffix_paths(SeriesOrder(order), g0s, ds, ks, tops, base, a, extra, expected)
+    _assert_suffix(SeriesOrder(order), g0s, ds, ks, base, a, extra, expected)
     every = [g + d * i for g, d, k in zip(g0s[a:], ds[a:], ks[a:], strict=True) for i in range(k)] + extra
     assert math.isclose(expected, float(np.percentile(every, 99)), rel_tol=1e-9)
-    with mock.patch.object(series, "_range_gap_quantile", wraps=series._range_gap_quantile) as selection:
-        suffix_gap_quantile(SeriesOrder(order), g0s, ds, ks, tops, base, a + base, sum(ks[a:]), extra=extra)
-    assert selection.called == (len(order) > series.ORDER_PER_RANGE_ENTRY * (len(ks) - a))
 
 
 @settings(max_examples=200, deadline=None)
@@ -318,8 +303,8 @@ def test_series_order_keeping_the_picks_of_open_ranges_gives_the_same_quantiles(
                 a = bounds[first]
                 logs = g0s[:end], ds[:end], ks[:end]
                 expected = gap_quantile_ranges(*logs, [(a, end)], extra, tops=tops[:end])
-                _assert_suffix_paths(pruned, *logs, tops[:end], base, a, extra, expected)
-                _assert_suffix_paths(full, *logs, tops[:end], base, a, extra, expected)
+                _assert_suffix(pruned, *logs, base, a, extra, expected)
+                _assert_suffix(full, *logs, base, a, extra, expected)
 
 
 def test_quantile_picks_never_falls() -> None:

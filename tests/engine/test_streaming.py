@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,10 +67,20 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
         config = replace(CONFIG, scheduler=replace(CONFIG.scheduler, preemption=preemption))
     reqs = shared_prefix_requests(60, 5, rate_per_s=20, output_tokens=(100, 600))
     used = [0, 0, 0]  # suffix reads, those with extra gaps, those whose range lost entries of the order
+    reading: list[Any] = []  # the replica whose `_gap_p99` runs: its log's step counts, `log_k`
+    gap_p99 = observe_module.Observation._gap_p99
 
-    def general(order, g0s, ds, log_ks, tops, base, a, n_total, q=0.99, extra=()):  # type: ignore[no-untyped-def]
+    def read_by(self, seq):  # type: ignore[no-untyped-def]
+        reading.append(self)
+        try:
+            return gap_p99(self, seq)
+        finally:
+            reading.pop()
+
+    def general(order, g0s, ds, base, a, n_total, q=0.99, extra=()):  # type: ignore[no-untyped-def]
         # the range's step counts from the log; the order holds its entries that the quantile may pick only
         # (`SeriesOrder.keep_picks`): a series, or a group of −k single steps (a chunked-prefill run's) from i
+        log_ks = reading[-1].log_k
         used[0] += 1
         used[1] += bool(extra)
         steps = 0
@@ -85,6 +96,7 @@ def test_order_of_step_maxima_gives_the_same_records(monkeypatch: pytest.MonkeyP
     ordered, _, _ = simulate(config, reqs, 5, timer=TIMER)
     assert any(r.log_floor > 0 for r in ordered.replicas)
     monkeypatch.setattr(observe_module, "suffix_gap_quantile", general)
+    monkeypatch.setattr(observe_module.Observation, "_gap_p99", read_by)
     reference, _, _ = simulate(config, reqs, 5, timer=TIMER)
     assert used[0] >= 10  # sequences that never left the decode set finish on the suffix path
     assert used[2] >= 10
