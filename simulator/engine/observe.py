@@ -106,7 +106,10 @@ class Observation:
     def _compact_log(self) -> None:
         """Drop the step log's entries that no sequence on this replica refers to any more (the
         decode ranges of a finished request are read once, at its end): memory stays flat over a
-        long run. Amortised O(1) a step: it runs when the log has doubled since the last time."""
+        long run. Amortised O(1) a step: it runs when the log has doubled since the last time.
+        `log_order` keeps its entries below the new base until its next prune (`_prune_order`), which drops
+        them; no range starts below the base, and a range's walk skips entries older than it
+        (`series.suffix_gap_quantile`)."""
         keep = self.log_base + len(self.log_k)
         for seqs in (self.running.values(), self.waiting, self.swapped):
             for seq in seqs:
@@ -118,8 +121,6 @@ class Observation:
         if drop > 0:
             del self.log_g0[:drop], self.log_d[:drop], self.log_k[:drop], self.log_top[:drop]
             self.log_base = keep
-            self.log_order.keep_from(keep)
-            self.log_floor = max(self.log_floor, keep)
         self.log_compact_at = max(LOG_MIN_ENTRIES, 2 * len(self.log_k))
 
     def _prune_order(self) -> None:

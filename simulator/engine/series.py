@@ -300,14 +300,11 @@ class SeriesOrder:
 
     def __init__(self, entries: Iterable[tuple[float, int, int]] = ()) -> None:
         """From `entries` in ascending order (a test's sorted list)."""
-        self._hold(list(entries))
-        self.last = max(self.index, default=-1)  # the newest entry's i
-
-    def _hold(self, rows: list[tuple[float, int, int]]) -> None:
-        """Hold `rows`, in ascending order, as the three lists."""
+        rows = list(entries)
         self.neg_top = [e[0] for e in rows]
         self.index = [e[1] for e in rows]
         self.k = [e[2] for e in rows]
+        self.last = max(self.index, default=-1)  # the newest entry's i
 
     def add(self, neg_top: float, i: int, k: int) -> None:
         """Insert ``(neg_top, i, k)``; `i` must be newer than every entry's."""
@@ -318,10 +315,6 @@ class SeriesOrder:
         self.neg_top.insert(p, neg_top)
         self.index.insert(p, i)
         self.k.insert(p, k)
-
-    def keep_from(self, floor: int) -> None:
-        """Drop the entries below `floor` (``i < floor``), keeping the order of the others."""
-        self._hold([e for e in self if e[1] >= floor])
 
     def keep_picks(self, floor: int, most: int) -> None:
         """Keep only the entries a query may still pick: of those from `floor` on (``i ≥ floor``), each with
@@ -338,7 +331,7 @@ class SeriesOrder:
         from ``F`` (with fewer than ``m`` entries in the range, ``P`` holds them all). This call keeps it: an
         entry it drops has `most` newer entries ahead of it in ``P``, so in ``F``, all in the range: not among
         its first ``m``. An `add` keeps it: a range's first ``m`` in ``F`` are then among its old first ``m``
-        and the new entry, which ``P`` gets too; `keep_from` drops only entries below every open range.
+        and the new entry, which ``P`` gets too.
 
         Done over the order once, holding the `most` newest indices met so far in a heap (C calls): ~21 k
         instructions for 64 entries (chat-4k-prefix's prunes, which keep ~38 of them)."""

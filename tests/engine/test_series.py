@@ -266,20 +266,20 @@ def test_suffix_gap_quantile_walks_past_older_entries_to_a_short_range(
     st.lists(st.integers(1, 50).map(lambda c: c / 100), min_size=1, max_size=12)), min_size=1, max_size=120),
     st.lists(st.tuples(st.integers(0, 119), st.integers(1, 120),
                        st.lists(st.sampled_from([0.02, 0.3, 0.7]), max_size=2)), max_size=10),
-    st.integers(1, 6), st.sampled_from([0, 0, 1, 5]), st.booleans(), st.integers(0, 50))
-@example([(0.5, 0.0, 1)] * 30 + [(0.01, 0.001, 300)] * 3, [(0, 33, []), (30, 3, [0.3])], 1, 0, False, 0)
+    st.integers(1, 6), st.sampled_from([0, 0, 1, 5]), st.integers(0, 50))
+@example([(0.5, 0.0, 1)] * 30 + [(0.01, 0.001, 300)] * 3, [(0, 33, []), (30, 3, [0.3])], 1, 0, 0)
 # maxima growing: each entry goes ahead of every older one, and the third largest (m = 3 of 120 values) has
 # two newer entries ahead of it, so `most` entries are needed, not one fewer
-@example([(j / 1000, 0.0, 1) for j in range(1, 121)], [(0, 120, [])], 1, 0, False, 0)
+@example([(j / 1000, 0.0, 1) for j in range(1, 121)], [(0, 120, [])], 1, 0, 0)
 def test_series_order_keeping_the_picks_of_open_ranges_gives_the_same_quantiles(
         items: list[tuple[float, float, int] | list[float]], ranges: list[tuple[int, int, list[float]]],
-        every: int, slack: int, compact: bool, base: int) -> None:
+        every: int, slack: int, base: int) -> None:
     # a log grows an item at a time (a series, or a chunked-prefill run's group of single steps) and decoders'
     # ranges open and close between items: range (first, items, extra) runs over `items` items from item
     # `first`, with `extra` values. Every `every` items the order keeps only the entries the ranges open then
     # may pick (`SeriesOrder.keep_picks`, from the first open range's start, with the largest final m, or more
-    # by `slack`; with `compact`, a compaction's `keep_from` too); a closing range reads the same float from
-    # it as from the general path over the logs (and as the order with every entry)
+    # by `slack`); a closing range reads the same float from it as from the general path over the logs (and
+    # as the order with every entry)
     g0s, ds, ks, tops, entries, starts = _logs_of(items, base)
     entries.sort(key=lambda e: e[1])
     bounds = [*starts, len(ks)]  # item t spans the log entries bounds[t] .. bounds[t + 1] − 1
@@ -296,8 +296,6 @@ def test_series_order_keeping_the_picks_of_open_ranges_gives_the_same_quantiles(
                     floor = min(floor, bounds[first])
                     most = max(most, quantile_picks(sum(ks[bounds[first]:bounds[last + 1]]) + len(extra)) + slack)
             pruned.keep_picks(floor + base, most)
-            if compact:
-                pruned.keep_from(floor + base)
         for first, last, extra in spans:
             if last == t:
                 a = bounds[first]
@@ -354,11 +352,10 @@ def test_growth_block_s_of_a_short_jump_is_the_phase_by_phase_sum_exactly(hist: 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.25, 0.5]), st.sampled_from([1, 2, -3])), max_size=80),
-       st.integers(0, 80))
-def test_series_order_adds_where_insort_puts_the_tuples(entries: list[tuple[float, int]], floor: int) -> None:
+@given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.25, 0.5]), st.sampled_from([1, 2, -3])), max_size=80))
+def test_series_order_adds_where_insort_puts_the_tuples(entries: list[tuple[float, int]]) -> None:
     # entries in log order (i grows), maxima tied on purpose: bisect_right on the maxima alone is insort on
-    # (−max, i, k), since a new i is the largest; keep_from drops i < floor and keeps the rest in order
+    # (−max, i, k), since a new i is the largest
     from bisect import insort
 
     order, expected = SeriesOrder(), []
@@ -366,9 +363,7 @@ def test_series_order_adds_where_insort_puts_the_tuples(entries: list[tuple[floa
         order.add(-top, i, k)
         insort(expected, (-top, i, k))
     assert list(order) == expected
-    order.keep_from(floor)
-    assert list(order) == [e for e in expected if e[1] >= floor]
-    assert len(order) == len(order.neg_top) == len(order.k) == sum(1 for e in expected if e[1] >= floor)
+    assert len(order) == len(order.neg_top) == len(order.k) == len(expected)
 
 
 def test_series_order_refuses_an_entry_older_than_the_newest() -> None:
