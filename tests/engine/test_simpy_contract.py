@@ -13,6 +13,9 @@ from collections.abc import Callable
 
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simpy.events import NORMAL, URGENT
 
 from simulator.engine.cluster import _after, run_events
 
@@ -58,3 +61,65 @@ def test_run_events_raises_a_failed_event_as_simpy_does() -> None:
         failed.fail(KeyError("lost"))
         failed.defused = True  # a defused failure is not raised
         run(env)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5]), max_size=8),
+       st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([URGENT, NORMAL, NORMAL + 2.0 ** -24])),
+                max_size=5),
+       st.lists(st.tuples(st.sampled_from([0.0, 0.5]), st.sampled_from([URGENT, NORMAL, NORMAL + 2.0 ** -24])),
+                max_size=3))
+def test_arrivals_beside_the_queue_go_where_simpy_pops_their_timeouts(
+        times: list[float], before: list[tuple[float, float]], on_route: list[tuple[float, float]]) -> None:
+    # the injector's next arrival waits beside the queue (`run_events`), not in it: requests (some at one time,
+    # some at a timeout's time), timeouts queued before the injector and timeouts each route queues (the
+    # priorities of an urgent start, an arrival or a wake-up, a replica's step) fire in the order SimPy's own
+    # run gives them beside a process that waits a timeout for each later arrival (the injector's entries were)
+    from types import SimpleNamespace
+
+    from simulator.engine.cluster import _Injector
+
+    requests = [SimpleNamespace(id=i, arrival_s=t) for i, t in enumerate(sorted(times))]
+
+    def fire(simpy_run: bool) -> list[tuple[str, float]]:
+        env = simpy.Environment()
+        fired: list[tuple[str, float]] = []
+
+        def later(delay: float, priority: float, name: str) -> None:  # an engine timeout, or SimPy's event
+            def note(_: object) -> None:
+                fired.append((name, env._now))
+
+            if not simpy_run:
+                _after(env, delay, note, priority)
+                return
+            event = simpy.Event(env)
+            event._ok, event._value = True, None
+            event.callbacks.append(note)
+            env.schedule(event, priority, delay)  # type: ignore[arg-type]  # SimPy compares priorities only
+
+        for j, (delay, priority) in enumerate(before):
+            later(delay, priority, f"t{j}")
+
+        def route(req: SimpleNamespace) -> None:
+            fired.append((f"r{req.id}", env._now))
+            for j, (delay, priority) in enumerate(on_route):
+                later(delay, priority, f"r{req.id}t{j}")
+
+        if not simpy_run:
+            run_events(env, _Injector(env, requests, route))  # type: ignore[arg-type]
+            assert not env._queue
+            return fired
+
+        def inject():  # type: ignore[no-untyped-def]
+            for req in requests:
+                if req.arrival_s > env.now:
+                    yield env.timeout(req.arrival_s - env.now)
+                route(req)
+
+        env.process(inject())
+        env.run()
+        return fired
+
+    mine = fire(False)
+    assert mine == fire(True)
+    assert [name for name, _ in mine if "t" not in name] == [f"r{i}" for i in range(len(times))]
