@@ -51,7 +51,7 @@ def nudge(rep: Replica, interrupt: bool) -> None:
     """Wake `rep` if idle; with `interrupt`, also cut short its jump or chunked run in flight."""
     if rep.idle:
         rep.idle = False
-        rep.wake.succeed()
+        rep.wake()
     elif interrupt and (rep.interruptible or rep.run_interruptible):
         rep.interruptible = rep.run_interruptible = False
         rep.proc.interrupt()
