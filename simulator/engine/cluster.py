@@ -15,9 +15,10 @@ as `simpy.Process` itself is, rather than as a generator: an interrupt is then h
 asked for (the step in progress is known from the time alone), not thrown into a generator by an
 urgent event of its own, which was 3-5% of the engine's time on chat workloads. Such a timeout is
 the list of its callbacks, put in SimPy's own queue where ``env.timeout`` would put its event
-(`_after`), and `run_events` runs the queue as ``env.run()`` does, SimPy's own events (wake-ups, the
-links') as SimPy runs them: an event made, fired and freed for every step, jump and arrival was 9%
-of chat-4k's instructions.
+(`_after`), and `run_events` runs the queue as ``env.run()`` does, SimPy's own events as SimPy runs
+them: an event made, fired and freed for every step, jump and arrival was 9% of chat-4k's instructions.
+The engine makes no SimPy event now: an idle replica's wake-up (`_ReplicaProcess.wake`) and a KV link's
+timeouts (`link.Link._later`) are such lists too, and the next arrival waits beside the queue (`run_events`).
 
 A disaggregated fleet (``EngineConfig.prefill_pool``) routes prompts longer than
 ``short_prompt_tokens`` to the prefill pool's router and the rest to the decode pools' (each its

@@ -7,8 +7,9 @@ message's, `hardware/nodes.toml` ``nic_latency_s``) is added once, after its byt
 
 The link keeps, per transfer, the bytes left at the time of the last change (a start or an end):
 between changes every transfer drains at the same rate, so the next to finish is the one with the
-fewest bytes left, at ``now + n · left_min / bytes_per_s``. Each change re-arms one SimPy timeout
-for that instant; a timeout armed before a later change is stale and does nothing when it fires.
+fewest bytes left, at ``now + n · left_min / bytes_per_s``. Each change re-arms one timeout for that
+instant; a timeout armed before a later change is stale and does nothing when it fires. The timeouts are
+the engine's (`cluster._after`: run by `cluster.run_events`, not SimPy's ``env.run()``).
 Cost: O(transfers in flight) per change, no event per byte or per step.
 
 Invariants (tested): every transfer that starts ends, once; bytes are conserved (a transfer ends
@@ -19,7 +20,10 @@ is ``start + S / rate + latency``.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from heapq import heappush
 from typing import Any
+
+from simpy.events import NORMAL
 
 from simulator.errors import must
 
@@ -80,8 +84,20 @@ class Link:
             return
         gen = self.armed
         dt = max(0.0, min(self.left.values())) * len(self.left) / self.rate
-        ev = self.env.timeout(dt)
-        ev.callbacks.append(lambda _ev: self._fire(gen))
+        self._later(dt, lambda _: self._fire(gen))
+
+    def _later(self, delay: float, callback: Callable[[Any], None]) -> None:
+        """`callback` after `delay` (``≥ 0``): `cluster._after`'s entry written out (cluster imports this module),
+        the one ``env.timeout(delay)`` with the callback appended would make (the same time, priority and event
+        number), its event the list of its callback. A SimPy timeout made, fired and freed was ~2.5 k
+        instructions more: 2P2D chat-4k's 10,000 requests made ~13,800, and their engine's instructions fell
+        from 3,145 to 3,103 M without them."""
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), [callback]))
+
+    def _ender(self, key: Hashable) -> Callable[[Any], None]:
+        """The callback that ends `key`'s transfer when its latency is over."""
+        return lambda _: self.on_done(key, self.env.now)
 
     def _fire(self, gen: int) -> None:
         if gen != self.armed:
@@ -97,7 +113,6 @@ class Link:
         for k in done:
             self.ended += 1
             if self.latency_s:
-                ev = self.env.timeout(self.latency_s)
-                ev.callbacks.append(lambda _ev, k=k: self.on_done(k, self.env.now))
+                self._later(self.latency_s, self._ender(k))
             else:
                 self.on_done(k, now)
