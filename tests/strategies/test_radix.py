@@ -224,7 +224,8 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
                        nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 0.01 * tokens)
     states = [make_strategy("prefix", eviction=eviction, dram_fraction=1.0, **tiers).bind(B, 1000, ctx)
               for _ in range(3)]
-    states[1]._drop_lru = states[1]._lean_offers = False  # the reference: every offer, the general eviction
+    states[1]._lean_offers = False  # the reference: every offer, and the general eviction (not `drop_lru`,
+    vars(states[1]).pop("evict", None)  # which a one-tier LRU state binds as its `evict`)
     states[2].tree._fresh = False  # the fast paths with every entry on the heap
     rng = np.random.default_rng(7)
     history: dict[int, tuple[tuple[int, int], ...]] = {}

@@ -50,6 +50,7 @@ from typing import Any
 
 HBM, DRAM, NVME = 0, 1, 2
 EVICTION_POLICIES = ("lru", "lfu", "fifo")
+EVICT_MIN_BLOCKS = 16  # evict at least this much of a leaf at once: decode growth asks for 1 block a step
 Piece = tuple[Any, int, int]
 Key = tuple[Any, ...]  # a block's pieces, flattened: (sid, start, end, sid2, start2, end2, ...)
 
@@ -198,6 +199,7 @@ class RadixTree:
         self._fresh = eviction == "lru"
         self.version = 0  # bumped by every change of shape (split, add, remove): a walk is valid while it holds
         self._leaf_tier = n_tiers - 1
+        self.dropped = 0  # blocks `drop_lru` freed
 
     # ------------------------------------------------------------------ walking
     def walk(self, pieces: tuple[Piece, ...], limit: int,
@@ -511,7 +513,7 @@ class RadixTree:
             return fresh.popleft()
         return heapq.heappop(heap)
 
-    def drop_lru(self, n_blocks: int, min_blocks: int) -> int:
+    def drop_lru(self, n_blocks: int, min_blocks: int = EVICT_MIN_BLOCKS) -> int:
         """Evict from a one-tier LRU tree (nothing below HBM): `pop_victim`, a trim and `detach`
         in one loop, the same victims in the same order; return the blocks freed.
 
@@ -556,6 +558,7 @@ class RadixTree:
             self.version += 1
             self.blocks[HBM] -= freed
             self.evictable -= freed
+            self.dropped += freed
         return freed
 
     def _fifo_victim(self, tier: int) -> Node | None:
