@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from workloads.request import Request
 
 
-
 def request_pieces(request: Request) -> tuple[Piece, ...]:
     """The request's token chain as pieces: prompt segments, then its output segment."""
     out_id = request.output_segment_id if request.output_segment_id >= 0 else ("out", request.id)
