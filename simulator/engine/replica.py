@@ -13,6 +13,7 @@ O(batch). Blocks per sequence come from the layout's `BlockGeometry` and the ret
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -432,9 +433,16 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         top = g0 + d * (n - 1)
         self.log_top.append(top)
         if n_dec:  # without decoders no range holds the step: one that opens later starts after it (`_prune_order`)
+            # `log_order.add(-top, logged - 1, n)` written out (a call a commit, ~540 instructions): the entry is the
+            # newest (its index grows with every commit), so it goes after every entry of equal maximum
             order = self.log_order
-            order.add(-top, logged - 1, n)
-            if len(order.index) >= self.log_order_at:
+            neg_tops, neg_top = order.neg_top, -top
+            p = bisect_right(neg_tops, neg_top)
+            neg_tops.insert(p, neg_top)
+            order.index.insert(p, logged - 1)
+            order.k.insert(p, n)
+            order.last = logged - 1
+            if len(neg_tops) >= self.log_order_at:
                 self._prune_order()
         if len(log_k) >= self.log_compact_at:
             self._compact_log()
@@ -489,8 +497,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 cap = seq.cap  # (a call of min() is ~850 instructions)
                 keep = cap if cap < kept_kv else kept_kv  # min(kept_kv, cap) by its rule, not a call
                 # retention drops KV once the prompt is scored: its private blocks at keep ≤ cap (`_private`, without
-                # its call)
-                self.used -= seq.blocks - (self.geometry.blocks(keep) - seq.hit_tokens // B)
+                # its call: ``geometry.blocks(keep)`` as it works it out there)
+                self.used -= seq.blocks - (-(-keep // B) + self.geometry.overhead_blocks - seq.hit_tokens // B)
                 seq.kv0 = keep
                 self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
 
