@@ -15,10 +15,11 @@ as `simpy.Process` itself is, rather than as a generator: an interrupt is then h
 asked for (the step in progress is known from the time alone), not thrown into a generator by an
 urgent event of its own, which was 3-5% of the engine's time on chat workloads. Such a timeout is
 the list of its callbacks, put in SimPy's own queue where ``env.timeout`` would put its event
-(`_after`), and `run_events` runs the queue as ``env.run()`` does, SimPy's own events as SimPy runs
+(`timeouts.after`), and `run_events` runs the queue as ``env.run()`` does, SimPy's own events as SimPy runs
 them: an event made, fired and freed for every step, jump and arrival was 9% of chat-4k's instructions.
 The engine makes no SimPy event now: an idle replica's wake-up (`_ReplicaProcess.wake`) and a KV link's
-timeouts (`link.Link._later`) are such lists too, and the next arrival waits beside the queue (`run_events`).
+timeouts (`timeouts.after`, from `link.Link`) are such lists too, and the next arrival waits beside the
+queue (`run_events`).
 
 A disaggregated fleet (``EngineConfig.prefill_pool``) routes prompts longer than
 ``short_prompt_tokens`` to the prefill pool's router and the rest to the decode pools' (each its
@@ -58,6 +59,7 @@ from simulator.engine.replica import Replica
 from simulator.engine.retention import debit_points, make_retention
 from simulator.engine.routers import make_router
 from simulator.engine.sequence import Seq
+from simulator.engine.timeouts import Timeout, after
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
@@ -180,33 +182,9 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                    budgets=budgets, pool_of=pool_of)
 
 
-Timeout = list[Callable[[Any], None]]
-"""An engine timeout (`_after`): the callbacks of a timeout, as a list in SimPy's queue in place of an event."""
-
-
-def _after(env: simpy.Environment, delay: float, callback: Callable[[Any], None], priority: float = NORMAL) -> Timeout:
-    """A timeout of `delay` with its one callback: the queue entry ``env.timeout(delay)`` with the callback
-    appended would make (the same time, priority and event number, so the same order of events), its
-    event the list of its callbacks (`Timeout`), which `run_events` calls. A SimPy event made, called and
-    freed is ~2.5 k instructions more than the list (an `Event` subclass with this one callback was; the
-    engine makes one or more for every request). Cancelled by emptying the list (it then fires with no
-    callback, as a SimPy event whose callback was removed).
-    With ``priority=URGENT`` and no delay it goes before every normal event of this time, as SimPy's own
-    process start (`simpy.events.Initialize`) does; an integer 0 then keeps the clock an integer until the
-    first timeout, as `Initialize` does (the records' times print so). A priority may be any number
-    (SimPy only compares them): a replica's lies between NORMAL and NORMAL + 1 (`REPLICA_PRIORITY_STEP`).
-    The hot callers write its push out (a call is ~800 instructions)."""
-    if delay < 0:
-        raise ValueError(f"negative delay {delay}")
-    timeout = [callback]
-    # `env.schedule(event, priority, delay)` written out: its queue entry, without the call
-    heappush(env._queue, (env._now + delay, priority, next(env._eid), timeout))  # type: ignore[misc]
-    return timeout
-
-
 def run_events(env: simpy.Environment, arrivals: _Injector | None = None) -> None:
     """``env.run()``: SimPy's `Environment.step` until no event is left, written out here (a method call an
-    event the less), with the engine's timeouts (`_after`) among them: their callbacks are called with no
+    event the less), with the engine's timeouts (`after`) among them: their callbacks are called with no
     event. Any other event is processed as `step` does: its callbacks, then a failure not defused raised.
 
     The next arrival of `arrivals` (`_Injector`) waits here, not in the queue: its key (`_Injector.key`) is the
@@ -280,7 +258,7 @@ class _ReplicaProcess:
         self.sampler: Timeout = []  # the timeout of a sample due inside the run in flight (`_sample_at`), if any
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
-        _after(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
+        after(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
         rep.wake = self.wake
 
     def wake(self) -> None:
@@ -318,7 +296,7 @@ class _ReplicaProcess:
         else:
             self.n = 1
             delay, callback = rep.g0, self.on_step
-        # `_after(env, delay, callback, self.prio)` written out (its delay is ≥ 0: a plan's g0 > 0)
+        # `after(env, delay, callback, self.prio)` written out (its delay is ≥ 0: a plan's g0 > 0)
         timeout: Timeout = [callback]
         self.target = timeout
         heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
@@ -331,7 +309,7 @@ class _ReplicaProcess:
         interrupt by an urgent event of the same time, before any other event of that time).
 
         The old timeout keeps its place in SimPy's queue (SimPy cannot take an event back) and
-        fires with no callback (`_after`)."""
+        fires with no callback (`after`)."""
         env, rep, target = self.env, self.rep, self.target
         assert target
         target.clear()
@@ -352,7 +330,7 @@ class _ReplicaProcess:
                 self.changed.append(self.i)
             delay = self.start + rep.jump_s - now
             delay, callback = delay if delay > 0.0 else 0.0, self.on_jump
-        # `_after(env, delay, callback, self.prio)` written out, as in `_plan`
+        # `after(env, delay, callback, self.prio)` written out, as in `_plan`
         timeout: Timeout = [callback]
         self.target = timeout
         heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
@@ -440,7 +418,7 @@ class _Injector:
         self.last = -math.inf
         self.pending: Request | None = None  # the request the next arrival brings
         # the next arrival's time and key (`run_events`): first at 0, before time 0's normal events, as a SimPy
-        # process starts (the entry of ``_after(env, 0, self._arrive, URGENT)``); None after the last
+        # process starts (the entry of ``after(env, 0, self._arrive, URGENT)``); None after the last
         self.at: float = env._now
         self.key: tuple[float, float, int] | None = (env._now, URGENT, next(env._eid))
 
@@ -457,7 +435,7 @@ class _Injector:
             self.last = t
             if t > now:
                 self.pending = req
-                # the key of `_after(env, t - now, self._arrive)`'s entry
+                # the key of `after(env, t - now, self._arrive)`'s entry
                 self.at = at = now + (t - now)
                 self.key = (at, NORMAL, next(env._eid))
                 return

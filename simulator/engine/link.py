@@ -9,7 +9,7 @@ The link keeps, per transfer, the bytes left at the time of the last change (a s
 between changes every transfer drains at the same rate, so the next to finish is the one with the
 fewest bytes left, at ``now + n · left_min / bytes_per_s``. Each change re-arms one timeout for that
 instant; a timeout armed before a later change is stale and does nothing when it fires. The timeouts are
-the engine's (`cluster._after`: run by `cluster.run_events`, not SimPy's ``env.run()``).
+the engine's (`timeouts.after`: run by `cluster.run_events`, not SimPy's ``env.run()``).
 Cost: O(transfers in flight) per change, no event per byte or per step.
 
 Invariants (tested): every transfer that starts ends, once; bytes are conserved (a transfer ends
@@ -20,11 +20,9 @@ is ``start + S / rate + latency``.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from heapq import heappush
 from typing import Any
 
-from simpy.events import NORMAL
-
+from simulator.engine.timeouts import after
 from simulator.errors import must
 
 
@@ -84,16 +82,7 @@ class Link:
             return
         gen = self.armed
         dt = max(0.0, min(self.left.values())) * len(self.left) / self.rate
-        self._later(dt, lambda _: self._fire(gen))
-
-    def _later(self, delay: float, callback: Callable[[Any], None]) -> None:
-        """`callback` after `delay` (``≥ 0``): `cluster._after`'s entry written out (cluster imports this module),
-        the one ``env.timeout(delay)`` with the callback appended would make (the same time, priority and event
-        number), its event the list of its callback. A SimPy timeout made, fired and freed was ~2.5 k
-        instructions more: 2P2D chat-4k's 10,000 requests made ~13,800, and their engine's instructions fell
-        from 3,145 to 3,103 M without them."""
-        env = self.env
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), [callback]))
+        after(self.env, dt, lambda _: self._fire(gen))
 
     def _ender(self, key: Hashable) -> Callable[[Any], None]:
         """The callback that ends `key`'s transfer when its latency is over."""
@@ -113,6 +102,6 @@ class Link:
         for k in done:
             self.ended += 1
             if self.latency_s:
-                self._later(self.latency_s, self._ender(k))
+                after(self.env, self.latency_s, self._ender(k))
             else:
                 self.on_done(k, now)

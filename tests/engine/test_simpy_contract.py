@@ -1,6 +1,6 @@
 """What the engine relies on inside SimPy (`pyproject.toml` admits any ``simpy>=4.1``).
 
-`cluster._after` pushes its own entry on the event queue (``env._queue``, numbered by
+`timeouts.after` pushes its own entry on the event queue (``env._queue``, numbered by
 ``env._eid``) where ``env.schedule`` would, `cluster.run_events` runs the queue as ``env.run()``
 does (``Environment.step`` written out), and the replica process and the injector read the clock
 as ``env._now`` rather than through the `now` property: a SimPy release that changes either fails
@@ -17,14 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simpy.events import NORMAL, URGENT
 
-from simulator.engine.cluster import _after, run_events
+from simulator.engine import timeouts
+from simulator.engine.cluster import run_events
 
 
 def test_after_pushes_the_entry_that_schedule_would() -> None:
     mine, theirs = simpy.Environment(initial_time=2.0), simpy.Environment(initial_time=2.0)
     for env in (mine, theirs):
         env.timeout(0.5)  # one entry already queued: the same event number next
-    after = _after(mine, 1.25, lambda _: None, 0.75)
+    after = timeouts.after(mine, 1.25, lambda _: None, 0.75)
     event = simpy.Event(theirs)
     event._ok, event._value = True, None
     theirs.schedule(event, 0.75, 1.25)  # type: ignore[arg-type]  # SimPy compares priorities only
@@ -39,11 +40,11 @@ def test_after_fires_its_callback_in_schedule_order_with_the_clock() -> None:
     def note(name: str) -> Callable[[object], None]:
         return lambda _: fired.append((name, env.now, env._now))
 
-    _after(env, 1.5, note("a"))
+    timeouts.after(env, 1.5, note("a"))
     env.timeout(1.5).callbacks.append(note("b"))
-    _after(env, 1.5, note("c")).clear()  # cancelled: fires with no callback
-    _after(env, 1.5, note("e"))
-    _after(env, 0.25, note("d"))
+    timeouts.after(env, 1.5, note("c")).clear()  # cancelled: fires with no callback
+    timeouts.after(env, 1.5, note("e"))
+    timeouts.after(env, 0.25, note("d"))
     run_events(env)
     assert fired == [("d", 0.25, 0.25), ("a", 1.5, 1.5), ("b", 1.5, 1.5), ("e", 1.5, 1.5)]
     assert not env._queue
@@ -90,7 +91,7 @@ def test_arrivals_beside_the_queue_go_where_simpy_pops_their_timeouts(
                 fired.append((name, env._now))
 
             if not simpy_run:
-                _after(env, delay, note, priority)
+                timeouts.after(env, delay, note, priority)
                 return
             event = simpy.Event(env)
             event._ok, event._value = True, None
