@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
+import pytest
+
+from simulator.engine import run
+from tests.bench import count, scenarios
 from tests.bench.reference import _workload, reference_s
 
 
@@ -17,3 +24,17 @@ def test_the_reference_workload_is_fixed() -> None:
 
 def test_reference_s_is_the_best_of_its_repeats() -> None:
     assert 0 < reference_s(rounds=2_000, repeats=3) < 1.0
+
+
+def test_the_count_runs_the_scenario_or_everything_but_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`tests.bench.count`, whose instruction count with ``--no-run`` is subtracted from the one without
+    (README): the run's requests and events, the same as `run`'s own; none without the run."""
+    built = scenarios.build("scale-4", 300)
+    config, requests, n, timer = dataclasses.replace(built[0], router="round-robin"), *built[1:]
+    want = run(config, requests, seed=1, timer=timer, total_requests=n).summary
+    out = count.main(["scale-4", "300", "--router", "round-robin"])
+    assert json.loads(capsys.readouterr().out) == out
+    assert (out["requests"], out["events"], out["router"]) == (want["requests"], want["events"], "round-robin")
+    assert out["requests"] == 300 and out["events_per_request"] == want["events"] / 300 > 1
+    assert count.main(["scale-4", "300", "--no-run"]) == {
+        "scenario": "scale-4", "router": "least-tokens", "requests": 0, "events": 0, "events_per_request": 0.0}
