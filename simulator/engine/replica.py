@@ -496,9 +496,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                            else self.retention.kept_after_prefill(seq.request.prompt_tokens, target))
                 cap = seq.cap  # (a call of min() is ~850 instructions)
                 keep = cap if cap < kept_kv else kept_kv  # min(kept_kv, cap) by its rule, not a call
-                # retention drops KV once the prompt is scored: its private blocks at keep ≤ cap (`_private`, without
-                # its call: ``geometry.blocks(keep)`` as it works it out there)
-                self.used -= seq.blocks - (-(-keep // B) + self.geometry.overhead_blocks - seq.hit_tokens // B)
+                # retention drops KV once the prompt is scored: its private blocks at keep ≤ cap
+                self.used -= seq.blocks - self._private(seq, keep)
                 seq.kv0 = keep
                 self._join_decode(seq)  # its range starts after this step (seg_start, seg_steps)
 
