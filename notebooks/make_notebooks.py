@@ -532,14 +532,16 @@ CONCURRENCY_COLLAPSE = [
         * **flooded**: requests arrive far faster than they are served and nothing caps the batch, so
           memory decides how many run at once (`peak_streams`). A sequence holds between `n − output` and
           `n` tokens while it decodes, so the peak may pass the analytic bound by up to `1 / (1 − 1/8)`.
-        * **at capacity**: Poisson arrivals offered at 80% of the concurrency the scheduler can run
-          (`offered_streams`: the analytic streams, at most `max_num_seqs`): `mean_streams` is the
-          concurrency it sustains and `goodput_fraction` the share of requests that meet both SLOs.
+        * **at capacity**: Poisson arrivals offered at 80% of the request rate the node sustains,
+          `capacity_rps = m / (m · prefill_s + o · step_s)`: each request takes its prompt's prefill and
+          its share of `o` decode steps of `m` streams (`m`: the analytic streams, at most `max_num_seqs`).
+          `mean_streams` is the concurrency it holds and `goodput_fraction` the share of requests that
+          meet both SLOs.
 
-        Why so few meet the SLOs at 80% of that limit: the offered rate assumes pure-decode steps,
-        but prefill chunks of new requests share those steps (chunked prefill), so every stream holds its
-        KV longer than the formula assumed, the pool fills, and arrivals wait in the queue for memory:
-        it is TTFT that breaks the SLO. Memory sized for `m` streams is not a fleet sized for `m` streams.
+        Memory sized for `m` streams is not a node that serves `m` streams: at short context prefill takes
+        most of the node's time, so at 80% of what it sustains far fewer than `m` streams decode at once
+        (`mean_streams`). At long context one prompt's prefill alone (`prefill_s`) can pass the TTFT SLO,
+        and then no rate meets it.
     """),
     code("""
         import dataclasses

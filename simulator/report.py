@@ -262,9 +262,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                + ", ".join(f"{hw} {gb:,.0f} GB" for hw, gb in budget.items()) + ". Crosses: simulated peak "
                "concurrency when one node is flooded with requests of that context (no batch cap: memory binds, "
                "or at short context the prefill token budget). Circles and the lower row: one node offered 80% of "
-               "the concurrency its scheduler can run (`offered_streams`: the analytic streams, at most "
-               f"`max_num_seqs` = {sc.scheduler.max_num_seqs:,}) under the scenario's scheduler; the mean "
-               "concurrency it sustains and the share of requests that meet the SLOs (goodput).\n",
+               "the request rate it sustains under the scenario's scheduler (`capacity_rps` = m / (m · prefill_s + "
+               "o · step_s): each request's prefill and its share of o decode steps of m streams, m the analytic "
+               f"streams at most `max_num_seqs` = {sc.scheduler.max_num_seqs:,}); the mean concurrency it holds and "
+               "the share of requests that meet the SLOs (goodput).\n",
                _table(simulated),
                "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
                                       out / "collapse.png") + ")\n"]

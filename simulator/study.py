@@ -196,13 +196,23 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
       analytic maximum. Sequences hold between ``n − o`` and
       ``n`` tokens while they decode, so the peak may pass the all-at-full-context bound by up to
       ``1 / (1 − output_fraction)``.
-    - **at capacity**: Poisson arrivals offered at `offered_fraction` of the concurrency the scheduler
-      can run, ``offered_streams = f · m``, ``λ = f · m / (prefill_s(n − o) + o · step_s(m, m · (n − o/2)))``
-      with ``m = min(analytic max streams, max_num_seqs)`` (at 4k on 8×H100, Llama-3.1-70B: min(324, 256)),
-      under the config's own scheduler limits: ``mean_streams`` is the concurrency
-      achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
+    - **at capacity**: Poisson arrivals offered at `offered_fraction` of the request rate the node
+      sustains with ``m = min(analytic max streams, max_num_seqs)`` streams decoding (at 4k on 8×H100,
+      Llama-3.1-70B: min(324, 256)), under the config's own scheduler limits. A request takes the node
+      for its prefill and for its share of ``o`` decode steps of ``m`` streams, so
+
+          capacity_rps = 1 / (prefill_s(n − o) + o · step_s / m) = m / (m · prefill_s(n − o) + o · step_s)
+          step_s = a(m) + b(m) · m · (n − o/2)       (`decode_coefficients`: a full batch at mean context)
+          offered_rps = offered_fraction · capacity_rps
+
+      (to first order: chunked prefill adds its compute to the steps it shares; ``prefill_s`` is one
+      prompt's prefill alone, a floor under its TTFT). ``mean_streams`` is the
+      concurrency achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
       ``goodput_fraction`` their share of the requests, ``ttft_ok_fraction`` and ``tpot_ok_fraction``
       the shares of requests that completed within each SLO alone (TPOT on the mean, as goodput).
+      Until 2026-12-04 the rate was ``f · m / (prefill_s + o · step_s)``, ``f · m`` streams by Little's
+      law, as if prefill ran beside the batch rather than in its time: at 4k on 8×H100 that offered 2.45
+      times what the node sustains, and the goodput measured a growing queue.
 
     `progress` receives the fraction done, each run weighed by its requests.
     """
@@ -231,19 +241,21 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
                 progress=meter.piece(n_req)).summary
         meter.add(n_req)
         row = {"hardware": node.key, "context_tokens": int(n), "analytic_streams": m,
-               "peak_streams": s["max_concurrency"], "offered_streams": float("nan"), "mean_streams": float("nan"),
-               "goodput_rps": float("nan"),
+               "peak_streams": s["max_concurrency"], "prefill_s": float("nan"), "capacity_rps": float("nan"),
+               "offered_rps": float("nan"), "mean_streams": float("nan"), "goodput_rps": float("nan"),
                "goodput_fraction": float("nan"), "ttft_ok_fraction": float("nan"), "tpot_ok_fraction": float("nan")}
         if m >= 1:
-            a_s, b_s = timer.decode_coefficients(min(m, config.scheduler.max_num_seqs))
             batch = min(m, config.scheduler.max_num_seqs)
-            service_s = timer.prefill_s(n - out, 0) + out * (a_s + b_s * batch * (n - out / 2))
-            rate = offered_fraction * batch / service_s
+            a_s, b_s = timer.decode_coefficients(batch)
+            step_s = a_s + b_s * batch * (n - out / 2)
+            prefill_s = timer.prefill_s(n - out, 0)
+            capacity = batch / (batch * prefill_s + out * step_s)
+            rate = offered_fraction * capacity
             at = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng), seed,
                      progress=meter.piece(n_req))
             meter.add(n_req)
             c, done = at.summary, at.requests[at.requests.outcome == "completed"]
-            row.update(offered_streams=offered_fraction * batch, mean_streams=c["mean_concurrency"],
+            row.update(prefill_s=prefill_s, capacity_rps=capacity, offered_rps=rate, mean_streams=c["mean_concurrency"],
                        goodput_rps=c["goodput_requests_per_s"],
                        goodput_fraction=c["goodput_fraction"],
                        ttft_ok_fraction=float((done.ttft_s <= steady.slo_ttft_s).sum() / len(at.requests)),

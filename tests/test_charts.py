@@ -165,8 +165,7 @@ def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
                               "tpot_ok_fraction": [1.0, 1.0], "layout": "mla"})
     fig = collapse_figure(_analytic(["mla", "native"]), "Llama-3.1-70B", 131072, simulated)
     top, goodput = fig.axes
-    assert goodput.get_title() == ("simulated, mla layout:\n80% of the analytic concurrency (at most max_num_seqs) "
-                                   "offered")
+    assert goodput.get_title() == "simulated, mla layout:\n80% of the request rate one node sustains offered"
     caption = fig.texts[-1].get_text().replace("\n", " ")
     assert "time to first token (90% of requests on average against 0% for time per token)" in caption
     assert [line.get_label() for line in goodput.lines] == ["both SLOs (goodput)", "TTFT SLO", "TPOT SLO"]

@@ -77,7 +77,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
                    zorder=5, label=f"{what}: peak, flooded")
         if "mean_streams" in simulated:
             ax.scatter(simulated["context_tokens"], simulated["mean_streams"], facecolors="none",
-                       edgecolors="black", marker="o", s=60, zorder=5, label=f"{what}: mean at 80% offered load")
+                       edgecolors="black", marker="o", s=60, zorder=5, label=f"{what}: mean at 80% of capacity")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
@@ -120,18 +120,18 @@ def _legend_title(df: pd.DataFrame) -> str:
 def _goodput_caption(sim: pd.DataFrame) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them)."""
-    text = ("Goodput panels (under each kind's streams): one node offered 80% of the concurrency its KV memory "
-            "allows, at most the scheduler's max_num_seqs (Poisson arrivals, the scenario's scheduler and SLOs); "
+    text = ("Goodput panels (under each kind's streams): one node offered 80% of the request rate it sustains (a "
+            "request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) streams: "
+            "capacity_rps in collapse_simulated.csv; Poisson arrivals, the scenario's scheduler and SLOs); "
             "goodput = share of requests meeting both p99 SLOs.")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
         tpot_miss = float((1 - sim.tpot_ok_fraction).mean())
         if ttft_miss > tpot_miss:
             text += (f"\nThe misses are time to first token ({100 * ttft_miss:.0f}% of requests on average against "
-                     f"{100 * tpot_miss:.0f}% for time per token): the offered rate assumes pure-decode steps, but "
-                     "new prompts' prefill chunks share those steps, so each stream runs longer than assumed, the KV "
-                     "pool or the prefill token budget fills, and arrivals queue. Memory sized for m streams is not a "
-                     "fleet sized for m streams.")
+                     f"{100 * tpot_miss:.0f}% for time per token): prefill takes much of the node's time at these "
+                     "rates, so prompts that arrive close together wait for those ahead of them; where one prompt's "
+                     "prefill alone (prefill_s in the CSV) exceeds the TTFT SLO, no rate meets it.")
         elif tpot_miss > 0:
             text += (f"\nThe misses are time per output token ({100 * tpot_miss:.0f}% of requests on average against "
                      f"{100 * ttft_miss:.0f}% for time to first token): a batch that large reads too much KV a step.")
@@ -269,5 +269,5 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_ylim(-5, 105)
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-    g.set_title(f"simulated, {layout}:\n80% of the analytic concurrency (at most max_num_seqs) offered", fontsize=9)
+    g.set_title(f"simulated, {layout}:\n80% of the request rate one node sustains offered", fontsize=9)
     g.grid(True, alpha=0.3)
