@@ -138,9 +138,11 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
 def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     """`provider_costs_for` of the fleet `result` simulated, at `profile`'s output price: the model's
     and layout's KV bytes per token, the cost model's prefill of the mean prompt, the simulated decode
-    speed (1 / mean TPOT), the GPU's price and the KV pool as simulated (``kv_blocks_total`` × the
-    layout's block bytes). The stream and prompt lengths are the completed requests' means, or, when
-    none completed (every one timed out), all requests'; then no decode speed was seen and a
+    speed (1 / mean TPOT; at most the fleet's output ceiling over the streams its pool holds, from its
+    replicas and `max_num_seqs`; a disaggregated fleet's replicas counted as if each served whole requests),
+    the GPU's price and the KV pool as simulated (``kv_blocks_total`` × the
+    layout's block bytes). The stream, prompt and output lengths are the completed requests' means, or,
+    when none completed (every one timed out), all requests'; then no decode speed was seen and a
     displaced stream forgoes no revenue."""
     from simulator.billing.provider import provider_costs_for
     from simulator.engine.geometry import block_geometry
@@ -154,6 +156,8 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
         stream_context_tokens=float((shape.prompt_tokens + shape.output_tokens / 2).mean()),
         tokens_per_s_per_stream=1 / tpot if tpot > 0 else 0.0,
         output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(shape.prompt_tokens.mean()),
+        output_tokens=float(shape.output_tokens.mean()), replicas=int(result.summary["replicas"]),
+        max_num_seqs=cfg.scheduler.max_num_seqs,
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)
@@ -301,7 +305,9 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "the whole bill, output included.\n",
                "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n",  # type: ignore[arg-type]
                f"Provider side, on {provider.hardware.iloc[0]}: the KV a TTL keeps resident (GB-hours) priced as "
-               "displaced concurrency on HBM (as if the pool were full: an upper bound; this fleet's time-mean KV "
+               "displaced concurrency on HBM (a displaced stream earning its decode speed, at most the fleet's "
+               "output ceiling over the streams its pool holds; as if the pool were full: an upper bound; this "
+               "fleet's time-mean KV "
                f"use is {100 * next(iter(run.results.values())).summary['kv_utilization']:.1f}%) or as DRAM/SSD "
                "capacity, against the prefill GPU time that hits save; margins are against no caching. "
                + (f"The fleet's KV pool is {pool:,.0f} GB: `kv_peak_gb` is the most KV the cache holds at once "

@@ -7,7 +7,8 @@ the cost model and a simulated run (the report does this for each scenario).
 * KV byte-seconds held: each entry's tokens beyond its parent entry, held while it or any entry
   extending it lives (shared prefixes counted once; see `kv_byte_seconds`).
 * Priced as displaced concurrency on HBM: ``B / bytes_per_stream`` stream-seconds displaced,
-  × ``revenue_usd_per_stream_s``.
+  × ``revenue_usd_per_stream_s`` (for a deployment, at most the fleet's output ceiling spread over the
+  streams its pool holds: `output_ceiling_per_stream`).
 * Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
 * Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``.
 * Margin against no caching: ``(revenue_ttl - revenue_none) + prefill_saved - holding``.
@@ -35,6 +36,7 @@ from simulator.units import GB, HOUR_S, MTOK
 
 if TYPE_CHECKING:
     from hardware.catalog import NodeSpec
+    from simulator.cost import StepModel
     from simulator.kv import KVLayout
     from simulator.models import ModelSpec
 
@@ -268,13 +270,18 @@ def best_ttls(comparison: TTLComparison, table: pd.DataFrame) -> dict[str, str]:
 def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: int, *,
                        stream_context_tokens: float, tokens_per_s_per_stream: float,
                        output_usd_per_mtok: float, prompt_tokens: float,
-                       base: ProviderCosts | None = None, kv_pool_bytes: float | None = None) -> ProviderCosts:
+                       base: ProviderCosts | None = None, kv_pool_bytes: float | None = None,
+                       output_tokens: float | None = None, replicas: int = 1,
+                       max_num_seqs: int | None = None) -> ProviderCosts:
     """`ProviderCosts` of a concrete deployment, from the specs, the cost model and a run.
 
     - ``kv_bytes_per_token = bytes_per_token(model, layout)`` (`simulator.kv`);
     - ``bytes_per_stream = sequence_bytes(model, layout, stream_context_tokens)`` (mean context);
-    - ``revenue_usd_per_stream_s = tokens_per_s_per_stream × output_usd_per_mtok / MTOK``
-      (the simulated decode speed, 1 / mean TPOT, at the profile's output price);
+    - ``revenue_usd_per_stream_s = min(tokens_per_s_per_stream, ceiling_per_stream) × output_usd_per_mtok
+      / MTOK``: the simulated decode speed (1 / mean TPOT) at the profile's output price, at most the
+      fleet's output ceiling spread over the streams its pool holds (`output_ceiling_per_stream`, when
+      `kv_pool_bytes` and `output_tokens` are given), so that the HBM holding cost of a TTL never
+      exceeds the output revenue the fleet could earn with the memory it holds;
     - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model);
     - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog);
     - ``kv_pool_bytes``: the fleet's KV pool as simulated (blocks × block bytes), when given.
@@ -286,14 +293,46 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
     base = base or load_provider_costs()
     step = StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
     n = max(1, int(prompt_tokens))
+    context = max(1, int(stream_context_tokens))
+    stream_bytes = sequence_bytes(model, layout, context)
+    speed = tokens_per_s_per_stream
+    if kv_pool_bytes and output_tokens:
+        speed = min(speed, output_ceiling_per_stream(step, pool_streams=kv_pool_bytes / stream_bytes,
+                                                     replicas=replicas, max_num_seqs=max_num_seqs,
+                                                     prompt_tokens=n, output_tokens=output_tokens,
+                                                     context_tokens=context))
     return replace(
         base,
         kv_bytes_per_token=bytes_per_token(model, layout),
-        bytes_per_stream=sequence_bytes(model, layout, max(1, int(stream_context_tokens))),
-        revenue_usd_per_stream_s=tokens_per_s_per_stream * output_usd_per_mtok / MTOK,
+        bytes_per_stream=stream_bytes,
+        revenue_usd_per_stream_s=speed * output_usd_per_mtok / MTOK,
         prefill_gpu_s_per_token=tp * step.prefill_s(n, 0) / n,
         usd_per_gpu_s=node.gpu.usd_per_gpu_hour / HOUR_S,
         kv_pool_bytes=kv_pool_bytes,
         source=f"{model.key} on {tp}×{node.gpu.key}, layout {layout.label}: KV math, cost model and a simulated "
                f"run; DRAM/SSD prices from provider.toml",
     )
+
+
+def output_ceiling_per_stream(step: StepModel, *, pool_streams: float, replicas: int, max_num_seqs: int | None,
+                              prompt_tokens: int, output_tokens: float, context_tokens: int) -> float:
+    """The fleet's most output tokens a second, spread over the streams its KV pool holds:
+
+        m = ⌊min(pool_streams / replicas, max_num_seqs)⌋      streams one replica decodes at once at most
+        step_s = a(m) + b(m) · m · context_tokens             a full batch's decode step (`decode_coefficients`)
+        ceiling = replicas · o · m / (m · prefill_s(prompt_tokens) + o · step_s)
+        ceiling_per_stream = ceiling / pool_streams
+
+    Each request takes its replica for its prefill and for a 1/m share of its ``o`` decode steps (as
+    `simulator.study.simulated_collapse` offers load). Holding KV for ``bytes_per_stream`` seconds then
+    forgoes at most ``ceiling_per_stream`` output tokens, and holding the whole pool at most the fleet's
+    output (before 2026-12-04 every displaced stream was priced at the single stream's speed, 1 / TPOT,
+    as if compute and ``max_num_seqs`` did not bind: in `ttl-breakeven` the 5-minute TTL's HBM holding
+    read $970, 27 times its $36.0 now, against $78 of revenue). 0 when the pool holds no whole stream."""
+    m = int(min(pool_streams / replicas, max_num_seqs if max_num_seqs else math.inf))
+    if m < 1:
+        return 0.0
+    a, b = step.decode_coefficients(m)
+    step_s = a + b * m * context_tokens
+    ceiling = replicas * output_tokens * m / (m * step.prefill_s(prompt_tokens, 0) + output_tokens * step_s)
+    return ceiling / pool_streams

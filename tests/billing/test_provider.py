@@ -105,6 +105,45 @@ def test_provider_costs_of_a_deployment_by_hand():
     assert c.prefill_gpu_s_per_token > 2 * 70.55e9 / 989.4e12
 
 
+def test_a_displaced_stream_earns_at_most_the_fleets_output_ceiling():
+    """Llama-3.1-70B bf16 on one 8×H100 replica (tp 8), max_num_seqs 256: a 2,048-token stream holds
+    327,680 · 2,048 B = 671.1 MB; a pool of 648 such streams runs m = min(648, 256) = 256 at once.
+    Prefill of the 1,792-token prompt: 0.06966 s; a full batch's step a(256) + b(256) · 256 · 2,048 =
+    0.018956 + 1.26786e-8 · 524,288 = 0.025603 s. The replica produces at most 512 · 256 / (256 · 0.06966
+    + 512 · 0.025603) = 131,072 / 30.942 = 4,236 output tokens/s: 6.537 a stream of the pool's 648, so a
+    stream that decodes at 40 tokens/s on its own is priced as earning 6.537 ($15/MTok: $9.81e-5 a
+    second, not $6e-4)."""
+    from hardware.catalog import load_catalog
+    from simulator.billing.provider import output_ceiling_per_stream, provider_costs_for
+    from simulator.cost import StepModel, load_params
+    from simulator.kv import KVLayout
+    from simulator.models import get_model
+
+    node, model = load_catalog().node("8xH100"), get_model("Llama-3.1-70B")
+    step = StepModel(node.gpu, model, KVLayout(), 8, load_params("H100"))
+    assert step.prefill_s(1792, 0) == pytest.approx(0.06966, abs=1e-5)
+    assert sum(x * w for x, w in zip(step.decode_coefficients(256), (1, 256 * 2048), strict=True)) == pytest.approx(
+        0.025603, abs=1e-6)
+    kw = {"replicas": 1, "max_num_seqs": 256, "prompt_tokens": 1792, "output_tokens": 512, "context_tokens": 2048}
+    assert output_ceiling_per_stream(step, pool_streams=648.0, **kw) == pytest.approx(6.537, abs=1e-3)
+    assert output_ceiling_per_stream(step, pool_streams=0.5, **kw) == 0.0  # the pool holds no whole stream
+    # two replicas of the same: twice the streams and twice the output, the same a stream
+    two = output_ceiling_per_stream(step, pool_streams=1296.0, **(kw | {"replicas": 2}))
+    assert two == pytest.approx(6.537, abs=1e-3)
+    pool = 648 * 327_680 * 2048
+    c = provider_costs_for(node, model, KVLayout(), 8, stream_context_tokens=2048, tokens_per_s_per_stream=40,
+                           output_usd_per_mtok=15.0, prompt_tokens=1792, kv_pool_bytes=pool, output_tokens=512,
+                           replicas=1, max_num_seqs=256)
+    assert c.revenue_usd_per_stream_s == pytest.approx(6.537 * 15 / 1e6, rel=1e-3)
+    # holding the whole pool for an hour forgoes the replica's hour of output at most: 4,236 · 3,600 · $15/MTok
+    assert hbm_holding_usd(pool * 3600.0, c.bytes_per_stream, c.revenue_usd_per_stream_s) == pytest.approx(
+        4236 * 3600 * 15 / 1e6, rel=1e-3)
+    slow = provider_costs_for(node, model, KVLayout(), 8, stream_context_tokens=2048, tokens_per_s_per_stream=2,
+                              output_usd_per_mtok=15.0, prompt_tokens=1792, kv_pool_bytes=pool, output_tokens=512,
+                              replicas=1, max_num_seqs=256)
+    assert slow.revenue_usd_per_stream_s == pytest.approx(2 * 15 / 1e6)  # below the ceiling: its own speed
+
+
 def test_held_kv_counts_a_conversation_prefix_once():
     # Opus 5-minute cache, breakpoint at the end of each turn; each turn reads the previous
     # turn's entry (lookback) and writes only what it adds:
