@@ -10,7 +10,9 @@ the cost model and a simulated run (the report does this for each scenario).
   × ``revenue_usd_per_stream_s`` (for a deployment, at most the fleet's output ceiling spread over the
   streams its pool holds: `output_ceiling_per_stream`).
 * Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
-* Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``.
+* Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``; for a deployment
+  (`provider_costs_for`) each request's own saving from the cost model, ``Σ tp · (prefill_s(p, 0) −
+  prefill_s(p − r, r)) × usd_per_gpu_s`` over its prompt ``p`` and read tokens ``r`` (`PrefillPrice`).
 * Margin against no caching: ``(revenue_ttl - revenue_none) + prefill_saved - holding``.
 * Against the fleet's KV pool (``kv_pool_bytes``, when known): the peak KV the entries hold at
   once (`kv_peak_bytes`) over the pool, and the byte-seconds over ``pool × span`` (first write to
@@ -44,6 +46,31 @@ PROVIDER_FILE = Path(__file__).parent / "provider.toml"
 HOLDING_TIERS = ("hbm", "dram", "ssd")
 
 
+@dataclass(frozen=True, slots=True)
+class PrefillPrice:
+    """The prefill a cache hit saves, priced by the cost model: a replica of `tp` GPUs prefills a
+    prompt of ``p`` tokens in ``prefill_s(p, 0)`` seconds, or, with ``r`` of them read from the cache,
+    its last ``p − r`` after ``r`` of context in ``prefill_s(p − r, r)``. The saving is
+
+        saved_gpu_s = Σ tp · (prefill_s(p, 0) − prefill_s(p − r, r))       (r = p: all of prefill_s(p, 0))
+
+    over the requests that read (attention's cost grows with the context, so a token read from a long
+    prompt saves more than one from a short one: a per-token mean prices them all alike)."""
+
+    step: StepModel
+    tp: int
+
+    def saved_gpu_s(self, prompt_tokens: pd.Series, read_tokens: pd.Series) -> float:
+        """``saved_gpu_s`` above over requests' prompt and read tokens (each distinct pair priced once)."""
+        pairs = pd.DataFrame({"p": prompt_tokens, "r": read_tokens})
+        counts = pairs[pairs.r > 0].value_counts().reset_index(name="n")
+        prefill = self.step.prefill_s
+        total = 0.0
+        for p, r, n in zip(counts.p.tolist(), counts.r.tolist(), counts.n.tolist(), strict=True):
+            total += n * (prefill(p, 0) - (prefill(p - r, r) if r < p else 0.0))
+        return self.tp * total
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderCosts:
     """What KV residency and prefill cost a provider. Defaults in ``provider.toml``."""
@@ -57,10 +84,11 @@ class ProviderCosts:
     usd_per_gpu_s: float
     source: str = ""
     kv_pool_bytes: float | None = None  # the fleet's HBM KV pool, all replicas (None: not known, no check)
+    prefill: PrefillPrice | None = None  # each request's saving from the cost model (None: the per-token figure)
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name not in ("source", "kv_pool_bytes"):
+            if f.name not in ("source", "kv_pool_bytes", "prefill"):
                 v = getattr(self, f.name)
                 must(v >= 0, "ProviderCosts", f.name, ">= 0", v)
         must(self.bytes_per_stream > 0, "ProviderCosts", "bytes_per_stream", "> 0", self.bytes_per_stream)
@@ -77,7 +105,7 @@ def _parse(data: dict[str, object], path: Path) -> ProviderCosts:
     raw = data.get("provider")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: missing table 'provider'")
-    valid = {f.name for f in fields(ProviderCosts)}
+    valid = {f.name for f in fields(ProviderCosts)} - {"prefill"}  # (a cost model, not a figure)
     bad = set(raw) - valid
     if bad:
         raise ConfigError(
@@ -95,7 +123,8 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
     if extra is None:
         return base
     data = read_toml(extra)
-    merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts)} | dict(data.get("provider", {}))
+    merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts) if f.name != "prefill"} | dict(
+        data.get("provider", {}))
     return _parse({"provider": merged}, Path(extra))
 
 
@@ -233,9 +262,10 @@ def provider_table(comparison: TTLComparison, costs: ProviderCosts) -> pd.DataFr
             "dram": capacity_holding_usd(b, costs.dram_usd_per_gb_hour),
             "ssd": capacity_holding_usd(b, costs.ssd_usd_per_gb_hour),
         }
-        saved = prefill_saved_usd(
-            res.totals["read_tokens"], costs.prefill_gpu_s_per_token, costs.usd_per_gpu_s
-        )
+        if costs.prefill is not None:
+            saved = costs.prefill.saved_gpu_s(res.frame.prompt_tokens, res.frame.read_tokens) * costs.usd_per_gpu_s
+        else:
+            saved = prefill_saved_usd(res.totals["read_tokens"], costs.prefill_gpu_s_per_token, costs.usd_per_gpu_s)
         revenue = res.totals["total_usd"]
         row: dict[str, object] = {
             "ttl": label,
@@ -282,7 +312,9 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
       fleet's output ceiling spread over the streams its pool holds (`output_ceiling_per_stream`, when
       `kv_pool_bytes` and `output_tokens` are given), so that the HBM holding cost of a TTL never
       exceeds the output revenue the fleet could earn with the memory it holds;
-    - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model);
+    - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model), and
+      ``prefill``, the cost model that prices each request's saving (`PrefillPrice`), which
+      `provider_table` uses in its place;
     - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog);
     - ``kv_pool_bytes``: the fleet's KV pool as simulated (blocks × block bytes), when given.
     DRAM and SSD prices come from `base` (default: ``provider.toml``).
@@ -307,6 +339,7 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
         bytes_per_stream=stream_bytes,
         revenue_usd_per_stream_s=speed * output_usd_per_mtok / MTOK,
         prefill_gpu_s_per_token=tp * step.prefill_s(n, 0) / n,
+        prefill=PrefillPrice(step, tp),
         usd_per_gpu_s=node.gpu.usd_per_gpu_hour / HOUR_S,
         kv_pool_bytes=kv_pool_bytes,
         source=f"{model.key} on {tp}×{node.gpu.key}, layout {layout.label}: KV math, cost model and a simulated "
