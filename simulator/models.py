@@ -263,8 +263,17 @@ def build_spec(key: str, raw: dict[str, Any], where: str) -> ModelSpec:
 
 
 def _load(path: Path) -> dict[str, ModelSpec]:
+    """A model catalog file's ``[model.NAME]`` tables; anything else in it (a ``[gpu.H100]`` table meant for
+    the hardware catalog, a stray key) is refused rather than ignored, as is a file without a model."""
     data = read_toml(path)
-    return {k: build_spec(k, v, f"{path}: model.{k}") for k, v in data.get("model", {}).items()}
+    other = sorted(set(data) - {"model"})
+    if other:
+        raise ConfigError(f"{path}: {other[0]}: a model catalog holds only [model.NAME] tables "
+                          "(GPUs and nodes go in the hardware catalog: `kvsim hardware --catalog`)")
+    models = data.get("model")
+    if not isinstance(models, dict) or not models or not all(isinstance(v, dict) for v in models.values()):
+        raise ConfigError(f"{path}: model: expected one or more [model.NAME] tables (got {models!r})")
+    return {k: build_spec(k, v, f"{path}: model.{k}") for k, v in models.items()}
 
 
 @cache

@@ -28,3 +28,16 @@ def test_a_shell_pipeline_into_head():
     cmd = " ".join([*KVSIM, "models"]) + " | head -n 0; echo \"kvsim exit ${PIPESTATUS[0]}\""
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert (r.stdout, r.stderr) == ("kvsim exit 1\n", "")
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["calc", "--context", "0"], "Error: Invalid value for '--context': 0 is not in the range x>=1."),
+    (["nope"], "Error: No such command 'nope'."),
+    (["--bogus"], "Error: No such option '--bogus'."),
+    (["workload", "describe"], "Error: Missing argument 'SPEC'."),
+])
+def test_an_option_click_cannot_take_is_one_line(args, line):
+    """Bad input is one line on stderr and exit 2, also where click itself refuses an option, an argument
+    or a command: its "Usage: ..." and "Try '... --help'" lines (and a blank one) are not printed above it."""
+    r = subprocess.run([*KVSIM, *args], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", line + "\n")

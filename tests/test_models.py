@@ -147,3 +147,20 @@ def test_moe_active_params_must_exceed_the_routed_experts():
     raw["active_params"] = 10e9  # the 8 routed experts of 94 layers alone hold 14.2e9
     with pytest.raises(ConfigError, match="active_params"):
         ModelSpec(**raw)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('[gpu.H100]\nsm_count = 132\n', "gpu: a model catalog holds only [model.NAME] tables"),  # the hardware file
+    ("x = 1\n", "x: a model catalog holds only [model.NAME] tables"),
+    ("[model]\n", "model: expected one or more [model.NAME] tables (got {})"),
+    ("model = 3\n", "model: expected one or more [model.NAME] tables (got 3)"),
+])
+def test_an_extra_model_catalog_holds_models_only(tmp_path, text, said):
+    """`kvsim models --catalog FILE` showed the shipped table alone for a file of GPUs or a stray key."""
+    from simulator.errors import ConfigError
+
+    path = tmp_path / "extra.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_models(path)
+    assert str(exc.value) == f"{path}: {said}" or str(exc.value).startswith(f"{path}: {said}")

@@ -55,9 +55,21 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, short) for name, (_, _, short) in COMMANDS.items()])
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # `kvsim --bogus`: one line too (see `invoke`)
+            exc.ctx = None
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         with config_errors():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except click.UsageError as exc:  # an option or argument click could not take, an unknown command:
+                exc.ctx = None  # shown without its context, click prints the "Error: ..." line alone, not the
+                raise           # usage and "Try --help" lines above it (bad input is one line)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
