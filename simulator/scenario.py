@@ -529,6 +529,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         p = SCENARIO_DIR / f"{p}.toml"  # a shipped scenario by name
     data = read_toml(p, missing=_not_found(p))
     if trace is not None:
+        must(Path(trace).is_file(), "load_scenario", "trace", "an existing trace file", shown_path(trace))
         w = data.get("workload")
         data = {**data, "workload": {**(w if isinstance(w, dict) else {}), "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))

@@ -135,6 +135,10 @@ def load_workload(
         path = Path(spec)
         if not path.is_file():
             others = sorted(set(GENERATORS) - set(by_name()))
+            if path.suffix or len(path.parts) > 1:  # a file name or a path, not a misspelt generator: say so
+                raise ConfigError(
+                    f"{where}: no such file '{shown_path(spec)}' (a workload is a generator name "
+                    f"({', '.join(by_name())}), a TOML file with [workload] or a trace file)")
             raise ConfigError(
                 f"{where}: 'spec' must be a generator name ({', '.join(by_name())}) or an existing file: a TOML "
                 f"file with [workload] (as {', '.join(others)} needs) or a trace (got '{shown_path(spec)}')"

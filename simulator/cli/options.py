@@ -97,7 +97,7 @@ HARDWARE_CATALOG = click.option("--catalog", type=click.Path(path_type=Path),
 WEIGHT_DTYPE = click.option("--weight-dtype", "--dtype", "weight_dtype", cls=Renamed,
                             type=click.Choice(WEIGHT_PRECISIONS),
                             help="weight precision to serve in (default: the model's as released)")
-TRACE = click.option("--trace", type=click.Path(path_type=Path),
+TRACE = click.option("--trace", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="replay this trace file instead of the scenario's workload")
 
 

@@ -59,8 +59,10 @@ def detect_format(path: Path) -> str:
         if "segments" in header:
             return "kvsim"
     raise ConfigError(
-        f"{path.name}: 'format' must be detectable from the header (got {shown(first[:60])}); "
-        f"pass format= one of {', '.join(sorted(READERS))}"
+        f"{path.name}: "
+        + ("empty file" if not first.strip() else f"unknown trace format (first line {shown(first[:60])})")
+        + "; a trace starts with a header: Azure (TIMESTAMP, ContextTokens, GeneratedTokens), BurstGPT (Request "
+        "tokens, Response tokens) or kvsim (segments) CSV, or a JSON line: Mooncake (input_length) or kvsim (segments)"
     )
 
 
