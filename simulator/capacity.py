@@ -7,7 +7,8 @@ Per GPU of pipeline stage ``s`` of a replica (`simulator.placement` says what it
 ``memory_utilization`` (0.9 by default, as vLLM's ``gpu_memory_utilization``) of the datasheet's
 HBM. vLLM takes that share of the memory it sees (an H100's 81,559 MiB, 85.5 GB, not 80 GB) and then
 subtracts the activation peak it profiles; kvsim subtracts no activations, the gap (0.9 · 5.5 GB a
-GPU on an H100) standing in for them, CUDA graphs and workspace: an approximation. Streams at context n, on the binding GPU::
+GPU on an H100) standing in for them, CUDA graphs and workspace: an approximation. Streams at
+context n, on the binding GPU::
 
     max_streams = replicas · groups · min_s floor(kv_budget_s / kv_s(n))
 
