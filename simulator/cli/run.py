@@ -97,12 +97,12 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="--max-rate/--offline: repeat over this many seeds")
+              help="--max-rate/--offline only: repeat over this many seeds")
 @click.option("--rel-tol", type=PositiveFinite(), default=0.05, show_default=True,
-              help="--max-rate: bisect until the bracket's hi/lo ≤ 1 + this")
+              help="--max-rate only: bisect until the bracket's hi/lo ≤ 1 + this")
 @duration_option("seconds of arrivals a run, in every mode (default: the scenario's workload.duration_s)")
 @click.option("--warmup-fraction", type=FiniteRange(min=0, max=0.5), default=0.1, show_default=True,
-              help="steady window: least share of the run left out as warm-up")
+              help="--max-rate/--offline only: steady window, least share of the run left out as warm-up")
 @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
 @handle_errors
 def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99: float | None,
@@ -116,8 +116,12 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     With --max-rate: for the scenario's fleet (each node kind × cluster.nodes), the highest arrival
     rate that meets the SLOs, by bisection over seeds; with --offline: the throughput when every
     request arrives at once. Both report sustained figures over the steady-state window.
+    --seeds and --warmup-fraction apply only to them, --rel-tol only to --max-rate: given
+    without, they are refused.
     """
     from dataclasses import replace
+
+    _refuse_mode_options(max_rate, offline)
 
     from simulator.charts import capacity_figure, close_figure
     from simulator.planning import plan_capacity
@@ -161,6 +165,20 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             close_figure(fig)
             folder.finish()
             click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
+    """Refuse an option of --max-rate/--offline given on the command line without its mode (it
+    would change nothing)."""
+    ctx = click.get_current_context()
+    needs = {"seeds": ("--seeds", max_rate or offline, "--max-rate or --offline"),
+             "warmup_fraction": ("--warmup-fraction", max_rate or offline, "--max-rate or --offline"),
+             "rel_tol": ("--rel-tol", max_rate, "--max-rate")}
+    for name, (flag, applies, modes) in needs.items():
+        if not applies and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            mode = "--offline, which does not bisect" if offline else "the fleet search (no --max-rate/--offline)"
+            raise ConfigError(f"{flag} {shown(ctx.params[name])}: applies only with {modes}, not to {mode}; "
+                              f"drop it or add {modes}")
 
 
 # what a report writes only when the scenario's [report] asks for it (simulator.report.write_report)

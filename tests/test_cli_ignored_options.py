@@ -1,0 +1,28 @@
+"""Options that apply only with another option, or that repeat one, are refused when they would
+change nothing (a later audit: each was accepted and silently ignored). One ``Error:`` line naming
+the option, its value and what it needs; exit 2 (the contract of `tests.test_hostile_inputs`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_hostile_inputs import error, kvsim, outcome, scenario
+
+
+# --- capacity: the options of --max-rate / --offline ----------------------------------------------
+@pytest.mark.parametrize(("args", "says"), [
+    (["--seeds", "5"], "--seeds 5: applies only with --max-rate or --offline, not to the fleet search"),
+    (["--warmup-fraction", "0.2"], "--warmup-fraction 0.2: applies only with --max-rate or --offline"),
+    (["--rel-tol", "0.1"], "--rel-tol 0.1: applies only with --max-rate, not to the fleet search"),
+    (["--offline", "--rel-tol", "0.1"], "--rel-tol 0.1: applies only with --max-rate, not to --offline"),
+    (["--seeds", "3"], "--seeds 3: applies only with"),  # the default value, given: refused all the same
+])
+def test_capacity_refuses_mode_options_without_their_mode(tmp_path, args, says):
+    r = kvsim("capacity", scenario(tmp_path), *args)
+    assert r.exit_code == 2 and says in error(r, args[-2])
+    assert "capacity search" not in r.stderr  # refused before anything ran
+
+
+def test_capacity_mode_options_still_work_with_their_mode(tmp_path):
+    r = kvsim("capacity", scenario(tmp_path), "--offline", "--seeds", "1", "--warmup-fraction", "0.2", "--json")
+    assert outcome(r) is None and '"offline"' in r.stdout
