@@ -26,3 +26,23 @@ def test_capacity_refuses_mode_options_without_their_mode(tmp_path, args, says):
 def test_capacity_mode_options_still_work_with_their_mode(tmp_path):
     r = kvsim("capacity", scenario(tmp_path), "--offline", "--seeds", "1", "--warmup-fraction", "0.2", "--json")
     assert outcome(r) is None and '"offline"' in r.stdout
+
+
+# --- breakeven: the options of the --workload replay ----------------------------------------------
+@pytest.mark.parametrize(("args", "says"), [
+    (["--duration-s", "100"], "--duration-s 100 applies only with --workload"),
+    (["--duration", "100"], "--duration-s 100 applies only with --workload"),  # the older spelling
+    (["--seed", "5"], "--seed 5 applies only with --workload"),
+    (["--seed", "0"], "--seed 0 applies only with --workload"),  # the default value, given
+    (["--write-latency-s", "5"], "--write-latency-s 5 applies only with --workload"),
+])
+@pytest.mark.parametrize("mode", [["--rate", "1"], ["--gaps", "expon:scale=60"], []])
+def test_breakeven_refuses_replay_options_without_workload(tmp_path, mode, args, says):
+    r = kvsim("breakeven", *mode, *args, "--out", tmp_path / "o")
+    assert r.exit_code == 2 and says in error(r, "--workload")
+    assert "drop it or add --workload" in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_breakeven_replay_options_still_apply_with_workload():
+    r = kvsim("breakeven", "--workload", "chat-4k", "--duration-s", "30", "--seed", "3", "--write-latency-s", "1")
+    assert outcome(r) is None and "best TTL for the customer" in r.stdout

@@ -162,6 +162,17 @@ def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
     return f"{reason}; {names} caches prefixes automatically"
 
 
+def _refuse_replay_options() -> None:
+    """Without --workload: refuse an option of the replay given on the command line (it would change nothing)."""
+    ctx = click.get_current_context()
+    for name, flag in (("seed", "--seed"), ("duration_s", "--duration-s"), ("write_latency_s", "--write-latency-s")):
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            value = ctx.params[name]
+            raise ConfigError(f"breakeven: {flag} {value:g} applies only with --workload (it shapes "
+                              "the replay; the --rate, --gaps and break-even tables take none): drop it or add "
+                              "--workload")
+
+
 def _show(title: str, frame: pd.DataFrame) -> None:
     click.echo(f"\n{title}")
     click.echo(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -190,10 +201,11 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--workload", "workload_spec", default=None,
     help="Workload: generator name (chat-4k, code-repo-128k), a TOML file with [workload], or a trace file.",
 )
-@seed_option("Seed for --workload.", default=0)
-@duration_option("Seconds of --workload to generate or replay (default: the workload's).")
+@seed_option("--workload only: seed of the generated workload.", default=0)
+@duration_option("--workload only: seconds of it to generate or replay (default: the workload's).")
 @click.option(
-    "--write-latency-s", type=float, default=0.0, show_default=True, help="Replay: write-to-readable delay."
+    "--write-latency-s", type=float, default=0.0, show_default=True,
+    help="--workload only: the replay's write-to-readable delay."
 )
 @click.option(
     "--out", type=OutPath(file_okay=False), default=None, help="Write CSV + PNG here."
@@ -214,7 +226,10 @@ def breakeven(
     out: Path | None,
     as_json: bool,
 ) -> None:
-    """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each."""
+    """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each.
+
+    --seed, --duration-s and --write-latency-s shape the --workload replay: without --workload they are refused.
+    """
     from simulator.billing import charts
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows
 
@@ -229,6 +244,8 @@ def breakeven(
     with config_errors(), stopped_cleanly("breakeven", folder):  # Ctrl-C: exit 130, one line, no partial output
         must(math.isfinite(write_latency_s) and write_latency_s >= 0, "breakeven", "--write-latency-s",
              "finite seconds >= 0", write_latency_s)
+        if workload_spec is None:
+            _refuse_replay_options()
         if folder:
             folder.prepare()  # a bad --out fails now, not after the tables; nothing is removed yet
         prof = load_profiles(extra=profiles_file).get(profile, tier)
