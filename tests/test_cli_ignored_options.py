@@ -46,3 +46,16 @@ def test_breakeven_refuses_replay_options_without_workload(tmp_path, mode, args,
 def test_breakeven_replay_options_still_apply_with_workload():
     r = kvsim("breakeven", "--workload", "chat-4k", "--duration-s", "30", "--seed", "3", "--write-latency-s", "1")
     assert outcome(r) is None and "best TTL for the customer" in r.stdout
+
+
+# --- collapse: --plan and --tp --------------------------------------------------------------------
+def test_collapse_refuses_tp_beside_plan(tmp_path):
+    r = kvsim("collapse", "--plan", "tp8", "--tp", "4", "--hardware", "8xH100", "--out", tmp_path / "o")
+    line = error(r, "--tp 4")
+    assert "--tp 4 and --plan 'tp8' both name the plan; give one of them" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_collapse_tp_alone_draws_that_plan(tmp_path):
+    r = kvsim("collapse", "--tp", "4", "--hardware", "8xH100", "--layout", "native", "--out", tmp_path / "o")
+    assert outcome(r) is None and " TP4 " in r.stdout

@@ -23,7 +23,6 @@ from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
     MODEL_CONFIG,
-    TP,
     WEIGHT_DTYPE,
     FiniteRange,
     Renamed,
@@ -236,17 +235,21 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 @model_option()
 @MODEL_CONFIG
 @layout_option(several=True, default="native,fp8,cross-layer:0.5,mla,compress:8:4096,mla+fp8")
-@TP
+@click.option("--tp", type=click.IntRange(min=1),
+              help="draw the one plan of this many GPUs tensor-parallel (the same as --plan tpN; not with --plan)")
 @WEIGHT_DTYPE
 @click.option("--plan", "--plans", "plans", cls=Renamed,
               help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
-              "(default: TP over the node, and DP attention too for an MLA model)")
+              "(default: TP over the node, and DP attention too for an MLA model; not with --tp)")
 @HARDWARE_CATALOG
 @click.option("--out", type=OutPath(), default=Path("report"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the table's rows as JSON")
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
              weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path, as_json: bool) -> None:
-    """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV."""
+    """The concurrency-collapse chart (max streams vs context, 1k to 1M) and its CSV.
+
+    --plan names the plans to draw, --tp the one plan tpN: give one of them, not both.
+    """
     from simulator.charts import close_figure, collapse_figure
     from simulator.collapse import collapse_table, default_plans
 
@@ -258,6 +261,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         must_differ(kinds, [cat.node(h).key for h in kinds], "--hardware", "node kind")
         texts = [x for x in layouts.split(",") if x]
         must_differ(texts, [parse_layout(x).label for x in texts], "--layout", "KV layout")
+        if plans is not None and tp is not None:
+            raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
+                              f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
             names = [p for p in plans.split(",") if p]
             chosen = [parse_plan(p) for p in names]
