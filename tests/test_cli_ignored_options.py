@@ -59,3 +59,27 @@ def test_collapse_refuses_tp_beside_plan(tmp_path):
 def test_collapse_tp_alone_draws_that_plan(tmp_path):
     r = kvsim("collapse", "--tp", "4", "--hardware", "8xH100", "--layout", "native", "--out", tmp_path / "o")
     assert outcome(r) is None and " TP4 " in r.stdout
+
+
+# --- an option and its older spelling, both given -------------------------------------------------
+@pytest.mark.parametrize(("args", "says"), [
+    (["workload", "describe", "chat-4k", "--duration", "60", "--duration-s", "30"],
+     "--duration-s: given twice with different values, as --duration-s '30' and --duration '60' "
+     "(--duration: its older spelling); give it once"),
+    (["collapse", "--plan", "tp8", "--plans", "tp4", "--hardware", "8xH100"],
+     "--plan: given twice with different values, as --plan 'tp8' and --plans 'tp4'"),
+    (["fit", "--hardware", "8xH100", "--weight-dtype", "fp8", "--dtype", "bf16"],
+     "--weight-dtype: given twice with different values"),
+])
+def test_two_spellings_with_different_values_are_refused(tmp_path, args, says):
+    r = kvsim(*args, *(["--out", tmp_path / "o"] if args[0] == "collapse" else []))
+    assert r.exit_code == 2 and says in error(r, says.split(":")[0])
+    assert not (tmp_path / "o").exists()
+
+
+def test_two_spellings_with_one_value_or_one_spelling_twice_are_taken():
+    same = kvsim("workload", "describe", "chat-4k", "--duration", "20", "--duration-s", "20.0", "--json")
+    one = kvsim("workload", "describe", "chat-4k", "--duration-s", "20", "--json")
+    assert outcome(same) is None and same.stdout == one.stdout
+    last = kvsim("workload", "describe", "chat-4k", "--duration-s", "60", "--duration-s", "20", "--json")
+    assert outcome(last) is None and last.stdout == one.stdout  # one spelling twice: the last, as click does

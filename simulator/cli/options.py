@@ -41,7 +41,24 @@ LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:ra
 
 class Renamed(click.Option):
     """An option whose first name is its name; the others are older spellings, still accepted but
-    left out of ``--help`` and of error messages."""
+    left out of ``--help`` and of error messages. Two spellings given with different values
+    (``--duration 60 --duration-s 30``) are refused: neither is silently dropped."""
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        assert not (self.is_flag or self.multiple or self.count), self.opts  # one value, stored
+        for opt in self.opts:  # each spelling its own list, so that `handle_parse_result` sees which were given
+            parser.add_option(obj=self, opts=[opt], dest=f"{self.name}\0{opt}", action="append", nargs=self.nargs)
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> tuple[Any, list[str]]:
+        given = [(opt, opts[f"{self.name}\0{opt}"][-1]) for opt in self.opts if f"{self.name}\0{opt}" in opts]
+        if given:
+            values = {opt: self.type_cast_value(ctx, value) for opt, value in given}
+            if len(values) > 1 and len({repr(v) for v in values.values()}) > 1:
+                shown_given = " and ".join(f"{opt} {shown(value)}" for opt, value in given)
+                raise KvsimClickError(f"{self.opts[0]}: given twice with different values, as {shown_given} "
+                                      f"({', '.join(self.opts[1:])}: its older spelling); give it once")
+            opts = {**opts, str(self.name): given[-1][1]}
+        return super().handle_parse_result(ctx, opts, args)
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         names = self.opts
