@@ -83,3 +83,10 @@ def test_two_spellings_with_one_value_or_one_spelling_twice_are_taken():
     assert outcome(same) is None and same.stdout == one.stdout
     last = kvsim("workload", "describe", "chat-4k", "--duration-s", "60", "--duration-s", "20", "--json")
     assert outcome(last) is None and last.stdout == one.stdout  # one spelling twice: the last, as click does
+
+
+# --- sweep: --plot draws into --out ---------------------------------------------------------------
+def test_sweep_refuses_plot_without_out(tmp_path):
+    r = kvsim("sweep", scenario(tmp_path), "--grid", "cluster.nodes=1", "--plot", "ttft_p99_s")
+    line = error(r, "--plot ttft_p99_s")
+    assert "--plot ttft_p99_s: needs --out DIR" in line and "sweeping" not in r.stderr

@@ -89,7 +89,7 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--resume", is_flag=True,
               help="keep the points --out's sweep.csv already holds without an error and run only the rest")
 @click.option("--plot", "plots", multiple=True, metavar="METRIC[:KEY]",
-              help="chart METRIC against grid KEY (default: the first grid key); repeatable  "
+              help="chart METRIC against grid KEY (default: the first grid key) into --out (needed); repeatable  "
                    f"[default: {', '.join(DEFAULT_PLOTS)}]")
 @seed_option("override the scenario's seed at every point (or sweep it: --grid seed=0,1,2)")
 @USD_PER_GPU_HOUR
@@ -107,6 +107,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     A point that raises, or whose worker process dies, is recorded with its error and the
     others go on; the command then exits 2 naming how many failed. Ctrl-C or SIGTERM stops the
     workers and keeps the finished rows in sweep.csv; --resume runs only what is missing.
+    --plot and --resume need --out.
     """
     from simulator.sweep import check_dask, expand_grid, fleets, resumable_points, run_sweep
 
@@ -114,6 +115,9 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     charts = parse_plots(plots, grid)
     if resume and not out:
         raise ConfigError("--resume needs --out DIR: the folder whose sweep.csv it continues")
+    if plots and not out:
+        raise ConfigError(f"--plot {plots[0]}: needs --out DIR, the folder its chart is drawn in; add --out or "
+                          "drop --plot")
     if dask_address is not None:
         check_dask(dask_address)  # before anything is read or written
     if out and out.exists() and not out.is_dir():
