@@ -90,3 +90,23 @@ def test_sweep_refuses_plot_without_out(tmp_path):
     r = kvsim("sweep", scenario(tmp_path), "--grid", "cluster.nodes=1", "--plot", "ttft_p99_s")
     line = error(r, "--plot ttft_p99_s")
     assert "--plot ttft_p99_s: needs --out DIR" in line and "sweeping" not in r.stderr
+
+
+# --- calibrate: the options of each source ---------------------------------------------------------
+@pytest.mark.parametrize(("args", "says"), [
+    (["--gpu", "H100"], "kvsim calibrate FILE: --gpu H100 applies only with --from-aiconfigurator"),
+    (["--framework", "vllm"], "kvsim calibrate FILE: --framework vllm applies only with --from-aiconfigurator"),
+    (["--framework", "mixed"], "--framework mixed applies only with --from-aiconfigurator"),  # the default, given
+])
+def test_calibrate_refuses_aiconfigurator_options_with_a_file(tmp_path, args, says):
+    from simulator.cost.calibrate import PUBLISHED_FILE
+
+    r = kvsim("calibrate", PUBLISHED_FILE, *args, "--out", tmp_path / "p.toml")
+    assert r.exit_code == 2 and says in error(r, args[0])
+    assert "MAPE" not in r.stdout and not (tmp_path / "p.toml").exists()  # refused before the fit
+
+
+def test_calibrate_refuses_free_with_aiconfigurator():
+    r = kvsim("calibrate", "--from-aiconfigurator", "--free", "step_overhead_s")
+    line = error(r, "--free")
+    assert "--free step_overhead_s applies only to FILE" in line

@@ -185,15 +185,18 @@ def _command() -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Starting parameters.",
 )
-@click.option("--free", default=None, help="Comma-separated parameters to fit (default: as many as the data allow).")
+@click.option("--free", default=None,
+              help="FILE only: comma-separated parameters to fit (default: as many as the data allow).")
 @click.option("--from-aiconfigurator", "from_aic", is_flag=True, help="Fit to aiconfigurator's kernel tables.")
-@click.option("--gpu", "gpus", multiple=True, help="With --from-aiconfigurator: only these GPUs (repeatable).")
+@click.option("--gpu", "gpus", multiple=True,
+              help="--from-aiconfigurator only: fit only these GPUs' tables (repeatable); FILE's rows are all fitted.")
 @click.option(
     "--framework",
     default="mixed",
     show_default=True,
     type=click.Choice(["mixed", "trtllm", "vllm", "sglang"]),
-    help="Which serving engine's kernel tables to fit; mixed: TensorRT-LLM GEMMs and prefill, vLLM decode.",
+    help="--from-aiconfigurator only: which serving engine's kernel tables to fit; mixed: TensorRT-LLM GEMMs and "
+    "prefill, vLLM decode.",
 )
 @click.option("--force", is_flag=True, help="overwrite --out if it exists (never FILE, the measurements)")
 def calibrate(
@@ -206,7 +209,11 @@ def calibrate(
     framework: str,
     force: bool,
 ) -> None:
-    """Fit efficiencies and overheads per GPU to FILE (CSV) or to aiconfigurator's tables."""
+    """Fit efficiencies and overheads per GPU to FILE (CSV) or to aiconfigurator's tables.
+
+    --gpu and --framework choose aiconfigurator's tables and are refused with FILE (every GPU of
+    FILE is fitted); --free chooses FILE's parameters and is refused with --from-aiconfigurator.
+    """
     from simulator.errors import ConfigError
 
     today = dt.date.today().isoformat()
@@ -214,6 +221,7 @@ def calibrate(
         base = load_params_file(params_file)
         if from_aic == (file is not None):
             raise ConfigError("kvsim calibrate: give either FILE or --from-aiconfigurator")
+        _refuse_other_source(file, gpus, framework, free)
         if out_file:
             _check_out(out_file, file, force)  # before fitting anything
         if from_aic:
@@ -226,6 +234,26 @@ def calibrate(
             top = {"command": _command(), "date": today}
             out_file.write_text(dumps_params(params, HEADER, top))
             click.echo(f"wrote {out_file}")
+
+
+def _refuse_other_source(file: Path | None, gpus: tuple[str, ...], framework: str, free: str | None) -> None:
+    """Refuse an option of the other source: --gpu/--framework (aiconfigurator's tables) with FILE,
+    --free (FILE's fit) with --from-aiconfigurator; each would be ignored."""
+    from simulator.errors import ConfigError
+
+    framework_given = click.get_current_context().get_parameter_source("framework") is \
+        click.core.ParameterSource.COMMANDLINE
+    if file is not None and gpus:
+        raise ConfigError(f"kvsim calibrate FILE: --gpu {gpus[0]} applies only with --from-aiconfigurator (it "
+                          "chooses aiconfigurator's tables); FILE's rows are fitted for every GPU they name: drop "
+                          "--gpu, or keep only that GPU's rows in FILE")
+    if file is not None and framework_given:
+        raise ConfigError(f"kvsim calibrate FILE: --framework {framework} applies only with --from-aiconfigurator "
+                          "(it chooses the engine whose kernel tables are fitted); FILE is fitted as measured: drop "
+                          "--framework")
+    if file is None and free is not None:
+        raise ConfigError(f"kvsim calibrate --from-aiconfigurator: --free {free} applies only to FILE (the kernel "
+                          "fit chooses its own parameters); drop it")
 
 
 def _check_out(out: Path, measurements: Path | None, force: bool) -> None:
