@@ -244,6 +244,8 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
         if not as_json:
             click.echo("offline (every request at t = 0; sustained over the steady window):")
             _echo_table(frame.drop(columns=["steady_state_warning"]))
+            for row in frame[frame.steady_state_warning != ""].itertuples(index=False):  # as `kvsim run` warns
+                click.echo(f"warning: {row.hardware} seed {row.seed}: {row.steady_state_warning}", err=True)
         if folder and out:
             if not max_rate:
                 folder.clear(names)
