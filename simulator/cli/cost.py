@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, config_errors
+from simulator.cli.common import OutPath, config_errors, naming
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -175,7 +175,7 @@ def _command() -> str:
     "out_file",
     default=None,
     type=OutPath("file", dir_okay=False),
-    help="Write the fitted params.toml here.",
+    help="Write the fitted params.toml here (its folder must exist and be writable; checked before the fit).",
 )
 @click.option(
     "--params",
@@ -232,7 +232,8 @@ def calibrate(
         if out_file:
             params = _merge(base, fitted, prov)
             top = {"command": _command(), "date": today}
-            out_file.write_text(dumps_params(params, HEADER, top))
+            with naming(f"--out {out_file}"):
+                out_file.write_text(dumps_params(params, HEADER, top))
             click.echo(f"wrote {out_file}")
 
 
@@ -257,14 +258,29 @@ def _refuse_other_source(file: Path | None, gpus: tuple[str, ...], framework: st
 
 
 def _check_out(out: Path, measurements: Path | None, force: bool) -> None:
-    """Refuse an ``--out`` that exists unless `force` (as `kvsim workload generate` does), and always
-    one that is FILE, the measurements being fitted: writing there would destroy them. (``--out`` may
-    be ``--params`` with `force`: `make calibrate` refits the shipped params.toml in place, reading
-    it whole before writing.)"""
-    from simulator.cli.common import refuse_overwrite
+    """Refuse an ``--out`` whose folder does not exist or cannot be written (before anything is
+    fitted); one that exists unless `force` (as `kvsim workload generate`
+    does), and always one that is FILE, the measurements being fitted: writing there would destroy
+    them. (``--out`` may be ``--params`` with `force`: `make calibrate` refits the shipped
+    params.toml in place, reading it whole before writing.)"""
+    import os
 
-    inputs = [("FILE, the measurements being fitted", measurements)] if measurements is not None else []
-    refuse_overwrite(out, f"--out {out}", inputs, force)
+    from simulator.cli.common import refuse_overwrite
+    from simulator.errors import ConfigError
+    from simulator.files import shown_path
+
+    where = f"--out {shown_path(out)}"
+    with naming(where):  # a name too long, a folder without access: said with --out
+        folder = out.parent
+        if not folder.is_dir():
+            if folder.exists():
+                raise ConfigError(f"{where}: {shown_path(folder)} is not a folder; give another file")
+            raise ConfigError(f"{where}: its folder {shown_path(folder)} does not exist; create it or give another "
+                              "file")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"{where}: its folder {shown_path(folder)} is not writable; give another file")
+        inputs = [("FILE, the measurements being fitted", measurements)] if measurements is not None else []
+        refuse_overwrite(out, where, inputs, force)
 
 
 def _fit_aiconfigurator(
