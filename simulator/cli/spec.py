@@ -242,7 +242,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
               help="parallelism plans to draw, comma-separated: tpN, dpN (DP attention), +ppN, +epN "
               "(default: TP over the node, and DP attention too for an MLA model; not with --tp)")
 @HARDWARE_CATALOG
-@click.option("--out", type=OutPath(), default=Path("report"), show_default=True)
+@click.option("--out", type=OutPath(), default=Path("report/collapse"), show_default=True,
+              help="folder for collapse.csv and collapse.png (by default its own, beside kvsim run's report/)")
 @click.option("--json", "as_json", is_flag=True, help="print the table's rows as JSON")
 def collapse(hardware: str, model_name: str, model_config: Path | None, layouts: str, tp: int | None,
              weight_dtype: str | None, plans: str | None, catalog: Path | None, out: Path, as_json: bool) -> None:
