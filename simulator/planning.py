@@ -12,7 +12,9 @@ For one node kind the search starts at the memory floor and grows:
   fleet one node smaller failed with its KV pool nearly full (time-mean use ≥ 80 % or
   preemptions), else ``compute`` (``none`` when a single node meets the SLOs).
 - **headroom**: the largest load multiplier (of the scenario's rate) the chosen fleet takes
-  before an SLO breaks, by bisection over ``rate_scale``.
+  before an SLO breaks, by bisection over ``rate_scale`` in [1, `HEADROOM_MAX_SCALE`]; when no run
+  of the bisection failed, ``headroom_capped`` is True and ``headroom_scale`` only a lower bound
+  (the fleet may take more than the search tried).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class FleetPlan:
     kv_utilization: float
     binding: str
     headroom_scale: float
+    headroom_capped: bool  # no headroom run failed: headroom_scale is a lower bound, the search's ceiling
     simulations: int
 
 
@@ -155,14 +158,15 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     best = sim(hi)
     below = cache.get(hi - unit)
     binding = _binding(hi, floor, below, unit)
-    headroom = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, meter, on_step,
+    headroom, capped = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, meter, on_step,
                          headroom_guess(hi, unit, headroom_hint))
     s = best.summary
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
                      usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
                      usd_per_million_output_tokens=s["usd_per_million_output_tokens"],
                      ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], kv_utilization=s["kv_utilization"],
-                     binding=binding, headroom_scale=headroom, simulations=len(cache) + HEADROOM_STEPS)
+                     binding=binding, headroom_scale=headroom, headroom_capped=capped,
+                     simulations=len(cache) + HEADROOM_STEPS)
 
 
 def _binding(nodes: int, floor: int, below: Result | None, unit: int = 1) -> str:
@@ -208,10 +212,12 @@ FLEET_PRIOR = 1 + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, headroo
 
 
 def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: float, tpot: float,
-              meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> float:
+              meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> tuple[float, bool]:
     """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which `nodes` still meet the SLOs
-    (`guess`: the one expected, for `meter`)."""
+    (`guess`: the one expected, for `meter`), and whether every run met them (then the multiplier is
+    only a lower bound: the search stopped below its ceiling, not at a failure)."""
     lo, hi = 1.0, HEADROOM_MAX_SCALE
+    failed = False
     for step in range(HEADROOM_STEPS):
         guess = min(max(guess, lo), hi)  # what the runs so far allow
         meter.expect(headroom_cost(lo, hi, HEADROOM_STEPS - step, guess))
@@ -226,7 +232,8 @@ def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: fl
             on_step(f"{hardware}: {nodes} node(s) at {mid:.3g}× the load -> TTFT p99 {r.summary['ttft_p99_s']:.2f} s, "
                     f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms: {'meets' if ok else 'fails'}")
         lo, hi = (mid, hi) if ok else (lo, mid)
-    return lo
+        failed |= not ok
+    return lo, not failed
 
 
 def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft_p99_s: float | None = None,

@@ -249,7 +249,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         capacity.to_csv(out / "capacity.csv", index=False)
         md += ["## Capacity plan: the smallest fleet that meets the SLOs\n", _table(capacity),
                "`memory_floor_nodes` is the analytic lower bound from KV memory alone; `headroom_scale` is the "
-               "load multiplier the fleet takes before an SLO breaks.\n",
+               "load multiplier the fleet takes before an SLO breaks; where `headroom_capped` is True it met the "
+               "SLOs at every multiplier tried, so the figure is a lower bound (it may take more).\n",
                "![capacity](" + _save(capacity_figure(capacity, sc.name), out / "capacity.png") + ")\n"]
         files.add(1)
     files.finish()

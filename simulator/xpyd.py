@@ -234,10 +234,10 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
         meter.next_stage()
         split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
                                    on_step=on_step, meter=meter)
-        rows.append({**asdict(split), "headroom_scale": math.nan})
+        rows.append({**asdict(split), "headroom_scale": math.nan, "headroom_capped": False})
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
-            "binding", "headroom_scale", "simulations"]
+            "binding", "headroom_scale", "headroom_capped", "simulations"]
     return pd.DataFrame(rows)[cols]
 
 

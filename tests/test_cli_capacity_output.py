@@ -35,3 +35,23 @@ def test_offline_without_a_steady_window_warns_in_text_as_in_json(tmp_path):
     assert outcome(r) is None
     assert f"warning: 8xH100 seed 0: {warning}" in r.stderr.splitlines()
     assert "warning" not in r.stdout  # the table stays on stdout, the warning beside it on stderr
+
+
+def test_a_headroom_never_seen_to_fail_is_shown_as_a_lower_bound(tmp_path):
+    p = scenario(tmp_path, SHORT)  # one 8xH100 node meets the SLOs at every load the headroom search tries
+    r = kvsim("capacity", p, "--out", tmp_path / "o")
+    assert outcome(r) is None
+    header, row = r.stdout.splitlines()[:2]
+    assert "headroom_scale" in header and "headroom_capped" not in header and "≥ 7.5" in row
+    doc = json.loads(kvsim("capacity", p, "--json").stdout)[0]
+    assert doc["headroom_capped"] is True and 7.4 < doc["headroom_scale"] < 7.6
+    csv = (tmp_path / "o" / "capacity.csv").read_text().splitlines()
+    assert csv[0].endswith("headroom_scale,headroom_capped,simulations") and ",True," in csv[1]
+
+
+def test_a_headroom_seen_to_fail_is_shown_as_found(tmp_path):
+    p = scenario(tmp_path, SHORT.replace("duration_s = 30\n", "duration_s = 30\nrate_scale = 20.0\n"))
+    doc = json.loads(kvsim("capacity", p, "--json").stdout)[0]
+    assert doc["headroom_capped"] is False and 1 < doc["headroom_scale"] < 7.5
+    r = kvsim("capacity", p)
+    assert outcome(r) is None and "≥" not in r.stdout

@@ -79,7 +79,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
         click.echo()
         cols = ["hardware", *(["fleet"] if "fleet" in plan else []), "nodes", "memory_floor_nodes", "usd_per_hour",
                 "usd_per_million_output_tokens", "binding", "headroom_scale"]
-        _echo_table(plan[cols])
+        _echo_table(_headroom_shown(plan)[cols])
     click.echo(f"report written to {out / 'summary.md'}")
 
 
@@ -156,7 +156,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if as_json:
             echo_json(records(plan))
         else:
-            _echo_table(plan)
+            _echo_table(_headroom_shown(plan))
         if out and folder:
             folder.clear({"capacity.csv", "capacity.png"})
             plan.to_csv(out / "capacity.csv", index=False)
@@ -165,6 +165,15 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             close_figure(fig)
             folder.finish()
             click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:
+    """The plan for a text table: a headroom the search never saw fail (``headroom_capped``) as a lower
+    bound, ``≥ 7.5``, and no ``headroom_capped`` column (the CSV and JSON keep it)."""
+    shown = plan.drop(columns=["headroom_capped"])
+    shown["headroom_scale"] = [("≥ " if capped else "") + ("–" if pd.isna(h) else figure(h))
+                               for h, capped in zip(plan.headroom_scale, plan.headroom_capped, strict=True)]
+    return shown
 
 
 def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
