@@ -478,6 +478,9 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     A ``[workload]`` with a ``trace`` and no ``duration_s`` replays the whole trace.
     """
     w = data.get("workload")
+    if isinstance(w, Mapping) and "trace" in w and "spec" in w:  # two workloads: neither may silently win
+        raise ConfigError(f"{where}: workload.trace and [workload.spec] are two workloads; give one (got trace = "
+                          f"{shown(w['trace'])} and a [workload.spec] table)")
     if isinstance(w, Mapping) and w.get("trace") and "duration_s" not in w:
         data = {**data, "workload": {**w, "duration_s": math.inf}}
     try:
@@ -530,8 +533,9 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     data = read_toml(p, missing=_not_found(p))
     if trace is not None:
         must(Path(trace).is_file(), "load_scenario", "trace", "an existing trace file", shown_path(trace))
-        w = data.get("workload")
-        data = {**data, "workload": {**(w if isinstance(w, dict) else {}), "trace": str(Path(trace).resolve())}}
+        w = {k: v for k, v in (data.get("workload") or {}).items() if k not in ("spec", "trace")} \
+            if isinstance(data.get("workload"), dict) else {}  # the trace replaces the file's workload
+        data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
     if not overrides:
         return scenario

@@ -299,6 +299,9 @@ def _alike(values: Sequence[Any]) -> list[str]:
 def _parse(table: dict[str, Any], path: str) -> Scenario:
     """`parse_scenario` keeping `path` (where relative paths resolve) as the base scenario had it."""
     where = path or f"scenario {table.get('name')!r}"
+    w = table.get("workload")
+    if isinstance(w, dict) and "trace" in w and "spec" in w:  # `scenario_table` holds both; one is in use
+        table = {**table, "workload": {k: v for k, v in w.items() if k != ("spec" if w["trace"] else "trace")}}
     return dataclasses.replace(parse_scenario(table, where), path=path)
 
 

@@ -1,0 +1,41 @@
+"""Scenario keys, strategy levers and options that contradict each other, which an audit found silently
+resolved (one of the two won, the other was dropped), each now refused in one line, exit 2, naming the
+file and both keys, before any simulation (the contract of `tests.test_hostile_inputs`).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.scenario import SCENARIO_DIR, load_scenario
+from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
+
+
+# --- a trace and a generator table: two workloads --------------------------------------------------
+def test_a_trace_and_a_generator_table_are_refused(tmp_path):
+    shutil.copy(SCENARIO_DIR / "traces" / "chat-sample.csv", tmp_path / "x.csv")
+    p = scenario(tmp_path, edit("duration_s = 5", 'trace = "x.csv"\nduration_s = 5'))
+    for args in (["run", p, "--out", tmp_path / "o"], ["capacity", p, "--out", tmp_path / "c"]):
+        line = error(kvsim(*args), str(p))
+        assert "workload.trace and [workload.spec]" in line and "'x.csv'" in line and "give one" in line
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError, match=r"s\.toml: workload\.trace and \[workload\.spec\] are two workloads"):
+        load_scenario(p)
+
+
+def test_a_trace_option_replaces_the_scenarios_generator(tmp_path):
+    """``kvsim run SCENARIO --trace`` replays the trace in place of the file's workload: not two workloads."""
+    trace = SCENARIO_DIR / "traces" / "chat-sample.csv"
+    sc = load_scenario(scenario(tmp_path), trace=trace)
+    assert sc.workload.trace == str(trace.resolve())
+    assert outcome(kvsim("run", "trace-replay", "--trace", trace, "--out", tmp_path / "o")) is None
+
+
+def test_a_sweep_of_a_trace_replay_still_parses_its_points():
+    from simulator.sweep import expand_grid
+
+    points = expand_grid(load_scenario("trace-replay"), {"seed": [1, 2]})
+    assert [p.workload.trace for _, p in points] == ["traces/chat-sample.csv"] * 2
