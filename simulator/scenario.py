@@ -6,7 +6,7 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
 
     name = "chat-4k-h100"
     seed = 0
-    [model]      name = "Llama-3.1-70B"            # or config = "path/to/config.json"
+    [model]      name = "Llama-3.1-70B"            # or config = "path/to/config.json" (not both)
     [cluster]    hardware = ["8xH100"]  nodes = 1  tp = 8  pp = 1  dp_attention = false  ep = 1
     [cache]      layout = "native"  strategy = "prefix"     # the default, as vLLM and SGLang; "none": off
     [scheduler]  max_num_seqs = 256                 # SchedulerConfig fields
@@ -477,6 +477,10 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
 
     A ``[workload]`` with a ``trace`` and no ``duration_s`` replays the whole trace.
     """
+    m = data.get("model")
+    if isinstance(m, Mapping) and "name" in m and "config" in m:  # two models: neither may silently win
+        raise ConfigError(f"{where}: model.name and model.config are two models; give one (got name = "
+                          f"{shown(m['name'])} and config = {shown(m['config'])})")
     w = data.get("workload")
     if isinstance(w, Mapping) and "trace" in w and "spec" in w:  # two workloads: neither may silently win
         raise ConfigError(f"{where}: workload.trace and [workload.spec] are two workloads; give one (got trace = "

@@ -133,8 +133,8 @@ def _optional_of(tp: Any) -> Any:
 
 def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> None:
     """Refuse a key the scenario has no place for: one below an optional table it lacks
-    (``disaggregation.*`` without ``[disaggregation]``), or a generator's (``workload.spec.*``) when
-    it replays a trace, which ignores the generator."""
+    (``disaggregation.*`` without ``[disaggregation]``), a generator's (``workload.spec.*``) when
+    it replays a trace, which ignores the generator, or ``model.name`` when it reads a config.json."""
     head = key.split(".")[0]
     if "." in key and head not in grid and getattr(scenario, head, 0) is None:
         raise ConfigError(f"--grid {key}: {scenario.where} has no [{head}] table; add one to sweep its keys")
@@ -143,6 +143,10 @@ def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> Non
         raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} replays a trace "
                           f"(workload.trace = {shown(scenario.workload.trace)}), which ignores workload.spec; "
                           "sweep workload.rate_scale or workload.duration_s")
+    if key == "model.name" and scenario.model.config and "model.config" not in grid:
+        raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} reads its model from "
+                          f"model.config = {shown(scenario.model.config)}, which model.name cannot override; "
+                          "sweep model.config or model.weight_dtype")
 
 
 def _parse_value(tp: Any, value: Any) -> Any:
@@ -299,9 +303,10 @@ def _alike(values: Sequence[Any]) -> list[str]:
 def _parse(table: dict[str, Any], path: str) -> Scenario:
     """`parse_scenario` keeping `path` (where relative paths resolve) as the base scenario had it."""
     where = path or f"scenario {table.get('name')!r}"
-    w = table.get("workload")
-    if isinstance(w, dict) and "trace" in w and "spec" in w:  # `scenario_table` holds both; one is in use
-        table = {**table, "workload": {k: v for k, v in w.items() if k != ("spec" if w["trace"] else "trace")}}
+    for head, used, other in (("workload", "trace", "spec"), ("model", "config", "name")):
+        t = table.get(head)  # `scenario_table` holds both a trace and a generator, a config and a name
+        if isinstance(t, dict) and used in t and other in t:  # keep the one in use
+            table = {**table, head: {k: v for k, v in t.items() if k != (other if t[used] else used)}}
     return dataclasses.replace(parse_scenario(table, where), path=path)
 
 

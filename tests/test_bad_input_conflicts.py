@@ -39,3 +39,34 @@ def test_a_sweep_of_a_trace_replay_still_parses_its_points():
 
     points = expand_grid(load_scenario("trace-replay"), {"seed": [1, 2]})
     assert [p.workload.trace for _, p in points] == ["traces/chat-sample.csv"] * 2
+
+
+# --- a catalog model and a config.json: two models -------------------------------------------------
+def _config_json(tmp_path):
+    import json
+
+    f = tmp_path / "l8.json"
+    f.write_text(json.dumps({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                             "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336}))
+    return f
+
+
+def test_a_model_name_and_a_config_are_refused(tmp_path):
+    _config_json(tmp_path)
+    p = scenario(tmp_path, edit('name = "Llama-3.1-8B"', 'name = "Llama-3.1-70B"\nconfig = "l8.json"'))
+    line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
+    assert "model.name and model.config are two models; give one" in line
+    assert "'Llama-3.1-70B'" in line and "'l8.json'" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_alone_loads_and_sweeps(tmp_path):
+    from simulator.sweep import expand_grid
+
+    _config_json(tmp_path)
+    p = scenario(tmp_path, edit('name = "Llama-3.1-8B"', 'config = "l8.json"'))
+    sc = load_scenario(p)
+    assert sc.model_spec().n_layers == 32
+    assert [x.model.config for _, x in expand_grid(sc, {"seed": [1, 2]})] == ["l8.json"] * 2
+    with pytest.raises(ConfigError, match=r"--grid model\.name: .*reads its model from model\.config = 'l8\.json'"):
+        expand_grid(sc, {"model.name": ["Llama-3.1-8B"]})
