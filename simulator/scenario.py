@@ -407,12 +407,24 @@ class Scenario:
             self._check_disaggregation(model)
         self._check_plugins()
         self._check_workload()
-        if self.report.breakeven:  # a bad profile, tier or TTL fails now, not after the simulation
-            from simulator.billing import get_profile, parse_ttl
+        self._check_billing()
 
-            profile = get_profile(self.billing.profile, self.billing.tier or None)
-            for ttl in self.billing.ttls:
+    def _check_billing(self) -> None:
+        """``[billing]``'s profile, tier and TTLs exist, each error naming its key: a typo fails now,
+        not after the simulation, and fails whether or not the report runs the break-even study."""
+        from simulator.billing import get_profile, parse_ttl
+
+        b = self.billing
+        for key, tier in (("billing.profile", None), ("billing.tier", b.tier or None)):
+            try:
+                profile = get_profile(b.profile, tier)
+            except ConfigError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+        for ttl in b.ttls:
+            try:
                 profile.write_multiplier(parse_ttl(ttl))
+            except ConfigError as exc:
+                raise ConfigError(f"billing.ttls: {exc}") from None
 
     def _pool_budget(self, node: NodeSpec, model: ModelSpec, plan: ParallelPlan, nodes: int, plan_keys: str,
                      nodes_key: str, context: str = "") -> KVBudget:

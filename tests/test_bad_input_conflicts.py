@@ -70,3 +70,18 @@ def test_a_config_alone_loads_and_sweeps(tmp_path):
     assert [x.model.config for _, x in expand_grid(sc, {"seed": [1, 2]})] == ["l8.json"] * 2
     with pytest.raises(ConfigError, match=r"--grid model\.name: .*reads its model from model\.config = 'l8\.json'"):
         expand_grid(sc, {"model.name": ["Llama-3.1-8B"]})
+
+
+# --- [billing] typos with the break-even study off -------------------------------------------------
+@pytest.mark.parametrize(("billing", "says"), [
+    ('profile = "antropic"', "billing.profile: unknown price profile 'antropic'; valid: anthropic"),
+    ('tier = "opus-9"', "billing.tier: unknown tier 'opus-9' of profile 'anthropic'; valid: sonnet-4"),
+    ('ttls = ["7m"]', "billing.ttls: PriceProfile(anthropic/sonnet-4): 'ttl' must be one of 5m, 1h (got '7m')"),
+])
+@pytest.mark.parametrize("command", ["run", "capacity"])
+def test_a_billing_typo_is_refused_with_the_breakeven_study_off(tmp_path, billing, says, command):
+    p = scenario(tmp_path, edit("[report]", f"[billing]\n{billing}\n[report]"))
+    assert "breakeven = false" in p.read_text()
+    line = error(kvsim(command, p, "--out", tmp_path / "o"), str(p))
+    assert says in line
+    assert not (tmp_path / "o").exists()
