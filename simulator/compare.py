@@ -8,7 +8,9 @@ A strategy set is a ``+``-joined spec of levers from the three families::
                (a budget below 1 is a fraction of the prompt, else tokens)
     reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction)
 
-e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096``.
+e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096``. Each lever
+appears once, and at most one of a family (a KV dtype, a retention policy, an eviction policy):
+``fp8+int4``, ``h2o+snapkv``, ``prefix+lru+lfu`` and ``prefix+prefix`` are errors, not "the last wins".
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from workloads.summary import offered_rate_per_s
 
 RETENTIONS = {"streaming-llm": "window_tokens", "h2o": "budget_tokens", "snapkv": "budget_tokens"}
 REUSE = ("prefix", "dram", "nvme", "lru", "lfu", "fifo")
+EVICTIONS = ("lru", "lfu", "fifo")  # the prefix cache's eviction policy: one at most
 
 
 def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
@@ -48,8 +51,16 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     cache_params: dict[str, object] = {}
     retention_params: dict[str, object] = {}
     allowed = f"a layout's (as --layout), retention ({', '.join(RETENTIONS)}) or reuse ({', '.join(REUSE)})"
+    seen: dict[str, str] = {}  # a family -> the lever of it given (the layout's: `parse_layout`'s rule)
     for raw in lever_parts(spec, "strategy set", allowed):
         name, _, arg = raw.partition(":")
+        family = "retention" if name in RETENTIONS else "eviction" if name in EVICTIONS else name
+        if name in (*RETENTIONS, *REUSE):  # each once, as a layout's family: not "the last wins"
+            if family in seen:
+                raise ConfigError(f"strategy set {shown(spec)}: " + (
+                    f"{raw!r} is given twice (each lever once)" if seen[family] == raw else
+                    f"{raw!r} conflicts with {seen[family]!r} (one {family} lever at most)"))
+            seen[family] = raw
         if name in RETENTIONS:
             retention, retention_params = name, {}
             if arg:

@@ -85,3 +85,27 @@ def test_a_billing_typo_is_refused_with_the_breakeven_study_off(tmp_path, billin
     line = error(kvsim(command, p, "--out", tmp_path / "o"), str(p))
     assert says in line
     assert not (tmp_path / "o").exists()
+
+
+# --- a strategy set with two levers of one family ---------------------------------------------------
+@pytest.mark.parametrize(("strategy", "says"), [
+    ("prefix+lru+lfu", "strategy set 'prefix+lru+lfu': 'lfu' conflicts with 'lru' (one eviction lever at most)"),
+    ("h2o+snapkv", "strategy set 'h2o+snapkv': 'snapkv' conflicts with 'h2o' (one retention lever at most)"),
+    ("h2o:0.5+h2o:0.2", "'h2o:0.2' conflicts with 'h2o:0.5' (one retention lever at most)"),
+    ("prefix+prefix", "strategy set 'prefix+prefix': 'prefix' is given twice (each lever once)"),
+    ("prefix+dram+dram", "'dram' is given twice (each lever once)"),
+    ("fp8+int4", "'int4' conflicts with 'fp8' (one dtype lever at most)"),  # the layout's rule, as it was
+])
+def test_a_strategy_set_with_two_levers_of_a_family_is_refused(tmp_path, strategy, says):
+    r = kvsim("compare", "--workload", "chat-4k", "--duration-s", 10, "--strategy", strategy, "--out", tmp_path / "o")
+    assert says in error(r, strategy)
+    assert not list(tmp_path.glob("o/*"))  # nothing ran (the CLI makes the --out folder before it reads the sets)
+
+
+def test_levers_of_different_families_still_compose():
+    from simulator.compare import parse_strategy_set
+    from simulator.engine import EngineConfig
+
+    c = parse_strategy_set("lru+prefix+dram+fp8+h2o:0.5", EngineConfig())
+    assert (c.cache, c.cache_params, c.retention, c.layout.label) == \
+        ("prefix", {"eviction": "lru", "dram": True}, "h2o", "fp8")
