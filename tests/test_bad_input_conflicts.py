@@ -109,3 +109,33 @@ def test_levers_of_different_families_still_compose():
     c = parse_strategy_set("lru+prefix+dram+fp8+h2o:0.5", EngineConfig())
     assert (c.cache, c.cache_params, c.retention, c.layout.label) == \
         ("prefix", {"eviction": "lru", "dram": True}, "h2o", "fp8")
+
+
+# --- fp4 weights on a GPU without fp4 tensor cores: fit and collapse as run, cost and compare ------
+FP4_ON_H100 = ("H100 has no fp4 tensor cores (fp4_flops = 0 in the GPU catalog): 'weight_dtype' must be one it "
+               "computes in (bf16, fp8) (got 'fp4')")
+
+
+@pytest.mark.parametrize("args", [
+    ["fit", "--weight-dtype", "fp4", "--context", 4096],
+    ["fit", "--weight-dtype", "fp4", "--context", 4096, "--json"],
+    ["collapse", "--weight-dtype", "fp4"],
+    ["collapse", "--weight-dtype", "fp4", "--hardware", "8xB200,8xH200"],
+    ["cost", "--weight-dtype", "fp4", "--context", 4096, "--batch", 1],  # as it was
+])
+def test_fp4_weights_on_hopper_are_refused_by_fit_and_collapse(tmp_path, args):
+    if args[0] == "collapse":
+        args = [*args, "--out", tmp_path / "c"]
+    r = kvsim(*args)
+    assert FP4_ON_H100.replace("H100", "H200" if "8xB200,8xH200" in args else "H100") in error(r, "fp4")
+    assert not (tmp_path / "c" / "collapse.csv").exists()
+
+
+def test_fp4_weights_on_blackwell_still_fit():
+    assert outcome(kvsim("fit", "--weight-dtype", "fp4", "--context", 4096, "--hardware", "8xB200")) is None
+    from hardware.catalog import load_catalog
+    from simulator.capacity import kv_budget
+    from simulator.models import get_model
+
+    with pytest.raises(ConfigError, match="H100 has no fp4 tensor cores"):
+        kv_budget(load_catalog().node("8xH100"), get_model("Llama-3.1-8B"), weight_dtype="fp4")
