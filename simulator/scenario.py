@@ -447,12 +447,17 @@ class Scenario:
         return budget
 
     def _check_disaggregation(self, model: ModelSpec) -> None:
-        """The prefill pool's plan suits the model and fits its node kind in whole replicas; the decode
-        pool is whole replicas of ``[cluster]``'s plan; both node kinds have NICs to move the KV; an
-        aggregated fleet compared has the same nodes."""
+        """Admission on the prompt (``reserve`` is not modelled in a disaggregated fleet); the prefill
+        pool's plan suits the model and fits its node kind in whole replicas; the decode pool is whole
+        replicas of ``[cluster]``'s plan; both node kinds have NICs to move the KV; an aggregated fleet
+        compared has the same nodes."""
         d = self.disaggregation
         assert d is not None
         catalog = self._catalog()
+        if self.scheduler.admission != "prompt":  # the engine's rule (`EngineConfig`), named by the file's keys
+            raise ConfigError(f"{self.where}: scheduler.admission must be \"prompt\" with [disaggregation] (a decode "
+                              "replica takes its KV from the link, so nothing is reserved at admission; reserve is "
+                              f"not modelled there) (got {shown(self.scheduler.admission)})")
         total = d.prefill_nodes + d.decode_nodes
         if d.compare_aggregated and self.cluster.nodes != total:
             raise ConfigError(f"{self.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "

@@ -139,3 +139,19 @@ def test_fp4_weights_on_blackwell_still_fit():
 
     with pytest.raises(ConfigError, match="H100 has no fp4 tensor cores"):
         kv_budget(load_catalog().node("8xH100"), get_model("Llama-3.1-8B"), weight_dtype="fp4")
+
+
+# --- admission = "reserve" in a disaggregated fleet ------------------------------------------------
+DISAGG = {"nodes = 1": "nodes = 2", "tp = 1": "tp = 8",
+          "[workload]": '[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n[scheduler]\nadmission = "reserve"\n'
+                        "[workload]"}
+
+
+@pytest.mark.parametrize("command", ["run", "capacity"])
+def test_reserve_admission_with_disaggregation_is_refused_at_load(tmp_path, command):
+    p = scenario(tmp_path, **DISAGG)
+    r = kvsim(command, p, "--out", tmp_path / "o")
+    line = error(r, str(p))
+    assert 'scheduler.admission must be "prompt" with [disaggregation]' in line and "(got 'reserve')" in line
+    assert "EngineConfig" not in line and "simulating" not in r.stderr
+    assert not (tmp_path / "o").exists()
