@@ -1,6 +1,7 @@
 """Max sustainable rate and offline throughput of a fixed fleet, by simulation.
 
-**Max rate.** For the scenario's fleet (a node kind × ``cluster.nodes``) the highest arrival rate
+**Max rate.** For one of the scenario's fleets (a node kind × ``cluster.nodes``, or with
+``[disaggregation]`` its disaggregated fleet: `Scenario.fleets`) the highest arrival rate
 that meets the SLOs: the workload's rate scaled by ``s`` (`Scenario.load_workload` with
 ``rate_scale=s``: a generator's arrival rates times ``s``, a trace time-compressed or thinned). A
 rate *meets* when `planning.meets_slo` holds (p99 TTFT, p99 TPOT, nothing timed out) **and** the
@@ -41,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.engine import Result, SteadyWindow, StepTimer, run
+from simulator.engine import EngineConfig, Result, SteadyWindow, StepTimer, run
 from simulator.engine.steady import NOT_STEADY, RUN_LONGER
 from simulator.errors import must
 from simulator.planning import meets_slo
@@ -265,12 +266,31 @@ def _with_duration(scenario: Scenario, duration_s: float | None) -> Scenario:
     return replace(scenario, workload=replace(scenario.workload, duration_s=duration_s))
 
 
-def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
-             rel_tol: float = 0.05, ttft_p99_s: float | None = None, tpot_p99_s: float | None = None,
+def fleet_config(scenario: Scenario, hardware: str, fleet: str | None,
+                 where: str) -> tuple[str, EngineConfig, int]:
+    """The fleet labelled `fleet` among ``scenario.fleets(hardware)`` (None: the aggregated one, `hardware`
+    itself, as `kvsim run` labels them), its engine config and its nodes (both pools' of a disaggregated one)."""
+    fleets = dict(scenario.fleets(hardware))
+    label = hardware if fleet is None else fleet
+    if label not in fleets and fleet is None:  # a scenario that compares no aggregated fleet
+        config = scenario.engine_config(hardware)
+    else:
+        must(label in fleets, where, "fleet", f"one of the scenario's fleets on {hardware} ({', '.join(fleets)})",
+             fleet)
+        config = fleets[label]
+    pool = config.prefill_pool
+    return label, config, config.n_nodes + (pool.n_nodes if pool is not None else 0)
+
+
+def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = 3,
+             seed: int | None = None, rel_tol: float = 0.05, ttft_p99_s: float | None = None,
+             tpot_p99_s: float | None = None,
              duration_s: float | None = None, window: SteadyWindow | None = None,
              timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None,
              progress: Progress | None = None) -> MaxRate:
-    """The highest rate `hardware` × ``cluster.nodes`` sustains within the SLOs, per seed (module docstring).
+    """The highest rate `hardware` × ``cluster.nodes`` sustains within the SLOs, per seed (module docstring);
+    `fleet` names another of the scenario's fleets on `hardware` (`Scenario.fleets`: ``"8xH100-2P4D"``,
+    its disaggregated one), which the answer is labelled by.
 
     Seeds are ``seed, seed + 1, …`` (default: the scenario's seed). `progress` receives the fraction
     done, a trial weighing its rate scale (its requests, generated and simulated), the trials to
@@ -280,10 +300,9 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
     must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
     must(0 < rel_tol < math.inf, "max_rate", "rel_tol", "a finite number > 0", rel_tol)  # before scales_left
     sc = _with_duration(scenario, duration_s)
-    hw = hardware or sc.cluster.hardware[0]
+    label, config, nodes = fleet_config(sc, hardware or sc.cluster.hardware[0], fleet, "max_rate")
     ttft = ttft_p99_s or sc.slo.ttft_p99_s
     tpot = tpot_p99_s or sc.slo.tpot_p99_s
-    config = sc.engine_config(hw)
     first = sc.seed if seed is None else seed
     answers: list[SeedAnswer] = []
     per_scale = 1 + GENERATE_COST
@@ -305,7 +324,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
             spent[0] += per_scale * scale
             t = Trial.of(scale, result, ttft, tpot)
             if on_step:
-                on_step(f"{hw} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
+                on_step(f"{label} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
                         f"TTFT p99 {t.ttft_p99_s:.2f} s, TPOT p99 {t.tpot_p99_s * 1e3:.0f} ms, sustained "
                         f"{t.sustained_requests_per_s:,.3g} req/s{'' if t.steady else ', not steady'}: "
                         f"{'meets' if t.ok else 'fails'}")
@@ -331,7 +350,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3,
         first_cost = first_cost or spent[0]
         meter.next_stage(later=[first_cost] * (seeds - 1 - k))
     meter.finish()
-    return MaxRate(hardware=hw, nodes=sc.cluster.nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
+    return MaxRate(hardware=label, nodes=nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
                    duration_s=sc.workload.duration_s, answers=tuple(answers))
 
 
@@ -357,16 +376,17 @@ def all_at_once(workload: Workload) -> Workload:
                                   seed=workload.seed)
 
 
-def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds: int = 3, seed: int | None = None,
-                       duration_s: float | None = None, window: SteadyWindow | None = None,
+def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = 3,
+                       seed: int | None = None, duration_s: float | None = None, window: SteadyWindow | None = None,
                        timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None,
                        progress: Progress | None = None) -> pd.DataFrame:
-    """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0.
+    """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0,
+    on `hardware` × ``cluster.nodes`` or the scenario's fleet `fleet` on it (as `max_rate`).
 
     `progress` receives the fraction done: each seed an equal share, `GENERATE_COST` of it generating."""
     must(seeds >= 1, "offline_throughput", "seeds", ">= 1", seeds)
     sc = _with_duration(scenario, duration_s)
-    hw = hardware or sc.cluster.hardware[0]
+    label, config, nodes = fleet_config(sc, hardware or sc.cluster.hardware[0], fleet, "offline_throughput")
     first = sc.seed if seed is None else seed
     meter = Meter(progress, [seeds * (1 + GENERATE_COST)])
     rows = []
@@ -374,7 +394,7 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds
         wl = sc.load_workload(sd)
         sc.check_context(wl)
         meter.add(GENERATE_COST)
-        s = run(sc.engine_config(hw), all_at_once(wl), sd, timer=timer, window=window,
+        s = run(config, all_at_once(wl), sd, timer=timer, window=window,
                 progress=meter.piece(1.0), total_requests=len(wl.requests())).summary
         meter.add(1.0)
         row = OfflineRun(seed=sd, requests=s["requests"], completed=s["completed"],
@@ -385,9 +405,9 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, seeds
                          makespan_output_tokens_per_s=s["output_tokens_per_s"],
                          steady_state_warning=s["steady_state_warning"])
         if on_step:
-            on_step(f"{hw} seed {sd}: {row.requests:,} requests at t = 0 -> {row.requests_per_s:,.3g} req/s, "
+            on_step(f"{label} seed {sd}: {row.requests:,} requests at t = 0 -> {row.requests_per_s:,.3g} req/s, "
                     f"{row.output_tokens_per_s:,.0f} output tok/s sustained over [{row.steady_window_start_s:,.0f}, "
                     f"{row.steady_window_end_s:,.0f}] s")
-        rows.append({"hardware": hw, "nodes": sc.cluster.nodes, **asdict(row)})
+        rows.append({"hardware": label, "nodes": nodes, **asdict(row)})
     meter.finish()
     return pd.DataFrame(rows)

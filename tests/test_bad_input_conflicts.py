@@ -155,3 +155,33 @@ def test_reserve_admission_with_disaggregation_is_refused_at_load(tmp_path, comm
     assert 'scheduler.admission must be "prompt" with [disaggregation]' in line and "(got 'reserve')" in line
     assert "EngineConfig" not in line and "simulating" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+# --- capacity --max-rate / --offline on a scenario with [disaggregation] ----------------------------
+def test_max_rate_and_offline_search_the_disaggregated_fleet_too(tmp_path):
+    """They simulated only the aggregated fleet, the [disaggregation] silently dropped; now each of the
+    scenario's fleets (`Scenario.fleets`) is searched and labelled as `kvsim run` labels it."""
+    import json
+
+    import pandas as pd
+
+    p = scenario(tmp_path, **{**DISAGG, 'admission = "reserve"\n': ""})
+    r = kvsim("capacity", p, "--max-rate", "--seeds", 1, "--rel-tol", 1.0, "--json")
+    assert outcome(r) is None
+    doc = json.loads(r.stdout)
+    assert [(m["hardware"], m["nodes"]) for m in doc["max_rate"]] == [("8xH100", 2), ("8xH100-1P1D", 2)]
+    r = kvsim("capacity", p, "--offline", "--seeds", 1, "--out", tmp_path / "o")
+    assert outcome(r) is None
+    assert list(pd.read_csv(tmp_path / "o" / "offline.csv").hardware) == ["8xH100", "8xH100-1P1D"]
+    text = p.read_text().replace("decode_nodes = 1", "decode_nodes = 1\ncompare_aggregated = false")
+    p.write_text(text)
+    doc = json.loads(kvsim("capacity", p, "--max-rate", "--seeds", 1, "--rel-tol", 1.0, "--json").stdout)
+    assert [m["hardware"] for m in doc["max_rate"]] == ["8xH100-1P1D"]
+
+
+def test_max_rate_refuses_a_fleet_the_scenario_lacks():
+    from simulator.maxrate import max_rate
+
+    with pytest.raises(ConfigError, match=r"max_rate: 'fleet' must be one of the scenario's fleets on 8xH100 "
+                                          r"\(8xH100, 8xH100-2P4D\) \(got '8xH100-1P1D'\)"):
+        max_rate(load_scenario("disaggregated"), "8xH100", fleet="8xH100-1P1D")

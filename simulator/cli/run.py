@@ -113,7 +113,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load (with a
     [disaggregation] section: the smallest aggregated and xPyD fleets side by side).
 
-    With --max-rate: for the scenario's fleet (each node kind × cluster.nodes), the highest arrival
+    With --max-rate: for the scenario's fleets (each node kind × cluster.nodes, and its xPyD fleet with
+    [disaggregation]), the highest arrival
     rate that meets the SLOs, by bisection over seeds; with --offline: the throughput when every
     request arrives at once. Both report sustained figures over the steady-state window.
     --seeds and --warmup-fraction apply only to them, --rel-tol only to --max-rate: given
@@ -228,12 +229,13 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
     names = {"max_rate.csv"} if max_rate else set()
     names |= {"offline.csv"} if offline else set()
     doc: dict[str, Any] = {"scenario": sc.name, "warmup_fraction": warmup_fraction}
+    fleets = [(hw, label) for hw in kinds for label, _ in sc.fleets(hw)]  # with [disaggregation]: its xPyD fleets
     if max_rate:
         answers = []
-        for hw in kinds:
-            with progress_bar(f"max-rate search on {hw}") as bar:
-                answers.append(maxrate.max_rate(sc, hw, seeds=seeds, seed=seed, rel_tol=rel_tol, ttft_p99_s=ttft,
-                                                tpot_p99_s=tpot, duration_s=duration, window=window,
+        for hw, label in fleets:
+            with progress_bar(f"max-rate search on {label}") as bar:
+                answers.append(maxrate.max_rate(sc, hw, fleet=label, seeds=seeds, seed=seed, rel_tol=rel_tol,
+                                                ttft_p99_s=ttft, tpot_p99_s=tpot, duration_s=duration, window=window,
                                                 on_step=bar.note, progress=bar))
         doc["max_rate"] = [a.as_dict() for a in answers]
         if not as_json:
@@ -244,10 +246,11 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
             pd.concat([a.to_frame() for a in answers]).to_csv(out / "max_rate.csv", index=False)
     if offline:
         frames = []
-        for hw in kinds:
-            with progress_bar(f"offline runs on {hw}") as bar:
-                frames.append(maxrate.offline_throughput(sc, hw, seeds=seeds, seed=seed, duration_s=duration,
-                                                         window=window, on_step=bar.note, progress=bar))
+        for hw, label in fleets:
+            with progress_bar(f"offline runs on {label}") as bar:
+                frames.append(maxrate.offline_throughput(sc, hw, fleet=label, seeds=seeds, seed=seed,
+                                                         duration_s=duration, window=window, on_step=bar.note,
+                                                         progress=bar))
         frame = pd.concat(frames, ignore_index=True)
         doc["offline"] = records(frame)
         if not as_json:
