@@ -223,7 +223,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
              f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n"),
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
           f"Scheduler: {_scheduler_line(sc.scheduler)}.\n",
-          f"{price_note(sc.nodes())}.\n",
+          f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
           "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
           "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "

@@ -293,6 +293,13 @@ class Scenario:
         catalog = self._catalog()
         return [catalog.node(h) for h in self.cluster.hardware]
 
+    def priced_nodes(self) -> list[NodeSpec]:
+        """Every node kind the scenario's fleets run on, each once: `nodes` and ``[disaggregation]
+        prefill_hardware`` (what a price note names: each GPU priced)."""
+        d, nodes = self.disaggregation, self.nodes()
+        extra = [self._catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
+        return list({n.key: n for n in [*nodes, *extra]}.values())
+
     def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
         """The engine configuration for one node kind (the scenario's first by default)."""
         if isinstance(hardware, NodeSpec):

@@ -185,3 +185,15 @@ def test_max_rate_refuses_a_fleet_the_scenario_lacks():
     with pytest.raises(ConfigError, match=r"max_rate: 'fleet' must be one of the scenario's fleets on 8xH100 "
                                           r"\(8xH100, 8xH100-2P4D\) \(got '8xH100-1P1D'\)"):
         max_rate(load_scenario("disaggregated"), "8xH100", fleet="8xH100-1P1D")
+
+
+# --- the GPU price note names a disaggregated prefill pool's GPU -----------------------------------
+def test_the_price_note_names_the_prefill_pools_gpu(tmp_path):
+    p = scenario(tmp_path, **{**DISAGG, 'admission = "reserve"\n': "",
+                              "decode_nodes = 1\n": 'decode_nodes = 1\nprefill_hardware = "8xB200"\n'})
+    r = kvsim("run", p, "--usd-per-gpu-hour", "B200=4.5", "--out", tmp_path / "o")
+    assert outcome(r) is None
+    note = "GPU prices: H100 2.99 USD/GPU-hour (catalog), B200 4.50 USD/GPU-hour (overridden; catalog 5.99)"
+    assert note in r.stderr and note in (tmp_path / "o" / "summary.md").read_text()
+    sc = load_scenario(p)
+    assert [n.key for n in sc.priced_nodes()] == ["8xH100", "8xB200"] and [n.key for n in sc.nodes()] == ["8xH100"]

@@ -55,7 +55,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder = OutputFolder(out, "run")
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
-    click.echo(price_note(sc.nodes()), err=True)
+    click.echo(price_note(sc.priced_nodes()), err=True)
     with stopped_cleanly("run", folder):
         with progress_bar("simulating") as bar:
             result = run_scenario(sc, seed, progress=bar)
@@ -142,7 +142,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         sc.validate()
     if hardware is not None:
         kinds = [n.key for n in sc.nodes()]
-    click.echo(price_note(sc.nodes()), err=True)
+    click.echo(price_note(sc.priced_nodes()), err=True)
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
             _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,

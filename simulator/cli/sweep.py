@@ -136,7 +136,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     click.echo(f"scenario {sc.name}: {n} grid points, {runs} simulations"
                if not reused else f"scenario {sc.name}: {n} grid points, {len(reused)} reused from {log}, "
                f"{n - len(reused)} to run ({runs} simulations)", err=True)
-    click.echo(price_note(sc.nodes()) + ("" if "cluster.usd_per_gpu_hour" not in grid else
+    click.echo(price_note(sc.priced_nodes()) + ("" if "cluster.usd_per_gpu_hour" not in grid else
                                          " (cluster.usd_per_gpu_hour swept)"), err=True)
     if out:
         out.mkdir(parents=True, exist_ok=True)
