@@ -253,3 +253,16 @@ def test_calibrate_refuses_an_empty_out_before_fitting(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = kvsim("calibrate", "--from-aiconfigurator", "--out", "", "--force")
     assert error(r, "--out") == "Error: --out: must name a file (got '')" and "fitting" not in r.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["collapse", "--weight-dtype", "fp4"], "fp4"),  # refused inside the table (kv_budget): the folder was made first
+    (["compare", "--model", "nope", "--workload", "chat-4k", "--duration-s", "10", "--strategy", "prefix"], "nope"),
+    (["compare", "--workload", "chat-4k", "--duration-s", "10", "--strategy", "prefix+prefix"], "prefix"),
+])
+def test_a_refused_input_leaves_no_out_folder(tmp_path, args, said):
+    """`collapse` and `compare` made their --out folder before every input was checked: a refusal left it
+    behind, empty. Now the folder comes once the inputs hold (still before any simulation)."""
+    out = tmp_path / "out" / "here"
+    error(kvsim(*args, "--out", out), said)
+    assert not (tmp_path / "out").exists()

@@ -105,8 +105,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                               "cluster.tp, cluster.catalog) say it")
     specs = _strategy_sets(strategies)
     folder = OutputFolder(out, "compare") if out is not None else None
-    if folder:
-        folder.prepare()  # a bad --out fails now, not after the runs; nothing is removed yet
     if scenario is not None:
         from simulator.scenario import load_scenario
 
@@ -143,6 +141,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                                       rate_scale=rate_scale))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
+    if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails now, not after the runs
+        folder.prepare()  # nothing is removed yet
     n_sets = len(specs)
     label = f"comparing {n_sets} strategy set{'s' if n_sets != 1 else ''} on {len(requests):,} requests"
     with stopped_cleanly("compare", folder):  # Ctrl-C: exit 130, one line, no partial output

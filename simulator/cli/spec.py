@@ -273,8 +273,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
         else:
             chosen = []
+        df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)  # (refuses weights a GPU cannot run)
         folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet
-        df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
         folder.clear()  # the inputs held: collapse's earlier files go now
     csv, png = out / "collapse.csv", out / "collapse.png"
     with stopped_cleanly("collapse", folder):  # Ctrl-C: exit 130, one line, no partial output
