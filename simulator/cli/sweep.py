@@ -85,7 +85,8 @@ def _echo_table(df: pd.DataFrame) -> None:
 @click.option("--dask", "dask_address", metavar="ADDRESS",
               help="run the points on this Dask scheduler instead, e.g. tcp://host:8786 (needs kvsim[dask])")
 @click.option("--out", type=OutPath(),
-              help="write sweep.csv (each point's rows as it finishes; .parquet at the end) and the charts here")
+              help="write sweep.csv (each point's rows as it finishes; sweep.parquet at the end where pyarrow is "
+                   "installed) and the charts here")
 @click.option("--resume", is_flag=True,
               help="keep the points --out's sweep.csv already holds without an error and run only the rest")
 @click.option("--plot", "plots", multiple=True, metavar="METRIC[:KEY]",
