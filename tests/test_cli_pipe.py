@@ -45,3 +45,12 @@ def test_an_option_click_cannot_take_is_one_line(args, line):
     or a command: its "Usage: ..." and "Try '... --help'" lines (and a blank one) are not printed above it."""
     r = subprocess.run([*KVSIM, *args], capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", line + "\n")
+
+
+@pytest.mark.parametrize("args", [[], ["workload"]])
+def test_a_group_with_nothing_after_it_shows_its_help(args):
+    """`kvsim` and `kvsim workload` alone are click's NoArgsIsHelpError, a usage error whose message is the
+    group's help: it keeps its context (without it, click's `show` failed with a traceback)."""
+    r = subprocess.run([*KVSIM, *args], capture_output=True, text=True, timeout=120)
+    text = r.stdout + r.stderr
+    assert "Traceback" not in text and "Commands:" in text and text.startswith("Usage: ")

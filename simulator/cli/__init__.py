@@ -37,6 +37,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _one_line(exc: click.UsageError) -> None:
+    """Shown without its context, click prints a usage error's "Error: ..." line alone, not the usage and
+    "Try --help" lines above it (bad input is one line). A group run with nothing after it (`kvsim`,
+    `kvsim workload`: click's `NoArgsIsHelpError`) keeps its context: that error is the group's help."""
+    if not isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.ctx = None
+
+
 class LazyGroup(click.Group):
     """The command group: subcommands imported when run, and any kvsim error a subcommand lets
     through is one line and exit 2."""
@@ -60,16 +68,16 @@ class LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:  # `kvsim --bogus`: one line too (see `invoke`)
-            exc.ctx = None
+            _one_line(exc)
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
         with config_errors():
             try:
                 return super().invoke(ctx)
-            except click.UsageError as exc:  # an option or argument click could not take, an unknown command:
-                exc.ctx = None  # shown without its context, click prints the "Error: ..." line alone, not the
-                raise           # usage and "Try --help" lines above it (bad input is one line)
+            except click.UsageError as exc:  # an option or argument click could not take, an unknown command
+                _one_line(exc)
+                raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
