@@ -395,7 +395,7 @@ TTL_BREAKEVEN = [
         steps at `max_num_seqs`) spread over the streams the pool holds: holding the whole pool forgoes at most
         what the fleet could produce.
         `provider_costs_for` derives those prices from the deployment: KV bytes per token from the model and
-        layout, the prefill cost of the mean prompt from the cost model, a stream's revenue from the simulated
+        layout, each request's prefill saving from the cost model, a stream's revenue from the simulated
         decode speed (capped so) at the profile's output price, and the GPU's $/hour. (The report of `kvsim run` does the
         same through `simulator.report.deployment_costs`, which the next cell calls.)
     """),
@@ -560,6 +560,11 @@ CONCURRENCY_COLLAPSE = [
         bound = simulated.analytic_streams / (1 - 1 / 8)
         assert (simulated.analytic_streams <= simulated.peak_streams).all()
         assert (simulated.peak_streams <= bound + 1).all()
+        # the text above: at 4k prefill takes most of the node's time (its rate × prefill_s), and far fewer
+        # streams than memory and max_num_seqs allow decode at once
+        short = simulated.iloc[0]
+        assert short.offered_rps * short.prefill_s > 0.5
+        assert short.mean_streams < 0.5 * min(short.analytic_streams, scenario.scheduler.max_num_seqs)
         fig = collapse_figure(table[(table.hardware == HW) & (table.layout == "native")], model.key,
                               model.max_context_tokens, simulated)
         simulated

@@ -23,6 +23,7 @@ stream holds 41.94 GB / 8 = 5.24 GB of it on each GPU, so 10 streams fit; at 4k,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, DoesNotFitError, must
@@ -30,6 +31,9 @@ from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
 from simulator.units import GB
+
+if TYPE_CHECKING:
+    from simulator.cost import StepModel
 
 DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (docs.vllm.ai engine args)
 MAX_SEARCH_CONTEXT_TOKENS = 2**30  # longest context the search considers
@@ -308,3 +312,19 @@ def _send_recv_link(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KV
     send = max(gpu_sequence_bytes(prefill, model, layout, tokens, s, block_tokens) for s in range(len(prefill.stages)))
     recv = max(gpu_sequence_bytes(decode, model, layout, tokens, s, block_tokens) for s in range(len(decode.stages)))
     return send, recv, max(recv, send * decode_node.nic_bytes_per_s / prefill_node.nic_bytes_per_s)
+
+
+def sustained_requests_per_s(timer: StepModel, batch: int, prompt_tokens: float, output_tokens: float,
+                             context_tokens: float) -> float:
+    """Requests a second one replica sustains with `batch` streams decoding at once::
+
+        step_s = a(batch) + b(batch) · batch · context_tokens      (`decode_coefficients`: a full batch)
+        rate = batch / (batch · prefill_s(prompt_tokens) + o · step_s)
+
+    Each request takes the replica for its prefill and for a 1/batch share of its ``o`` decode steps
+    (to first order: chunked prefill adds its compute to the steps it shares). The collapse study offers
+    load against it (`simulator.study.simulated_collapse`) and the provider's HBM holding is capped by
+    it (`simulator.billing.provider.output_ceiling_per_stream`)."""
+    a, b = timer.decode_coefficients(batch)
+    step_s = a + b * batch * context_tokens
+    return batch / (batch * timer.prefill_s(prompt_tokens, 0) + output_tokens * step_s)

@@ -29,6 +29,7 @@ from simulator.charts import plain_text
 from simulator.charts.base import MEETS_COLOUR, MISSES_COLOUR
 from simulator.engine import EngineConfig, StepTimer, run
 from simulator.engine.caches import make_strategy
+from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention
 from simulator.errors import ConfigError, must_differ, shown
@@ -38,8 +39,7 @@ from workloads.request import Request
 from workloads.summary import offered_rate_per_s
 
 RETENTIONS = {"streaming-llm": "window_tokens", "h2o": "budget_tokens", "snapkv": "budget_tokens"}
-REUSE = ("prefix", "dram", "nvme", "lru", "lfu", "fifo")
-EVICTIONS = ("lru", "lfu", "fifo")  # the prefix cache's eviction policy: one at most
+REUSE = ("prefix", "dram", "nvme", *EVICTION_POLICIES)  # the prefix cache, its tiers and its eviction (one at most)
 
 
 def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
@@ -54,7 +54,7 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     seen: dict[str, str] = {}  # a family -> the lever of it given (the layout's: `parse_layout`'s rule)
     for raw in lever_parts(spec, "strategy set", allowed):
         name, _, arg = raw.partition(":")
-        family = "retention" if name in RETENTIONS else "eviction" if name in EVICTIONS else name
+        family = "retention" if name in RETENTIONS else "eviction" if name in EVICTION_POLICIES else name
         if name in (*RETENTIONS, *REUSE):  # each once, as a layout's family: not "the last wins"
             if family in seen:
                 raise ConfigError(f"strategy set {shown(spec)}: " + (

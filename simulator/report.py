@@ -137,7 +137,7 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
 
 def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     """`provider_costs_for` of the fleet `result` simulated, at `profile`'s output price: the model's
-    and layout's KV bytes per token, the cost model's prefill of the mean prompt, the simulated decode
+    and layout's KV bytes per token, the cost model's prefill (each request's saving), the simulated decode
     speed (1 / mean TPOT; at most the fleet's output ceiling over the streams its pool holds, from its
     replicas and `max_num_seqs`; a disaggregated fleet's replicas counted as if each served whole requests),
     the GPU's price and the KV pool as simulated (``kv_blocks_total`` × the

@@ -205,6 +205,7 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
           step_s = a(m) + b(m) · m · (n − o/2)       (`decode_coefficients`: a full batch at mean context)
           offered_rps = offered_fraction · capacity_rps
 
+      (`simulator.capacity.sustained_requests_per_s`)
       (to first order: chunked prefill adds its compute to the steps it shares; ``prefill_s`` is one
       prompt's prefill alone, a floor under its TTFT). ``mean_streams`` is the
       concurrency achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
@@ -216,7 +217,7 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
 
     `progress` receives the fraction done, each run weighed by its requests.
     """
-    from simulator.capacity import kv_budget, max_streams
+    from simulator.capacity import kv_budget, max_streams, sustained_requests_per_s
     from simulator.cost import StepModel, load_params
     from simulator.models import get_model
 
@@ -246,10 +247,8 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
                "goodput_fraction": float("nan"), "ttft_ok_fraction": float("nan"), "tpot_ok_fraction": float("nan")}
         if m >= 1:
             batch = min(m, config.scheduler.max_num_seqs)
-            a_s, b_s = timer.decode_coefficients(batch)
-            step_s = a_s + b_s * batch * (n - out / 2)
             prefill_s = timer.prefill_s(n - out, 0)
-            capacity = batch / (batch * prefill_s + out * step_s)
+            capacity = sustained_requests_per_s(timer, batch, n - out, out, n - out / 2)
             rate = offered_fraction * capacity
             at = run(steady, saturating_requests(int(n), out, n_req, rate_per_s=rate, rng=rng), seed,
                      progress=meter.piece(n_req))

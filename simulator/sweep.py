@@ -194,7 +194,9 @@ def _get(scenario: Scenario, key: str) -> Any:
 
 
 def scenario_table(scenario: Scenario) -> dict[str, Any]:
-    """The scenario as a scenario-file table (what `parse_scenario` reads back)."""
+    """The scenario as a scenario-file table: every field, so both ``model.name`` and ``model.config`` and
+    both ``workload.trace`` and ``workload.spec`` (a grid may set either); `_parse` keeps the one in use
+    before `parse_scenario`, which refuses two, reads it back."""
     table = dataclasses.asdict(scenario)
     for k in _SCENARIO_ONLY:
         table.pop(k)

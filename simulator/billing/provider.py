@@ -52,8 +52,10 @@ class PrefillPrice:
     prompt of ``p`` tokens in ``prefill_s(p, 0)`` seconds, or, with ``r`` of them read from the cache,
     its last ``p − r`` after ``r`` of context in ``prefill_s(p − r, r)``. The saving is
 
-        saved_gpu_s = Σ tp · (prefill_s(p, 0) − prefill_s(p − r, r))       (r = p: all of prefill_s(p, 0))
+        saved_gpu_s = Σ tp · (prefill_s(p, 0) − prefill_s(p − r', r')),     r' = min(r, p − 1)
 
+    (a read of the whole prompt still computes its last token, whose logits give the first output
+    token, as the engine does: `max_hit_tokens`)
     over the requests that read (attention's cost grows with the context, so a token read from a long
     prompt saves more than one from a short one: a per-token mean prices them all alike)."""
 
@@ -67,7 +69,8 @@ class PrefillPrice:
         prefill = self.step.prefill_s
         total = 0.0
         for p, r, n in zip(counts.p.tolist(), counts.r.tolist(), counts.n.tolist(), strict=True):
-            total += n * (prefill(p, 0) - (prefill(p - r, r) if r < p else 0.0))
+            r = min(r, p - 1)  # the last token is computed (`max_hit_tokens`)
+            total += n * (prefill(p, 0) - prefill(p - r, r))
         return self.tp * total
 
 
@@ -312,9 +315,9 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
       fleet's output ceiling spread over the streams its pool holds (`output_ceiling_per_stream`, when
       `kv_pool_bytes` and `output_tokens` are given), so that the HBM holding cost of a TTL never
       exceeds the output revenue the fleet could earn with the memory it holds;
-    - ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens`` (cost model), and
-      ``prefill``, the cost model that prices each request's saving (`PrefillPrice`), which
-      `provider_table` uses in its place;
+    - ``prefill``, the cost model that prices each request's saving (`PrefillPrice`: what `provider_table`
+      uses), and ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens``, the mean
+      prompt's figure a token (shown in the costs; `provider_table` reads it only without ``prefill``);
     - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog);
     - ``kv_pool_bytes``: the fleet's KV pool as simulated (blocks × block bytes), when given.
     DRAM and SSD prices come from `base` (default: ``provider.toml``).
@@ -356,16 +359,17 @@ def output_ceiling_per_stream(step: StepModel, *, pool_streams: float, replicas:
         ceiling = replicas · o · m / (m · prefill_s(prompt_tokens) + o · step_s)
         ceiling_per_stream = ceiling / pool_streams
 
-    Each request takes its replica for its prefill and for a 1/m share of its ``o`` decode steps (as
-    `simulator.study.simulated_collapse` offers load). Holding KV for ``bytes_per_stream`` seconds then
-    forgoes at most ``ceiling_per_stream`` output tokens, and holding the whole pool at most the fleet's
+    Each request takes its replica for its prefill and for a 1/m share of its ``o`` decode steps
+    (`simulator.capacity.sustained_requests_per_s`, as the collapse study offers load). Holding KV for
+    ``bytes_per_stream`` seconds then forgoes at most ``ceiling_per_stream`` output tokens, and holding
+    the whole pool at most the fleet's
     output (before 2026-12-04 every displaced stream was priced at the single stream's speed, 1 / TPOT,
-    as if compute and ``max_num_seqs`` did not bind: in `ttl-breakeven` the 5-minute TTL's HBM holding
-    read $970, 27 times its $36.0 now, against $78 of revenue). 0 when the pool holds no whole stream."""
+    as if compute and ``max_num_seqs`` did not bind, and a TTL's HBM holding could pass the revenue of the
+    whole replay). 0 when the pool holds no whole stream."""
+    from simulator.capacity import sustained_requests_per_s
+
     m = int(min(pool_streams / replicas, max_num_seqs if max_num_seqs else math.inf))
     if m < 1:
         return 0.0
-    a, b = step.decode_coefficients(m)
-    step_s = a + b * m * context_tokens
-    ceiling = replicas * output_tokens * m / (m * step.prefill_s(prompt_tokens, 0) + output_tokens * step_s)
-    return ceiling / pool_streams
+    rate = sustained_requests_per_s(step, m, prompt_tokens, output_tokens, context_tokens)
+    return replicas * output_tokens * rate / pool_streams

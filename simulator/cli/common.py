@@ -172,6 +172,24 @@ def stopped_cleanly(command: str, folder: OutputFolder | None) -> Iterator[None]
         raise click.exceptions.Exit(128 + signum) from None
 
 
+def check_out_file(out: Path, where: str, inputs: Iterable[tuple[str, Path]], force: bool,
+                   kind: str = "a file") -> None:
+    """An ``--out`` file a command will write, checked before any work, in one line at `where`: its folder
+    exists, is a folder and can be written; it is no folder itself (give `kind`), none of `inputs` and new
+    unless `force` (`refuse_overwrite`). Call it inside ``naming(where)`` (a name too long, a folder
+    without access: said with --out)."""
+    folder = out.parent
+    if not folder.is_dir():
+        if folder.exists():
+            raise ConfigError(f"{where}: {shown_path(folder)} is not a folder; give another file")
+        raise ConfigError(f"{where}: its folder {shown_path(folder)} does not exist; create it or give another file")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: its folder {shown_path(folder)} is not writable; give another file")
+    if out.is_dir():
+        raise ConfigError(f"{where}: is a folder; give {kind}")
+    refuse_overwrite(out, where, inputs, force)
+
+
 def refuse_overwrite(out: Path, where: str, inputs: Iterable[tuple[str, Path]], force: bool) -> None:
     """Refuse an ``--out`` file that is one of the command's `inputs` (``(how to name it, path)``;
     compared with ``samefile``, so links count), even with `force`, and one that exists without `force`."""

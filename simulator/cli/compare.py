@@ -141,7 +141,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                                       rate_scale=rate_scale))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
-    if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails now, not after the runs
+    if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails here, before the runs
         folder.prepare()  # nothing is removed yet
     n_sets = len(specs)
     label = f"comparing {n_sets} strategy set{'s' if n_sets != 1 else ''} on {len(requests):,} requests"

@@ -263,24 +263,13 @@ def _check_out(out: Path, measurements: Path | None, force: bool) -> None:
     does), and always one that is FILE, the measurements being fitted: writing there would destroy
     them. (``--out`` may be ``--params`` with `force`: `make calibrate` refits the shipped
     params.toml in place, reading it whole before writing.)"""
-    import os
-
-    from simulator.cli.common import refuse_overwrite
-    from simulator.errors import ConfigError
+    from simulator.cli.common import check_out_file
     from simulator.files import shown_path
 
     where = f"--out {shown_path(out)}"
+    inputs = [("FILE, the measurements being fitted", measurements)] if measurements is not None else []
     with naming(where):  # a name too long, a folder without access: said with --out
-        folder = out.parent
-        if not folder.is_dir():
-            if folder.exists():
-                raise ConfigError(f"{where}: {shown_path(folder)} is not a folder; give another file")
-            raise ConfigError(f"{where}: its folder {shown_path(folder)} does not exist; create it or give another "
-                              "file")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise ConfigError(f"{where}: its folder {shown_path(folder)} is not writable; give another file")
-        inputs = [("FILE, the measurements being fitted", measurements)] if measurements is not None else []
-        refuse_overwrite(out, where, inputs, force)
+        check_out_file(out, where, inputs, force, "a file (params.toml)")
 
 
 def _fit_aiconfigurator(

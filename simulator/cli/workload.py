@@ -8,7 +8,15 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, echo_json, handle_errors, naming, records, refuse_overwrite, stopped_cleanly
+from simulator.cli.common import (
+    OutPath,
+    check_out_file,
+    echo_json,
+    handle_errors,
+    naming,
+    records,
+    stopped_cleanly,
+)
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
 from simulator.files import read_toml, shown_path
@@ -66,14 +74,7 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
     where = f"--out {shown_path(out)}"
     inputs = _inputs(spec)
     with naming(where):  # a name too long, a folder without access: said with --out
-        if not out.parent.is_dir():
-            if out.parent.exists():
-                raise ConfigError(f"{where}: {shown_path(out.parent)} is not a folder; give another file")
-            raise ConfigError(f"{where}: its folder {shown_path(out.parent)} does not exist; create it or give another "
-                              "file")
-        if out.is_dir():
-            raise ConfigError(f"{where}: is a folder; give a file (.csv or .jsonl)")
-        refuse_overwrite(out, where, inputs, force)
+        check_out_file(out, where, inputs, force, "a file (.csv or .jsonl)")
     # same folder (the rename is atomic), a short name (one that --out's fits), one per process
     partial = out.with_name(f".kvsim-partial-{os.getpid()}{out.suffix}")
     try:

@@ -148,9 +148,10 @@ def test_prefill_saved_by_each_request_from_the_cost_model():
     """Llama-3.1-70B bf16 on 8×H100 (tp 8). A 2,000-token prompt prefills in 0.07685 s; with its first
     1,000 read from the cache its last 1,000 take 0.04393 s (they still attend to the 1,000 before them),
     so the read saves 0.03293 s, less than the 0.04271 s of a 1,000-token prompt's own prefill and than
-    the per-token mean of the whole prompt (1,000 · 0.07685 / 2,000 = 0.03843 s). Read whole, it saves
-    all 0.07685 s; a request that reads nothing saves nothing. Two such reads and one whole read:
-    8 · (2 · 0.03293 + 0.07685) = 1.1418 GPU-s. At 128k read halfway: 9.337 − 5.823 = 3.514 s, 38% of
+    the per-token mean of the whole prompt (1,000 · 0.07685 / 2,000 = 0.03843 s). Read whole, it still
+    computes its last token (0.01234 s after 1,999 of context: `max_hit_tokens`), so it saves 0.07685 −
+    0.01234 = 0.06451 s; a request that reads nothing saves nothing. Two such reads and one whole read:
+    8 · (2 · 0.03293 + 0.06451) = 1.0430 GPU-s. At 128k read halfway: 9.337 − 5.823 = 3.514 s, 38% of
     its prefill for half its tokens."""
     from hardware.catalog import load_catalog
     from simulator.billing.provider import PrefillPrice
@@ -163,7 +164,8 @@ def test_prefill_saved_by_each_request_from_the_cost_model():
     assert [step.prefill_s(2000, 0), step.prefill_s(1000, 1000)] == pytest.approx([0.07685, 0.04393], abs=1e-5)
     price = PrefillPrice(step, 8)
     prompts, reads = pd.Series([2000, 2000, 2000, 500]), pd.Series([1000, 1000, 2000, 0])
-    assert price.saved_gpu_s(prompts, reads) == pytest.approx(8 * (2 * (0.07685 - 0.04393) + 0.07685), abs=1e-3)
+    assert step.prefill_s(1, 1999) == pytest.approx(0.01234, abs=1e-5)
+    assert price.saved_gpu_s(prompts, reads) == pytest.approx(8 * (2 * (0.07685 - 0.04393) + 0.06451), abs=1e-3)
     assert price.saved_gpu_s(pd.Series([131072]), pd.Series([65536])) == pytest.approx(8 * (9.337 - 5.823), abs=1e-2)
     assert price.saved_gpu_s(pd.Series([500]), pd.Series([0])) == 0.0
     # a deployment's costs carry it, and the TOML's keys do not take it

@@ -118,15 +118,18 @@ def test_own_format_bad_segments(tmp_path: Path) -> None:
 
 
 def test_undetectable_and_missing(tmp_path: Path) -> None:
-    headers = ("; a trace starts with a header: Azure (TIMESTAMP, ContextTokens, GeneratedTokens), BurstGPT (Request "
-               "tokens, Response tokens) or kvsim (segments) CSV, or a JSON line: Mooncake (input_length) or kvsim "
-               "(segments)")
+    headers = ("; a trace starts with a CSV header (azure: TIMESTAMP, ContextTokens, GeneratedTokens; burstgpt: "
+               "Request tokens, Response tokens; kvsim: segments) or a JSON line (kvsim: segments; mooncake: "
+               "input_length)")
     with pytest.raises(ConfigError) as exc:
         read_trace(write(tmp_path, "x.csv", "a,b\n1,2\n"))
     assert str(exc.value) == "x.csv: unknown trace format (first line 'a,b')" + headers
     with pytest.raises(ConfigError) as exc:  # it said "'format' must be detectable (got ''); pass format= ..."
         read_trace(write(tmp_path, "empty.csv", ""))
     assert str(exc.value) == "empty.csv: empty file" + headers
+    with pytest.raises(ConfigError) as exc:  # a blank first line is no empty file
+        read_trace(write(tmp_path, "blank.csv", "\nTIMESTAMP,ContextTokens,GeneratedTokens\n"))
+    assert str(exc.value) == "blank.csv: unknown trace format (first line '')" + headers
     with pytest.raises(ConfigError, match="'path' must be an existing file"):
         read_trace(tmp_path / "none.csv")
     p = write(tmp_path, "x.txt", AZURE)

@@ -32,8 +32,17 @@ READERS: dict[str, Callable[..., Workload]] = {
 }
 
 
+# what `detect_format` looks for, in order: a CSV header's columns, or a JSON line's keys
+CSV_HEADERS: dict[str, tuple[str, ...]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "burstgpt": ("Request tokens", "Response tokens"),
+    "kvsim": ("segments",),
+}
+JSON_KEYS: dict[str, tuple[str, ...]] = {"kvsim": ("segments",), "mooncake": ("input_length",)}
+
+
 def detect_format(path: Path) -> str:
-    """The trace format of `path`, from its suffix and its first line."""
+    """The trace format of `path`, from its suffix and its first line (`CSV_HEADERS`, `JSON_KEYS`)."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
             first = f.readline(4096).strip()
@@ -46,24 +55,18 @@ def detect_format(path: Path) -> str:
             keys = set(json.loads(first)) if first else set()
         except (json.JSONDecodeError, TypeError, RecursionError):
             keys = set()
-        if "segments" in keys:
-            return "kvsim"
-        if "input_length" in keys:
-            return "mooncake"
+        for fmt, needed in JSON_KEYS.items():
+            if set(needed) <= keys:
+                return fmt
     else:
         header = {c.strip() for c in first.split(",")}
-        if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= header:
-            return "azure"
-        if {"Request tokens", "Response tokens"} <= header:
-            return "burstgpt"
-        if "segments" in header:
-            return "kvsim"
-    raise ConfigError(
-        f"{path.name}: "
-        + ("empty file" if not first.strip() else f"unknown trace format (first line {shown(first[:60])})")
-        + "; a trace starts with a header: Azure (TIMESTAMP, ContextTokens, GeneratedTokens), BurstGPT (Request "
-        "tokens, Response tokens) or kvsim (segments) CSV, or a JSON line: Mooncake (input_length) or kvsim (segments)"
-    )
+        for fmt, needed in CSV_HEADERS.items():
+            if set(needed) <= header:
+                return fmt
+    csv = "; ".join(f"{fmt}: {', '.join(cols)}" for fmt, cols in CSV_HEADERS.items())
+    lines = "; ".join(f"{fmt}: {', '.join(keys)}" for fmt, keys in JSON_KEYS.items())
+    what = "empty file" if path.stat().st_size == 0 else f"unknown trace format (first line {shown(first[:40])})"
+    raise ConfigError(f"{path.name}: {what}; a trace starts with a CSV header ({csv}) or a JSON line ({lines})")
 
 
 def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "stop") -> Workload:
