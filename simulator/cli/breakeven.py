@@ -16,7 +16,15 @@ import pandas as pd
 from scipy import stats
 
 from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
-from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records, stopped_cleanly
+from simulator.cli.common import (
+    OutPath,
+    OutputFolder,
+    config_errors,
+    echo_json,
+    on_command_line,
+    records,
+    stopped_cleanly,
+)
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, must, shown
 
@@ -166,7 +174,7 @@ def _refuse_replay_options() -> None:
     """Without --workload: refuse an option of the replay given on the command line (it would change nothing)."""
     ctx = click.get_current_context()
     for name, flag in (("seed", "--seed"), ("duration_s", "--duration-s"), ("write_latency_s", "--write-latency-s")):
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        if on_command_line(name):
             value = ctx.params[name]
             raise ConfigError(f"breakeven: {flag} {value:g} applies only with --workload (it shapes "
                               "the replay; the --rate, --gaps and break-even tables take none): drop it or add "

@@ -172,6 +172,12 @@ def stopped_cleanly(command: str, folder: OutputFolder | None) -> Iterator[None]
         raise click.exceptions.Exit(128 + signum) from None
 
 
+def on_command_line(name: str) -> bool:
+    """Whether the running command's option `name` (its parameter's name) was given on the command line,
+    not left at its default: an option that would change nothing is refused even at its default value."""
+    return click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+
+
 def check_out_file(out: Path, where: str, inputs: Iterable[tuple[str, Path]], force: bool,
                    kind: str = "a file") -> None:
     """An ``--out`` file a command will write, checked before any work, in one line at `where`: its folder

@@ -10,7 +10,15 @@ import click
 
 from hardware.catalog import NodeSpec, load_catalog, parse_prices, price_note
 from simulator.charts import close_figure
-from simulator.cli.common import OutPath, OutputFolder, echo_json, handle_errors, records, stopped_cleanly
+from simulator.cli.common import (
+    OutPath,
+    OutputFolder,
+    echo_json,
+    handle_errors,
+    on_command_line,
+    records,
+    stopped_cleanly,
+)
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -94,11 +102,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     refused (the scenario's keys say them); --duration-s replaces its workload.duration_s.
     """
     if scenario is not None:
-        ctx = click.get_current_context()
         flags = {"hardware": "--hardware", "model_name": "--model", "weight_dtype": "--weight-dtype",
                  "workload_spec": "--workload", "n_nodes": "--nodes", "tp": "--tp", "catalog": "--catalog"}
-        given = [flag for name, flag in flags.items()
-                 if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        given = [flag for name, flag in flags.items() if on_command_line(name)]
         if given:
             raise ConfigError(f"compare {scenario}: {given[0]} applies without a SCENARIO; the scenario's own keys "
                               "(cluster.hardware, model.name, model.weight_dtype, workload, cluster.nodes, "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, config_errors, naming
+from simulator.cli.common import OutPath, config_errors, naming, on_command_line
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -242,8 +242,7 @@ def _refuse_other_source(file: Path | None, gpus: tuple[str, ...], framework: st
     --free (FILE's fit) with --from-aiconfigurator; each would be ignored."""
     from simulator.errors import ConfigError
 
-    framework_given = click.get_current_context().get_parameter_source("framework") is \
-        click.core.ParameterSource.COMMANDLINE
+    framework_given = on_command_line("framework")
     if file is not None and gpus:
         raise ConfigError(f"kvsim calibrate FILE: --gpu {gpus[0]} applies only with --from-aiconfigurator (it "
                           "chooses aiconfigurator's tables); FILE's rows are fitted for every GPU they name: drop "

@@ -9,7 +9,16 @@ import click
 import pandas as pd
 
 from hardware.catalog import price_note
-from simulator.cli.common import OUTPUTS, OutPath, OutputFolder, echo_json, handle_errors, records, stopped_cleanly
+from simulator.cli.common import (
+    OUTPUTS,
+    OutPath,
+    OutputFolder,
+    echo_json,
+    handle_errors,
+    on_command_line,
+    records,
+    stopped_cleanly,
+)
 from simulator.cli.options import (
     TRACE,
     USD_PER_GPU_HOUR,
@@ -185,7 +194,7 @@ def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
              "warmup_fraction": ("--warmup-fraction", max_rate or offline, "--max-rate or --offline"),
              "rel_tol": ("--rel-tol", max_rate, "--max-rate")}
     for name, (flag, applies, modes) in needs.items():
-        if not applies and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        if not applies and on_command_line(name):
             mode = "--offline, which does not bisect" if offline else "the fleet search (no --max-rate/--offline)"
             raise ConfigError(f"{flag} {shown(ctx.params[name])}: applies only with {modes}, not to {mode}; "
                               f"drop it or add {modes}")
