@@ -48,6 +48,7 @@ from simulator.errors import must
 from simulator.planning import meets_slo
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
+from simulator.study import fleet_nodes
 from workloads import Workload
 
 MIN_SCALE = 1 / 1024
@@ -269,7 +270,7 @@ def _with_duration(scenario: Scenario, duration_s: float | None) -> Scenario:
 def fleet_config(scenario: Scenario, hardware: str, fleet: str | None,
                  where: str) -> tuple[str, EngineConfig, int]:
     """The fleet labelled `fleet` among ``scenario.fleets(hardware)`` (None: the aggregated one, `hardware`
-    itself, as `kvsim run` labels them), its engine config and its nodes (both pools' of a disaggregated one)."""
+    itself, as `kvsim run` labels them), its engine config and its nodes (`study.fleet_nodes`: every pool's)."""
     fleets = dict(scenario.fleets(hardware))
     label = hardware if fleet is None else fleet
     if label not in fleets and fleet is None:  # a scenario that compares no aggregated fleet
@@ -278,8 +279,7 @@ def fleet_config(scenario: Scenario, hardware: str, fleet: str | None,
         must(label in fleets, where, "fleet", f"one of the scenario's fleets on {hardware} ({', '.join(fleets)})",
              fleet)
         config = fleets[label]
-    pool = config.prefill_pool
-    return label, config, config.n_nodes + (pool.n_nodes if pool is not None else 0)
+    return label, config, fleet_nodes(config)
 
 
 def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = 3,
