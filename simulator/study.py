@@ -205,9 +205,8 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
           step_s = a(m) + b(m) · m · (n − o/2)       (`decode_coefficients`: a full batch at mean context)
           offered_rps = offered_fraction · capacity_rps
 
-      (`simulator.capacity.sustained_requests_per_s`)
-      (to first order: chunked prefill adds its compute to the steps it shares; ``prefill_s`` is one
-      prompt's prefill alone, a floor under its TTFT). ``mean_streams`` is the
+      (`simulator.capacity.sustained_requests_per_s`; to first order: chunked prefill adds its compute to
+      the steps it shares). ``prefill_s`` is one prompt's prefill alone, a floor under its TTFT. ``mean_streams`` is the
       concurrency achieved and ``goodput_rps`` the requests per second that meet the config's SLOs;
       ``goodput_fraction`` their share of the requests, ``ttft_ok_fraction`` and ``tpot_ok_fraction``
       the shares of requests that completed within each SLO alone (TPOT on the mean, as goodput).

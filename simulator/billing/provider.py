@@ -12,7 +12,8 @@ the cost model and a simulated run (the report does this for each scenario).
 * Priced as capacity: ``B / GB / HOUR_S × usd_per_gb_hour`` (DRAM or SSD).
 * Prefill saved: ``read_tokens × prefill_gpu_s_per_token × usd_per_gpu_s``; for a deployment
   (`provider_costs_for`) each request's own saving from the cost model, ``Σ tp · (prefill_s(p, 0) −
-  prefill_s(p − r, r)) × usd_per_gpu_s`` over its prompt ``p`` and read tokens ``r`` (`PrefillPrice`).
+  prefill_s(p − r', r')) × usd_per_gpu_s`` over its prompt ``p`` and read tokens ``r``, ``r' = min(r, p − 1)``
+  (`PrefillPrice`).
 * Margin against no caching: ``(revenue_ttl - revenue_none) + prefill_saved - holding``.
 * Against the fleet's KV pool (``kv_pool_bytes``, when known): the peak KV the entries hold at
   once (`kv_peak_bytes`) over the pool, and the byte-seconds over ``pool × span`` (first write to
@@ -50,14 +51,14 @@ HOLDING_TIERS = ("hbm", "dram", "ssd")
 class PrefillPrice:
     """The prefill a cache hit saves, priced by the cost model: a replica of `tp` GPUs prefills a
     prompt of ``p`` tokens in ``prefill_s(p, 0)`` seconds, or, with ``r`` of them read from the cache,
-    its last ``p − r`` after ``r`` of context in ``prefill_s(p − r, r)``. The saving is
+    its last ``p − r`` after ``r`` of context in ``prefill_s(p − r, r)``. Over the requests that read,
+    the saving is
 
         saved_gpu_s = Σ tp · (prefill_s(p, 0) − prefill_s(p − r', r')),     r' = min(r, p − 1)
 
     (a read of the whole prompt still computes its last token, whose logits give the first output
-    token, as the engine does: `max_hit_tokens`)
-    over the requests that read (attention's cost grows with the context, so a token read from a long
-    prompt saves more than one from a short one: a per-token mean prices them all alike)."""
+    token, as the engine does: `max_hit_tokens`). Attention's cost grows with the context, so a token
+    read from a long prompt saves more than one from a short one: a per-token mean prices them alike."""
 
     step: StepModel
     tp: int
