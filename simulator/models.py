@@ -53,6 +53,34 @@ def dtype(name: str) -> DType:
     return table[name]
 
 
+@cache
+def _embeddings_dtype() -> str:
+    return str(read_toml(DTYPE_FILE)["weights"]["embeddings_dtype"])
+
+
+def outer_weight_dtype(weight_dtype: str) -> str:
+    """The format of the input embeddings and the LM head of weights in `weight_dtype`: that format,
+    or for a quantised one (fewer bytes a value than ``[weights] embeddings_dtype`` of
+    ``simulator/data/kv_dtypes.toml``, bf16) bf16, as quantised checkpoints keep them (DeepSeek-V3's
+    FP8 release, vLLM's fp8: the file's source). Llama-3.1-8B in fp8: 6.98 B parameters at 1 B and
+    1.05 B (embeddings and LM head, 128,256 × 4,096 each) at 2 B: 9.08 GB, not 8.03."""
+    outer = _embeddings_dtype()
+    return outer if dtype(weight_dtype).effective_bytes < dtype(outer).effective_bytes else weight_dtype
+
+
+def weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> float:
+    """Bytes of all of `model`'s weights in `weight_dtype` (None: its own)::
+
+        (total_params − embeddings − lm_head) · bytes(weight_dtype) + (embeddings + lm_head) · bytes(outer)
+
+    with ``outer = outer_weight_dtype(weight_dtype)`` (bf16 for a quantised format). A model of
+    unknown vocabulary (``vocab_size = 0``) counts its embeddings with the layers."""
+    name = weight_dtype or model.weight_dtype
+    outer = model.embedding_params + model.lm_head_params
+    return ((model.total_params - outer) * dtype(name).effective_bytes
+            + outer * dtype(outer_weight_dtype(name)).effective_bytes)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A transformer's architecture as far as serving cost goes.
@@ -204,8 +232,9 @@ class ModelSpec:
 
     @property
     def weight_bytes(self) -> float:
-        """Bytes of all weights: ``total_params × bytes(weight_dtype)``."""
-        return self.total_params * dtype(self.weight_dtype).effective_bytes
+        """Bytes of all weights in `weight_dtype`, the embeddings and LM head of a quantised format
+        in bf16 (`weight_bytes`, the function)."""
+        return weight_bytes(self)
 
 
 def attention_params(d: int, n_heads: int, n_kv_heads: int, head_dim: int, v_head_dim: int, *, mla: bool = False,

@@ -7,12 +7,14 @@ first). One GPU of stage ``s`` holds, in weight bytes::
 
     weights_s = bytes(dtype) · ( L_s · ((attention − kv_proj − latent_proj) / tp_attn + kv_proj · h_gpu / h
                                         + latent_proj + other / tp)
-                                 + m_s · routed_experts / tp
-                                 + [s = 0] · embeddings / tp + [s = pp − 1] · lm_head / tp )
+                                 + m_s · routed_experts / tp )
+              + bytes(outer) · ( [s = 0] · embeddings + [s = pp − 1] · lm_head ) / tp
 
-and ``kv_budget_s = hbm · memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor
-parallelism: ``tp``, or 1 under DP attention (MLA's down-projections ``latent_proj`` are whole on
-every rank, as vLLM's replicated ``q_a_proj`` and ``kv_a_proj``), where each GPU runs attention for its own sequences
+with ``outer = models.outer_weight_dtype(dtype)``: the embeddings and LM head of a quantised format
+(fp8, fp4) stay in bf16, as quantised checkpoints keep them. ``kv_budget_s = hbm ·
+memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor parallelism: ``tp``,
+or 1 under DP attention (MLA's down-projections ``latent_proj`` are whole on every rank, as
+vLLM's replicated ``q_a_proj`` and ``kv_a_proj``), where each GPU runs attention for its own sequences
 with every head and the whole attention weights (SGLang and vLLM ``--enable-dp-attention``).
 Routed experts are split over the stage's ``tp`` GPUs by tensor (``ep = 1``) or expert
 parallelism (``ep > 1``): the bytes per GPU are the same, the kernels and traffic differ
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, must
 from simulator.kv import KVLayout
-from simulator.models import ModelSpec, dtype
+from simulator.models import ModelSpec, dtype, outer_weight_dtype
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,7 +176,9 @@ def stage_layers(n_layers: int, pp: int) -> list[tuple[int, int]]:
 def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None) -> tuple[Stage, ...]:
     """What one GPU of each stage holds (the module docstring's ``weights_s``)."""
     check_plan(model, plan)
-    wb = dtype(weight_dtype or model.weight_dtype).effective_bytes
+    name = weight_dtype or model.weight_dtype
+    wb = dtype(name).effective_bytes
+    ob = dtype(outer_weight_dtype(name)).effective_bytes  # the embeddings' and LM head's
     kv_proj = model.kv_projection_params
     h = model.n_kv_heads
     h_gpu = h // plan.attention_tp if plan.attention_tp <= h else 1
@@ -190,7 +194,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
         out.append(Stage(
             first_layer=a, layers=b - a, moe_layers=moe, attention_bytes=(b - a) * attn_per_layer * wb,
             other_bytes=(b - a) * model.other_params_per_layer / plan.tp * wb,
-            expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed / plan.tp * wb))
+            expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed / plan.tp * ob))
     return tuple(out)
 
 

@@ -63,10 +63,16 @@ def test_cost_refuses_a_batch_whose_kv_does_not_fit_and_says_by_how_much():
 
 
 def test_cost_refuses_a_prompt_whose_kv_does_not_fit():
-    # fp8 Llama-70B on one H100: 70.5 GB of weights leave 1.5 GB, short of a 131,072-token prompt's 42.9 GB
+    # Llama-3.1-8B on one H100: 16.06 GB of weights leave 55.9 GB, short of a 500,000-token prompt's
+    # 500,000 · 131,072 B = 65.5 GB by 9.6 GB
+    line = error(kvsim("cost", "--hardware", "1xH100", "--model", "Llama-3.1-8B",
+                       "--batch", 1, "--context", 10, "--prompt", 500_000), "--prompt 500000")
+    assert "weights of 16.1 GB and KV of 65.5 GB" in line and "by 9.6 GB" in line
+    # fp8 Llama-3.1-70B does not fit one H100 at all: 68.45 B parameters at 1 B and the embeddings and
+    # LM head (2.10 B) at 2 B, 72.65 GB, against 72.0 GB usable
     line = error(kvsim("cost", "--hardware", "1xH100", "--model", "Llama-3.1-70B", "--weight-dtype", "fp8",
-                       "--batch", 1, "--context", 10, "--prompt", 131072), "--prompt 131072")
-    assert "KV of 42.9 GB" in line and "by 41.5 GB" in line
+                       "--batch", 1, "--context", 10, "--prompt", 1000), "Llama-3.1-70B")
+    assert "weights of 72.7 GB (fp8), more than its usable 72.0 GB (0.9 × 80 GB) by 0.7 GB" in line
 
 
 def test_cost_says_when_a_context_is_past_the_models_window():

@@ -72,7 +72,7 @@ def test_calc_says_when_the_context_is_past_the_models_window():
 def test_model_too_big_is_one_line_exit_2():
     r = run("fit", "--model", "DeepSeek-V3", "--context", "1000")
     assert r.exit_code == 2
-    assert r.output.strip().count("\n") == 0 and "by 12.7 GB (101.5 GB over the stage's 8 GPUs)" in r.output
+    assert r.output.strip().count("\n") == 0 and "by 12.9 GB (103.3 GB over the stage's 8 GPUs)" in r.output
 
 
 def test_unknown_names_list_valid_ones():

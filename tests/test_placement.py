@@ -11,7 +11,7 @@ from simulator.capacity import compare_plans, kv_budget, max_context, max_stream
 from simulator.cli import main
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout, parse_layout, sequence_bytes
-from simulator.models import get_model
+from simulator.models import get_model, with_weight_precision
 from simulator.placement import (
     ParallelPlan,
     candidate_plans,
@@ -30,30 +30,30 @@ GB = 1e9
 
 def test_deepseek_v3_tp8_on_8xh200_holds_the_whole_latent_on_every_gpu():
     # fp8 weights (1 B each), per GPU under TP8:
-    #   embeddings + LM head 2 · 129,280 · 7,168 / 8 = 0.2317 GB
+    #   embeddings + LM head, kept in bf16 as the checkpoint does: 2 · 129,280 · 7,168 · 2 B / 8 = 0.4633 GB
     #   attention 61 · ((187.105M − 15.139M latent down-projections) / 8 + 15.139M) = 2.2347 GB
     #   dense rest 61 · 62.70M / 8 = 0.4781 GB; routed experts 58 · 256 · 44.04M / 8 = 81.7383 GB
-    #   total 84.683 GB; KV budget 0.9 · 141 − 84.683 = 42.217 GB
+    #   total 84.915 GB; KV budget 0.9 · 141 − 84.915 = 41.985 GB (84.683 and 42.217 with fp8 embeddings)
     b = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8))
     st0 = b.stages[0]
-    assert st0.embedding_bytes / GB == pytest.approx(0.23168, abs=1e-4)
+    assert st0.embedding_bytes / GB == pytest.approx(0.46334, abs=1e-4)
     assert st0.attention_bytes / GB == pytest.approx(2.2348, abs=1e-3)
     assert st0.expert_bytes / GB == pytest.approx(81.7383, abs=1e-3)
-    assert st0.weight_bytes / GB == pytest.approx(84.683, abs=1e-3)
-    assert b.stage_kv_bytes(0) / GB == pytest.approx(42.217, abs=1e-3)
+    assert st0.weight_bytes / GB == pytest.approx(84.915, abs=1e-3)
+    assert b.stage_kv_bytes(0) / GB == pytest.approx(41.985, abs=1e-3)
     # the latent (512 + 64 values, bf16, 61 layers = 70,272 B/token) is whole on every rank:
-    # 32,768 · 70,272 = 2.3027 GB a stream a GPU -> floor(42.217 / 2.3027) = 18 (the pooled model said 149)
+    # 32,768 · 70,272 = 2.3027 GB a stream a GPU -> floor(41.985 / 2.3027) = 18 (the pooled model said 149)
     assert kv_share(DSV3, KVLayout(), 8) == 1.0
     assert max_streams(b, DSV3, None, 32_768) == 18
 
 
 def test_deepseek_v3_dp8_attention_ep8_on_8xh200():
     # DP attention: every GPU holds the whole attention, 61 · 187.105M = 11.4134 GB, instead of 2.2347:
-    # weights 84.6830 − 2.2347 + 11.4134 = 93.862 GB, KV 126.9 − 93.862 = 33.038 GB a GPU; each GPU
-    # holds its own sequences: 8 · floor(33.038 / 2.3027) = 8 · 14 = 112 streams
+    # weights 84.9147 − 2.2347 + 11.4134 = 94.093 GB, KV 126.9 − 94.093 = 32.807 GB a GPU; each GPU
+    # holds its own sequences: 8 · floor(32.807 / 2.3027) = 8 · 14 = 112 streams
     b = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8, dp_attention=True, ep=8))
-    assert b.stages[0].weight_bytes / GB == pytest.approx(93.862, abs=1e-3)
-    assert b.stage_kv_bytes(0) / GB == pytest.approx(33.038, abs=1e-3)
+    assert b.stages[0].weight_bytes / GB == pytest.approx(94.093, abs=1e-3)
+    assert b.stage_kv_bytes(0) / GB == pytest.approx(32.807, abs=1e-3)
     assert max_streams(b, DSV3, None, 32_768) == 112
 
 
@@ -145,12 +145,17 @@ def test_weights_add_up_to_the_model_when_nothing_is_replicated():
     assert 8 * sum(s.weight_bytes for s in sts) == pytest.approx(L70.weight_bytes, rel=1e-12)
     sts = stages(L405, ParallelPlan(tp=8, pp=2))
     assert 8 * sum(s.weight_bytes for s in sts) == pytest.approx(L405.weight_bytes, rel=1e-12)
+    # in fp8 too, the embeddings (stage 0) and LM head (stage 1) in bf16 on both sides
+    f8 = with_weight_precision(L405, "fp8")
+    sts = stages(f8, ParallelPlan(tp=8, pp=2))
+    assert 8 * sum(s.weight_bytes for s in sts) == pytest.approx(f8.weight_bytes, rel=1e-12)
+    assert 8 * sts[1].embedding_bytes == 2 * f8.lm_head_params  # 2 B a value
 
 
 def test_fit_prints_per_gpu_arithmetic_and_plans():
     r = CliRunner().invoke(main, ["fit", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768"])
     assert r.exit_code == 0, r.output
-    assert "per GPU: 141 GB × 0.9 − weights 84.68 GB" in r.output and "= KV 42.22 GB" in r.output
+    assert "per GPU: 141 GB × 0.9 − weights 84.91 GB" in r.output and "= KV 41.99 GB" in r.output
     assert "max streams at 32,768 tokens: 18" in r.output
     assert "DP8-attention EP8" in r.output and "112" in r.output
     r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3.1-405B", "--context", "131072",

@@ -8,8 +8,10 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
 - linear: ``flops = 2 · (active_params − embeddings − LM head) · T / tp + 2 · vocab · d_model · R / tp``
   for ``T`` tokens in the step, ``R`` of them taking logits (each decode sequence's token and each
   prefill chunk's last: vLLM computes logits for every scheduled sequence); ``bytes = (the layers'
-  dense weights + vocab · d_model + E_touched · expert_params · moe_layers) · bytes(dtype) / tp``
-  with ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`). The input embeddings are a
+  dense weights + E_touched · expert_params · moe_layers) · bytes(dtype) / tp + vocab · d_model ·
+  bytes(outer) / tp`` with ``E_touched = E · (1 − (1 − k/E)^T)`` (`expected_experts`) and the LM
+  head in ``outer = models.outer_weight_dtype(dtype)`` (bf16 for fp8 and fp4 weights, as quantised
+  checkpoints keep it; its GEMM then runs at bf16's peak and quantises nothing). The input embeddings are a
   gather of the step's rows: no GEMM, no read of the table. The layers' dense part (what a GPU
   holds of it: `placement.stages`) runs as ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of
   equal shape (``m = T``, ``k = d_model``, ``n = dense weights / (G · d_model · bytes(dtype))`` per
@@ -80,7 +82,7 @@ from simulator.cost.roofline import (
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, own_layers, sequence_bytes, values_per_token_per_layer
-from simulator.models import ModelSpec, dtype
+from simulator.models import ModelSpec, dtype, outer_weight_dtype
 from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
@@ -191,7 +193,9 @@ class StepModel:
         "_gemm_n",
         "_gpu",
         "_head_bytes",
+        "_head_dtype",
         "_head_flops_per_row",
+        "_head_kernel",
         "_head_n",
         "_head_t",
         "_heads",
@@ -264,7 +268,8 @@ class StepModel:
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
         # ``vocab / tp`` columns over the step's logit rows
         head_params = float(model.vocab_size * model.d_model)
-        self._head_bytes = head_params * wb / tp
+        self._head_dtype = outer_weight_dtype(self.dtype)  # bf16 for quantised weights
+        self._head_bytes = head_params * dtype(self._head_dtype).effective_bytes / tp
         self._head_flops_per_row = 2.0 * head_params / tp
         self._head_n = model.vocab_size / tp
         self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
@@ -327,6 +332,7 @@ class StepModel:
         # per chunk list; linear and communication seconds per token count
         self._pf_kernel = PrefillKernel(d_k, d_v, self._mla, self._fp8_kv, gpu, params)
         self._gemm_kernels: dict[float, GemmKernel] = {}  # by GEMM width n (`_gemms`)
+        self._head_kernel: GemmKernel | None = None  # a 16-bit LM head's beside quantised layers (`_head_s`)
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
@@ -454,8 +460,16 @@ class StepModel:
         if not rows:
             return 0.0, 0.0, 0.0
         h_flops = self._head_flops_per_row * rows
-        return (self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * self.model.d_model),
-                h_flops, self._head_bytes)
+        if self._head_dtype == self.dtype:
+            t = self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * self.model.d_model)
+        else:  # a 16-bit LM head beside quantised layers: its own kernel, at that format's peak
+            kernel = self._head_kernel
+            if kernel is None:
+                kernel = self._head_kernel = GemmKernel(self._head_n, self._gemm_k,
+                                                        self.gpu.peak_flops(self._head_dtype), False, self.gpu,
+                                                        self.params)
+            t = kernel.seconds(h_flops, self._head_bytes, 0.0)
+        return t, h_flops, self._head_bytes
 
     def _layers_s(self, tokens: float) -> tuple[float, float, float]:
         """The layers' linear work for `tokens` tokens: (seconds, flops, bytes) per GPU.

@@ -5,7 +5,9 @@ A steady-state, fixed-length benchmark (``I`` input and ``O`` output tokens per 
 
     B = min(max_batch, floor((tp · hbm_bytes · memory_utilization − weight_bytes) / kv(I + O)))
 
-and repeats a cycle: prefill ``B`` prompts in steps of at most ``P`` tokens (`prefill_cycle_s`:
+(``weight_bytes`` as `simulator.models.weight_bytes` counts them: the embeddings and LM head of
+fp8 or fp4 weights in bf16) and repeats a cycle: prefill ``B`` prompts in steps of at most
+``P`` tokens (`prefill_cycle_s`:
 ``k = floor(P / I)`` prompts a step, or a prompt longer than ``P`` in chunks of ``P`` after the
 tokens already cached), then ``O`` decode steps whose context grows from ``B·I`` by ``B`` each
 step (the arithmetic series of `decode_coefficients`)::
@@ -27,7 +29,7 @@ from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
 from simulator.cost.step_model import StepModel
 from simulator.errors import DoesNotFitError, must
 from simulator.kv import sequence_bytes
-from simulator.models import dtype
+from simulator.models import weight_bytes
 
 PREFILL_TOKENS_PER_STEP = 8192  # = SchedulerConfig.max_num_batched_tokens (tests/cost/test_calibrate.py checks)
 
@@ -40,7 +42,7 @@ def steady_batch(
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
 ) -> int:
     """Largest batch whose KV at ``I + O`` tokens fits beside the weights, capped at `max_batch`."""
-    weights = sm.model.total_params * dtype(sm.dtype).effective_bytes
+    weights = weight_bytes(sm.model, sm.dtype)  # the embeddings and LM head of quantised weights in bf16
     budget = sm.tp * sm.gpu.hbm_bytes * memory_utilization - weights
     seq = sequence_bytes(sm.model, sm.layout, input_tokens + output_tokens)
     b = min(max_batch, math.floor(budget / seq)) if budget > 0 else 0

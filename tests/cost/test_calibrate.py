@@ -89,28 +89,32 @@ def test_published_set_loads_with_sources_and_held_out_rows():
     assert set(s["gpu"]) == {"H100", "H200", "B200"}
     # the shipped parameters on the re-checked set (2026-12: FlashAttention-3 at 616 TFLOP/s, fig. 5(d),
     # not the 740 headline; MLPerf llama2-70b rows at mean ISL 222 / OSL 294 and the submitted batch
-    # caps), after `make calibrate` refitted step_overhead_s on it (B200: 0.72 ms, its one row exact;
+    # caps), after `make calibrate` refitted step_overhead_s on it (B200: 0.40 ms, its one row exact;
     # H100 and H200 stay at 0, their throughput rows priced slow) and fitted NVFP4 GEMMs: fit MAPE
-    # 9.0% over 7 rows, held-out 14.3% over 7 (10.3% / 15.3% while a step priced the input embeddings
-    # as a GEMM and the LM head on every prompt token); the worst row is TensorRT-LLM's H200
-    # Llama-3.1-8B 1000/1000
+    # 9.5% over 7 rows, held-out 14.5% over 7 (10.3% / 15.3% while a step priced the input embeddings
+    # as a GEMM and the LM head on every prompt token; 9.0% / 14.3%, and B200 0.72 ms, while fp8 and
+    # fp4 weights quantised the LM head too: fp8 and fp4 checkpoints keep it in bf16, which prices
+    # the fp8 H100 rows slower still and the fp4 B200 rows less fast); the worst row is
+    # TensorRT-LLM's H200 Llama-3.1-8B 1000/1000
     err = cal.rows["rel_error"].abs()
     held = cal.rows["holdout"].astype(bool)
-    assert err[~held].mean() == pytest.approx(0.090, abs=0.005)
-    assert err[held].mean() == pytest.approx(0.143, abs=0.005)
+    assert err[~held].mean() == pytest.approx(0.095, abs=0.003)
+    assert err[held].mean() == pytest.approx(0.145, abs=0.003)
     assert err.max() < 0.3
     # never fitted: TensorRT-LLM's Llama-3.3-70B FP4 points on one B200 (128/128, 1000/1000,
-    # 500/2000), priced 9.1%, 14.9% and 23.0% fast: the longer the decode, the more optimistic
+    # 500/2000), priced 8.3%, 14.3% and 22.2% fast: the longer the decode, the more optimistic
+    # (9.1%, 14.9% and 23.0% while the LM head was priced as an fp4 GEMM)
     b200 = cal.rows[(cal.rows["gpu"] == "B200") & held]
-    assert list(b200["rel_error"].round(3)) == pytest.approx([-0.091, -0.149, -0.230], abs=0.003)
+    assert list(b200["rel_error"].round(3)) == pytest.approx([-0.083, -0.143, -0.222], abs=0.002)
 
 
 def test_throughput_model_batch_and_units():
     from simulator.cost import step_model
 
     sm = step_model("H100", "Llama-3.1-8B", layout="fp8", dtype="fp8")
-    # KV budget 0.9 x 80 GB - 8.03 GB = 63.97 GB; fp8 KV 65,536 B/token x 2,000 tokens = 131 MB -> 488
-    assert steady_batch(sm, 1000, 1000, 10_000) == 488
+    # KV budget 0.9 x 80 GB - 9.08 GB (fp8 layers, bf16 embeddings and LM head) = 62.92 GB; fp8 KV
+    # 65,536 B/token x 2,000 tokens = 131 MB -> 480 (488 with the embeddings and LM head in fp8)
+    assert steady_batch(sm, 1000, 1000, 10_000) == 480
     assert steady_batch(sm, 1000, 1000, 256) == 256
     one = throughput_tokens_per_s(sm, 1000, 1000, 256)
     assert throughput_tokens_per_s(sm, 1000, 1000, 256, gpus=8) == pytest.approx(8 * one)
