@@ -1,5 +1,6 @@
 """Weight precision as a deployment choice: bytes, quantised configs, GPUs, CLI and scenarios."""
 
+import dataclasses
 import json
 
 import pytest
@@ -11,7 +12,7 @@ from simulator.cli import main
 from simulator.cost import StepModel, load_params
 from simulator.errors import ConfigError
 from simulator.hf_config import spec_from_hf_dict
-from simulator.models import get_model, weight_precision, with_weight_precision
+from simulator.models import get_model, outer_weight_dtype, weight_bytes, weight_precision, with_weight_precision
 from simulator.placement import ParallelPlan
 from simulator.scenario import load_scenario
 from tests.test_models import LLAMA31_8B
@@ -36,6 +37,20 @@ def test_weight_bytes_per_precision():
     assert with_weight_precision(L70, None) is L70
     with pytest.raises(ConfigError, match=r"'weight_dtype' must be one of bf16, fp8, fp8-block, fp4 \(got 'int4'\)"):
         with_weight_precision(L70, "int4")
+
+
+def test_embeddings_and_lm_head_stay_16_bit_only_under_a_quantised_format():
+    # the rule of simulator/data/kv_dtypes.toml [weights]: a format of fewer bytes a value than bf16 keeps
+    # the two vocab matrices in bf16; bf16, fp16 and fp32 weights keep them in their own format
+    assert [outer_weight_dtype(d) for d in ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")] == [
+        "fp32", "bf16", "fp16", "bf16", "bf16", "bf16", "bf16"]
+    # fp32 Llama-3.1-70B: every parameter at 4 B
+    assert weight_bytes(L70, "fp32") == pytest.approx(70.55e9 * 4)
+    # a model whose vocabulary is unknown counts its embeddings with the layers: all at the format's bytes
+    unknown = dataclasses.replace(L70, vocab_size=0)
+    assert weight_bytes(unknown, "fp8") == pytest.approx(70.55e9)
+    # fp8-block is fp8 weights: the same bytes (its 128×128 block scales, 4 B per 16,384 values, are not counted)
+    assert with_weight_precision(L70, "fp8-block").weight_bytes == with_weight_precision(L70, "fp8").weight_bytes
 
 
 def test_fp8_weights_buy_streams():
