@@ -171,6 +171,23 @@ def test_run_with_trace_replays_the_whole_trace(tmp_path):
     assert kept == int((pd.read_csv(trace)["arrival_s"] < 600).sum()) < n
 
 
+def test_a_long_value_click_refuses_is_cut_in_the_middle():
+    """click quotes a refused value whole: `run --trace` with a 400-character path that does not exist made a
+    359-character line (found by the bench's random arguments). The line keeps the option and the reason."""
+    for args in (["run", "--trace", "x" * 400], ["capacity", "chat-4k-h100", "--" + "y" * 400]):
+        r = kvsim(*args)
+        assert r.exit_code == 2
+        line = r.output.strip()
+        assert line.count("\n") == 0 and line.startswith("Error: ") and len(line) < MAX_LINE and "…" in line
+    assert line.startswith("Error: No such option '--yyy") and line.endswith("yyy'.")
+    r = kvsim("run", "--trace", "x" * 400)
+    assert r.output.startswith("Error: Invalid value for '--trace': File 'xxx") and r.output.strip().endswith(
+        "xxx' does not exist.")
+    # a short one is untouched
+    assert kvsim("run", "--trace", "nope.csv").output.strip() == (
+        "Error: Invalid value for '--trace': File 'nope.csv' does not exist.")
+
+
 def test_compare_refuses_requests_beyond_the_models_context():
     r = kvsim("compare", "--model", "Llama-3-70B", "--workload", "code-repo-128k", "--strategy", "native",
               "--duration-s", "600")

@@ -18,6 +18,8 @@ import click
 
 from simulator import __version__
 from simulator.cli.common import config_errors
+from simulator.errors import MAX_MESSAGE_CHARS
+from simulator.files import shown_path
 
 # name -> (module, attribute, one-line help shown by `kvsim --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -37,12 +39,20 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _one_line(exc: click.UsageError) -> None:
-    """Shown without its context, click prints a usage error's "Error: ..." line alone, not the usage and
-    "Try --help" lines above it (bad input is one line). A group run with nothing after it (`kvsim`,
-    `kvsim workload`: click's `NoArgsIsHelpError`) keeps its context: that error is the group's help."""
-    if not isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        exc.ctx = None
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    """The error to raise for `exc`. Shown without its context, click prints a usage error's "Error: ..."
+    line alone, not the usage and "Try --help" lines above it (bad input is one line). A group run with
+    nothing after it (`kvsim`, `kvsim workload`: click's `NoArgsIsHelpError`) keeps its context: that
+    error is the group's help.
+
+    Click quotes the value it refuses whole (a 400-character ``--trace`` path that does not exist): such a
+    line becomes a plain usage error of the same text cut in the middle to `MAX_MESSAGE_CHARS`, which
+    keeps the option it names and the reason."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
+    exc.ctx = None
+    text = " ".join(exc.format_message().split())
+    return exc if len(text) <= MAX_MESSAGE_CHARS else click.UsageError(shown_path(text, MAX_MESSAGE_CHARS - 1))
 
 
 class LazyGroup(click.Group):
@@ -68,16 +78,14 @@ class LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:  # `kvsim --bogus`: one line too (see `invoke`)
-            _one_line(exc)
-            raise
+            raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         with config_errors():
             try:
                 return super().invoke(ctx)
             except click.UsageError as exc:  # an option or argument click could not take, an unknown command
-                _one_line(exc)
-                raise
+                raise _one_line(exc) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
