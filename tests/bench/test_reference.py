@@ -38,3 +38,21 @@ def test_the_count_runs_the_scenario_or_everything_but_the_run(capsys: pytest.Ca
     assert out["requests"] == 300 and out["events_per_request"] == want["events"] / 300 > 1
     assert count.main(["scale-4", "300", "--no-run"]) == {
         "scenario": "scale-4", "router": "least-tokens", "requests": 0, "events": 0, "events_per_request": 0.0}
+
+
+def test_router_time_wraps_choose_once_an_arrival_and_leaves_the_run_as_it_was(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`tests.bench.router_time` (README: least-tokens' ``choose`` at 64 replicas): one timed ``choose`` a
+    request, the run's requests and events as `run` makes them, and the routers unwrapped after."""
+    from simulator.engine.routers import basic
+    from tests.bench import router_time
+
+    before = basic._LeastTokens.choose
+    config, requests, n, timer = scenarios.build("scale-4", 300)
+    want = run(config, requests, seed=1, timer=timer, total_requests=n).summary
+    out = router_time.main(["scale-4", "300"])
+    assert json.loads(capsys.readouterr().out) == out
+    assert (out["requests"], out["arrivals"], out["router"]) == (300, 300, "least-tokens")
+    assert out["events_per_request"] == want["events_per_request"]
+    assert 0 < float(str(out["choose_us_per_arrival"])) < float(str(out["run_cpu_us_per_request"]))
+    assert basic._LeastTokens.choose is before
