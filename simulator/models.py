@@ -263,8 +263,10 @@ def with_weight_precision(model: ModelSpec, precision: str | None, where: str = 
     """`model` served with weights in `precision` (one of `WEIGHT_PRECISIONS`; None: as it ships).
 
     Weight bytes follow the storage format (`simulator/data/kv_dtypes.toml`: fp8 1 B; fp4 is
-    NVFP4, 0.5 B + an fp8 scale per 16 values = 0.5625 B); GEMMs run at that dtype's peak
-    (`simulator.cost.step_model`), block-scaled fp8 at its own fitted efficiency.
+    NVFP4, 0.5 B + an fp8 scale per 16 values = 0.5625 B), but for the embeddings and LM head of a
+    quantised format, which stay in bf16 (`outer_weight_dtype`); the layers' GEMMs run at that dtype's
+    peak, block-scaled fp8 at its own fitted efficiency, the LM head's at bf16's
+    (`simulator.cost.step_model`).
     """
     if precision is None:
         return model

@@ -49,6 +49,10 @@ def test_embeddings_and_lm_head_stay_16_bit_only_under_a_quantised_format():
     # a model whose vocabulary is unknown counts its embeddings with the layers: all at the format's bytes
     unknown = dataclasses.replace(L70, vocab_size=0)
     assert weight_bytes(unknown, "fp8") == pytest.approx(70.55e9)
+    # and its steps price no LM head (a GEMM of no columns divided by zero before)
+    step = StepModel(CAT.gpu("H100"), dataclasses.replace(get_model("Llama-3.1-8B"), vocab_size=0), None, 1,
+                     load_params("H100"), "fp8")
+    assert step._head_s(8) == (0.0, 0.0, 0.0) and step.cost((), 8, 64_000).total_s > 0
     # fp8-block is fp8 weights: the same bytes (its 128×128 block scales, 4 B per 16,384 values, are not counted)
     assert with_weight_precision(L70, "fp8-block").weight_bytes == with_weight_precision(L70, "fp8").weight_bytes
 

@@ -113,6 +113,9 @@ class StepCost:
     weight_bytes: float
     kv_bytes: float
     tokens: float
+    # ``flops / (total_s · peak(dtype))``: all the step's FLOPs against the weights' format's peak, the bf16
+    # LM head's of fp8/fp4 weights included (a 16-bit GEMM counted at the quantised peak: the head is ~7%
+    # of a Llama-3.1-8B decode step's linear FLOPs at batch 8)
     mfu: float
     # of attention_s, the decode kernels' fixed part (`decode_terms`' fixed_s: launch and per-block
     # latencies, the Q read and O write), the same at any context; the rest of a decode-only step's
@@ -455,9 +458,10 @@ class StepModel:
 
     def _head_s(self, rows: float) -> tuple[float, float, float]:
         """The LM head over `rows` logit rows (all ranks' under DP attention): one GEMM of ``vocab /
-        tp`` columns, reading the ``vocab · d_model`` matrix once: (seconds, flops, bytes) per GPU."""
+        tp`` columns, reading the ``vocab · d_model`` matrix once: (seconds, flops, bytes) per GPU. A model
+        of unknown vocabulary (``vocab_size = 0``: its embeddings counted with the layers) has none."""
         rows = self._plan.kv_groups * rows
-        if not rows:
+        if not rows or not self._head_n:
             return 0.0, 0.0, 0.0
         h_flops = self._head_flops_per_row * rows
         if self._head_dtype == self.dtype:
