@@ -335,7 +335,10 @@ class StepModel:
         # per chunk list; linear and communication seconds per token count
         self._pf_kernel = PrefillKernel(d_k, d_v, self._mla, self._fp8_kv, gpu, params)
         self._gemm_kernels: dict[float, GemmKernel] = {}  # by GEMM width n (`_gemms`)
-        self._head_kernel: GemmKernel | None = None  # a 16-bit LM head's beside quantised layers (`_head_s`)
+        # the LM head's GEMM, in its own format (bf16 beside quantised layers, else the layers'): a 16-bit
+        # GEMM, neither low precision nor block-scaled, at that format's peak (`_head_s`)
+        self._head_kernel = GemmKernel(self._head_n, self._gemm_k, gpu.peak_flops(self._head_dtype), False, gpu,
+                                       params)
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
@@ -464,16 +467,7 @@ class StepModel:
         if not rows or not self._head_n:
             return 0.0, 0.0, 0.0
         h_flops = self._head_flops_per_row * rows
-        if self._head_dtype == self.dtype:
-            t = self._gemms(1, h_flops, self._head_bytes, rows, self._head_n, rows * self.model.d_model)
-        else:  # a 16-bit LM head beside quantised layers: its own kernel, at that format's peak
-            kernel = self._head_kernel
-            if kernel is None:
-                kernel = self._head_kernel = GemmKernel(self._head_n, self._gemm_k,
-                                                        self.gpu.peak_flops(self._head_dtype), False, self.gpu,
-                                                        self.params)
-            t = kernel.seconds(h_flops, self._head_bytes, 0.0)
-        return t, h_flops, self._head_bytes
+        return self._head_kernel.seconds(h_flops, self._head_bytes, 0.0), h_flops, self._head_bytes
 
     def _layers_s(self, tokens: float) -> tuple[float, float, float]:
         """The layers' linear work for `tokens` tokens: (seconds, flops, bytes) per GPU.
