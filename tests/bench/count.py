@@ -20,22 +20,35 @@ import argparse
 import dataclasses
 import json
 
-from simulator.engine import run
+from simulator.engine import EngineConfig, run
 from simulator.engine.routers import router_names
+from simulator.engine.timer import StepTimer
 from tests.bench import scenarios
+from workloads.request import Request
 
 
-def main(argv: list[str] | None = None) -> dict[str, object]:
-    parser = argparse.ArgumentParser(description=__doc__)
+def scenario_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments of a one-scenario bench tool (this one, `tests.bench.router_time`): NAME, N, --router."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("name", choices=sorted(scenarios.SCENARIOS))
     parser.add_argument("n", type=int)
     parser.add_argument("--router", default=None, choices=router_names(), help="a router in place of the scenario's")
-    parser.add_argument("--no-run", action="store_true", help="everything but the run (the count to subtract)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def build(args: argparse.Namespace) -> tuple[EngineConfig, list[Request], int, StepTimer | None]:
+    """Scenario NAME with about N requests, its router replaced when --router says so, the requests drawn."""
     config, requests, n, timer = scenarios.build(args.name, args.n)
     if args.router is not None:
         config = dataclasses.replace(config, router=args.router)
-    drawn = list(requests)
+    return config, list(requests), n, timer
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    parser = scenario_parser(__doc__)
+    parser.add_argument("--no-run", action="store_true", help="everything but the run (the count to subtract)")
+    args = parser.parse_args(argv)
+    config, drawn, n, timer = build(args)
     out: dict[str, object] = {"scenario": args.name, "router": config.router, "requests": 0, "events": 0,
                               "events_per_request": 0.0}
     if not args.no_run:

@@ -9,8 +9,6 @@ of 64.3 a request on scale-64, 2026-12-04). The wrapper adds ~0.2 µs a call (tw
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -18,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from simulator.engine import run
-from simulator.engine.routers import basic, router_names
-from tests.bench import scenarios
+from simulator.engine.routers import basic
+from tests.bench import count
 
 
 @contextmanager
@@ -49,15 +47,8 @@ def timed_choose() -> Iterator[list[float]]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("name", choices=sorted(scenarios.SCENARIOS))
-    parser.add_argument("n", type=int)
-    parser.add_argument("--router", default=None, choices=router_names(), help="a router in place of the scenario's")
-    args = parser.parse_args(argv)
-    config, requests, n, timer = scenarios.build(args.name, args.n)
-    if args.router is not None:
-        config = dataclasses.replace(config, router=args.router)
-    drawn = list(requests)
+    args = count.scenario_parser(__doc__).parse_args(argv)
+    config, drawn, n, timer = count.build(args)
     with timed_choose() as total:
         t0 = time.process_time()
         s = run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary
