@@ -40,10 +40,15 @@ class DType:
 
 
 @cache
+def _dtype_file() -> dict[str, Any]:
+    """``simulator/data/kv_dtypes.toml``, read once: its ``[dtype.*]`` formats and its ``[weights]`` rule."""
+    return read_toml(DTYPE_FILE)
+
+
+@cache
 def dtypes() -> dict[str, DType]:
     """The storage formats, by name (``bf16``, ``fp8``, ``int4``, ...)."""
-    raw = read_toml(DTYPE_FILE)["dtype"]
-    return {k: DType(name=k, **v) for k, v in raw.items()}
+    return {k: DType(name=k, **v) for k, v in _dtype_file()["dtype"].items()}
 
 
 def dtype(name: str) -> DType:
@@ -53,18 +58,13 @@ def dtype(name: str) -> DType:
     return table[name]
 
 
-@cache
-def _embeddings_dtype() -> str:
-    return str(read_toml(DTYPE_FILE)["weights"]["embeddings_dtype"])
-
-
 def outer_weight_dtype(weight_dtype: str) -> str:
     """The format of the input embeddings and the LM head of weights in `weight_dtype`: that format,
     or for a quantised one (fewer bytes a value than ``[weights] embeddings_dtype`` of
     ``simulator/data/kv_dtypes.toml``, bf16) bf16, as quantised checkpoints keep them (DeepSeek-V3's
     FP8 release, vLLM's fp8: the file's source). Llama-3.1-8B in fp8: 6.98 B parameters at 1 B and
     1.05 B (embeddings and LM head, 128,256 × 4,096 each) at 2 B: 9.08 GB, not 8.03."""
-    outer = _embeddings_dtype()
+    outer = str(_dtype_file()["weights"]["embeddings_dtype"])
     return outer if dtype(weight_dtype).effective_bytes < dtype(outer).effective_bytes else weight_dtype
 
 
