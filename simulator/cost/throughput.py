@@ -1,12 +1,15 @@
 """End-to-end serving throughput from the step model, for published benchmark figures.
 
 A steady-state, fixed-length benchmark (``I`` input and ``O`` output tokens per request) on
-``gpus`` GPUs run as ``gpus / tp`` replicas. Each replica holds the largest batch that fits::
+``gpus`` GPUs run as ``gpus / tp`` replicas. Each replica holds the largest batch that fits on
+every one of its GPUs, as `simulator.capacity.max_streams` counts a replica's streams::
 
-    B = min(max_batch, floor((tp · hbm_bytes · memory_utilization − weight_bytes) / kv(I + O)))
+    B = min(max_batch, kv_groups · min_s floor((hbm_bytes · memory_utilization − weights_s) / kv_s(I + O)))
 
-(``weight_bytes`` as `simulator.models.weight_bytes` counts them: the embeddings and LM head of
-fp8 or fp4 weights in bf16) and repeats a cycle: prefill ``B`` prompts in steps of at most
+(``weights_s`` and ``kv_s`` what one GPU of stage ``s`` holds, `simulator.placement.stages` and
+`simulator.capacity.stage_sequence_bytes`: the embeddings and LM head of fp8 or fp4 weights in bf16,
+K/V heads replicated where tp exceeds them, an MLA latent whole on every GPU) and repeats a cycle:
+prefill ``B`` prompts in steps of at most
 ``P`` tokens (`prefill_cycle_s`:
 ``k = floor(P / I)`` prompts a step, or a prompt longer than ``P`` in chunks of ``P`` after the
 tokens already cached), then ``O`` decode steps whose context grows from ``B·I`` by ``B`` each
@@ -25,11 +28,10 @@ from __future__ import annotations
 
 import math
 
-from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
+from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, stage_sequence_bytes
 from simulator.cost.step_model import StepModel
 from simulator.errors import DoesNotFitError, must
-from simulator.kv import sequence_bytes
-from simulator.models import weight_bytes
+from simulator.placement import stages
 
 PREFILL_TOKENS_PER_STEP = 8192  # = SchedulerConfig.max_num_batched_tokens (tests/cost/test_calibrate.py checks)
 
@@ -41,11 +43,16 @@ def steady_batch(
     max_batch: int,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
 ) -> int:
-    """Largest batch whose KV at ``I + O`` tokens fits beside the weights, capped at `max_batch`."""
-    weights = weight_bytes(sm.model, sm.dtype)  # the embeddings and LM head of quantised weights in bf16
-    budget = sm.tp * sm.gpu.hbm_bytes * memory_utilization - weights
-    seq = sequence_bytes(sm.model, sm.layout, input_tokens + output_tokens)
-    b = min(max_batch, math.floor(budget / seq)) if budget > 0 else 0
+    """Largest batch whose KV at ``I + O`` tokens fits beside the weights on every GPU of a replica
+    (the module docstring's ``B``), capped at `max_batch`. KV is counted unrounded (no blocks)."""
+    usable = sm.gpu.hbm_bytes * memory_utilization
+    plan = sm.plan
+    fits = []
+    for stage in stages(sm.model, plan, sm.dtype):
+        budget = usable - stage.weight_bytes
+        seq = stage_sequence_bytes(sm.model, sm.layout, plan, stage, input_tokens + output_tokens)
+        fits.append(math.floor(budget / seq) if budget > 0 else 0)
+    b = min(max_batch, plan.kv_groups * min(fits))
     if b < 1:
         raise DoesNotFitError(
             f"{sm.model.key} ({sm.dtype}) on {sm.tp}x{sm.gpu.key}: no sequence of "

@@ -120,6 +120,28 @@ def test_throughput_model_batch_and_units():
     assert throughput_tokens_per_s(sm, 1000, 1000, 256, gpus=8) == pytest.approx(8 * one)
 
 
+def test_steady_batch_counts_what_each_gpu_holds():
+    """The batch of a TP replica is what one GPU holds, as `fit` counts it: an MLA latent and a KV head
+    fewer than tp are held whole on every GPU (the batch once pooled tp · HBM over the whole model's KV)."""
+    from hardware.catalog import load_catalog
+    from simulator.capacity import kv_budget, max_streams
+    from simulator.cost import step_model
+    from simulator.models import get_model
+
+    # DeepSeek-V3 on 8 x H200, TP8: 0.9 x 141 GB - 84.91 GB of weights a GPU = 41.99 GB; the latent is
+    # 61 layers x 576 values x 2 B = 70,272 B a token on every GPU: 4,096 tokens -> 145 (2,435 pooled)
+    sm = step_model("H200", "DeepSeek-V3", tp=8)
+    assert steady_batch(sm, 4096, 0, 10_000) == 145
+    assert steady_batch(sm, 32768, 0, 10_000) == 18
+    model = get_model("DeepSeek-V3")
+    budget = kv_budget(load_catalog().node("8xH200"), model)
+    assert [steady_batch(sm, c, 0, 10_000) for c in (4096, 32768)] == [
+        max_streams(budget, model, None, c) for c in (4096, 32768)]
+    # Llama-3.1-70B with one KV head (MQA), TP8 on H100: 72 GB - 17.64 GB of weights = 54.36 GB; the head on
+    # every GPU, 2 x 80 layers x 128 x 2 B = 40,960 B a token: 2,000 tokens -> 663 (5,309 pooled)
+    assert steady_batch(step_model("H100", "Llama-3.1-70B", tp=8, layout="mqa"), 1000, 1000, 100_000) == 663
+
+
 def test_prefill_cycle_packs_prompts_into_the_step_token_budget():
     from simulator.cost import step_model
     from simulator.cost.throughput import PREFILL_TOKENS_PER_STEP, prefill_cycle_s
