@@ -1,0 +1,109 @@
+"""Measure GEMM times on this machine's GPU for dense-model weight shapes; write a kernel table.
+
+Needs PyTorch with CUDA (not a kvsim dependency). Times ``y = x · Wᵀ`` (``x`` of ``m × k``, ``W`` of
+``n × k``) with cuBLAS, as `torch.matmul` in bf16 and `torch._scaled_mm` in fp8 (e4m3, one scale per
+tensor, inputs already in fp8: no quantisation is timed), in a CUDA graph (`graph_time_s`). The
+captured calls cycle through `copies` weight matrices of at least ``4 × L2`` bytes together, so no
+weight is read from L2, as in a model's forward pass, which reads each layer's weights once::
+
+    python hardware/measure_gemm.py --gpu H200 --out gemm.csv
+
+Each row is ``gpu,shape,dtype,m,n,k,measured_s,source``; `simulator.cost.kernels.predict_s`
+(``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8) prices the same shapes, as
+``tests/cost/test_measured_h200.py`` does for the table measured on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import sys
+from collections.abc import Iterator
+from datetime import date
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+# (n, k) of y = x · Wᵀ: Llama-3.1-8B's fused projections (tp 1), Llama-3.1-70B's at tp 8 and tp 1
+SHAPES = {
+    "8B qkv": (6144, 4096), "8B o": (4096, 4096), "8B gate_up": (28672, 4096), "8B down": (4096, 14336),
+    "8B lm_head": (128256, 4096),
+    "70B/tp8 qkv": (1280, 8192), "70B/tp8 o": (8192, 1024), "70B/tp8 gate_up": (7168, 8192),
+    "70B/tp8 down": (8192, 3584), "70B qkv": (10240, 8192), "70B gate_up": (57344, 8192),
+}
+ROWS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # m: tokens in the step
+FP8_MIN_ROWS = 16  # torch._scaled_mm needs m a multiple of 16
+L2_MULTIPLE = 4  # the weights a graph cycles through total at least this many L2 caches
+
+
+def _matmul(x: Any, weights: Iterator[Any]) -> Any:
+    """``x · Wᵀ`` in bf16, W the next of `weights`."""
+    import torch
+
+    return torch.matmul(x, next(weights).t())
+
+
+def _scaled_mm(x: Any, weights: Iterator[Any], scale: Any) -> Any:
+    """``x · Wᵀ`` in fp8 (one `scale` for each input), W the next of `weights`; the output in bf16."""
+    import torch
+
+    return torch._scaled_mm(x, next(weights).t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+
+
+def measure(gpu: str) -> list[dict[str, object]]:
+    """Rows for every shape of `SHAPES` and `ROWS`, bf16 and (m ≥ `FP8_MIN_ROWS`) fp8."""
+    import torch
+
+    from hardware.measure_attention import REPEATS, graph_time_s
+
+    dev = "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 2**20
+    source = f"hardware/measure_gemm.py (CUDA graph) on {props.name}, torch {torch.__version__}, {date.today()}"
+    one = torch.ones((), device=dev, dtype=torch.float32)
+    rows: list[dict[str, object]] = []
+    for name, (n, k) in SHAPES.items():
+        copies = max(2, -(-L2_MULTIPLE * l2 // (n * k)))  # in fp8 bytes: bf16 reads twice as many
+        repeats = max(REPEATS, copies)  # a replay reads every copy
+        weights = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        weights8 = [w.to(torch.float8_e4m3fn) for w in weights]
+        for m in ROWS:
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            t = graph_time_s(partial(_matmul, x, itertools.cycle(weights)), repeats)  # each call the next copy
+            rows.append(dict(gpu=gpu, shape=name, dtype="bf16", m=m, n=n, k=k, measured_s=t, source=source))
+            if m >= FP8_MIN_ROWS:
+                x8 = x.to(torch.float8_e4m3fn)
+                t = graph_time_s(partial(_scaled_mm, x8, itertools.cycle(weights8), one), repeats)
+                rows.append(dict(gpu=gpu, shape=name, dtype="fp8", m=m, n=n, k=k, measured_s=t, source=source))
+        del weights, weights8
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, measure, write the CSV; returns an exit code."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--gpu", required=True, help="kvsim GPU key of this machine's GPU (H100, H200, ...)")
+    ap.add_argument("--out", type=Path, default=Path("gemm.csv"))
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("measure_gemm: PyTorch is not installed (pip install torch)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("measure_gemm: no CUDA GPU visible", file=sys.stderr)
+        return 2
+    rows = measure(args.gpu)
+    with args.out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
