@@ -2,14 +2,16 @@
 
 Needs PyTorch with CUDA (not a kvsim dependency). Times ``y = x · Wᵀ`` (``x`` of ``m × k``, ``W`` of
 ``n × k``) with cuBLAS, as `torch.matmul` in bf16 and `torch._scaled_mm` in fp8 (e4m3, one scale per
-tensor, inputs already in fp8: no quantisation is timed), in a CUDA graph (`graph_time_s`). The
+tensor, on inputs already in fp8), in a CUDA graph (`graph_time_s`). The
 captured calls cycle through `copies` weight matrices of at least ``4 × L2`` bytes together, so no
 weight is read from L2, as in a model's forward pass, which reads each layer's weights once::
 
     python hardware/measure_gemm.py --gpu H200 --out gemm.csv
 
-Each row is ``gpu,shape,dtype,m,n,k,measured_s,source``; `simulator.cost.kernels.predict_s`
-(``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8) prices the same shapes, as
+An fp8 row also times, as ``cast_s``, the quantisation of its ``m × k`` input that an engine runs
+before the GEMM unless it fuses it into the op before (`_cast`: two kernels, a multiply and a
+conversion). Each row is ``gpu,shape,dtype,m,n,k,measured_s,cast_s,source``;
+`simulator.cost.kernels.predict_s` (``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8) prices the same shapes, as
 ``tests/cost/test_measured_h200.py`` does for the table measured on an H200.
 """
 
@@ -51,6 +53,13 @@ def _scaled_mm(x: Any, weights: Iterator[Any], scale: Any) -> Any:
     return torch._scaled_mm(x, next(weights).t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
 
 
+def _cast(x: Any, inv_scale: Any) -> Any:
+    """`x` quantised to fp8 with one scale, as eager PyTorch runs it: a multiply, then a conversion."""
+    import torch
+
+    return (x * inv_scale).to(torch.float8_e4m3fn)
+
+
 def measure(gpu: str) -> list[dict[str, object]]:
     """Rows for every shape of `SHAPES` and `ROWS`, bf16 and (m ≥ `FP8_MIN_ROWS`) fp8."""
     import torch
@@ -72,11 +81,13 @@ def measure(gpu: str) -> list[dict[str, object]]:
         for m in ROWS:
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             t = graph_time_s(partial(_matmul, x, itertools.cycle(weights)), repeats)  # each call the next copy
-            rows.append(dict(gpu=gpu, shape=name, dtype="bf16", m=m, n=n, k=k, measured_s=t, source=source))
+            rows.append(dict(gpu=gpu, shape=name, dtype="bf16", m=m, n=n, k=k, measured_s=t, cast_s="", source=source))
             if m >= FP8_MIN_ROWS:
                 x8 = x.to(torch.float8_e4m3fn)
                 t = graph_time_s(partial(_scaled_mm, x8, itertools.cycle(weights8), one), repeats)
-                rows.append(dict(gpu=gpu, shape=name, dtype="fp8", m=m, n=n, k=k, measured_s=t, source=source))
+                cast = graph_time_s(partial(_cast, x, one))
+                rows.append(dict(gpu=gpu, shape=name, dtype="fp8", m=m, n=n, k=k, measured_s=t, cast_s=cast,
+                                 source=source))
         del weights, weights8
         torch.cuda.empty_cache()
     return rows

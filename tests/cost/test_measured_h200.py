@@ -33,28 +33,33 @@ def _gemm_errors() -> pd.DataFrame:
     return df
 
 
-def test_bf16_gemms_are_priced_within_nine_percent_on_average():
+def test_bf16_gemms_are_priced_within_eight_percent_on_average():
     df = _gemm_errors()
     bf16 = df[df["dtype"] == "bf16"]
     assert len(bf16) == 132  # 11 shapes × 12 token counts, 1 to 8,192
-    assert bf16["err"].abs().mean() == pytest.approx(0.086, abs=0.002)
-    assert bf16["err"].median() == pytest.approx(0.024, abs=0.002)
-    assert bf16["err"].min() > -0.30 and bf16["err"].max() < 0.27
-    assert bf16.loc[bf16["measured_s"] >= LONG_S, "err"].abs().mean() == pytest.approx(0.086, abs=0.002)
+    assert bf16["err"].abs().mean() == pytest.approx(0.080, abs=0.002)
+    assert bf16["err"].median() == pytest.approx(0.034, abs=0.002)
+    assert bf16["err"].min() > -0.28 and bf16["err"].max() < 0.25
+    assert bf16.loc[bf16["measured_s"] >= LONG_S, "err"].abs().mean() == pytest.approx(0.076, abs=0.002)
 
 
-def test_fp8_gemms_are_priced_slow_most_of_all_when_short():
-    """The model adds an fp8 GEMM's activation quantisation and a fixed latency (9.3 µs on H200) that
-    the timed `torch._scaled_mm` on fp8 inputs does not pay: short fp8 GEMMs are priced 71% slow at the
-    median, long ones 21% off on average."""
+def test_fp8_gemms_are_priced_as_a_gemm_after_a_cast_of_its_input():
+    """The model adds to an fp8 GEMM the quantisation of its input and a fixed latency (9.3 µs on H200),
+    both fitted on aiconfigurator's fp8 tables, which `torch._scaled_mm` on inputs already in fp8 does not pay:
+    short fp8 GEMMs are priced 78% slow at the median, long ones 22% off on average. Against the GEMM
+    plus the cast of its input timed apart (``cast_s``) the prices are 2.6% long on average."""
     df = _gemm_errors()
     fp8 = df[df["dtype"] == "fp8"]
     assert len(fp8) == 110  # token counts of 16 and up
     long_ = fp8["measured_s"] >= LONG_S
-    assert fp8.loc[~long_, "err"].median() == pytest.approx(0.711, abs=0.005)
-    assert fp8.loc[long_, "err"].abs().mean() == pytest.approx(0.209, abs=0.003)
-    assert fp8["err"].max() == pytest.approx(1.686, abs=0.005)
+    assert fp8.loc[~long_, "err"].median() == pytest.approx(0.778, abs=0.005)
+    assert fp8.loc[long_, "err"].abs().mean() == pytest.approx(0.222, abs=0.003)
+    assert fp8["err"].max() == pytest.approx(1.757, abs=0.005)
     assert fp8["err"].min() > -0.11
+    with_cast = (fp8["err"] + 1) * fp8["measured_s"] / (fp8["measured_s"] + fp8["cast_s"]) - 1
+    assert with_cast.mean() == pytest.approx(0.026, abs=0.003)
+    assert with_cast.abs().mean() == pytest.approx(0.168, abs=0.003)
+    assert with_cast.min() > -0.41 and with_cast.max() < 0.41
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "llama-3.1-70b"])
