@@ -56,3 +56,27 @@ def test_router_time_wraps_choose_once_an_arrival_and_leaves_the_run_as_it_was(
     assert out["events_per_request"] == want["events_per_request"]
     assert 0 < float(str(out["choose_us_per_arrival"])) < float(str(out["run_cpu_us_per_request"]))
     assert basic._LeastTokens.choose is before
+
+
+def test_router_time_replay_runs_the_same_system_without_the_router(capsys: pytest.CaptureFixture[str]) -> None:
+    """``router_time --replay``: its replayed choices make the same run, summary for summary (events and
+    every figure), so the CPU between the two is the router's; the routers are unwrapped after."""
+    from simulator.engine import cluster
+    from simulator.engine.routers import basic
+    from tests.bench import router_time
+
+    before, make = basic._LeastTokens.choose, cluster.make_router
+    for router in ("least-tokens", "round-robin"):
+        out = router_time.main(["scale-4", "300", "--router", router, "--replay", "1"])
+        assert json.loads(capsys.readouterr().out) == out
+        assert out["same_summary"] is True and out["router"] == router
+        assert float(str(out["replay_cpu_us_per_request"])) > 0 and float(str(out["router_cpu_us_per_request"])) > 0
+    assert basic._LeastTokens.choose is before and cluster.make_router is make
+    # a replay that answers other replicas makes another run: the comparison can fail
+    config, requests, n, timer = scenarios.build("scale-4", 300)
+    drawn = list(requests)
+    picks = router_time._recorded(config, drawn, n, timer)
+    assert len(picks) == 300 and len(set(picks)) == 4
+    with router_time._router_of(router_time.Replay(tuple((i + 1) % 4 for i in picks))):
+        shifted = run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary
+    assert shifted != run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary
