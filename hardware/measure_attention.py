@@ -101,20 +101,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="Llama-3.1-8B", help="model whose head shapes to time")
     ap.add_argument("--out", type=Path, default=Path("attention_calibration.csv"))
     args = ap.parse_args(argv)
+    return write_measured("measure_attention", args.out, partial(measure, args.gpu, args.model))
+
+
+def write_measured(script: str, out: Path, rows_of: Callable[[], list[dict[str, object]]]) -> int:
+    """Measure (`rows_of`) and write the rows to `out` as CSV; returns an exit code: 2, after one line on
+    stderr naming `script` and what is missing, without PyTorch or a CUDA GPU."""
     try:
         import torch
     except ImportError:
-        print("measure_attention: PyTorch is not installed (pip install torch)", file=sys.stderr)
+        print(f"{script}: PyTorch is not installed (pip install torch)", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
-        print("measure_attention: no CUDA GPU visible", file=sys.stderr)
+        print(f"{script}: no CUDA GPU visible", file=sys.stderr)
         return 2
-    rows = measure(args.gpu, args.model)
-    with args.out.open("w", newline="") as fh:
+    rows = rows_of()
+    with out.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    print(f"wrote {len(rows)} rows to {args.out}")
+    print(f"wrote {len(rows)} rows to {out}")
     return 0
 
 

@@ -18,14 +18,14 @@ conversion). Each row is ``gpu,shape,dtype,m,n,k,measured_s,cast_s,source``;
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
-import sys
 from collections.abc import Iterator
 from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from hardware.measure_attention import REPEATS, graph_time_s, write_measured
 
 # (n, k) of y = x · Wᵀ: Llama-3.1-8B's fused projections (tp 1), Llama-3.1-70B's at tp 8 and tp 1
 SHAPES = {
@@ -64,8 +64,6 @@ def measure(gpu: str) -> list[dict[str, object]]:
     """Rows for every shape of `SHAPES` and `ROWS`, bf16 and (m ≥ `FP8_MIN_ROWS`) fp8."""
     import torch
 
-    from hardware.measure_attention import REPEATS, graph_time_s
-
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
@@ -99,22 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help="kvsim GPU key of this machine's GPU (H100, H200, ...)")
     ap.add_argument("--out", type=Path, default=Path("gemm.csv"))
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("measure_gemm: PyTorch is not installed (pip install torch)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("measure_gemm: no CUDA GPU visible", file=sys.stderr)
-        return 2
-    rows = measure(args.gpu)
-    with args.out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {len(rows)} rows to {args.out}")
-    return 0
-
+    return write_measured("measure_gemm", args.out, partial(measure, args.gpu))
 
 if __name__ == "__main__":
     raise SystemExit(main())
