@@ -129,7 +129,7 @@ def test_steady_batch_counts_what_each_gpu_holds():
     from simulator.models import get_model
 
     # DeepSeek-V3 on 8 x H200, TP8: 0.9 x 141 GB - 84.91 GB of weights a GPU = 41.99 GB; the latent is
-    # 61 layers x 576 values x 2 B = 70,272 B a token on every GPU: 4,096 tokens -> 145 (2,435 pooled)
+    # 61 layers x 576 values x 2 B = 70,272 B a token on every GPU: 4,096 tokens -> 145 (1,189 pooled)
     sm = step_model("H200", "DeepSeek-V3", tp=8)
     assert steady_batch(sm, 4096, 0, 10_000) == 145
     assert steady_batch(sm, 32768, 0, 10_000) == 18
@@ -138,8 +138,33 @@ def test_steady_batch_counts_what_each_gpu_holds():
     assert [steady_batch(sm, c, 0, 10_000) for c in (4096, 32768)] == [
         max_streams(budget, model, None, c) for c in (4096, 32768)]
     # Llama-3.1-70B with one KV head (MQA), TP8 on H100: 72 GB - 17.64 GB of weights = 54.36 GB; the head on
-    # every GPU, 2 x 80 layers x 128 x 2 B = 40,960 B a token: 2,000 tokens -> 663 (5,309 pooled)
+    # every GPU, 2 x 80 layers x 128 x 2 B = 40,960 B a token: 2,000 tokens -> 663 (5,308 pooled)
     assert steady_batch(step_model("H100", "Llama-3.1-70B", tp=8, layout="mqa"), 1000, 1000, 100_000) == 663
+
+
+def test_throughput_of_dp_attention_counts_every_rank_on_its_own_batch():
+    """Under DP attention each rank holds its own sequences (all KV heads) and steps on its own batch: the
+    batch is one rank's, the tokens every rank's. Llama-3.1-70B DP8 on H100: 72 GB - 38.78 GB of weights a
+    GPU (attention whole on each) = 33.22 GB over 327,680 B a token x 2,000 = 655 MB -> 50 a rank."""
+    from hardware.catalog import load_catalog
+    from simulator.cost.params import load_params
+    from simulator.cost.step_model import StepModel
+    from simulator.cost.throughput import prefill_cycle_s
+    from simulator.models import get_model
+    from simulator.placement import ParallelPlan
+
+    plan = ParallelPlan(tp=8, dp_attention=True)
+    sm = StepModel(load_catalog().gpu("H100"), get_model("Llama-3.1-70B"), None, 8, load_params("H100"), plan=plan,
+                   node=load_catalog().node("8xH100"))
+    b = steady_batch(sm, 1000, 1000, 10_000)
+    assert b == 50
+    a, slope = sm.decode_coefficients(b)
+    cycle = prefill_cycle_s(sm, b, 1000) + 1000 * a + slope * b * (1000 * 1000 + 1000 * 999 / 2)
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(8 * b * 1000 / cycle, rel=1e-12)
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=16) == pytest.approx(
+        2 * throughput_tokens_per_s(sm, 1000, 1000, 10_000), rel=1e-12)
+    with pytest.raises(ConfigError, match="a multiple of the plan's 8 GPUs"):
+        throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=4)
 
 
 def test_prefill_cycle_packs_prompts_into_the_step_token_budget():
