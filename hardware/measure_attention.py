@@ -10,23 +10,28 @@ phases ``attention_prefill`` and ``attention_decode``::
 
 Decode is timed as one query token per sequence against a dense (unpaged) bf16 KV of
 ``context`` tokens, so it measures HBM streaming as the cost model sees it; a paged kernel
-(vLLM, FlashInfer) will be somewhat slower.
+(vLLM, FlashInfer) will be somewhat slower. Each timed call reads inputs of its own, cycled through
+copies past the L2 cache (`past_l2`), as a model's layers each read their own KV.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (batch, prompt tokens)
 DECODE_SHAPES = ((1, 4096), (16, 4096), (64, 4096), (16, 32768), (64, 16384))  # (batch, context tokens)
 WARMUP, REPEATS, REPLAYS = 3, 10, 5
+L2_MULTIPLE = 4  # the inputs one replay cycles through total at least this many L2 caches
+DEFAULT_L2_BYTES = 64 * 2**20  # when the device does not say (Hopper's L2 is 50-60 MB)
 
 
 def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
@@ -35,7 +40,8 @@ def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
 
     A graph launches its calls at once, so the host's time to launch each (~20 µs from Python) never
     shows. A plain loop measured launches instead of short kernels: on an H200 (torch 2.11), decode of
-    one sequence of 4,096 tokens timed 24.4 µs in a loop of calls and 9.8 µs in a graph."""
+    one sequence of 4,096 tokens timed 24.4 µs in a loop of calls and 9.8 µs in a graph (a scratch run
+    on 2026-12-04, the same K/V each call)."""
     import torch
 
     side = torch.cuda.Stream()  # warm-up and capture off the default stream, as CUDA graphs need
@@ -45,7 +51,7 @@ def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
             fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         for _ in range(repeats):
             fn()
     graph.replay()
@@ -60,10 +66,33 @@ def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
+def l2_bytes() -> int:
+    """The GPU's L2 cache in bytes (`DEFAULT_L2_BYTES` when PyTorch does not say)."""
+    import torch
+
+    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)) or DEFAULT_L2_BYTES
+
+
+def past_l2(nbytes: int, least: int = 1) -> tuple[int, int]:
+    """``(copies, repeats)``: copies of inputs of `nbytes` that total at least `L2_MULTIPLE` L2 caches
+    (at least `least`), so a call never finds its inputs in L2 as the one before left them, and the
+    calls a graph captures for them: whole cycles through the copies, `REPEATS` or more, so that
+    one replay's last call and the next replay's first read different copies."""
+    copies = max(least, -(-L2_MULTIPLE * l2_bytes() // nbytes))
+    return copies, copies * -(-REPEATS // copies)
+
+
+def _attend(inputs: Iterator[tuple[Any, Any, Any]], **kwargs: Any) -> Any:
+    """One layer's SDPA on the next ``(q, k, v)`` of `inputs`."""
+    import torch.nn.functional as F
+
+    q, k, v = next(inputs)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
 def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
     """Rows for one model's head shapes (tp 1, bf16)."""
     import torch
-    import torch.nn.functional as F
 
     from simulator.models import get_model
 
@@ -79,18 +108,17 @@ def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
                          source=f"hardware/measure_attention.py (CUDA graph) on {name}, torch {torch.__version__}, "
                                 f"{date.today().isoformat()}"))
 
+    def timed(q_shape: tuple[int, ...], kv_shape: tuple[int, ...], **kwargs: Any) -> float:
+        nbytes = (q_shape[0] * q_shape[1] * q_shape[2] + 2 * kv_shape[0] * kv_shape[1] * kv_shape[2]) * d * 2
+        copies, repeats = past_l2(nbytes)  # one call's q, k and v in bf16
+        inputs = [(torch.randn(*q_shape, d, device=dev, dtype=dt), torch.randn(*kv_shape, d, device=dev, dtype=dt),
+                   torch.randn(*kv_shape, d, device=dev, dtype=dt)) for _ in range(copies)]
+        return graph_time_s(partial(_attend, itertools.cycle(inputs), enable_gqa=True, **kwargs), repeats)
+
     for b, s in PREFILL_SHAPES:
-        q = torch.randn(b, h, s, d, device=dev, dtype=dt)
-        k = torch.randn(b, kvh, s, d, device=dev, dtype=dt)
-        v = torch.randn_like(k)
-        row("attention_prefill", b, s, 0,
-            graph_time_s(partial(F.scaled_dot_product_attention, q, k, v, is_causal=True, enable_gqa=True)))
+        row("attention_prefill", b, s, 0, timed((b, h, s), (b, kvh, s), is_causal=True))
     for b, c in DECODE_SHAPES:
-        q = torch.randn(b, h, 1, d, device=dev, dtype=dt)
-        k = torch.randn(b, kvh, c, d, device=dev, dtype=dt)
-        v = torch.randn_like(k)
-        attend = partial(F.scaled_dot_product_attention, q, k, v, enable_gqa=True)
-        row("attention_decode", b, 1, c, graph_time_s(attend))
+        row("attention_decode", b, 1, c, timed((b, h, 1), (b, kvh, c)))
     return rows
 
 

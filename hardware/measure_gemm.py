@@ -3,8 +3,8 @@
 Needs PyTorch with CUDA (not a kvsim dependency). Times ``y = x · Wᵀ`` (``x`` of ``m × k``, ``W`` of
 ``n × k``) with cuBLAS, as `torch.matmul` in bf16 and `torch._scaled_mm` in fp8 (e4m3, one scale per
 tensor, on inputs already in fp8), in a CUDA graph (`graph_time_s`). The
-captured calls cycle through `copies` weight matrices of at least ``4 × L2`` bytes together, so no
-weight is read from L2, as in a model's forward pass, which reads each layer's weights once::
+captured calls cycle through copies of the weights that total at least ``4 × L2`` bytes (`past_l2`),
+so no call finds its weights in L2, as in a model's forward pass, which reads each layer's weights once::
 
     python hardware/measure_gemm.py --gpu H200 --out gemm.csv
 
@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from hardware.measure_attention import REPEATS, graph_time_s, write_measured
+from hardware.measure_attention import graph_time_s, past_l2, write_measured
 
 # (n, k) of y = x · Wᵀ: Llama-3.1-8B's fused projections (tp 1), Llama-3.1-70B's at tp 8 and tp 1
 SHAPES = {
@@ -36,7 +36,6 @@ SHAPES = {
 }
 ROWS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # m: tokens in the step
 FP8_MIN_ROWS = 16  # torch._scaled_mm needs m a multiple of 16
-L2_MULTIPLE = 4  # the weights a graph cycles through total at least this many L2 caches
 
 
 def _matmul(x: Any, weights: Iterator[Any]) -> Any:
@@ -66,14 +65,12 @@ def measure(gpu: str) -> list[dict[str, object]]:
 
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
-    props = torch.cuda.get_device_properties(0)
-    l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 2**20
-    source = f"hardware/measure_gemm.py (CUDA graph) on {props.name}, torch {torch.__version__}, {date.today()}"
+    source = (f"hardware/measure_gemm.py (CUDA graph) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+              f"{date.today()}")
     one = torch.ones((), device=dev, dtype=torch.float32)
     rows: list[dict[str, object]] = []
     for name, (n, k) in SHAPES.items():
-        copies = max(2, -(-L2_MULTIPLE * l2 // (n * k)))  # in fp8 bytes: bf16 reads twice as many
-        repeats = max(REPEATS, copies)  # a replay reads every copy
+        copies, repeats = past_l2(n * k, least=2)  # in fp8 bytes: bf16 reads twice as many
         weights = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         weights8 = [w.to(torch.float8_e4m3fn) for w in weights]
         for m in ROWS:

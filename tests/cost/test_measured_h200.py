@@ -38,70 +38,72 @@ def test_bf16_gemms_are_priced_within_eight_percent_on_average():
     df = _gemm_errors()
     bf16 = df[df["dtype"] == "bf16"]
     assert len(bf16) == 132  # 11 shapes × 12 token counts, 1 to 8,192
-    assert bf16["err"].abs().mean() == pytest.approx(0.080, abs=0.002)
-    assert bf16["err"].median() == pytest.approx(0.034, abs=0.002)
-    assert bf16["err"].min() > -0.28 and bf16["err"].max() < 0.25
-    assert bf16.loc[bf16["measured_s"] >= LONG_S, "err"].abs().mean() == pytest.approx(0.076, abs=0.002)
+    assert bf16["err"].abs().mean() == pytest.approx(0.081, abs=0.002)
+    assert bf16["err"].median() == pytest.approx(0.025, abs=0.002)
+    assert bf16["err"].min() > -0.30 and bf16["err"].max() < 0.22
+    assert bf16.loc[bf16["measured_s"] >= LONG_S, "err"].abs().mean() == pytest.approx(0.075, abs=0.002)
 
 
 def test_fp8_gemms_are_priced_as_a_gemm_after_a_cast_of_its_input():
     """The model adds to an fp8 GEMM the quantisation of its input and a fixed latency (9.3 µs on H200),
     both fitted on aiconfigurator's fp8 tables, which `torch._scaled_mm` on inputs already in fp8 does not pay:
-    short fp8 GEMMs are priced 78% slow at the median, long ones 22% off on average. Against the GEMM
-    plus the cast of its input timed apart (``cast_s``) the prices are 2.6% long on average."""
+    short fp8 GEMMs are priced 81% slow at the median, long ones 21% off on average. Against the GEMM
+    plus the cast of its input timed apart (``cast_s``) the prices are 2.0% long on average."""
     df = _gemm_errors()
     fp8 = df[df["dtype"] == "fp8"]
     assert len(fp8) == 110  # token counts of 16 and up
     long_ = fp8["measured_s"] >= LONG_S
-    assert fp8.loc[~long_, "err"].median() == pytest.approx(0.778, abs=0.005)
-    assert fp8.loc[long_, "err"].abs().mean() == pytest.approx(0.222, abs=0.003)
-    assert fp8["err"].max() == pytest.approx(1.757, abs=0.005)
-    assert fp8["err"].min() > -0.11
+    assert fp8.loc[~long_, "err"].median() == pytest.approx(0.811, abs=0.005)
+    assert fp8.loc[long_, "err"].abs().mean() == pytest.approx(0.206, abs=0.003)
+    assert fp8["err"].max() == pytest.approx(1.740, abs=0.005)
+    assert fp8["err"].min() > -0.12
+    assert fp8["cast_s"].notna().all()
     with_cast = (fp8["err"] + 1) * fp8["measured_s"] / (fp8["measured_s"] + fp8["cast_s"]) - 1
-    assert with_cast.mean() == pytest.approx(0.026, abs=0.003)
-    assert with_cast.abs().mean() == pytest.approx(0.168, abs=0.003)
-    assert with_cast.min() > -0.41 and with_cast.max() < 0.41
+    assert with_cast.mean() == pytest.approx(0.020, abs=0.003)
+    assert with_cast.abs().mean() == pytest.approx(0.182, abs=0.003)
+    assert with_cast.min() > -0.43 and with_cast.max() < 0.40
 
 
 def test_fp8_gemms_without_the_quantisation_terms_are_priced_as_well_as_bf16():
     """The rest of the fp8 GEMM formula (the fp8 peak at `gemm_fp8_eff`, the bytes, the parallelism) fits
-    the GEMM on fp8 inputs as well as the bf16 formula fits bf16: 7.3% on average, median +0.2%."""
+    the GEMM on fp8 inputs about as well as the bf16 formula fits bf16: 8.6% on average, median −1.2%."""
     p = dataclasses.replace(load_params("H200"), gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
     df = pd.read_csv(MEASURED / "h200-gemm.csv")
     fp8 = df[df["dtype"] == "fp8"]
     cols = dict(m=fp8["m"], n=fp8["n"], k=fp8["k"], in_bytes=np.ones(len(fp8)))
     err = predict_s("gemm", cols, load_catalog().gpu("H200"), p) / fp8["measured_s"] - 1
-    assert err.abs().mean() == pytest.approx(0.073, abs=0.002)
-    assert err.median() == pytest.approx(0.002, abs=0.002)
-    assert err.min() > -0.31 and err.max() < 0.21
+    assert err.abs().mean() == pytest.approx(0.086, abs=0.002)
+    assert err.median() == pytest.approx(-0.012, abs=0.002)
+    assert err.min() > -0.23 and err.max() < 0.23
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "llama-3.1-70b"])
 def test_attention_rows_read_as_calibration_rows_and_their_errors(name):
     """`measure_attention`'s rows load as `kvsim calibrate` input; decode of 16 or more sequences is priced
     within 15% (the HBM-bound regime), decode of one sequence and prefill slow (SDPA beats the fitted
-    kernels on short work)."""
+    kernels on short work). Every call reads K/V of its own, past the L2 cache."""
     rows = read_rows(MEASURED / f"h200-attention-{name}.csv")
     p = load_params("H200")
     err = {(r["phase"], int(r["batch"]), int(r["context"]) or int(r["new_tokens"])):
            predict_row(r, p) / r["measured_s"] - 1 for _, r in rows.iterrows()}
     decode = {k: v for k, v in err.items() if k[0] == "attention_decode"}
-    assert all(abs(v) < 0.15 for k, v in decode.items() if k[1] >= 16)
-    assert decode["attention_decode", 1, 4096] == pytest.approx(0.567 if name.endswith("8b") else 0.545, abs=0.005)
+    many = [v for k, v in decode.items() if k[1] >= 16]
+    assert len(many) == 4 and all(abs(v) < 0.15 for v in many)
+    assert decode["attention_decode", 1, 4096] == pytest.approx(0.328 if name.endswith("8b") else 0.308, abs=0.005)
     prefill = [v for k, v in err.items() if k[0] == "attention_prefill"]
-    assert len(prefill) == 4 and min(prefill) > 0.06 and max(prefill) < 0.61
+    assert len(prefill) == 4 and min(prefill) > 0.05 and max(prefill) < 0.62
 
 
 def test_measured_attention_rows_calibrate():
-    """The script's output is `kvsim calibrate` input: refitting two efficiencies on the 8B rows halves
-    the error on the rows it fits (one of the nine is held out by the hash of its shape)."""
+    """The script's output is `kvsim calibrate` input: refitting two efficiencies on the 8B rows cuts the
+    error on the rows it fits by a third (one of the nine is held out by the hash of its shape)."""
     rows = read_rows(MEASURED / "h200-attention-llama-3.1-8b.csv")
     cal = calibrate(rows, {"H200": load_params("H200")}, free=("attn_compute_eff", "decode_memory_eff"))
     train = cal.rows[~cal.rows["holdout"].astype(bool)]
     before = np.mean([abs(predict_row(r, load_params("H200")) / r["measured_s"] - 1) for _, r in train.iterrows()])
     assert len(train) == 8
-    assert before == pytest.approx(0.178, abs=0.003)
-    assert train["rel_error"].abs().mean() == pytest.approx(0.114, abs=0.003)
+    assert before == pytest.approx(0.164, abs=0.003)
+    assert train["rel_error"].abs().mean() == pytest.approx(0.105, abs=0.003)
 
 
 @pytest.mark.parametrize("script", ["measure_attention", "measure_gemm"])
@@ -116,3 +118,23 @@ def test_scripts_say_what_is_missing_in_one_line(script, monkeypatch, capsys, tm
     assert module.main(["--gpu", "H200", "--out", str(tmp_path / "x.csv")]) == 2
     assert capsys.readouterr().err == f"{script}: no CUDA GPU visible\n"
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_published_fp8_rows_read_closer_without_the_quantisation_terms():
+    """The published fp8 throughput rows on H100 and H200 are all priced slow with the shipped parameters
+    (2-26%, their step overhead fitted to zero); with the fp8 GEMM's quantisation terms taken out they
+    read −7% to +15% (README, "Checked on a real H200"; the shipped parameters keep the terms)."""
+    from simulator.cost.calibrate import PUBLISHED_FILE, _measured_s_like, _predicted_s_like
+
+    rows = read_rows(PUBLISHED_FILE)
+    fp8 = rows[(rows["phase"] == "throughput") & (rows["dtype"] == "fp8") & rows["gpu"].isin(["H100", "H200"])]
+    assert len(fp8) == 7
+    now, without = [], []
+    for _, r in fp8.iterrows():
+        p = load_params(str(r["gpu"]))
+        bare = dataclasses.replace(p, gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
+        now.append(_predicted_s_like(r, p) / _measured_s_like(r) - 1)
+        without.append(_predicted_s_like(r, bare) / _measured_s_like(r) - 1)
+    assert min(now) > 0.019 and max(now) < 0.256
+    assert min(without) == pytest.approx(-0.072, abs=0.002) and max(without) == pytest.approx(0.146, abs=0.002)
+    assert np.mean(np.abs(without)) < np.mean(np.abs(now)) / 2
