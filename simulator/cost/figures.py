@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 def decode_mfu_table(sm: StepModel, batches: Sequence[int], contexts: Sequence[int]) -> pd.DataFrame:
-    """Decode MFU, step time and KV share for each (batch, context) whose KV fits the replica.
+    """Decode MFU, step time and KV share for each (batch, context) whose KV fits one scheduler
+    (`steady_batch`: a replica's KV pool, or a DP rank's).
 
     Rows where ``batch`` sequences of ``context`` tokens do not fit beside the weights are left out.
     """

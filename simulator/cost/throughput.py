@@ -1,23 +1,25 @@
 """End-to-end serving throughput from the step model, for published benchmark figures.
 
 A steady-state, fixed-length benchmark (``I`` input and ``O`` output tokens per request) on
-``gpus`` GPUs run as ``gpus / (tp · pp)`` replicas (the plan's GPUs). Each KV pool of a replica (one,
-or one per DP-attention rank: ``kv_groups``) holds the largest batch that fits on every one of its
-GPUs, as `simulator.capacity.max_streams` counts them (but unrounded: it rounds to blocks)::
+``gpus`` GPUs run as ``gpus / (tp · pp)`` replicas (the plan's GPUs). A replica runs one scheduler per
+KV pool (one, or one per DP-attention rank: ``kv_groups``) and pipeline stage in flight (``pp``), as the
+engine does (`simulator.engine.cluster`); each holds its share of the largest batch that fits on every
+GPU of its pool, as `simulator.capacity.max_streams` counts them (but unrounded: it rounds to blocks)::
 
-    B = min(max_batch, min_s floor((hbm_bytes · memory_utilization − weights_s) / kv_s(I + O)))
+    B = min(max_batch, floor(min_s floor((hbm_bytes · memory_utilization − weights_s) / kv_s(I + O)) / pp))
 
 (``weights_s`` and ``kv_s`` what one GPU of stage ``s`` holds, `simulator.placement.stages` and
 `simulator.capacity.stage_sequence_bytes`: the embeddings and LM head of fp8 or fp4 weights in bf16,
-K/V heads replicated where tp exceeds them, an MLA latent whole on every GPU), and each pool repeats
-a cycle (the step model prices a DP rank's step on its own batch): prefill ``B`` prompts in steps of at most
+K/V heads replicated where tp exceeds them, an MLA latent whole on every GPU), and each scheduler
+repeats a cycle (the step model prices a DP rank's step on its own batch, and a step through every
+stage): prefill ``B`` prompts in steps of at most
 ``P`` tokens (`prefill_cycle_s`:
 ``k = floor(P / I)`` prompts a step, or a prompt longer than ``P`` in chunks of ``P`` after the
 tokens already cached), then ``O`` decode steps whose context grows from ``B·I`` by ``B`` each
 step (the arithmetic series of `decode_coefficients`)::
 
     t_cycle  = t_prefill(B, I, P) + O · a + b · B · (O · I + O(O − 1)/2)
-    tokens/s = (gpus / (tp · pp)) · kv_groups · B · O / t_cycle
+    tokens/s = (gpus / (tp · pp)) · kv_groups · pp · B · O / t_cycle
 
 ``P`` is the engine's step token budget (`PREFILL_TOKENS_PER_STEP`, the default
 ``max_num_batched_tokens`` of `simulator.engine.config.SchedulerConfig`). The cycle ignores the
@@ -44,9 +46,9 @@ def steady_batch(
     max_batch: int,
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
 ) -> int:
-    """Largest batch of one KV pool (a replica, or a DP-attention rank of it) whose KV at ``I + O``
-    tokens fits beside the weights on every GPU (the module docstring's ``B``), capped at `max_batch`.
-    KV is counted unrounded (no blocks)."""
+    """Largest batch of one scheduler (of a replica's KV pool, or of a DP-attention rank, and of a
+    pipeline stage in flight) whose KV at ``I + O`` tokens fits beside the weights on every GPU (the
+    module docstring's ``B``), capped at `max_batch`. KV is counted unrounded (no blocks)."""
     usable = sm.gpu.hbm_bytes * memory_utilization
     plan = sm.plan
     fits = []
@@ -54,10 +56,10 @@ def steady_batch(
         budget = usable - stage.weight_bytes
         seq = stage_sequence_bytes(sm.model, sm.layout, plan, stage, input_tokens + output_tokens)
         fits.append(math.floor(budget / seq) if budget > 0 else 0)
-    b = min(max_batch, min(fits))
+    b = min(max_batch, min(fits) // plan.pp)
     if b < 1:
         raise DoesNotFitError(
-            f"{sm.model.key} ({sm.dtype}) on {sm.tp}x{sm.gpu.key}: no sequence of "
+            f"{sm.model.key} ({sm.dtype}) on {plan.label} of {sm.gpu.key}: no sequence of "
             f"{input_tokens + output_tokens} tokens fits beside the weights"
         )
     return b
@@ -89,4 +91,4 @@ def throughput_tokens_per_s(
     a, slope = sm.decode_coefficients(b)
     o, i = output_tokens, input_tokens
     cycle = prefill_cycle_s(sm, b, i) + o * a + slope * b * (o * i + o * (o - 1) / 2)
-    return gpus / plan.gpus * plan.kv_groups * b * o / cycle
+    return gpus / plan.gpus * plan.kv_groups * plan.pp * b * o / cycle

@@ -8,7 +8,7 @@ of 64.3 a request on scale-64, 2026-12-04). The wrapper adds ~0.2 µs a call (tw
 
 With ``--replay R`` it instead runs the scenario once recording the router's choices, then ``R`` rounds of
 two timed runs, unwrapped: the router itself, and its recorded choices replayed by a router that reads
-no replica (`Replay`). The runs simulate the same system, event for event (tested); the difference is what
+no replica (`Replay`). The runs simulate the same system, summary for summary (tested); the difference is what
 choosing costs the run, the caches' share included. It prints the best of each, in CPU µs a request.
 """
 
@@ -71,14 +71,15 @@ class _Replayed:
         return next(self.picks)
 
 
-@dataclass(frozen=True, slots=True)
 class Replay:
-    """A router that answers each arrival with the next of `picks` (bound to the run's router in `replay`)."""
+    """A router that answers each arrival with the next of `picks`, in the order the run asks, whichever
+    group asks (a disaggregated run binds it once per pool, and each bound policy draws from one stream)."""
 
-    picks: tuple[int, ...]
+    def __init__(self, picks: tuple[int, ...]) -> None:
+        self.picks = iter(picks)
 
     def bind(self, rng: object) -> _Replayed:
-        return _Replayed(iter(self.picks))
+        return _Replayed(self.picks)
 
 
 def _recorded(config: EngineConfig, drawn: list[Request], n: int, timer: Any) -> tuple[int, ...]:
@@ -103,7 +104,7 @@ def replay(config: EngineConfig, drawn: list[Request], n: int, timer: Any, round
     best = {"router": math.inf, "replay": math.inf}
     summaries: dict[str, dict[str, Any]] = {}
     for _ in range(rounds):
-        for kind, router in (("router", None), ("replay", Replay(picks))):
+        for kind, router in (("router", None), ("replay", Replay(picks))):  # a new Replay a run
             with _router_of(router):
                 t0 = time.process_time()
                 s = run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary

@@ -80,3 +80,18 @@ def test_router_time_replay_runs_the_same_system_without_the_router(capsys: pyte
     with router_time._router_of(router_time.Replay(tuple((i + 1) % 4 for i in picks))):
         shifted = run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary
     assert shifted != run(config, iter(drawn), seed=1, timer=timer, total_requests=n).summary
+
+
+def test_router_time_replay_of_a_disaggregated_run() -> None:
+    """A split run binds the router once per pool (prefill, then decode); both draw from one recorded
+    stream, in the order the run asks, and the replay makes the same run."""
+    from simulator.engine import PoolConfig
+    from tests.bench import router_time
+    from tests.engine.helpers import poisson_requests
+    from tests.engine.test_disagg import SPLIT, TIMER
+
+    drawn = poisson_requests(200, rate_per_s=4.0, prompt_tokens=(100, 3000), output_tokens=(10, 200), seed=3)
+    config = dataclasses.replace(SPLIT, n_nodes=2, prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=2),
+                                 short_prompt_tokens=1000)  # short prompts go to the decode pool's router
+    out = router_time.replay(config, drawn, len(drawn), TIMER, rounds=1)
+    assert out["same_summary"] is True

@@ -167,6 +167,27 @@ def test_throughput_of_dp_attention_counts_every_rank_on_its_own_batch():
         throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=4)
 
 
+def test_throughput_of_a_pipeline_runs_a_scheduler_per_stage_in_flight():
+    """A TP4 x PP2 replica runs two schedulers (a step passes both stages; two in flight, as the engine
+    runs them), each with half the sequences one GPU holds: Llama-3.1-70B on H100, 40 layers a stage,
+    72 GB - 17.64 GB = 54.36 GB over 2 KV heads x 40 layers x 2 x 128 x 2 B x 2,000 = 81.92 MB -> 663 // 2."""
+    from hardware.catalog import load_catalog
+    from simulator.cost.params import load_params
+    from simulator.cost.step_model import StepModel
+    from simulator.cost.throughput import prefill_cycle_s
+    from simulator.models import get_model
+    from simulator.placement import ParallelPlan
+
+    plan = ParallelPlan(tp=4, pp=2)
+    sm = StepModel(load_catalog().gpu("H100"), get_model("Llama-3.1-70B"), None, 4, load_params("H100"), plan=plan,
+                   node=load_catalog().node("8xH100"))
+    b = steady_batch(sm, 1000, 1000, 10_000)
+    assert b == 331
+    a, slope = sm.decode_coefficients(b)
+    cycle = prefill_cycle_s(sm, b, 1000) + 1000 * a + slope * b * (1000 * 1000 + 1000 * 999 / 2)
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(2 * b * 1000 / cycle, rel=1e-12)
+
+
 def test_prefill_cycle_packs_prompts_into_the_step_token_budget():
     from simulator.cost import step_model
     from simulator.cost.throughput import PREFILL_TOKENS_PER_STEP, prefill_cycle_s
