@@ -10,9 +10,9 @@ so no call finds its weights in L2, as in a model's forward pass, which reads ea
 
 An fp8 row also times, as ``cast_s``, the quantisation of its ``m × k`` input that an engine runs
 before the GEMM unless it fuses it into the op before (`_cast`: two kernels, a multiply and a
-conversion). Each row is ``gpu,shape,dtype,m,n,k,measured_s,cast_s,source``;
-`simulator.cost.kernels.predict_s` (``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8) prices the same shapes, as
-``tests/cost/test_measured_h200.py`` does for the table measured on an H200.
+conversion). Each row is ``gpu,shape,dtype,m,n,k,measured_s,cast_s,source``. Then it prints how
+kvsim's parameters for ``--gpu`` price the table (`scored`, with `simulator.cost.measured`), as
+``tests/cost/test_measured_h200.py`` checks for the table measured on an H200.
 """
 
 from __future__ import annotations
@@ -94,7 +94,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help="kvsim GPU key of this machine's GPU (H100, H200, ...)")
     ap.add_argument("--out", type=Path, default=Path("gemm.csv"))
     args = ap.parse_args(argv)
-    return write_measured("measure_gemm", args.out, partial(measure, args.gpu))
+    rc = write_measured("measure_gemm", args.out, partial(measure, args.gpu))
+    if rc == 0:
+        print(scored(args.out, args.gpu))
+    return rc
+
+
+def scored(path: Path, gpu: str) -> str:
+    """How kvsim's parameters for `gpu` price the table at `path` (`simulator.cost.measured`), a line
+    per dtype; one line saying why not when kvsim has no such GPU."""
+    import pandas as pd
+
+    from simulator.cost.measured import gemm_errors, gemm_summary
+    from simulator.errors import ConfigError
+
+    try:
+        summary = gemm_summary(gemm_errors(pd.read_csv(path), gpu))
+    except ConfigError as e:
+        return f"not scored: {e}"
+    lines = []
+    for dtype, r in summary.iterrows():
+        cast = "" if pd.isna(r["mean_err_with_cast"]) else (
+            f"; against the GEMM plus its input's cast {r['mean_err_with_cast']:+.1%} on average")
+        lines.append(f"{dtype}: kvsim's {gpu} parameters price {int(r['rows'])} GEMMs {r['mean_abs_err']:.1%} off on "
+                     f"average (median {r['median_err']:+.1%}, {r['min_err']:+.0%} to {r['max_err']:+.0%}){cast}")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     raise SystemExit(main())

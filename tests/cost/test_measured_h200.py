@@ -18,20 +18,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hardware.catalog import load_catalog
 from simulator.cost.calibrate import calibrate, predict_row, read_rows
-from simulator.cost.kernels import predict_s
+from simulator.cost.measured import gemm_errors, gemm_summary
 from simulator.cost.params import load_params
+from simulator.errors import ConfigError
 
 MEASURED = Path(__file__).resolve().parents[2] / "hardware" / "measured"
 LONG_S = 50e-6  # kernels at least this long: the scoring split of `simulator.cost.aiconfigurator`
 
 
 def _gemm_errors() -> pd.DataFrame:
-    df = pd.read_csv(MEASURED / "h200-gemm.csv")
-    cols = dict(m=df["m"], n=df["n"], k=df["k"], in_bytes=np.where(df["dtype"] == "fp8", 1, 2))
-    df["err"] = predict_s("gemm", cols, load_catalog().gpu("H200"), load_params("H200")) / df["measured_s"] - 1
-    return df
+    return gemm_errors(pd.read_csv(MEASURED / "h200-gemm.csv"), "H200")
 
 
 def test_bf16_gemms_are_priced_within_eight_percent_on_average():
@@ -58,7 +55,7 @@ def test_fp8_gemms_are_priced_as_a_gemm_after_a_cast_of_its_input():
     assert fp8["err"].max() == pytest.approx(1.740, abs=0.005)
     assert fp8["err"].min() > -0.12
     assert fp8["cast_s"].notna().all()
-    with_cast = (fp8["err"] + 1) * fp8["measured_s"] / (fp8["measured_s"] + fp8["cast_s"]) - 1
+    with_cast = fp8["err_with_cast"]
     assert with_cast.mean() == pytest.approx(0.020, abs=0.003)
     assert with_cast.abs().mean() == pytest.approx(0.182, abs=0.003)
     assert with_cast.min() > -0.43 and with_cast.max() < 0.40
@@ -68,10 +65,8 @@ def test_fp8_gemms_without_the_quantisation_terms_are_priced_as_well_as_bf16():
     """The rest of the fp8 GEMM formula (the fp8 peak at `gemm_fp8_eff`, the bytes, the parallelism) fits
     the GEMM on fp8 inputs about as well as the bf16 formula fits bf16: 8.6% on average, median −1.2%."""
     p = dataclasses.replace(load_params("H200"), gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
-    df = pd.read_csv(MEASURED / "h200-gemm.csv")
-    fp8 = df[df["dtype"] == "fp8"]
-    cols = dict(m=fp8["m"], n=fp8["n"], k=fp8["k"], in_bytes=np.ones(len(fp8)))
-    err = predict_s("gemm", cols, load_catalog().gpu("H200"), p) / fp8["measured_s"] - 1
+    df = gemm_errors(pd.read_csv(MEASURED / "h200-gemm.csv"), "H200", p)
+    err = df.loc[df["dtype"] == "fp8", "err"]
     assert err.abs().mean() == pytest.approx(0.086, abs=0.002)
     assert err.median() == pytest.approx(-0.012, abs=0.002)
     assert err.min() > -0.23 and err.max() < 0.23
@@ -138,3 +133,26 @@ def test_published_fp8_rows_read_closer_without_the_quantisation_terms():
     assert min(now) > 0.019 and max(now) < 0.256
     assert min(without) == pytest.approx(-0.072, abs=0.002) and max(without) == pytest.approx(0.146, abs=0.002)
     assert np.mean(np.abs(without)) < np.mean(np.abs(now)) / 2
+
+
+def test_gemm_summary_is_what_measure_gemm_prints():
+    """`gemm_summary` (the lines `hardware/measure_gemm.py` prints after its table) holds the figures above,
+    and a dtype the script does not time is refused in one line."""
+    summary = gemm_summary(_gemm_errors())
+    assert list(summary.index) == ["bf16", "fp8"] and list(summary["rows"]) == [132, 110]
+    assert summary.loc["bf16", "mean_abs_err"] == pytest.approx(0.081, abs=0.002)
+    assert summary.loc["fp8", "mean_err_with_cast"] == pytest.approx(0.020, abs=0.003)
+    assert np.isnan(summary.loc["bf16", "mean_err_with_cast"])
+    with pytest.raises(ConfigError, match="'dtype' must be one of bf16, fp8 \\(got 'fp4'\\)"):
+        gemm_errors(pd.DataFrame(dict(dtype=["fp4"], m=[1], n=[1], k=[1], measured_s=[1.0])), "H200")
+
+
+def test_measure_gemm_prints_how_kvsim_prices_its_table():
+    from hardware.measure_gemm import scored
+
+    lines = scored(MEASURED / "h200-gemm.csv", "H200").splitlines()
+    assert lines == [
+        "bf16: kvsim's H200 parameters price 132 GEMMs 8.1% off on average (median +2.5%, -29% to +21%)",
+        "fp8: kvsim's H200 parameters price 110 GEMMs 52.5% off on average (median +37.1%, -12% to +174%); "
+        "against the GEMM plus its input's cast +2.0% on average"]
+    assert scored(MEASURED / "h200-gemm.csv", "X9").startswith("not scored: unknown GPU 'X9'; valid: H100")

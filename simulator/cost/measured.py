@@ -1,0 +1,50 @@
+"""The cost model against a GEMM table timed on a GPU (`hardware/measure_gemm.py`'s rows).
+
+Each row's error is ``predicted / measured − 1``, the prediction `simulator.cost.kernels.predict_s`
+(``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8, one scale per tensor) with the GPU's shipped
+parameters; an fp8 row is also scored against its GEMM plus the timed cast of its input
+(``cast_s``), which is what the formula's quantisation terms price (README, "Checked on a real H200").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hardware.catalog import load_catalog
+from simulator.cost.kernels import predict_s
+from simulator.cost.params import CostParams, load_params
+from simulator.errors import ConfigError
+
+GEMM_DTYPE_BYTES = {"bf16": 2, "fp8": 1}  # the dtypes measure_gemm.py times, bytes a value
+
+
+def gemm_errors(table: pd.DataFrame, gpu: str, params: CostParams | None = None) -> pd.DataFrame:
+    """`table` (columns ``dtype, m, n, k, measured_s``, and ``cast_s`` for fp8) with ``predicted_s``,
+    ``err`` and, where ``cast_s`` is given, ``err_with_cast``; `params` default to `gpu`'s shipped ones."""
+    unknown = sorted(set(table["dtype"]) - set(GEMM_DTYPE_BYTES))
+    if unknown:
+        raise ConfigError(f"GEMM table: 'dtype' must be one of {', '.join(GEMM_DTYPE_BYTES)} (got {unknown[0]!r})")
+    spec = load_catalog().gpu(gpu)
+    p = params or load_params(spec.key)
+    out = table.copy()
+    in_bytes = out["dtype"].map(GEMM_DTYPE_BYTES)
+    cols = dict(m=out["m"], n=out["n"], k=out["k"], in_bytes=in_bytes)
+    out["predicted_s"] = predict_s("gemm", cols, spec, p)
+    out["err"] = out["predicted_s"] / out["measured_s"] - 1
+    cast = pd.to_numeric(out.get("cast_s", pd.Series(np.nan, index=out.index)), errors="coerce")
+    out["err_with_cast"] = out["predicted_s"] / (out["measured_s"] + cast) - 1
+    return out
+
+
+def gemm_summary(errors: pd.DataFrame) -> pd.DataFrame:
+    """Per dtype: rows, mean absolute error, median, least and largest error (and against GEMM + cast)."""
+    g = errors.groupby("dtype", sort=False)
+    return pd.DataFrame({
+        "rows": g.size(),
+        "mean_abs_err": g["err"].apply(lambda e: e.abs().mean()),
+        "median_err": g["err"].median(),
+        "min_err": g["err"].min(),
+        "max_err": g["err"].max(),
+        "mean_err_with_cast": g["err_with_cast"].mean(),
+    })
