@@ -7,6 +7,7 @@ import pytest
 from simulator.cost.calibrate import PUBLISHED_FILE, calibrate, predict_row, read_rows
 from simulator.cost.fit import fit_params
 from simulator.cost.params import dumps_params, load_params, load_params_file
+from simulator.cost.step_model import StepModel
 from simulator.cost.throughput import steady_batch, throughput_tokens_per_s
 from simulator.errors import ConfigError
 
@@ -142,27 +143,32 @@ def test_steady_batch_counts_what_each_gpu_holds():
     assert steady_batch(step_model("H100", "Llama-3.1-70B", tp=8, layout="mqa"), 1000, 1000, 100_000) == 663
 
 
-def test_throughput_of_dp_attention_counts_every_rank_on_its_own_batch():
-    """Under DP attention each rank holds its own sequences (all KV heads) and steps on its own batch: the
-    batch is one rank's, the tokens every rank's. Llama-3.1-70B DP8 on H100: 72 GB - 38.78 GB of weights a
-    GPU (attention whole on each) = 33.22 GB over 327,680 B a token x 2,000 = 655 MB -> 50 a rank."""
+def _llama70b_on_h100(**plan: object) -> tuple[StepModel, int, float]:
+    """Llama-3.1-70B on 8xH100 under `plan`: its step model, its steady batch at 1,000 in and 1,000 out,
+    and one scheduler's output tokens per second as the module docstring's cycle gives them."""
     from hardware.catalog import load_catalog
     from simulator.cost.params import load_params
-    from simulator.cost.step_model import StepModel
     from simulator.cost.throughput import prefill_cycle_s
     from simulator.models import get_model
     from simulator.placement import ParallelPlan
 
-    plan = ParallelPlan(tp=8, dp_attention=True)
-    sm = StepModel(load_catalog().gpu("H100"), get_model("Llama-3.1-70B"), None, 8, load_params("H100"), plan=plan,
+    p = ParallelPlan(**plan)  # type: ignore[arg-type]
+    sm = StepModel(load_catalog().gpu("H100"), get_model("Llama-3.1-70B"), None, p.tp, load_params("H100"), plan=p,
                    node=load_catalog().node("8xH100"))
     b = steady_batch(sm, 1000, 1000, 10_000)
-    assert b == 50
     a, slope = sm.decode_coefficients(b)
     cycle = prefill_cycle_s(sm, b, 1000) + 1000 * a + slope * b * (1000 * 1000 + 1000 * 999 / 2)
-    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(8 * b * 1000 / cycle, rel=1e-12)
-    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=16) == pytest.approx(
-        2 * throughput_tokens_per_s(sm, 1000, 1000, 10_000), rel=1e-12)
+    return sm, b, b * 1000 / cycle
+
+
+def test_throughput_of_dp_attention_counts_every_rank_on_its_own_batch():
+    """Under DP attention each rank holds its own sequences (all KV heads) and steps on its own batch: the
+    batch is one rank's, the tokens every rank's. Llama-3.1-70B DP8 on H100: 72 GB - 38.78 GB of weights a
+    GPU (attention whole on each) = 33.22 GB over 327,680 B a token x 2,000 = 655 MB -> 50 a rank."""
+    sm, b, one = _llama70b_on_h100(tp=8, dp_attention=True)
+    assert b == 50
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(8 * one, rel=1e-12)
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=16) == pytest.approx(16 * one, rel=1e-12)
     with pytest.raises(ConfigError, match="a multiple of the plan's 8 GPUs"):
         throughput_tokens_per_s(sm, 1000, 1000, 10_000, gpus=4)
 
@@ -171,21 +177,9 @@ def test_throughput_of_a_pipeline_runs_a_scheduler_per_stage_in_flight():
     """A TP4 x PP2 replica runs two schedulers (a step passes both stages; two in flight, as the engine
     runs them), each with half the sequences one GPU holds: Llama-3.1-70B on H100, 40 layers a stage,
     72 GB - 17.64 GB = 54.36 GB over 2 KV heads x 40 layers x 2 x 128 x 2 B x 2,000 = 81.92 MB -> 663 // 2."""
-    from hardware.catalog import load_catalog
-    from simulator.cost.params import load_params
-    from simulator.cost.step_model import StepModel
-    from simulator.cost.throughput import prefill_cycle_s
-    from simulator.models import get_model
-    from simulator.placement import ParallelPlan
-
-    plan = ParallelPlan(tp=4, pp=2)
-    sm = StepModel(load_catalog().gpu("H100"), get_model("Llama-3.1-70B"), None, 4, load_params("H100"), plan=plan,
-                   node=load_catalog().node("8xH100"))
-    b = steady_batch(sm, 1000, 1000, 10_000)
+    sm, b, one = _llama70b_on_h100(tp=4, pp=2)
     assert b == 331
-    a, slope = sm.decode_coefficients(b)
-    cycle = prefill_cycle_s(sm, b, 1000) + 1000 * a + slope * b * (1000 * 1000 + 1000 * 999 / 2)
-    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(2 * b * 1000 / cycle, rel=1e-12)
+    assert throughput_tokens_per_s(sm, 1000, 1000, 10_000) == pytest.approx(2 * one, rel=1e-12)
 
 
 def test_prefill_cycle_packs_prompts_into_the_step_token_budget():
