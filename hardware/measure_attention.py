@@ -153,4 +153,6 @@ def write_measured(script: str, out: Path, rows_of: Callable[[], list[dict[str, 
 
 
 if __name__ == "__main__":
+    if not __package__:  # run as `python hardware/measure_attention.py`: kvsim from this checkout
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     raise SystemExit(main())

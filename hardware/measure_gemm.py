@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 from collections.abc import Iterator
 from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-from hardware.measure_attention import graph_time_s, past_l2, write_measured
 
 # (n, k) of y = x · Wᵀ: Llama-3.1-8B's fused projections (tp 1), Llama-3.1-70B's at tp 8 and tp 1
 SHAPES = {
@@ -63,6 +62,8 @@ def measure(gpu: str) -> list[dict[str, object]]:
     """Rows for every shape of `SHAPES` and `ROWS`, bf16 and (m ≥ `FP8_MIN_ROWS`) fp8."""
     import torch
 
+    from hardware.measure_attention import graph_time_s, past_l2
+
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     source = (f"hardware/measure_gemm.py (CUDA graph) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help="kvsim GPU key of this machine's GPU (H100, H200, ...)")
     ap.add_argument("--out", type=Path, default=Path("gemm.csv"))
     args = ap.parse_args(argv)
+    from hardware.measure_attention import write_measured
+
     rc = write_measured("measure_gemm", args.out, partial(measure, args.gpu))
     if rc == 0:
         print(scored(args.out, args.gpu))
@@ -121,4 +124,6 @@ def scored(path: Path, gpu: str) -> str:
     return "\n".join(lines)
 
 if __name__ == "__main__":
+    if not __package__:  # run as `python hardware/measure_gemm.py`: kvsim from this checkout
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     raise SystemExit(main())

@@ -10,6 +10,8 @@ Errors are ``predicted / measured − 1``.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -156,3 +158,16 @@ def test_measure_gemm_prints_how_kvsim_prices_its_table():
         "fp8: kvsim's H200 parameters price 110 GEMMs 52.5% off on average (median +37.1%, -12% to +174%); "
         "against the GEMM plus its input's cast +2.0% on average"]
     assert scored(MEASURED / "h200-gemm.csv", "X9").startswith("not scored: unknown GPU 'X9'; valid: H100")
+
+
+@pytest.mark.parametrize("script", ["measure_attention", "measure_gemm"])
+def test_scripts_run_by_path_from_a_checkout_without_kvsim_installed(script, tmp_path):
+    """``python hardware/SCRIPT.py`` with no site-packages (``-S``: kvsim not installed) imports kvsim from
+    the checkout, and says in one line that PyTorch is missing (a stand-in ``torch`` that fails to import)."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ImportError('no torch here')\n")
+    done = subprocess.run([sys.executable, "-S", str(MEASURED.parent / f"{script}.py"), "--gpu", "H200", "--out",
+                           str(tmp_path / "x.csv")], env={**os.environ, "PYTHONPATH": str(fake)}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"{script}: PyTorch is not installed (pip install torch)\n")
