@@ -132,10 +132,19 @@ def stage_sequence_bytes(model: ModelSpec, layout: KVLayout, plan: ParallelPlan,
 def sequences_per_group(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
                         block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
     """Sequences of `context_tokens` one KV pool holds: ``min_s floor(kv_budget_s / kv_s(n))``."""
+    return stage_sequences(model, layout, budget.plan, budget.stages, budget.usable_bytes_per_gpu, context_tokens,
+                           block_tokens)
+
+
+def stage_sequences(model: ModelSpec, layout: KVLayout, plan: ParallelPlan, stages_: tuple[Stage, ...],
+                    usable_bytes_per_gpu: float, context_tokens: int, block_tokens: int = 0) -> int:
+    """`sequences_per_group` from the plan, its stages and a GPU's usable bytes alone (no budget: negative
+    when the weights do not fit): ``min_s floor((usable − weights_s) / kv_s(n))``."""
     fits = []
-    for s in range(len(budget.stages)):
-        per_seq = gpu_sequence_bytes(budget, model, layout, context_tokens, s, block_tokens)
-        fits.append(int(budget.stage_kv_bytes(s) // per_seq) if per_seq else MAX_SEARCH_CONTEXT_TOKENS)
+    for st in stages_:
+        per_seq = stage_sequence_bytes(model, layout, plan, st, context_tokens, block_tokens)
+        kv = usable_bytes_per_gpu - st.weight_bytes
+        fits.append(int(kv // per_seq) if per_seq else MAX_SEARCH_CONTEXT_TOKENS)
     return min(fits)
 
 

@@ -29,9 +29,7 @@ scheduler achieves with the same step times.
 
 from __future__ import annotations
 
-import math
-
-from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, stage_sequence_bytes
+from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, stage_sequences
 from simulator.cost.step_model import StepModel
 from simulator.errors import DoesNotFitError, must
 from simulator.placement import stages
@@ -49,14 +47,10 @@ def steady_batch(
     """Largest batch of one scheduler (of a replica's KV pool, or of a DP-attention rank, and of a
     pipeline stage in flight) whose KV at ``I + O`` tokens fits beside the weights on every GPU (the
     module docstring's ``B``), capped at `max_batch`. KV is counted unrounded (no blocks)."""
-    usable = sm.gpu.hbm_bytes * memory_utilization
     plan = sm.plan
-    fits = []
-    for stage in stages(sm.model, plan, sm.dtype):
-        budget = usable - stage.weight_bytes
-        seq = stage_sequence_bytes(sm.model, sm.layout, plan, stage, input_tokens + output_tokens)
-        fits.append(math.floor(budget / seq) if budget > 0 else 0)
-    b = min(max_batch, min(fits) // plan.pp)
+    fit = stage_sequences(sm.model, sm.layout, plan, stages(sm.model, plan, sm.dtype),
+                          sm.gpu.hbm_bytes * memory_utilization, input_tokens + output_tokens)
+    b = min(max_batch, fit // plan.pp)
     if b < 1:
         raise DoesNotFitError(
             f"{sm.model.key} ({sm.dtype}) on {plan.label} of {sm.gpu.key}: no sequence of "
