@@ -196,7 +196,6 @@ class StepModel:
         "_gemm_n",
         "_gpu",
         "_head_bytes",
-        "_head_dtype",
         "_head_flops_per_row",
         "_head_kernel",
         "_head_n",
@@ -271,8 +270,8 @@ class StepModel:
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
         # ``vocab / tp`` columns over the step's logit rows
         head_params = float(model.vocab_size * model.d_model)
-        self._head_dtype = outer_weight_dtype(self.dtype)  # bf16 for quantised weights
-        self._head_bytes = head_params * dtype(self._head_dtype).effective_bytes / tp
+        head_dtype = outer_weight_dtype(self.dtype)  # bf16 for quantised weights
+        self._head_bytes = head_params * dtype(head_dtype).effective_bytes / tp
         self._head_flops_per_row = 2.0 * head_params / tp
         self._head_n = model.vocab_size / tp
         self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
@@ -337,8 +336,7 @@ class StepModel:
         self._gemm_kernels: dict[float, GemmKernel] = {}  # by GEMM width n (`_gemms`)
         # the LM head's GEMM, in its own format (bf16 beside quantised layers, else the layers'): a 16-bit
         # GEMM, neither low precision nor block-scaled, at that format's peak (`_head_s`)
-        self._head_kernel = GemmKernel(self._head_n, self._gemm_k, gpu.peak_flops(self._head_dtype), False, gpu,
-                                       params)
+        self._head_kernel = GemmKernel(self._head_n, self._gemm_k, gpu.peak_flops(head_dtype), False, gpu, params)
         self._pf_groups = [(layers, w) for layers, w in self._windows if layers]
         # layers of the one full-attention group (0: windows), for the fused single-chunk price
         self._pf_plain = self._pf_groups[0][0] if len(self._pf_groups) == 1 and not self._pf_groups[0][1] else 0
