@@ -123,6 +123,7 @@ def scored(path: Path, gpu: str) -> str:
                      f"average (median {r['median_err']:+.1%}, {r['min_err']:+.0%} to {r['max_err']:+.0%}){cast}")
     return "\n".join(lines)
 
+
 if __name__ == "__main__":
     if not __package__:  # run as `python hardware/measure_gemm.py`: kvsim from this checkout
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

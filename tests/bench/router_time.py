@@ -19,7 +19,6 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from simulator.engine import EngineConfig, cluster, run
@@ -63,23 +62,18 @@ def timed_choose() -> Iterator[list[float]]:
         yield total
 
 
-@dataclass(slots=True)
-class _Replayed:
-    picks: Iterator[int]
-
-    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
-        return next(self.picks)
-
-
 class Replay:
     """A router that answers each arrival with the next of `picks`, in the order the run asks, whichever
-    group asks (a disaggregated run binds it once per pool, and each bound policy draws from one stream)."""
+    group asks (a disaggregated run binds it once per pool: each binding is this one policy)."""
 
     def __init__(self, picks: tuple[int, ...]) -> None:
         self.picks = iter(picks)
 
-    def bind(self, rng: object) -> _Replayed:
-        return _Replayed(self.picks)
+    def bind(self, rng: object) -> Replay:
+        return self
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        return next(self.picks)
 
 
 def _recorded(config: EngineConfig, drawn: list[Request], n: int, timer: Any) -> tuple[int, ...]:

@@ -22,15 +22,20 @@ import pytest
 
 from simulator.cost.calibrate import calibrate, predict_row, read_rows
 from simulator.cost.measured import gemm_errors, gemm_summary
-from simulator.cost.params import load_params
+from simulator.cost.params import CostParams, load_params
 from simulator.errors import ConfigError
 
 MEASURED = Path(__file__).resolve().parents[2] / "hardware" / "measured"
 LONG_S = 50e-6  # kernels at least this long: the scoring split of `simulator.cost.aiconfigurator`
 
 
-def _gemm_errors() -> pd.DataFrame:
-    return gemm_errors(pd.read_csv(MEASURED / "h200-gemm.csv"), "H200")
+def _gemm_errors(params: CostParams | None = None) -> pd.DataFrame:
+    return gemm_errors(pd.read_csv(MEASURED / "h200-gemm.csv"), "H200", params)
+
+
+def _without_quantisation(p: CostParams) -> CostParams:
+    """`p` with no fp8 input quantisation and no fixed fp8 latency (as if an engine fused them away)."""
+    return dataclasses.replace(p, gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
 
 
 def test_bf16_gemms_are_priced_within_eight_percent_on_average():
@@ -66,8 +71,7 @@ def test_fp8_gemms_are_priced_as_a_gemm_after_a_cast_of_its_input():
 def test_fp8_gemms_without_the_quantisation_terms_are_priced_as_well_as_bf16():
     """The rest of the fp8 GEMM formula (the fp8 peak at `gemm_fp8_eff`, the bytes, the parallelism) fits
     the GEMM on fp8 inputs about as well as the bf16 formula fits bf16: 8.6% on average, median −1.2%."""
-    p = dataclasses.replace(load_params("H200"), gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
-    df = gemm_errors(pd.read_csv(MEASURED / "h200-gemm.csv"), "H200", p)
+    df = _gemm_errors(_without_quantisation(load_params("H200")))
     err = df.loc[df["dtype"] == "fp8", "err"]
     assert err.abs().mean() == pytest.approx(0.086, abs=0.002)
     assert err.median() == pytest.approx(-0.012, abs=0.002)
@@ -129,7 +133,7 @@ def test_published_fp8_rows_read_closer_without_the_quantisation_terms():
     now, without = [], []
     for _, r in fp8.iterrows():
         p = load_params(str(r["gpu"]))
-        bare = dataclasses.replace(p, gemm_fp8_latency_s=0.0, gemm_quant_s_per_value=0.0)
+        bare = _without_quantisation(p)
         now.append(_predicted_s_like(r, p) / _measured_s_like(r) - 1)
         without.append(_predicted_s_like(r, bare) / _measured_s_like(r) - 1)
     assert min(now) > 0.019 and max(now) < 0.256
