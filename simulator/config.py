@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, placed, shown
 
 C = TypeVar("C")
 
@@ -112,5 +112,5 @@ def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in table.items()}
     try:
         return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+    except ConfigError as exc:  # a rule of `cls` at its key; no class name the user never wrote
+        raise placed(exc, where) from None

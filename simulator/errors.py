@@ -8,7 +8,7 @@ says something shorter instead.
 """
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -36,13 +36,39 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
 
 
+class RuleError(ConfigError):
+    """A value that breaks its rule (`must`), with the parts of its message kept apart: `owner` (the
+    spec's own name for the object, ``SchedulerConfig``, which the user never wrote), `key`, `rule` and
+    `value`. Whoever built the object from a user's table re-raises it at that table's key (`placed`)."""
+
+    def __init__(self, owner: str, key: str, rule: str, value: object) -> None:
+        super().__init__(f"{owner}: {key!r} must be {rule} (got {shown(value)})")
+        self.owner, self.key, self.rule, self.value = owner, key, rule, value
+
+
 def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
-    """Raise `ConfigError` with an attrs-style message unless `cond` holds.
+    """Raise `RuleError` (a `ConfigError`) with an attrs-style message unless `cond` holds.
 
     >>> must(3 > 0, "GPUSpec(H100)", "hbm_bytes", "> 0", 3)
     """
     if not cond:
-        raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(value)})")
+        raise RuleError(where, key, rule, value)
+
+
+def placed(exc: ConfigError, where: str, keys: Mapping[str, str] | None = None) -> ConfigError:
+    """`exc`, raised while building an object from the table at `where` (``x.toml: scheduler``), said at
+    that table's key: a `RuleError` of field ``key`` as ``<where>.<table key>: must be <rule> (got ...)``,
+    without the spec's own name for the object; any other error as ``<where>: <message>``. `keys` maps a
+    field to the key the table spells it with (``n_kv_heads`` -> ``num_key_value_heads``); a field
+    absent from it is its own key.
+
+    >>> str(placed(RuleError("SchedulerConfig", "max_num_seqs", ">= 1", 0), "x.toml: scheduler"))
+    'x.toml: scheduler.max_num_seqs: must be >= 1 (got 0)'
+    """
+    if isinstance(exc, RuleError):
+        key = (keys or {}).get(exc.key, exc.key)
+        return ConfigError(f"{where}.{key}: must be {exc.rule} (got {shown(exc.value)})")
+    return ConfigError(f"{where}: {exc}")
 
 
 def is_whole(value: object, minimum: int = 0) -> bool:

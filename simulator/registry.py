@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from simulator.config import coerce
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, placed, shown
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
@@ -55,12 +55,14 @@ class Registry(Generic[T]):
             valid = [f.name for f in dataclasses.fields(cls) if f.init]
             unknown = sorted(str(k) for k in set(params) - set(valid))
             if unknown:
-                raise ConfigError(f"{where_params}: unknown parameter {shown(unknown[0])}; "
-                                  f"valid: {', '.join(valid) or 'none'}")
+                raise ConfigError(f"{where_params}: unknown parameter {shown(unknown[0])}; " + (
+                    f"valid: {', '.join(valid)}" if valid else f"{self.what} {shown(name)} takes no parameters"))
             hints = typing.get_type_hints(cls)
             kwargs = {k: coerce(hints.get(k, Any), v, f"{where_params}.{k}") for k, v in params.items()}
         try:
             instance: T = cls(**kwargs)
-        except (TypeError, ConfigError) as exc:
+        except ConfigError as exc:  # a rule of `cls` at its parameter
+            raise placed(exc, where_params) from None
+        except TypeError as exc:
             raise ConfigError(f"{where_params}: {exc}") from None
         return instance

@@ -333,8 +333,8 @@ class Scenario:
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,
                                  rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
                                  allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir)
-        except ConfigError as exc:
-            raise ConfigError(f"{self.where}: [workload] {exc}") from None
+        except ConfigError as exc:  # named at its key (workload.spec.x) or, if not, under [workload]
+            raise ConfigError(f"{self.where}: {_under_workload(exc)}") from None
 
     def _check_block(self, node: NodeSpec, model: ModelSpec, budget: Any) -> None:
         """One KV block of ``cluster.block_tokens`` fits the pool, as the engine will size it."""
@@ -396,7 +396,7 @@ class Scenario:
             prepare_generator(dict(w.spec), duration_s=w.duration_s, rate_scale=w.rate_scale, table="workload.spec",
                               base_dir=self._base_dir)
         except ConfigError as exc:
-            raise ConfigError(f"[workload] {exc}") from None
+            raise ConfigError(_under_workload(exc)) from None
 
     def validate(self) -> None:
         """Cross-field rules: a replica of tp × pp GPUs divides a node or spans whole nodes (and the
@@ -494,6 +494,12 @@ class Scenario:
             raise ConfigError(
                 f"{self.where}: workload requests must fit {model.key}'s context of "
                 f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
+
+
+def _under_workload(exc: ConfigError) -> str:
+    """`exc`'s message, said under ``[workload]`` unless it names its key there (``workload.spec.n_teams``)."""
+    msg = str(exc)
+    return msg if msg.startswith("workload") else f"[workload] {msg}"
 
 
 def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:

@@ -113,10 +113,10 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
 # --- empty lists and points the study would drop ---------------------------------------------------
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("breakeven = false", "breakeven = true\n[billing]\nttls = []",
-     """'ttls' must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (got [])"""),
-    ("breakeven = false", "breakeven = false\n[billing]\nttls = []", "'ttls' must be a non-empty list"),
+     """ttls: must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (got [])"""),
+    ("breakeven = false", "breakeven = false\n[billing]\nttls = []", "billing.ttls: must be a non-empty list"),
     ("collapse = false", "collapse = true\ncollapse_points = []",
-     "'collapse_points' must be 1 to 16 contexts (each is two simulations) (got [])"),
+     "report.collapse_points: must be 1 to 16 contexts (each is two simulations) (got [])"),
     ("collapse = false", "collapse = true\ncollapse_points = [1048576]",
      "report.collapse_points: must hold a context within Llama-3.1-8B's window of 131,072 tokens (got [1048576])"),
 ])
@@ -146,7 +146,7 @@ def test_max_rate_refuses_a_non_finite_rel_tol_before_running(tmp_path, value):
 def test_an_infinite_slo_in_a_scenario_is_refused(tmp_path, key, value):
     p = scenario(tmp_path, edit(f"{key} = {value}", f"{key} = inf"))
     r = kvsim("run", p, "--out", tmp_path / "o")
-    assert f"'{key}' must be a finite number of seconds (got inf)" in error(r, str(p))
+    assert f"slo.{key}: must be a finite number of seconds (got inf)" in error(r, str(p))
     assert "simulating" not in r.stderr
 
 

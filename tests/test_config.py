@@ -41,7 +41,7 @@ def test_builds_nested_and_coerces_ints_to_floats():
     ({"name": "x", "count": True}, "f.toml.count: must be an integer (got True)"),
     ({"name": "x", "flag": 1}, "f.toml.flag: must be true or false (got 1)"),
     ({"name": "x", "inner": {"mode": "c"}}, "f.toml.inner.mode: must be one of 'a', 'b' (got 'c')"),
-    ({"name": "x", "inner": {"rate": -1}}, "f.toml.inner: Inner: 'rate' must be > 0 (got -1.0)"),
+    ({"name": "x", "inner": {"rate": -1}}, "f.toml.inner.rate: must be > 0 (got -1.0)"),
     ({"name": "x", "inner": {"speed": 1}}, "f.toml.inner.speed: unknown key; valid: rate, mode"),
     ({"name": "x", "names": "p"}, "f.toml.names: must be a list (got 'p')"),
     ({"name": "x", "limit": "no"}, "f.toml.limit: must be a number (got 'no')"),

@@ -121,10 +121,10 @@ def edit(old: str, new: str) -> str:
 # Part 1: the examples of issue 16, each with the answer it gets now
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("old", "new", "says"), [
-    ("nodes = 1\n", "nodes = 1000000\n", "'nodes' must be at most 4,096 (kvsim's fleet limit) (got 1000000)"),
+    ("nodes = 1\n", "nodes = 1000000\n", "cluster.nodes: must be at most 4,096 (kvsim's fleet limit) (got 1000000)"),
     ("nodes = 1\n", f"nodes = {2**64}\n", f"at most 4,096 (kvsim's fleet limit) (got {2**64})"),
     ('name = "chat-4k"', 'name = "chat-4k"\nn_system_prompts = 1000000000000',
-     "'n_system_prompts' must be >= 1 and at most 100,000 (kvsim's limit) (got 1000000000000)"),
+     "workload.spec.n_system_prompts: must be >= 1 and at most 100,000 (kvsim's limit) (got 1000000000000)"),
     ("duration_s = 5", "duration_s = 1e15", "'duration_s' must be at most 31,622,400 s (366 days"),
     ("duration_s = 5", "duration_s = 5\nrate_scale = 1e12",
      "expects 7.5e+12 requests, over kvsim's limit of 2,000,000 per workload"),  # 0.5/s · 1e12 · 5 s · 3 turns
@@ -239,7 +239,7 @@ def test_layouts_a_lever_at_a_time_still_compose():
 @pytest.mark.parametrize(("spec", "says"), [
     ("user_tokens = inf", "workload.spec.user_tokens.mean: must be a finite number (got inf)"),
     ('sessions = {kind = "poisson", rate_per_s = inf}', "workload.spec.sessions.rate_per_s: must be a finite number"),
-    ("output_tokens = {mean = 100, low = -50, high = -10}", "'low' must be >= 0 and finite (draws are positive)"),
+    ("output_tokens = {mean = 100, low = -50, high = -10}", "workload.spec.output_tokens.low: must be >= 0 and finite (draws are positive)"),
     ("n_system_prompts = 2.5", "workload.spec.n_system_prompts: must be a whole number (got 2.5)"),
     ("mean_turns = nan", "workload.spec.mean_turns: must be a number (got nan)"),
 ])
@@ -345,18 +345,18 @@ def test_calibrate_reads_the_documented_header_and_checks_every_value(tmp_path, 
 
 
 @pytest.mark.parametrize(("old", "new", "says"), [
-    ("[report]\n", "[report]\ncollapse_points = [0, 4096]\n", "'collapse_points' must be context lengths in 1.."),
+    ("[report]\n", "[report]\ncollapse_points = [0, 4096]\n", "report.collapse_points: must be context lengths in 1.."),
     ("[report]\n", "[report]\ncollapse_layouts = ['gqa:3']\n", "report.collapse_layouts: "),
     ('strategy = "prefix"', 'strategy = "prefix"\nparams = {dram = "yes"}',
      "cache.params.dram: must be true or false (got 'yes')"),
-    ('strategy = "prefix"', 'strategy = "prefix"\nparams = {dram_fraction = 2}', "'dram_fraction' must be in (0, 1]"),
+    ('strategy = "prefix"', 'strategy = "prefix"\nparams = {dram_fraction = 2}', "cache.params.dram_fraction: must be in (0, 1]"),
     ('name = "least-tokens"', 'name = "prefix-affinity"\nparams = {max_imbalance_tokens = ">="}',
      "router.params.max_imbalance_tokens: must be an integer (got '>=')"),
     ('name = "least-tokens"', 'name = "least-tokens"\nparams = {nope = 1}',
-     "router.params: unknown parameter 'nope'; valid: none"),
+     "router.params: unknown parameter 'nope'; router 'least-tokens' takes no parameters"),
     ("duration_s = 5", "duration_s = 5\nstart_s = 100",
-     "'start_s' must be 0 for a generated workload (it shifts a trace replay) (got 100.0)"),
-    ("duration_s = 5", "duration_s = 5\ntime_scale = 2", "'time_scale' must be 1 for a generated workload"),
+     "workload.start_s: must be 0 for a generated workload (it shifts a trace replay) (got 100.0)"),
+    ("duration_s = 5", "duration_s = 5\ntime_scale = 2", "workload.time_scale: must be 1 for a generated workload"),
     ("tp = 1\n", "tp = 1\nblock_tokens = 2147483648\n",
      "cluster.block_tokens must be small enough for the KV pool of 8xH100 TP1 to hold one block"),
 ])

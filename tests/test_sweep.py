@@ -104,7 +104,7 @@ def test_unknown_key_path_names_the_key_and_the_valid_keys(tiny, key, message):
 
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("cluster.nodes", "abc", "tiny.toml.cluster.nodes: must be an integer (got 'abc')"),
-    ("cluster.nodes", "0", "'nodes' must be >= 1 (got 0)"),
+    ("cluster.nodes", "0", "cluster.nodes: must be >= 1 (got 0)"),
     ("workload.rate_scale", "fast", "workload.rate_scale: must be a number (got 'fast')"),
     ("cluster.hardware", "9xFoo", "unknown node '9xFoo'; valid: 8xH100"),
     ("cache.layout", "zip", "layout 'zip': unknown lever 'zip'"),

@@ -144,5 +144,5 @@ def test_scenario_weight_dtype(tmp_path):
     with pytest.raises(ConfigError, match=r"s.toml: H100 has no fp4 tensor cores"):
         load_scenario(p)
     p.write_text(base.format("int3", "8xH100"))
-    with pytest.raises(ConfigError, match=r"s.toml.*'weight_dtype' must be one of bf16, fp8, fp8-block, fp4"):
+    with pytest.raises(ConfigError, match=r"s.toml.model.weight_dtype: must be one of bf16, fp8, fp8-block, fp4"):
         load_scenario(p)

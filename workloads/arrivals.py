@@ -26,8 +26,8 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must, shown
-from workloads.distributions import require_numbers
+from simulator.errors import ConfigError, must, placed, shown
+from workloads.distributions import missing_keys, require_numbers
 
 
 class ArrivalProcess(Protocol):
@@ -200,9 +200,15 @@ def arrival_from(value: object, where: str) -> ArrivalProcess:
     unknown = sorted(set(params) - valid)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0][:80]}: unknown key (valid: {', '.join(sorted(valid))})")
+    missing = missing_keys(cls, params)
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}: required key is missing ({kind} takes {', '.join(sorted(valid))})")
     require_numbers(params, where, keys={k for k, f in cls.__dataclass_fields__.items()
                                          if str(f.type) in ("int", "float")})
-    return cls(**params)
+    try:
+        return cls(**params)
+    except ConfigError as exc:  # a rule of the process at its key, not its class's name
+        raise placed(exc, where) from None
 
 
 def session_turn_times(start_s: float, think_times_s: np.ndarray) -> np.ndarray:

@@ -7,14 +7,16 @@ coefficient of variation, as traces report them); `.dist()` turns it into a froz
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, RuleError, must, placed, shown
 
 MAX_CV = 1e6  # beyond it cv**2 heads for overflow, and no measured length or gap is that skewed
 LARGEST_TOKENS = 2**40  # a token draw above this cannot be a request; it asks for a 'high' bound
@@ -64,15 +66,19 @@ class LogNormal:
     def _named(self) -> str:
         return f"{self.key}: " if self.key else ""
 
+    def _at(self, field: str) -> str:
+        """Where `field` was written: ``workload.spec.output_tokens.high`` (or ``'high'`` without a key)."""
+        return f"{self.key}.{field}" if self.key else repr(field)
+
     def check_tokens(self) -> None:
         """Rule for a length in tokens: its draws can be request lengths, so unless ``high`` bounds them
         at `LARGEST_TOKENS` the mean (and ``low``) are at most that; checked when a spec is read, before
         anything is drawn (a draw in the far tail may still raise in `sample_tokens`); and ``high`` is at
         least one token (below, every draw would be clipped under a token, then rounded up to one)."""
         if self.high < 1:
-            raise ConfigError(f"{self._named()}LogNormal 'high' must be at least 1 token (got {self.high:g})")
+            raise ConfigError(f"{self._at('high')}: must be at least 1 token (got {self.high:g})")
         if min(max(self.mean, self.low), self.high) > LARGEST_TOKENS:
-            raise ConfigError(f"{self._named()}LogNormal 'mean' and 'low' must be at most {LARGEST_TOKENS:,} tokens "
+            raise ConfigError(f"{self._at('mean')} and 'low': must be at most {LARGEST_TOKENS:,} tokens "
                               f"unless 'high' bounds the draws (got mean={self.mean:g}, low={self.low:g}, "
                               f"high={self.high:g})")
 
@@ -84,6 +90,12 @@ class LogNormal:
             raise ConfigError(f"{self._named()}LogNormal(mean={self.mean:g}, cv={self.cv:g}): drew {x.max():.3g} "
                               f"tokens, over {LARGEST_TOKENS:.3g}; bound the draws with 'high'")
         return x.astype(np.int64)
+
+
+def missing_keys(cls: Any, table: Mapping[str, object]) -> list[str]:
+    """The fields of dataclass `cls` that have no default and that `table` leaves out, in field order."""
+    return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in table
+            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
 def require_numbers(table: dict[str, object], where: str, keys: object = None,
@@ -112,9 +124,13 @@ def lognormal_from(value: object, where: str) -> LogNormal:
             unknown = sorted(str(k) for k in set(value) - valid)
             if unknown:
                 raise ConfigError(f"{where}: unknown key {shown(unknown[0])} (valid: {', '.join(sorted(valid))})")
+            if "mean" not in value:
+                raise ConfigError(f"{where}.mean: required key is missing (valid: {', '.join(sorted(valid))})")
             require_numbers(value, where, infinite=("high",))
             return LogNormal(**value, key=where)
-    except ConfigError as exc:
+    except ConfigError as exc:  # a rule at its key (``tool_gap_s.cv``), not the class's name
+        if isinstance(exc, RuleError):
+            raise placed(exc, where) from None
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {shown(value)})")

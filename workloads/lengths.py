@@ -50,7 +50,7 @@ def _round_clip(x: np.ndarray, clip: tuple[float, float], where: str) -> np.ndar
     y = np.clip(np.rint(x), max(1.0, clip[0]), clip[1])
     if y.size and not (np.isfinite(y).all() and y.max() <= LARGEST_TOKENS):
         raise ConfigError(f"{where}: drew a length that is not finite or above {LARGEST_TOKENS:.3g} tokens "
-                          f"(got {y.max()!r}); give 'clip' an upper bound")
+                          f"(got {float(y.max()):.3g}); give 'clip' an upper bound")
     return y.astype(np.int64)
 
 
@@ -70,9 +70,14 @@ def check_scipy_law(dist: str, params: dict[str, float], where: str) -> None:
     for key in shapes:
         if key not in params:
             raise ConfigError(f"{where}.{key}: missing parameter of scipy.stats.{dist} (valid: {', '.join(valid)})")
-    if math.isnan(float(law(**params).ppf(0.5))):
+    median = float(law(**params).ppf(0.5))
+    if math.isnan(median):
         raise ConfigError(f"{where}: parameters must lie in the domain of scipy.stats.{dist} "
                           f"(got {', '.join(f'{k}={v!r}' for k, v in params.items())})")
+    if median < 0.5:  # rounds to 0 tokens: half the draws or more would be clipped up to 1 token
+        raise ConfigError(f"{where}: half the draws of scipy.stats.{dist} or more must be at least one token, not "
+                          f"clipped up to 1 (got median {median:.3g} with "
+                          f"{', '.join(f'{k}={v!r}' for k, v in params.items())}); shift or rescale it (loc, scale)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +109,7 @@ class ScipyLength:
     clip: tuple[float, float] = (1.0, math.inf)
 
     def __post_init__(self) -> None:
-        where = f"ScipyLength({self.dist})"
+        where = f"scipy.stats.{self.dist}"
         check_scipy_law(self.dist, dict(self.params), where)
         _check_clip(self.clip, where)
 
@@ -118,7 +123,7 @@ class ScipyLength:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         x = np.asarray(self.frozen().rvs(size=n, random_state=rng), dtype=np.float64)
-        return _round_clip(x, self.clip, f"ScipyLength({self.dist})")
+        return _round_clip(x, self.clip, f"scipy.stats.{self.dist}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +151,7 @@ class EmpiricalLength:
     def take(self, rows: np.ndarray) -> np.ndarray:
         """The lengths at row indices `rows`, clipped."""
         x = np.asarray(self.values, dtype=np.float64)[rows]
-        return _round_clip(x, self.clip, f"EmpiricalLength({self.column})")
+        return _round_clip(x, self.clip, f"column {self.column!r} of {self.path}")
 
 
 Length = FixedLength | ScipyLength | EmpiricalLength
@@ -196,8 +201,8 @@ def length_from(value: object, where: str, *, column: str, base_dir: Path | None
     if isinstance(value, FixedLength | ScipyLength | EmpiricalLength):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ConfigError(f"{where}: must be a whole number of tokens >= 1 (got {value!r})")
+        if not 1 <= value <= LARGEST_TOKENS:
+            raise ConfigError(f"{where}: must be a whole number of tokens in 1..{LARGEST_TOKENS:,} (got {value!r})")
         return FixedLength(tokens=value)
     if not isinstance(value, dict) or ("dist" in value) == ("csv" in value):
         raise ConfigError(f"{where}: must be a whole number of tokens, {{dist = ..., params...}} "

@@ -134,12 +134,12 @@ def test_mixture_merges_components() -> None:
 def test_registry_rejects_duplicates_and_lists_valid_names() -> None:
     with pytest.raises(ConfigError, match="already registered"):
         register_generator(Chat4k)
-    names = r"'name' must be one of chat-4k, code-repo-128k, .*mixture.* \(got 'nope'\)"
+    names = r"workload.name: must be one of chat-4k, code-repo-128k, .*mixture.* \(got 'nope'\)"
     with pytest.raises(ConfigError, match=names):
         generator_from_dict({"name": "nope"})
     with pytest.raises(ConfigError, match=r"workload.max_tokens: unknown key \(valid: .*max_prompt_tokens"):
         generator_from_dict({"name": "chat-4k", "max_tokens": 5})
-    with pytest.raises(ConfigError, match=r"Chat4k: 'mean_turns' must be >= 1 \(got 0\)"):
+    with pytest.raises(ConfigError, match=r"workload.mean_turns: must be >= 1 \(got 0\)"):
         generator_from_dict({"name": "chat-4k", "mean_turns": 0})
 
 

@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, RuleError, placed, shown
 from workloads.arrivals import arrival_from
-from workloads.distributions import lognormal_from, require_numbers
+from workloads.distributions import lognormal_from, missing_keys, require_numbers
 from workloads.request import Request
 
 
@@ -48,11 +48,11 @@ def register_generator(cls: type[G]) -> type[G]:
     return cls
 
 
-def generator_class(name: str) -> type[Any]:
-    """The registered class for `name`; unknown names raise listing the valid ones."""
+def generator_class(name: str, where: str = "workload") -> type[Any]:
+    """The registered class for `name`; unknown names raise listing the valid ones, at ``<where>.name``."""
     if isinstance(name, str) and name in GENERATORS:
         return GENERATORS[name]
-    raise ConfigError(f"workload: 'name' must be one of {', '.join(sorted(GENERATORS))} (got {shown(name)})")
+    raise ConfigError(f"{where}.name: must be one of {', '.join(sorted(GENERATORS))} (got {shown(name)})")
 
 
 def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir: Path | None = None) -> Any:
@@ -67,7 +67,7 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
     if "name" not in spec:
         raise ConfigError(f"{where}: 'name' is required (valid: {', '.join(sorted(GENERATORS))})")
     params = dict(spec)
-    cls = generator_class(params.pop("name"))
+    cls = generator_class(params.pop("name"), where)
     from_params = getattr(cls, "from_params", None)
     if from_params is not None:
         if base_dir is not None and "base_dir" in inspect.signature(from_params).parameters:
@@ -91,11 +91,16 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
             if kind == "int" and not isinstance(value, int):  # 2.5 system prompts is no count
                 raise ConfigError(f"{where}.{key}: must be a whole number (got {value!r})")
         kwargs[key] = value
+    missing = missing_keys(cls, kwargs)
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}: required key is missing")
     try:
         return cls(**kwargs)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
-    except ConfigError as e:
+    except ConfigError as e:  # a rule at its key (``workload.spec.n_teams``), not the generator's class name
+        if isinstance(e, RuleError):
+            raise placed(e, where) from None
         msg = str(e)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, RuleError, must, placed
 from workloads.distributions import require_numbers
 from workloads.generators import expected_requests, finalize, generator_from_dict, register_generator
 from workloads.request import Request
@@ -76,7 +76,11 @@ class Mixture:
             spec = dict(item)
             weight = spec.pop("weight", 1.0)
             require_numbers({"weight": weight}, w)
-            comps.append(Component(generator=generator_from_dict(spec, w, base_dir), weight=weight))
+            generator = generator_from_dict(spec, w, base_dir)
+            try:
+                comps.append(Component(generator=generator, weight=weight))
+            except RuleError as exc:  # at its key, not the class's name
+                raise placed(exc, w) from None
         return cls(components=tuple(comps))
 
     def expected_requests(self, duration_s: float) -> float:
