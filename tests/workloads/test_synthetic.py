@@ -127,7 +127,8 @@ def test_empirical_column_names_clip_and_scenario_relative_path(tmp_path) -> Non
      r"workload.output_tokens.csv: bad.csv data row 2 column 'output_tokens' must be a whole number >= 1 "
      r"\(got '2.5'\)"),
     ({"arrivals": {"kind": "offline", "count": 0}}, r"workload.arrivals.count: must be a whole number >= 1"),
-    ({"arrivals": {"kind": "offline", "count": 2.5}}, r"workload.arrivals.count: must be a whole number >= 1 \(got 2.5\)"),
+    ({"arrivals": {"kind": "offline", "count": 2.5}},
+     r"workload.arrivals.count: must be a whole number >= 1 \(got 2.5\)"),
     ({"arrivals": {"kind": "closed", "count": 2}},
      r"workload.arrivals: unknown arrival kind 'closed' \(valid: .*offline"),
     ({"system_prompt_tokens": -1}, r"workload.system_prompt_tokens: must be a whole number of tokens >= 0"),
