@@ -14,7 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from simulator.errors import ConfigError, located, must, must_differ, shown
+from simulator.config import construct
+from simulator.errors import ConfigError, must, must_differ, shown
 from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
@@ -231,16 +232,7 @@ def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -
     unknown = set(raw) - fields
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(fields))}")
-    missing = {f.name for f in dataclasses.fields(cls) if f.name in fields and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING} - set(raw)
-    if missing:
-        raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
-    try:
-        return cls(key=key, **raw, **extra)
-    except TypeError as exc:  # a wrong type that comparison rejects
-        raise ConfigError(f"{where}: {exc}") from None
-    except ConfigError as exc:  # a rule of the spec: named by the file and entry, not the class
-        raise located(exc, where, f"{cls.__name__}({key}): ") from None
+    return construct(cls, raw, where, key=key, **extra)
 
 
 def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None) -> Catalog:

@@ -97,6 +97,25 @@ def coerce(tp: Any, value: Any, where: str) -> Any:
     return _coerce(tp, value, where)
 
 
+def construct(cls: type[C], table: Mapping[str, Any], where: str, **given: Any) -> C:
+    """``cls(**given, **table)`` for a data file's entry at `where` (``m.toml: model.M``) whose keys
+    the caller has checked: every field the table leaves out that has no default is named
+    (``<where>: missing key 'k'``), every value takes its field's type (`coerce`: ``n_layers = "x"``
+    is ``<where>.n_layers: must be an integer``, not Python's comparison error) and a rule of `cls`
+    is said at its key (`placed`), not under the class's name."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    missing = [n for n, f in fields.items() if n not in table and n not in given and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where}: missing key {missing[0]!r}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {k: _coerce(hints.get(k, Any), v, f"{where}.{k}") for k, v in table.items()}
+    try:
+        return cls(**given, **kwargs)
+    except ConfigError as exc:
+        raise placed(exc, where) from None
+
+
 def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     """Construct config dataclass `cls` from `table`; `where` prefixes every error."""
     hints = typing.get_type_hints(cls)

@@ -16,9 +16,10 @@ Parameter counts are not stored in ``config.json``; they are estimated from the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from simulator.errors import ConfigError, is_whole, located, shown
+from simulator.errors import ConfigError, RuleError, is_whole, located, shown
 from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -162,6 +163,12 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
                       "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits), mxfp4")
 
 
+# ModelSpec's fields as config.json spells them, where a rule of the spec names its field in an error
+HF_KEYS = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_heads": "num_attention_heads",
+           "n_kv_heads": "num_key_value_heads", "max_context_tokens": "max_position_embeddings",
+           "experts_per_token": "num_experts_per_tok"}
+
+
 def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{where}: must be a JSON object of a Hugging Face config (got a {type(cfg).__name__})")
@@ -186,6 +193,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         kind = "mla"
     else:
         kv_lora = rope = v = q_lora = 0
+        if cfg.get("head_dim") is None and d % h:  # the heads' width is hidden_size / heads: a whole number
+            raise ConfigError(f"{where}: 'hidden_size' must be a multiple of num_attention_heads={h} when 'head_dim' "
+                              f"is not given (got {d})")
         head_dim = _int(cfg, where, "head_dim", default=max(1, d // h), minimum=1)
         kind = "mha" if kv == h else "mqa" if kv == 1 else "gqa"
     attn = attention_params(d, h, kv, head_dim, v or head_dim, mla=mla, q_lora_rank=q_lora, kv_lora_rank=kv_lora,
@@ -238,5 +248,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
             tie_word_embeddings=tied,
             source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
         )
-    except ConfigError as exc:  # a rule of the spec: named by the file, not the class
+    except RuleError as exc:  # a rule of the spec: at the config.json keys it came from, not the class's fields
+        rule = re.sub(r"\b(" + "|".join(HF_KEYS) + r")\b", lambda m: HF_KEYS[m.group(1)], exc.rule)
+        key = HF_KEYS.get(exc.key, exc.key)
+        raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(exc.value)})") from None
+    except ConfigError as exc:
         raise located(exc, where, f"ModelSpec({key}): ") from None

@@ -12,7 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, located, must
+from simulator.config import construct
+from simulator.errors import ConfigError, must
 from simulator.tomlfile import read_toml
 
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
@@ -125,10 +126,7 @@ class ModelSpec:
         must(self.total_params > 0, w, "total_params", "> 0", self.total_params)
         must(0 < self.active_params <= self.total_params, w, "active_params",
              f"in (0, total_params={self.total_params:g}]", self.active_params)
-        try:
-            dtype(self.weight_dtype)
-        except ConfigError as exc:  # name the key: dtype() knows only the value
-            raise ConfigError(f"{w}: 'weight_dtype': {exc}") from None
+        must(self.weight_dtype in dtypes(), w, "weight_dtype", f"one of {', '.join(dtypes())}", self.weight_dtype)
         must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
              self.weight_block_scales)
         if self.attention == "mla":
@@ -285,12 +283,7 @@ def build_spec(key: str, raw: dict[str, Any], where: str) -> ModelSpec:
     unknown = set(raw) - _spec_fields()
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(_spec_fields()))}")
-    try:
-        return ModelSpec(key=key, **raw)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    except ConfigError as exc:  # a rule of the spec: named by the file and entry, not the class
-        raise located(exc, where, f"ModelSpec({key}): ") from None
+    return construct(ModelSpec, raw, where, key=key)
 
 
 def _load(path: Path) -> dict[str, ModelSpec]:

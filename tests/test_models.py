@@ -130,7 +130,7 @@ def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, 
       "max_window_layers": 28}, "'max_window_layers' 28 leaves layers 0-27 of 32 full and the rest sliding"),
     ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
     ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}}, "quant_method' 'awq'"),
-    ({**LLAMA31_8B, "num_key_value_heads": 5}, "'n_kv_heads' must be a divisor of n_heads=32"),
+    ({**LLAMA31_8B, "num_key_value_heads": 5}, "'num_key_value_heads' must be a divisor of num_attention_heads=32"),
 ])
 def test_uninterpretable_configs_fail_in_one_line(tmp_path, cfg, msg):
     with pytest.raises(ConfigError, match=msg) as err:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulator.config import construct
 from simulator.errors import ConfigError, must
 from simulator.files import read_text
 from simulator.tomlfile import parse_toml
@@ -360,10 +361,7 @@ def _build(gpu: str, raw: dict[str, Any], where: str) -> CostParams:
     unknown = set(raw) - valid
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; valid: {', '.join(sorted(valid))}")
-    try:
-        return CostParams(gpu=gpu, **raw)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+    return construct(CostParams, raw, where, gpu=gpu)
 
 
 def load_params_file(path: Path = PARAMS_FILE) -> dict[str, CostParams]:
