@@ -362,13 +362,13 @@ class Scenario:
         `_check_collapse_points`) parse and suit the model, each error naming its key; before anything
         sizes a KV block with them."""
         layouts = [("cache.layout", self.cache.layout)]
-        if self.report.collapse:
-            layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]
+        layouts += [("report.collapse_layouts", x) for x in self.report.collapse_layouts]  # parsed even when off
         labels = []
-        for key, text in layouts:
+        for i, (key, text) in enumerate(layouts):
             try:
                 layout = parse_layout(text)
-                bytes_per_token(model, layout)
+                if i == 0 or self.report.collapse:  # suits the model where it will be used
+                    bytes_per_token(model, layout)
             except ConfigError as exc:
                 raise ConfigError(f"{key}: {exc}") from None
             labels.append(layout.label)
@@ -470,6 +470,10 @@ class Scenario:
             raise ConfigError(f"{self.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "
                               f"{total} when compare_aggregated is true (the fleets compared have the same nodes) "
                               f"(got {self.cluster.nodes})")
+        if not d.compare_aggregated and self.cluster.nodes not in (1, total):  # 1: its default, left out
+            raise ConfigError(f"{self.where}: cluster.nodes is not used when compare_aggregated is false (the split "
+                              f"runs disaggregation.prefill_nodes + decode_nodes = {total} nodes): leave it out or "
+                              f"make it {total} (got {self.cluster.nodes})")
         try:
             plan = self.prefill_plan
         except ConfigError as exc:
@@ -508,11 +512,12 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     A ``[workload]`` with a ``trace`` and no ``duration_s`` replays the whole trace.
     """
     m = data.get("model")
-    if isinstance(m, Mapping) and "name" in m and "config" in m:  # two models: neither may silently win
+    if isinstance(m, Mapping) and "name" in m and m.get("config", "") != "":  # two models: neither may silently win
+        # (config = "", its default, is no model: a copy of the documented defaults names one)
         raise ConfigError(f"{where}: model.name and model.config are two models; give one (got name = "
                           f"{shown(m['name'])} and config = {shown(m['config'])})")
     w = data.get("workload")
-    if isinstance(w, Mapping) and "trace" in w and "spec" in w:  # two workloads: neither may silently win
+    if isinstance(w, Mapping) and w.get("trace", "") != "" and "spec" in w:  # two workloads (trace = "": none)
         raise ConfigError(f"{where}: workload.trace and [workload.spec] are two workloads; give one (got trace = "
                           f"{shown(w['trace'])} and a [workload.spec] table)")
     if isinstance(w, Mapping) and w.get("trace") and "duration_s" not in w:

@@ -1,0 +1,174 @@
+"""The fourth bad-input audit (2026-12-04): each case is one the audit found answered with a traceback,
+accepted silently, refused at its default, or said under a Python class's name (``SchedulerConfig:``,
+``Poisson:``, ``ModelSpec(M):``) instead of the key the user wrote. Each asserts the line it now gets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import ConfigError, RuleError, must, placed
+from simulator.scenario import load_scenario
+from tests.test_hostile_inputs import BASE, edit, error, kvsim
+
+
+def test_a_rule_keeps_its_parts_and_is_placed_at_the_key_of_the_table_it_came_from() -> None:
+    with pytest.raises(RuleError) as err:
+        must(False, "SchedulerConfig", "max_num_seqs", ">= 1", 0)
+    e = err.value
+    assert (e.owner, e.key, e.rule, e.value) == ("SchedulerConfig", "max_num_seqs", ">= 1", 0)
+    assert str(e) == "SchedulerConfig: 'max_num_seqs' must be >= 1 (got 0)"  # as before, where nobody places it
+    assert str(placed(e, "s.toml.scheduler")) == "s.toml.scheduler.max_num_seqs: must be >= 1 (got 0)"
+    assert str(placed(e, "c.json", {"max_num_seqs": "maxSeqs"})) == "c.json.maxSeqs: must be >= 1 (got 0)"
+    assert str(placed(ConfigError("free text"), "s.toml")) == "s.toml: free text"  # not a rule: said as it is
+
+
+def _workload(tmp_path: Path, spec: str) -> Path:
+    p = tmp_path / "w.toml"
+    p.write_text(f"[workload]\nduration_s = 5\n[workload.spec]\n{spec}\n")
+    return p
+
+
+# every line is the whole message after the file's name
+@pytest.mark.parametrize(("spec", "says"), [
+    # tracebacks before (TypeError, OverflowError)
+    ('name = "synthetic"\narrivals = {kind = "poisson"}',
+     "workload.spec.arrivals.rate_per_s: required key is missing (poisson takes rate_per_s)"),
+    ('name = "synthetic"\narrivals = {kind = "bursty", cv = 2}',
+     "workload.spec.arrivals.rate_per_s: required key is missing (bursty takes cv, dist, rate_per_s)"),
+    ('name = "code-repo-128k"\ntool_gap_s = {cv = 2}',
+     "workload.spec.tool_gap_s.mean: required key is missing (valid: cv, high, low, mean)"),
+    ('name = "synthetic"\ninput_tokens = 9223372036854775808',
+     "workload.spec.input_tokens: must be a whole number of tokens in 1..1,099,511,627,776 (got 9223372036854775808)"),
+    # accepted before: every draw clipped up to one token
+    ('name = "synthetic"\ninput_tokens = {dist = "norm", loc = -1000, scale = 1}',
+     "workload.spec.input_tokens: half the draws of scipy.stats.norm or more must be at least one token, not "
+     "clipped up to 1 (got median -1e+03 with loc=-1000.0, scale=1.0); shift or rescale it (loc, scale)"),
+    # a class's name before: Chat4k, CodeRepo128k, Poisson, Diurnal, LogNormal, Component(chat-4k)
+    ('name = "chat-4k"\nmean_turns = 0', "workload.spec.mean_turns: must be >= 1 (got 0)"),
+    ('name = "code-repo-128k"\nn_teams = 0', "workload.spec.n_teams: must be >= 1 (got 0)"),
+    ('name = "synthetic"\narrivals = {kind = "poisson", rate_per_s = -1}',
+     "workload.spec.arrivals.rate_per_s: must be > 0 (got -1)"),
+    ('name = "synthetic"\narrivals = {kind = "diurnal", rate_per_s = 1, amplitude = 5}',
+     "workload.spec.arrivals.amplitude: must be in [0, 1] (got 5)"),
+    ('name = "code-repo-128k"\ntool_gap_s = {mean = 2, cv = -2}', "workload.spec.tool_gap_s.cv: must be > 0 (got -2)"),
+    ('name = "mixture"\ncomponents = [{name = "chat-4k", weight = -1}]',
+     "workload.spec.components[0].weight: must be finite and > 0 (got -1)"),
+    ('name = "chat-8k"',
+     "workload.spec.name: must be one of chat-4k, code-repo-128k, mixture, synthetic (got 'chat-8k')"),
+])
+def test_workload_tables_are_refused_at_their_key(tmp_path: Path, spec: str, says: str) -> None:
+    p = _workload(tmp_path, spec)
+    line = error(kvsim("workload", "describe", p), str(p))
+    assert line == f"Error: {p}: {says}"
+
+
+def test_a_drawn_length_out_of_bounds_names_the_law_not_a_class(tmp_path: Path) -> None:
+    p = _workload(tmp_path, 'name = "synthetic"\ninput_tokens = {dist = "lognorm", s = 1, scale = 1e30}')
+    line = error(kvsim("workload", "describe", p), str(p))
+    assert line.endswith("scipy.stats.lognorm: drew a length that is not finite or above 1.1e+12 tokens "
+                         "(got 2.47e+30); give 'clip' an upper bound")
+    assert "ScipyLength" not in line and "np.float64" not in line
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("[router]\nname = \"least-tokens\"", "[router]\nname = \"least-tokens\"\n[scheduler]\nmax_num_seqs = 0",
+     "s.toml.scheduler.max_num_seqs: must be >= 1 (got 0)"),
+    ('strategy = "prefix"', 'strategy = "prefix"\nparams = {eviction = "mru"}',
+     "s.toml: cache.params.eviction: must be one of ('lru', 'lfu', 'fifo') (got 'mru')"),
+    ('strategy = "prefix"', 'strategy = "none"\nparams = {eviction = "lru"}',
+     "s.toml: cache.params: unknown parameter 'eviction'; cache strategy 'none' takes no parameters"),
+    ('name = "least-tokens"', 'name = "prefix-affinity"\nparams = {max_imbalance_tokens = -1}',
+     "s.toml: router.params.max_imbalance_tokens: must be >= 0 (got -1)"),
+    ("nodes = 1", "nodes = 0", "s.toml.cluster.nodes: must be >= 1 (got 0)"),  # not "cluster: cluster: 'nodes'"
+    ('name = "chat-4k"', 'name = "code-repo-128k"\nn_teams = 0', "s.toml: workload.spec.n_teams: must be >= 1 (got 0)"),
+    # accepted before: the collapse chart's layouts went unread while the chart was off
+    ("collapse = false", 'collapse = false\ncollapse_layouts = ["fp9"]',
+     "s.toml: report.collapse_layouts: layout 'fp9': unknown lever 'fp9'; valid:"),
+    # accepted before: cluster.nodes ignored by a split that is not compared with an aggregated fleet
+    ("breakeven = false", "breakeven = false\n[disaggregation]\nprefill_nodes = 2\ndecode_nodes = 2\n"
+     "compare_aggregated = false",
+     "s.toml: cluster.nodes is not used when compare_aggregated is false (the split runs "
+     "disaggregation.prefill_nodes + decode_nodes = 4 nodes): leave it out or make it 4 (got 5)"),
+])
+def test_scenario_tables_are_refused_at_their_key(tmp_path: Path, old: str, new: str, says: str) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(edit(old, new).replace("nodes = 1", "nodes = 5") if "[disaggregation]" in new else edit(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    assert str(err.value).startswith(f"{tmp_path}/{says}")
+
+
+def test_a_collapse_layout_that_does_not_suit_the_model_is_still_fine_while_the_chart_is_off(tmp_path: Path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(edit("collapse = false", 'collapse = false\ncollapse_layouts = ["gqa:3"]'))
+    assert load_scenario(p).report.collapse_layouts == ("gqa:3",)  # 32 heads: no 3 groups, but nothing draws it
+    p.write_text(edit("collapse = false", 'collapse = true\ncollapse_layouts = ["gqa:3"]'))
+    with pytest.raises(ConfigError, match=r"s.toml: report.collapse_layouts: "):
+        load_scenario(p)
+
+
+def test_the_documented_defaults_written_out_are_accepted(tmp_path: Path) -> None:
+    """``config = ""`` and ``trace = ""`` are their keys' defaults (no model file, no trace): written beside a
+    model's name and a generator table they name no second model or workload."""
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.replace('name = "Llama-3.1-8B"', 'name = "Llama-3.1-8B"\nconfig = ""\nweight_dtype = ""')
+                 .replace("duration_s = 5", 'duration_s = 5\ntrace = ""'))
+    sc = load_scenario(p)
+    assert (sc.model.name, sc.model.config, sc.workload.trace, sc.workload.spec["name"]) == (
+        "Llama-3.1-8B", "", "", "chat-4k")
+    p.write_text(BASE.replace('name = "Llama-3.1-8B"', 'name = "Llama-3.1-8B"\nconfig = "m.json"'))
+    with pytest.raises(ConfigError, match="model.name and model.config are two models"):
+        load_scenario(p)
+
+
+MODEL = """[model.M]
+n_layers = 32
+d_model = 4096
+n_heads = 32
+n_kv_heads = 8
+head_dim = 128
+attention = "gqa"
+total_params = 8e9
+active_params = 8e9
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("n_layers = 32", 'n_layers = "x"', "model.M.n_layers: must be an integer (got 'x')"),  # Python's '>=' before
+    ("n_layers = 32", "n_layers = 0", "model.M.n_layers: must be >= 1 (got 0)"),
+    ("n_layers = 32\n", "", "model.M: missing key 'n_layers'"),  # ModelSpec.__init__() missing ... before
+])
+def test_a_model_catalog_entry_is_refused_at_its_key(tmp_path: Path, old: str, new: str, says: str) -> None:
+    cat = tmp_path / "m.toml"
+    cat.write_text(MODEL.replace(old, new))
+    assert error(kvsim("models", "--catalog", cat), str(cat)) == f"Error: {cat}: {says}"
+
+
+def test_a_cost_params_file_is_refused_at_its_key(tmp_path: Path) -> None:
+    from simulator.cost.params import FITTABLE, load_params
+
+    table = load_params("H100").as_table()
+    good = "[default]\n" + "".join(f"{k} = {table[k]!r}\n" for k in FITTABLE)
+    p = tmp_path / "p.toml"
+    for line, says in [("gemm_compute_eff = 'high'", "default.gemm_compute_eff: must be a number (got 'high')"),
+                       ("gemm_compute_eff = -3", "default.gemm_compute_eff: must be in (0, 1] (got -3.0)")]:
+        p.write_text("\n".join(line if x.startswith("gemm_compute_eff ") else x for x in good.splitlines()))
+        assert error(kvsim("cost", "--batch", 1, "--context", 100, "--params", p), str(p)) == f"Error: {p}: {says}"
+    p.write_text("[default]\ngemm_compute_eff = 0.5\n")
+    assert error(kvsim("cost", "--batch", 1, "--context", 100, "--params", p), str(p)).startswith(
+        f"Error: {p}: default: missing key ")
+
+
+def test_a_config_json_whose_heads_do_not_divide_its_width_is_refused(tmp_path: Path) -> None:
+    cfg = {"num_hidden_layers": 32, "hidden_size": 4097, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 128256, "intermediate_size": 14336}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    assert error(kvsim("calc", "--model-config", f, "--context", 9), str(f)) == (
+        f"Error: {f}: 'hidden_size' must be a multiple of num_attention_heads=32 when 'head_dim' is not given "
+        "(got 4097)")
+    f.write_text(json.dumps({**cfg, "head_dim": 128}))  # given: the projections need not be square
+    assert "Error" not in kvsim("calc", "--model-config", f, "--context", 9).output
