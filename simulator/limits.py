@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, RuleError
 from simulator.units import MIB
 
 MAX_NODES = 4096
@@ -39,12 +39,11 @@ MAX_INPUT_BYTES = 64 * MIB
 def check_horizon(duration_s: float, where: str, key: str = "duration_s") -> None:
     """`duration_s` > 0 and at most `MAX_HORIZON_S`."""
     if not duration_s > 0:
-        raise ConfigError(f"{where}: {key!r} must be > 0 (got {duration_s!r})")
+        raise RuleError(where, key, "> 0", duration_s)
     if duration_s == math.inf:
-        raise ConfigError(f"{where}: {key!r} must be finite and > 0 (got {duration_s!r})")
+        raise RuleError(where, key, "finite and > 0", duration_s)
     if not duration_s <= MAX_HORIZON_S:
-        raise ConfigError(f"{where}: {key!r} must be at most {MAX_HORIZON_S:,.0f} s (366 days, kvsim's horizon "
-                          f"limit) (got {duration_s!r})")
+        raise RuleError(where, key, f"at most {MAX_HORIZON_S:,.0f} s (366 days, kvsim's horizon limit)", duration_s)
 
 
 def check_expected_requests(expected: float, where: str) -> None:

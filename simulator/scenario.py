@@ -34,7 +34,7 @@ from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, must, must_differ, shown
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, RuleError, must, must_differ, shown
 from simulator.files import shown_path
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
@@ -328,6 +328,9 @@ class Scenario:
         trial at a thinned rate: `workloads.load.load_workload`)."""
         w = self.workload
         spec: Any = str(self._resolve(w.trace)) if w.trace else dict(w.spec)
+        if w.trace and not Path(spec).is_file():  # a trace key names a file: no generator names to suggest
+            raise ConfigError(f"{self.where}: workload.trace: no such file '{shown_path(spec)}' (a path relative "
+                              "to the scenario's folder)")
         try:
             return load_workload(spec, seed=self.seed if seed is None else seed,
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,
@@ -427,11 +430,11 @@ class Scenario:
                 profile = get_profile(b.profile, tier)
             except ConfigError as exc:
                 raise ConfigError(f"{key}: {exc}") from None
-        for ttl in b.ttls:
+        for i, ttl in enumerate(b.ttls):
             try:
                 profile.write_multiplier(parse_ttl(ttl))
-            except ConfigError as exc:
-                raise ConfigError(f"billing.ttls: {exc}") from None
+            except RuleError as exc:
+                raise ConfigError(f"billing.ttls[{i}]: must be {exc.rule} (got {shown(ttl)})") from None
 
     def _pool_budget(self, node: NodeSpec, model: ModelSpec, plan: ParallelPlan, nodes: int, plan_keys: str,
                      nodes_key: str, context: str = "") -> KVBudget:

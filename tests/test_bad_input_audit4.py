@@ -172,3 +172,42 @@ def test_a_config_json_whose_heads_do_not_divide_its_width_is_refused(tmp_path: 
         "(got 4097)")
     f.write_text(json.dumps({**cfg, "head_dim": 128}))  # given: the projections need not be square
     assert "Error" not in kvsim("calc", "--model-config", f, "--context", 9).output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["breakeven", "--ttl", "10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
+    (["breakeven", "--ttl", "5m,10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
+    (["breakeven", "--profile", "openai", "--ttl", "banana"], "--ttl: must be like 5m, 1h, 90s or none (got 'banana')"),
+    (["breakeven", "--prefix-tokens", "-5"], "--prefix-tokens: must be >= 1 token (got -5)"),
+    (["workload", "describe", "chat-4k", "--duration-s", "1e12"],
+     "--duration-s: must be at most 31,622,400 s (366 days, kvsim's horizon limit) (got 1000000000000.0)"),
+    (["workload", "describe", "nope"], "SPEC: must be a generator name (chat-4k, code-repo-128k, synthetic) or an "
+     "existing file: a TOML file with [workload] (as mixture needs) or a trace (got 'nope')"),
+    (["breakeven", "--workload", "nope.csv"], "--workload: no such file 'nope.csv' (a workload is a generator name "
+     "(chat-4k, code-repo-128k, synthetic), a TOML file with [workload] or a trace file)"),
+])
+def test_an_option_that_breaks_a_rule_is_named_by_its_flag(args: list[str], says: str) -> None:
+    """Where breakeven said ``PriceProfile(anthropic/sonnet-4): 'ttl'``, ``TTL: 'ttl'`` or ``breakeven:
+    'prefix_tokens'``, and the workload commands ``load_workload: 'spec'`` or ``load_workload: 'duration_s'``."""
+    assert error(kvsim(*args), says.split(":")[0]) == f"Error: {says}"
+
+
+def test_a_value_from_a_file_is_not_blamed_on_an_option_of_the_same_name(tmp_path: Path) -> None:
+    w = tmp_path / "w.toml"
+    w.write_text('[workload]\nduration_s = 1e12\n[workload.spec]\nname = "chat-4k"\n')
+    assert error(kvsim("workload", "describe", w), str(w)) == (
+        f"Error: {w}: workload: 'duration_s' must be at most 31,622,400 s (366 days, kvsim's horizon limit) "
+        "(got 1000000000000.0)")  # not --duration-s, which was not given
+    trace = tmp_path / "t.csv"
+    trace.write_text("a,b\n1,2\n")
+    assert error(kvsim("workload", "describe", trace, "--format", "parquet"), "--format") == (
+        "Error: --format: must be one of azure, burstgpt, kvsim, mooncake (got 'parquet')")
+
+
+def test_a_scenario_trace_that_is_not_there_is_named_by_its_key(tmp_path: Path) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.replace("duration_s = 5\n[workload.spec]\nname = \"chat-4k\"", 'trace = "missing.csv"'))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    assert str(err.value) == (f"{p}: workload.trace: no such file '{tmp_path}/missing.csv' (a path relative to the "
+                              "scenario's folder)")

@@ -76,7 +76,7 @@ def test_a_config_alone_loads_and_sweeps(tmp_path):
 @pytest.mark.parametrize(("billing", "says"), [
     ('profile = "antropic"', "billing.profile: unknown price profile 'antropic'; valid: anthropic"),
     ('tier = "opus-9"', "billing.tier: unknown tier 'opus-9' of profile 'anthropic'; valid: sonnet-4"),
-    ('ttls = ["7m"]', "billing.ttls: PriceProfile(anthropic/sonnet-4): 'ttl' must be one of 5m, 1h (got '7m')"),
+    ('ttls = ["7m"]', "billing.ttls[0]: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '7m')"),
 ])
 @pytest.mark.parametrize("command", ["run", "capacity"])
 def test_a_billing_typo_is_refused_with_the_breakeven_study_off(tmp_path, billing, says, command):

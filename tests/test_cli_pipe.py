@@ -37,7 +37,7 @@ def test_a_shell_pipeline_into_head():
     (["workload", "describe"], "Error: Missing argument 'SPEC'."),
     (["run", "trace-replay", "--trace", "no-such.csv"], "Error: Invalid value for '--trace': File 'no-such.csv' does "
      "not exist."),  # it named the installed scenario and its [workload] 'spec'
-    (["workload", "describe", "no-such.csv"], "Error: load_workload: no such file 'no-such.csv' (a workload is a "
+    (["workload", "describe", "no-such.csv"], "Error: SPEC: no such file 'no-such.csv' (a workload is a "
      "generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload] or a trace file)"),
 ])
 def test_an_option_click_cannot_take_is_one_line(args, line):

@@ -86,6 +86,7 @@ def load_workload(
     base_dir: str | Path | None = None,
     allow_empty: bool = False,
     table: str = "workload",
+    name: str = "",
 ) -> Workload:
     """A workload from a generator spec, a generator name, a TOML file or a trace file.
 
@@ -118,8 +119,11 @@ def load_workload(
         that thins the rate (`simulator.maxrate`) may reach a load of nothing.
     table
         The key a generator table's errors are named under (``workload.spec`` in a scenario).
+    name
+        What the caller calls `spec` in its errors (``SPEC``, ``--workload``); default ``load_workload``.
     """
     where = "load_workload"
+    called = name or f"{where}: spec"  # what `spec` is called: "SPEC: no such file ..."
     must(seed >= 0, where, "seed", ">= 0", seed)
     if duration_s is not None:
         check_horizon(duration_s, where)
@@ -128,7 +132,7 @@ def load_workload(
     must(math.isfinite(time_scale) and time_scale > 0, where, "time_scale", "finite and > 0", time_scale)
     if isinstance(spec, str) and spec in GENERATORS:
         if not runs_by_name(spec):  # its name is no spec: say what it needs rather than fail on a missing key
-            raise ConfigError(f"{where}: {spec!r} does not run by name alone ({', '.join(by_name())} do): "
+            raise ConfigError(f"{called}: {spec!r} does not run by name alone ({', '.join(by_name())} do): "
                               f"{NEEDS_COMPONENTS}")
         spec = {"name": spec}
     if isinstance(spec, str | Path):
@@ -137,10 +141,10 @@ def load_workload(
             others = sorted(set(GENERATORS) - set(by_name()))
             if path.suffix or len(path.parts) > 1:  # a file name or a path, not a misspelt generator: say so
                 raise ConfigError(
-                    f"{where}: no such file '{shown_path(spec)}' (a workload is a generator name "
+                    f"{called}: no such file '{shown_path(spec)}' (a workload is a generator name "
                     f"({', '.join(by_name())}), a TOML file with [workload] or a trace file)")
             raise ConfigError(
-                f"{where}: 'spec' must be a generator name ({', '.join(by_name())}) or an existing file: a TOML "
+                f"{called}: must be a generator name ({', '.join(by_name())}) or an existing file: a TOML "
                 f"file with [workload] (as {', '.join(others)} needs) or a trace (got '{shown_path(spec)}')"
             )
         if path.suffix == ".toml" and format is None:

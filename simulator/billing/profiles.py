@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, RuleError, must
 from simulator.tomlfile import read_toml
 from simulator.units import HOUR_S, MINUTE_S, MTOK
 
@@ -37,7 +37,7 @@ def parse_ttl(spec: str | float) -> float:
         return 0.0
     m = _TTL_RE.match(spec.lower())
     if not m:
-        raise ConfigError(f"TTL: 'ttl' must be like 5m, 1h, 90s or none (got {spec!r})")
+        raise RuleError("TTL", "ttl", "like 5m, 1h, 90s or none", spec)
     return float(m.group(1)) * _TTL_UNIT_S[m.group(2)]
 
 
@@ -140,9 +140,8 @@ class PriceProfile:
         if self.ttl_settable:
             return self.write_multipliers[0]
         valid = ", ".join(self.ttl_names)
-        raise ConfigError(
-            f"PriceProfile({self.key}): 'ttl' must be one of {valid} (got {ttl_label(ttl_s)!r})"
-        )
+        raise RuleError(f"PriceProfile({self.key})", "ttl", f"one of {valid} (the TTLs {self.key} sells)",
+                        ttl_label(ttl_s))
 
     def cacheable_tokens(self, prefix_tokens: int) -> int:
         """Tokens of a prefix that the cache can hold: ``0`` below the minimum, else

@@ -268,7 +268,7 @@ def breakeven(
         if workload_spec is not None:  # read before any table: a workload with no request fails now
             from workloads import load_workload
 
-            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s)
+            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s, name="--workload")
         table = ttl_rows(prof, ttls)
         cross = crossovers(prof, ttls)
         echo(

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, shown
 from simulator.files import shown_path
 
 P = ParamSpec("P")
@@ -44,6 +44,8 @@ def config_errors() -> Iterator[None]:
     memory into `KvsimClickError`; a broken pipe on output passes through untouched."""
     try:
         yield
+    except RuleError as exc:  # a rule broken by an option's value: said at the option, not the function's name
+        raise KvsimClickError(_at_option(exc)) from None
     except KvsimError as exc:
         raise KvsimClickError(str(exc)) from None
     except BrokenPipeError:  # the reader went away (`kvsim models | head -1`): no error of ours; click's
@@ -54,6 +56,29 @@ def config_errors() -> Iterator[None]:
     except MemoryError:
         raise KvsimClickError("out of memory: make the study smaller (fewer nodes, requests or seconds; see the "
                               "README's Limits)") from None
+
+
+def _at_option(exc: RuleError) -> str:
+    """`exc`'s message at the running command's option (or argument) that gave the value it rejects:
+    ``--prefix-tokens: must be >= 1 token (got -5)``, not ``breakeven: 'prefix_tokens' must be ...``. The
+    option is the one named by the rule's key (its parameter's name or its flag) that was given on the
+    command line with that very value (one of its values); none: the message as it is (the value came from
+    a file or a default, and its message says where)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return str(exc)
+    flag = "--" + exc.key.replace("_", "-")
+    for p in ctx.command.params:
+        if exc.key != p.name and flag not in p.opts:
+            continue
+        if ctx.get_parameter_source(p.name or "") is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        given = ctx.params.get(p.name or "")
+        values = (*given,) if isinstance(given, tuple | list) else (given, *str(given).split(","))  # (a comma list)
+        if any(v == exc.value and type(v) is type(exc.value) for v in values):
+            label = p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
+            return f"{label}: must be {exc.rule} (got {shown(exc.value)})"
+    return str(exc)
 
 
 @contextmanager

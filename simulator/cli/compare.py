@@ -144,7 +144,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                             node=node, n_nodes=n_nodes, tp=tp)
         check_distinct_sets(specs, base, "--strategy")
         requests = list(load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
-                                      rate_scale=rate_scale))
+                                      rate_scale=rate_scale, name="--workload"))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
     if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails here, before the runs

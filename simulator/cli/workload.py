@@ -44,8 +44,8 @@ def describe(
     (a generator table, a mixture's with its components, or a scenario's with [workload.spec] or trace),
     or a trace file. Azure and BurstGPT traces carry no prefix ids: their prefix reuse is unknown (NaN)."""
     w = load_workload(
-        spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop"
-    )
+        spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop",
+        name="SPEC")
     summary = w.summary()
     if as_json:  # one record, as every --json table: snake_case keys, numbers as numbers, NaN as null
         echo_json(records(pd.DataFrame([summary.to_record()])))
@@ -79,7 +79,7 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
     partial = out.with_name(f".kvsim-partial-{os.getpid()}{out.suffix}")
     try:
         with stopped_cleanly("workload generate", None):
-            w = load_workload(spec, seed=seed, duration_s=duration_s)
+            w = load_workload(spec, seed=seed, duration_s=duration_s, name="SPEC")
             with naming(where):
                 partial.unlink(missing_ok=True)
                 n = write_workload(w, partial)

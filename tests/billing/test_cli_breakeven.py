@@ -78,11 +78,11 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ttl", "10m"], "'ttl' must be one of 5m, 1h (got '10m')"),
+        (["--ttl", "10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
         (["--rate", "fast"], "'rate' must be a number"),
-        (["--prefix-tokens", "0"], "'prefix_tokens' must be >= 1 token (got 0)"),
+        (["--prefix-tokens", "0"], "--prefix-tokens: must be >= 1 token (got 0)"),
         (["--profile", "acme"], "unknown price profile 'acme'"),
     ],
 )

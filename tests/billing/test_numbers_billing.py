@@ -115,7 +115,7 @@ def test_prefix_below_the_minimum_is_billed_as_plain_input(sonnet):
 
 def test_prefix_of_no_tokens_is_refused():
     r = kvsim("breakeven", "--prefix-tokens", "0")
-    assert r.exit_code == 2 and "'prefix_tokens' must be >= 1 token (got 0)" in r.output
+    assert r.exit_code == 2 and "Error: --prefix-tokens: must be >= 1 token (got 0)" in r.output
 
 
 # --- D11: one offered rate, n / (last arrival - first arrival) ----------------------------------

@@ -50,7 +50,8 @@ def test_mixture_by_name_says_it_needs_components_and_how(args: list[str], tmp_p
 
 
 def test_load_workload_mixture_by_name_is_the_same_error() -> None:
-    with pytest.raises(ConfigError, match=r"^load_workload: 'mixture' does not run by name alone .* components = \["):
+    with pytest.raises(ConfigError,
+                       match=r"^load_workload: spec: 'mixture' does not run by name alone .* components = \["):
         load_workload("mixture")
 
 
@@ -87,7 +88,7 @@ def test_generators_by_name_and_the_unknown_spec_error() -> None:
     r = CliRunner().invoke(workload, ["describe", "no-such"])
     assert r.exit_code == 2
     out = _one_line_error(r.output)
-    assert out.startswith("Error: load_workload: 'spec' must be a generator name (chat-4k, code-repo-128k, synthetic)")
+    assert out.startswith("Error: SPEC: must be a generator name (chat-4k, code-repo-128k, synthetic)")
     assert "(as mixture needs)" in out and "(got 'no-such')" in out
 
 

@@ -41,7 +41,7 @@ def test_generate_from_toml(tmp_path: Path) -> None:
 def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(workload, ["describe", "no-such"])
     assert r.exit_code == 2
-    assert r.output.startswith("Error: load_workload: 'spec' must be a generator name")
+    assert r.output.startswith("Error: SPEC: must be a generator name")
     assert r.output.count("\n") == 1
     bad = tmp_path / "azure.csv"
     bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,abc,4\n")

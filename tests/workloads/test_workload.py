@@ -60,7 +60,7 @@ def test_load_workload_toml_and_errors(tmp_path: Path) -> None:
     p.write_text('[workload]\nname = "chat-4k"\nsessions = {kind = "bursty", rate_per_s = 1.0, cv = 2.0}\n')
     s = load_workload(p, duration_s=1000).summary()
     assert abs(s.n_sessions - 1000) < 150  # bursty with cv 2: sd ~ cv * sqrt(n) ~ 63
-    with pytest.raises(ConfigError, match=r"'spec' must be a generator name \(chat-4k, code-repo-128k"):
+    with pytest.raises(ConfigError, match=r"load_workload: spec: must be a generator name \(chat-4k, code-repo-128k"):
         load_workload("no-such")
     p.write_text("[other]\n")
     with pytest.raises(ConfigError, match=r"s\.toml: 'workload' must be a table"):

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, RuleError, shown
 from simulator.files import shown_path
 from workloads.traces.azure import read_azure
 from workloads.traces.burstgpt import read_burstgpt
@@ -77,7 +77,7 @@ def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "
     fmt = format if format is not None else detect_format(path)
     reader = READERS.get(fmt)
     if reader is None:
-        raise ConfigError(f"read_trace: 'format' must be one of {', '.join(sorted(READERS))} (got {shown(fmt)})")
+        raise RuleError("read_trace", "format", f"one of {', '.join(sorted(READERS))}", fmt)
     return reader(path, on_error=on_error)
 
 
