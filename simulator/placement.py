@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, RuleError, must, shown
 from simulator.kv import KVLayout
 from simulator.models import ModelSpec, dtype, outer_weight_dtype
 
@@ -267,4 +267,8 @@ def parse_plan(text: str) -> ParallelPlan:
             fields[key] = int(num)
     if "tp" not in fields:
         raise ConfigError(f"plan {text!r}: name its GPUs a stage with tpN or dpN (e.g. tp8, dp8+ep8)")
-    return ParallelPlan(**fields)  # type: ignore[arg-type]
+    try:
+        return ParallelPlan(**fields)  # type: ignore[arg-type]
+    except RuleError as exc:  # the part of the text that sets it: pp0 in "tp8+pp0", not ParallelPlan's field
+        part = "tpN or dpN" if exc.key in ("tp", "dp_attention") else f"{exc.key}N"
+        raise ConfigError(f"plan {text!r}: {part} must be {exc.rule} (got {shown(exc.value)})") from None

@@ -24,7 +24,8 @@ Every error names the file, the key path, the value and the rule, in one line.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
 from pathlib import Path
@@ -236,12 +237,15 @@ class Scenario:
 
     def model_spec(self) -> ModelSpec:
         """The model as served: the catalog's or the config.json's, in ``[model] weight_dtype``."""
-        model = get_model(str(self._resolve(self.model.config))) if self.model.config else get_model(self.model.name)
+        m = self.model
+        with _at_key("model.config" if m.config else "model.name"):
+            model = get_model(str(self._resolve(m.config))) if m.config else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:
-        return load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None).priced(
-            self.cluster.usd_per_gpu_hour, "cluster.usd_per_gpu_hour")
+        with _at_key("cluster.catalog"):
+            catalog = load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+        return catalog.priced(self.cluster.usd_per_gpu_hour, "cluster.usd_per_gpu_hour")
 
     @property
     def plan(self) -> ParallelPlan:
@@ -281,23 +285,29 @@ class Scenario:
         d = self.disaggregation or DisaggregationSection()
         catalog = self._catalog()
         node = hardware if isinstance(hardware, NodeSpec) else catalog.node(hardware)
-        p_node = catalog.node(d.prefill_hardware) if d.prefill_hardware else node
+        with _at_key("disaggregation.prefill_hardware"):
+            p_node = catalog.node(d.prefill_hardware) if d.prefill_hardware else node
         plan = self.prefill_plan
         pool = PoolConfig(node=p_node, n_nodes=d.prefill_nodes if prefill_nodes is None else prefill_nodes,
                           tp=plan.tp, pp=plan.pp, dp_attention=plan.dp_attention, ep=plan.ep)
         return replace(self.engine_config(node, d.decode_nodes if decode_nodes is None else decode_nodes),
                        prefill_pool=pool, short_prompt_tokens=d.short_prompt_tokens)
 
-    def nodes(self) -> list[NodeSpec]:
-        """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``)."""
+    def nodes(self, hardware: Sequence[str] | None = None) -> list[NodeSpec]:
+        """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``); or those
+        `hardware` names (an option that replaces it: its caller names it in an error)."""
         catalog = self._catalog()
-        return [catalog.node(h) for h in self.cluster.hardware]
+        if hardware is not None:
+            return [catalog.node(h) for h in hardware]
+        with _at_key("cluster.hardware"):
+            return [catalog.node(h) for h in self.cluster.hardware]
 
     def priced_nodes(self) -> list[NodeSpec]:
         """Every node kind the scenario's fleets run on, each once: `nodes` and ``[disaggregation]
         prefill_hardware`` (what a price note names: each GPU priced)."""
         d, nodes = self.disaggregation, self.nodes()
-        extra = [self._catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
+        with _at_key("disaggregation.prefill_hardware"):
+            extra = [self._catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
         return list({n.key: n for n in [*nodes, *extra]}.values())
 
     def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
@@ -436,8 +446,16 @@ class Scenario:
             except RuleError as exc:
                 raise ConfigError(f"billing.ttls[{i}]: must be {exc.rule} (got {shown(ttl)})") from None
 
+    def _plan_key(self, part: str, pool: str) -> str:
+        """The scenario key that set `part` (tp, pp, ep, dp_attention) of the `pool`'s plan ("decode": the
+        [cluster] plan; "prefill": [disaggregation]'s prefill_<part>, or [cluster]'s when it is left out)."""
+        d = self.disaggregation
+        if pool == "prefill" and d is not None and getattr(d, f"prefill_{part}", None) is not None:
+            return f"disaggregation.prefill_{part}"
+        return f"cluster.{part}"
+
     def _pool_budget(self, node: NodeSpec, model: ModelSpec, plan: ParallelPlan, nodes: int, plan_keys: str,
-                     nodes_key: str, context: str = "") -> KVBudget:
+                     nodes_key: str, context: str = "", pool: str = "decode") -> KVBudget:
         """The KV budget of `plan` on `node` for a pool of `nodes` nodes, with the rules a pool meets
         (its replicas tile the nodes, the weights fit, the pool is whole replicas) as one-line errors
         naming the scenario's keys (`plan_keys`, also before a plan the model cannot take, `nodes_key`);
@@ -449,7 +467,10 @@ class Scenario:
             budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
         except DoesNotFitError as exc:
             raise ConfigError(f"{self.where}: {context}{exc}") from None
-        except ConfigError as exc:  # the plan does not suit the model: name the keys that set it
+        except RuleError as exc:  # the plan does not suit the model (check_plan): at the key that set the part
+            raise ConfigError(f"{self.where}: {self._plan_key(exc.key, pool)}: must be {exc.rule} "
+                              f"(got {shown(exc.value)})") from None
+        except ConfigError as exc:
             raise ConfigError(f"{self.where}: {plan_keys}: {exc}") from None
         if nodes % budget.nodes:
             raise ConfigError(f"{self.where}: {nodes_key} must be a multiple of the {budget.nodes} {node.key} nodes "
@@ -479,13 +500,17 @@ class Scenario:
                               f"make it {total} (got {self.cluster.nodes})")
         try:
             plan = self.prefill_plan
+        except RuleError as exc:  # at the key that set the part (prefill_ep, or cluster.ep it follows)
+            raise ConfigError(f"{self.where}: {self._plan_key(exc.key, 'prefill')}: must be {exc.rule} "
+                              f"(got {shown(exc.value)})") from None
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
-        p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
+        with _at_key("disaggregation.prefill_hardware"):
+            p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
         for node in p_nodes:
             node.gpu.peak_flops(model.weight_dtype)
             self._pool_budget(node, model, plan, d.prefill_nodes, "disaggregation.prefill_tp × prefill_pp",
-                              "disaggregation.prefill_nodes", "disaggregation: ")
+                              "disaggregation.prefill_nodes", "disaggregation: ", pool="prefill")
         for node in self.nodes():
             self._pool_budget(node, model, self.plan, d.decode_nodes, "cluster.tp", "disaggregation.decode_nodes")
         for node in [*p_nodes, *self.nodes()]:
@@ -501,6 +526,16 @@ class Scenario:
             raise ConfigError(
                 f"{self.where}: workload requests must fit {model.key}'s context of "
                 f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
+
+
+@contextmanager
+def _at_key(key: str) -> Iterator[None]:
+    """A name or file that does not resolve (an unknown node or model, a missing file), said at the
+    scenario `key` that named it: ``cluster.hardware: unknown node '1xH999'; valid: ...``."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
 
 
 def _under_workload(exc: ConfigError) -> str:

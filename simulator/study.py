@@ -136,7 +136,7 @@ def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -
         raise ConfigError(f"{where}: must be a list of at least one node kind, e.g. ['8xH100', 'B200'] "
                           f"(None: the scenario's; got {shown(hardware)})")
     try:
-        nodes = replace(scenario, cluster=replace(scenario.cluster, hardware=names)).nodes()
+        nodes = scenario.nodes(names)
     except ConfigError as exc:  # an unknown kind: say which argument named it
         raise ConfigError(f"{where}: {exc}") from None
     keys = [n.key for n in nodes]

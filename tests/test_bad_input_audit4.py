@@ -211,3 +211,40 @@ def test_a_scenario_trace_that_is_not_there_is_named_by_its_key(tmp_path: Path) 
         load_scenario(p)
     assert str(err.value) == (f"{p}: workload.trace: no such file '{tmp_path}/missing.csv' (a path relative to the "
                               "scenario's folder)")
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ('hardware = ["8xH100"]', 'hardware = ["1xH999"]', "cluster.hardware: unknown node '1xH999'; valid: 8xH100, "),
+    ('name = "Llama-3.1-8B"', 'name = "Llama-9"', "model.name: unknown model 'Llama-9'; valid: Llama-3.1-8B, "),
+    ('name = "Llama-3.1-8B"', 'config = "nope.json"', "model.config: {tmp}/nope.json: file not found"),
+    ("tp = 1", 'tp = 1\ncatalog = "missing.toml"', "cluster.catalog: {tmp}/missing.toml: file not found"),
+    ("tp = 1", "tp = 8\nep = 2",
+     "cluster.ep: must be 1 for a dense model (expert parallelism needs MoE layers) (got 2)"),
+    ("breakeven = false", "breakeven = false\n[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\nprefill_ep = 2",
+     "disaggregation.prefill_ep: must be an integer >= 1 that divides tp=1 (got 2)"),
+    ("breakeven = false", 'breakeven = false\n[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n'
+     'prefill_hardware = "8xH999"', "disaggregation.prefill_hardware: unknown node '8xH999'; valid: "),
+])
+def test_a_name_that_does_not_resolve_is_said_at_the_key_that_gave_it(tmp_path: Path, old: str, new: str,
+                                                                      says: str) -> None:
+    p = tmp_path / "s.toml"
+    text = edit(old, new)
+    p.write_text(text.replace("\nnodes = 1\n", "\nnodes = 2\n") if "[disaggregation]" in new else text)
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    assert str(err.value).startswith(f"{p}: {says.format(tmp=tmp_path)}")
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["fit", "--hardware", "H999", "--context", "100"], "--hardware: unknown node 'H999'; valid: 8xH100, "),
+    (["cost", "--hardware", "H999", "--batch", "1", "--context", "9"], "--hardware: unknown node 'H999'; valid: "),
+    (["fit", "--model", "Llama-9", "--context", "100"], "--model: unknown model 'Llama-9'; valid: Llama-3.1-8B, "),
+    (["calc", "--model-config", ".", "--context", "100"], "'.' is a folder; give the path to its config.json"),
+])
+def test_an_option_naming_nothing_known_is_said_at_its_flag(args: list[str], says: str) -> None:
+    assert error(kvsim(*args), "--", "folder").startswith(f"Error: {says}")
+
+
+def test_a_plan_part_out_of_range_names_the_part_and_the_option() -> None:
+    assert error(kvsim("collapse", "--plan", "tp8+pp0"), "--plan") == (
+        "Error: --plan: plan 'tp8+pp0': ppN must be an integer >= 1 (got 0)")  # was ParallelPlan: 'pp'

@@ -58,6 +58,16 @@ def config_errors() -> Iterator[None]:
                               "README's Limits)") from None
 
 
+@contextmanager
+def at_option(flag: str) -> Iterator[None]:
+    """A value of option `flag` that does not resolve (an unknown node or model, a missing file), said at
+    the option: ``--hardware: unknown node 'H999'; valid: ...``."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
 def _at_option(exc: RuleError) -> str:
     """`exc`'s message at the running command's option (or argument) that gave the value it rejects:
     ``--prefix-tokens: must be >= 1 token (got -5)``, not ``breakeven: 'prefix_tokens' must be ...``. The

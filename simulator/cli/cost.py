@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, config_errors, naming, on_command_line
+from simulator.cli.common import OutPath, at_option, config_errors, naming, on_command_line
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -57,12 +57,15 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from simulator.placement import ParallelPlan
 
     with config_errors():
-        node = load_catalog(catalog).node(hardware)
+        with at_option("--hardware"):
+            node = load_catalog(catalog).node(hardware)
         gpu = node.gpu
         tp = node.gpus if tp is None else tp
         params = load_params(gpu.key, params_file or PARAMS_FILE)
         plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
-        model = with_weight_precision(get_model(model_name), weight_dtype, "--weight-dtype")
+        with at_option("--model"):
+            model = get_model(model_name)
+        model = with_weight_precision(model, weight_dtype, "--weight-dtype")
         sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
         must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1 (give --prompt with --context 0)", n_prompt)

@@ -18,7 +18,7 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli.common import OutPath, OutputFolder, config_errors, echo_json, records, stopped_cleanly
+from simulator.cli.common import OutPath, OutputFolder, at_option, config_errors, echo_json, records, stopped_cleanly
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -55,7 +55,11 @@ from simulator.units import GB, MB
 
 
 def _model(name: str, model_config: Path | None, weight_dtype: str | None = None) -> ModelSpec:
-    model = get_model(str(model_config)) if model_config else get_model(name)
+    if model_config:  # its errors name the file (or say it is a folder)
+        model = get_model(str(model_config))
+    else:
+        with at_option("--model"):
+            model = get_model(name)
     return with_weight_precision(model, weight_dtype, "--weight-dtype")
 
 
@@ -153,7 +157,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     levers that make a target fit."""
     with config_errors():
         model = _model(model_name, model_config, weight_dtype)
-        node = load_catalog(catalog).node(hardware)
+        with at_option("--hardware"):
+            node = load_catalog(catalog).node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
         budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         lay = parse_layout(_layout(layout, kv_dtype))
@@ -259,7 +264,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         model = _model(model_name, model_config, weight_dtype)
         cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
-        must_differ(kinds, [cat.node(h).key for h in kinds], "--hardware", "node kind")
+        with at_option("--hardware"):
+            keys = [cat.node(h).key for h in kinds]
+        must_differ(kinds, keys, "--hardware", "node kind")
         texts = [x for x in layouts.split(",") if x]
         must_differ(texts, [parse_layout(x).label for x in texts], "--layout", "KV layout")
         if plans is not None and tp is not None:
@@ -267,7 +274,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
             names = [p for p in plans.split(",") if p]
-            chosen = [parse_plan(p) for p in names]
+            with at_option("--plan"):
+                chosen = [parse_plan(p) for p in names]
             must_differ(names, [p.label for p in chosen], "--plan", "plan")
         elif tp is None and kinds:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
