@@ -70,7 +70,7 @@ class GPUSpec:
         Raises `ConfigError` when the GPU has no tensor cores for that dtype.
         """
         key = "bf16" if dtype in ("bf16", "fp16") else dtype
-        must(key in COMPUTE_DTYPES, f"GPUSpec({self.key})", "dtype", f"one of {COMPUTE_DTYPES}", dtype)
+        must(key in COMPUTE_DTYPES, f"GPUSpec({self.key})", "dtype", f"one of {', '.join(COMPUTE_DTYPES)}", dtype)
         flops: float = getattr(self, f"{key}_flops")
         if flops <= 0:
             can = [d for d in COMPUTE_DTYPES if getattr(self, f"{d}_flops") > 0]

@@ -66,7 +66,7 @@ class KVLayout:
     def __post_init__(self) -> None:
         w = "KVLayout"
         kinds = ("native", "mha", "mqa", "gqa", "mla")
-        must(self.attention in kinds, w, "attention", f"one of {kinds}", self.attention)
+        must(self.attention in kinds, w, "attention", f"one of {', '.join(kinds)}", self.attention)
         if self.attention == "gqa":
             must(self.kv_heads >= 1, w, "kv_heads", ">= 1 with attention='gqa'", self.kv_heads)
         must(0 < self.own_layer_fraction <= 1, w, "own_layer_fraction", "in (0, 1]", self.own_layer_fraction)

@@ -120,7 +120,7 @@ class ModelSpec:
         w = f"ModelSpec({self.key})"
         for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "max_context_tokens"):
             must(getattr(self, f) >= 1, w, f, ">= 1", getattr(self, f))
-        must(self.attention in ATTENTION_KINDS, w, "attention", f"one of {ATTENTION_KINDS}", self.attention)
+        must(self.attention in ATTENTION_KINDS, w, "attention", f"one of {', '.join(ATTENTION_KINDS)}", self.attention)
         must(self.n_heads % self.n_kv_heads == 0, w, "n_kv_heads", f"a divisor of n_heads={self.n_heads}",
              self.n_kv_heads)
         must(self.total_params > 0, w, "total_params", "> 0", self.total_params)

@@ -77,7 +77,7 @@ def test_a_drawn_length_out_of_bounds_names_the_law_not_a_class(tmp_path: Path) 
     ("[router]\nname = \"least-tokens\"", "[router]\nname = \"least-tokens\"\n[scheduler]\nmax_num_seqs = 0",
      "s.toml.scheduler.max_num_seqs: must be >= 1 (got 0)"),
     ('strategy = "prefix"', 'strategy = "prefix"\nparams = {eviction = "mru"}',
-     "s.toml: cache.params.eviction: must be one of ('lru', 'lfu', 'fifo') (got 'mru')"),
+     "s.toml: cache.params.eviction: must be one of lru, lfu, fifo (got 'mru')"),
     ('strategy = "prefix"', 'strategy = "none"\nparams = {eviction = "lru"}',
      "s.toml: cache.params: unknown parameter 'eviction'; cache strategy 'none' takes no parameters"),
     ('name = "least-tokens"', 'name = "prefix-affinity"\nparams = {max_imbalance_tokens = -1}',
@@ -120,7 +120,7 @@ def test_the_documented_defaults_written_out_are_accepted(tmp_path: Path) -> Non
     assert (sc.model.name, sc.model.config, sc.workload.trace, sc.workload.spec["name"]) == (
         "Llama-3.1-8B", "", "", "chat-4k")
     p.write_text(BASE.replace('name = "Llama-3.1-8B"', 'name = "Llama-3.1-8B"\nconfig = "m.json"'))
-    with pytest.raises(ConfigError, match="model.name and model.config are two models"):
+    with pytest.raises(ConfigError, match=r"model\.name and model\.config are two models"):
         load_scenario(p)
 
 
@@ -248,3 +248,15 @@ def test_an_option_naming_nothing_known_is_said_at_its_flag(args: list[str], say
 def test_a_plan_part_out_of_range_names_the_part_and_the_option() -> None:
     assert error(kvsim("collapse", "--plan", "tp8+pp0"), "--plan") == (
         "Error: --plan: plan 'tp8+pp0': ppN must be an integer >= 1 (got 0)")  # was ParallelPlan: 'pp'
+
+
+def test_a_trace_row_that_breaks_a_request_rule_names_its_column_not_the_class(tmp_path: Path) -> None:
+    head = ("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,cache_breakpoints,"
+            "source\n")
+    t = tmp_path / "k.csv"
+    t.write_text(head + "0,0.0,0,0,100,10,7,1:50,,x\n")
+    assert error(kvsim("workload", "describe", t), "k.csv") == (
+        "Error: k.csv:2: 'segments' must be token counts summing to prompt_tokens=100 (got 50)")  # was Request(0):
+    t.write_text(head + "0,0.0,0,0,100,10,,1:100,,x\n")
+    assert error(kvsim("workload", "describe", t), "k.csv") == (
+        "Error: k.csv:2: 'output_segment_id' must be a 64-bit integer (got '')")  # was >= -9223372036854775808

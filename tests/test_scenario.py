@@ -80,7 +80,7 @@ def test_admission_policy_reaches_the_engine(tmp_path):
     (("[workload]", '[billing]\nttls = ["10m"]\n[workload]'), "billing.ttls[0]: must be one of 5m, 1h "
      "(the TTLs anthropic/sonnet-4 sells) (got '10m')"),
     (("[workload]", '[scheduler]\nadmission = "greedy"\n[workload]'),
-     "s.toml.scheduler.admission: must be one of ('prompt', 'reserve') (got 'greedy')"),
+     "s.toml.scheduler.admission: must be one of prompt, reserve (got 'greedy')"),
     (("[workload]", "[scheduler]\nreserve_output_tokens = 100\n[workload]"),
      "s.toml.scheduler.reserve_output_tokens: must be 0 unless admission = \"reserve\" (got 100)"),
 ])

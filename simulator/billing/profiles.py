@@ -85,7 +85,7 @@ class PriceProfile:
         where = f"PriceProfile({self.key})"
         for f in ("input_usd_per_mtok", "output_usd_per_mtok"):
             must(getattr(self, f) > 0, where, f, "> 0", getattr(self, f))
-        must(self.caching in CACHING_MODES, where, "caching", f"one of {CACHING_MODES}", self.caching)
+        must(self.caching in CACHING_MODES, where, "caching", f"one of {', '.join(CACHING_MODES)}", self.caching)
         n = len(self.ttl_s)
         must(n >= 1, where, "ttl_s", "a non-empty list", self.ttl_s)
         must(len(self.ttl_names) == n, where, "ttl_names", f"{n} names, one per ttl_s", self.ttl_names)

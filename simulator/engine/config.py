@@ -68,9 +68,10 @@ class SchedulerConfig:
         must(budget >= 1, w, "max_num_batched_tokens", ">= 1", budget)
         must(0 <= self.watermark < 1, w, "watermark", "in [0, 1)", self.watermark)
         mode = self.preemption
-        must(mode in PREEMPTION_MODES, w, "preemption", f"one of {PREEMPTION_MODES}", mode)
+        must(mode in PREEMPTION_MODES, w, "preemption", f"one of {', '.join(PREEMPTION_MODES)}", mode)
         must(self.queue_timeout_s > 0, w, "queue_timeout_s", "> 0", self.queue_timeout_s)
-        must(self.admission in ADMISSION_POLICIES, w, "admission", f"one of {ADMISSION_POLICIES}", self.admission)
+        must(self.admission in ADMISSION_POLICIES, w, "admission", f"one of {', '.join(ADMISSION_POLICIES)}",
+             self.admission)
         lp = self.long_prefill_token_threshold
         must(lp >= 0, w, "long_prefill_token_threshold", ">= 0 (0: off)", lp)
         res = self.reserve_output_tokens

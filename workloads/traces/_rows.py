@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, RuleError, shown
 from workloads.request import Request
 from workloads.workload import ReadStats
 
@@ -54,7 +54,7 @@ def get(row: dict[str, T], key: str) -> T:
 
 def as_int(value: object, key: str, minimum: int) -> int:
     """An integer ``>= minimum`` from an int or a decimal string (``"12"``, ``"12.0"``)."""
-    rule = f"an integer >= {minimum}"
+    rule = "a 64-bit integer" if minimum <= -(2**63) else f"an integer >= {minimum}"  # (an id may be any)
     if isinstance(value, bool):
         raise FieldError(key, rule, value)
     if isinstance(value, int):
@@ -155,8 +155,9 @@ def guarded(
                 raise ConfigError(f"{time_key!r} must be >= the previous row's (this row arrives at "
                                   f"{r.arrival_s!r} s, the previous one at {last_s!r} s)")
         except (FieldError, ConfigError) as e:
-            if on_error == "stop":
-                raise ConfigError(f"{path.name}:{line}: {e}") from None
+            if on_error == "stop":  # a request's rule at its field, not the class's name (Request(1):)
+                said = f"{e.key!r} must be {e.rule} (got {shown(e.value)})" if isinstance(e, RuleError) else e
+                raise ConfigError(f"{path.name}:{line}: {said}") from None
             stats.skipped_rows += 1
             continue
         if r is None:

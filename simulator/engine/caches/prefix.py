@@ -431,7 +431,7 @@ class PrefixCache:
     dram_fraction: float = 0.5
 
     def __post_init__(self) -> None:
-        must(self.eviction in EVICTION_POLICIES, "PrefixCache", "eviction", f"one of {EVICTION_POLICIES}",
+        must(self.eviction in EVICTION_POLICIES, "PrefixCache", "eviction", f"one of {', '.join(EVICTION_POLICIES)}",
              self.eviction)
         must(0 < self.dram_fraction <= 1, "PrefixCache", "dram_fraction", "in (0, 1]", self.dram_fraction)
 
