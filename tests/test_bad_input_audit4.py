@@ -260,3 +260,11 @@ def test_a_trace_row_that_breaks_a_request_rule_names_its_column_not_the_class(t
     t.write_text(head + "0,0.0,0,0,100,10,,1:100,,x\n")
     assert error(kvsim("workload", "describe", t), "k.csv") == (
         "Error: k.csv:2: 'output_segment_id' must be a 64-bit integer (got '')")  # was >= -9223372036854775808
+
+
+def test_a_trace_readers_option_is_refused_on_a_generator() -> None:
+    """It was accepted and did nothing."""
+    assert error(kvsim("workload", "describe", "chat-4k", "--format", "azure"), "--format") == (
+        "Error: --format azure: applies to a trace file, not to the generator 'chat-4k' (drop it)")
+    assert error(kvsim("workload", "describe", "chat-4k", "--skip-bad-rows"), "--skip-bad-rows") == (
+        "Error: --skip-bad-rows: applies to a trace file, not to the generator 'chat-4k' (drop it)")

@@ -43,6 +43,11 @@ def describe(
     """Summarise SPEC: a generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload]
     (a generator table, a mixture's with its components, or a scenario's with [workload.spec] or trace),
     or a trace file. Azure and BurstGPT traces carry no prefix ids: their prefix reuse is unknown (NaN)."""
+    from workloads.generators import GENERATORS
+
+    if spec in GENERATORS and (format_ is not None or skip_bad_rows):  # options of a trace's reader: no effect here
+        flag = f"--format {format_}" if format_ is not None else "--skip-bad-rows"
+        raise ConfigError(f"{flag}: applies to a trace file, not to the generator {spec!r} (drop it)")
     w = load_workload(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop",
         name="SPEC")
