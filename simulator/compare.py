@@ -87,10 +87,11 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
         else:
             layout_parts.append(raw)
     try:
-        layout = parse_layout("+".join(["native", *layout_parts]))
+        layout = parse_layout("+".join(layout_parts) or "native")  # the layout levers as the set wrote them
     except ConfigError as e:
-        raise ConfigError(f"strategy set {shown(spec)}: {e}; or a retention ({', '.join(RETENTIONS)}) or reuse "
-                          f"lever ({', '.join(REUSE)})") from None
+        also = (f"; or a retention ({', '.join(RETENTIONS)}) or reuse lever ({', '.join(REUSE)})"
+                if "unknown lever" in str(e) else "")  # a name no layout knows may be one of these
+        raise ConfigError(f"strategy set {shown(spec)}: {e}{also}") from None
     make_strategy(cache, **cache_params)  # its parameters fail now, before any run
     make_retention(retention, **retention_params)
     return replace(base, layout=layout, cache=cache, cache_params=cache_params, retention=retention,

@@ -268,3 +268,11 @@ def test_a_trace_readers_option_is_refused_on_a_generator() -> None:
         "Error: --format azure: applies to a trace file, not to the generator 'chat-4k' (drop it)")
     assert error(kvsim("workload", "describe", "chat-4k", "--skip-bad-rows"), "--skip-bad-rows") == (
         "Error: --skip-bad-rows: applies to a trace file, not to the generator 'chat-4k' (drop it)")
+
+
+def test_a_strategy_sets_conflicting_levers_are_said_as_written() -> None:
+    """Not ``layout 'native+fp8+int4'`` (a layout the user never wrote) with a list of retention and reuse
+    levers that has nothing to do with a conflict; the list stays where a name is unknown."""
+    assert error(kvsim("compare", "--strategy", "fp8+int4"), "fp8+int4") == (
+        "Error: strategy set 'fp8+int4': layout 'fp8+int4': 'int4' conflicts with 'fp8' (one dtype lever at most)")
+    assert "; or a retention (streaming-llm, h2o, snapkv)" in error(kvsim("compare", "--strategy", "fp9"), "fp9")
