@@ -276,3 +276,16 @@ def test_a_strategy_sets_conflicting_levers_are_said_as_written() -> None:
     assert error(kvsim("compare", "--strategy", "fp8+int4"), "fp8+int4") == (
         "Error: strategy set 'fp8+int4': layout 'fp8+int4': 'int4' conflicts with 'fp8' (one dtype lever at most)")
     assert "; or a retention (streaming-llm, h2o, snapkv)" in error(kvsim("compare", "--strategy", "fp9"), "fp9")
+
+
+def test_a_long_list_of_valid_keys_is_cut_after_a_whole_name(tmp_path: Path) -> None:
+    from simulator.cli.common import one_line
+    from simulator.errors import MAX_MESSAGE_CHARS
+
+    assert one_line("valid: alpha, beta, gamma", 21) == "valid: alpha, beta, …"
+    assert one_line("x" * 400) == "x" * (MAX_MESSAGE_CHARS - 1) + "…"  # no list: cut where it must
+    cat = tmp_path / "m.toml"
+    cat.write_text("[model.M]\nn_layer = 3\n")
+    line = error(kvsim("models", "--catalog", cat), str(cat))
+    assert line.startswith(f"Error: {cat}: model.M: unknown key 'n_layer'; valid: active_params, attention, ")
+    assert line.endswith(", …")  # was "... sourc…" or the like: a name cut in two

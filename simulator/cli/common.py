@@ -23,9 +23,18 @@ R = TypeVar("R")
 
 
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """`message` on one line (whitespace runs become one space), cut to `limit` characters."""
+    """`message` on one line (whitespace runs become one space), cut to `limit` characters: after the
+    last whole item of a list (``valid: a, b, …``) where the cut falls in one, not in the middle of a name.
+
+    >>> one_line("valid: alpha, beta, gamma", 21)
+    'valid: alpha, beta, …'
+    """
     text = re.sub(r"\s+", " ", message).strip()
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    comma = head.rfind(", ")
+    return head[:comma + 2] + "…" if comma > limit // 2 else text[:limit - 1] + "…"
 
 
 class KvsimClickError(click.ClickException):
