@@ -75,7 +75,9 @@ class GPUSpec:
         if flops <= 0:
             can = [d for d in COMPUTE_DTYPES if getattr(self, f"{d}_flops") > 0]
             raise ConfigError(f"{self.key} has no {dtype} tensor cores ({key}_flops = 0 in the GPU catalog): "
-                              f"'weight_dtype' must be one it computes in ({', '.join(can)}) (got {dtype!r})")
+                              f"'weight_dtype' must be one it computes in ({', '.join(can)}) (got {dtype!r}); "
+                              f"a model released in {dtype} is served in one with [model] weight_dtype or "
+                              "--weight-dtype")
         return flops
 
     def price_note(self) -> str:

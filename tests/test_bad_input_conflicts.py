@@ -113,7 +113,8 @@ def test_levers_of_different_families_still_compose():
 
 # --- fp4 weights on a GPU without fp4 tensor cores: fit and collapse as run, cost and compare ------
 FP4_ON_H100 = ("H100 has no fp4 tensor cores (fp4_flops = 0 in the GPU catalog): 'weight_dtype' must be one it "
-               "computes in (bf16, fp8) (got 'fp4')")
+               "computes in (bf16, fp8) (got 'fp4'); a model released in fp4 is served in one with [model] "
+               "weight_dtype or --weight-dtype")
 
 
 @pytest.mark.parametrize("args", [
