@@ -110,6 +110,8 @@ def construct(cls: type[C], table: Mapping[str, Any], where: str, **given: Any) 
         raise ConfigError(f"{where}: missing key {missing[0]!r}")
     hints = typing.get_type_hints(cls)
     kwargs = {k: _coerce(hints.get(k, Any), v, f"{where}.{k}") for k, v in table.items()}
+    # a whole number in a number field stays as written (`kvsim models --json` prints what the file says)
+    kwargs = {k: table[k] if type(table[k]) is int and type(v) is float else v for k, v in kwargs.items()}
     try:
         return cls(**given, **kwargs)
     except ConfigError as exc:

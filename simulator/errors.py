@@ -8,7 +8,8 @@ says something shorter instead.
 """
 
 import numbers
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Sequence
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -45,6 +46,14 @@ class RuleError(ConfigError):
         super().__init__(f"{owner}: {key!r} must be {rule} (got {shown(value)})")
         self.owner, self.key, self.rule, self.value = owner, key, rule, value
 
+    def at(self, where: str) -> str:
+        """The rule said at `where`, the key or option the user wrote: ``<where>: must be <rule> (got ...)``."""
+        return f"{where}: must be {self.rule} (got {shown(self.value)})"
+
+    def quoted(self, key: str | None = None) -> str:
+        """The rule without its owner, at `key` (default its own): ``'<key>' must be <rule> (got ...)``."""
+        return f"{key or self.key!r} must be {self.rule} (got {shown(self.value)})"
+
 
 def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
     """Raise `RuleError` (a `ConfigError`) with an attrs-style message unless `cond` holds.
@@ -55,20 +64,22 @@ def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
         raise RuleError(where, key, rule, value)
 
 
-def placed(exc: ConfigError, where: str, keys: Mapping[str, str] | None = None) -> ConfigError:
+def placed(exc: ConfigError, where: str) -> ConfigError:
     """`exc`, raised while building an object from the table at `where` (``x.toml: scheduler``), said at
-    that table's key: a `RuleError` of field ``key`` as ``<where>.<table key>: must be <rule> (got ...)``,
-    without the spec's own name for the object; any other error as ``<where>: <message>``. `keys` maps a
-    field to the key the table spells it with (``n_kv_heads`` -> ``num_key_value_heads``); a field
-    absent from it is its own key.
+    that table's key: a `RuleError` of field ``key`` as ``<where>.<key>: must be <rule> (got ...)``,
+    without the spec's own name for the object; any other error as ``<where>: <message>``.
 
     >>> str(placed(RuleError("SchedulerConfig", "max_num_seqs", ">= 1", 0), "x.toml: scheduler"))
     'x.toml: scheduler.max_num_seqs: must be >= 1 (got 0)'
     """
-    if isinstance(exc, RuleError):
-        key = (keys or {}).get(exc.key, exc.key)
-        return ConfigError(f"{where}.{key}: must be {exc.rule} (got {shown(exc.value)})")
-    return ConfigError(f"{where}: {exc}")
+    return ConfigError(exc.at(f"{where}.{exc.key}") if isinstance(exc, RuleError) else f"{where}: {exc}")
+
+
+def is_code_name(owner: str) -> bool:
+    """Whether a rule's owner is a name from the code (``SchedulerConfig``, ``PriceProfile(anthropic/x)``,
+    ``breakeven``, ``load_workload``) rather than a description a user can read (``plan TP24 for
+    Llama-3.1-8B``, ``Llama-3.1-8B (gqa:3)``): said at an option, the first is dropped, the second kept."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\(.*\))?", owner) is not None
 
 
 def is_whole(value: object, minimum: int = 0) -> bool:
@@ -79,17 +90,6 @@ def is_whole(value: object, minimum: int = 0) -> bool:
     (True, False, False, False)
     """
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum
-
-
-def located(exc: Exception, where: str, inner: str = "") -> ConfigError:
-    """`exc`'s message placed at `where` (a file and its entry: ``cat.toml: gpu.Z1``), without
-    the `inner` prefix it began with (``GPUSpec(Z1): ``, the spec's own name for that entry).
-
-    >>> str(located(ConfigError("GPUSpec(Z1): 'sm_count' must be >= 1"), "c.toml: gpu.Z1", "GPUSpec(Z1): "))
-    "c.toml: gpu.Z1: 'sm_count' must be >= 1"
-    """
-    msg = str(exc)
-    return ConfigError(f"{where}: {msg[len(inner):] if inner and msg.startswith(inner) else msg}")
 
 
 def must_differ(names: Sequence[str], resolved: Sequence[str], where: str, what: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simulator.errors import ConfigError, RuleError, is_whole, located, shown
+from simulator.errors import ConfigError, RuleError, is_whole, shown
 from simulator.models import ModelSpec, attention_params
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -250,7 +250,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         )
     except RuleError as exc:  # a rule of the spec: at the config.json keys it came from, not the class's fields
         rule = re.sub(r"\b(" + "|".join(HF_KEYS) + r")\b", lambda m: HF_KEYS[m.group(1)], exc.rule)
-        key = HF_KEYS.get(exc.key, exc.key)
-        raise ConfigError(f"{where}: {key!r} must be {rule} (got {shown(exc.value)})") from None
+        raise ConfigError(f"{where}: {RuleError(exc.owner, exc.key, rule, exc.value).quoted(HF_KEYS.get(exc.key))}"
+                          ) from None
     except ConfigError as exc:
-        raise located(exc, where, f"ModelSpec({key}): ") from None
+        raise ConfigError(f"{where}: {exc}") from None

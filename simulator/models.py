@@ -317,13 +317,13 @@ def get_model(name: str, extra: Path | None = None) -> ModelSpec:
     """A model by catalog name (case-insensitive), or by path to a HF ``config.json``."""
     if name.endswith(".json") or "/" in name or (Path(name).suffix and Path(name).is_file()):
         return from_hf_config(Path(name))
-    if Path(name).is_dir():  # "." or a model's download folder: the file in it is meant
-        hint = " (it holds one: give that path)" if (Path(name) / "config.json").is_file() else ""
-        raise ConfigError(f"{name!r} is a folder; give the path to its config.json{hint}")
     models = load_models(extra)
     for k, v in models.items():
         if k.lower() == name.lower():
             return v
+    if Path(name).is_dir():  # "." or a model's download folder (no catalog name): the file in it is meant
+        hint = " (it holds one: give that path)" if (Path(name) / "config.json").is_file() else ""
+        raise ConfigError(f"{name!r} is a folder; give the path to its config.json{hint}")
     raise ConfigError(f"unknown model {name!r}; valid: {', '.join(models)} (or a path to a config.json)")
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, RuleError, must, shown
+from simulator.errors import ConfigError, RuleError, must
 from simulator.kv import KVLayout
 from simulator.models import ModelSpec, dtype, outer_weight_dtype
 
@@ -271,4 +271,4 @@ def parse_plan(text: str) -> ParallelPlan:
         return ParallelPlan(**fields)  # type: ignore[arg-type]
     except RuleError as exc:  # the part of the text that sets it: pp0 in "tp8+pp0", not ParallelPlan's field
         part = "tpN or dpN" if exc.key in ("tp", "dp_attention") else f"{exc.key}N"
-        raise ConfigError(f"plan {text!r}: {part} must be {exc.rule} (got {shown(exc.value)})") from None
+        raise ConfigError(f"plan {text!r}: {exc.at(part)}") from None

@@ -238,13 +238,15 @@ class Scenario:
     def model_spec(self) -> ModelSpec:
         """The model as served: the catalog's or the config.json's, in ``[model] weight_dtype``."""
         m = self.model
-        with _at_key("model.config" if m.config else "model.name"):
-            model = get_model(str(self._resolve(m.config))) if m.config else get_model(m.name)
+        path = str(self._resolve(m.config)) if m.config else None
+        with _at_key("model.config" if m.config else "model.name", path):
+            model = get_model(path) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:
-        with _at_key("cluster.catalog"):
-            catalog = load_catalog(self._resolve(self.cluster.catalog) if self.cluster.catalog else None)
+        path = self._resolve(self.cluster.catalog) if self.cluster.catalog else None
+        with _at_key("cluster.catalog", path):
+            catalog = load_catalog(path)
         return catalog.priced(self.cluster.usd_per_gpu_hour, "cluster.usd_per_gpu_hour")
 
     @property
@@ -444,15 +446,19 @@ class Scenario:
             try:
                 profile.write_multiplier(parse_ttl(ttl))
             except RuleError as exc:
-                raise ConfigError(f"billing.ttls[{i}]: must be {exc.rule} (got {shown(ttl)})") from None
+                raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, ttl).at(f"billing.ttls[{i}]")) from None
 
     def _plan_key(self, part: str, pool: str) -> str:
         """The scenario key that set `part` (tp, pp, ep, dp_attention) of the `pool`'s plan ("decode": the
         [cluster] plan; "prefill": [disaggregation]'s prefill_<part>, or [cluster]'s when it is left out)."""
         d = self.disaggregation
-        if pool == "prefill" and d is not None and getattr(d, f"prefill_{part}", None) is not None:
+        if pool != "prefill" or d is None:
+            return f"cluster.{part}"
+        if getattr(d, f"prefill_{part}", None) is not None:
             return f"disaggregation.prefill_{part}"
-        return f"cluster.{part}"
+        own = [f for f in ("tp", "pp", "dp_attention", "ep") if getattr(d, f"prefill_{f}") is not None]
+        # the prefill plan takes this part from [cluster] but another from its own keys: both had a say
+        return f"disaggregation.prefill_{part} (cluster.{part}, which it follows)" if own else f"cluster.{part}"
 
     def _pool_budget(self, node: NodeSpec, model: ModelSpec, plan: ParallelPlan, nodes: int, plan_keys: str,
                      nodes_key: str, context: str = "", pool: str = "decode") -> KVBudget:
@@ -468,8 +474,7 @@ class Scenario:
         except DoesNotFitError as exc:
             raise ConfigError(f"{self.where}: {context}{exc}") from None
         except RuleError as exc:  # the plan does not suit the model (check_plan): at the key that set the part
-            raise ConfigError(f"{self.where}: {self._plan_key(exc.key, pool)}: must be {exc.rule} "
-                              f"(got {shown(exc.value)})") from None
+            raise ConfigError(f"{self.where}: {exc.at(self._plan_key(exc.key, pool))}") from None
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: {plan_keys}: {exc}") from None
         if nodes % budget.nodes:
@@ -494,15 +499,10 @@ class Scenario:
             raise ConfigError(f"{self.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "
                               f"{total} when compare_aggregated is true (the fleets compared have the same nodes) "
                               f"(got {self.cluster.nodes})")
-        if not d.compare_aggregated and self.cluster.nodes not in (1, total):  # 1: its default, left out
-            raise ConfigError(f"{self.where}: cluster.nodes is not used when compare_aggregated is false (the split "
-                              f"runs disaggregation.prefill_nodes + decode_nodes = {total} nodes): leave it out or "
-                              f"make it {total} (got {self.cluster.nodes})")
         try:
             plan = self.prefill_plan
         except RuleError as exc:  # at the key that set the part (prefill_ep, or cluster.ep it follows)
-            raise ConfigError(f"{self.where}: {self._plan_key(exc.key, 'prefill')}: must be {exc.rule} "
-                              f"(got {shown(exc.value)})") from None
+            raise ConfigError(f"{self.where}: {exc.at(self._plan_key(exc.key, 'prefill'))}") from None
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
         with _at_key("disaggregation.prefill_hardware"):
@@ -529,19 +529,22 @@ class Scenario:
 
 
 @contextmanager
-def _at_key(key: str) -> Iterator[None]:
+def _at_key(key: str, path: str | Path | None = None) -> Iterator[None]:
     """A name or file that does not resolve (an unknown node or model, a missing file), said at the
-    scenario `key` that named it: ``cluster.hardware: unknown node '1xH999'; valid: ...``."""
+    scenario `key` that named it: ``cluster.hardware: unknown node '1xH999'; valid: ...``. An error
+    inside the existing file `path` names that file already and is left as it is."""
     try:
         yield
     except ConfigError as exc:
+        if path is not None and Path(path).is_file() and str(exc).startswith(str(path)):
+            raise
         raise ConfigError(f"{key}: {exc}") from None
 
 
 def _under_workload(exc: ConfigError) -> str:
     """`exc`'s message, said under ``[workload]`` unless it names its key there (``workload.spec.n_teams``)."""
     msg = str(exc)
-    return msg if msg.startswith("workload") else f"[workload] {msg}"
+    return msg if msg.startswith(("workload.spec", "workload.trace")) else f"[workload] {msg}"
 
 
 def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:

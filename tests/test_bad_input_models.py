@@ -162,7 +162,7 @@ def test_scenario_layout_errors_name_the_key_and_the_layout(tmp_path):
 # --- F13: calc --tp meets fit's plan rules ---------------------------------------------------------
 def test_calc_tp_refuses_the_plans_fit_refuses():
     for tp in (24, 1000):
-        says = f"Error: --tp: must be a divisor of the 32 query heads (got {tp})"
+        says = f"Error: --tp: plan TP{tp} for Llama-3.1-8B: must be a divisor of the 32 query heads (got {tp})"
         assert says == error(kvsim("calc", "--tp", tp, "--context", 100, "--model", "Llama-3.1-8B"), "--tp")
         assert says == error(kvsim("fit", "--tp", tp, "--context", 100, "--model", "Llama-3.1-8B"), "--tp")
     r = kvsim("calc", "--tp", 16, "--context", 100, "--model", "Llama-3.1-8B")
@@ -207,7 +207,7 @@ def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
 
     node = "[node.4xZ1]\ngpu = \"Z1\"\ngpus = 4\nhost_dram_bytes = 1e12\nnvme_bytes = 1e12\nnvme_bytes_per_s = 1e9\n" \
            "nic_bytes_per_s = 50e9\nnic_latency_s = 5e-6\nnvlink_domain_gpus = 4\nsource = \"me\"\n"
-    cases = [(("hbm_bytes = 80e9", "hbm_bytes = -1"), "gpu.Z1.hbm_bytes: must be > 0 (got -1.0)"),
+    cases = [(("hbm_bytes = 80e9", "hbm_bytes = -1"), "gpu.Z1.hbm_bytes: must be > 0 (got -1)"),
              (("sm_count = 132", "sm_count = 132.5"), "gpu.Z1.sm_count: must be an integer (got 132.5)"),
              (("usd_per_gpu_hour = 2.99", "usd_per_gpu_hour = nan"),
               "gpu.Z1.usd_per_gpu_hour: must be a number (got nan)"),
@@ -222,7 +222,7 @@ def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
         assert f"{cat}: {says}" in line and "Spec(" not in line, line
     cat.write_text(GPU_Z1.replace("hbm_bytes = 80e9", "hbm_bytes = -1"))
     p = scenario(tmp_path, edit('hardware = ["8xH100"]', 'hardware = ["8xH100"]\ncatalog = "cat.toml"'))
-    assert "cat.toml: gpu.Z1.hbm_bytes: must be > 0 (got -1.0)" in error(kvsim("run", p, "--out", tmp_path / "o"),
+    assert "cat.toml: gpu.Z1.hbm_bytes: must be > 0 (got -1)" in error(kvsim("run", p, "--out", tmp_path / "o"),
                                                                           str(p))
 
 

@@ -393,7 +393,7 @@ def test_fractional_segment_lengths_are_refused(tmp_path):
 
 def test_cost_refuses_a_tp_the_heads_do_not_divide():
     r = kvsim("cost", "--hardware", "H100", "--model", "Llama-3.1-8B", "--batch", "1", "--context", "9", "--tp", "3")
-    assert error(r, "tp") == "Error: --tp: must be a divisor of the 32 query heads (got 3)"
+    assert error(r, "tp") == "Error: --tp: plan TP3 for Llama-3.1-8B: must be a divisor of the 32 query heads (got 3)"
 
 
 def test_errors_name_the_file_and_key_and_cut_long_values(tmp_path):

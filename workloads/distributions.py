@@ -78,7 +78,7 @@ class LogNormal:
         if self.high < 1:
             raise ConfigError(f"{self._at('high')}: must be at least 1 token (got {self.high:g})")
         if min(max(self.mean, self.low), self.high) > LARGEST_TOKENS:
-            raise ConfigError(f"{self._at('mean')} and 'low': must be at most {LARGEST_TOKENS:,} tokens "
+            raise ConfigError(f"{self._named()}'mean' and 'low' must be at most {LARGEST_TOKENS:,} tokens "
                               f"unless 'high' bounds the draws (got mean={self.mean:g}, low={self.low:g}, "
                               f"high={self.high:g})")
 
@@ -129,8 +129,8 @@ def lognormal_from(value: object, where: str) -> LogNormal:
             require_numbers(value, where, infinite=("high",))
             return LogNormal(**value, key=where)
     except ConfigError as exc:  # a rule at its key (``tool_gap_s.cv``), not the class's name
-        if isinstance(exc, RuleError):
-            raise placed(exc, where) from None
+        if isinstance(exc, RuleError):  # a plain number is the mean: its rule is said at the key itself
+            raise (placed(exc, where) if isinstance(value, dict) else ConfigError(exc.at(where))) from None
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {shown(value)})")

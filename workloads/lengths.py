@@ -75,9 +75,10 @@ def check_scipy_law(dist: str, params: dict[str, float], where: str) -> None:
         raise ConfigError(f"{where}: parameters must lie in the domain of scipy.stats.{dist} "
                           f"(got {', '.join(f'{k}={v!r}' for k, v in params.items())})")
     if median < 0.5:  # rounds to 0 tokens: half the draws or more would be clipped up to 1 token
+        scale = " or rescale it (scale)" if isinstance(law, stats.rv_continuous) else ""
         raise ConfigError(f"{where}: half the draws of scipy.stats.{dist} or more must be at least one token, not "
                           f"clipped up to 1 (got median {median:.3g} with "
-                          f"{', '.join(f'{k}={v!r}' for k, v in params.items())}); shift or rescale it (loc, scale)")
+                          f"{', '.join(f'{k}={v!r}' for k, v in params.items())}); shift it (loc){scale}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

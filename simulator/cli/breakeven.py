@@ -26,7 +26,7 @@ from simulator.cli.common import (
     stopped_cleanly,
 )
 from simulator.cli.options import Renamed, duration_option, seed_option
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, RuleError, must, shown
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -130,12 +130,17 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
 
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
-    ttls = [parse_ttl(t) for t in text.split(",")] if text else list(profile.ttl_s)
-    ttls = sorted({t for t in ttls if t > 0})
-    must(bool(ttls), "--ttl", "ttl", "at least one TTL > 0", text)
-    for t in ttls:
-        profile.write_multiplier(t)  # raises listing the TTLs the profile sells
-    return ttls
+    """``--ttl``'s seconds (the profile's when None); a TTL the profile does not sell is said as written."""
+    items = [t.strip() for t in text.split(",")] if text else []
+    ttls = {parse_ttl(t): t for t in items} if text else {t: "" for t in profile.ttl_s}
+    chosen = sorted(t for t in ttls if t > 0)
+    must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
+    for t in chosen:
+        try:
+            profile.write_multiplier(t)  # raises listing the TTLs the profile sells
+        except RuleError as exc:
+            raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, ttls[t] or exc.value).at("--ttl")) from None
+    return chosen
 
 
 def _uncacheable_note(prof: PriceProfile, prefix_tokens: int) -> str:

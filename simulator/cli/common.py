@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, shown
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name
 from simulator.files import shown_path
 
 P = ParamSpec("P")
@@ -68,13 +68,21 @@ def config_errors() -> Iterator[None]:
 
 
 @contextmanager
-def at_option(flag: str) -> Iterator[None]:
+def at_option(flag: str, value: str | None = None) -> Iterator[None]:
     """A value of option `flag` that does not resolve (an unknown node or model, a missing file), said at
-    the option: ``--hardware: unknown node 'H999'; valid: ...``."""
+    the option: ``--hardware: unknown node 'H999'; valid: ...``. An error inside the file `value` names
+    (``--model ./m.json``) names that file already and is left as it is."""
     try:
         yield
     except ConfigError as exc:
+        if value is not None and in_file(exc, value):
+            raise
         raise ConfigError(f"{flag}: {exc}") from None
+
+
+def in_file(exc: Exception, path: str | Path) -> bool:
+    """Whether `exc` is about the content of the existing file `path` (its message begins with it)."""
+    return Path(path).is_file() and str(exc).startswith(str(path))
 
 
 def _at_option(exc: RuleError) -> str:
@@ -96,7 +104,8 @@ def _at_option(exc: RuleError) -> str:
         values = (*given,) if isinstance(given, tuple | list) else (given, *str(given).split(","))  # (a comma list)
         if any(v == exc.value and type(v) is type(exc.value) for v in values):
             label = p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
-            return f"{label}: must be {exc.rule} (got {shown(exc.value)})"
+            keep = not is_code_name(exc.owner) and exc.owner != label  # a description a user can read
+            return exc.at(f"{label}: {exc.owner}" if keep else label)
     return str(exc)
 
 

@@ -13,6 +13,7 @@ from simulator.charts import close_figure
 from simulator.cli.common import (
     OutPath,
     OutputFolder,
+    at_option,
     echo_json,
     handle_errors,
     on_command_line,
@@ -134,13 +135,13 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         seed = 0 if seed is None else seed
         prices = parse_prices(usd_per_gpu_hour, PRICE_OPTION) if usd_per_gpu_hour is not None else None
         cat = load_catalog(catalog).priced(prices, PRICE_OPTION)
-        try:
+        with at_option("--hardware"):  # an unknown or empty kind: say which option named it
             node = cat.node(hardware)
-        except ConfigError as exc:  # an unknown or empty kind: say which option named it
-            raise ConfigError(f"--hardware: {exc}") from None
         tp = node.gpus if tp is None else tp
-        model = model_name
-        base = EngineConfig(model=with_weight_precision(get_model(model), weight_dtype, "--weight-dtype"),
+        model = model_name  # the chart's title names it as given
+        with at_option("--model", model_name):
+            spec = get_model(model_name)
+        base = EngineConfig(model=with_weight_precision(spec, weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
         check_distinct_sets(specs, base, "--strategy")
         requests = list(load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,

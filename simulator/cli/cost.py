@@ -57,13 +57,14 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from simulator.placement import ParallelPlan
 
     with config_errors():
+        cat = load_catalog(catalog)  # its own errors name its file
         with at_option("--hardware"):
-            node = load_catalog(catalog).node(hardware)
+            node = cat.node(hardware)
         gpu = node.gpu
         tp = node.gpus if tp is None else tp
         params = load_params(gpu.key, params_file or PARAMS_FILE)
         plan = ParallelPlan(tp=tp, pp=pp, dp_attention=dp_attention, ep=ep)
-        with at_option("--model"):
+        with at_option("--model", model_name):
             model = get_model(model_name)
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
         sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)

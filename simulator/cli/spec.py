@@ -58,7 +58,7 @@ def _model(name: str, model_config: Path | None, weight_dtype: str | None = None
     if model_config:  # its errors name the file (or say it is a folder)
         model = get_model(str(model_config))
     else:
-        with at_option("--model"):
+        with at_option("--model", name):
             model = get_model(name)
     return with_weight_precision(model, weight_dtype, "--weight-dtype")
 
@@ -157,8 +157,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     levers that make a target fit."""
     with config_errors():
         model = _model(model_name, model_config, weight_dtype)
+        cat = load_catalog(catalog)  # its own errors name its file
         with at_option("--hardware"):
-            node = load_catalog(catalog).node(hardware)
+            node = cat.node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
         budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         lay = parse_layout(_layout(layout, kv_dtype))
@@ -274,8 +275,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
             names = [p for p in plans.split(",") if p]
-            with at_option("--plan"):
-                chosen = [parse_plan(p) for p in names]
+            chosen = [parse_plan(p) for p in names]  # its errors quote the plan as written: plan 'tp8+pp0
             must_differ(names, [p.label for p in chosen], "--plan", "plan")
         elif tp is None and kinds:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)

@@ -79,4 +79,5 @@ def test_cost_refuses_weights_that_do_not_fit():
     assert r.exit_code == 2 and "does not fit TP1 on 8xH100" in r.output and "by 69.1 GB" in r.output
     r = CliRunner().invoke(cost, ["--hardware", "H100", "--model", "Llama-3.1-70B", "--tp", "3", "--batch", "1",
                                   "--context", "1"])
-    assert r.exit_code == 2 and "Error: --tp: must be a divisor of the 64 query heads (got 3)" in r.output
+    assert r.exit_code == 2
+    assert "Error: --tp: plan TP3 for Llama-3.1-70B: must be a divisor of the 64 query heads (got 3)" in r.output

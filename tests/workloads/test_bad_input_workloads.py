@@ -117,7 +117,7 @@ def test_a_row_with_more_fields_than_the_header_is_an_error(tmp_path: Path, name
 # --- F19: generator errors name the key (and the file), when the spec is read -------------------------
 def test_a_token_length_beyond_any_request_names_its_key_when_the_scenario_is_read(tmp_path: Path) -> None:
     p = write(tmp_path / "s.toml", edit('name = "chat-4k"', 'name = "chat-4k"\noutput_tokens = { mean = 1e300 }'))
-    with pytest.raises(ConfigError, match=r"s\.toml: workload\.spec\.output_tokens\.mean and 'low': must be "
+    with pytest.raises(ConfigError, match=r"s\.toml: workload\.spec\.output_tokens: 'mean' and 'low' must be "
                                           r"at most 1,099,511,627,776 tokens unless 'high'"):
         load_scenario(p)
     assert "workload.spec.output_tokens" in error(kvsim("run", p, "--out", tmp_path / "out"), "s.toml")

@@ -156,7 +156,7 @@ def guarded(
                                   f"{r.arrival_s!r} s, the previous one at {last_s!r} s)")
         except (FieldError, ConfigError) as e:
             if on_error == "stop":  # a request's rule at its field, not the class's name (Request(1):)
-                said = f"{e.key!r} must be {e.rule} (got {shown(e.value)})" if isinstance(e, RuleError) else e
+                said = e.quoted() if isinstance(e, RuleError) else e
                 raise ConfigError(f"{path.name}:{line}: {said}") from None
             stats.skipped_rows += 1
             continue
