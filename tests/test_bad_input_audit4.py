@@ -11,6 +11,7 @@ import pytest
 
 from simulator.errors import ConfigError, RuleError, must, placed
 from simulator.scenario import load_scenario
+from tests.test_bad_input_models import MODEL_M
 from tests.test_hostile_inputs import BASE, edit, error, kvsim
 
 
@@ -120,16 +121,6 @@ def test_the_documented_defaults_written_out_are_accepted(tmp_path: Path) -> Non
         load_scenario(p)
 
 
-MODEL = """[model.M]
-n_layers = 32
-d_model = 4096
-n_heads = 32
-n_kv_heads = 8
-head_dim = 128
-attention = "gqa"
-total_params = 8e9
-active_params = 8e9
-"""
 
 
 @pytest.mark.parametrize(("old", "new", "says"), [
@@ -139,7 +130,7 @@ active_params = 8e9
 ])
 def test_a_model_catalog_entry_is_refused_at_its_key(tmp_path: Path, old: str, new: str, says: str) -> None:
     cat = tmp_path / "m.toml"
-    cat.write_text(MODEL.replace(old, new))
+    cat.write_text(MODEL_M.replace(old, new))
     assert error(kvsim("models", "--catalog", cat), str(cat)) == f"Error: {cat}: {says}"
 
 
