@@ -245,9 +245,11 @@ def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None)
     if unknown:
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: gpu, node")
     for table in ("gpu", "node"):  # [gpu.NAME] and [node.NAME] tables, each a table of keys
-        must(isinstance(data.get(table, {}), dict), str(path), table, f"tables [{table}.NAME]", data.get(table))
+        if not isinstance(data.get(table, {}), dict):
+            raise ConfigError(f"{path}: {table}: must be tables [{table}.NAME] (got {shown(data[table])})")
         for key, raw in data.get(table, {}).items():
-            must(isinstance(raw, dict), f"{path}: {table}", key, f"a table [{table}.{key}] of keys", raw)
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{path}: {table}.{key}: must be a table of keys (got {shown(raw)})")
     for key, raw in data.get("gpu", {}).items():
         gpus[key] = _build(GPUSpec, f"{path}: gpu.{key}", key, raw)
     for key, raw in data.get("node", {}).items():

@@ -313,18 +313,27 @@ def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
     return models
 
 
-def get_model(name: str, extra: Path | None = None) -> ModelSpec:
-    """A model by catalog name (case-insensitive), or by path to a HF ``config.json``."""
+def get_model(name: str, extra: Path | None = None, *, path: bool = False) -> ModelSpec:
+    """A model by catalog name (case-insensitive), or by path to a HF ``config.json``; with `path` (a
+    ``--model-config`` or ``model.config``), only the file: a folder there is refused even when a catalog
+    model has its name (a download folder named after the model)."""
+    if path:
+        _refuse_folder(name)
+        return from_hf_config(Path(name))
     if name.endswith(".json") or "/" in name or (Path(name).suffix and Path(name).is_file()):
         return from_hf_config(Path(name))
     models = load_models(extra)
     for k, v in models.items():
         if k.lower() == name.lower():
             return v
-    if Path(name).is_dir():  # "." or a model's download folder (no catalog name): the file in it is meant
+    _refuse_folder(name)  # "." or a model's download folder (no catalog name): the file in it is meant
+    raise ConfigError(f"unknown model {name!r}; valid: {', '.join(models)} (or a path to a config.json)")
+
+
+def _refuse_folder(name: str) -> None:
+    if Path(name).is_dir():
         hint = " (it holds one: give that path)" if (Path(name) / "config.json").is_file() else ""
         raise ConfigError(f"{name!r} is a folder; give the path to its config.json{hint}")
-    raise ConfigError(f"unknown model {name!r}; valid: {', '.join(models)} (or a path to a config.json)")
 
 
 def from_hf_config(path: Path, total_params: float | None = None) -> ModelSpec:

@@ -240,7 +240,7 @@ class Scenario:
         m = self.model
         path = str(self._resolve(m.config)) if m.config else None
         with _at_key("model.config" if m.config else "model.name", path):
-            model = get_model(path) if path else get_model(m.name)
+            model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:

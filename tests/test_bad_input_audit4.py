@@ -311,7 +311,7 @@ def test_errors_inside_a_named_file_are_not_prefixed_twice(tmp_path: Path) -> No
     assert str(err.value).startswith(f"{p}: {bad}: 'num_hidden_layers' must be")  # not model.config: bad.json:
     assert error(kvsim("fit", "--model", bad, "--context", 9), str(bad)).startswith(f"Error: {bad}: ")
     assert error(kvsim("fit", "--catalog", tmp_path / "nofile.toml", "--context", 9), "nofile") == (
-        f"Error: {tmp_path}/nofile.toml: file not found")  # not --hardware:
+        f"Error: --catalog: {tmp_path}/nofile.toml: file not found")  # not --hardware:
 
 
 def test_a_prefill_plan_part_taken_from_cluster_is_named_as_such(tmp_path: Path) -> None:
@@ -337,9 +337,9 @@ def test_an_option_keeps_a_readable_owner_and_a_ttl_as_written() -> None:
 
 
 @pytest.mark.parametrize(("text", "says"), [
-    ("gpu = 5\n", "'gpu' must be tables [gpu.NAME] (got 5)"),
-    ("[gpu]\nZ1 = 5\n", "gpu: 'Z1' must be a table [gpu.Z1] of keys (got 5)"),
-    ('[node]\nN = "x"\n', "node: 'N' must be a table [node.N] of keys (got 'x')"),
+    ("gpu = 5\n", "gpu: must be tables [gpu.NAME] (got 5)"),
+    ("[gpu]\nZ1 = 5\n", "gpu.Z1: must be a table of keys (got 5)"),
+    ('[node]\nN = "x"\n', "node.N: must be a table of keys (got 'x')"),
 ])
 def test_a_catalog_whose_tables_are_not_tables_is_one_line(tmp_path: Path, text: str, says: str) -> None:
     cat = tmp_path / "c.toml"
@@ -350,4 +350,35 @@ def test_a_catalog_whose_tables_are_not_tables_is_one_line(tmp_path: Path, text:
 def test_a_plain_number_for_a_lognormal_is_refused_at_its_key(tmp_path: Path) -> None:
     p = _workload(tmp_path, 'name = "chat-4k"\nthink_time_s = -5')
     assert error(kvsim("workload", "describe", p), str(p)) == (
-        f"Error: {p}: workload.spec.think_time_s: must be > 0 (got -5.0)")  # not think_time_s.mean
+        f"Error: {p}: workload.spec.think_time_s: must be > 0 (got -5)")  # not think_time_s.mean
+
+
+# --- the second review (helper-99) ---------------------------------------------------------------------------
+def test_a_config_path_that_is_a_folder_is_refused_even_when_a_catalog_model_has_its_name(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Llama-3.1-8B").mkdir()
+    (tmp_path / "Llama-3.1-8B" / "config.json").write_text("{}")
+    says = "'Llama-3.1-8B' is a folder; give the path to its config.json (it holds one: give that path)"
+    assert error(kvsim("calc", "--model-config", "Llama-3.1-8B", "--context", 100), "folder") == f"Error: {says}"
+    p = tmp_path / "s.toml"
+    p.write_text(edit('name = "Llama-3.1-8B"', 'config = "Llama-3.1-8B"'))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)  # not the catalog's Llama-3.1-8B, silently
+    resolved = says.replace(repr("Llama-3.1-8B"), repr(f"{tmp_path}/Llama-3.1-8B"))  # the path it read
+    assert str(err.value) == f"{p}: model.config: {resolved}"
+
+
+def test_more_options_and_keys_said_where_they_were_written(tmp_path: Path, monkeypatch) -> None:
+    assert error(kvsim("breakeven", "--ttl", "5m, abc"), "--ttl") == (
+        "Error: --ttl: must be like 5m, 1h, 90s or none (got ' abc')")
+    assert error(kvsim("fit", "--context", 10, "--catalog", "nothere.toml"), "--catalog") == (
+        "Error: --catalog: nothere.toml: file not found")
+    monkeypatch.chdir(tmp_path)
+    Path("bad.json").write_text(json.dumps({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 0,
+                                            "vocab_size": 10, "intermediate_size": 10}))
+    assert error(kvsim("fit", "--model", "./bad.json", "--context", 1000), "bad.json") == (
+        "Error: bad.json: 'num_attention_heads' must be a positive integer (got 0)")  # no --model: prefix
+    for value, says in [("inf", "must be a finite number (got inf)"), ("-3", "must be > 0 (got -3)")]:
+        w = _workload(tmp_path, f'name = "chat-4k"\nuser_tokens = {value}')
+        assert error(kvsim("workload", "describe", w), str(w)) == f"Error: {w}: workload.spec.user_tokens: {says}"

@@ -237,7 +237,7 @@ def test_layouts_a_lever_at_a_time_still_compose():
 
 
 @pytest.mark.parametrize(("spec", "says"), [
-    ("user_tokens = inf", "workload.spec.user_tokens.mean: must be a finite number (got inf)"),
+    ("user_tokens = inf", "workload.spec.user_tokens: must be a finite number (got inf)"),
     ('sessions = {kind = "poisson", rate_per_s = inf}', "workload.spec.sessions.rate_per_s: must be a finite number"),
     ("output_tokens = {mean = 100, low = -50, high = -10}",
      "workload.spec.output_tokens.low: must be >= 0 and finite (draws are positive)"),

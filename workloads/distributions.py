@@ -117,8 +117,12 @@ def lognormal_from(value: object, where: str) -> LogNormal:
         return value
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            require_numbers({"mean": value}, where)
-            return LogNormal(mean=float(value), key=where)
+            if not math.isfinite(value):  # the key itself, not key.mean: a plain number is the mean
+                raise ConfigError(f"{where}: must be a finite number (got {value!r})")
+            try:
+                return LogNormal(mean=float(value), key=where)
+            except RuleError as exc:
+                raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, value).at(where)) from None
         if isinstance(value, dict):
             valid = {"mean", "cv", "low", "high"}
             unknown = sorted(str(k) for k in set(value) - valid)

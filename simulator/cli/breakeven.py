@@ -131,8 +131,12 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     """``--ttl``'s seconds (the profile's when None); a TTL the profile does not sell is said as written."""
-    items = [t.strip() for t in text.split(",")] if text else []
-    ttls = {parse_ttl(t): t for t in items} if text else {t: "" for t in profile.ttl_s}
+    ttls: dict[float, str] = {t: "" for t in profile.ttl_s} if not text else {}
+    for item in text.split(",") if text else []:
+        try:
+            ttls[parse_ttl(item)] = item
+        except RuleError as exc:
+            raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, item).at("--ttl")) from None
     chosen = sorted(t for t in ttls if t > 0)
     must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
     for t in chosen:

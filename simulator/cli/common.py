@@ -68,7 +68,7 @@ def config_errors() -> Iterator[None]:
 
 
 @contextmanager
-def at_option(flag: str, value: str | None = None) -> Iterator[None]:
+def at_option(flag: str, value: str | Path | None = None) -> Iterator[None]:
     """A value of option `flag` that does not resolve (an unknown node or model, a missing file), said at
     the option: ``--hardware: unknown node 'H999'; valid: ...``. An error inside the file `value` names
     (``--model ./m.json``) names that file already and is left as it is."""
@@ -81,8 +81,9 @@ def at_option(flag: str, value: str | None = None) -> Iterator[None]:
 
 
 def in_file(exc: Exception, path: str | Path) -> bool:
-    """Whether `exc` is about the content of the existing file `path` (its message begins with it)."""
-    return Path(path).is_file() and str(exc).startswith(str(path))
+    """Whether `exc` is about the content of the existing file `path` (its message begins with it, as
+    given or as `Path` spells it: ``./m.json`` is ``m.json``)."""
+    return Path(path).is_file() and str(exc).startswith((str(path), str(Path(path))))
 
 
 def _at_option(exc: RuleError) -> str:

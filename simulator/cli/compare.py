@@ -134,7 +134,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     else:
         seed = 0 if seed is None else seed
         prices = parse_prices(usd_per_gpu_hour, PRICE_OPTION) if usd_per_gpu_hour is not None else None
-        cat = load_catalog(catalog).priced(prices, PRICE_OPTION)
+        with at_option("--catalog", catalog):
+            cat = load_catalog(catalog)
+        cat = cat.priced(prices, PRICE_OPTION)
         with at_option("--hardware"):  # an unknown or empty kind: say which option named it
             node = cat.node(hardware)
         tp = node.gpus if tp is None else tp

@@ -57,7 +57,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from simulator.placement import ParallelPlan
 
     with config_errors():
-        cat = load_catalog(catalog)  # its own errors name its file
+        with at_option("--catalog", catalog):  # a missing file; its content's errors name it
+            cat = load_catalog(catalog)
         with at_option("--hardware"):
             node = cat.node(hardware)
         gpu = node.gpu

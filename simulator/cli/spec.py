@@ -56,7 +56,7 @@ from simulator.units import GB, MB
 
 def _model(name: str, model_config: Path | None, weight_dtype: str | None = None) -> ModelSpec:
     if model_config:  # its errors name the file (or say it is a folder)
-        model = get_model(str(model_config))
+        model = get_model(str(model_config), path=True)
     else:
         with at_option("--model", name):
             model = get_model(name)
@@ -157,7 +157,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     levers that make a target fit."""
     with config_errors():
         model = _model(model_name, model_config, weight_dtype)
-        cat = load_catalog(catalog)  # its own errors name its file
+        with at_option("--catalog", catalog):  # a missing file; its content's errors name it
+            cat = load_catalog(catalog)
         with at_option("--hardware"):
             node = cat.node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
@@ -263,7 +264,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     folder = OutputFolder(out, "collapse")
     with config_errors():
         model = _model(model_name, model_config, weight_dtype)
-        cat = load_catalog(catalog)
+        with at_option("--catalog", catalog):
+            cat = load_catalog(catalog)
         kinds = [h for h in hardware.split(",") if h]
         with at_option("--hardware"):
             keys = [cat.node(h).key for h in kinds]
@@ -308,7 +310,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
 @click.option("--json", "as_json", is_flag=True, help="every field of every model, as JSON")
 def models(catalog: Path | None, as_json: bool) -> None:
     """The model catalog as a table."""
-    with config_errors():
+    with config_errors(), at_option("--catalog", catalog):
         table = load_models(catalog)
     from simulator.kv import bytes_per_token
 
@@ -336,7 +338,7 @@ def tenths(x: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="every field of every GPU and node, as JSON")
 def hardware(catalog: Path | None, as_json: bool) -> None:
     """The GPU and node catalogs as tables."""
-    with config_errors():
+    with config_errors(), at_option("--catalog", catalog):
         cat = load_catalog(catalog)
     if as_json:
         echo_json({"gpus": [dataclasses.asdict(g) for g in cat.gpus.values()],
