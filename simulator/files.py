@@ -24,6 +24,13 @@ def shown_path(path: str | Path, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 2:]}"
 
 
+def in_file(exc: Exception, path: str | Path) -> bool:
+    """Whether `exc` is about the content of the existing file `path` (its message begins with it, as
+    given or as `Path` spells it: ``./m.json`` is ``m.json``): an error that names its file already, which
+    whoever wraps it at the key or option that named the file leaves as it is."""
+    return Path(path).is_file() and str(exc).startswith((str(path), str(Path(path))))
+
+
 def read_bytes(path: str | Path, missing: str = "file not found") -> bytes:
     """The file's bytes, at most `MAX_INPUT_BYTES`."""
     where = shown_path(path)

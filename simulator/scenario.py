@@ -36,7 +36,7 @@ from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, RuleError, must, must_differ, shown
-from simulator.files import shown_path
+from simulator.files import in_file, shown_path
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
@@ -536,7 +536,7 @@ def _at_key(key: str, path: str | Path | None = None) -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
-        if path is not None and Path(path).is_file() and str(exc).startswith(str(path)):
+        if path is not None and in_file(exc, path):
             raise
         raise ConfigError(f"{key}: {exc}") from None
 

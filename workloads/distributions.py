@@ -132,9 +132,9 @@ def lognormal_from(value: object, where: str) -> LogNormal:
                 raise ConfigError(f"{where}.mean: required key is missing (valid: {', '.join(sorted(valid))})")
             require_numbers(value, where, infinite=("high",))
             return LogNormal(**value, key=where)
-    except ConfigError as exc:  # a rule at its key (``tool_gap_s.cv``), not the class's name
-        if isinstance(exc, RuleError):  # a plain number is the mean: its rule is said at the key itself
-            raise (placed(exc, where) if isinstance(value, dict) else ConfigError(exc.at(where))) from None
+    except ConfigError as exc:  # a rule of a table at its key (``tool_gap_s.cv``), not the class's name
+        if isinstance(exc, RuleError):
+            raise placed(exc, where) from None
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     raise ConfigError(f"{where}: must be a number or a table {{mean, cv, low, high}} (got {shown(value)})")

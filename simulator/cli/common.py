@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name
-from simulator.files import shown_path
+from simulator.files import in_file, shown_path
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,12 +78,6 @@ def at_option(flag: str, value: str | Path | None = None) -> Iterator[None]:
         if value is not None and in_file(exc, value):
             raise
         raise ConfigError(f"{flag}: {exc}") from None
-
-
-def in_file(exc: Exception, path: str | Path) -> bool:
-    """Whether `exc` is about the content of the existing file `path` (its message begins with it, as
-    given or as `Path` spells it: ``./m.json`` is ``m.json``)."""
-    return Path(path).is_file() and str(exc).startswith((str(path), str(Path(path))))
 
 
 def _at_option(exc: RuleError) -> str:
