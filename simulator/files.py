@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,20 @@ def in_file(exc: Exception, path: str | Path) -> bool:
     given or as `Path` spells it: ``./m.json`` is ``m.json``): an error that names its file already, which
     whoever wraps it at the key or option that named the file leaves as it is."""
     return Path(path).is_file() and str(exc).startswith((str(path), str(Path(path))))
+
+
+@contextmanager
+def said_at(where: str, path: str | Path | None = None) -> Iterator[None]:
+    """A name or file that does not resolve (an unknown node or model, a missing file), said at the key
+    or option `where` that named it: ``cluster.hardware: unknown node '1xH999'; valid: ...``,
+    ``--catalog: c.toml: file not found``. An error inside the existing file `path` names that file
+    already and is left as it is (`in_file`)."""
+    try:
+        yield
+    except ConfigError as exc:
+        if path is not None and in_file(exc, path):
+            raise
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def read_bytes(path: str | Path, missing: str = "file not found") -> bytes:

@@ -24,8 +24,7 @@ Every error names the file, the key path, the value and the rule, in one line.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
 from pathlib import Path
@@ -36,7 +35,7 @@ from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, RuleError, must, must_differ, shown
-from simulator.files import in_file, shown_path
+from simulator.files import said_at, shown_path
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
@@ -239,13 +238,13 @@ class Scenario:
         """The model as served: the catalog's or the config.json's, in ``[model] weight_dtype``."""
         m = self.model
         path = str(self._resolve(m.config)) if m.config else None
-        with _at_key("model.config" if m.config else "model.name", path):
+        with said_at("model.config" if m.config else "model.name", path):
             model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
     def _catalog(self) -> Catalog:
         path = self._resolve(self.cluster.catalog) if self.cluster.catalog else None
-        with _at_key("cluster.catalog", path):
+        with said_at("cluster.catalog", path):
             catalog = load_catalog(path)
         return catalog.priced(self.cluster.usd_per_gpu_hour, "cluster.usd_per_gpu_hour")
 
@@ -287,7 +286,7 @@ class Scenario:
         d = self.disaggregation or DisaggregationSection()
         catalog = self._catalog()
         node = hardware if isinstance(hardware, NodeSpec) else catalog.node(hardware)
-        with _at_key("disaggregation.prefill_hardware"):
+        with said_at("disaggregation.prefill_hardware"):
             p_node = catalog.node(d.prefill_hardware) if d.prefill_hardware else node
         plan = self.prefill_plan
         pool = PoolConfig(node=p_node, n_nodes=d.prefill_nodes if prefill_nodes is None else prefill_nodes,
@@ -301,14 +300,14 @@ class Scenario:
         catalog = self._catalog()
         if hardware is not None:
             return [catalog.node(h) for h in hardware]
-        with _at_key("cluster.hardware"):
+        with said_at("cluster.hardware"):
             return [catalog.node(h) for h in self.cluster.hardware]
 
     def priced_nodes(self) -> list[NodeSpec]:
         """Every node kind the scenario's fleets run on, each once: `nodes` and ``[disaggregation]
         prefill_hardware`` (what a price note names: each GPU priced)."""
         d, nodes = self.disaggregation, self.nodes()
-        with _at_key("disaggregation.prefill_hardware"):
+        with said_at("disaggregation.prefill_hardware"):
             extra = [self._catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
         return list({n.key: n for n in [*nodes, *extra]}.values())
 
@@ -505,7 +504,7 @@ class Scenario:
             raise ConfigError(f"{self.where}: {exc.at(self._plan_key(exc.key, 'prefill'))}") from None
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: disaggregation: {exc}") from None
-        with _at_key("disaggregation.prefill_hardware"):
+        with said_at("disaggregation.prefill_hardware"):
             p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
         for node in p_nodes:
             node.gpu.peak_flops(model.weight_dtype)
@@ -526,19 +525,6 @@ class Scenario:
             raise ConfigError(
                 f"{self.where}: workload requests must fit {model.key}'s context of "
                 f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
-
-
-@contextmanager
-def _at_key(key: str, path: str | Path | None = None) -> Iterator[None]:
-    """A name or file that does not resolve (an unknown node or model, a missing file), said at the
-    scenario `key` that named it: ``cluster.hardware: unknown node '1xH999'; valid: ...``. An error
-    inside the existing file `path` names that file already and is left as it is."""
-    try:
-        yield
-    except ConfigError as exc:
-        if path is not None and in_file(exc, path):
-            raise
-        raise ConfigError(f"{key}: {exc}") from None
 
 
 def _under_workload(exc: ConfigError) -> str:

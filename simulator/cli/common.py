@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name
-from simulator.files import in_file, shown_path
+from simulator.files import said_at, shown_path
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,17 +67,7 @@ def config_errors() -> Iterator[None]:
                               "README's Limits)") from None
 
 
-@contextmanager
-def at_option(flag: str, value: str | Path | None = None) -> Iterator[None]:
-    """A value of option `flag` that does not resolve (an unknown node or model, a missing file), said at
-    the option: ``--hardware: unknown node 'H999'; valid: ...``. An error inside the file `value` names
-    (``--model ./m.json``) names that file already and is left as it is."""
-    try:
-        yield
-    except ConfigError as exc:
-        if value is not None and in_file(exc, value):
-            raise
-        raise ConfigError(f"{flag}: {exc}") from None
+at_option = said_at  # a value of an option that does not resolve, said at its flag (``--hardware: ...``)
 
 
 def _at_option(exc: RuleError) -> str:
