@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from simulator.errors import ConfigError, placed, shown
@@ -97,15 +97,20 @@ def coerce(tp: Any, value: Any, where: str) -> Any:
     return _coerce(tp, value, where)
 
 
+def missing_fields(cls: Any, table: Mapping[str, Any], given: Collection[str] = ()) -> list[str]:
+    """The init fields of dataclass `cls` that have no default and that neither `table` nor `given`
+    (fields filled another way) holds, in field order: the required keys a table leaves out."""
+    return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in table and f.name not in given
+            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
 def construct(cls: type[C], table: Mapping[str, Any], where: str, **given: Any) -> C:
     """``cls(**given, **table)`` for a data file's entry at `where` (``m.toml: model.M``) whose keys
     the caller has checked: every field the table leaves out that has no default is named
     (``<where>: missing key 'k'``), every value takes its field's type (`coerce`: ``n_layers = "x"``
     is ``<where>.n_layers: must be an integer``, not Python's comparison error) and a rule of `cls`
     is said at its key (`placed`), not under the class's name."""
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    missing = [n for n, f in fields.items() if n not in table and n not in given and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+    missing = missing_fields(cls, table, given)
     if missing:
         raise ConfigError(f"{where}: missing key {missing[0]!r}")
     hints = typing.get_type_hints(cls)
@@ -126,8 +131,7 @@ def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     unknown = [k for k in table if k not in fields]
     if unknown:
         raise ConfigError(f"{where}.{str(unknown[0])[:80]}: unknown key; valid: {', '.join(fields)}")
-    missing = [n for n, f in fields.items() if n not in table and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+    missing = missing_fields(cls, table, own)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: required key is missing")
     kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in table.items()}

@@ -26,8 +26,9 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from scipy import stats
 
+from simulator.config import missing_fields
 from simulator.errors import ConfigError, must, placed, shown
-from workloads.distributions import missing_keys, require_numbers
+from workloads.distributions import require_numbers
 
 
 class ArrivalProcess(Protocol):
@@ -200,7 +201,7 @@ def arrival_from(value: object, where: str) -> ArrivalProcess:
     unknown = sorted(set(params) - valid)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0][:80]}: unknown key (valid: {', '.join(sorted(valid))})")
-    missing = missing_keys(cls, params)
+    missing = missing_fields(cls, params)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: required key is missing ({kind} takes {', '.join(sorted(valid))})")
     require_numbers(params, where, keys={k for k, f in cls.__dataclass_fields__.items()

@@ -7,9 +7,7 @@ coefficient of variation, as traces report them); `.dist()` turns it into a froz
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,12 +88,6 @@ class LogNormal:
             raise ConfigError(f"{self._named()}LogNormal(mean={self.mean:g}, cv={self.cv:g}): drew {x.max():.3g} "
                               f"tokens, over {LARGEST_TOKENS:.3g}; bound the draws with 'high'")
         return x.astype(np.int64)
-
-
-def missing_keys(cls: Any, table: Mapping[str, object]) -> list[str]:
-    """The fields of dataclass `cls` that have no default and that `table` leaves out, in field order."""
-    return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in table
-            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
 def require_numbers(table: dict[str, object], where: str, keys: object = None,

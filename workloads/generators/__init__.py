@@ -18,9 +18,10 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
+from simulator.config import missing_fields
 from simulator.errors import ConfigError, RuleError, placed, shown
 from workloads.arrivals import arrival_from
-from workloads.distributions import lognormal_from, missing_keys, require_numbers
+from workloads.distributions import lognormal_from, require_numbers
 from workloads.request import Request
 
 
@@ -91,7 +92,7 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
             if kind == "int" and not isinstance(value, int):  # 2.5 system prompts is no count
                 raise ConfigError(f"{where}.{key}: must be a whole number (got {value!r})")
         kwargs[key] = value
-    missing = missing_keys(cls, kwargs)
+    missing = missing_fields(cls, kwargs)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: required key is missing")
     try:
