@@ -46,9 +46,10 @@ class RuleError(ConfigError):
         super().__init__(f"{owner}: {key!r} must be {rule} (got {shown(value)})")
         self.owner, self.key, self.rule, self.value = owner, key, rule, value
 
-    def at(self, where: str) -> str:
-        """The rule said at `where`, the key or option the user wrote: ``<where>: must be <rule> (got ...)``."""
-        return f"{where}: must be {self.rule} (got {shown(self.value)})"
+    def at(self, where: str, *, got: object = None) -> str:
+        """The rule said at `where`, the key or option the user wrote: ``<where>: must be <rule> (got ...)``,
+        quoting `got` when given (the value as the user wrote it: ``420s``, not the ``7m`` it parsed to)."""
+        return f"{where}: must be {self.rule} (got {shown(self.value if got is None else got)})"
 
     def quoted(self, key: str | None = None) -> str:
         """The rule without its owner, at `key` (default its own): ``'<key>' must be <rule> (got ...)``."""

@@ -445,7 +445,7 @@ class Scenario:
             try:
                 profile.write_multiplier(parse_ttl(ttl))
             except RuleError as exc:
-                raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, ttl).at(f"billing.ttls[{i}]")) from None
+                raise ConfigError(exc.at(f"billing.ttls[{i}]", got=ttl)) from None
 
     def _plan_key(self, part: str, pool: str) -> str:
         """The scenario key that set `part` (tp, pp, ep, dp_attention) of the `pool`'s plan ("decode": the

@@ -114,7 +114,7 @@ def lognormal_from(value: object, where: str) -> LogNormal:
             try:
                 return LogNormal(mean=float(value), key=where)
             except RuleError as exc:
-                raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, value).at(where)) from None
+                raise ConfigError(exc.at(where, got=value)) from None
         if isinstance(value, dict):
             valid = {"mean", "cv", "low", "high"}
             unknown = sorted(str(k) for k in set(value) - valid)

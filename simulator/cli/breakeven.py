@@ -136,14 +136,14 @@ def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
         try:
             ttls[parse_ttl(item)] = item
         except RuleError as exc:
-            raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, item).at("--ttl")) from None
+            raise ConfigError(exc.at("--ttl", got=item)) from None
     chosen = sorted(t for t in ttls if t > 0)
     must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
     for t in chosen:
         try:
             profile.write_multiplier(t)  # raises listing the TTLs the profile sells
         except RuleError as exc:
-            raise ConfigError(RuleError(exc.owner, exc.key, exc.rule, ttls[t] or exc.value).at("--ttl")) from None
+            raise ConfigError(exc.at("--ttl", got=ttls[t] or None)) from None
     return chosen
 
 

@@ -277,7 +277,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
             names = [p for p in plans.split(",") if p]
-            chosen = [parse_plan(p) for p in names]  # its errors quote the plan as written: plan 'tp8+pp0
+            chosen = [parse_plan(p) for p in names]  # its errors quote the plan as written (plan 'tp8+pp0')
             must_differ(names, [p.label for p in chosen], "--plan", "plan")
         elif tp is None and kinds:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
