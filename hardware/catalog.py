@@ -64,6 +64,11 @@ class GPUSpec:
             must(v >= 0, where, f, ">= 0", v)
         must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
 
+    def has_tensor_cores(self, dtype: str) -> bool:
+        """Whether the GPU computes in `dtype` (``bf16``/``fp16``, ``fp8``, ``fp4``): its peak is above 0."""
+        key = "bf16" if dtype in ("bf16", "fp16") else dtype
+        return key in COMPUTE_DTYPES and getattr(self, f"{key}_flops") > 0
+
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s for a compute dtype (``bf16``/``fp16``, ``fp8``, ``fp4``).
 
@@ -75,9 +80,8 @@ class GPUSpec:
         if flops <= 0:
             can = [d for d in COMPUTE_DTYPES if getattr(self, f"{d}_flops") > 0]
             raise ConfigError(f"{self.key} has no {dtype} tensor cores ({key}_flops = 0 in the GPU catalog): "
-                              f"'weight_dtype' must be one it computes in ({', '.join(can)}) (got {dtype!r}); "
-                              f"a model released in {dtype} is served in one with [model] weight_dtype or "
-                              "--weight-dtype")
+                              f"it computes in {', '.join(can)} (got {dtype!r}); weights in {dtype} run their "
+                              "GEMMs weight-only there (simulator.models.gemm_dtype)")
         return flops
 
     def price_note(self) -> str:

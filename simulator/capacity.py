@@ -89,10 +89,8 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
               weight_dtype: str | None = None) -> KVBudget:
     """The per-GPU KV budget of a replica under `plan` (default: ``tp`` GPUs, all of the node's
     when not given; a `tp` given beside a `plan` must be the plan's); raises `DoesNotFitError` naming
-    the GPU and the GB short when weights don't fit, and `ConfigError` when the GPU has no tensor cores
-    for the weights' precision (`GPUSpec.peak_flops`: fp4 on a Hopper), as `kvsim run` and `cost` do:
-    a fleet that cannot compute in its weights' precision serves no stream."""
-    node.gpu.peak_flops(weight_dtype or model.weight_dtype)
+    the GPU and the GB short when weights don't fit. Weights in a format the GPU has no tensor cores for
+    (fp4 on a Hopper) fit as stored: the GPU runs their GEMMs weight-only (`simulator.models.gemm_dtype`)."""
     must(plan is None or tp is None or tp == plan.tp, "kv_budget", "tp", f"the plan's tp ({plan and plan.tp}) "
          "or None when a plan is given", tp)
     plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)

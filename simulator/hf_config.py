@@ -20,9 +20,11 @@ import re
 from typing import Any
 
 from simulator.errors import ConfigError, RuleError, is_whole, shown
-from simulator.models import ModelSpec, attention_params
+from simulator.models import ModelSpec, attention_params, dtype
 
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# a checkpoint's torch_dtype -> the weights as served: vLLM's --dtype auto "will use FP16 precision for FP32 and
+# FP16 models, and BF16 precision for BF16 models" (docs.vllm.ai, engine arguments, read 2026-12)
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16"}
 
 
 def _get(cfg: dict[str, Any], where: str, *names: str, default: Any = None, required: bool = True) -> Any:
@@ -136,14 +138,22 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
     - ``modelopt`` (TensorRT Model Optimizer): ``quant_algo`` FP8 -> fp8, NVFP4 -> fp4;
     - ``compressed-tensors`` (llm-compressor): the weights of its first config group,
       ``num_bits`` 8 / 4 of ``type`` float -> fp8 / fp4 (block-scaled when ``strategy = "block"``);
-    - ``mxfp4`` (gpt-oss): fp4.
-    Anything else (AWQ, GPTQ, bitsandbytes: integer weight-only formats) is refused by name.
+    - ``mxfp4`` (gpt-oss): mxfp4;
+    - ``awq``, ``gptq`` of ``bits`` 4 in groups of 128 (``group_size``): w4a16.
+    Anything else (other bits or group sizes, bitsandbytes) is refused by name.
     """
     method = str(qcfg.get("quant_method"))
     if method == "fp8":
         return "fp8", bool(qcfg.get("weight_block_size"))
     if method == "mxfp4":
-        return "fp4", False
+        return "mxfp4", False
+    if method in ("awq", "gptq"):
+        bits, group = qcfg.get("bits", qcfg.get("w_bit")), qcfg.get("group_size", qcfg.get("q_group_size"))
+        w4a16 = dtype("w4a16").group_size  # the format kvsim sizes (simulator/data/kv_dtypes.toml)
+        if bits == 4 and group == w4a16:
+            return "w4a16", False
+        raise ConfigError(f"{where}: 'quantization_config' of {method} must have bits 4 and group_size {w4a16}, "
+                          f"as kvsim's w4a16 (got bits {shown(bits)}, group_size {shown(group)})")
     if method == "modelopt":
         algo = str(qcfg.get("quant_algo", "")).upper()
         if algo in ("FP8", "NVFP4"):
@@ -160,7 +170,8 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
         raise ConfigError(f"{where}: 'quantization_config.config_groups' weights must be float with num_bits 8 or 4 "
                           f"(got type {kind!r}, num_bits {bits!r})")
     raise ConfigError(f"{where}: cannot interpret 'quantization_config.quant_method' {method[:40]!r}; "
-                      "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits), mxfp4")
+                      "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits), mxfp4, "
+                      "awq and gptq (4 bits, groups of 128)")
 
 
 # ModelSpec's fields as config.json spells them, where a rule of the spec names its field in an error

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulator.errors import ConfigError, is_whole, must, shown
-from simulator.models import ModelSpec, dtype
+from simulator.models import ModelSpec, dtype, kv_dtypes
 
 DEFAULT_BLOCK_TOKENS = 16
 BASELINE_DTYPE = "bf16"
@@ -70,7 +70,7 @@ class KVLayout:
         if self.attention == "gqa":
             must(self.kv_heads >= 1, w, "kv_heads", ">= 1 with attention='gqa'", self.kv_heads)
         must(0 < self.own_layer_fraction <= 1, w, "own_layer_fraction", "in (0, 1]", self.own_layer_fraction)
-        dtype(self.kv_dtype)
+        must(self.kv_dtype in kv_dtypes(), w, "kv_dtype", f"one of {', '.join(kv_dtypes())}", self.kv_dtype)
         must(self.compress_ratio >= 1, w, "compress_ratio", ">= 1", self.compress_ratio)
         must(self.compress_recent_tokens >= 0, w, "compress_recent_tokens", ">= 0", self.compress_recent_tokens)
         must(self.mla_rank >= 1 and self.mla_rope >= 0, w, "mla_rank", ">= 1", self.mla_rank)
@@ -172,10 +172,8 @@ def parse_layout(text: str) -> KVLayout:
             elif name == "no-sliding":
                 layout = replace(layout, use_sliding_window=False)
             else:
-                try:
-                    dtype(name)
-                except ConfigError:
-                    raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}; valid: {LEVERS}") from None
+                if name not in kv_dtypes():  # mxfp4 and w4a16 are weight formats only
+                    raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}; valid: {LEVERS}")
                 layout = replace(layout, kv_dtype=name)
         except ConfigError as exc:
             msg = str(exc)

@@ -7,31 +7,39 @@ same schema, or a Hugging Face ``config.json`` (`from_hf_config`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.config import construct
 from simulator.errors import ConfigError, must
 from simulator.tomlfile import read_toml
 
+if TYPE_CHECKING:
+    from hardware.catalog import GPUSpec
+
 MODEL_FILE = Path(__file__).parent / "data" / "models.toml"
 DTYPE_FILE = Path(__file__).parent / "data" / "kv_dtypes.toml"
 ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla")
-WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8-block", "fp4")  # a deployment's weight formats
+WEIGHT_PRECISIONS = ("bf16", "fp8", "fp8-block", "fp4", "mxfp4", "w4a16")  # a deployment's weight formats
 DEFAULT_MODEL = "Llama-3.1-70B"  # the model every command and a scenario without [model] use
 ROUNDING_TOLERANCE = 0.02  # a model card's total may round the shapes' sum down by this much
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DType:
-    """A storage format: ``bytes = bytes_per_value + scale_bytes / group_size`` per value."""
+    """A storage format: ``bytes = bytes_per_value + scale_bytes / group_size`` per value; `gemm`, the
+    tensor-core precision weights in it compute in where the GPU has one (empty: weight-only, `gemm_dtype`);
+    `kv`, whether a KV cache may store in it (false for a weight format only)."""
 
     name: str
     bytes_per_value: float
     group_size: int = 0
     scale_bytes: float = 0.0
+    gemm: str = ""
+    kv: bool = True
     source: str = ""
 
     @property
@@ -57,6 +65,27 @@ def dtype(name: str) -> DType:
     if name not in table:
         raise ConfigError(f"unknown dtype {name!r}; valid: {', '.join(table)}")
     return table[name]
+
+
+def kv_dtypes() -> list[str]:
+    """The formats a KV cache may store in (all but the weight-only ones: ``mxfp4``, ``w4a16``)."""
+    return [k for k, v in dtypes().items() if v.kv]
+
+
+def weight_dtypes() -> list[str]:
+    """The formats a model's weights may be stored in: those with a tensor-core precision (`DType.gemm`:
+    bf16, fp16, fp8, fp4, mxfp4) and the weight-only ones (``kv = false``: w4a16); not fp32, int8 or int4."""
+    return [k for k, v in dtypes().items() if v.gemm or not v.kv]
+
+
+def gemm_dtype(weight_dtype: str, gpu: GPUSpec) -> str:
+    """The precision `gpu` runs the GEMMs of weights in `weight_dtype` at: the format's tensor-core
+    precision (``gemm`` in ``simulator/data/kv_dtypes.toml``: fp4 for fp4 and mxfp4, fp8, bf16) where the
+    GPU has tensor cores for it, else ``[weights] weight_only_gemm`` (bf16): the weights stay 4-bit in HBM
+    and the kernel dequantises them, as vLLM's Marlin kernels serve fp4 on Hopper and every w4a16
+    checkpoint. gpt-oss (mxfp4) on an H100: bf16; on a B200: fp4."""
+    own = dtype(weight_dtype).gemm
+    return own if own and gpu.has_tensor_cores(own) else str(_dtype_file()["weights"]["weight_only_gemm"])
 
 
 def outer_weight_dtype(weight_dtype: str) -> str:
@@ -126,7 +155,8 @@ class ModelSpec:
         must(self.total_params > 0, w, "total_params", "> 0", self.total_params)
         must(0 < self.active_params <= self.total_params, w, "active_params",
              f"in (0, total_params={self.total_params:g}]", self.active_params)
-        must(self.weight_dtype in dtypes(), w, "weight_dtype", f"one of {', '.join(dtypes())}", self.weight_dtype)
+        must(self.weight_dtype in weight_dtypes(), w, "weight_dtype", f"one of {', '.join(weight_dtypes())}",
+             self.weight_dtype)
         must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
              self.weight_block_scales)
         if self.attention == "mla":
@@ -257,13 +287,27 @@ def weight_precision(model: ModelSpec) -> str:
     return "fp8-block" if model.weight_dtype == "fp8" and model.weight_block_scales else model.weight_dtype
 
 
+def weight_only_note(model: ModelSpec, gpus: Sequence[GPUSpec]) -> str:
+    """Which of `gpus` run the GEMMs of `model`'s weights weight-only (`gemm_dtype`), for a label beside
+    `weight_precision`: ``bf16 GEMMs on H100, H200`` (fp4 on Hopper), ``bf16 GEMMs`` (a weight-only format
+    such as w4a16: on every GPU), or "" (every GPU computes in the weights' own precision)."""
+    own = dtype(model.weight_dtype).gemm
+    only = sorted({g.key for g in gpus if gemm_dtype(model.weight_dtype, g) != own})
+    if not only:
+        return ""
+    how = f"{_dtype_file()['weights']['weight_only_gemm']} GEMMs"
+    return f"{how} on {', '.join(only)}" if own else how
+
+
 def with_weight_precision(model: ModelSpec, precision: str | None, where: str = "weight_dtype") -> ModelSpec:
     """`model` served with weights in `precision` (one of `WEIGHT_PRECISIONS`; None: as it ships).
 
     Weight bytes follow the storage format (`simulator/data/kv_dtypes.toml`: fp8 1 B; fp4 is
-    NVFP4, 0.5 B + an fp8 scale per 16 values = 0.5625 B), but for the embeddings and LM head of a
-    quantised format, which stay in bf16 (`outer_weight_dtype`); the layers' GEMMs run at that dtype's
-    peak, block-scaled fp8 at its own fitted efficiency, the LM head's at bf16's
+    NVFP4, 0.5 B + an fp8 scale per 16 values = 0.5625 B; mxfp4 0.5 B + an E8M0 scale per 32 =
+    0.53125 B; w4a16 0.5 B + an fp16 scale and a 4-bit zero point per 128 = 0.51953125 B), but for the
+    embeddings and LM head of a quantised format, which stay in bf16 (`outer_weight_dtype`); the layers'
+    GEMMs run at the peak of `gemm_dtype` (the format's own where the GPU has tensor cores for it, else
+    bf16, weight-only), block-scaled fp8 at its own fitted efficiency, the LM head's at bf16's
     (`simulator.cost.step_model`).
     """
     if precision is None:

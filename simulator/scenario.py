@@ -420,7 +420,6 @@ class Scenario:
         nodes = self.nodes()
         must_differ(self.cluster.hardware, [n.key for n in nodes], f"{self.where}: cluster.hardware", "node kind")
         for node in nodes:
-            node.gpu.peak_flops(model.weight_dtype)  # the GPU computes in the weights' precision
             what = "cluster.tp" if self.cluster.pp == 1 else "cluster.tp × cluster.pp"
             budget = self._pool_budget(node, model, self.plan, self.cluster.nodes, what, "cluster.nodes")
             self._check_block(node, model, budget)
@@ -507,7 +506,6 @@ class Scenario:
         with said_at("disaggregation.prefill_hardware"):
             p_nodes = [catalog.node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
         for node in p_nodes:
-            node.gpu.peak_flops(model.weight_dtype)
             self._pool_budget(node, model, plan, d.prefill_nodes, "disaggregation.prefill_tp × prefill_pp",
                               "disaggregation.prefill_nodes", "disaggregation: ", pool="prefill")
         for node in self.nodes():

@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from hardware.catalog import load_catalog
+from hardware.catalog import NodeSpec, load_catalog
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.models import ModelSpec, weight_precision
+from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from workloads import Workload
@@ -63,7 +63,7 @@ class ScenarioRun:
             slo_ok = meets_slo(r, self.scenario.slo.ttft_p99_s, self.scenario.slo.tpot_p99_s)  # as sweep, capacity
             rows.append({
                 "hardware": hw, "nodes": fleet_nodes(r.config), "plan": plan_label(r.config),
-                "weights": weight_precision(r.config.model) if isinstance(r.config.model, ModelSpec) else "",
+                "weights": weights_column(r.config),
                 "requests": s["requests"],
                 "completed": s["completed"], "rejected": s["rejected"], "timed out": s["timed_out"],
                 "TTFT p99 (s)": s["ttft_p99_s"], "TPOT p99 (ms)": s["tpot_p99_s"] * 1e3,
@@ -114,6 +114,16 @@ def fleet_nodes(config: EngineConfig) -> int:
     """Nodes of every pool, the prefill pool included."""
     pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
     return sum(p.n_nodes for p in pools)
+
+
+def weights_column(config: EngineConfig) -> str:
+    """The weights' precision (`weight_precision`), and the GPUs of the fleet that run its GEMMs weight-only
+    (`weight_only_note`): ``fp4 (bf16 GEMMs on H100)``."""
+    if not isinstance(config.model, ModelSpec):
+        return ""
+    pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
+    note = weight_only_note(config.model, [p.node.gpu for p in pools if isinstance(p.node, NodeSpec)])
+    return weight_precision(config.model) + (f" ({note})" if note else "")
 
 
 def plan_label(config: EngineConfig) -> str:

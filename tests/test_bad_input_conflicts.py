@@ -111,35 +111,39 @@ def test_levers_of_different_families_still_compose():
         ("prefix", {"eviction": "lru", "dram": True}, "h2o", "fp8")
 
 
-# --- fp4 weights on a GPU without fp4 tensor cores: fit and collapse as run, cost and compare ------
-FP4_ON_H100 = ("H100 has no fp4 tensor cores (fp4_flops = 0 in the GPU catalog): 'weight_dtype' must be one it "
-               "computes in (bf16, fp8) (got 'fp4'); a model released in fp4 is served in one with [model] "
-               "weight_dtype or --weight-dtype")
-
-
+# --- fp4 weights on a GPU without fp4 tensor cores: every command serves them weight-only -----------
+# (they were refused until vLLM's Marlin fallback was modelled: bf16 GEMMs over the 4-bit weights)
 @pytest.mark.parametrize("args", [
     ["fit", "--weight-dtype", "fp4", "--context", 4096],
     ["fit", "--weight-dtype", "fp4", "--context", 4096, "--json"],
     ["collapse", "--weight-dtype", "fp4"],
     ["collapse", "--weight-dtype", "fp4", "--hardware", "8xB200,8xH200"],
-    ["cost", "--weight-dtype", "fp4", "--context", 4096, "--batch", 1],  # as it was
+    ["cost", "--weight-dtype", "fp4", "--context", 4096, "--batch", 1],
 ])
-def test_fp4_weights_on_hopper_are_refused_by_fit_and_collapse(tmp_path, args):
+def test_fp4_weights_on_hopper_are_served_weight_only(tmp_path, args):
     if args[0] == "collapse":
         args = [*args, "--out", tmp_path / "c"]
     r = kvsim(*args)
-    assert FP4_ON_H100.replace("H100", "H200" if "8xB200,8xH200" in args else "H100") in error(r, "fp4")
-    assert not (tmp_path / "c" / "collapse.csv").exists()
+    assert outcome(r, "fp4") is None
+    if args[0] == "collapse":
+        assert (tmp_path / "c" / "collapse.csv").exists()
+    if args[0] == "cost":
+        assert "(fp4 weights, bf16 GEMMs on H100, KV native)" in r.output
 
 
-def test_fp4_weights_on_blackwell_still_fit():
-    assert outcome(kvsim("fit", "--weight-dtype", "fp4", "--context", 4096, "--hardware", "8xB200")) is None
+def test_fp4_weights_fit_hopper_as_stored():
     from hardware.catalog import load_catalog
     from simulator.capacity import kv_budget
-    from simulator.models import get_model
+    from simulator.models import get_model, with_weight_precision
 
-    with pytest.raises(ConfigError, match="H100 has no fp4 tensor cores"):
-        kv_budget(load_catalog().node("8xH100"), get_model("Llama-3.1-8B"), weight_dtype="fp4")
+    # Llama-3.1-8B in fp4 on one H100: 6.98e9 layer parameters at 0.5625 B + 1.05e9 (embeddings, LM head) at 2 B
+    l8 = get_model("Llama-3.1-8B")
+    b = kv_budget(load_catalog().node("1xH100"), l8, weight_dtype="fp4")
+    outer = 2 * 128_256 * 4_096
+    assert b.stage_kv_bytes(0) == pytest.approx(72e9 - ((l8.total_params - outer) * 0.5625 + outer * 2), abs=1)
+    # the same bytes as on a B200 (which computes in fp4) given the same usable HBM
+    on_b200 = kv_budget(load_catalog().node("1xB200"), with_weight_precision(l8, "fp4"), memory_utilization=0.4)
+    assert b.stage_kv_bytes(0) == pytest.approx(on_b200.stage_kv_bytes(0))
 
 
 # --- admission = "reserve" in a disaggregated fleet ------------------------------------------------

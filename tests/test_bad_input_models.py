@@ -229,7 +229,7 @@ def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
 def test_model_catalog_errors_name_the_file_entry_and_key(tmp_path):
     cat = tmp_path / "models.toml"
     for old, new, says in [('weight_dtype = "bf16"', 'weight_dtype = "int3"',
-                            "model.M.weight_dtype: must be one of fp32, bf16, fp16, fp8, int8, int4, fp4 (got 'int3')"),
+                            "model.M.weight_dtype: must be one of bf16, fp16, fp8, fp4, mxfp4, w4a16 (got 'int3')"),
                            ("active_params = 8.03e9", "active_params = 9e9",
                             "model.M.active_params: must be in (0, total_params=8.03e+09] (got 9000000000.0)")]:
         cat.write_text(MODEL_M.replace(old, new))

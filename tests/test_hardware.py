@@ -51,8 +51,9 @@ def test_node_lookup_by_gpu_name_and_price():
     assert node.usd_per_hour == pytest.approx(8 * 2.99)
 
 
-def test_fp4_on_hopper_is_refused():
-    with pytest.raises(ConfigError, match=r"H100 has no fp4 tensor cores .* \(bf16, fp8\) \(got .fp4.\)"):
+def test_fp4_on_hopper_has_no_peak():
+    assert not CAT.gpu("H100").has_tensor_cores("fp4") and CAT.gpu("H100").has_tensor_cores("fp16")
+    with pytest.raises(ConfigError, match=r"H100 has no fp4 tensor cores .*: it computes in bf16, fp8 \(got .fp4.\)"):
         CAT.gpu("H100").peak_flops("fp4")
     assert CAT.gpu("B200").peak_flops("fp4") == 9000e12
 

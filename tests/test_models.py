@@ -129,7 +129,9 @@ def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, 
     ({**LLAMA31_8B, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True,
       "max_window_layers": 28}, "'max_window_layers' 28 leaves layers 0-27 of 32 full and the rest sliding"),
     ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
-    ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}}, "quant_method' 'awq'"),
+    ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}},
+     r"'quantization_config' of awq must have bits 4 and group_size 128, as kvsim's w4a16 \(got bits None, "),
+    ({**LLAMA31_8B, "quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method' 'bitsandbytes'"),
     ({**LLAMA31_8B, "num_key_value_heads": 5}, "'num_key_value_heads' must be a divisor of num_attention_heads=32"),
 ])
 def test_uninterpretable_configs_fail_in_one_line(tmp_path, cfg, msg):

@@ -53,7 +53,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from simulator.cost import StepModel
     from simulator.errors import must
     from simulator.kv import parse_layout
-    from simulator.models import get_model, weight_precision, with_weight_precision
+    from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
     from simulator.placement import ParallelPlan
 
     with config_errors():
@@ -83,6 +83,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "layout": sm.layout.label,
         "dtype": sm.dtype,
         "weight_dtype": weight_precision(sm.model),
+        "gemm_dtype": sm.gemm_dtype,  # bf16 where the GPU runs the weights' GEMMs weight-only (fp4 on Hopper)
         "batch": batch,
         "context_tokens": context,
         "prompt_tokens": n_prompt,
@@ -111,8 +112,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
+    gemms = weight_only_note(sm.model, [gpu])
     click.echo(f"{sm.model.key} on {node.key}, plan {plan.label} "
-               f"({weight_precision(sm.model)} weights, KV {sm.layout.label})")
+               f"({weight_precision(sm.model)} weights{', ' + gemms if gemms else ''}, KV {sm.layout.label})")
     if out["beyond_max_context"]:
         click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
                    f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")

@@ -35,8 +35,8 @@ from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
     ModelSpec,
-    dtypes,
     get_model,
+    kv_dtypes,
     load_models,
     weight_precision,
     with_weight_precision,
@@ -72,8 +72,8 @@ def _layout(layout: str, kv_dtype: str | None) -> str:
     if kv_dtype is None:
         return layout
     name = kv_dtype.strip()
-    if name not in dtypes():
-        raise ConfigError(f"--kv-dtype: must be one of {', '.join(dtypes())} (got {shown(kv_dtype)})")
+    if name not in kv_dtypes():
+        raise ConfigError(f"--kv-dtype: must be one of {', '.join(kv_dtypes())} (got {shown(kv_dtype)})")
     return f"{layout}+{name}"
 
 

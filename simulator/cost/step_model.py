@@ -17,9 +17,13 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
   equal shape (``m = T``, ``k = d_model``, ``n = dense weights / (G · d_model · bytes(dtype))`` per
   GPU: the shape only sets how many tiles keep the SMs busy); the LM head as one GEMM of
   ``m = R``, ``n = vocab / tp``; the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
-  kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`,
-  and fp8/fp4 GEMMs also quantise their input (block-scaled fp8 for a model with
-  `weight_block_scales`).
+  kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`
+  at the peak of ``models.gemm_dtype(dtype, gpu)``, and fp8/fp4 GEMMs also quantise their input
+  (block-scaled fp8 for a model with `weight_block_scales`). Weights in a format the GPU has no
+  tensor cores for (fp4, mxfp4 on Hopper) or in a weight-only one (w4a16) run weight-only: bf16
+  GEMMs (bf16's fitted efficiencies, no input quantisation) reading the weights' 4-bit bytes; the
+  kernel's dequantisation is not priced (no measured table of such kernels: aiconfigurator's
+  H100/H200/B200 GEMM tables hold bf16, fp8, block fp8 and NVFP4 only).
 - prefill attention: one kernel per layer (`simulator.cost.kernels.prefill_kernel_s`): the
   chunks' thread blocks (``n_heads/tp · Σ prefill_schedule(n, c, w)``: 128 query rows each,
   causal keys plus the cached prefix, capped at the window in sliding-window layers) in waves
@@ -82,7 +86,7 @@ from simulator.cost.roofline import (
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, own_layers, sequence_bytes, values_per_token_per_layer
-from simulator.models import ModelSpec, dtype, outer_weight_dtype
+from simulator.models import ModelSpec, dtype, gemm_dtype, outer_weight_dtype
 from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
@@ -113,9 +117,10 @@ class StepCost:
     weight_bytes: float
     kv_bytes: float
     tokens: float
-    # ``flops / (total_s · peak(dtype))``: all the step's FLOPs against the weights' format's peak, the bf16
-    # LM head's of fp8/fp4 weights included (a 16-bit GEMM counted at the quantised peak: the head is ~7%
-    # of a Llama-3.1-8B decode step's linear FLOPs at batch 8)
+    # ``flops / (total_s · peak(gemm dtype))``: all the step's FLOPs against the peak the layers' GEMMs run at
+    # (the weights' format's, or bf16's weight-only), the bf16 LM head's of fp8/fp4 weights included (a
+    # 16-bit GEMM counted at the quantised peak: the head is ~7% of a Llama-3.1-8B decode step's linear
+    # FLOPs at batch 8)
     mfu: float
     # of attention_s, the decode kernels' fixed part (`decode_terms`' fixed_s: launch and per-block
     # latencies, the Q read and O write), the same at any context; the rest of a decode-only step's
@@ -162,7 +167,8 @@ class StepModel:
     params : CostParams
         Efficiencies and latencies (`load_params(gpu.key)`).
     dtype : str | None
-        Weight storage and GEMM compute dtype (``bf16``, ``fp8``, ``fp4``); default the model's.
+        Weight storage dtype (``bf16``, ``fp8``, ``fp4``, ``mxfp4``, ``w4a16``); default the model's. The
+        GEMMs compute in `gemm_dtype` of it on the GPU (bf16 where it has no tensor cores for the format).
     plan : ParallelPlan | None
         The replica's parallelism plan (default: ``tp`` GPUs, one stage); its ``tp`` must be `tp`.
     node : NodeSpec | None
@@ -191,6 +197,7 @@ class StepModel:
         "_expert_quant_per_token",
         "_fp8_kv",
         "_gemm_count",
+        "_gemm_dtype",
         "_gemm_k",
         "_gemm_kernels",
         "_gemm_n",
@@ -250,7 +257,8 @@ class StepModel:
             must(bool(node and node.nic_bytes_per_s), f"node {node.key if node else '?'}", "nic_bytes_per_s",
                  f"> 0 for {plan.label} over more than one NVLink domain", node.nic_bytes_per_s if node else None)
         self._dtype = dtype_name or model.weight_dtype
-        self._peak = gpu.peak_flops(self.dtype)
+        self._gemm_dtype = gemm_dtype(self.dtype, gpu)  # the weights' own, or bf16 weight-only (fp4 on Hopper)
+        self._peak = gpu.peak_flops(self._gemm_dtype)
         self._bw = gpu.hbm_bytes_per_s
         wb = dtype(self.dtype).effective_bytes
         moe_params = model.moe_layers * model.n_experts * model.expert_params
@@ -426,8 +434,14 @@ class StepModel:
 
     @property
     def dtype(self) -> str:
-        """Weight storage and GEMM compute dtype."""
+        """Weight storage dtype (bytes read, bytes held)."""
         return self._dtype
+
+    @property
+    def gemm_dtype(self) -> str:
+        """The precision the layers' GEMMs compute in (`simulator.models.gemm_dtype`): the weights' own where
+        the GPU has tensor cores for it, else bf16 (weight-only: fp4 or mxfp4 on Hopper, w4a16 anywhere)."""
+        return self._gemm_dtype
 
     def _layer_groups(self) -> list[tuple[int, int]]:
         m = self.model
@@ -529,15 +543,15 @@ class StepModel:
 
     @property
     def _low(self) -> bool:
-        return self.dtype in ("fp8", "fp4")
+        return self._gemm_dtype in ("fp8", "fp4")
 
     @property
     def _fp4(self) -> bool:
-        return self.dtype == "fp4"
+        return self._gemm_dtype == "fp4"
 
     @property
     def _blk(self) -> bool:
-        return self.dtype == "fp8" and self.model.weight_block_scales
+        return self._gemm_dtype == "fp8" and self.model.weight_block_scales
 
     def comm_s(self, tokens: float) -> float:
         """Communication of one step over `tokens` tokens (the module docstring's comm and plan terms)."""

@@ -53,9 +53,9 @@ def test_cost_config_error_exits_2():
     assert r.exit_code == 2 and "unknown node 'H999'; valid: 8xH100" in r.output
     r = CliRunner().invoke(
         cost,
-        ["--hardware", "H100", "--model", "Llama-3.1-8B", "--weight-dtype", "fp4", "--batch", "1", "--context", "1"],
+        ["--hardware", "H100", "--model", "Llama-3.1-8B", "--weight-dtype", "int3", "--batch", "1", "--context", "1"],
     )
-    assert r.exit_code == 2 and "dtype" in r.output
+    assert r.exit_code == 2 and "'int3' is not one of 'bf16', 'fp8', 'fp8-block', 'fp4', 'mxfp4', 'w4a16'" in r.output
 
 
 def test_calibrate_published_writes_params(tmp_path):
