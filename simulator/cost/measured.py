@@ -4,6 +4,8 @@ Each row's error is ``predicted / measured − 1``, the prediction `simulator.co
 (``op = "gemm"``, ``in_bytes`` 2 for bf16 and 1 for fp8, one scale per tensor) with the GPU's shipped
 parameters; an fp8 row is also scored against its GEMM plus the timed cast of its input
 (``cast_s``), which is what the formula's quantisation terms price (README, "Checked on a real H200").
+A w4a16 row (a weight-only int4 GEMM) is priced as kvsim prices weight-only GEMMs: `gemm_s` at the
+bf16 peak, no input quantisation, over ``m·k·2 + n·k·W4A16_WEIGHT_BYTES + m·n·2`` bytes.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import numpy as np
 import pandas as pd
 
 from hardware.catalog import load_catalog
-from simulator.cost.kernels import predict_s
-from simulator.cost.params import CostParams, load_params
+from simulator.cost.kernels import gemm_s, predict_s
+from simulator.cost.params import ACTIVATION_BYTES, CostParams, load_params
 from simulator.errors import ConfigError
 
-GEMM_DTYPE_BYTES = {"bf16": 2, "fp8": 1}  # the dtypes measure_gemm.py times, bytes a value
+GEMM_DTYPE_BYTES = {"bf16": 2, "fp8": 1, "w4a16": 2}  # the dtypes measure_gemm.py times, bytes an input value
+# bytes a weight of measure_gemm.py's int4 kernel reads (torch._weight_int4pack_mm: 4 bits, and a bf16 scale
+# and a bf16 zero point per group of 128: W4A16_GROUP there)
+W4A16_WEIGHT_BYTES = 0.5 + 2 * 2 / 128
 
 
 def gemm_errors(table: pd.DataFrame, gpu: str, params: CostParams | None = None) -> pd.DataFrame:
@@ -31,6 +36,11 @@ def gemm_errors(table: pd.DataFrame, gpu: str, params: CostParams | None = None)
     in_bytes = out["dtype"].map(GEMM_DTYPE_BYTES)
     cols = dict(m=out["m"], n=out["n"], k=out["k"], in_bytes=in_bytes)
     out["predicted_s"] = predict_s("gemm", cols, spec, p)
+    w4 = (out["dtype"] == "w4a16").to_numpy()
+    if w4.any():  # weight-only: bf16 GEMMs over the int4 weights' bytes (`StepModel`'s pricing of w4a16)
+        m, n, k = (out.loc[w4, c].to_numpy(dtype=float) for c in ("m", "n", "k"))
+        nbytes = m * k * ACTIVATION_BYTES + n * k * W4A16_WEIGHT_BYTES + m * n * ACTIVATION_BYTES
+        out.loc[w4, "predicted_s"] = gemm_s(2 * m * n * k, nbytes, m, n, k, spec.peak_flops("bf16"), False, spec, p)
     out["err"] = out["predicted_s"] / out["measured_s"] - 1
     cast = pd.to_numeric(out.get("cast_s", pd.Series(np.nan, index=out.index)), errors="coerce")
     out["err_with_cast"] = out["predicted_s"] / (out["measured_s"] + cast) - 1

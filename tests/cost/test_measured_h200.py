@@ -2,7 +2,8 @@
 
 ``hardware/measured/`` holds what `hardware/measure_gemm.py` and `hardware/measure_attention.py` wrote
 on an NVIDIA H200 (driver 580.159.04, torch 2.11.0+cu130, CUDA graphs) on 2026-12-04: cuBLAS GEMMs of
-Llama-3.1-8B and -70B weight shapes in bf16 and fp8, and one layer's SDPA attention. None of it was
+Llama-3.1-8B and -70B weight shapes in bf16 and fp8 (and, in a later session, PyTorch's own weight-only
+int4 GEMM on the same shapes: ``h200-gemm-w4a16.csv``), and one layer's SDPA attention. None of it was
 fitted: the H200 parameters come from aiconfigurator's tables (`simulator.cost.aiconfigurator`).
 Errors are ``predicted / measured − 1``.
 """
@@ -46,6 +47,28 @@ def test_bf16_gemms_are_priced_within_eight_percent_on_average():
     assert bf16["err"].median() == pytest.approx(0.025, abs=0.002)
     assert bf16["err"].min() > -0.30 and bf16["err"].max() < 0.22
     assert bf16.loc[bf16["measured_s"] >= LONG_S, "err"].abs().mean() == pytest.approx(0.075, abs=0.002)
+
+
+def test_weight_only_int4_gemms_against_pytorchs_own_kernel():
+    """kvsim prices a w4a16 GEMM as a bf16 one over the int4 weights' bytes. PyTorch's own int4 kernel
+    (`torch._weight_int4pack_mm`, gpt-fast's tinygemm; `measure_gemm.py --dtypes w4a16`, the same H200 on
+    2026-12-04) is a batch-1 kernel: at one row it ran 1.5-2.0x faster than cuBLAS's bf16 GEMM (up to 2.1 TB/s
+    of the int4 bytes), kvsim 28% faster still on average; from 8 rows on it slows with the rows, where the
+    Marlin and Machete kernels that engines run stay near their bytes' time to 16-32 rows (not measured here:
+    no vLLM on that machine). So at one row kvsim's weight-only GEMMs err fast by ~30% against this kernel."""
+    df = gemm_errors(pd.read_csv(MEASURED / "h200-gemm-w4a16.csv"), "H200")
+    assert len(df) == 132 and set(df["dtype"]) == {"w4a16"}
+    one = df[df["m"] == 1]
+    assert one["err"].mean() == pytest.approx(-0.284, abs=0.002)
+    assert one["err"].median() == pytest.approx(-0.359, abs=0.002)
+    assert one["err"].min() > -0.46 and one["err"].max() < 0.01
+    bf16 = pd.read_csv(MEASURED / "h200-gemm.csv").query("dtype == 'bf16' and m == 1").set_index("shape")
+    speedup = bf16["measured_s"] / one.set_index("shape")["measured_s"]
+    assert speedup.min() > 1.5 and speedup.max() < 2.0
+    # the kernel's time grows with its rows: 64 -> 8,192 rows (128x) takes 100-127x as long
+    t = df.pivot(index="shape", columns="m", values="measured_s")
+    assert ((t[8192] / t[64]) > 99).all() and ((t[8192] / t[64]) < 128).all()
+    assert (df.loc[df["m"] >= 8, "err"] < 0).all()
 
 
 def test_fp8_gemms_are_priced_as_a_gemm_after_a_cast_of_its_input():
@@ -149,7 +172,7 @@ def test_gemm_summary_is_what_measure_gemm_prints():
     assert summary.loc["bf16", "mean_abs_err"] == pytest.approx(0.081, abs=0.002)
     assert summary.loc["fp8", "mean_err_with_cast"] == pytest.approx(0.020, abs=0.003)
     assert np.isnan(summary.loc["bf16", "mean_err_with_cast"])
-    with pytest.raises(ConfigError, match="'dtype' must be one of bf16, fp8 \\(got 'fp4'\\)"):
+    with pytest.raises(ConfigError, match="'dtype' must be one of bf16, fp8, w4a16 \\(got 'fp4'\\)"):
         gemm_errors(pd.DataFrame(dict(dtype=["fp4"], m=[1], n=[1], k=[1], measured_s=[1.0])), "H200")
 
 
