@@ -131,6 +131,18 @@ def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
     return first + len(listed)
 
 
+def keeps_attention(qcfg: dict[str, Any], where: str) -> bool:
+    """Whether a quantised release keeps its attention projections unquantised: its
+    ``modules_to_not_convert`` (Hugging Face's list of module patterns left in ``torch_dtype``) names the
+    layers' ``self_attn``, as gpt-oss's does (``model.layers.*.self_attn``, with its routers, embeddings
+    and LM head: only the MoE experts are MXFP4)."""
+    kept = qcfg.get("modules_to_not_convert") or []
+    if not isinstance(kept, list) or not all(isinstance(m, str) for m in kept):
+        raise ConfigError(f"{where}: 'quantization_config.modules_to_not_convert' must be a list of module names "
+                          f"(got {shown(kept)})")
+    return any("self_attn" in m for m in kept)
+
+
 def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
     """``(weight dtype, block scales)`` from a ``quantization_config``:
 
@@ -235,8 +247,12 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     qcfg = cfg.get("quantization_config") or {}
     if not isinstance(qcfg, dict):
         raise ConfigError(f"{where}: 'quantization_config' must be a table (got {type(qcfg).__name__})")
+    attn_dtype = ""  # the attention projections' format where the release keeps them apart
     if qcfg.get("quant_method"):
         wdtype, block_scales = quantized_weights(qcfg, where)
+        if keeps_attention(qcfg, where):
+            raw = cfg.get("torch_dtype")
+            attn_dtype = _TORCH_DTYPES.get(raw, "bf16") if isinstance(raw, str) else "bf16"
     else:
         raw_dtype = cfg.get("torch_dtype") or "bfloat16"
         if not isinstance(raw_dtype, str) or raw_dtype not in _TORCH_DTYPES:
@@ -256,6 +272,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
             sliding_window=window, sliding_window_pattern=pattern,
             moe_layers=moe_layers, n_experts=n_experts, experts_per_token=experts_per_token,
             expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
+            attention_weight_dtype=attn_dtype if attn_dtype != wdtype else "",
             tie_word_embeddings=tied,
             source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
         )

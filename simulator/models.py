@@ -98,16 +98,28 @@ def outer_weight_dtype(weight_dtype: str) -> str:
     return outer if dtype(weight_dtype).effective_bytes < dtype(outer).effective_bytes else weight_dtype
 
 
+def attention_weight_dtype(model: ModelSpec, weight_dtype: str | None = None) -> str:
+    """The format of `model`'s attention projections with its weights in `weight_dtype` (None: its own):
+    the model's `attention_weight_dtype` where it keeps them apart and is served as released (gpt-oss:
+    bf16 beside mxfp4 experts), else the weights' format."""
+    name = weight_dtype or model.weight_dtype
+    return model.attention_weight_dtype if model.attention_weight_dtype and name == model.weight_dtype else name
+
+
 def weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> float:
     """Bytes of all of `model`'s weights in `weight_dtype` (None: its own)::
 
-        (total_params − embeddings − lm_head) · bytes(weight_dtype) + (embeddings + lm_head) · bytes(outer)
+        (total_params − embeddings − lm_head − L · attention) · bytes(weight_dtype)
+        + L · attention · bytes(attention_weight_dtype) + (embeddings + lm_head) · bytes(outer)
 
-    with ``outer = outer_weight_dtype(weight_dtype)`` (bf16 for a quantised format). A model of
-    unknown vocabulary (``vocab_size = 0``) counts its embeddings with the layers."""
+    with ``outer = outer_weight_dtype(weight_dtype)`` (bf16 for a quantised format) and the attention
+    projections in the weights' format unless the model keeps them apart (`attention_weight_dtype`). A
+    model of unknown vocabulary (``vocab_size = 0``) counts its embeddings with the layers."""
     name = weight_dtype or model.weight_dtype
     outer = model.embedding_params + model.lm_head_params
-    return ((model.total_params - outer) * dtype(name).effective_bytes
+    attn = model.n_layers * model.attention_params
+    return ((model.total_params - outer - attn) * dtype(name).effective_bytes
+            + attn * dtype(attention_weight_dtype(model, name)).effective_bytes
             + outer * dtype(outer_weight_dtype(name)).effective_bytes)
 
 
@@ -141,6 +153,7 @@ class ModelSpec:
     experts_per_token: int = 0
     expert_params: float = 0.0
     weight_block_scales: bool = False  # fp8 weights with a scale per 128x128 block (DeepSeek-style)
+    attention_weight_dtype: str = ""  # the attention projections' format where a checkpoint keeps them apart
     vocab_size: int = 0  # 0: unknown (embeddings are then counted with the layers)
     tie_word_embeddings: bool = False
     source: str = ""
@@ -157,6 +170,8 @@ class ModelSpec:
              f"in (0, total_params={self.total_params:g}]", self.active_params)
         must(self.weight_dtype in weight_dtypes(), w, "weight_dtype", f"one of {', '.join(weight_dtypes())}",
              self.weight_dtype)
+        must(self.attention_weight_dtype in ("", *weight_dtypes()), w, "attention_weight_dtype",
+             f"one of {', '.join(weight_dtypes())}, or empty (as weight_dtype)", self.attention_weight_dtype)
         must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
              self.weight_block_scales)
         if self.attention == "mla":
@@ -310,12 +325,13 @@ def with_weight_precision(model: ModelSpec, precision: str | None, where: str = 
     bf16, weight-only), block-scaled fp8 at its own fitted efficiency, the LM head's at bf16's
     (`simulator.cost.step_model`).
     """
-    if precision is None:
+    if precision is None or precision == weight_precision(model):  # as released (gpt-oss's bf16 attention kept)
         return model
     must(precision in WEIGHT_PRECISIONS, where, "weight_dtype", f"one of {', '.join(WEIGHT_PRECISIONS)}", precision)
+    # every layer takes another precision asked: a released model's attention kept apart goes with it
     if precision == "fp8-block":
-        return dataclasses.replace(model, weight_dtype="fp8", weight_block_scales=True)
-    return dataclasses.replace(model, weight_dtype=precision, weight_block_scales=False)
+        return dataclasses.replace(model, weight_dtype="fp8", weight_block_scales=True, attention_weight_dtype="")
+    return dataclasses.replace(model, weight_dtype=precision, weight_block_scales=False, attention_weight_dtype="")
 
 
 def _spec_fields() -> set[str]:

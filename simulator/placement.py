@@ -5,14 +5,15 @@ spanning several). Stage ``s`` owns the layers ``[a_s, b_s)`` (split as evenly a
 first stages taking the remainder), ``m_s`` of them MoE layers (a model's dense layers come
 first). One GPU of stage ``s`` holds, in weight bytes::
 
-    weights_s = bytes(dtype) · ( L_s · ((attention − kv_proj − latent_proj) / tp_attn + kv_proj · h_gpu / h
-                                        + latent_proj + other / tp)
-                                 + m_s · routed_experts / tp )
+    weights_s = bytes(attn) · L_s · ((attention − kv_proj − latent_proj) / tp_attn + kv_proj · h_gpu / h
+                                     + latent_proj)
+              + bytes(dtype) · ( L_s · other / tp + m_s · routed_experts / tp )
               + bytes(outer) · ( [s = 0] · embeddings + [s = pp − 1] · lm_head ) / tp
 
 with ``outer = models.outer_weight_dtype(dtype)``: the embeddings and LM head of a quantised format
-(fp8, fp4) stay in bf16, as quantised checkpoints keep them. ``kv_budget_s = hbm ·
-memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor parallelism: ``tp``,
+(fp8, fp4) stay in bf16, as quantised checkpoints keep them; ``attn = models.attention_weight_dtype``:
+``dtype``, or the attention's own format where a release keeps it apart (gpt-oss: bf16 beside mxfp4).
+``kv_budget_s = hbm · memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor parallelism: ``tp``,
 or 1 under DP attention (MLA's down-projections ``latent_proj`` are whole on every rank, as
 vLLM's replicated ``q_a_proj`` and ``kv_a_proj``), where each GPU runs attention for its own sequences
 with every head and the whole attention weights (SGLang and vLLM ``--enable-dp-attention``).
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, RuleError, must
 from simulator.kv import KVLayout
-from simulator.models import ModelSpec, dtype, outer_weight_dtype
+from simulator.models import ModelSpec, attention_weight_dtype, dtype, outer_weight_dtype
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +179,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
     check_plan(model, plan)
     name = weight_dtype or model.weight_dtype
     wb = dtype(name).effective_bytes
+    ab = dtype(attention_weight_dtype(model, name)).effective_bytes  # wb, or gpt-oss's bf16 attention's
     ob = dtype(outer_weight_dtype(name)).effective_bytes  # the embeddings' and LM head's
     kv_proj = model.kv_projection_params
     h = model.n_kv_heads
@@ -192,7 +194,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
         moe = max(0, b - max(a, first_moe))
         embed = (model.embedding_params if s == 0 else 0.0) + (head_params if s == len(bounds) - 1 else 0.0)
         out.append(Stage(
-            first_layer=a, layers=b - a, moe_layers=moe, attention_bytes=(b - a) * attn_per_layer * wb,
+            first_layer=a, layers=b - a, moe_layers=moe, attention_bytes=(b - a) * attn_per_layer * ab,
             other_bytes=(b - a) * model.other_params_per_layer / plan.tp * wb,
             expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed / plan.tp * ob))
     return tuple(out)

@@ -93,30 +93,64 @@ def test_fp4_is_priced_alike_on_hopper_and_w4a16_only_by_its_bytes():
         steps["w4a16"].decode_step_s(1, 4096)
 
 
-def test_gpt_oss_120b_fits_one_h100_weight_only(tmp_path):
+def test_gpt_oss_120b_config_fits_one_h100_weight_only(tmp_path):
     # 36 layers: attention 26,542,080 parameters each (2880·64·64 Q, 2880·8·128 K and V, 64·64·2880 O), experts
     # 128 × 3·2880·2880 = 128 × 24,883,200; embeddings and LM head 201,088 × 2,880 each: 116,775,567,360 in all
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GPT_OSS_120B))
     spec = get_model(str(path))
-    assert (spec.weight_dtype, spec.moe_layers, spec.n_experts) == ("mxfp4", 36, 128)
-    assert spec.total_params == 36 * (26_542_080 + 128 * 24_883_200) + 2 * 201_088 * 2_880 == 116_775_567_360
-    # all but the embeddings and LM head at 0.53125 B: 63,738,224,640 B (the release keeps attention in bf16,
-    # 1.40 GB more, which kvsim does not read: `modules_to_not_convert`)
-    outer = 2 * 201_088 * 2_880
-    assert spec.weight_bytes == pytest.approx((spec.total_params - outer) * 0.53125 + outer * 2, abs=1)
+    assert (spec.weight_dtype, spec.attention_weight_dtype) == ("mxfp4", "bf16")
+    assert (spec.moe_layers, spec.n_experts) == (36, 128)
+    attn, outer = 36 * 26_542_080, 2 * 201_088 * 2_880
+    assert spec.total_params == attn + 36 * 128 * 24_883_200 + outer == 116_775_567_360
+    # only the experts in MXFP4 (0.53125 B): modules_to_not_convert keeps self_attn, embeddings and LM head in
+    # bf16: 114,661,785,600 · 0.53125 + 955,514,880 · 2 + 1,158,266,880 · 2
+    # = 60,914,073,600 + 1,911,029,760 + 2,316,533,760 = 65,141,637,120 B
+    experts = spec.total_params - attn - outer
+    assert spec.weight_bytes == pytest.approx(experts * 0.53125 + attn * 2 + outer * 2, abs=1)
+    assert spec.weight_bytes == pytest.approx(65_141_637_120, abs=1)  # the model card's checkpoint: 60.8 GiB = 65.28 GB
     b = kv_budget(CAT.node("1xH100"), spec)
-    assert b.stage_kv_bytes(0) == pytest.approx(72e9 - 63_738_224_640, abs=1)
+    assert b.stage_kv_bytes(0) == pytest.approx(72e9 - 65_141_637_120, abs=1)
     # a 128k stream: 18 full layers × 131,072 tokens + 18 sliding ones × 128, 8 heads × 128 values × 2 B
     stream = 18 * 131_072 * 2_048 + 18 * 128 * 2_048
-    assert stream == 4_836_556_800 and 8_261_775_360 // stream == 1
+    assert stream == 4_836_556_800 and (72e9 - 65_141_637_120) // stream == 1
     assert max_streams(b, spec, None, 131_072) == 1
-    assert StepModel(CAT.gpu("H100"), spec, None, 1, load_params("H100")).gemm_dtype == "bf16"
-    assert StepModel(CAT.gpu("B200"), spec, None, 1, load_params("B200")).gemm_dtype == "fp4"
     r = CliRunner().invoke(main, ["cost", "--hardware", "1xH100", "--model", str(path), "--batch", "4",
                                   "--context", "8192"])
     assert r.exit_code == 0, r.output
     assert "(mxfp4 weights, bf16 GEMMs on H100, KV native)" in r.output
+    # served in another precision, every layer takes it: all bf16, or all w4a16
+    assert with_weight_precision(spec, "bf16").weight_bytes == pytest.approx(spec.total_params * 2)
+    assert with_weight_precision(spec, "w4a16").attention_weight_dtype == ""
+    assert with_weight_precision(spec, "mxfp4") is spec  # as released
+
+
+def test_gpt_oss_prices_its_bf16_attention_apart():
+    # the catalog's gpt-oss-120b (the model card's 116.83B and 5.13B + 0.579B input embeddings) on one GPU: the
+    # attention projections' GEMMs run in bf16 and read 2 B a weight; the experts' in fp4 on a B200 (bf16 on H100)
+    spec = get_model("gpt-oss-120b")
+    assert spec.weight_bytes / 1e9 == pytest.approx(65.17, abs=0.005)
+    all_mxfp4 = dataclasses.replace(spec, attention_weight_dtype="")
+    assert spec.weight_bytes - all_mxfp4.weight_bytes == pytest.approx(36 * 26_542_080 * (2 - 0.53125))
+    for gpu, experts in (("H100", "bf16"), ("B200", "fp4")):
+        sm = StepModel(CAT.gpu(gpu), spec, None, 1, load_params(gpu))
+        flat = StepModel(CAT.gpu(gpu), all_mxfp4, None, 1, load_params(gpu))
+        assert (sm.gemm_dtype, sm._attn_gemm, flat._attn_gemm) == (experts, "bf16", "")
+        # the dense part reads the attention's bf16 bytes: 36 × 26,542,080 × 2 B more than all-MXFP4's ~0.53 B
+        assert sm.dense_weight_bytes - flat.dense_weight_bytes == pytest.approx(36 * 26_542_080 * (2 - 0.53125))
+        # the FLOPs are the same; the attention GEMMs' part of them is 26.5M of the 26.5M + 1.5M dense parameters
+        assert sm.linear_s(512)[2] == pytest.approx(flat.linear_s(512)[2], rel=1e-12)
+        assert sm._attn_param_share == pytest.approx(36 * 26_542_080 / (36 * 26_542_080 + (
+            116.83e9 - 116_775_567_360)), rel=1e-9)
+        if gpu == "H100":  # bf16 GEMMs either way: only the bytes differ
+            assert sm.decode_step_s(1, 4096) > flat.decode_step_s(1, 4096)
+        else:  # B200's fitted fp4 GEMM carries an input quantisation and a latency a bf16 one does not: its
+            # 72 small attention GEMMs cost less in bf16, for all their 3.8x the bytes
+            assert sm.decode_step_s(1, 4096) < flat.decode_step_s(1, 4096)
+    # on a B200 a compute-bound prefill pays the bf16 peak (2.25 PFLOP/s) for the attention projections,
+    # not the fp4 one (9): slower than pricing every GEMM in fp4
+    b200 = StepModel(CAT.gpu("B200"), spec, None, 1, load_params("B200"))
+    assert b200.prefill_s(8192) > StepModel(CAT.gpu("B200"), all_mxfp4, None, 1, load_params("B200")).prefill_s(8192)
 
 
 def test_kv_caches_do_not_store_in_weight_only_formats():

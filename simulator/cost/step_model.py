@@ -86,7 +86,7 @@ from simulator.cost.roofline import (
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, own_layers, sequence_bytes, values_per_token_per_layer
-from simulator.models import ModelSpec, dtype, gemm_dtype, outer_weight_dtype
+from simulator.models import ModelSpec, attention_weight_dtype, dtype, gemm_dtype, outer_weight_dtype
 from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
@@ -179,6 +179,8 @@ class StepModel:
         "_a2a_bytes_per_token",
         "_ar_bytes_per_token",
         "_attn_flops_per_token",
+        "_attn_gemm",
+        "_attn_param_share",
         "_attn_tp",
         "_attn_weight_bytes",
         "_bw",
@@ -270,11 +272,22 @@ class StepModel:
         # the LM head is its own GEMM (`_head_s`), over the rows that take logits.
         one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
         outer = model.embedding_params + model.lm_head_params  # the embeddings, and the LM head unless tied
-        even = (model.total_params - moe_params - outer) * wb / tp
+        # the attention projections in a format of their own where the release keeps them apart (gpt-oss:
+        # bf16 beside mxfp4 experts; `_layers_s` then prices their GEMMs apart): ab = wb otherwise
+        attn_dtype = attention_weight_dtype(model, self.dtype)
+        ab = dtype(attn_dtype).effective_bytes
+        dense_params = model.total_params - moe_params - outer
+        even = dense_params * wb / tp + model.n_layers * model.attention_params * (ab - wb) / tp
         held = one_stage.attention_bytes + one_stage.other_bytes
         if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_layers_s`)
             held = even
         self._dense_weight_bytes = held  # the layers' dense weights
+        # the dense parameters a GPU holds against an even split (> 1 where KV heads are replicated), and
+        # the attention's share of them: ratios of bytes where all are in one format
+        held_params = one_stage.attention_bytes / ab + one_stage.other_bytes / wb
+        replication = held / even if ab == wb or plan.kv_groups > 1 else held_params / (dense_params / tp)
+        self._attn_param_share = one_stage.attention_bytes / ab / held_params if held_params else 0.0
+        self._attn_gemm = gemm_dtype(attn_dtype, gpu) if ab != wb else ""  # "": as the other weights
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
         # ``vocab / tp`` columns over the step's logit rows
         head_params = float(model.vocab_size * model.d_model)
@@ -285,13 +298,14 @@ class StepModel:
         self._expert_bytes = model.moe_layers * model.expert_params * wb / tp  # one expert in every MoE layer
         self._gemm_count = model.n_layers * GEMMS_PER_LAYER
         self._gemm_k = float(model.d_model)
-        self._gemm_n = self._dense_weight_bytes / (self._gemm_count * model.d_model * wb)
+        self._gemm_n = self._dense_weight_bytes / (self._gemm_count * model.d_model * wb) if ab == wb \
+            else held_params / (self._gemm_count * model.d_model)
         # memo of the hot path (the specs are read-only): decode coefficients and decode kernel
         # terms by batch, linear and all-reduce time by tokens, prefill attention by chunks
         self._memo: dict[tuple[Any, ...], Any] = {}
         expert_active = model.moe_layers * model.experts_per_token * model.expert_params
         # dense layers' GEMMs (the embeddings and LM head apart)
-        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active - outer) / tp * (held / even)
+        self._lin_flops_per_token = 2.0 * (model.active_params - expert_active - outer) / tp * replication
         self._expert_flops_per_token = 2.0 * expert_active / tp
         self._expert_gemm_count = model.moe_layers * EXPERT_GEMMS_PER_LAYER
         # one expert's GEMM width a GPU: sharded over tp, or over tp/ep within an expert-parallel group
@@ -341,7 +355,7 @@ class StepModel:
         # the hot path (`step_s`): prefill attention priced on floats (`PrefillKernel`), remembered
         # per chunk list; linear and communication seconds per token count
         self._pf_kernel = PrefillKernel(d_k, d_v, self._mla, self._fp8_kv, gpu, params)
-        self._gemm_kernels: dict[float, GemmKernel] = {}  # by GEMM width n (`_gemms`)
+        self._gemm_kernels: dict[tuple[float, str], GemmKernel] = {}  # by GEMM width n and precision (`_gemms`)
         # the LM head's GEMM, in its own format (bf16 beside quantised layers, else the layers'): a 16-bit
         # GEMM, neither low precision nor block-scaled, at that format's peak (`_head_s`)
         self._head_kernel = GemmKernel(self._head_n, self._gemm_k, gpu.peak_flops(head_dtype), False, gpu, params)
@@ -497,8 +511,16 @@ class StepModel:
         flops = self._lin_flops_per_token * tokens
         wbytes = self._dense_weight_bytes
         g = self._gemm_count
-        if dp == 1:
+        if dp == 1 and not self._attn_gemm:
             t = self._gemms(g, flops, wbytes, tokens, self._gemm_n, tokens * self._dense_quant_per_token)
+        elif dp == 1:  # the attention projections in a format of their own (gpt-oss: bf16), priced apart
+            ga = m.n_layers * ATTENTION_GEMMS_PER_LAYER
+            share, a_bytes, quant = self._attn_param_share, self._attn_weight_bytes, self._dense_quant_per_token / g
+            t = self._gemms(ga, flops * share, a_bytes, tokens, self._gemm_n * g * share / ga, tokens * quant * ga,
+                            self._attn_gemm)
+            if share < 1.0:
+                t += self._gemms(g - ga, flops * (1.0 - share), wbytes - a_bytes, tokens,
+                                 self._gemm_n * g * (1.0 - share) / (g - ga), tokens * quant * (g - ga))
         else:
             ga = m.n_layers * ATTENTION_GEMMS_PER_LAYER
             a_flops, a_bytes = self._attn_flops_per_token * tokens, self._attn_weight_bytes
@@ -506,10 +528,12 @@ class StepModel:
             attn_sharded = 2.0 * m.n_layers * m.attention_params / self.tp
             # the layers' weights beyond attention: dense MLPs, shared experts, norms (none in a model whose
             # every layer is MoE and whose rounded total leaves nothing beside attention: Qwen3-235B-A22B)
-            mlp_bytes = max(0.0, wbytes - m.n_layers * m.attention_params * dtype(self.dtype).effective_bytes / self.tp)
+            ab = dtype(attention_weight_dtype(m, self.dtype)).effective_bytes
+            mlp_bytes = max(0.0, wbytes - m.n_layers * m.attention_params * ab / self.tp)
             mlp_flops = (self._lin_flops_per_token - attn_sharded) * mlp_tokens if mlp_bytes else 0.0
             quant = self._dense_quant_per_token / g
-            t = self._gemms(ga, a_flops, a_bytes, tokens, a_bytes / (ga * m.d_model * self._wb), tokens * quant * ga)
+            t = self._gemms(ga, a_flops, a_bytes, tokens, a_bytes / (ga * m.d_model * ab), tokens * quant * ga,
+                            self._attn_gemm)
             if mlp_bytes:
                 t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
                                  mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
@@ -529,12 +553,19 @@ class StepModel:
             flops, wbytes = flops + e_flops, wbytes + e_bytes
         return t, flops, wbytes
 
-    def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float) -> float:
-        """Seconds of `count` equal dense GEMMs sharing `flops` and `wbytes`, ``m = tokens`` rows, width `n`."""
-        kernel = self._gemm_kernels.get(n)  # `gemm_s` of this shape on floats (``m`` is not needed: it only
-        if kernel is None:  # sizes the quantisation, which `quant_values` gives)
-            kernel = self._gemm_kernels[n] = GemmKernel(n, self._gemm_k, self._peak, self._low, self.gpu, self.params,
-                                                        block_scaled=self._blk, fp4=self._fp4)
+    def _gemms(self, count: int, flops: float, wbytes: float, tokens: float, n: float, quant_values: float,
+               gemm: str = "") -> float:
+        """Seconds of `count` equal dense GEMMs sharing `flops` and `wbytes`, ``m = tokens`` rows, width `n`, in
+        precision `gemm` (`gemm_dtype`; "": the weights', `_gemm_dtype`; the attention's of gpt-oss, bf16)."""
+        kernel = self._gemm_kernels.get((n, gemm))  # `gemm_s` of this shape on floats (``m`` is not needed: it
+        if kernel is None:  # only sizes the quantisation, which `quant_values` gives)
+            if gemm:
+                low, fp4 = gemm in ("fp8", "fp4"), gemm == "fp4"
+                kernel = GemmKernel(n, self._gemm_k, self.gpu.peak_flops(gemm), low, self.gpu, self.params, fp4=fp4)
+            else:
+                kernel = GemmKernel(n, self._gemm_k, self._peak, self._low, self.gpu, self.params,
+                                    block_scaled=self._blk, fp4=self._fp4)
+            self._gemm_kernels[(n, gemm)] = kernel
         return count * kernel.seconds(flops / count, wbytes / count, quant_values / count)
 
     @property
