@@ -149,7 +149,8 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
     - ``fp8`` (DeepSeek, Qwen FP8): fp8, block-scaled when ``weight_block_size`` is set;
     - ``modelopt`` (TensorRT Model Optimizer): ``quant_algo`` FP8 -> fp8, NVFP4 -> fp4;
     - ``compressed-tensors`` (llm-compressor): the weights of its first config group,
-      ``num_bits`` 8 / 4 of ``type`` float -> fp8 / fp4 (block-scaled when ``strategy = "block"``);
+      ``num_bits`` 8 / 4 of ``type`` float -> fp8 / fp4 (block-scaled when ``strategy = "block"``),
+      ``num_bits`` 4 of ``type`` int in groups of 128 without quantised activations -> w4a16;
     - ``mxfp4`` (gpt-oss): mxfp4;
     - ``awq``, ``gptq`` of ``bits`` 4 in groups of 128 (``group_size``): w4a16.
     Anything else (other bits or group sizes, bitsandbytes) is refused by name.
@@ -179,11 +180,17 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
         bits, kind = w.get("num_bits"), w.get("type")
         if kind == "float" and bits in (8, 4):
             return ("fp8" if bits == 8 else "fp4"), bits == 8 and w.get("strategy") == "block"
-        raise ConfigError(f"{where}: 'quantization_config.config_groups' weights must be float with num_bits 8 or 4 "
-                          f"(got type {kind!r}, num_bits {bits!r})")
+        # llm-compressor's W4A16 (int4 weights in groups, activations left in 16 bits): kvsim's w4a16, whose
+        # 4-bit zero point a symmetric checkpoint does not store (0.5 B more a group of 128: +0.75%)
+        acts = first.get("input_activations") if isinstance(first, dict) else None
+        if kind == "int" and bits == 4 and w.get("group_size") == dtype("w4a16").group_size and not acts:
+            return "w4a16", False
+        raise ConfigError(f"{where}: 'quantization_config.config_groups' weights must be float with num_bits 8 or 4, "
+                          f"or int of num_bits 4 in groups of {dtype('w4a16').group_size} without quantised "
+                          f"activations (got type {kind!r}, num_bits {bits!r})")
     raise ConfigError(f"{where}: cannot interpret 'quantization_config.quant_method' {method[:40]!r}; "
-                      "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits), mxfp4, "
-                      "awq and gptq (4 bits, groups of 128)")
+                      "supported: fp8, modelopt (FP8, NVFP4), compressed-tensors (float 8 or 4 bits, int 4 bits), "
+                      "mxfp4, awq and gptq (4 bits, groups of 128)")
 
 
 # ModelSpec's fields as config.json spells them, where a rule of the spec names its field in an error

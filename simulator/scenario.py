@@ -54,7 +54,7 @@ MAX_COLLAPSE_CONTEXT = 2**24  # tokens (16M: beyond any model's window; longer p
 class ModelSection:
     name: str = DEFAULT_MODEL
     config: str = ""  # path to a Hugging Face config.json, relative to the scenario file
-    weight_dtype: str = ""  # bf16, fp8, fp8-block or fp4; "": as the model was released
+    weight_dtype: str = ""  # bf16, fp8, fp8-block, fp4, mxfp4 or w4a16; "": as the model was released
 
     def __post_init__(self) -> None:
         if self.weight_dtype:

@@ -106,6 +106,10 @@ def test_lower_precision_steps_faster():
     ({"quant_method": "mxfp4"}, "mxfp4", False),
     ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}, "w4a16", False),
     ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}, "w4a16", False),
+    # llm-compressor's W4A16 (RedHatAI's *-quantized.w4a16 checkpoints)
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
+        "input_activations": None, "targets": ["Linear"]}}}, "w4a16", False),
 ])
 def test_quantised_configs(quant, dtype, blocks):
     spec = spec_from_hf_dict({**LLAMA31_8B, "quantization_config": quant}, "config.json")
@@ -115,7 +119,11 @@ def test_quantised_configs(quant, dtype, blocks):
 @pytest.mark.parametrize(("quant", "msg"), [
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "'quantization_config.quant_algo' must be FP8 or NVFP4"),
     ({"quant_method": "compressed-tensors",
-      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}}, "must be float with num_bits 8 or 4"),
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}},
+     "weights must be float with num_bits 8 or 4, or int of num_bits 4 in groups of 128 without quantised activations"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+        "input_activations": {"num_bits": 8, "type": "int"}}}}, "(got type 'int', num_bits 4)"),
     ({"quant_method": "gptq", "bits": 4, "group_size": 32}, "of gptq must have bits 4 and group_size 128, as kvsim's "
                                                              "w4a16 (got bits 4, group_size 32)"),
     ({"quant_method": "awq", "bits": 8, "group_size": 128}, "(got bits 8, group_size 128)"),
