@@ -131,6 +131,14 @@ def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
     return first + len(listed)
 
 
+def _torch_dtype(cfg: dict[str, Any], where: str) -> str:
+    """The weights' format as served from ``torch_dtype`` (bfloat16 when absent), `_TORCH_DTYPES`."""
+    raw = cfg.get("torch_dtype") or "bfloat16"
+    if not isinstance(raw, str) or raw not in _TORCH_DTYPES:
+        raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw)})")
+    return _TORCH_DTYPES[raw]
+
+
 def keeps_attention(qcfg: dict[str, Any], where: str) -> bool:
     """Whether a quantised release keeps its attention projections unquantised: its
     ``modules_to_not_convert`` (Hugging Face's list of module patterns left in ``torch_dtype``) names the
@@ -140,7 +148,8 @@ def keeps_attention(qcfg: dict[str, Any], where: str) -> bool:
     if not isinstance(kept, list) or not all(isinstance(m, str) for m in kept):
         raise ConfigError(f"{where}: 'quantization_config.modules_to_not_convert' must be a list of module names "
                           f"(got {shown(kept)})")
-    return any("self_attn" in m for m in kept)
+    # every layer's attention (a wildcard layer); one layer's module left out is not read
+    return any(m == "self_attn" or m.endswith("*.self_attn") for m in kept)
 
 
 def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
@@ -258,13 +267,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     if qcfg.get("quant_method"):
         wdtype, block_scales = quantized_weights(qcfg, where)
         if keeps_attention(qcfg, where):
-            raw = cfg.get("torch_dtype")
-            attn_dtype = _TORCH_DTYPES.get(raw, "bf16") if isinstance(raw, str) else "bf16"
+            attn_dtype = _torch_dtype(cfg, where)
     else:
-        raw_dtype = cfg.get("torch_dtype") or "bfloat16"
-        if not isinstance(raw_dtype, str) or raw_dtype not in _TORCH_DTYPES:
-            raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw_dtype)})")
-        wdtype, block_scales = _TORCH_DTYPES[raw_dtype], False
+        wdtype, block_scales = _torch_dtype(cfg, where), False
     context = _int(cfg, where, "max_position_embeddings", default=131072, minimum=1)
     window, pattern = _sliding(cfg, where, L, context)
     total = float(total_params) if total_params else float(estimated_total)

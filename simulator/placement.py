@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, RuleError, must
 from simulator.kv import KVLayout
-from simulator.models import ModelSpec, attention_weight_dtype, dtype, outer_weight_dtype
+from simulator.models import ModelSpec, attention_weight_dtype, dtype, outer_weight_dtype, weight_dtypes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +178,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
     """What one GPU of each stage holds (the module docstring's ``weights_s``)."""
     check_plan(model, plan)
     name = weight_dtype or model.weight_dtype
+    must(name in weight_dtypes(), "weights", "weight_dtype", f"one of {', '.join(weight_dtypes())}", name)
     wb = dtype(name).effective_bytes
     ab = dtype(attention_weight_dtype(model, name)).effective_bytes  # wb, or gpt-oss's bf16 attention's
     ob = dtype(outer_weight_dtype(name)).effective_bytes  # the embeddings' and LM head's

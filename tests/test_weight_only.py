@@ -192,3 +192,33 @@ def test_a_float32_checkpoint_is_served_in_fp16():
     with pytest.raises(ConfigError, match=r"'weight_dtype' must be one of bf16, fp16, fp8, fp4, mxfp4, w4a16 "
                                           r"\(got 'fp32'\)"):
         dataclasses.replace(L8, weight_dtype="fp32")
+
+
+def test_review_mends_weight_formats_the_api_refuses_and_configs_read_narrowly():
+    from simulator.hf_config import spec_from_hf_dict
+
+    # a KV-cache format is no weight format: the Python API refuses it as the CLI does
+    for bad in ("int4", "int8", "fp32"):
+        with pytest.raises(ConfigError, match=rf"'weight_dtype' must be one of bf16, fp16, fp8, fp4, mxfp4, w4a16 "
+                                              rf"\(got '{bad}'\)"):
+            kv_budget(CAT.node("1xH100"), L8, weight_dtype=bad)
+        with pytest.raises(ConfigError, match="weight_dtype"):
+            StepModel(CAT.gpu("H100"), L8, None, 1, load_params("H100"), bad)
+    # only every layer's attention left out (a wildcard layer) keeps it apart; one layer's module is not read
+    quant = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.0.self_attn.o_proj"]}
+    assert spec_from_hf_dict({**GPT_OSS_120B, "quantization_config": quant}, "c.json").attention_weight_dtype == ""
+    with pytest.raises(ConfigError, match=r"c.json: 'torch_dtype' must be one of"):
+        spec_from_hf_dict({**GPT_OSS_120B, "torch_dtype": "int3"}, "c.json")
+
+
+def test_the_rest_of_an_all_moe_models_dense_part_runs_with_its_attention():
+    # gpt-oss: what is neither attention nor routed experts is routers, norms and biases (1.5M parameters a
+    # layer), priced in the attention's bf16, not as fp4 GEMMs with fp4's latency and input quantisation; a
+    # dense model with its attention apart keeps its MLPs' GEMMs in the weights' precision
+    oss = StepModel(CAT.gpu("B200"), get_model("gpt-oss-120b"), None, 8, load_params("B200"))
+    assert (oss.gemm_dtype, oss._attn_gemm, oss._rest_gemm) == ("fp4", "bf16", "bf16")
+    dense = dataclasses.replace(with_weight_precision(L70, "fp8"), attention_weight_dtype="bf16")
+    sm = StepModel(CAT.gpu("B200"), dense, None, 8, load_params("B200"))
+    assert (sm.gemm_dtype, sm._attn_gemm, sm._rest_gemm) == ("fp8", "bf16", "")
+    # its weights: the attention's 80 × 150,994,944 parameters at 2 B, not 1
+    assert dense.weight_bytes - with_weight_precision(L70, "fp8").weight_bytes == pytest.approx(80 * 150_994_944)

@@ -14,14 +14,16 @@ import numpy as np
 import pandas as pd
 
 from hardware.catalog import load_catalog
+from hardware.measure_gemm import W4A16_GROUP
 from simulator.cost.kernels import gemm_s, predict_s
 from simulator.cost.params import ACTIVATION_BYTES, CostParams, load_params
 from simulator.errors import ConfigError
+from simulator.models import dtype, gemm_dtype
 
 GEMM_DTYPE_BYTES = {"bf16": 2, "fp8": 1, "w4a16": 2}  # the dtypes measure_gemm.py times, bytes an input value
 # bytes a weight of measure_gemm.py's int4 kernel reads (torch._weight_int4pack_mm: 4 bits, and a bf16 scale
-# and a bf16 zero point per group of 128: W4A16_GROUP there)
-W4A16_WEIGHT_BYTES = 0.5 + 2 * 2 / 128
+# and a bf16 zero point per group of its W4A16_GROUP weights)
+W4A16_WEIGHT_BYTES = 0.5 + 2 * dtype("bf16").effective_bytes / W4A16_GROUP
 
 
 def gemm_errors(table: pd.DataFrame, gpu: str, params: CostParams | None = None) -> pd.DataFrame:
@@ -40,7 +42,8 @@ def gemm_errors(table: pd.DataFrame, gpu: str, params: CostParams | None = None)
     if w4.any():  # weight-only: bf16 GEMMs over the int4 weights' bytes (`StepModel`'s pricing of w4a16)
         m, n, k = (out.loc[w4, c].to_numpy(dtype=float) for c in ("m", "n", "k"))
         nbytes = m * k * ACTIVATION_BYTES + n * k * W4A16_WEIGHT_BYTES + m * n * ACTIVATION_BYTES
-        out.loc[w4, "predicted_s"] = gemm_s(2 * m * n * k, nbytes, m, n, k, spec.peak_flops("bf16"), False, spec, p)
+        peak = spec.peak_flops(gemm_dtype("w4a16", spec))  # bf16: weight-only on every GPU
+        out.loc[w4, "predicted_s"] = gemm_s(2 * m * n * k, nbytes, m, n, k, peak, False, spec, p)
     out["err"] = out["predicted_s"] / out["measured_s"] - 1
     cast = pd.to_numeric(out.get("cast_s", pd.Series(np.nan, index=out.index)), errors="coerce")
     out["err_with_cast"] = out["predicted_s"] / (out["measured_s"] + cast) - 1

@@ -232,6 +232,7 @@ class StepModel:
         "_pf_rows",
         "_plan",
         "_qo_bytes",
+        "_rest_gemm",
         "_tp",
         "_windows",
     )
@@ -288,6 +289,10 @@ class StepModel:
         replication = held / even if ab == wb or plan.kv_groups > 1 else held_params / (dense_params / tp)
         self._attn_param_share = one_stage.attention_bytes / ab / held_params if held_params else 0.0
         self._attn_gemm = gemm_dtype(attn_dtype, gpu) if ab != wb else ""  # "": as the other weights
+        # with attention apart, the rest of the dense part's GEMMs: in the weights' precision, or where every
+        # layer is MoE in the attention's (what is left is routers, norms and biases, not quantised MLPs:
+        # gpt-oss keeps its routers in bf16 too)
+        self._rest_gemm = self._attn_gemm if ab != wb and model.moe_layers == model.n_layers else ""
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
         # ``vocab / tp`` columns over the step's logit rows
         head_params = float(model.vocab_size * model.d_model)
@@ -504,7 +509,11 @@ class StepModel:
         an expert (``E_touched / ep`` of them a GPU under expert parallelism); all timed by
         `simulator.cost.kernels.gemm_s`. Under DP attention the attention projections are
         ``n_layers · ATTENTION_GEMMS_PER_LAYER`` GEMMs of the GPU's own ``T`` rows over whole
-        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens. The LM head is apart
+        weights, and the MLPs and experts take all ranks' ``dp · T`` tokens. A model whose attention
+        projections are in a format of their own (`models.attention_weight_dtype`: gpt-oss's bf16) prices
+        them as those ``ATTENTION_GEMMS_PER_LAYER`` GEMMs a layer at that format's precision, their share of
+        the dense FLOPs by parameters, and the rest of the dense part as the other GEMMs (in the attention's
+        precision where every layer is MoE: routers, norms, biases). The LM head is apart
         (`_head_s`): its rows are each decode sequence's token and each prefill chunk's last (vLLM
         computes logits for every scheduled sequence and drops a partial prefill's)."""
         m, dp = self.model, self._plan.kv_groups
@@ -520,7 +529,8 @@ class StepModel:
                             self._attn_gemm)
             if share < 1.0:
                 t += self._gemms(g - ga, flops * (1.0 - share), wbytes - a_bytes, tokens,
-                                 self._gemm_n * g * (1.0 - share) / (g - ga), tokens * quant * (g - ga))
+                                 self._gemm_n * g * (1.0 - share) / (g - ga), tokens * quant * (g - ga),
+                                 self._rest_gemm)
         else:
             ga = m.n_layers * ATTENTION_GEMMS_PER_LAYER
             a_flops, a_bytes = self._attn_flops_per_token * tokens, self._attn_weight_bytes
@@ -536,7 +546,8 @@ class StepModel:
                             self._attn_gemm)
             if mlp_bytes:
                 t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
-                                 mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga))
+                                 mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga),
+                                 self._rest_gemm)
             flops, wbytes, tokens = a_flops + mlp_flops, a_bytes + mlp_bytes, mlp_tokens
         if m.moe_layers:
             rows = max(float(tokens), 1.0)
