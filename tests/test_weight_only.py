@@ -222,3 +222,15 @@ def test_the_rest_of_an_all_moe_models_dense_part_runs_with_its_attention():
     assert (sm.gemm_dtype, sm._attn_gemm, sm._rest_gemm) == ("fp8", "bf16", "")
     # its weights: the attention's 80 × 150,994,944 parameters at 2 B, not 1
     assert dense.weight_bytes - with_weight_precision(L70, "fp8").weight_bytes == pytest.approx(80 * 150_994_944)
+
+
+def test_the_readmes_gpt_oss_figures():
+    # README, "Weight precision": `kvsim fit --model gpt-oss-120b --hardware 1xH100 --context 32768` and
+    # `kvsim cost --model gpt-oss-120b --hardware 1xH100 --batch 16 --context 8192` (and 1xB200)
+    spec, small = get_model("gpt-oss-120b"), get_model("gpt-oss-20b")
+    assert (round(spec.weight_bytes / 1e9, 2), round(small.weight_bytes / 1e9, 2)) == (65.17, 13.75)
+    for model, streams in ((spec, 5), (small, 72)):
+        assert max_streams(kv_budget(CAT.node("1xH100"), model), model, None, 32_768) == streams
+    steps = {g: StepModel(CAT.gpu(g), spec, None, 1, load_params(g)).decode_step_s(16, 16 * 8192)
+             for g in ("H100", "B200")}
+    assert (round(steps["H100"] * 1e3, 2), round(steps["B200"] * 1e3, 2)) == (12.83, 7.82)
