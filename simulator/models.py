@@ -106,21 +106,34 @@ def attention_weight_dtype(model: ModelSpec, weight_dtype: str | None = None) ->
     return model.attention_weight_dtype if model.attention_weight_dtype and name == model.weight_dtype else name
 
 
+def rest_weight_dtype(model: ModelSpec, weight_dtype: str | None = None) -> str:
+    """The format of what a layer holds beside its attention and routed experts (`other_params_per_layer`):
+    the weights', except in a model whose attention is kept apart (`attention_weight_dtype`) and whose every
+    layer is MoE with a rest smaller than one expert (no dense MLP or shared expert fits in it: routers,
+    norms, biases, which a quantised release leaves unconverted: gpt-oss's 1.5M a layer against its experts'
+    24.9M), where it is the attention's."""
+    name = weight_dtype or model.weight_dtype
+    attn = attention_weight_dtype(model, name)
+    small = model.moe_layers == model.n_layers and model.other_params_per_layer < model.expert_params
+    return attn if attn != name and small else name
+
+
 def weight_bytes(model: ModelSpec, weight_dtype: str | None = None) -> float:
     """Bytes of all of `model`'s weights in `weight_dtype` (None: its own)::
 
-        (total_params − embeddings − lm_head − L · attention) · bytes(weight_dtype)
-        + L · attention · bytes(attention_weight_dtype) + (embeddings + lm_head) · bytes(outer)
+        (total_params − embeddings − lm_head) · bytes(weight_dtype) + (embeddings + lm_head) · bytes(outer)
+        + L · attention · (bytes(attn) − bytes(weight_dtype)) + L · rest · (bytes(rest) − bytes(weight_dtype))
 
-    with ``outer = outer_weight_dtype(weight_dtype)`` (bf16 for a quantised format) and the attention
-    projections in the weights' format unless the model keeps them apart (`attention_weight_dtype`). A
+    with ``outer = outer_weight_dtype(weight_dtype)`` (bf16 for a quantised format), ``attn`` and ``rest``
+    the formats of the attention projections and of the rest of the layers (`attention_weight_dtype`,
+    `rest_weight_dtype`: the weights' own, the last two terms 0, unless the model keeps them apart). A
     model of unknown vocabulary (``vocab_size = 0``) counts its embeddings with the layers."""
     name = weight_dtype or model.weight_dtype
+    wb = dtype(name).effective_bytes
+    ab, rb = (dtype(f(model, name)).effective_bytes for f in (attention_weight_dtype, rest_weight_dtype))
     outer = model.embedding_params + model.lm_head_params
-    attn = model.n_layers * model.attention_params
-    return ((model.total_params - outer - attn) * dtype(name).effective_bytes
-            + attn * dtype(attention_weight_dtype(model, name)).effective_bytes
-            + outer * dtype(outer_weight_dtype(name)).effective_bytes)
+    return ((model.total_params - outer) * wb + outer * dtype(outer_weight_dtype(name)).effective_bytes
+            + model.n_layers * (model.attention_params * (ab - wb) + model.other_params_per_layer * (rb - wb)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,12 +7,14 @@ first). One GPU of stage ``s`` holds, in weight bytes::
 
     weights_s = bytes(attn) · L_s · ((attention − kv_proj − latent_proj) / tp_attn + kv_proj · h_gpu / h
                                      + latent_proj)
-              + bytes(dtype) · ( L_s · other / tp + m_s · routed_experts / tp )
+              + bytes(rest) · L_s · other / tp + bytes(dtype) · m_s · routed_experts / tp
               + bytes(outer) · ( [s = 0] · embeddings + [s = pp − 1] · lm_head ) / tp
 
 with ``outer = models.outer_weight_dtype(dtype)``: the embeddings and LM head of a quantised format
-(fp8, fp4) stay in bf16, as quantised checkpoints keep them; ``attn = models.attention_weight_dtype``:
-``dtype``, or the attention's own format where a release keeps it apart (gpt-oss: bf16 beside mxfp4).
+(fp8, fp4, mxfp4, w4a16) stay in bf16, as quantised checkpoints keep them; ``attn`` and ``rest`` are
+``dtype``, or where a release keeps its attention apart (gpt-oss: bf16 beside mxfp4 experts) the
+attention's format, and the rest's too when it is routers and norms (`models.attention_weight_dtype`,
+`models.rest_weight_dtype`).
 ``kv_budget_s = hbm · memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor parallelism: ``tp``,
 or 1 under DP attention (MLA's down-projections ``latent_proj`` are whole on every rank, as
 vLLM's replicated ``q_a_proj`` and ``kv_a_proj``), where each GPU runs attention for its own sequences
@@ -39,7 +41,14 @@ from dataclasses import dataclass
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, RuleError, must
 from simulator.kv import KVLayout
-from simulator.models import ModelSpec, attention_weight_dtype, dtype, outer_weight_dtype, weight_dtypes
+from simulator.models import (
+    ModelSpec,
+    attention_weight_dtype,
+    dtype,
+    outer_weight_dtype,
+    rest_weight_dtype,
+    weight_dtypes,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +190,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
     must(name in weight_dtypes(), "weights", "weight_dtype", f"one of {', '.join(weight_dtypes())}", name)
     wb = dtype(name).effective_bytes
     ab = dtype(attention_weight_dtype(model, name)).effective_bytes  # wb, or gpt-oss's bf16 attention's
+    rb = dtype(rest_weight_dtype(model, name)).effective_bytes  # wb, or gpt-oss's bf16 routers and norms
     ob = dtype(outer_weight_dtype(name)).effective_bytes  # the embeddings' and LM head's
     kv_proj = model.kv_projection_params
     h = model.n_kv_heads
@@ -196,7 +206,7 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
         embed = (model.embedding_params if s == 0 else 0.0) + (head_params if s == len(bounds) - 1 else 0.0)
         out.append(Stage(
             first_layer=a, layers=b - a, moe_layers=moe, attention_bytes=(b - a) * attn_per_layer * ab,
-            other_bytes=(b - a) * model.other_params_per_layer / plan.tp * wb,
+            other_bytes=(b - a) * model.other_params_per_layer / plan.tp * rb,
             expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed / plan.tp * ob))
     return tuple(out)
 

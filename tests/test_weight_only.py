@@ -16,7 +16,7 @@ from simulator.cost.step_model import GEMMS_PER_LAYER
 from simulator.engine import EngineConfig
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout, parse_layout
-from simulator.models import dtype, gemm_dtype, get_model, weight_only_note, with_weight_precision
+from simulator.models import dtype, gemm_dtype, get_model, rest_weight_dtype, weight_only_note, with_weight_precision
 from simulator.study import weights_column
 
 CAT = load_catalog()
@@ -129,15 +129,20 @@ def test_gpt_oss_prices_its_bf16_attention_apart():
     # the catalog's gpt-oss-120b (the model card's 116.83B and 5.13B + 0.579B input embeddings) on one GPU: the
     # attention projections' GEMMs run in bf16 and read 2 B a weight; the experts' in fp4 on a B200 (bf16 on H100)
     spec = get_model("gpt-oss-120b")
-    assert spec.weight_bytes / 1e9 == pytest.approx(65.17, abs=0.005)
+    assert spec.weight_bytes / 1e9 == pytest.approx(65.25, abs=0.005)
     all_mxfp4 = dataclasses.replace(spec, attention_weight_dtype="")
-    assert spec.weight_bytes - all_mxfp4.weight_bytes == pytest.approx(36 * 26_542_080 * (2 - 0.53125))
+    # in bf16, not MXFP4: the attention (26,542,080 a layer) and the rest beside it, routers, norms and biases
+    # ((116.83e9 − 116,775,567,360) / 36 = 1,512,017.8 a layer: less than one expert's 24,883,200)
+    rest = (116.83e9 - 116_775_567_360) / 36
+    assert spec.other_params_per_layer == pytest.approx(rest) and rest < 24_883_200
+    assert spec.weight_bytes - all_mxfp4.weight_bytes == pytest.approx(36 * (26_542_080 + rest) * (2 - 0.53125))
     for gpu, experts in (("H100", "bf16"), ("B200", "fp4")):
         sm = StepModel(CAT.gpu(gpu), spec, None, 1, load_params(gpu))
         flat = StepModel(CAT.gpu(gpu), all_mxfp4, None, 1, load_params(gpu))
-        assert (sm.gemm_dtype, sm._attn_gemm, flat._attn_gemm) == (experts, "bf16", "")
-        # the dense part reads the attention's bf16 bytes: 36 × 26,542,080 × 2 B more than all-MXFP4's ~0.53 B
-        assert sm.dense_weight_bytes - flat.dense_weight_bytes == pytest.approx(36 * 26_542_080 * (2 - 0.53125))
+        assert (sm.gemm_dtype, sm._attn_gemm, sm._rest_gemm, flat._attn_gemm) == (experts, "bf16", "bf16", "")
+        # the dense part reads its bf16 bytes: 36 × (26,542,080 + 1,512,018) × 2 B, not all-MXFP4's ~0.53 B
+        assert sm.dense_weight_bytes - flat.dense_weight_bytes == pytest.approx(
+            36 * (26_542_080 + rest) * (2 - 0.53125))
         # the FLOPs are the same; the attention GEMMs' part of them is 26.5M of the 26.5M + 1.5M dense parameters
         assert sm.linear_s(512)[2] == pytest.approx(flat.linear_s(512)[2], rel=1e-12)
         assert sm._attn_param_share == pytest.approx(36 * 26_542_080 / (36 * 26_542_080 + (
@@ -222,13 +227,21 @@ def test_the_rest_of_an_all_moe_models_dense_part_runs_with_its_attention():
     assert (sm.gemm_dtype, sm._attn_gemm, sm._rest_gemm) == ("fp8", "bf16", "")
     # its weights: the attention's 80 × 150,994,944 parameters at 2 B, not 1
     assert dense.weight_bytes - with_weight_precision(L70, "fp8").weight_bytes == pytest.approx(80 * 150_994_944)
+    # an all-MoE model whose rest holds shared experts (two of 24,883,200 a layer: more than one expert) keeps
+    # them in the experts' format: quantised MLPs, not routers
+    spec = get_model("gpt-oss-120b")
+    shared = dataclasses.replace(spec, total_params=spec.total_params + 36 * 2 * 24_883_200,
+                                 active_params=spec.active_params + 36 * 2 * 24_883_200)
+    assert rest_weight_dtype(shared) == "mxfp4" and rest_weight_dtype(spec) == "bf16"
+    sm = StepModel(CAT.gpu("B200"), shared, None, 8, load_params("B200"))
+    assert (sm._attn_gemm, sm._rest_gemm) == ("bf16", "")
 
 
 def test_the_readmes_gpt_oss_figures():
     # README, "Weight precision": `kvsim fit --model gpt-oss-120b --hardware 1xH100 --context 32768` and
     # `kvsim cost --model gpt-oss-120b --hardware 1xH100 --batch 16 --context 8192` (and 1xB200)
     spec, small = get_model("gpt-oss-120b"), get_model("gpt-oss-20b")
-    assert (round(spec.weight_bytes / 1e9, 2), round(small.weight_bytes / 1e9, 2)) == (65.17, 13.75)
+    assert (round(spec.weight_bytes / 1e9, 2), round(small.weight_bytes / 1e9, 2)) == (65.25, 13.75)
     for model, streams in ((spec, 5), (small, 72)):
         assert max_streams(kv_budget(CAT.node("1xH100"), model), model, None, 32_768) == streams
     steps = {g: StepModel(CAT.gpu(g), spec, None, 1, load_params(g)).decode_step_s(16, 16 * 8192)

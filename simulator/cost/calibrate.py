@@ -18,7 +18,8 @@ plan the model's shapes allow, weights that fit).
 - ``throughput``: end-to-end output ``tokens_per_s`` of ``gpus`` GPUs at ``new_tokens`` in,
   ``output_tokens`` out, batch capped at ``batch`` (`simulator.cost.throughput`).
 
-``dtype`` is the weight/GEMM dtype (default the model's), ``layout`` a KV layout
+``dtype`` is the weights' storage format (default the model's; the GEMMs compute in
+`simulator.models.gemm_dtype` of it), ``layout`` a KV layout
 (`simulator.kv.parse_layout`), ``split`` ``train`` or ``test``; without it one row in
 ``HOLDOUT_EVERY`` (by a hash of the row) is held out. Fits run per GPU.
 

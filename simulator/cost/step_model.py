@@ -15,7 +15,10 @@ sequences holding ``C`` context tokens in all. Its time is the sum of four parts
   gather of the step's rows: no GEMM, no read of the table. The layers' dense part (what a GPU
   holds of it: `placement.stages`) runs as ``G = n_layers · GEMMS_PER_LAYER`` GEMM kernels of
   equal shape (``m = T``, ``k = d_model``, ``n = dense weights / (G · d_model · bytes(dtype))`` per
-  GPU: the shape only sets how many tiles keep the SMs busy); the LM head as one GEMM of
+  GPU: the shape only sets how many tiles keep the SMs busy), or, where a release keeps its attention
+  in a format of its own (gpt-oss: bf16 beside MXFP4 experts), as the attention's
+  ``n_layers · ATTENTION_GEMMS_PER_LAYER`` GEMMs at that format's precision and bytes and the rest's
+  (`models.rest_weight_dtype`), the dense FLOPs shared by parameters (`_layers_s`); the LM head as one GEMM of
   ``m = R``, ``n = vocab / tp``; the experts as ``moe_layers · EXPERT_GEMMS_PER_LAYER`` grouped
   kernels over the touched experts (`linear_s`); each timed by `simulator.cost.kernels.gemm_s`
   at the peak of ``models.gemm_dtype(dtype, gpu)``, and fp8/fp4 GEMMs also quantise their input
@@ -86,7 +89,15 @@ from simulator.cost.roofline import (
 )
 from simulator.errors import must
 from simulator.kv import KVLayout, own_layers, sequence_bytes, values_per_token_per_layer
-from simulator.models import ModelSpec, attention_weight_dtype, dtype, gemm_dtype, outer_weight_dtype
+from simulator.models import (
+    ModelSpec,
+    attention_weight_dtype,
+    dtype,
+    gemm_dtype,
+    outer_weight_dtype,
+    rest_weight_dtype,
+    weight_dtypes,
+)
 from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
@@ -232,6 +243,7 @@ class StepModel:
         "_pf_rows",
         "_plan",
         "_qo_bytes",
+        "_rest_bytes",
         "_rest_gemm",
         "_tp",
         "_windows",
@@ -260,6 +272,8 @@ class StepModel:
             must(bool(node and node.nic_bytes_per_s), f"node {node.key if node else '?'}", "nic_bytes_per_s",
                  f"> 0 for {plan.label} over more than one NVLink domain", node.nic_bytes_per_s if node else None)
         self._dtype = dtype_name or model.weight_dtype
+        must(self.dtype in weight_dtypes(), "weights", "weight_dtype", f"one of {', '.join(weight_dtypes())}",
+             self.dtype)
         self._gemm_dtype = gemm_dtype(self.dtype, gpu)  # the weights' own, or bf16 weight-only (fp4 on Hopper)
         self._peak = gpu.peak_flops(self._gemm_dtype)
         self._bw = gpu.hbm_bytes_per_s
@@ -274,25 +288,25 @@ class StepModel:
         one_stage = stages(model, replace(plan, pp=1), self.dtype)[0]
         outer = model.embedding_params + model.lm_head_params  # the embeddings, and the LM head unless tied
         # the attention projections in a format of their own where the release keeps them apart (gpt-oss:
-        # bf16 beside mxfp4 experts; `_layers_s` then prices their GEMMs apart): ab = wb otherwise
-        attn_dtype = attention_weight_dtype(model, self.dtype)
-        ab = dtype(attn_dtype).effective_bytes
+        # bf16 beside mxfp4 experts; `_layers_s` then prices their GEMMs apart), and the rest of the dense
+        # part with them when it is routers and norms (`rest_weight_dtype`): ab = rb = wb otherwise
+        attn_dtype, rest_dtype = attention_weight_dtype(model, self.dtype), rest_weight_dtype(model, self.dtype)
+        ab, rb = dtype(attn_dtype).effective_bytes, dtype(rest_dtype).effective_bytes
         dense_params = model.total_params - moe_params - outer
-        even = dense_params * wb / tp + model.n_layers * model.attention_params * (ab - wb) / tp
+        even = (dense_params * wb / tp + model.n_layers * model.attention_params * (ab - wb) / tp
+                + model.n_layers * model.other_params_per_layer * (rb - wb) / tp)
         held = one_stage.attention_bytes + one_stage.other_bytes
         if plan.kv_groups > 1:  # DP attention prices its whole attention projections apart (`_layers_s`)
             held = even
         self._dense_weight_bytes = held  # the layers' dense weights
         # the dense parameters a GPU holds against an even split (> 1 where KV heads are replicated), and
         # the attention's share of them: ratios of bytes where all are in one format
-        held_params = one_stage.attention_bytes / ab + one_stage.other_bytes / wb
+        held_params = one_stage.attention_bytes / ab + one_stage.other_bytes / rb
         replication = held / even if ab == wb or plan.kv_groups > 1 else held_params / (dense_params / tp)
         self._attn_param_share = one_stage.attention_bytes / ab / held_params if held_params else 0.0
         self._attn_gemm = gemm_dtype(attn_dtype, gpu) if ab != wb else ""  # "": as the other weights
-        # with attention apart, the rest of the dense part's GEMMs: in the weights' precision, or where every
-        # layer is MoE in the attention's (what is left is routers, norms and biases, not quantised MLPs:
-        # gpt-oss keeps its routers in bf16 too)
-        self._rest_gemm = self._attn_gemm if ab != wb and model.moe_layers == model.n_layers else ""
+        self._rest_gemm = gemm_dtype(rest_dtype, gpu) if rb != wb else ""
+        self._rest_bytes = rb
         # the LM head (the embeddings' matrix when tied), vocab-parallel over tp: one GEMM of
         # ``vocab / tp`` columns over the step's logit rows
         head_params = float(model.vocab_size * model.d_model)
@@ -546,7 +560,7 @@ class StepModel:
                             self._attn_gemm)
             if mlp_bytes:
                 t += self._gemms(g - ga, mlp_flops, mlp_bytes, mlp_tokens,
-                                 mlp_bytes / ((g - ga) * m.d_model * self._wb), mlp_tokens * quant * (g - ga),
+                                 mlp_bytes / ((g - ga) * m.d_model * self._rest_bytes), mlp_tokens * quant * (g - ga),
                                  self._rest_gemm)
             flops, wbytes, tokens = a_flops + mlp_flops, a_bytes + mlp_bytes, mlp_tokens
         if m.moe_layers:
