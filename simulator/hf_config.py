@@ -39,11 +39,17 @@ def _get(cfg: dict[str, Any], where: str, *names: str, default: Any = None, requ
     return default
 
 
+def _spelled(cfg: dict[str, Any], *names: str) -> str:
+    """The name of `names` (a key and its aliases) that `cfg` gives a value to, as `_get` reads it: the first
+    not null; else the first (``n_head`` in a GPT-2-style config, else ``num_attention_heads``)."""
+    return next((n for n in names if cfg.get(n) is not None), names[0])
+
+
 def _int(cfg: dict[str, Any], where: str, *names: str, default: int | None = None, minimum: int = 0) -> int:
     v = _get(cfg, where, *names, default=default)
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
         rule = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ConfigError(f"{where}: {names[0]!r} must be {rule} (got {shown(v)})")
+        raise ConfigError(f"{where}: {_spelled(cfg, *names)!r} must be {rule} (got {shown(v)})")
     return v
 
 
@@ -202,10 +208,11 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
                       "mxfp4, awq and gptq (4 bits, groups of 128)")
 
 
-# ModelSpec's fields as config.json spells them, where a rule of the spec names its field in an error
-HF_KEYS = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_heads": "num_attention_heads",
-           "n_kv_heads": "num_key_value_heads", "max_context_tokens": "max_position_embeddings",
-           "experts_per_token": "num_experts_per_tok"}
+# ModelSpec's fields as config.json spells them (a key and the aliases read for it), where a rule of the spec
+# names its field in an error: by the name the config.json gave (`_spelled`)
+HF_KEYS = {"n_layers": ("num_hidden_layers", "n_layer", "num_layers"), "d_model": ("hidden_size", "d_model", "n_embd"),
+           "n_heads": ("num_attention_heads", "n_head"), "n_kv_heads": ("num_key_value_heads",),
+           "max_context_tokens": ("max_position_embeddings",), "experts_per_token": ("num_experts_per_tok",)}
 
 
 def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
@@ -216,9 +223,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         if not isinstance(text, dict):
             raise ConfigError(f"{where}: 'text_config' must be an object (got {shown(text)})")
         cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype"))}
-    L = _int(cfg, where, "num_hidden_layers", "n_layer", "num_layers", minimum=1)
-    d = _int(cfg, where, "hidden_size", "d_model", "n_embd", minimum=1)
-    h = _int(cfg, where, "num_attention_heads", "n_head", minimum=1)
+    L = _int(cfg, where, *HF_KEYS["n_layers"], minimum=1)
+    d = _int(cfg, where, *HF_KEYS["d_model"], minimum=1)
+    h = _int(cfg, where, *HF_KEYS["n_heads"], minimum=1)
     kv = _int(cfg, where, "num_key_value_heads", default=h, minimum=1)
     vocab = _int(cfg, where, "vocab_size", minimum=1)
     mla = cfg.get("kv_lora_rank") is not None
@@ -289,8 +296,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
             source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
         )
     except RuleError as exc:  # a rule of the spec: at the config.json keys it came from, not the class's fields
-        rule = re.sub(r"\b(" + "|".join(HF_KEYS) + r")\b", lambda m: HF_KEYS[m.group(1)], exc.rule)
-        raise ConfigError(f"{where}: {RuleError(exc.owner, exc.key, rule, exc.value).quoted(HF_KEYS.get(exc.key))}"
+        spelled = {field: _spelled(cfg, *names) for field, names in HF_KEYS.items()}
+        rule = re.sub(r"\b(" + "|".join(spelled) + r")\b", lambda m: spelled[m.group(1)], exc.rule)
+        raise ConfigError(f"{where}: {RuleError(exc.owner, exc.key, rule, exc.value).quoted(spelled.get(exc.key))}"
                           ) from None
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None

@@ -133,6 +133,11 @@ def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, 
      r"'quantization_config' of awq must have bits 4 and group_size 128, as kvsim's w4a16 \(got bits None, "),
     ({**LLAMA31_8B, "quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method' 'bitsandbytes'"),
     ({**LLAMA31_8B, "num_key_value_heads": 5}, "'num_key_value_heads' must be a divisor of num_attention_heads=32"),
+    # a GPT-2-style alias is named as the config.json spells it
+    ({**{k: v for k, v in LLAMA31_8B.items() if k != "num_attention_heads"}, "n_head": 32, "num_key_value_heads": 5},
+     "'num_key_value_heads' must be a divisor of n_head=32 \\(got 5\\)"),
+    ({**{k: v for k, v in LLAMA31_8B.items() if k != "num_attention_heads"}, "n_head": "x"},
+     "'n_head' must be a positive integer \\(got 'x'\\)"),
 ])
 def test_uninterpretable_configs_fail_in_one_line(tmp_path, cfg, msg):
     with pytest.raises(ConfigError, match=msg) as err:
