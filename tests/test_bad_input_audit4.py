@@ -382,3 +382,15 @@ def test_more_options_and_keys_said_where_they_were_written(tmp_path: Path, monk
     for value, says in [("inf", "must be a finite number (got inf)"), ("-3", "must be > 0 (got -3)")]:
         w = _workload(tmp_path, f'name = "chat-4k"\nuser_tokens = {value}')
         assert error(kvsim("workload", "describe", w), str(w)) == f"Error: {w}: workload.spec.user_tokens: {says}"
+
+
+@pytest.mark.parametrize(("plan", "said"), [
+    ("tp24", "Error: --plan: plan TP24 for Llama-3.1-8B: 'tp' must be a divisor of the 32 query heads (got 24)"),
+    ("tp8,tp4+ep2", "Error: --plan: plan TP4 EP2 for Llama-3.1-8B: 'ep' must be 1 for a dense model (expert "
+                    "parallelism needs MoE layers) (got 2)"),
+])
+def test_a_plan_collapse_refuses_is_said_at_its_plan_option(tmp_path: Path, plan: str, said: str) -> None:
+    """The plan rules that `collapse` checks once it has parsed --plan (against the model) named no option."""
+    r = kvsim("collapse", "--model", "Llama-3.1-8B", "--plan", plan, "--out", tmp_path / "c")
+    assert error(r, "--plan") == said
+    assert not (tmp_path / "c").exists()

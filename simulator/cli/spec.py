@@ -30,7 +30,7 @@ from simulator.cli.options import (
     model_option,
     plan_options,
 )
-from simulator.errors import ConfigError, must_differ, shown
+from simulator.errors import ConfigError, RuleError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
@@ -283,7 +283,12 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
         else:
             chosen = []
-        df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)  # (refuses weights a GPU cannot run)
+        try:
+            df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
+        except RuleError as exc:  # a plan the model or node refuses, at the --plan that named it
+            if plans and exc.owner.startswith("plan "):
+                raise ConfigError(f"--plan: {exc}") from None  # (its part named: 'tp', 'ep', ...)
+            raise
         folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet
         folder.clear()  # the inputs held: collapse's earlier files go now
     csv, png = out / "collapse.csv", out / "collapse.png"
