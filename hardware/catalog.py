@@ -77,8 +77,8 @@ class GPUSpec:
         key = "bf16" if dtype in ("bf16", "fp16") else dtype
         must(key in COMPUTE_DTYPES, f"GPUSpec({self.key})", "dtype", f"one of {', '.join(COMPUTE_DTYPES)}", dtype)
         flops: float = getattr(self, f"{key}_flops")
-        if flops <= 0:
-            can = [d for d in COMPUTE_DTYPES if getattr(self, f"{d}_flops") > 0]
+        if not self.has_tensor_cores(dtype):
+            can = [d for d in COMPUTE_DTYPES if self.has_tensor_cores(d)]
             raise ConfigError(f"{self.key} has no {dtype} tensor cores ({key}_flops = 0 in the GPU catalog): "
                               f"it computes in {', '.join(can)} (got {dtype!r}); weights in {dtype} run their "
                               "GEMMs weight-only there (simulator.models.gemm_dtype)")

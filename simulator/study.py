@@ -12,7 +12,7 @@ import pandas as pd
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.engine import EngineConfig, Result, run
-from simulator.engine.config import SchedulerConfig
+from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.models import ModelSpec, weight_only_note, weight_precision
@@ -110,10 +110,14 @@ class ScenarioRun:
         return pd.DataFrame(rows)
 
 
+def fleet_pools(config: EngineConfig) -> list[PoolConfig]:
+    """Every pool of the fleet, the prefill pool included."""
+    return [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
+
+
 def fleet_nodes(config: EngineConfig) -> int:
     """Nodes of every pool, the prefill pool included."""
-    pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
-    return sum(p.n_nodes for p in pools)
+    return sum(p.n_nodes for p in fleet_pools(config))
 
 
 def weights_column(config: EngineConfig) -> str:
@@ -121,8 +125,7 @@ def weights_column(config: EngineConfig) -> str:
     (`weight_only_note`): ``fp4 (bf16 GEMMs on H100)``."""
     if not isinstance(config.model, ModelSpec):
         return ""
-    pools = [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]
-    note = weight_only_note(config.model, [p.node.gpu for p in pools if isinstance(p.node, NodeSpec)])
+    note = weight_only_note(config.model, [p.node.gpu for p in fleet_pools(config) if isinstance(p.node, NodeSpec)])
     return weight_precision(config.model) + (f" ({note})" if note else "")
 
 

@@ -101,6 +101,7 @@ from simulator.models import (
 from simulator.placement import ParallelPlan, check_plan, stages
 
 GEMMS_PER_LAYER = 4  # qkv, o, gate+up, down projections: one kernel each
+LOW_PRECISION = ("fp8", "fp4")  # GEMM precisions that quantise their input (`kernels.gemm_s`' low_precision)
 ATTENTION_GEMMS_PER_LAYER = 2  # qkv and o of those four
 EXPERT_GEMMS_PER_LAYER = 2  # an MoE layer's experts: one grouped kernel for gate+up, one for down
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron tensor parallelism)
@@ -585,8 +586,8 @@ class StepModel:
         kernel = self._gemm_kernels.get((n, gemm))  # `gemm_s` of this shape on floats (``m`` is not needed: it
         if kernel is None:  # only sizes the quantisation, which `quant_values` gives)
             if gemm:
-                low, fp4 = gemm in ("fp8", "fp4"), gemm == "fp4"
-                kernel = GemmKernel(n, self._gemm_k, self.gpu.peak_flops(gemm), low, self.gpu, self.params, fp4=fp4)
+                kernel = GemmKernel(n, self._gemm_k, self.gpu.peak_flops(gemm), gemm in LOW_PRECISION, self.gpu,
+                                    self.params, fp4=gemm == "fp4")
             else:
                 kernel = GemmKernel(n, self._gemm_k, self._peak, self._low, self.gpu, self.params,
                                     block_scaled=self._blk, fp4=self._fp4)
@@ -599,7 +600,7 @@ class StepModel:
 
     @property
     def _low(self) -> bool:
-        return self._gemm_dtype in ("fp8", "fp4")
+        return self._gemm_dtype in LOW_PRECISION
 
     @property
     def _fp4(self) -> bool:
