@@ -14,6 +14,12 @@ README lists them ("Limits"); why each is where it is:
   draws (Poisson arrivals ``rate · duration``, times the turns or tool calls each brings), a
   trace's rows as they are replayed. A request costs about 1 kB held in memory (the workload
   and its record) and the engine simulates some 7,000 a second: 2 GB and 5 minutes at the limit.
+- `MAX_STREAMED_REQUESTS` requests in a trace replayed by a run that streams its records to its
+  report folder (``kvsim run --stream``): such a run holds no record while it simulates; its summary
+  reads back ~130 bytes a request (`simulator.engine.records.read_records`) and works on a few arrays
+  of the requests' length. `make bench`'s day from the command line (``tests.bench.day --cli``, 4M
+  requests) took 5.1 CPU minutes and 1.1 GB: some 13 minutes and 2.5 GB at the limit. A generator's
+  draws stay under `MAX_REQUESTS`: it holds them.
 - `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
   ``n_teams × repos_per_team``).
 - `MAX_INPUT_BYTES` per input file read whole (scenario, catalog, params, profiles,
@@ -32,6 +38,7 @@ MAX_NODES = 4096
 MAX_CAPACITY_NODES = 256
 MAX_HORIZON_S = 366 * 86_400.0
 MAX_REQUESTS = 2_000_000
+MAX_STREAMED_REQUESTS = 10_000_000
 MAX_SHARED_PREFIXES = 100_000
 MAX_INPUT_BYTES = 64 * MIB
 

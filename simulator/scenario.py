@@ -515,14 +515,20 @@ class Scenario:
                 raise ConfigError(f"{self.where}: disaggregation needs a scale-out NIC on {node.key} to move KV "
                                   f"between pools (its nic_bytes_per_s is {node.nic_bytes_per_s!r})")
 
-    def check_context(self, workload: Workload) -> None:
-        """Rule: every request's prompt + output fits the model's context window."""
+    def check_context(self, workload: Workload) -> int:
+        """Rule: every request's prompt + output fits the model's context window. Returns how many
+        requests the workload holds (counted in the same pass: a trace is read once, not held)."""
         model = self.model_spec()
-        longest = max((r.prompt_tokens + r.output_tokens for r in workload), default=0)
+        longest = n = 0
+        for r in workload:
+            n += 1
+            if r.prompt_tokens + r.output_tokens > longest:
+                longest = r.prompt_tokens + r.output_tokens
         if longest > model.max_context_tokens:
             raise ConfigError(
                 f"{self.where}: workload requests must fit {model.key}'s context of "
                 f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
+        return n
 
 
 def _under_workload(exc: ConfigError) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -158,7 +159,7 @@ def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -
 
 
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
-                 progress: Progress | None = None) -> ScenarioRun:
+                 progress: Progress | None = None, stream_to: str | Path | None = None) -> ScenarioRun:
     """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
     ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
@@ -167,6 +168,11 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     the results are keyed by the node (``["H100"]`` -> ``results["8xH100"]``: `node_kinds`).
     `progress` receives the fraction done: generating the workload counts `GENERATE_COST` of one
     fleet's run, each fleet's run one, advanced by its share of requests ended.
+
+    With `stream_to`, each fleet's records and time-series rows are written to its folder there
+    (``stream_to/<fleet>/requests.csv``, ``timeseries.csv``) as the run goes instead of held
+    (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
+    requests (`Workload.streamed`).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
@@ -174,12 +180,14 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     fleets = [fleet for hw in kinds for fleet in scenario.fleets(hw)]
     meter = Meter(progress, [GENERATE_COST + len(fleets)])
     workload = scenario.load_workload(seed)
-    scenario.check_context(workload)
+    if stream_to is not None:
+        workload = workload.streamed()
+    n = scenario.check_context(workload)
     meter.add(GENERATE_COST)
     results: dict[str, Result] = {}
     for label, config in fleets:
-        results[label] = run(config, workload, seed, progress=meter.piece(1.0),
-                             total_requests=len(workload.requests()))
+        results[label] = run(config, workload, seed, progress=meter.piece(1.0), total_requests=n,
+                             stream_to=None if stream_to is None else Path(stream_to) / label)
         meter.add(1.0)
     meter.finish()
     return ScenarioRun(scenario=scenario, seed=seed, workload=workload, results=results)

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from simulator.errors import ConfigError, must
-from simulator.limits import MAX_HORIZON_S, MAX_REQUESTS
+from simulator.limits import MAX_HORIZON_S, MAX_REQUESTS, MAX_STREAMED_REQUESTS
 from workloads.request import Request
 from workloads.summary import WorkloadSummary, summarize
 
@@ -56,7 +56,7 @@ class Workload:
         reuse as unknown rather than as none.
     """
 
-    __slots__ = ("_last", "_source", "name", "prefix_note", "seed")
+    __slots__ = ("_last", "_source", "max_requests", "name", "prefix_note", "seed")
 
     def __init__(self, source: Source, *, name: str = "", seed: int = 0, prefix_note: str = "") -> None:
         self._source = source
@@ -64,6 +64,14 @@ class Workload:
         self.name = name
         self.seed = seed
         self.prefix_note = prefix_note
+        self.max_requests = MAX_REQUESTS  # the most it yields (`streamed` raises it)
+
+    def streamed(self) -> Workload:
+        """The same stream for a run that holds no record (`simulator.engine.run`'s ``stream_to``):
+        bounded by `MAX_STREAMED_REQUESTS` instead of `MAX_REQUESTS`."""
+        out = Workload(self._source, name=self.name, seed=self.seed, prefix_note=self.prefix_note)
+        out.max_requests = MAX_STREAMED_REQUESTS
+        return out
 
     @classmethod
     def from_requests(cls, requests: list[Request], *, name: str = "", seed: int = 0) -> Workload:
@@ -72,14 +80,17 @@ class Workload:
         return cls(lambda _stats: iter(frozen), name=name, seed=seed)
 
     def _iter(self, stats_: ReadStats) -> Generator[Request, None, None]:
-        """The source's requests, within kvsim's limits (`simulator.limits`): at most `MAX_REQUESTS`
+        """The source's requests, within kvsim's limits (`simulator.limits`): at most `max_requests`
         of them, none arriving after `MAX_HORIZON_S` (a trace is streamed, so it is checked here)."""
+        most = self.max_requests
         for n, r in enumerate(self._source(stats_), start=1):
-            if n > MAX_REQUESTS or r.arrival_s > MAX_HORIZON_S:
-                what = (f"more than {MAX_REQUESTS:,} requests" if n > MAX_REQUESTS
+            if n > most or r.arrival_s > MAX_HORIZON_S:
+                what = (f"more than {most:,} requests" if n > most
                         else f"a request at {r.arrival_s:,.0f} s, after {MAX_HORIZON_S:,.0f} s (366 days)")
+                stream = (f", stream the run's records (kvsim run --stream: up to {MAX_STREAMED_REQUESTS:,} "
+                          "requests)" if n > most and most < MAX_STREAMED_REQUESTS else "")
                 raise ConfigError(f"{self.name or 'workload'}: {what}, beyond kvsim's limit; replay a window "
-                                  "(duration_s), thin it (rate_scale < 1) or speed it up (time_scale)")
+                                  f"(duration_s), thin it (rate_scale < 1){stream} or speed it up (time_scale)")
             yield r
         self._last = stats_
 

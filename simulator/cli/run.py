@@ -31,6 +31,7 @@ from simulator.cli.options import (
 )
 from simulator.cli.progress import phase_bars, progress_bar
 from simulator.errors import ConfigError, shown
+from simulator.limits import MAX_STREAMED_REQUESTS
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -48,12 +49,16 @@ def _echo_table(df: pd.DataFrame) -> None:
 @TRACE
 @USD_PER_GPU_HOUR
 @click.option("--json", "as_json", is_flag=True, help="print each fleet's summary (and the capacity plan) as JSON")
+@click.option("--stream", is_flag=True,
+              help=f"write each fleet's requests.csv and timeseries.csv as the run goes instead of holding every "
+                   f"record (a trace of up to {MAX_STREAMED_REQUESTS:,} requests; the rows in the order requests end)")
 @handle_errors
 def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | None, usd_per_gpu_hour: str | None,
-            as_json: bool) -> None:
+            as_json: bool, stream: bool = False) -> None:
     """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder.
 
-    SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`).
+    SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`). With --stream,
+    the report folder's earlier files are removed as the run starts, not once it is done.
     """
     from simulator.planning import plan_capacity
     from simulator.report import write_report
@@ -66,13 +71,16 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
     with stopped_cleanly("run", folder):
+        if stream:  # the run writes from its first simulated second: the previous report goes now
+            folder.clear(_report_names(sc, [label for n in sc.nodes() for label, _ in sc.fleets(n.key)]))
         with progress_bar("simulating") as bar:
-            result = run_scenario(sc, seed, progress=bar)
+            result = run_scenario(sc, seed, progress=bar, stream_to=out if stream else None)
         plan = None
         if sc.report.capacity:
             with progress_bar("capacity search") as bar:
                 plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
-        folder.clear(_report_names(sc, result.results))  # the inputs held: the previous report goes now
+        if not stream:
+            folder.clear(_report_names(sc, result.results))  # the inputs held: the previous report goes now
         with phase_bars() as phases:
             write_report(result, out, plan, phases=phases)
         folder.finish()

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, get_type_hints
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,21 +119,23 @@ class RowSink(Protocol):
 class CsvRows:
     """A `RowSink` writing rows of `kind` to a CSV file as they come (header: the field names).
 
-    Floats are written as Python's shortest round-trip repr, so reading the file back
-    (`pandas.read_csv`) gives the same values as `records_to_frame` on the rows. Use as a
-    context manager, or call `close`. ``rows`` counts what was written.
+    Floats are written as Python's shortest round-trip repr and NaN as an empty field (as
+    `pandas.DataFrame.to_csv` writes them), so reading the file back
+    (`pandas.read_csv`) gives the same values as `records_to_frame` on the rows. `header` replaces
+    the field names (a sink that adds columns). Use as a context manager, or call `close`. ``rows``
+    counts what was written.
     """
 
     def __init__(self, path: str | Path, kind: type[NamedTuple] = RequestRecord,
-                 buffer_bytes: int = 1 << 20) -> None:
+                 buffer_bytes: int = 1 << 20, header: Sequence[str] | None = None) -> None:
         self.path = Path(path)
         self.rows = 0
         self._file: io.TextIOWrapper = self.path.open("w", newline="", buffering=buffer_bytes)
         self._writer = csv.writer(self._file)
-        self._writer.writerow(kind._fields)
+        self._writer.writerow(kind._fields if header is None else header)
 
-    def append(self, row: tuple[Any, ...], /) -> None:
-        self._writer.writerow(row)
+    def append(self, row: Sequence[Any], /) -> None:
+        self._writer.writerow([v if v == v else "" for v in row])  # NaN: an empty field, as pandas writes it
         self.rows += 1
 
     def close(self) -> None:
@@ -146,3 +148,51 @@ class CsvRows:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+OUTCOMES = ("completed", "rejected", "timed_out")
+"""`RequestRecord.outcome`'s values."""
+
+READ_CHUNK_ROWS = 1 << 18  # rows `read_records` parses at a time: ~10 MB of parser buffers for 22 columns
+
+
+def read_records(path: str | Path, rows: int, columns: Sequence[str], sort_by: str = "request_id") -> pd.DataFrame:
+    """`columns` of the `RequestRecord` CSV at `path` (written by `CsvRows`: `rows` rows), ordered by `sort_by`.
+
+    The frame a streamed run's summary is computed from (`simulator.engine.result.run`), in less memory
+    than `records_to_frame` gives a held run's: integer columns are int32 (a token count or an index;
+    `sort_by` stays int64), ``outcome`` is categorical (`OUTCOMES`: one byte a row), each column is
+    filled in place chunk by chunk, so that the parser's buffers are one chunk's. Floats are read back
+    as `CsvRows` wrote them (their shortest repr: the same values), so the summary of the frame, ordered
+    as `records_to_frame`'s is, is the held run's."""
+    import numpy as np
+    import pandas as pd
+
+    kinds = get_type_hints(RequestRecord)
+    wanted = [sort_by, *(c for c in columns if c != sort_by)]
+
+    def dtype(c: str) -> Any:
+        return np.int64 if c == sort_by else np.int8 if c == "outcome" else np.int32 if kinds[c] is int else \
+            np.float64
+
+    arrays = {c: np.empty(rows, dtype(c)) for c in wanted}
+    parse = {c: ("category" if c == "outcome" else dtype(c)) for c in wanted}
+    at = 0
+    for chunk in pd.read_csv(path, usecols=wanted, dtype=parse, chunksize=READ_CHUNK_ROWS):
+        n = len(chunk)
+        if at + n > rows:
+            raise ValueError(f"{path}: more than the {rows:,} rows written")
+        for c in wanted:
+            col = chunk[c]
+            arrays[c][at:at + n] = (col.cat.set_categories(OUTCOMES).cat.codes if c == "outcome" else col).to_numpy()
+        at += n
+    if at != rows:
+        raise ValueError(f"{path}: {at:,} rows, not the {rows:,} written")
+    if (arrays.get("outcome", np.zeros(0, np.int8)) < 0).any():
+        raise ValueError(f"{path}: an outcome other than {', '.join(OUTCOMES)}")
+    order = np.argsort(arrays[sort_by], kind="stable")
+    frame = {}
+    for c in wanted:  # one column at a time: the sort's copies never hold more than one extra column
+        a = arrays.pop(c)[order]
+        frame[c] = pd.Categorical.from_codes(a, categories=pd.Index(OUTCOMES)) if c == "outcome" else a
+    return pd.DataFrame(frame, columns=wanted, copy=False)

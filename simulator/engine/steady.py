@@ -151,9 +151,18 @@ def window_tokens(first_s: np.ndarray, end_s: np.ndarray, output_tokens: np.ndar
     ``o − 1`` spread evenly over ``(first_s, end_s]``."""
     first_in = ((first_s > start) & (first_s <= end)).sum()
     dur = end_s - first_s
-    overlap = np.clip(np.minimum(end_s, end) - np.maximum(first_s, start), 0.0, None)
-    frac = np.divide(overlap, dur, out=np.zeros_like(overlap), where=dur > 0)
-    return float(first_in + ((output_tokens - 1) * frac).sum())
+    # the share of (first_s, end_s] inside the window, 0 where that span is empty, in place: three arrays
+    # of the requests' length at most (a day of 4M requests: 96 MB, not 190)
+    frac = np.minimum(end_s, end)
+    frac -= np.maximum(first_s, start)
+    np.clip(frac, 0.0, None, out=frac)
+    spans = dur > 0
+    np.divide(frac, dur, out=frac, where=spans)
+    frac[~spans] = 0.0
+    del dur
+    weights = output_tokens - 1
+    weights *= frac
+    return float(first_in + weights.sum())
 
 
 def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> SteadyState:
@@ -163,7 +172,10 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
         return SteadyState(start_s=math.nan, end_s=math.nan, arrivals=0, admissions=0, completions=0,
                            output_tokens=0.0, warning="no requests")
     arrival = requests.arrival_s.to_numpy(dtype=float)
-    done = requests[requests.outcome == "completed"]
+    completed = (requests.outcome == "completed").to_numpy()
+    done = requests[["arrival_s", "ttft_s", "end_s", "admit_s", "output_tokens"]]  # what is read of the completed
+    if not completed.all():  # ones: where some did not complete, a copy of these columns' rows alone (a day of
+        done = done[completed]  # 4M requests: 144 MB, where all the columns of a streamed run's frame take 530)
     a0, a1 = float(arrival.min()), float(arrival.max())
     end = a1
     if a1 <= a0 and len(done):  # all at once: measure while the queue lasts

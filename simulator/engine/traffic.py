@@ -48,6 +48,10 @@ class TrafficClasses:
                 other[r.id] = r.source
             yield r
 
+    def of(self, request_id: int) -> str:
+        """The class of request `request_id`, once tagged (`column`'s value for it)."""
+        return self.other.get(request_id, self.first or "")
+
     def column(self, request_ids: pd.Series) -> pd.Series:
         """The class of each id in `request_ids` (ids never tagged get the first class)."""
         import pandas as pd

@@ -13,7 +13,8 @@ load average (`os.getloadavg`) when it was taken. The workloads are built by `te
   cache: >= 5,000;
 - cost per request flat from 1 to 64 replicas, and in output length (250 vs 500 tokens);
 - a 4M-request Azure-like day (`tests.bench.day`, its own process, records streamed to CSV) in
-  under 10 minutes and 1 GB;
+  under 10 minutes and 1 GB; and the same day as a user replays it, ``kvsim run --stream`` of its
+  trace (``tests.bench.day --cli``: the whole command, trace reads, report and charts included);
 - ``import simulator.engine`` under 0.5 s (its own process);
 - first and last, `tests.bench.reference`: a fixed pure-Python loop timed as a yardstick of the
   machine's speed at that moment (it drifts; no figure is rescaled by it);
@@ -272,6 +273,24 @@ def test_day_replay() -> None:
                     f"{f['requests']:,} requests in {f['cpu_s'] / 60:.1f} CPU min ({minutes_4m:.1f} min per 4M), "
                     f"peak {f['peak_rss_mb']:,.0f} MB ({'met' if ok else 'NOT met'}; load {f['load']:.2f})",
                     f"python -m tests.bench.day --hours {DAY_HOURS:g}"))
+
+
+@pytest.mark.bench
+def test_day_replay_from_the_command_line() -> None:
+    """The same day as an Azure-format trace, replayed by ``kvsim run --stream`` in a child process."""
+    proc = subprocess.run([sys.executable, "-m", "tests.bench.day", "--cli", "--hours", str(DAY_HOURS)],
+                          capture_output=True, text=True, check=True, cwd=scenarios.REPO)
+    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    minutes_4m = 4e6 / f["requests_per_cpu_s"] / 60
+    print(f"\n[kvsim run --stream, Azure-like day trace, {DAY_HOURS:g} h] {f['requests']:,} requests: "
+          f"{f['cpu_s']:.0f} CPU s ({f['requests_per_cpu_s']:,.0f} per CPU s), {f['wall_s']:.0f} wall s; peak RSS "
+          f"{f['peak_rss_mb']:,.0f} MB; simulator {f['version']}, load {f['load']:.2f}")
+    ok = minutes_4m < 10 and f["peak_rss_mb"] < 1024
+    FIGURES.append(("the same day from the command line (kvsim run --stream of its trace)",
+                    f"{f['requests']:,} requests in {f['cpu_s'] / 60:.1f} CPU min ({minutes_4m:.1f} min per 4M), "
+                    f"peak {f['peak_rss_mb']:,.0f} MB ({'within' if ok else 'NOT within'} 10 min and 1 GB; "
+                    f"load {f['load']:.2f})",
+                    f"python -m tests.bench.day --cli --hours {DAY_HOURS:g}"))
 
 
 @pytest.mark.bench

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,9 @@ def test_streamed_records_and_samples_equal_the_kept_ones(tmp_path: Path) -> Non
     assert rec.rows == len(kept.records) == len(reqs) and ts.rows == len(kept.samples)
     for path, rows, kind in ((tmp_path / "requests.csv", kept.records, RequestRecord),
                              (tmp_path / "ts.csv", kept.samples, SampleRecord)):
-        read = pd.read_csv(path, keep_default_na=False, na_values=["nan"])
+        floats = [f for f, t in get_type_hints(kind).items() if t is float]  # NaN is an empty field there
+        read = pd.read_csv(path, keep_default_na=False, na_values={f: [""] for f in floats})
+        assert "nan" not in path.read_text()
         expected = records_to_frame(rows, kind)
         pd.testing.assert_frame_equal(read, expected, check_dtype=False, check_exact=True)
 

@@ -1,0 +1,203 @@
+"""Streamed runs (`simulator.engine.run`'s ``stream_to``, ``kvsim run --stream``): records written as
+requests end instead of held, the same summary and report as the held run, and the trace limit they
+lift (`simulator.limits.MAX_STREAMED_REQUESTS`)."""
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.engine import run
+from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, read_records
+from simulator.engine.result import STREAMED_COLUMNS, STREAMED_FILES
+from simulator.scenario import load_scenario
+from tests.test_hostile_inputs import error, kvsim, outcome
+
+
+def same_summary(a: dict, b: dict) -> None:
+    """Every figure equal (NaN equal to NaN), the same keys."""
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)), (k, x, y)
+
+
+def read_sorted(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path).sort_values("request_id", kind="stable").reset_index(drop=True)
+
+
+@pytest.mark.parametrize(("name", "duration_s"), [("trace-replay", None), ("disaggregated", 30.0)])
+def test_a_streamed_run_has_the_held_runs_summary_records_and_samples(tmp_path, name, duration_s):
+    """Aggregated (656 requests of the shipped trace, prefix cache hits) and disaggregated (KV transfers:
+    the transfer columns hold figures) fleets."""
+    sc = load_scenario(name)
+    wl = sc.load_workload(sc.seed)
+    if duration_s is not None:
+        wl = wl.replayed(duration_s=duration_s)
+    label, config = sc.fleets(sc.nodes()[0].key)[-1]
+    held = run(config, wl, 3)
+    streamed = run(config, wl, 3, stream_to=tmp_path / label)
+    assert held.summary["requests"] > 100 and held.streamed_to is None
+    if name == "disaggregated":
+        assert held.summary["transfers"] > 0
+    else:
+        assert held.summary["prefix_hit_ratio_tokens"] > 0.3
+    same_summary(held.summary, streamed.summary)
+    assert streamed.streamed_to == tmp_path / label
+    assert list(streamed.requests.columns) == ["request_id", *STREAMED_COLUMNS]
+    assert streamed.requests.request_id.is_monotonic_increasing
+    # the file has every column, the traffic class last, one row a request in the order they ended
+    rows = pd.read_csv(tmp_path / label / "requests.csv")
+    assert list(rows.columns) == [*RequestRecord._fields, "source"]
+    assert sorted(rows.request_id) == list(range(held.summary["requests"]))
+    assert not rows.request_id.is_monotonic_increasing  # not in id order: as requests ended
+    held.write(tmp_path / "held")
+    pd.testing.assert_frame_equal(read_sorted(tmp_path / label / "requests.csv"),
+                                  read_sorted(tmp_path / "held" / "requests.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / label / "timeseries.csv"),
+                                  pd.read_csv(tmp_path / "held" / "timeseries.csv"))
+    # written elsewhere, a streamed result copies its two files; no Parquet
+    streamed.write(tmp_path / "copy")
+    for f in STREAMED_FILES:
+        assert (tmp_path / "copy" / f).read_bytes() == (tmp_path / label / f).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["requests.csv", "summary.json", "timeseries.csv"]
+
+
+def test_kvsim_run_stream_writes_the_held_runs_report(tmp_path):
+    """The same stdout, headline, summaries, Markdown and charts; the records in end order, no Parquet."""
+    held, streamed = tmp_path / "held", tmp_path / "streamed"
+    a = kvsim("run", "trace-replay", "--out", held)
+    b = kvsim("run", "trace-replay", "--out", streamed, "--stream")
+    assert outcome(a) is None and outcome(b) is None
+    assert a.stdout.replace(str(held), "OUT") == b.stdout.replace(str(streamed), "OUT")
+    for f in ("headline.csv", "summary.md", "latency.png", "timeseries.png", "breakeven.csv", "8xH100/summary.json"):
+        assert (held / f).read_bytes() == (streamed / f).read_bytes(), f
+    pd.testing.assert_frame_equal(read_sorted(held / "8xH100/requests.csv"),
+                                  read_sorted(streamed / "8xH100/requests.csv"))
+    assert not (streamed / "8xH100/requests.parquet").exists()
+
+
+def test_kvsim_run_stream_removes_the_earlier_report_before_it_writes(tmp_path):
+    out = tmp_path / "o"
+    assert outcome(kvsim("run", "trace-replay", "--out", out)) is None
+    (out / "8xH100" / "requests.parquet").write_bytes(b"from the held run")  # pyarrow or not, a file it listed
+    manifest = (out / ".kvsim-files").read_text()
+    (out / ".kvsim-files").write_text(manifest + "run\t8xH100/requests.parquet\n")
+    (out / "notes.txt").write_text("mine")
+    assert outcome(kvsim("run", "trace-replay", "--out", out, "--stream")) is None
+    assert not (out / "8xH100" / "requests.parquet").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    listed = {line.split("\t")[1] for line in (out / ".kvsim-files").read_text().splitlines()}
+    assert {"8xH100/requests.csv", "8xH100/timeseries.csv", "8xH100/summary.json", "summary.md"} <= listed
+    assert "8xH100/requests.parquet" not in listed
+
+
+def test_a_trace_over_the_held_limit_is_refused_unless_the_run_streams(tmp_path, monkeypatch):
+    """The shipped trace holds 656 requests: with the held limit at 600 it is refused in one line that
+    names --stream; streamed (limit 700) it runs; over the streamed limit too (600) it is refused."""
+    import workloads.workload as w
+
+    monkeypatch.setattr(w, "MAX_REQUESTS", 600)
+    monkeypatch.setattr(w, "MAX_STREAMED_REQUESTS", 700)
+    line = error(kvsim("run", "trace-replay", "--out", tmp_path / "a"), "chat-sample.csv")
+    assert "more than 600 requests" in line and "kvsim run --stream: up to 700 requests" in line
+    assert outcome(kvsim("run", "trace-replay", "--out", tmp_path / "b", "--stream")) is None
+    assert len(pd.read_csv(tmp_path / "b" / "8xH100" / "requests.csv")) == 656
+    monkeypatch.setattr(w, "MAX_STREAMED_REQUESTS", 650)
+    line = error(kvsim("run", "trace-replay", "--out", tmp_path / "c", "--stream"), "chat-sample.csv")
+    assert "more than 650 requests" in line and "--stream" not in line
+
+
+def test_check_context_counts_the_requests_in_its_pass():
+    sc = load_scenario("trace-replay")
+    assert sc.check_context(sc.load_workload(sc.seed)) == 656
+
+
+def _records(n: int) -> list[RequestRecord]:
+    return [RequestRecord(request_id=i, arrival_s=0.1 * i, replica=i % 3, queue_s=0.0, ttft_s=0.5 + i,
+                          tpot_mean_s=math.nan if i == 2 else 0.01, tpot_p99_s=0.02, end_s=9.0 - i, e2e_s=9.0,
+                          prompt_tokens=100 + i, output_tokens=7, hit_tokens=0, preemptions=0,
+                          outcome=("completed", "rejected", "timed_out")[i % 3], reason="", admit_s=0.2 * i)
+            for i in range(n)]
+
+
+def test_csv_rows_write_nan_as_an_empty_field_and_read_records_reads_them_back_compact(tmp_path):
+    recs = _records(5)
+    with CsvRows(tmp_path / "r.csv") as sink:
+        for r in reversed(recs):  # written in the order they "ended": ids descending
+            sink.append(r)
+    assert sink.rows == 5
+    line = (tmp_path / "r.csv").read_text().splitlines()[3]  # request 2
+    assert line.startswith("2,0.2,2,0.0,2.5,,0.02,7.0,") and "nan" not in line
+    df = read_records(tmp_path / "r.csv", 5, ("tpot_mean_s", "prompt_tokens", "outcome"))
+    assert list(df.columns) == ["request_id", "tpot_mean_s", "prompt_tokens", "outcome"]
+    assert df.request_id.tolist() == [0, 1, 2, 3, 4]
+    assert df.prompt_tokens.tolist() == [100, 101, 102, 103, 104] and df.prompt_tokens.dtype == np.int32
+    assert df.request_id.dtype == np.int64
+    assert df.outcome.tolist() == ["completed", "rejected", "timed_out", "completed", "rejected"]
+    assert list(df.outcome.cat.categories) == ["completed", "rejected", "timed_out"]
+    assert math.isnan(df.tpot_mean_s[2]) and df.tpot_mean_s[0] == 0.01
+
+
+def test_read_records_refuses_a_file_that_is_not_what_was_written(tmp_path):
+    with CsvRows(tmp_path / "r.csv") as sink:
+        for r in _records(4):
+            sink.append(r)
+    with pytest.raises(ValueError, match="4 rows, not the 5 written"):
+        read_records(tmp_path / "r.csv", 5, ("arrival_s",))
+    with pytest.raises(ValueError, match="more than the 3 rows written"):
+        read_records(tmp_path / "r.csv", 3, ("arrival_s",))
+    text = (tmp_path / "r.csv").read_text().replace("timed_out", "lost")
+    (tmp_path / "r.csv").write_text(text)
+    with pytest.raises(ValueError, match="an outcome other than completed, rejected, timed_out"):
+        read_records(tmp_path / "r.csv", 4, ("outcome",))
+
+
+def test_csv_rows_header_replaces_the_field_names(tmp_path):
+    with CsvRows(tmp_path / "s.csv", SampleRecord, header=("a", "b")) as sink:
+        sink.append((1, math.nan))
+    assert (tmp_path / "s.csv").read_text().splitlines() == ["a,b", "1,"]
+
+
+def test_kvsim_run_stream_interrupted_removes_what_it_streamed(tmp_path, monkeypatch):
+    """SIGINT once the records are written (here: as the summary starts): exit 130 in one line, and the
+    folder holds only what was not the command's (its earlier report went when the run started)."""
+    import simulator.engine.result
+    from tests.test_output_folders import listing, stopped
+
+    out = tmp_path / "o"
+    assert outcome(kvsim("run", "trace-replay", "--out", out)) is None
+    (out / "notes.txt").write_text("mine")
+
+    def interrupted(*args, **kwargs):
+        assert (out / "8xH100" / "requests.csv").stat().st_size > 10_000  # the run streamed its records
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulator.engine.result, "summarize", interrupted)
+    line = stopped(kvsim("run", "trace-replay", "--out", out, "--stream"), "run")
+    assert "partial output was removed" in line and "earlier output there had already been removed" in line
+    assert listing(out) == {"notes.txt": b"mine", ".kvsim-files": b""}
+
+
+def test_most_at_once_by_hand_and_against_the_event_sweep():
+    from simulator.engine.result import most_at_once
+
+    # [0, 4), [1, 2), [2, 5), [2, 3): at t = 2 the second has ended (an end before a start) and the
+    # third and fourth start: 3 open; [5, 5) opens and closes at once
+    assert most_at_once(np.array([0.0, 1, 2, 2, 5]), np.array([4.0, 2, 5, 3, 5])) == 3
+    assert most_at_once(np.array([]), np.array([])) == 0
+    assert most_at_once(np.array([1.0]), np.array([1.0])) == 0
+
+    def sweep(starts, ends):  # the events sorted by time, ends first at a tie, and counted
+        events = sorted([(t, -1) for t in ends] + [(t, 1) for t in starts])
+        return max(itertools.accumulate(step for _, step in events), default=0)
+
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n = int(rng.integers(1, 30))
+        starts = rng.integers(0, 12, n) / 2
+        ends = starts + rng.integers(0, 5, n)
+        assert most_at_once(starts, ends) == max(sweep(starts, ends), 0)
