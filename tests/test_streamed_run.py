@@ -201,3 +201,23 @@ def test_most_at_once_by_hand_and_against_the_event_sweep():
         starts = rng.integers(0, 12, n) / 2
         ends = starts + rng.integers(0, 5, n)
         assert most_at_once(starts, ends) == max(sweep(starts, ends), 0)
+
+
+def test_a_cdf_of_more_points_than_it_draws_keeps_the_first_last_and_ranks_between(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import simulator.charts.run as charts_run
+
+    monkeypatch.setattr(charts_run, "CDF_POINTS", 5)
+    values = pd.Series([9.0, 1.0, math.nan, 5.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0, 10.0])  # 10 values and a NaN
+    fig, ax = plt.subplots()
+    charts_run._cdf(ax, values, "x")
+    (line,) = ax.get_lines()
+    # ranks 0, 2.25, 4.5, 6.75, 9 rounded (half to even): 0, 2, 4, 7, 9 -> values 1, 3, 5, 8, 10
+    assert line.get_xdata().tolist() == [1.0, 3.0, 5.0, 8.0, 10.0]
+    assert line.get_ydata().tolist() == [0.1, 0.3, 0.5, 0.8, 1.0]
+    monkeypatch.setattr(charts_run, "CDF_POINTS", 10)  # at the bound: every point
+    ax.clear()
+    charts_run._cdf(ax, values, "x")
+    assert ax.get_lines()[0].get_xdata().tolist() == [float(v) for v in range(1, 11)]
+    plt.close(fig)

@@ -11,9 +11,10 @@ from matplotlib.figure import Figure
 
 from simulator.charts.base import plain_text
 
-CDF_POINTS = 20_000
-"""The most points a CDF line draws: a chart 1,320 pixels wide shows no more, and a day of traffic's
-4M points would take matplotlib some 270 MB a line (`kvsim run --stream`)."""
+CDF_POINTS = 100_000
+"""The most points a CDF line draws: more than a chart 1,320 pixels wide can show, and more than any
+shipped scenario's run completes (its chart is drawn from every point); a day of traffic's 4M points
+would take matplotlib some 270 MB a line (`kvsim run --stream`)."""
 
 
 def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
