@@ -12,7 +12,7 @@ import pytest
 
 from simulator.engine import run
 from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, read_records
-from simulator.engine.result import STREAMED_COLUMNS, STREAMED_FILES
+from simulator.engine.result import STREAMED_COLUMNS, STREAMED_FILES, TRANSFER_COLUMNS
 from simulator.scenario import load_scenario
 from tests.test_hostile_inputs import error, kvsim, outcome
 
@@ -47,7 +47,9 @@ def test_a_streamed_run_has_the_held_runs_summary_records_and_samples(tmp_path, 
         assert held.summary["prefix_hit_ratio_tokens"] > 0.3
     same_summary(held.summary, streamed.summary)
     assert streamed.streamed_to == tmp_path / label
-    assert list(streamed.requests.columns) == ["request_id", *STREAMED_COLUMNS]
+    moves_kv = name == "disaggregated"  # an aggregated fleet's frame leaves the transfer columns out
+    assert list(streamed.requests.columns) == ["request_id", *(c for c in STREAMED_COLUMNS
+                                                               if moves_kv or c not in TRANSFER_COLUMNS)]
     assert streamed.requests.request_id.is_monotonic_increasing
     # the file has every column, the traffic class last, one row a request in the order they ended
     rows = pd.read_csv(tmp_path / label / "requests.csv")
@@ -182,8 +184,12 @@ def test_kvsim_run_stream_interrupted_removes_what_it_streamed(tmp_path, monkeyp
     assert listing(out) == {"notes.txt": b"mine", ".kvsim-files": b""}
 
 
-def test_most_at_once_by_hand_and_against_the_event_sweep():
+@pytest.mark.parametrize("chunk", [3, 1 << 16])
+def test_most_at_once_by_hand_and_against_the_event_sweep(monkeypatch, chunk):
+    import simulator.engine.result
     from simulator.engine.result import most_at_once
+
+    monkeypatch.setattr(simulator.engine.result, "MOST_AT_ONCE_CHUNK", chunk)
 
     # [0, 4), [1, 2), [2, 5), [2, 3): at t = 2 the second has ended (an end before a start) and the
     # third and fourth start: 3 open; [5, 5) opens and closes at once

@@ -150,6 +150,16 @@ class CsvRows:
         self.close()
 
 
+def read_samples(path: str | Path) -> pd.DataFrame:
+    """The `SampleRecord` CSV at `path` (written by `CsvRows`), its integer columns int32 (counts of
+    blocks, tokens, sequences; a replica's index), the floats as written."""
+    import numpy as np
+    import pandas as pd
+
+    kinds = get_type_hints(SampleRecord)
+    return pd.read_csv(path, dtype={f: (np.int32 if kinds[f] is int else np.float64) for f in SampleRecord._fields})
+
+
 OUTCOMES = ("completed", "rejected", "timed_out")
 """`RequestRecord.outcome`'s values."""
 

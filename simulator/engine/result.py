@@ -17,7 +17,14 @@ from simulator import __version__
 from simulator.engine.cluster import Cluster, TimerFactory, cyclic_gc_paused, simulate
 from simulator.engine.config import EngineConfig
 from simulator.engine.handoff import DECODE_ONLY, PREFILL
-from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, read_records, records_to_frame
+from simulator.engine.records import (
+    CsvRows,
+    RequestRecord,
+    SampleRecord,
+    read_records,
+    read_samples,
+    records_to_frame,
+)
 from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
@@ -110,7 +117,8 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         a run of millions of requests then holds no record. The summary is computed once the run
         ends, from the columns it reads (`STREAMED_COLUMNS`) read back in compact types
         (`records.read_records`: ~130 bytes a request, 530 MB for 4M), and equals the held run's;
-        `Result.requests` is that frame, without the columns the summary does not read.
+        `Result.requests` is that frame, without the columns the summary does not read (nor, in an
+        aggregated fleet, the KV transfers' `TRANSFER_COLUMNS`).
     """
     must_seed(seed, "run")
     if total_requests is None and isinstance(requests, Sized):
@@ -125,8 +133,11 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
                 CsvRows(folder / STREAMED_FILES[1], SampleRecord) as samples:
             cluster, end_s, events = simulate(config, tagged, ss, timer=timer, progress=progress,
                                               total_requests=total_requests, records=rows, samples=samples)
-        req = read_records(folder / STREAMED_FILES[0], rows.rows, STREAMED_COLUMNS)
-        ts = pd.read_csv(folder / STREAMED_FILES[1])
+        # an aggregated fleet moves no KV: its transfer columns are left out (96 MB for 4M requests)
+        moves_kv = config.prefill_pool is not None
+        columns = STREAMED_COLUMNS if moves_kv else tuple(c for c in STREAMED_COLUMNS if c not in TRANSFER_COLUMNS)
+        req = read_records(folder / STREAMED_FILES[0], rows.rows, columns)
+        ts = read_samples(folder / STREAMED_FILES[1])
         summary = summarize(config, cluster, req, ts, end_s, events, window)
         return Result(config=config, seed=seed, requests=req, timeseries=ts, summary=summary, streamed_to=folder)
     with cyclic_gc_paused():
@@ -149,8 +160,11 @@ STREAMED_COLUMNS = (
     "evicted_tokens", "quality_debit_points", "resume_hit_tokens", "transfer_start_s", "transfer_end_s",
     "transfer_bytes")
 """The `RequestRecord` columns `summarize` and the report (`simulator.report`) read: a streamed run's
-`Result.requests` holds these and ``request_id`` (tested: the summary of a frame of only these is the
-held run's)."""
+`Result.requests` holds these and ``request_id``, an aggregated fleet's without `TRANSFER_COLUMNS`
+(tested: the summary of such a frame is the held run's)."""
+
+TRANSFER_COLUMNS = ("transfer_start_s", "transfer_end_s", "transfer_bytes")
+"""A disaggregated fleet's KV hand-off, per request (NaN, NaN and 0 where nothing moved)."""
 
 
 class _SourcedRows(CsvRows):
@@ -220,7 +234,10 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
     pre = [r for r in reps if r.role == PREFILL]
     dec = [r for r in reps if r.role == DECODE_ONLY]
     links = cluster.transfers.links if cluster.transfers is not None else []
-    moved = req[req.transfer_start_s.notna()]
+    if TRANSFER_COLUMNS[0] in req:
+        moved = req[req.transfer_start_s.notna()]
+    else:  # a streamed aggregated fleet's frame, which leaves the columns out: nothing moved
+        moved = pd.DataFrame({c: np.zeros(0) for c in ("arrival_s", "ttft_s", *TRANSFER_COLUMNS)})
     return {
         "busy_fraction": busy(reps),
         "prefill_busy_fraction": busy(pre), "decode_busy_fraction": busy(dec),
@@ -252,17 +269,23 @@ DONE_COLUMNS = ("arrival_s", "admit_s", "end_s", "ttft_s", "tpot_mean_s", "tpot_
 """What `summarize` reads of the completed requests (a run with rejections copies these rows alone)."""
 
 
+MOST_AT_ONCE_CHUNK = 1 << 16  # starts `most_at_once` counts at a time
+
+
 def most_at_once(starts: np.ndarray, ends: np.ndarray) -> int:
     """The most intervals ``[start, end)`` open at once (an end before a start at the same time; 0 for
     none). It is reached right after a start: after the ``i``-th in time order (1-based), ``i`` have
     started and those ending at or before it have ended, so it is
-    ``max_i (i − #{ends ≤ starts_(i)})``: two sorts and a binary search, in three arrays of the
-    intervals' length (a day of 4M requests: ~100 MB, where sorting the 8M events as one sweep took 350)."""
-    if not len(starts):
-        return 0
+    ``max_i (i − #{ends ≤ starts_(i)})``: two sorts, and binary searches a chunk of starts at a time, in
+    two arrays of the intervals' length (a day of 4M requests: 64 MB, where sorting the 8M events as one
+    sweep took 350)."""
     starts, ends = np.sort(starts), np.sort(ends)
-    ended = np.searchsorted(ends, starts, side="right")
-    return int((np.arange(1, len(starts) + 1) - ended).max())
+    most = 0  # all intervals end: the count is back to 0, so the most is at least that
+    for lo in range(0, len(starts), MOST_AT_ONCE_CHUNK):
+        chunk = starts[lo:lo + MOST_AT_ONCE_CHUNK]
+        ended = np.searchsorted(ends, chunk, side="right")
+        most = max(most, int((np.arange(lo + 1, lo + 1 + len(chunk)) - ended).max()))
+    return most
 
 
 def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.DataFrame,
