@@ -4,7 +4,7 @@ the concurrency-collapse chart. The report and the CLI call these; so can a note
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -159,7 +159,8 @@ def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -
 
 
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
-                 progress: Progress | None = None, stream_to: str | Path | None = None) -> ScenarioRun:
+                 progress: Progress | None = None, stream_to: str | Path | None = None,
+                 before_writing: Callable[[int], None] | None = None) -> ScenarioRun:
     """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
     ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
@@ -172,7 +173,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     With `stream_to`, each fleet's records and time-series rows are written to its folder there
     (``stream_to/<fleet>/requests.csv``, ``timeseries.csv``) as the run goes instead of held
     (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
-    requests (`Workload.streamed`).
+    requests (`Workload.streamed`). `before_writing`, when given, is called with the number of requests
+    once the workload is read and checked, before the first fleet's run (which, streamed, writes).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
@@ -183,6 +185,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     if stream_to is not None:
         workload = workload.streamed()
     n = scenario.check_context(workload)
+    if before_writing is not None:
+        before_writing(n)
     meter.add(GENERATE_COST)
     results: dict[str, Result] = {}
     for label, config in fleets:

@@ -97,20 +97,87 @@ def test_kvsim_run_stream_removes_the_earlier_report_before_it_writes(tmp_path):
     assert "8xH100/requests.parquet" not in listed
 
 
+def _trace_replay(tmp_path: Path, report: str) -> Path:
+    """The shipped trace-replay scenario, its trace by absolute path, with `report` as its [report]."""
+    import scenarios
+
+    folder = Path(scenarios.__file__).parent
+    text = (folder / "trace-replay.toml").read_text()
+    text = text.replace('trace = "traces/chat-sample.csv"', f'trace = "{folder / "traces" / "chat-sample.csv"}"')
+    path = tmp_path / "tr.toml"
+    path.write_text(text.replace("[report]\ncollapse = false\n", f"[report]\ncollapse = false\n{report}"))
+    return path
+
+
 def test_a_trace_over_the_held_limit_is_refused_unless_the_run_streams(tmp_path, monkeypatch):
     """The shipped trace holds 656 requests: with the held limit at 600 it is refused in one line that
-    names --stream; streamed (limit 700) it runs; over the streamed limit too (600) it is refused."""
+    names --stream; streamed (limit 700) it runs, once the report's studies that hold the requests are
+    off (refused before anything is written, the earlier report kept); over the streamed limit (650)
+    it is refused."""
+    import simulator.cli.run
     import workloads.workload as w
+    from tests.test_output_folders import listing
 
     monkeypatch.setattr(w, "MAX_REQUESTS", 600)
+    monkeypatch.setattr(simulator.cli.run, "MAX_REQUESTS", 600)
     monkeypatch.setattr(w, "MAX_STREAMED_REQUESTS", 700)
     line = error(kvsim("run", "trace-replay", "--out", tmp_path / "a"), "chat-sample.csv")
-    assert "more than 600 requests" in line and "kvsim run --stream: up to 700 requests" in line
-    assert outcome(kvsim("run", "trace-replay", "--out", tmp_path / "b", "--stream")) is None
-    assert len(pd.read_csv(tmp_path / "b" / "8xH100" / "requests.csv")) == 656
+    assert "more than 600 requests" in line and "kvsim run --stream replays a trace of up to 700" in line
+    out = tmp_path / "b"
+    assert outcome(kvsim("run", _trace_replay(tmp_path, "breakeven = false\n"), "--out", out)) is not None
+    with_breakeven = _trace_replay(tmp_path, "")  # breakeven on: its default
+    (out / "notes.txt").parent.mkdir(exist_ok=True)
+    (out / "notes.txt").write_text("mine")
+    line = error(kvsim("run", with_breakeven, "--out", out, "--stream"), "tr.toml")
+    assert "report.breakeven holds the workload's requests, at most 600 (got 656)" in line
+    assert listing(out) == {"notes.txt": b"mine"}
+    assert outcome(kvsim("run", _trace_replay(tmp_path, "breakeven = false\n"), "--out", out, "--stream")) is None
+    assert len(pd.read_csv(out / "8xH100" / "requests.csv")) == 656
     monkeypatch.setattr(w, "MAX_STREAMED_REQUESTS", 650)
-    line = error(kvsim("run", "trace-replay", "--out", tmp_path / "c", "--stream"), "chat-sample.csv")
+    line = error(kvsim("run", _trace_replay(tmp_path, "breakeven = false\n"), "--out", tmp_path / "c", "--stream"),
+                 "chat-sample.csv")
     assert "more than 650 requests" in line and "--stream" not in line
+
+
+def test_a_streamed_run_that_fails_on_its_inputs_keeps_the_earlier_report(tmp_path):
+    """A request longer than the model's context is found by the check before the run: the folder is as
+    it was (the earlier report is removed only once the workload is read and checked)."""
+    from tests.test_output_folders import listing
+
+    out = tmp_path / "o"
+    assert outcome(kvsim("run", "trace-replay", "--out", out)) is None
+    before = listing(out)
+    long = tmp_path / "long.csv"
+    long.write_text("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"
+                    "cache_breakpoints,source\n0,1.0,0,0,500000,10,0,0:500000,,x\n")
+    line = error(kvsim("run", "trace-replay", "--trace", long, "--out", out, "--stream"), "context")
+    assert "500,010 prompt + output tokens" in line
+    assert listing(out) == before
+
+
+def test_a_window_of_a_streamed_workload_keeps_its_limit():
+    wl = load_scenario("trace-replay").load_workload(0)
+    assert wl.max_requests == 2_000_000 and wl.streamed().max_requests == 10_000_000
+    assert wl.streamed().replayed(duration_s=60).max_requests == 10_000_000
+
+
+def test_a_streamed_run_with_timeouts_and_rejections_has_the_held_summary(tmp_path):
+    """Requests that time out in the queue and one that can never fit (rejected): the summary's branches
+    over the completed ones, with a categorical outcome, as the held run's."""
+    from dataclasses import replace
+
+    from tests.engine.helpers import poisson_requests
+    from tests.engine.test_invariants import SMALL, TIMER
+
+    config = replace(SMALL, scheduler=replace(SMALL.scheduler, queue_timeout_s=3.0))
+    reqs = poisson_requests(80, 12.0, (50, 600), (100, 700), seed=7)
+    reqs.append(replace(reqs[-1], id=80, arrival_s=reqs[-1].arrival_s + 1, prompt_tokens=10 ** 6,
+                        segments=((10 ** 6, 10 ** 6),)))
+    held = run(config, reqs, 3, timer=TIMER)
+    streamed = run(config, reqs, 3, timer=TIMER, stream_to=tmp_path)
+    assert held.summary["timed_out"] > 5 and held.summary["rejected"] == 1
+    same_summary(held.summary, streamed.summary)
+    assert b"\r" not in (tmp_path / "requests.csv").read_bytes()  # LF line ends, as the held CSV's
 
 
 def test_check_context_counts_the_requests_in_its_pass():

@@ -87,10 +87,10 @@ class Workload:
             if n > most or r.arrival_s > MAX_HORIZON_S:
                 what = (f"more than {most:,} requests" if n > most
                         else f"a request at {r.arrival_s:,.0f} s, after {MAX_HORIZON_S:,.0f} s (366 days)")
-                stream = (f", stream the run's records (kvsim run --stream: up to {MAX_STREAMED_REQUESTS:,} "
-                          "requests)" if n > most and most < MAX_STREAMED_REQUESTS else "")
+                stream = (f"; kvsim run --stream replays a trace of up to {MAX_STREAMED_REQUESTS:,}"
+                          if n > most and most < MAX_STREAMED_REQUESTS else "")
                 raise ConfigError(f"{self.name or 'workload'}: {what}, beyond kvsim's limit; replay a window "
-                                  f"(duration_s), thin it (rate_scale < 1){stream} or speed it up (time_scale)")
+                                  f"(duration_s), thin it (rate_scale < 1) or speed it up (time_scale){stream}")
             yield r
         self._last = stats_
 
@@ -190,4 +190,6 @@ class Workload:
                 yield replace(r, id=n, arrival_s=t)
                 n += 1
 
-        return Workload(source, name=self.name, seed=seed, prefix_note=self.prefix_note)
+        out = Workload(source, name=self.name, seed=seed, prefix_note=self.prefix_note)
+        out.max_requests = self.max_requests  # a window of a streamed workload streams too
+        return out

@@ -31,7 +31,7 @@ from simulator.cli.options import (
 )
 from simulator.cli.progress import phase_bars, progress_bar
 from simulator.errors import ConfigError, shown
-from simulator.limits import MAX_STREAMED_REQUESTS
+from simulator.limits import MAX_REQUESTS, MAX_STREAMED_REQUESTS
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -58,7 +58,9 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     """Simulate SCENARIO (default: scenarios/default.toml) and write its report folder.
 
     SCENARIO is a file or the name of a shipped one (`kvsim run capacity-plan`). With --stream,
-    the report folder's earlier files are removed as the run starts, not once it is done.
+    the report folder's earlier files are removed once the workload is read and checked, as the run
+    starts writing, not once it is done; a trace over 2,000,000 requests then needs report.capacity
+    and report.breakeven off (they hold the requests).
     """
     from simulator.planning import plan_capacity
     from simulator.report import write_report
@@ -70,11 +72,22 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
+    def before_writing(n: int) -> None:  # --stream: the workload read and checked, the run writes from now
+        if n > MAX_REQUESTS and (held := [k for k in ("capacity", "breakeven") if getattr(sc.report, k)]):
+            raise ConfigError(f"{sc.where}: report.{held[0]} holds the workload's requests, at most {MAX_REQUESTS:,} "
+                              f"(got {n:,}); set {' and '.join(f'report.{k}' for k in held)} = false to stream "
+                              "this trace, or replay a window of it (workload.duration_s)")
+        folder.clear(_report_names(sc, [label for node in sc.nodes() for label, _ in sc.fleets(node.key)]))
+
     with stopped_cleanly("run", folder):
-        if stream:  # the run writes from its first simulated second: the previous report goes now
-            folder.clear(_report_names(sc, [label for n in sc.nodes() for label, _ in sc.fleets(n.key)]))
         with progress_bar("simulating") as bar:
-            result = run_scenario(sc, seed, progress=bar, stream_to=out if stream else None)
+            try:
+                result = run_scenario(sc, seed, progress=bar, stream_to=out if stream else None,
+                                      before_writing=before_writing if stream else None)
+            except Exception:
+                if stream:  # what the run streamed is no report: removed, as an interrupt removes it
+                    folder.discard()
+                raise
         plan = None
         if sc.report.capacity:
             with progress_bar("capacity search") as bar:

@@ -131,7 +131,7 @@ class CsvRows:
         self.path = Path(path)
         self.rows = 0
         self._file: io.TextIOWrapper = self.path.open("w", newline="", buffering=buffer_bytes)
-        self._writer = csv.writer(self._file)
+        self._writer = csv.writer(self._file, lineterminator="\n")  # LF, as pandas' to_csv ends a line
         self._writer.writerow(kind._fields if header is None else header)
 
     def append(self, row: Sequence[Any], /) -> None:

@@ -116,7 +116,7 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         traffic class last) and each time-series row to ``timeseries.csv``, instead of holding them:
         a run of millions of requests then holds no record. The summary is computed once the run
         ends, from the columns it reads (`STREAMED_COLUMNS`) read back in compact types
-        (`records.read_records`: ~130 bytes a request, 530 MB for 4M), and equals the held run's;
+        (`records.read_records`: ~110 bytes a request, 440 MB for 4M), and equals the held run's;
         `Result.requests` is that frame, without the columns the summary does not read (nor, in an
         aggregated fleet, the KV transfers' `TRANSFER_COLUMNS`).
     """
@@ -266,7 +266,7 @@ def _pcts(s: pd.Series, qs: tuple[float, ...]) -> list[float]:
 
 DONE_COLUMNS = ("arrival_s", "admit_s", "end_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "e2e_s", "prompt_tokens",
                 "output_tokens", "quality_debit_points")
-"""What `summarize` reads of the completed requests (a run with rejections copies these rows alone)."""
+"""What `summarize` reads of the completed requests (a run with some not completed copies these columns alone)."""
 
 
 MOST_AT_ONCE_CHUNK = 1 << 16  # starts `most_at_once` counts at a time
@@ -323,9 +323,8 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     ``kv_blocks_total`` sums them.
     """
     completed = (req.outcome == "completed").to_numpy()
-    done = req[list(DONE_COLUMNS)]  # the columns read of the completed requests (no copy under copy-on-write)
-    if not completed.all():  # some did not complete: a copy of those columns' rows that did
-        done = done[completed]
+    # the same rows (the usual case) without a copy; else a copy of the columns read of those that completed
+    done = req if completed.all() else req.loc[completed, list(DONE_COLUMNS)]
     start_s = float(req.arrival_s.min()) if len(req) else 0.0
     span = max(end_s - start_s, 1e-12)
     good = int(((done.ttft_s <= config.slo_ttft_s) & ~(done.tpot_mean_s > config.slo_tpot_s)).sum())

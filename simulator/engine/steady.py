@@ -172,9 +172,10 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
                            output_tokens=0.0, warning="no requests")
     arrival = requests.arrival_s.to_numpy(dtype=float)
     completed = (requests.outcome == "completed").to_numpy()
-    done = requests[["arrival_s", "ttft_s", "end_s", "admit_s", "output_tokens"]]  # what is read of the completed
-    if not completed.all():  # ones: where some did not complete, a copy of these columns' rows alone (a day of
-        done = done[completed]  # 4M requests: 144 MB, where all the columns of a streamed run's frame take 530)
+    # the same rows (the usual case) without a copy; else a copy of the columns read of those that completed
+    # (a day of 4M requests: 144 MB, where all the columns of a streamed run's frame take 440)
+    done = requests if completed.all() else requests.loc[completed, ["arrival_s", "ttft_s", "end_s", "admit_s",
+                                                                     "output_tokens"]]
     a0, a1 = float(arrival.min()), float(arrival.max())
     end = a1
     if a1 <= a0 and len(done):  # all at once: measure while the queue lasts
