@@ -16,10 +16,11 @@ README lists them ("Limits"); why each is where it is:
   and its record) and the engine simulates some 7,000 a second: 2 GB and 5 minutes at the limit.
 - `MAX_STREAMED_REQUESTS` requests in a trace replayed by a run that streams its records to its
   report folder (``kvsim run --stream``): such a run holds no record while it simulates; its summary
-  reads back ~110 bytes a request a fleet (`simulator.engine.records.read_records`) and works on a few arrays
+  reads back ~110 bytes a request a fleet, 134 in a disaggregated one
+  (`simulator.engine.records.read_records`), and works on a few arrays
   of the requests' length. `make bench`'s day from the command line (``tests.bench.day --cli``, 4M
-  requests) took 5.3 CPU minutes and 906 MB: some 13 minutes and 2 GB at the limit, for one fleet
-  (each fleet's read-back is held until the report is written). A generator's draws stay under
+  requests) took 5.3 CPU minutes and 906 MB: extrapolated, some 13 minutes and 2.3 GB at the limit,
+  for one fleet (each fleet's read-back is held until the report is written). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.
 - `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
   ``n_teams × repos_per_team``).

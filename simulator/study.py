@@ -16,6 +16,7 @@ from simulator.engine import EngineConfig, Result, run
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
+from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
@@ -173,8 +174,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     With `stream_to`, each fleet's records and time-series rows are written to its folder there
     (``stream_to/<fleet>/requests.csv``, ``timeseries.csv``) as the run goes instead of held
     (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
-    requests (`Workload.streamed`). `before_writing`, when given, is called with the number of requests
-    once the workload is read and checked, before the first fleet's run (which, streamed, writes).
+    requests (`Workload.streamed`), unless the scenario's report asks for a study that holds it
+    (`refuse_held_studies`). `before_writing`, when given, is called with the number of requests once
+    the workload is read and checked, before the first fleet's run (which, streamed, writes).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
@@ -185,6 +187,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     if stream_to is not None:
         workload = workload.streamed()
     n = scenario.check_context(workload)
+    if stream_to is not None:
+        refuse_held_studies(scenario, n)
     if before_writing is not None:
         before_writing(n)
     meter.add(GENERATE_COST)
@@ -195,6 +199,17 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
         meter.add(1.0)
     meter.finish()
     return ScenarioRun(scenario=scenario, seed=seed, workload=workload, results=results)
+
+
+def refuse_held_studies(scenario: Scenario, n: int) -> None:
+    """Refuse a streamed workload of `n` requests, over `MAX_REQUESTS`, whose ``[report]`` asks for a
+    study that holds it (the capacity search, the TTL break-even)."""
+    held = [k for k in ("capacity", "breakeven") if getattr(scenario.report, k)]
+    if n > MAX_REQUESTS and held:
+        trace = Path(scenario.workload.trace).name if scenario.workload.trace else "the workload"
+        raise ConfigError(f"{scenario.where}: report.{held[0]} = true: allowed up to {MAX_REQUESTS:,} requests, which "
+                          f"it holds ({trace} has {n:,}); set {' and '.join(f'report.{k}' for k in held)} = false "
+                          "to stream it")
 
 
 def saturating_requests(context_tokens: int, output_tokens: int, n: int, rate_per_s: float,

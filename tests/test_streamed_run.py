@@ -114,12 +114,12 @@ def test_a_trace_over_the_held_limit_is_refused_unless_the_run_streams(tmp_path,
     names --stream; streamed (limit 700) it runs, once the report's studies that hold the requests are
     off (refused before anything is written, the earlier report kept); over the streamed limit (650)
     it is refused."""
-    import simulator.cli.run
+    import simulator.study
     import workloads.workload as w
     from tests.test_output_folders import listing
 
     monkeypatch.setattr(w, "MAX_REQUESTS", 600)
-    monkeypatch.setattr(simulator.cli.run, "MAX_REQUESTS", 600)
+    monkeypatch.setattr(simulator.study, "MAX_REQUESTS", 600)
     monkeypatch.setattr(w, "MAX_STREAMED_REQUESTS", 700)
     line = error(kvsim("run", "trace-replay", "--out", tmp_path / "a"), "chat-sample.csv")
     assert "more than 600 requests" in line and "kvsim run --stream replays a trace of up to 700" in line
@@ -129,7 +129,8 @@ def test_a_trace_over_the_held_limit_is_refused_unless_the_run_streams(tmp_path,
     (out / "notes.txt").parent.mkdir(exist_ok=True)
     (out / "notes.txt").write_text("mine")
     line = error(kvsim("run", with_breakeven, "--out", out, "--stream"), "tr.toml")
-    assert "report.breakeven holds the workload's requests, at most 600 (got 656)" in line
+    assert line.endswith("tr.toml: report.breakeven = true: allowed up to 600 requests, which it holds "
+                         "(chat-sample.csv has 656); set report.breakeven = false to stream it"), line
     assert listing(out) == {"notes.txt": b"mine"}
     assert outcome(kvsim("run", _trace_replay(tmp_path, "breakeven = false\n"), "--out", out, "--stream")) is None
     assert len(pd.read_csv(out / "8xH100" / "requests.csv")) == 656
@@ -153,6 +154,31 @@ def test_a_streamed_run_that_fails_on_its_inputs_keeps_the_earlier_report(tmp_pa
     line = error(kvsim("run", "trace-replay", "--trace", long, "--out", out, "--stream"), "context")
     assert "500,010 prompt + output tokens" in line
     assert listing(out) == before
+
+
+@pytest.mark.parametrize(("target", "function"), [("simulator.planning", "plan_capacity"),
+                                                  ("simulator.report", "write_report")])
+def test_a_streamed_run_that_fails_after_the_simulation_removes_what_it_wrote(tmp_path, monkeypatch, target,
+                                                                              function):
+    """The capacity search (its real refusal: no fleet meets the SLOs) or the report failing once the
+    records are streamed: one error line, and the folder holds only what was not the command's."""
+    import importlib
+
+    from simulator.errors import ConfigError
+    from tests.test_output_folders import listing
+
+    scenario = _trace_replay(tmp_path, "capacity = true\n")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def fails(*args, **kwargs):
+        assert (out / "8xH100" / "requests.csv").stat().st_size > 10_000
+        raise ConfigError("no fleet of up to 256 nodes meets the SLOs")
+
+    monkeypatch.setattr(importlib.import_module(target), function, fails)
+    assert "no fleet of up to 256" in error(kvsim("run", scenario, "--out", out, "--stream"))
+    assert listing(out) == {"notes.txt": b"mine", ".kvsim-files": b""}
 
 
 def test_a_window_of_a_streamed_workload_keeps_its_limit():

@@ -31,7 +31,7 @@ from simulator.cli.options import (
 )
 from simulator.cli.progress import phase_bars, progress_bar
 from simulator.errors import ConfigError, shown
-from simulator.limits import MAX_REQUESTS, MAX_STREAMED_REQUESTS
+from simulator.limits import MAX_STREAMED_REQUESTS
 from simulator.scenario import Scenario, load_scenario
 from simulator.units import figure
 
@@ -72,30 +72,25 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
-    def before_writing(n: int) -> None:  # --stream: the workload read and checked, the run writes from now
-        if n > MAX_REQUESTS and (held := [k for k in ("capacity", "breakeven") if getattr(sc.report, k)]):
-            raise ConfigError(f"{sc.where}: report.{held[0]} holds the workload's requests, at most {MAX_REQUESTS:,} "
-                              f"(got {n:,}); set {' and '.join(f'report.{k}' for k in held)} = false to stream "
-                              "this trace, or replay a window of it (workload.duration_s)")
+    def before_writing(_n: int) -> None:  # --stream: the workload read and checked, the run writes from now
         folder.clear(_report_names(sc, [label for node in sc.nodes() for label, _ in sc.fleets(node.key)]))
 
     with stopped_cleanly("run", folder):
-        with progress_bar("simulating") as bar:
-            try:
+        try:
+            with progress_bar("simulating") as bar:
                 result = run_scenario(sc, seed, progress=bar, stream_to=out if stream else None,
                                       before_writing=before_writing if stream else None)
-            except Exception:
-                if stream:  # what the run streamed is no report: removed, as an interrupt removes it
-                    folder.discard()
-                raise
-        plan = None
-        if sc.report.capacity:
-            with progress_bar("capacity search") as bar:
-                plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
-        if not stream:
-            folder.clear(_report_names(sc, result.results))  # the inputs held: the previous report goes now
-        with phase_bars() as phases:
-            write_report(result, out, plan, phases=phases)
+            plan = None
+            if sc.report.capacity:
+                with progress_bar("capacity search") as bar:
+                    plan = plan_capacity(sc, seed=seed, on_step=bar.note, progress=bar)
+            if not stream:
+                folder.clear(_report_names(sc, result.results))  # the inputs held: the previous report goes now
+            with phase_bars() as phases:
+                write_report(result, out, plan, phases=phases)
+        except Exception:  # a streamed run's files, or a report cut short, are no report: removed, as an
+            folder.discard()  # interrupt removes them (nothing, when the command failed before writing)
+            raise
         folder.finish()
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
