@@ -72,6 +72,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
+
     def before_writing(_n: int) -> None:  # --stream: the workload read and checked, the run writes from now
         folder.clear(_report_names(sc, [label for node in sc.nodes() for label, _ in sc.fleets(node.key)]))
 
