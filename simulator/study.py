@@ -161,7 +161,7 @@ def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -
 
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
                  progress: Progress | None = None, stream_to: str | Path | None = None,
-                 before_writing: Callable[[int], None] | None = None) -> ScenarioRun:
+                 before_writing: Callable[[list[str]], None] | None = None) -> ScenarioRun:
     """Generate (or read) the workload once and simulate it on every hardware kind (and, with a
     ``[disaggregation]`` section, on each kind's disaggregated fleet: `Scenario.fleets`).
 
@@ -175,8 +175,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     (``stream_to/<fleet>/requests.csv``, ``timeseries.csv``) as the run goes instead of held
     (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
     requests (`Workload.streamed`), unless the scenario's report asks for a study that holds it
-    (`refuse_held_studies`). `before_writing`, when given, is called with the number of requests once
-    the workload is read and checked, before the first fleet's run (which, streamed, writes).
+    (`refuse_held_studies`). `before_writing`, when given, is called with the fleets' labels (the
+    results' keys: a streamed run's folders) once the workload is read and checked, before the first
+    fleet's run (which, streamed, writes).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
@@ -190,7 +191,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     if stream_to is not None:
         refuse_held_studies(scenario, n)
     if before_writing is not None:
-        before_writing(n)
+        before_writing([label for label, _ in fleets])
     meter.add(GENERATE_COST)
     results: dict[str, Result] = {}
     for label, config in fleets:

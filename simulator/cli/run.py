@@ -73,8 +73,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     click.echo(f"scenario {sc.name}: {sc.description}", err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
 
-    def before_writing(_n: int) -> None:  # --stream: the workload read and checked, the run writes from now
-        folder.clear(_report_names(sc, [label for node in sc.nodes() for label, _ in sc.fleets(node.key)]))
+    def before_writing(fleets: list[str]) -> None:  # --stream: the workload read and checked, the run writes
+        folder.clear(_report_names(sc, fleets))
 
     with stopped_cleanly("run", folder):
         try:
