@@ -25,7 +25,7 @@ from simulator.engine.records import (
     read_samples,
     records_to_frame,
 )
-from simulator.engine.steady import SteadyState, SteadyWindow, steady_state
+from simulator.engine.steady import SteadyState, SteadyWindow, completed_rows, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
 from simulator.errors import is_whole, must
@@ -266,7 +266,7 @@ def _pcts(s: pd.Series, qs: tuple[float, ...]) -> list[float]:
 
 DONE_COLUMNS = ("arrival_s", "admit_s", "end_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "e2e_s", "prompt_tokens",
                 "output_tokens", "quality_debit_points")
-"""What `summarize` reads of the completed requests (a run with some not completed copies these columns alone)."""
+"""What `summarize` reads of the completed requests (`completed_rows`)."""
 
 
 MOST_AT_ONCE_CHUNK = 1 << 16  # starts `most_at_once` counts at a time
@@ -322,9 +322,7 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     ``kv_blocks_per_replica`` is the largest replica's pool (they differ in a mixed fleet);
     ``kv_blocks_total`` sums them.
     """
-    completed = (req.outcome == "completed").to_numpy()
-    # the same rows (the usual case) without a copy; else a copy of the columns read of those that completed
-    done = req if completed.all() else req.loc[completed, list(DONE_COLUMNS)]
+    done = completed_rows(req, DONE_COLUMNS)
     start_s = float(req.arrival_s.min()) if len(req) else 0.0
     span = max(end_s - start_s, 1e-12)
     good = int(((done.ttft_s <= config.slo_ttft_s) & ~(done.tpot_mean_s > config.slo_tpot_s)).sum())
