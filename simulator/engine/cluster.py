@@ -394,6 +394,8 @@ class _Group:
             rep.local = i
         watch = getattr(self.policy, "watch", None)
         self.changed: list[int] | None = watch(replicas) if watch is not None else None
+        # a policy that counts what it dispatched is told when a request leaves its replica (`RoutePolicy`)
+        self.ended: Callable[[int, Request], None] | None = getattr(self.policy, "ended", None)
 
 
 def _delay_to(now: float, end_s: float) -> float:
@@ -496,8 +498,18 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     every = max(1, (total or 0) // 1000)
     new_tuple = tuple.__new__
 
+    # by replica index: the `ended` of the policy that routes to it, for a policy that counts what it dispatched
+    enders: list[Callable[[int, Request], None] | None] = []
+
+    def unroute(seq: Seq) -> None:
+        """Tell the policy that routed `seq` that it left its replica (it ended, or was handed off)."""
+        i, seq.routed = seq.routed, -1
+        enders[seq.replica](i, seq.request)  # type: ignore[misc]
+
     def observe(seq: Seq, outcome: str, reason: str, end_s: float, p99: float, mean: float) -> None:
         r = seq.request
+        if seq.routed >= 0:
+            unroute(seq)
         # tuple.__new__ (C) makes the same record: RequestRecord(...) is its Python __new__ binding 27 arguments
         sink.append(new_tuple(RequestRecord, (
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
@@ -524,10 +536,16 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         _Group(router, route_rng, [r for r in replicas if r.role == PREFILL]),
         _Group(router, np.random.default_rng(ss.spawn(1)[0]), [r for r in replicas if r.role == DECODE_ONLY])]
     short = config.short_prompt_tokens
+    enders[:] = [None] * len(replicas)
+    for g in groups:
+        for rep in g.replicas:
+            enders[rep.index] = g.ended
     if split:
         cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
                                             [node for node, _ in cluster.nodes], groups[1].changed,
                                             np.random.default_rng(ss.spawn(1)[0]))
+        if groups[0].ended is not None:
+            cluster.transfers.handed = unroute
 
     def route(req: Request) -> None:
         counter[0] += 1
@@ -537,6 +555,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         rep = g.replicas[i]
         was_empty = not rep.waiting
         seq = Seq(req, next(ids), rep.index, timeout_s)
+        if g.ended is not None:  # the policy counts the request on replica i until it leaves (`unroute`)
+            seq.routed = i
         if not rep.enqueue(seq, now):
             return
         if g.changed is not None:

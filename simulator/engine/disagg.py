@@ -69,6 +69,9 @@ class Transfers:
         self.transfer_bytes = transfer_bytes
         self.rng = rng
         self.changed = changed
+        # told of each sequence a prefill replica hands off: its first token is out, so a router that counts
+        # what it dispatched stops counting it on that replica (`cluster.simulate` sets it for such a router)
+        self.handed: Callable[[Seq], None] | None = None
         self.queue: deque[tuple[Replica, Seq]] = deque()
         self.moving: dict[int, tuple[Replica, Replica, Seq]] = {}
         for rep, (rate, latency) in zip(decode, links, strict=True):
@@ -81,6 +84,9 @@ class Transfers:
     def after_commit(self, rep: Replica, now: float) -> None:
         """Queue what a prefill replica's commit handed off; after a decode replica's, retry the queue."""
         if rep.handoffs:
+            if self.handed is not None:
+                for seq in rep.handoffs:
+                    self.handed(seq)
             self.queue.extend((rep, seq) for seq in rep.handoffs)
             rep.handoffs.clear()
             self.dispatch(now)

@@ -24,8 +24,8 @@ class Seq:
         "admit_s", "base", "blocks", "cache_at", "cache_node", "cache_tokens", "cap", "capped", "deadline_s",
         "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
         "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefill_kv", "prefilled",
-        "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "seg_start", "seg_steps", "state",
-        "target", "transfer_bytes", "transfer_end_s", "transfer_start_s",
+        "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "routed", "seg_start",
+        "seg_steps", "state", "target", "transfer_bytes", "transfer_end_s", "transfer_start_s",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -33,6 +33,7 @@ class Seq:
         self.key = key  # run-unique id, also the heap tie-break
         self.replica = replica  # where it was routed (in a disaggregated fleet: where it prefilled)
         self.decode_replica = replica  # where it generated its tokens after the first
+        self.routed = -1  # its replica's index among its router's, while a router counting dispatches counts it
         self.state = WAITING
         self.target = request.prompt_tokens  # tokens the next prefill must have in cache
         self.prefilled = 0

@@ -32,7 +32,8 @@ Wrapper = Callable[[Callable[..., int]], Callable[..., int]]
 @contextmanager
 def wrapped_choose(wrap: Wrapper) -> Iterator[None]:
     """Every shipped router's ``choose`` replaced by ``wrap(choose)`` while the block runs."""
-    policies: tuple[Any, ...] = (basic._LeastTokens, basic._RoundRobin, basic._LeastKV, basic._PrefixAffinity)
+    policies: tuple[Any, ...] = (basic._LeastTokens, basic._LeastDispatched, basic._RoundRobin, basic._LeastKV,
+                                 basic._PrefixAffinity)
     originals = [p.choose for p in policies]
     for p, orig in zip(policies, originals, strict=True):
         p.choose = wrap(orig)

@@ -207,7 +207,7 @@ def test_flat_in_replicas() -> None:
     64 replicas, about 3 reads an arrival. The round-robin figures leave that out.
 
     Each figure is the best of `REPEATS` runs, taken in rounds over every router and replica count."""
-    routers, counts = ("least-tokens", "round-robin"), (1, 4, 16, 64)
+    routers, counts = ("least-tokens", "least-dispatched", "round-robin"), (1, 4, 16, 64)
     runs: dict[tuple[str, int], list[float]] = {(router, r): [] for router in routers for r in counts}
     events: dict[tuple[str, int], float] = {}
     # rounds of every (router, replicas) in turn, not each one's repeats in a row: the machine's speed drifts

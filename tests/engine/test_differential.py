@@ -84,7 +84,8 @@ def _config(rng: np.random.Generator) -> EngineConfig:
         kv_blocks=int(rng.choice([40, 150, 600, 5000])), cache=cache, cache_params=cache_params, retention=retention,
         retention_params=RETENTION[retention], tp=int(rng.choice([1, 2, 4, 8])), n_nodes=int(rng.choice([1, 2, 5])),
         pp=int(rng.choice([1, 1, 2])),
-        router=str(rng.choice(["least-tokens", "round-robin", "least-kv", "prefix-affinity"])), scheduler=sched,
+        router=str(rng.choice(["least-tokens", "round-robin", "least-kv", "prefix-affinity", "least-dispatched"])),
+        scheduler=sched,
         sample_interval_s=float(rng.choice([0.0, 0.25, 1.0])), block_tokens=int(rng.choice([16, 16, 32])))
     if rng.random() < 0.2:
         kw["more_pools"] = (PoolConfig(node=str(rng.choice(["8xH200", "8xB200"])), tp=int(rng.choice([2, 4, 8]))),)

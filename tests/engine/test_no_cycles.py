@@ -42,6 +42,8 @@ CONFIGS = {
     "round-robin-stepping": dataclasses.replace(BASE, router="round-robin", fast_forward=False),
     "disaggregated": dataclasses.replace(BASE, n_nodes=1, prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4),
                                          kv_blocks=0),
+    "disaggregated-least-dispatched": dataclasses.replace(BASE, n_nodes=1, router="least-dispatched", kv_blocks=0,
+                                                          prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4)),
 }
 
 

@@ -49,6 +49,10 @@ class RoutePolicy(Protocol):
     index to whenever that replica's state changes (the policy reads and empties it), or None, and
     then the engine keeps no such list (`basic._LeastTokens`: a list only beyond `DIRECT_REPLICAS`).
     A policy without `watch` is told of no change: it reads the replicas at each `choose`.
+
+    A policy that counts what it dispatched may also offer ``ended(i, request)``: the engine then calls
+    it once for each request it routed, with the index it chose, when the request leaves that replica
+    (it ends there, or a prefill replica hands it off with its first token; `basic._LeastDispatched`).
     """
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int: ...
@@ -100,7 +104,14 @@ def make_router(name: str, **params: object) -> Router:
     return _REGISTRY.make(name, **params)
 
 
-from simulator.engine.routers.basic import LeastKV, LeastTokens, PrefixAffinity, RoundRobin  # noqa: E402
+from simulator.engine.routers.basic import (  # noqa: E402
+    LeastDispatched,
+    LeastKV,
+    LeastTokens,
+    PrefixAffinity,
+    RoundRobin,
+)
 
-__all__ = ["ROUTERS", "LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin", "RoutePolicy",
-           "Router", "make_router", "pick_min", "referenced_blocks_at", "register_router", "router_names"]
+__all__ = ["ROUTERS", "LeastDispatched", "LeastKV", "LeastTokens", "PrefixAffinity", "ReplicaView", "RoundRobin",
+           "RoutePolicy", "Router", "make_router", "pick_min", "referenced_blocks_at", "register_router",
+           "router_names"]

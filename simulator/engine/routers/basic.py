@@ -1,4 +1,5 @@
-"""The shipped routers: round-robin, least outstanding tokens, least KV used, prefix affinity."""
+"""The shipped routers: round-robin, least outstanding tokens, least dispatched tokens, least KV used, prefix
+affinity."""
 
 from __future__ import annotations
 
@@ -49,6 +50,15 @@ _INF = math.inf
 DORMANT_SLACK = 2  # the dormant heap is rebuilt without its stale entries past this many per replica
 
 
+def _move_key(values: list[int], order: list[int], i: int, value: int) -> None:
+    """Set ``values[i] = value`` and move replica `i`'s key ``value · n + i`` in `order` (the keys of all n
+    replicas, ascending): two bisections."""
+    n = len(values)
+    del order[bisect_left(order, values[i] * n + i)]
+    insort(order, value * n + i)
+    values[i] = value
+
+
 @dataclass(slots=True)
 class _LeastTokens:
     """Least outstanding tokens, kept incrementally beyond `DIRECT_REPLICAS` replicas.
@@ -82,23 +92,15 @@ class _LeastTokens:
     _dormant: list[tuple[int, int, int]] = field(default_factory=list)  # (low, stamp, replica)
     _least: int = 0  # the least load at the last arrival
 
-    def _keep(self, i: int, value: int) -> None:
-        """Keep `value` for replica `i` in place of another: its key moves in `_order` (two bisections)."""
-        values, order = self._values, self._order
-        n = len(values)
-        del order[bisect_left(order, values[i] * n + i)]
-        insort(order, value * n + i)
-        values[i] = value
-
     def _read(self, replica: ReplicaView, i: int, now: float, level: int | None,
               late: list[tuple[float, int, int]]) -> int:
-        """Read replica `i`: its value (`_keep`), a new stamp (its heap entries go stale), its wake-up
+        """Read replica `i`: its value (`_move_key`), a new stamp (its heap entries go stale), its wake-up
         (pushed at once when after `now`: `choose` pops only those ≤ now, and entries are totally
         ordered, so the order of pushes changes no pop; else to `late`, pushed after `choose`'s loop)
         and its low (`_dormant`)."""
         value, until, low = replica.outstanding_until(now, level)  # type: ignore[attr-defined]
         if value != self._values[i]:
-            self._keep(i, value)
+            _move_key(self._values, self._order, i, value)
         self._stamps[i] = stamp = self._stamps[i] + 1
         if until < _INF:
             if until > now:
@@ -155,7 +157,7 @@ class _LeastTokens:
                 # once the least value kept may reach low (`_dormant`); its key is kept at low or
                 # above, so that `_order`'s front is never a parked replica's (see the loop below)
                 if values[i] < low:
-                    self._keep(i, low)
+                    _move_key(values, order, i, low)
                 stamps[i] = stamp = stamps[i] + 1
                 heapq.heappush(dormant, (low, stamp, i))
         self.changed.clear()
@@ -193,6 +195,54 @@ class LeastTokens:
 
     def bind(self, rng: np.random.Generator) -> _LeastTokens:
         return _LeastTokens(rng)
+
+
+@dataclass(slots=True)
+class _LeastDispatched:
+    """The counts of `LeastDispatched`: ``_values[i]``, and each as ``value · n + i`` in `_order`, sorted,
+    so that the least count, and whether another ties it, are read off its front."""
+
+    rng: np.random.Generator
+    _values: list[int] = field(default_factory=list)
+    _order: list[int] = field(default_factory=list)
+
+    def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        values, order = self._values, self._order
+        n = len(replicas)
+        if len(values) != n:  # the first arrival
+            values[:], order[:] = [0] * n, range(n)
+        least = order[0] // n
+        tied = n > 1 and order[1] < (least + 1) * n  # then pick_min draws among the replicas that tie
+        i = pick_min(values, self.rng, least) if tied else order[0] - least * n
+        _move_key(values, order, i, least + request.prompt_tokens + request.output_tokens)
+        return i
+
+    def ended(self, i: int, request: Request) -> None:
+        """The request routed to replica `i` left it: it ended there (completed, rejected, timed out) or,
+        from a prefill replica, was handed off with its first token."""
+        values = self._values
+        _move_key(values, self._order, i, values[i] - request.prompt_tokens - request.output_tokens)
+
+
+@register_router
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeastDispatched:
+    """Fewest tokens dispatched and not yet back: a replica's count is the prompt + output tokens of the
+    requests this router sent it that have not left it yet (completed, rejected, timed out, or handed
+    off from a prefill replica with their first token).
+
+    What a gateway in front of the replicas can count on its own, from what it sends and the responses
+    it sees end, with no view inside a replica: a request counts in full until it leaves, however far
+    its prefill and decode have got (`least-tokens` instead reads each replica's tokens still to compute,
+    as its stepping stands at that instant). In a disaggregated fleet each pool's router counts only
+    what it sent: a decode replica's hand-offs, which the KV transfers place, are not in its count.
+    Its upkeep is two bisections an arrival and two a departure, whatever the number of replicas.
+    """
+
+    name: ClassVar[str] = "least-dispatched"
+
+    def bind(self, rng: np.random.Generator) -> _LeastDispatched:
+        return _LeastDispatched(rng)
 
 
 @dataclass(slots=True)
