@@ -196,15 +196,18 @@ def test_mooncake() -> None:
 @pytest.mark.bench
 def test_flat_in_replicas() -> None:
     """CPU per request serving chat 2k/250 at 70 % load on 1, 4, 16 and 64 replicas (Llama-3.1-8B, one H100 each),
-    per event, and the same under round-robin routing, which reads no replica.
+    per event, and the same under least-dispatched and round-robin routing, which read no replica.
 
-    More replicas make more events a request (3.1 at 1 replica, 3.7 at 64, under either router): one
+    More replicas make more events a request (3.1 at 1 replica; 3.7 at 64 under least-tokens and round-robin,
+    3.3 under least-dispatched): one
     replica's Poisson arrivals often land while a prefill step runs and join the next plan (45 % of
     them at 1 replica), where a routed share of them comes evenly spaced and cuts a decode jump (93 %
     at 16 and 64 replicas; least-tokens sends none to a replica whose load a request just raised).
     The simulated system does that work, not the engine. Least-tokens also reads the replicas whose
     load changed or passed a step boundary since the last arrival (`routers.basic._LeastTokens`): at
-    64 replicas, about 3 reads an arrival. The round-robin figures leave that out.
+    64 replicas, about 3 reads an arrival. The round-robin figures leave that out; least-dispatched
+    (`routers.basic._LeastDispatched`) reads no replica either, and keeps its counts in two bisections
+    an arrival and a departure.
 
     Each figure is the best of `REPEATS` runs, taken in rounds over every router and replica count."""
     routers, counts = ("least-tokens", "least-dispatched", "round-robin"), (1, 4, 16, 64)
@@ -236,7 +239,7 @@ def test_flat_in_replicas() -> None:
     figures = "; ".join(f"{router} {line(us[router], 'µs')}, per event {line(per_event[router], 'µs')}"
                         for router in us) + f" (best of {REPEATS} interleaved rounds; every run, µs: {spread})"
     FIGURES.append(("cost per request flat from 1 to 64 replicas", f"{figures} ({_load()})",
-                    "scenarios.scale(r, 40_000), router least-tokens (the default) and round-robin"))
+                    "scenarios.scale(r, 40_000), router least-tokens (the default), least-dispatched and round-robin"))
 
 
 @pytest.mark.bench
