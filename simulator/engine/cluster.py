@@ -395,7 +395,7 @@ class _Group:
         watch = getattr(self.policy, "watch", None)
         self.changed: list[int] | None = watch(replicas) if watch is not None else None
         # a policy that counts what it dispatched is told when a request leaves its replica (`RoutePolicy`)
-        self.ended: Callable[[int, Request], None] | None = getattr(self.policy, "ended", None)
+        self.departed: Callable[[int, Request], None] | None = getattr(self.policy, "departed", None)
 
 
 def _delay_to(now: float, end_s: float) -> float:
@@ -498,7 +498,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     every = max(1, (total or 0) // 1000)
     new_tuple = tuple.__new__
 
-    # by replica index: the `ended` of the policy that routes to it, for a policy that counts what it dispatched
+    # by replica index: the `departed` of the policy that routes to it, for a policy that counts what it dispatched
     enders: list[Callable[[int, Request], None] | None] = []
 
     def unroute(seq: Seq) -> None:
@@ -539,12 +539,12 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     enders[:] = [None] * len(replicas)
     for g in groups:
         for rep in g.replicas:
-            enders[rep.index] = g.ended
+            enders[rep.index] = g.departed
     if split:
         cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
                                             [node for node, _ in cluster.nodes], groups[1].changed,
                                             np.random.default_rng(ss.spawn(1)[0]))
-        if groups[0].ended is not None:
+        if groups[0].departed is not None:
             cluster.transfers.handed = unroute
 
     def route(req: Request) -> None:
@@ -555,7 +555,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         rep = g.replicas[i]
         was_empty = not rep.waiting
         seq = Seq(req, next(ids), rep.index, timeout_s)
-        if g.ended is not None:  # the policy counts the request on replica i until it leaves (`unroute`)
+        if g.departed is not None:  # the policy counts the request on replica i until it leaves (`unroute`)
             seq.routed = i
         if not rep.enqueue(seq, now):
             return

@@ -1,7 +1,8 @@
 """What the choice of router does to latency, on the bench's scenarios (a planner's comparison, not a timing).
 
 ``python -m tests.bench.routers [N]`` runs `scenarios.scale` at 4, 16 and 64 replicas (N requests, 20,000 by
-default; 64 replicas twice that) and chat-4k with and without the prefix cache (N requests) under each of
+default; 64 replicas twice that) and chat-4k with and without the prefix cache (`scenarios.chat4k(N)`: 16,445
+requests for 20,000) under each of
 least-tokens (the default), least-dispatched and round-robin, seed 1, and prints one table: TTFT p50 and
 p99, TPOT p99, end-to-end p99 (seconds), events a request, and the share of arrivals routed to a replica
 within `BUNCHED_S` of its previous arrival (they queue behind each other's prefill). The figures are the

@@ -50,7 +50,7 @@ class RoutePolicy(Protocol):
     then the engine keeps no such list (`basic._LeastTokens`: a list only beyond `DIRECT_REPLICAS`).
     A policy without `watch` is told of no change: it reads the replicas at each `choose`.
 
-    A policy that counts what it dispatched may also offer ``ended(i, request)``: the engine then calls
+    A policy that counts what it dispatched may also offer ``departed(i, request)``: the engine then calls
     it once for each request it routed, with the index it chose, when the request leaves that replica
     (it ends there, or a prefill replica hands it off with its first token; `basic._LeastDispatched`).
     """

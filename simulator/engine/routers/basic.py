@@ -207,6 +207,8 @@ class _LeastDispatched:
     _order: list[int] = field(default_factory=list)
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        """A replica of the least count (a uniformly drawn one among ties, `pick_min`), whose count then
+        rises by the request's ``prompt_tokens + output_tokens``. It reads no replica."""
         values, order = self._values, self._order
         n = len(replicas)
         if len(values) != n:  # the first arrival
@@ -217,7 +219,7 @@ class _LeastDispatched:
         _move_key(values, order, i, least + request.prompt_tokens + request.output_tokens)
         return i
 
-    def ended(self, i: int, request: Request) -> None:
+    def departed(self, i: int, request: Request) -> None:
         """The request routed to replica `i` left it: it ended there (completed, rejected, timed out) or,
         from a prefill replica, was handed off with its first token."""
         values = self._values
@@ -236,7 +238,9 @@ class LeastDispatched:
     its prefill and decode have got (`least-tokens` instead reads each replica's tokens still to compute,
     as its stepping stands at that instant). In a disaggregated fleet each pool's router counts only
     what it sent: a decode replica's hand-offs, which the KV transfers place, are not in its count.
-    Its upkeep is two bisections an arrival and two a departure, whatever the number of replicas.
+    Ties are broken uniformly at random with the run's generator. Its upkeep is two bisections an
+    arrival and two a departure in a list of the n replicas' keys (and that list's O(n) shift of
+    pointers, a `memmove`); a tie adds `pick_min`'s pass over the n counts.
     """
 
     name: ClassVar[str] = "least-dispatched"
