@@ -16,6 +16,7 @@ from simulator.cli import main
 from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig, run
 from simulator.engine.routers import basic, make_router
 from tests.engine.helpers import poisson_requests
+from tests.test_hostile_inputs import BASE
 from workloads.request import Request
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
@@ -153,33 +154,11 @@ def test_ties_are_drawn_at_random_and_counts_follow_ends() -> None:
     assert picks == {0, 1, 2}
 
 
-SCENARIO = """\
-name = "gateway"
-seed = 0
-[model]
-name = "Llama-3.1-8B"
-[cluster]
-hardware = ["8xH100"]
-nodes = 1
-tp = 2
-[cache]
-layout = "native"
-strategy = "prefix"
-[router]
-name = "{router}"
-[workload]
-duration_s = 60
-rate_scale = 20
-[workload.spec]
-name = "chat-4k"
-[slo]
-ttft_p99_s = 2.0
-tpot_p99_s = 0.1
-[report]
-capacity = false
-collapse = false
-breakeven = false
-"""
+def scenario(router: str) -> str:
+    """The hostile-input tests' small scenario on 4 replicas (tp 2 on one 8×H100), a minute of chat-4k at 20×
+    its rate, routed by `router`."""
+    text = BASE.replace('name = "least-tokens"', f'name = "{router}"').replace("tp = 1", "tp = 2")
+    return text.replace("duration_s = 5", "duration_s = 60\nrate_scale = 20")
 
 
 def test_a_scenario_file_names_it(tmp_path: Path) -> None:
@@ -188,7 +167,7 @@ def test_a_scenario_file_names_it(tmp_path: Path) -> None:
     out: dict[str, pd.DataFrame] = {}
     for router in ("least-dispatched", "least-tokens"):
         path = tmp_path / f"{router}.toml"
-        path.write_text(SCENARIO.format(router=router))
+        path.write_text(scenario(router))
         for stream in ((), ("--stream",)):
             folder = tmp_path / f"{router}{len(stream)}"
             r = CliRunner().invoke(main, ["run", str(path), "--out", str(folder), "--json", *stream])
