@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 
 from simulator import limits
 from simulator.cli import main
-from simulator.cli.common import MANIFEST
+from simulator.cli.common import MANIFEST, one_line
+from simulator.errors import MAX_MESSAGE_CHARS
 
 MAX_LINE = 300
 NATIVE_HEADER = ("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"
@@ -402,6 +403,22 @@ def test_errors_name_the_file_and_key_and_cut_long_values(tmp_path):
     assert "router: 'name' must be one of" in line and "(100,002 characters)" in line
     p = scenario(tmp_path, edit('name = "hostile"', 'name = "hostile"\n' + "y" * 100_000 + " = 1"))
     assert len(error(kvsim("run", p, "--out", tmp_path / "o"), str(p))) < MAX_LINE
+
+
+def test_a_cut_line_keeps_the_value_given():
+    """`one_line` cuts a long message before its closing "(got ...)", after the list's last whole item,
+    so the value the user gave stays on the line; a value longer than half the line is cut with the rest."""
+    path = "/tmp/" + "d" * 120 + "/s.toml"
+    allowed = ", ".join(f"'router-{i}'" for i in range(12))
+    message = f"{path}: router: 'name' must be one of [{allowed}] (got 'xx… (100,002 characters))"
+    line = one_line(message)
+    assert len(line) <= MAX_MESSAGE_CHARS < len(message)
+    assert line.endswith(", … (got 'xx… (100,002 characters))") and line.startswith(path)
+    head = line[:-len(" … (got 'xx… (100,002 characters))")]
+    assert message.startswith(head) and head.endswith("',")  # after a whole item
+    huge = one_line(f"bad value (got '{'y' * 400}')")
+    assert len(huge) == MAX_MESSAGE_CHARS and huge.endswith("y…")
+    assert one_line("short (got 1)") == "short (got 1)"
 
 
 def test_a_binary_file_is_never_echoed():

@@ -25,11 +25,26 @@ R = TypeVar("R")
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`message` on one line (whitespace runs become one space), cut to `limit` characters: after the
     last whole item of a list (``valid: a, b, …``) where the cut falls in one, not in the middle of a name.
+    A closing ``(got …)``, the value given, is kept whole when it takes at most half the line: what comes
+    before it is cut instead (a long path and a long list of what is allowed would otherwise push it out).
 
     >>> one_line("valid: alpha, beta, gamma", 21)
     'valid: alpha, beta, …'
+    >>> one_line("name must be one of ['alpha', 'beta', 'gamma'] (got 'x')", 44)
+    "name must be one of ['alpha', … (got 'x')"
     """
     text = re.sub(r"\s+", " ", message).strip()
+    if len(text) <= limit:
+        return text
+    got = text.rfind(" (got ")
+    if got > 0 and text.endswith(")") and len(text) - got <= limit // 2:
+        tail = text[got:]
+        return _cut(text[:got], limit - len(tail)) + tail
+    return _cut(text, limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters (an ellipsis last), after a list's last whole item (`one_line`)."""
     if len(text) <= limit:
         return text
     head = text[:limit - 1]
