@@ -22,6 +22,13 @@ README lists them ("Limits"); why each is where it is:
   requests) took 5.0-5.3 CPU minutes and 906-987 MB: extrapolated, some 13 minutes and 2.4 GB at the limit,
   for one fleet (each fleet's read-back is held until the report is written). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.
+- `MAX_SUMMARY_CHAINS` distinct prefix chains the workload summary follows (`workloads.summary`: its
+  prefix-hit share and reuse gaps, in ``kvsim workload describe`` and every report). A chain takes ~150
+  bytes (the Mooncake trace's hashed blocks: 43,925 chains for its 3,993 requests, 6.7 MB), up to ~200 with
+  large block ids, so the limit holds 150-200 MB; a day of such a trace has tens of millions (400,000 rows of
+  that trace, its hash ids made new every 3,993 rows: `workload describe` peaked at 1,083 MB without the limit,
+  387 MB with it). Past it, the figures are those of the requests before it, and the summary says how many
+  (the lengths and rate still cover every request).
 - `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
   ``n_teams × repos_per_team``).
 - `MAX_INPUT_BYTES` per input file read whole (scenario, catalog, params, profiles,
@@ -41,6 +48,7 @@ MAX_CAPACITY_NODES = 256
 MAX_HORIZON_S = 366 * 86_400.0
 MAX_REQUESTS = 2_000_000
 MAX_STREAMED_REQUESTS = 10_000_000
+MAX_SUMMARY_CHAINS = 1_000_000
 MAX_SHARED_PREFIXES = 100_000
 MAX_INPUT_BYTES = 64 * MIB
 

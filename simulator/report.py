@@ -219,8 +219,9 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           + (f"over {wl.duration_s / 60:,.1f} min ({wl.rate_per_s:,.2f}/s)" if wl.duration_s > 0 else "all at t = 0")
           + f", prompt mean {wl.prompt_tokens.mean:,.0f} "
           f"tokens (p99 {wl.prompt_tokens.p99:,.0f}), output mean {wl.output_tokens.mean:,.0f}; "
-          + (f"prefix reuse: {wl.prefix_note}.\n" if wl.prefix_note else
-             f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix.\n"),
+          + (f"prefix reuse: {wl.prefix_note}.\n" if wl.n_reuses is None else
+             f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix"
+             + (f" ({wl.prefix_note})" if wl.prefix_note else "") + ".\n"),
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
           f"Scheduler: {_scheduler_line(sc.scheduler)}.\n",
           f"{price_note(sc.priced_nodes())}.\n",

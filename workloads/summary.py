@@ -13,6 +13,12 @@ observation per (request, reused chain); it is what a TTL must outlast for a hit
 Both need prefix ids. A trace format without them (Azure, BurstGPT: each prompt is its own
 segment) would show no reuse whatever its prompts shared, so there the summary reports them as
 unknown (NaN, ``n_reuses`` None) with ``prefix_note`` saying why, never as 0.
+
+Both also need every distinct chain seen so far, which grows with a long trace of hashed blocks
+(Mooncake's: ~11 new chains a request). The summary follows at most `MAX_SUMMARY_CHAINS` of them: once
+its tree holds that many, the requests after the one that reached it are left out of both figures, which
+are then those of the first k requests (``hit_tokens / their prompt tokens``), and ``prefix_note`` says
+so. Lengths, sessions and rate cover every request.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from simulator.limits import MAX_SUMMARY_CHAINS
 from workloads.request import Request
 
 PERCENTILES = (50, 90, 99)
@@ -64,8 +71,9 @@ class WorkloadSummary:
     (`offered_rate_per_s`).
     ``skipped_rows`` counts malformed trace rows skipped (``on_error="skip"``) or failed
     requests a reader drops by rule (BurstGPT rows with 0 response tokens). ``prefix_note`` is
-    empty when the segment ids show prefix reuse; otherwise why they cannot, and then
-    ``prefix_hit_share`` and ``reuse_gap_s`` are NaN and ``n_reuses`` None (unknown).
+    empty when the segment ids show prefix reuse over the whole workload; otherwise why they cannot, and
+    then ``prefix_hit_share`` and ``reuse_gap_s`` are NaN and ``n_reuses`` None (unknown), or, past
+    `MAX_SUMMARY_CHAINS`, which first requests those figures cover.
     """
 
     name: str
@@ -114,11 +122,15 @@ class WorkloadSummary:
 
 
 def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int = 0,
-              prefix_note: str = "") -> WorkloadSummary:
-    """One streaming pass: O(requests + distinct chains) memory, no request list kept (a request's
+              prefix_note: str = "", max_chains: int | None = None) -> WorkloadSummary:
+    """One streaming pass: O(requests + `max_chains`) memory, no request list kept (a request's
     lengths take 16 bytes: `array`s, not lists of ints). A non-empty `prefix_note`
     (`Workload.prefix_note`: the segment ids carry no prefix information) makes the prefix-hit share
-    and reuse gaps unknown, and the pass then keeps no chain (a day of an Azure trace: 4M of them)."""
+    and reuse gaps unknown, and the pass then keeps no chain (a day of an Azure trace: 4M of them).
+    Once the chains reach `max_chains` (default `MAX_SUMMARY_CHAINS`), later requests are left out of the
+    prefix figures (module docstring)."""
+    if max_chains is None:
+        max_chains = MAX_SUMMARY_CHAINS
     prompt = array("q")
     output = array("q")
     gaps = array("d")
@@ -127,6 +139,7 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     children: dict[tuple[int, int], int] = {}
     last_use: list[float] = [0.0]
     hit_tokens = 0
+    followed = followed_prompt = 0  # the requests the prefix figures cover, and their prompt tokens
     first_s = last_s = 0.0
     known = not prefix_note
     for r in requests:
@@ -137,8 +150,10 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
         output.append(r.output_tokens)
         if r.session_id >= 0:
             sessions.add(r.session_id)
-        if not known:
+        if not known or len(last_use) > max_chains:  # (the tree's root is no chain)
             continue
+        followed += 1
+        followed_prompt += r.prompt_tokens
         node, on_hit_path = 0, True
         for seg_id, tokens in r.segments:
             key = (node, seg_id)
@@ -155,8 +170,10 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
                     hit_tokens += tokens
             node = child
     n = len(prompt)
-    total_prompt = float(sum(prompt))
     duration_s = last_s - first_s
+    if known and followed < n:
+        prefix_note = (f"over the first {followed:,} of {n:,} requests (the summary follows at most "
+                       f"{max_chains:,} distinct prefix chains)")
     return WorkloadSummary(
         name=name,
         n_requests=n,
@@ -165,7 +182,7 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
         rate_per_s=offered_rate_per_s(n, duration_s),
         prompt_tokens=Quantiles.of(np.asarray(prompt, dtype=np.float64)),
         output_tokens=Quantiles.of(np.asarray(output, dtype=np.float64)),
-        prefix_hit_share=hit_tokens / total_prompt if total_prompt and known else float("nan"),
+        prefix_hit_share=hit_tokens / followed_prompt if followed_prompt and known else float("nan"),
         reuse_gap_s=Quantiles.of(np.asarray(gaps, dtype=np.float64)),
         n_reuses=len(gaps) if known else None,
         skipped_rows=skipped_rows,

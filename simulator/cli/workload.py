@@ -56,7 +56,7 @@ def describe(
         echo_json(records(pd.DataFrame([summary.to_record()])))
     else:
         click.echo(summary.to_frame().to_string(index=False))
-        if summary.prefix_note:  # NaN alone would read as a fault, 0.0 as no reuse: say why it is unknown
+        if summary.prefix_note:  # why the prefix figures are unknown (NaN alone reads as a fault), or what they cover
             click.echo(f"note: {summary.prefix_note}")
 
 
