@@ -419,6 +419,14 @@ def test_a_cut_line_keeps_the_value_given():
     huge = one_line(f"bad value (got '{'y' * 400}')")
     assert len(huge) == MAX_MESSAGE_CHARS and huge.endswith("y…")
     assert one_line("short (got 1)") == "short (got 1)"
+    # a value that itself holds " (got " is still quoted whole: the first one in the line's last half is the cut
+    tricky = f"{path}: router: 'name' must be one of [{allowed}] (got 'rr (got 7')"
+    assert one_line(tricky).endswith(", … (got 'rr (got 7')")
+    # the tail kept is at most half the line: 145 characters kept, 146 cut with the rest
+    for size, kept in ((145, True), (146, False)):
+        tail = " (got '" + "v" * (size - 9) + "')"
+        assert len(tail) == size
+        assert one_line("w" * 400 + tail).endswith(tail) is kept
 
 
 def test_a_binary_file_is_never_echoed():

@@ -16,7 +16,8 @@ unknown (NaN, ``n_reuses`` None) with ``prefix_note`` saying why, never as 0.
 
 Both also need every distinct chain seen so far, which grows with a long trace of hashed blocks
 (Mooncake's: ~11 new chains a request). The summary follows at most `MAX_SUMMARY_CHAINS` of them: once
-its tree holds that many, the requests after the one that reached it are left out of both figures, which
+its tree holds that many (the request that reached it finishes its walk: a few chains more), the requests
+after it are left out of both figures, which
 are then those of the first k requests (``hit_tokens / their prompt tokens``), and ``prefix_note`` says
 so. Lengths, sessions and rate cover every request.
 """
@@ -172,7 +173,7 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     n = len(prompt)
     duration_s = last_s - first_s
     if known and followed < n:
-        prefix_note = (f"over the first {followed:,} of {n:,} requests (the summary follows at most "
+        prefix_note = (f"over the first {followed:,} of {n:,} requests (the summary stops at "
                        f"{max_chains:,} distinct prefix chains)")
     return WorkloadSummary(
         name=name,

@@ -27,6 +27,8 @@ def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     last whole item of a list (``valid: a, b, …``) where the cut falls in one, not in the middle of a name.
     A closing ``(got …)``, the value given, is kept whole when it takes at most half the line: what comes
     before it is cut instead (a long path and a long list of what is allowed would otherwise push it out).
+    It is the first ``" (got "`` in the line's last half, so one inside the value itself is never taken
+    for it (a value is shown in ~110 characters at most, `simulator.errors.shown`).
 
     >>> one_line("valid: alpha, beta, gamma", 21)
     'valid: alpha, beta, …'
@@ -36,8 +38,8 @@ def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     text = re.sub(r"\s+", " ", message).strip()
     if len(text) <= limit:
         return text
-    got = text.rfind(" (got ")
-    if got > 0 and text.endswith(")") and len(text) - got <= limit // 2:
+    got = text.find(" (got ", len(text) - limit // 2)
+    if got > 0 and text.endswith(")"):
         tail = text[got:]
         return _cut(text[:got], limit - len(tail)) + tail
     return _cut(text, limit)
