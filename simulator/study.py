@@ -159,6 +159,12 @@ def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -
     return keys
 
 
+REPORT_COLUMNS = ("request_id", "outcome", "ttft_s", "tpot_mean_s", "prompt_tokens", "output_tokens")
+"""The per-request columns `simulator.report.write_report` reads of a fleet's result (its latency chart, the
+provider's costs): a streamed `run_scenario` keeps these alone (~33 bytes a request: int64 id, a 1-byte
+category, two float64 and two int32)."""
+
+
 def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Sequence[str] | None = None,
                  progress: Progress | None = None, stream_to: str | Path | None = None,
                  before_writing: Callable[[list[str]], None] | None = None) -> ScenarioRun:
@@ -175,9 +181,11 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     (``stream_to/<fleet>/requests.csv``, ``timeseries.csv``) as the run goes instead of held
     (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
     requests (`Workload.streamed`), unless the scenario's report asks for a study that holds it
-    (`refuse_held_studies`). `before_writing`, when given, is called with the fleets' labels (the
-    results' keys: a streamed run's folders) once the workload is read and checked, before the first
-    fleet's run (which, streamed, writes).
+    (`refuse_held_studies`). A streamed fleet's `Result.requests` then keeps only `REPORT_COLUMNS`, the
+    report's, once its summary is made (the whole records are its CSV): so the fleets run after it do not
+    add to its ~110 bytes a request (`simulator.engine.run`), only ~33. `before_writing`, when given, is
+    called with the fleets' labels (the results' keys: a streamed run's folders) once the workload is read
+    and checked, before the first fleet's run (which, streamed, writes).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
@@ -195,8 +203,11 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     meter.add(GENERATE_COST)
     results: dict[str, Result] = {}
     for label, config in fleets:
-        results[label] = run(config, workload, seed, progress=meter.piece(1.0), total_requests=n,
-                             stream_to=None if stream_to is None else Path(stream_to) / label)
+        result = run(config, workload, seed, progress=meter.piece(1.0), total_requests=n,
+                     stream_to=None if stream_to is None else Path(stream_to) / label)
+        if stream_to is not None:
+            result = replace(result, requests=result.requests[list(REPORT_COLUMNS)])
+        results[label] = result
         meter.add(1.0)
     meter.finish()
     return ScenarioRun(scenario=scenario, seed=seed, workload=workload, results=results)

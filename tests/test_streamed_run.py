@@ -82,6 +82,27 @@ def test_kvsim_run_stream_writes_the_held_runs_report(tmp_path):
     assert not (streamed / "8xH100/requests.parquet").exists()
 
 
+def test_a_streamed_run_of_four_fleets_holds_only_the_reports_columns_and_writes_the_held_report(tmp_path):
+    """The shipped disaggregated scenario (two kinds of node, each aggregated and 2P4D: four fleets), a minute of
+    it: each fleet's result keeps `REPORT_COLUMNS` alone once summarised, and the report (its fleets table and
+    chart, the latency chart from those columns, the provider's costs) is byte for byte the held run's."""
+    from simulator.study import REPORT_COLUMNS, run_scenario
+
+    scenario = tmp_path / "d.toml"
+    scenario.write_text(Path(load_scenario("disaggregated").path).read_text().replace("duration_s = 180",
+                                                                                         "duration_s = 60"))
+    held, streamed = tmp_path / "held", tmp_path / "streamed"
+    assert outcome(kvsim("run", scenario, "--out", held)) is None
+    assert outcome(kvsim("run", scenario, "--out", streamed, "--stream")) is None
+    for f in ("headline.csv", "summary.md", "fleets.csv", "fleets.png", "latency.png", "timeseries.png"):
+        assert (held / f).read_bytes() == (streamed / f).read_bytes(), f
+    assert "8xB200-2P4D" in (held / "fleets.csv").read_text()
+    done = run_scenario(load_scenario(scenario), stream_to=tmp_path / "api")
+    assert len(done.results) == 4
+    for result in done.results.values():
+        assert tuple(result.requests.columns) == REPORT_COLUMNS and len(result.requests) > 100
+
+
 def test_kvsim_run_stream_removes_the_earlier_report_before_it_writes(tmp_path):
     out = tmp_path / "o"
     assert outcome(kvsim("run", "trace-replay", "--out", out)) is None
