@@ -24,12 +24,11 @@ README lists them ("Limits"); why each is where it is:
   `simulator.study.REPORT_COLUMNS`, while the next fleet runs). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.
 - `MAX_SUMMARY_CHAINS` distinct prefix chains after which the workload summary follows no new request
-  (`workloads.summary`: its
-  prefix-hit share and reuse gaps, in ``kvsim workload describe`` and every report). A chain takes ~150
-  bytes (the Mooncake trace's hashed blocks: 43,924 chains for its 3,993 requests, 6.7 MB), up to ~200 with
-  large block ids, so the limit holds 150-200 MB; a day of such a trace has tens of millions (400,000 rows of
-  that trace, its hash ids made new every 3,993 rows: `workload describe` peaked at 1,083 MB without the limit,
-  387 MB with it). Past it, the figures are those of the requests before it, and the summary says how many
+  (`workloads.summary`: its prefix-hit share and reuse gaps, in ``kvsim workload describe`` and every report). A
+  chain takes ~150 bytes (the Mooncake trace's hashed blocks: 43,924 chains for its 3,993 requests, 6.7 MB), up to
+  ~200 with large block ids, so the limit holds 150-200 MB; a day of such a trace has tens of millions (400,000
+  rows of that trace, its hash ids made new every 3,993 rows: `workload describe` peaked at 1,083 MB without the
+  limit, 387 MB with it). Past it, the figures are those of the requests before it, and the summary says how many
   (the lengths and rate still cover every request).
 - `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
   ``n_teams × repos_per_team``).

@@ -173,8 +173,8 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     n = len(prompt)
     duration_s = last_s - first_s
     if known and followed < n:
-        prefix_note = (f"over the first {followed:,} of {n:,} requests (the summary stops at "
-                       f"{max_chains:,} distinct prefix chains)")
+        prefix_note = (f"over the first {followed:,} of {n:,} requests: the summary stops at "
+                       f"{max_chains:,} distinct prefix chains")
     return WorkloadSummary(
         name=name,
         n_requests=n,

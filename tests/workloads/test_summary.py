@@ -53,7 +53,7 @@ def test_prefix_figures_stop_at_the_chain_limit() -> None:
     s = summarize(rs, name="t", max_chains=4)
     assert s.prefix_hit_share == pytest.approx(250 / 460)
     assert s.n_reuses == 3 and s.reuse_gap_s.mean == pytest.approx(50 / 3)
-    assert s.prefix_note == "over the first 3 of 4 requests (the summary stops at 4 distinct prefix chains)"
+    assert s.prefix_note == "over the first 3 of 4 requests: the summary stops at 4 distinct prefix chains"
     assert s.n_requests == 4 and s.prompt_tokens.mean == pytest.approx(610 / 4) and s.rate_per_s == 4 / 30
     # one chain more and every request is followed: the figures of the whole workload, no note
     whole = summarize(rs, name="t", max_chains=5)
@@ -80,7 +80,7 @@ def test_describe_and_report_say_what_the_prefix_figures_cover(tmp_path, monkeyp
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(json.dumps({"timestamp": 500 * i, "input_length": 2048, "output_length": 4,
                                          "hash_ids": [1, 2, 100 + 2 * i, 101 + 2 * i]}) + "\n" for i in range(40)))
-    note = "over the first 9 of 40 requests (the summary stops at 20 distinct prefix chains)"
+    note = "over the first 9 of 40 requests: the summary stops at 20 distinct prefix chains"
     r = CliRunner().invoke(main, ["workload", "describe", str(trace)])
     assert r.exit_code == 0, r.output
     assert f"note: {note}" in r.output
