@@ -19,7 +19,7 @@ README lists them ("Limits"); why each is where it is:
   reads back ~110 bytes a request a fleet, 134 in a disaggregated one
   (`simulator.engine.records.read_records`), and works on a few arrays
   of the requests' length. `make bench`'s day from the command line (``tests.bench.day --cli``, 4M
-  requests) took 5.0-5.3 CPU minutes and 906-987 MB: extrapolated, some 13 minutes and 2.4 GB at the limit,
+  requests) took 4.8-5.3 CPU minutes and 906-987 MB: extrapolated, some 13 minutes and 2.4 GB at the limit,
   for one fleet (once a fleet is summarised it keeps ~33 bytes a request for the report,
   `simulator.study.REPORT_COLUMNS`, while the next fleet runs). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.
