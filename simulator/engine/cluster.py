@@ -394,8 +394,10 @@ class _Group:
             rep.local = i
         watch = getattr(self.policy, "watch", None)
         self.changed: list[int] | None = watch(replicas) if watch is not None else None
-        # a policy that counts what it dispatched is told when a request leaves its replica (`RoutePolicy`)
-        self.departed: Callable[[int, Request], None] | None = getattr(self.policy, "departed", None)
+        # a policy that counts what it dispatched is told of a request's first token and when it leaves its
+        # replica (`RoutePolicy`)
+        self.departed: Callable[[int, Request, bool], None] | None = getattr(self.policy, "departed", None)
+        self.first_token: Callable[[int, Request], None] | None = getattr(self.policy, "first_token", None)
 
 
 def _delay_to(now: float, end_s: float) -> float:
@@ -498,13 +500,21 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     every = max(1, (total or 0) // 1000)
     new_tuple = tuple.__new__
 
-    # by replica index: the `departed` of the policy that routes to it, for a policy that counts what it dispatched
-    enders: list[Callable[[int, Request], None] | None] = []
+    # by replica index: the `departed` and `first_token` of the policy that routes to it, for a policy that
+    # counts what it dispatched
+    enders: list[Callable[[int, Request, bool], None] | None] = []
+    firsts: list[Callable[[int, Request], None] | None] = []
 
     def unroute(seq: Seq) -> None:
-        """Tell the policy that routed `seq` that it left its replica (it ended, or was handed off)."""
+        """Tell the policy that routed `seq` that it left its replica (it ended, or was handed off), and
+        whether its first token had come out (`first_s` is NaN until then)."""
         i, seq.routed = seq.routed, -1
-        enders[seq.replica](i, seq.request)  # type: ignore[misc]
+        enders[seq.replica](i, seq.request, seq.first_s == seq.first_s)  # type: ignore[misc]
+
+    def answered(seq: Seq) -> None:
+        """Tell the policy that routed `seq` that its first token came out (`Replica.on_first`)."""
+        if seq.routed >= 0:
+            firsts[seq.replica](seq.routed, seq.request)  # type: ignore[misc]
 
     def observe(seq: Seq, outcome: str, reason: str, end_s: float, p99: float, mean: float) -> None:
         r = seq.request
@@ -536,10 +546,12 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         _Group(router, route_rng, [r for r in replicas if r.role == PREFILL]),
         _Group(router, np.random.default_rng(ss.spawn(1)[0]), [r for r in replicas if r.role == DECODE_ONLY])]
     short = config.short_prompt_tokens
-    enders[:] = [None] * len(replicas)
+    enders[:], firsts[:] = [None] * len(replicas), [None] * len(replicas)
     for g in groups:
         for rep in g.replicas:
-            enders[rep.index] = g.departed
+            enders[rep.index], firsts[rep.index] = g.departed, g.first_token
+            if g.first_token is not None:
+                rep.on_first = answered
     if split:
         cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
                                             [node for node, _ in cluster.nodes], groups[1].changed,

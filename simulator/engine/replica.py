@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from simulator.engine import observe
@@ -49,8 +50,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         "samples", "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
         "log_d", "log_k", "log_top", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
-        # the SimPy process's flags and jump in flight (`cluster`, `views`)
-        "proc", "wake", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
+        # the SimPy process's flags and jump in flight (`cluster`, `views`); a router's first-token hook (`cluster`)
+        "proc", "wake", "on_first", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
         # `DecodeSet`, `BlockPool`
         "n_dec", "n_grow", "hist", "n_preempt",
         # `Observation`'s time integrals
@@ -139,6 +140,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
         self.wake: Any = None
         self.proc: Any = None
+        self.on_first: Callable[[Seq], None] | None = None  # told of each first token (`cluster.simulate`)
         # the plan
         self.chunks: list[tuple[Seq, int]] = []
         self.rejoined: list[Seq] = []
@@ -473,6 +475,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             gen = seq.gen0 + 1
             if gen == 1:
                 seq.first_s = end_s
+                if self.on_first is not None:  # a router that counts what it dispatched
+                    self.on_first(seq)
             else:
                 seq.extra_gaps.append(end_s - seq.last_tok_s)
             seq.gen0 = gen

@@ -1,5 +1,6 @@
 """The least-dispatched router: at every arrival it picks a replica with the fewest tokens it dispatched
-there that have not left, which the test works out again from the run's records alone."""
+there and has not had back (a prompt until its first token, an output until the request leaves), which
+the test works out again from the run's records alone."""
 
 from __future__ import annotations
 
@@ -59,18 +60,27 @@ def leave_s(records: pd.DataFrame) -> pd.Series:
     return records.end_s.where(~handed, records.arrival_s + records.ttft_s)
 
 
+def first_token_s(records: pd.DataFrame) -> pd.Series:
+    """When each request's first token came out; a request that left before it (rejected, timed out in
+    the queue), when it left."""
+    return (records.arrival_s + records.ttft_s).fillna(records.end_s)
+
+
 def check_least(records: pd.DataFrame, seen: Seen, groups: list[list[int]]) -> int:
-    """Assert that every choice was a replica whose load (the prompt + output tokens of the requests routed
-    to it earlier that had not left by this arrival, from `records`) was the group's least; return how
-    many choices had one replica strictly least (the others all carry more)."""
+    """Assert that every choice was a replica whose load was the group's least: over the requests routed to
+    it earlier, from `records`, the prompt tokens of those whose first token had not come out by this
+    arrival and the output tokens of those that had not left. Return how many choices had one replica
+    strictly least (the others all carry more)."""
     rec = records.set_index("request_id")
     left = leave_s(records).set_axis(records.request_id)
-    # a request counts for a later arrival while it has not left by then. The engine runs an arrival before
-    # a replica's commit of the same instant, and a rejection at enqueue inside its own arrival's routing:
-    # so a departure at exactly another request's arrival time would need that order spelt out here. With
-    # Poisson arrivals none falls on one (checked), and the rule below is then exact
-    own = records.outcome.eq("rejected") & records.end_s.eq(records.arrival_s)
-    assert not left[~own.to_numpy()].isin(set(records.arrival_s)).any()
+    first = first_token_s(records).set_axis(records.request_id)
+    # a token counts for a later arrival while it is not back by then. The engine runs an arrival before a
+    # replica's commit of the same instant, and a rejection at enqueue inside its own arrival's routing:
+    # so a first token or a departure at exactly another request's arrival time would need that order spelt
+    # out here. With Poisson arrivals none falls on one (checked), and the rule below is then exact
+    own = (records.outcome.eq("rejected") & records.end_s.eq(records.arrival_s)).to_numpy()
+    arrivals = set(records.arrival_s)
+    assert not left[~own].isin(arrivals).any() and not first[~own].isin(arrivals).any()
     routed: list[list[tuple[int, int]]] = [[] for _ in groups]  # per group: (request id, local index)
     strict = 0
     for g, rid, i in seen.choices:
@@ -78,8 +88,10 @@ def check_least(records: pd.DataFrame, seen: Seen, groups: list[list[int]]) -> i
         assert groups[g][i] == rec.replica[rid]  # the record says where it went
         load = [0] * len(groups[g])
         for other, j in routed[g]:
+            if first[other] > now:
+                load[j] += int(rec.prompt_tokens[other])
             if left[other] > now:
-                load[j] += int(rec.prompt_tokens[other] + rec.output_tokens[other])
+                load[j] += int(rec.output_tokens[other])
         assert load[i] == min(load), (rid, i, load)
         strict += load.count(min(load)) == 1
         routed[g].append((rid, i))
@@ -134,7 +146,8 @@ def test_a_prefill_replica_counts_a_request_until_its_hand_off(seen: Seen) -> No
 
 def test_ties_are_drawn_at_random_and_counts_follow_ends() -> None:
     """The policy alone: three idle replicas tie at 0 and the generator draws among them; a request adds
-    its prompt + output tokens to the replica chosen, `departed` takes them off."""
+    its prompt + output tokens to the replica chosen, `first_token` takes the prompt's off and `departed`
+    the rest."""
     policy = basic.LeastDispatched().bind(np.random.default_rng(0))
     reps: list[Any] = [object()] * 3
     big, small = (Request(id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o, segments=((i, p),))
@@ -146,8 +159,12 @@ def test_ties_are_drawn_at_random_and_counts_follow_ends() -> None:
     third = policy.choose(small, reps, 0.0)
     assert {first, second, third} == {0, 1, 2}  # the last idle one
     assert policy.choose(small, reps, 0.0) in (second, third)  # 100 each against 1000
-    policy.departed(first, big)
+    policy.first_token(first, big)  # its prompt is answered: 100 output tokens left
+    assert policy._values[first] == 100
+    policy.departed(first, big, True)
     assert policy._values[first] == 0 and policy.choose(small, reps, 0.0) == first
+    policy.departed(first, small, False)  # left before its first token (rejected): prompt and output go
+    assert policy._values[first] == 0
     # ties among idle replicas go to a drawn one, not the lowest index: over seeds, each is picked
     picks = {make_router("least-dispatched").bind(np.random.default_rng(s)).choose(small, reps, 0.0)
              for s in range(30)}
