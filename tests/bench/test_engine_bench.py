@@ -198,8 +198,7 @@ def test_flat_in_replicas() -> None:
     """CPU per request serving chat 2k/250 at 70 % load on 1, 4, 16 and 64 replicas (Llama-3.1-8B, one H100 each),
     per event, and the same under least-dispatched and round-robin routing, which read no replica.
 
-    More replicas make more events a request (3.1 at 1 replica; 3.7 at 64 under least-tokens and round-robin,
-    3.3 under least-dispatched): one
+    More replicas make more events a request (3.1 at 1 replica, 3.7 at 64, under each router): one
     replica's Poisson arrivals often land while a prefill step runs and join the next plan (45 % of
     them at 1 replica), where a routed share of them comes evenly spaced and cuts a decode jump (93 %
     at 16 and 64 replicas; least-tokens sends none to a replica whose load a request just raised).
@@ -207,7 +206,7 @@ def test_flat_in_replicas() -> None:
     load changed or passed a step boundary since the last arrival (`routers.basic._LeastTokens`): at
     64 replicas, about 3 reads an arrival. The round-robin figures leave that out; least-dispatched
     (`routers.basic._LeastDispatched`) reads no replica either, and keeps its counts in two bisections
-    an arrival and a departure.
+    an arrival, a first token and a departure.
 
     Each figure is the best of `REPEATS` runs, taken in rounds over every router and replica count."""
     routers, counts = ("least-tokens", "least-dispatched", "round-robin"), (1, 4, 16, 64)
