@@ -13,6 +13,7 @@ segments (at most 4): breakpoint ``k`` marks the prefix ``segments[:k]`` as cach
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from simulator.errors import must
 
@@ -42,7 +43,7 @@ class Request:
         must(self.arrival_s >= 0, where, "arrival_s", ">= 0", self.arrival_s)
         must(self.prompt_tokens >= 1, where, "prompt_tokens", ">= 1", self.prompt_tokens)
         must(self.output_tokens >= 1, where, "output_tokens", ">= 1", self.output_tokens)
-        seg_tokens = sum(t for _, t in self.segments)
+        seg_tokens = sum(map(itemgetter(1), self.segments))  # (in C: a day's trace makes millions)
         must(
             seg_tokens == self.prompt_tokens,
             where,

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulator.errors import ConfigError
@@ -71,6 +72,28 @@ def test_mooncake_blocks_and_remainder(tmp_path: Path) -> None:
     # hits: 0, then 1024 (blocks 1,2), then 512 (block 1) of 1100 + 1024 + 600
     assert s.prefix_hit_share == pytest.approx(1536 / 2724)
     assert s.reuse_gap_s.mean == pytest.approx((2.5 + 2.5 + 0.5) / 3)
+
+
+def test_mooncake_blocks_match_a_block_by_block_walk() -> None:
+    """`block_segments` (whole blocks sliced, in C) against the rule walked block by block, over random id
+    counts and prompt lengths around the block edges: each id takes min(512, tokens left), ids past the end
+    are dropped, tokens no id covers are one segment of their own."""
+
+    def walked(hash_ids: list[int], n: int, unique: int) -> tuple[tuple[int, int], ...]:
+        out, left = [], n
+        for h in hash_ids:
+            if left <= 0:
+                break
+            out.append((h, min(512, left)))
+            left -= out[-1][1]
+        return tuple([*out, (unique, left)] if left > 0 else out)
+
+    rng = np.random.default_rng(0)
+    lengths = [1, 511, 512, 513, 1023, 1024, 1025, *rng.integers(1, 20_000, 200).tolist()]
+    for n in lengths:
+        for ids in (0, 1, n // 512, n // 512 + 1, n // 512 + 3, int(rng.integers(0, 50))):
+            hash_ids = rng.integers(0, 10**12, ids).tolist()
+            assert block_segments(hash_ids, n, -7) == walked(hash_ids, n, -7), (ids, n)
 
 
 def test_mooncake_bad_json_and_field(tmp_path: Path) -> None:
