@@ -258,10 +258,14 @@ def _pct(s: pd.Series, q: float) -> float:
 
 def _pcts(s: pd.Series, qs: tuple[float, ...]) -> list[float]:
     """``[_pct(s, q) for q in qs]`` of a float column, in one `np.percentile` (each quantile the same
-    float as alone: the same partition and interpolation) over its values without NaN."""
+    float as alone: the same partition and interpolation) over its values without NaN.
+
+    The values without NaN are a copy (boolean indexing), which `np.percentile` then partitions in place
+    (``overwrite_input``) instead of copying again: one temporary of the column's length, not two (a day
+    of 4M requests: 32 MB), and the same quantiles, which are order statistics of the same values."""
     a = s.to_numpy(dtype=np.float64)
     a = a[~np.isnan(a)]
-    return [float(x) for x in np.percentile(a, qs)] if len(a) else [math.nan] * len(qs)
+    return [float(x) for x in np.percentile(a, qs, overwrite_input=True)] if len(a) else [math.nan] * len(qs)
 
 
 DONE_COLUMNS = ("arrival_s", "admit_s", "end_s", "ttft_s", "tpot_mean_s", "tpot_p99_s", "e2e_s", "prompt_tokens",

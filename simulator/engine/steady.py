@@ -146,23 +146,35 @@ class SteadyState:
         }
 
 
-def window_tokens(first_s: np.ndarray, end_s: np.ndarray, output_tokens: np.ndarray, start: float,
-                  end: float) -> float:
-    """Output tokens produced in ``(start, end]``: each request's first at ``first_s``, the other
-    ``o − 1`` spread evenly over ``(first_s, end_s]``."""
-    first_in = ((first_s > start) & (first_s <= end)).sum()
-    dur = end_s - first_s
-    # the share of (first_s, end_s] inside the window, 0 where that span is empty, then times o − 1, in
-    # place: three arrays of the requests' length at most (a day of 4M requests: 96 MB, not 190)
-    frac = np.minimum(end_s, end)
-    frac -= np.maximum(first_s, start)
-    np.clip(frac, 0.0, None, out=frac)
-    spans = dur > 0
-    np.divide(frac, dur, out=frac, where=spans)
-    frac[~spans] = 0.0
-    del dur
-    np.multiply(output_tokens - 1, frac, out=frac)  # integer counts: o − 1 is exact, as a float is
-    return float(first_in + frac.sum())
+WINDOW_CHUNK = 1 << 16  # requests `window_tokens` works on at a time (its temporaries: a few MB)
+
+
+def window_tokens(arrival_s: np.ndarray, ttft_s: np.ndarray, end_s: np.ndarray, output_tokens: np.ndarray,
+                  start: float, end: float) -> float:
+    """Output tokens produced in ``(start, end]``: each request's first at ``first_s = arrival_s + ttft_s``,
+    the other ``o − 1`` spread evenly over ``(first_s, end_s]``.
+
+    Each request's share of ``(first_s, end_s]`` inside the window (0 where that span is empty), times
+    ``o − 1``, is computed `WINDOW_CHUNK` requests at a time into one array, summed once: one array of
+    the requests' length (a day of 4M requests: 32 MB, where whole-length temporaries took 130), and
+    the same sum as whole-length arithmetic gives (the same values, summed in the same order)."""
+    shares = np.empty(len(end_s))
+    first_in = 0
+    for lo in range(0, len(end_s), WINDOW_CHUNK):
+        hi = lo + WINDOW_CHUNK
+        first = arrival_s[lo:hi] + ttft_s[lo:hi]
+        first_in += int(((first > start) & (first <= end)).sum())
+        ends = end_s[lo:hi]
+        share = shares[lo:hi]
+        np.minimum(ends, end, out=share)
+        share -= np.maximum(first, start)
+        np.clip(share, 0.0, None, out=share)
+        dur = ends - first
+        spans = dur > 0
+        np.divide(share, dur, out=share, where=spans)
+        share[~spans] = 0.0
+        np.multiply(output_tokens[lo:hi] - 1, share, out=share)  # integer counts: o − 1 is exact, as a float is
+    return float(first_in + shares.sum())
 
 
 def completed_rows(requests: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -193,9 +205,9 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     if not span > 0:
         return SteadyState(start_s=start, end_s=end, arrivals=0, admissions=0, completions=0, output_tokens=0.0,
                            warning="no steady window: the queue never held work after the first arrival")
-    first = (done.arrival_s + done.ttft_s).to_numpy(dtype=float)
     ends = done.end_s.to_numpy(dtype=float)
-    tokens = window_tokens(first, ends, done.output_tokens.to_numpy(), start, end)
+    tokens = window_tokens(done.arrival_s.to_numpy(dtype=float), done.ttft_s.to_numpy(dtype=float), ends,
+                           done.output_tokens.to_numpy(), start, end)
     in_window = (arrival > start) & (arrival <= end)
     arrivals = int(in_window.sum())
     queued = int((in_window & (requests.outcome != "rejected").to_numpy()).sum())  # rejected ones never wait

@@ -105,3 +105,36 @@ def test_window_rule_is_validated() -> None:
         SteadyWindow(warmup_fraction=1.0)
     with pytest.raises(ConfigError, match=r"'max_warmup_fraction' must be in \[warmup_fraction=0.3, 1\)"):
         SteadyWindow(warmup_fraction=0.3, max_warmup_fraction=0.2)
+
+
+def test_window_tokens_by_hand_and_in_chunks_as_whole_length_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Window (10, 20] s. A: first token at 12 s (in), 11 tokens to 22 s: 10 spread over (12, 22], 8
+    inside → 1 + 8 = 9. B: first at 5 s (out), 5 tokens to 15 s: 4 over (5, 15], half inside → 2. C:
+    one token at 15 s → 1; D: first and last at 25 s → 0. 12 in all. Then 300,001 random requests,
+    `WINDOW_CHUNK` 7, 1,000 and the default: the very float of the whole-length formula (its
+    values summed at once), so a streamed day's summary is unchanged."""
+    import numpy as np
+
+    from simulator.engine import steady
+
+    def whole(arrival, ttft, end_s, out, start, end):  # the pre-chunking arithmetic, on whole arrays
+        first = arrival + ttft
+        frac = np.minimum(end_s, end) - np.maximum(first, start)
+        np.clip(frac, 0.0, None, out=frac)
+        dur = end_s - first
+        frac = np.divide(frac, dur, out=np.zeros_like(frac), where=dur > 0)
+        return float(((first > start) & (first <= end)).sum() + ((out - 1) * frac).sum())
+
+    hand = (np.array([11.0, 1.0, 14.0, 24.0]), np.array([1.0, 4.0, 1.0, 1.0]),
+            np.array([22.0, 15.0, 15.0, 25.0]), np.array([11, 5, 1, 1], dtype=np.int32))
+    assert steady.window_tokens(*hand, 10.0, 20.0) == whole(*hand, 10.0, 20.0) == 12.0
+    rng = np.random.default_rng(7)
+    n = 300_001
+    arrival = np.sort(rng.uniform(0, 1000, n))
+    ttft = rng.exponential(0.5, n)
+    end_s = arrival + ttft + rng.exponential(20, n) * (rng.random(n) > 0.1)  # 10% end at their first token
+    out = rng.integers(1, 2000, n).astype(np.int32)
+    expected = whole(arrival, ttft, end_s, out, 100.0, 900.0)
+    for chunk in (7, 1_000, steady.WINDOW_CHUNK):
+        monkeypatch.setattr(steady, "WINDOW_CHUNK", chunk)
+        assert steady.window_tokens(arrival, ttft, end_s, out, 100.0, 900.0) == expected
