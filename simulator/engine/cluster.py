@@ -398,6 +398,7 @@ class _Group:
         # replica (`RoutePolicy`)
         self.departed: Callable[[int, Request, bool], None] | None = getattr(self.policy, "departed", None)
         self.first_token: Callable[[int, Request], None] | None = getattr(self.policy, "first_token", None)
+        self.counts = self.departed is not None or self.first_token is not None  # either hook: `Seq.routed` kept
 
 
 def _delay_to(now: float, end_s: float) -> float:
@@ -509,7 +510,9 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         """Tell the policy that routed `seq` that it left its replica (it ended, or was handed off), and
         whether its first token had come out (`first_s` is NaN until then)."""
         i, seq.routed = seq.routed, -1
-        enders[seq.replica](i, seq.request, seq.first_s == seq.first_s)  # type: ignore[misc]
+        ender = enders[seq.replica]
+        if ender is not None:  # (a policy may offer `first_token` alone)
+            ender(i, seq.request, seq.first_s == seq.first_s)
 
     def answered(seq: Seq) -> None:
         """Tell the policy that routed `seq` that its first token came out (`Replica.on_first`)."""
@@ -556,7 +559,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         cluster.transfers = build_transfers(env, config, replicas, cluster.pool_of, cluster.budgets,
                                             [node for node, _ in cluster.nodes], groups[1].changed,
                                             np.random.default_rng(ss.spawn(1)[0]))
-        if groups[0].departed is not None:
+        if groups[0].counts:
             cluster.transfers.handed = unroute
 
     def route(req: Request) -> None:
@@ -567,7 +570,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
         rep = g.replicas[i]
         was_empty = not rep.waiting
         seq = Seq(req, next(ids), rep.index, timeout_s)
-        if g.departed is not None:  # the policy counts the request on replica i until it leaves (`unroute`)
+        if g.counts:  # the policy is told of the request on replica i until it leaves (`unroute`)
             seq.routed = i
         if not rep.enqueue(seq, now):
             return

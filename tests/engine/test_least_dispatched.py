@@ -234,3 +234,63 @@ def test_every_routed_request_is_answered_at_most_once_and_departs_once(seed: in
     assert len(gone) == len(reqs) == len(result.requests)
     assert set(answered) == set(result.requests.request_id[result.requests.ttft_s.notna()])
     assert policies and all(set(p._values) == {0} for p in policies)
+
+
+class _Told:
+    """Round-robin, told of first tokens or of departures only (the hooks are independent: `RoutePolicy`):
+    each call noted as (request id, replica index, answered)."""
+
+    def __init__(self, rng: np.random.Generator, hook: str) -> None:
+        self.inner = basic._RoundRobin(rng)
+        self.calls: list[tuple[int, int, bool]] = []
+        setattr(self, hook, getattr(self, f"_{hook}"))
+
+    def choose(self, request: Request, replicas: Any, now: float) -> int:
+        return self.inner.choose(request, replicas, now)
+
+    def _first_token(self, i: int, request: Request) -> None:
+        self.calls.append((request.id, i, True))
+
+    def _departed(self, i: int, request: Request, answered: bool) -> None:
+        self.calls.append((request.id, i, answered))
+
+
+@pytest.mark.parametrize("hook", ["first_token", "departed"])
+@pytest.mark.parametrize("split", [False, True])
+def test_a_policy_offering_one_hook_is_told_by_it(hook: str, split: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that offers only `first_token` is told of every first token, once, with the index it chose
+    (its pool's, in a disaggregated fleet); one that offers only `departed`, of every request leaving the
+    replica it chose, once, `answered` telling whether its first token came out. Runs that reject,
+    time out and hand off."""
+    policies: list[_Told] = []
+
+    def bind(self: basic.RoundRobin, rng: np.random.Generator) -> _Told:
+        policies.append(_Told(rng, hook))
+        return policies[-1]
+
+    monkeypatch.setattr(basic.RoundRobin, "bind", bind)
+    reqs = poisson_requests(300, 8.0, (50, 600), (100, 500), seed=4)
+    reqs += poisson_requests(2, 1.0, 9000, 10, seed=5, start_s=5.0)  # more blocks than a replica holds
+    reqs = [replace(r, id=i) for i, r in enumerate(sorted(reqs, key=lambda r: r.arrival_s))]
+    config = replace(FLEET, router="round-robin")
+    if split:
+        config = replace(config, kv_blocks=0, short_prompt_tokens=200,
+                         prefill_pool=PoolConfig(node="8xH100", n_nodes=1, tp=4))
+    records = run(config, reqs, seed=3, timer=TIMER).requests.set_index("request_id")
+    answered = records.ttft_s.notna()
+    if not split:
+        assert (records.outcome == "rejected").sum() == 2 and (records.outcome == "timed_out").sum() > 0
+    else:
+        assert (records.decode_replica != records.replica).sum() > 50
+    calls = [c for p in policies for c in p.calls]
+    ids = [rid for rid, _, _ in calls]
+    assert len(ids) == len(set(ids))  # once each
+    if hook == "first_token":
+        assert sorted(ids) == sorted(records.index[answered])
+    else:
+        assert sorted(ids) == sorted(records.index)
+        assert all(flag == answered[rid] for rid, _, flag in calls)
+    # the index is the policy's own: the chosen replica's place in its pool (the sorted replicas it routes to)
+    for p in policies:
+        replicas = sorted(records.replica[[rid for rid, _, _ in p.calls]].unique()) if p.calls else []
+        assert all(replicas[i] == records.replica[rid] for rid, i, _ in p.calls)

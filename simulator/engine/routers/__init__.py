@@ -50,11 +50,12 @@ class RoutePolicy(Protocol):
     then the engine keeps no such list (`basic._LeastTokens`: a list only beyond `DIRECT_REPLICAS`).
     A policy without `watch` is told of no change: it reads the replicas at each `choose`.
 
-    A policy that counts what it dispatched may also offer ``departed(i, request, answered)``: the engine
-    then calls it once for each request it routed, with the index it chose, when the request leaves that
-    replica (it ends there, or a prefill replica hands it off with its first token), `answered` telling
-    whether its first token had come out; and ``first_token(i, request)``, called once when that first
-    token comes out (`basic._LeastDispatched`).
+    A policy that counts what it dispatched may also offer either or both of two hooks, each called
+    whether or not the other is offered (`basic._LeastDispatched` offers both):
+    ``departed(i, request, answered)``, called once for each request it routed, with the index it chose,
+    when the request leaves that replica (it ends there, or a prefill replica hands it off with its first
+    token), `answered` telling whether its first token had come out; and ``first_token(i, request)``,
+    called once when that first token comes out.
     """
 
     def choose(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int: ...
