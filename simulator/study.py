@@ -182,10 +182,10 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     (`simulator.engine.run`'s ``stream_to``), and a trace may hold up to `MAX_STREAMED_REQUESTS`
     requests (`Workload.streamed`), unless the scenario's report asks for a study that holds it
     (`refuse_held_studies`). A streamed fleet's `Result.requests` then keeps only `REPORT_COLUMNS`, the
-    report's, once its summary is made (the whole records are its CSV): so the fleets run after it do not
-    add to its ~110 bytes a request (`simulator.engine.run`), only ~33. `before_writing`, when given, is
-    called with the fleets' labels (the results' keys: a streamed run's folders) once the workload is read
-    and checked, before the first fleet's run (which, streamed, writes).
+    report's, once its summary is made (the whole records are its CSV, which `Result.steady` reads back):
+    so the fleets run after it do not add to its ~110 bytes a request (`simulator.engine.run`), only ~33.
+    `before_writing`, when given, is called with the fleets' labels (the results' keys: a streamed run's
+    folders) once the workload is read and checked, before the first fleet's run (which, streamed, writes).
     """
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.engine import run
+from simulator.engine import SteadyWindow, run
 from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, read_records
 from simulator.engine.result import STREAMED_COLUMNS, STREAMED_FILES, TRANSFER_COLUMNS
 from simulator.scenario import load_scenario
@@ -99,8 +99,14 @@ def test_a_streamed_run_of_four_fleets_holds_only_the_reports_columns_and_writes
     assert "8xB200-2P4D" in (held / "fleets.csv").read_text()
     done = run_scenario(load_scenario(scenario), stream_to=tmp_path / "api")
     assert len(done.results) == 4
-    for result in done.results.values():
+    held_run = run_scenario(load_scenario(scenario))
+    rule = SteadyWindow(warmup_fraction=0.3)
+    for label, result in done.results.items():
         assert tuple(result.requests.columns) == REPORT_COLUMNS and len(result.requests) > 100
+        # `Result.steady` reads the columns the cut frame lacks back from the fleet's requests.csv
+        for window in (None, rule):
+            assert result.steady(window) == held_run.results[label].steady(window), (label, window)
+        assert result.steady(rule) != result.steady()
 
 
 def test_kvsim_run_stream_removes_the_earlier_report_before_it_writes(tmp_path):

@@ -25,7 +25,7 @@ from simulator.engine.records import (
     read_samples,
     records_to_frame,
 )
-from simulator.engine.steady import SteadyState, SteadyWindow, completed_rows, steady_state
+from simulator.engine.steady import STEADY_COLUMNS, SteadyState, SteadyWindow, completed_rows, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
 from simulator.errors import is_whole, must
@@ -48,8 +48,15 @@ class Result:
 
     def steady(self, window: SteadyWindow | None = None) -> SteadyState:
         """The steady-state window and what was sustained in it, under `window` (default rule:
-        `simulator.engine.steady`); the summary's ``sustained_*`` figures are this under the run's window."""
-        return steady_state(self.requests, window)
+        `simulator.engine.steady`); the summary's ``sustained_*`` figures are this under the run's window.
+
+        A streamed run whose `requests` were cut to fewer columns (`simulator.study.run_scenario` keeps a
+        fleet's report columns alone) reads the ones it lacks back from its ``requests.csv``
+        (`streamed_to`): the same figures as from the whole records."""
+        requests = self.requests
+        if self.streamed_to is not None and not set(STEADY_COLUMNS) <= set(requests.columns):
+            requests = read_records(self.streamed_to / STREAMED_FILES[0], len(requests), STEADY_COLUMNS)
+        return steady_state(requests, window)
 
     def write(self, directory: str | Path) -> Path:
         """Write ``requests.csv``, ``timeseries.csv`` and ``summary.json`` into `directory` (made if

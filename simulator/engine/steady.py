@@ -185,6 +185,10 @@ def completed_rows(requests: pd.DataFrame, columns: Sequence[str]) -> pd.DataFra
     return requests if completed.all() else requests.loc[completed, list(columns)]
 
 
+STEADY_COLUMNS = ("outcome", "arrival_s", "ttft_s", "end_s", "admit_s", "output_tokens")
+"""The request records' columns `steady_state` reads (its completed rows': all but ``outcome``)."""
+
+
 def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> SteadyState:
     """The steady window of a run and what was sustained in it, from its request records."""
     w = window or SteadyWindow()
@@ -192,7 +196,7 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
         return SteadyState(start_s=math.nan, end_s=math.nan, arrivals=0, admissions=0, completions=0,
                            output_tokens=0.0, warning="no requests")
     arrival = requests.arrival_s.to_numpy(dtype=float)
-    done = completed_rows(requests, ("arrival_s", "ttft_s", "end_s", "admit_s", "output_tokens"))
+    done = completed_rows(requests, STEADY_COLUMNS[1:])
     a0, a1 = float(arrival.min()), float(arrival.max())
     end = a1
     if a1 <= a0 and len(done):  # all at once: measure while the queue lasts
