@@ -422,6 +422,12 @@ def test_a_cut_line_keeps_the_value_given():
     # a value that itself holds " (got " is still quoted whole: the first one in the line's last half is the cut
     tricky = f"{path}: router: 'name' must be one of [{allowed}] (got 'rr (got 7')"
     assert one_line(tricky).endswith(", … (got 'rr (got 7')")
+    # ... but one longer than half the line, quoted whole, shows its start, "…" and its end from its own
+    # "(got" on (helper-107: the docstring had said it is never taken for the closing one)
+    value = "a" * 260 + " (got 9)"
+    line = one_line(f"breakeven: x must be a number (got {value!r})")
+    assert line.startswith("breakeven: x must be a number (got 'aaa") and line.endswith("aa… (got 9)')")
+    assert len(line) <= MAX_MESSAGE_CHARS
     # the tail kept is at most half the line: 145 characters kept, 146 cut with the rest
     for size, kept in ((145, True), (146, False)):
         tail = " (got '" + "v" * (size - 9) + "')"

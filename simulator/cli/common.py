@@ -27,8 +27,10 @@ def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     last whole item of a list (``valid: a, b, …``) where the cut falls in one, not in the middle of a name.
     A closing ``(got …)``, the value given, is kept whole when it takes at most half the line: what comes
     before it is cut instead (a long path and a long list of what is allowed would otherwise push it out).
-    It is the first ``" (got "`` in the line's last half, so one inside the value itself is never taken
-    for it (a value is shown in ~110 characters at most, `simulator.errors.shown`).
+    It is the first ``" (got "`` in the line's last half, so one inside a value shown through
+    `simulator.errors.shown` (~110 characters at most) is never taken for it. A value quoted whole, longer
+    than half the line and holding ``" (got "`` itself, is the exception: the line then shows the
+    value's start, an ellipsis and the value's end from its own ``(got`` on (its middle cut).
 
     >>> one_line("valid: alpha, beta, gamma", 21)
     'valid: alpha, beta, …'
