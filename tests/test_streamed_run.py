@@ -3,6 +3,7 @@ requests end instead of held, the same summary and report as the held run, and t
 lift (`simulator.limits.MAX_STREAMED_REQUESTS`)."""
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -347,3 +348,31 @@ def test_a_cdf_of_more_points_than_it_draws_keeps_the_first_last_and_ranks_betwe
     charts_run._cdf(ax, values, "x")
     assert ax.get_lines()[0].get_xdata().tolist() == [float(v) for v in range(1, 11)]
     plt.close(fig)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
+    """An Azure trace of 60 rows, 6 of them with no output tokens (the format's rule drops them, as a failed
+    request): `kvsim run` replays the other 54 and says so on stderr and in the report, where it had said
+    nothing (helper-108: a planner sizing from a real trace never learnt that traffic was left out); a
+    trace with none skipped says nothing of it."""
+    import datetime
+
+    def write(path: Path, every: int) -> Path:
+        start = datetime.datetime(2024, 5, 10)
+        rows = [f"{start + datetime.timedelta(seconds=i / 2):%Y-%m-%d %H:%M:%S.%f},{500 + i},"
+                f"{0 if every and i % every == 3 else 100}" for i in range(60)]
+        path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+        return path
+
+    note = ("6 trace rows skipped (malformed, with --skip-bad-rows, or dropped by the format's rule: a failed "
+            "request, 0 tokens)")
+    extra = ("--stream",) if stream else ()
+    r = kvsim("run", "trace-replay", "--trace", write(tmp_path / "t.csv", 10), "--out", tmp_path / "o", *extra)
+    assert outcome(r) is None
+    assert f"warning: workload: {note}" in r.stderr.splitlines()
+    assert f"Workload: 54 requests, {note}, over 0.5 min" in (tmp_path / "o" / "summary.md").read_text()
+    assert json.loads((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"]["requests"] == 54
+    r = kvsim("run", "trace-replay", "--trace", write(tmp_path / "u.csv", 0), "--out", tmp_path / "p", *extra)
+    assert outcome(r) is None and "skipped" not in r.stderr
+    assert "Workload: 60 requests over" in (tmp_path / "p" / "summary.md").read_text()

@@ -14,7 +14,7 @@ from simulator.limits import check_expected_requests, check_horizon
 from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
 from workloads.generators.mixture import NEEDS_COMPONENTS
 from workloads.traces import read_trace
-from workloads.workload import Workload
+from workloads.workload import SKIPPED_WHY, Workload
 
 # a scenario's [workload] (`simulator.scenario.WorkloadSection`): its keys, and the seconds a generator
 # draws when it gives no duration_s (a generator's own default may differ: code-repo-128k's is an hour)
@@ -225,8 +225,7 @@ def _empty_trace(path: Path, trace: Workload, *, start_s: float, duration_s: flo
         last, n = r.arrival_s, n + 1
     if n == 0:
         skipped = trace.skipped_rows or 0
-        rows = (f"no row was kept ({skipped:,} skipped: malformed, with --skip-bad-rows, or dropped by the "
-                "format's rule: a failed request, 0 tokens)" if skipped else "it has no row after the header")
+        rows = f"no row was kept ({skipped:,} skipped: {SKIPPED_WHY})" if skipped else "it has no row after the header"
         return f"{path.name}: the trace holds no request: {rows}"
     window = [f"start_s={start_s:g}"]
     if duration_s is not None:

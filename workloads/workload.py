@@ -30,6 +30,16 @@ class ReadStats:
         self.skipped_rows = 0
 
 
+SKIPPED_WHY = "malformed, with --skip-bad-rows, or dropped by the format's rule: a failed request, 0 tokens"
+"""Why a trace reader skips a row (`ReadStats.skipped_rows`)."""
+
+
+def skipped_note(skipped: int) -> str:
+    """``"N trace rows skipped (why)"``: what a replay says of the rows it left out, so that a run over a
+    trace never drops traffic silently."""
+    return f"{skipped:,} trace row{'' if skipped == 1 else 's'} skipped ({SKIPPED_WHY})"
+
+
 Source = Callable[[ReadStats], Iterator[Request]]
 
 
