@@ -43,6 +43,7 @@ from simulator.placement import ParallelPlan, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 from workloads.load import SCENARIO_DURATION_S, prepare_generator
+from workloads.request import Request
 
 SCENARIO_DIR = Path(str(files("scenarios")))  # package data: the same from a checkout and a pip install
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -519,15 +520,23 @@ class Scenario:
         """Rule: every request's prompt + output fits the model's context window. Returns how many
         requests the workload holds (counted in the same pass: a trace is read once, not held)."""
         model = self.model_spec()
-        longest = n = 0
+        limit = model.max_context_tokens
+        longest = n = over = 0
+        first: Request | None = None  # the first request over the context: said, so that it can be found
         for r in workload:
             n += 1
-            if r.prompt_tokens + r.output_tokens > longest:
-                longest = r.prompt_tokens + r.output_tokens
-        if longest > model.max_context_tokens:
+            tokens = r.prompt_tokens + r.output_tokens
+            if tokens > limit:
+                over += 1
+                first = first or r
+            if tokens > longest:
+                longest = tokens
+        if first is not None:
+            of = f" of {Path(self.workload.trace).name}" if self.workload.trace else ""  # (the line keeps its "(got")
             raise ConfigError(
-                f"{self.where}: workload requests must fit {model.key}'s context of "
-                f"{model.max_context_tokens:,} tokens (got a request of {longest:,} prompt + output tokens)")
+                f"{self.where}: workload requests must fit {model.key}'s context of {limit:,} tokens (got {over:,} "
+                f"over it, the first request {first.id}{of} at {first.arrival_s:,.3f} s: "
+                f"{first.prompt_tokens + first.output_tokens:,} prompt + output tokens; the longest {longest:,})")
         return n
 
 

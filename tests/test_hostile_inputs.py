@@ -195,6 +195,23 @@ def test_compare_refuses_requests_beyond_the_models_context():
     assert "compare: workload requests must fit Llama-3-70B's context of 8,192 tokens" in error(r, "context")
 
 
+def test_a_trace_request_beyond_the_models_context_is_found_by_the_error(tmp_path):
+    """Two rows of 200,000 prompt tokens among 60 (and one 0-token row before them, which the Azure rule
+    drops, so that request ids count kept rows): the error names the trace, how many requests are over,
+    the first's id and arrival, where it named only the scenario and the longest (helper-108)."""
+    import datetime
+
+    start = datetime.datetime(2024, 5, 10)
+    rows = [f"{start + datetime.timedelta(seconds=i / 2):%Y-%m-%d %H:%M:%S.%f},"
+            f"{200_000 if i in (17, 40) else 500},{0 if i == 3 else 100 + i}" for i in range(60)]
+    trace = tmp_path / "big.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    line = error(kvsim("run", "trace-replay", "--trace", trace, "--out", tmp_path / "o"), "big.csv")
+    assert line.endswith("(got 2 over it, the first request 16 of big.csv at 8.500 s: 200,117 prompt + output "
+                         "tokens; the longest 200,140)")
+    assert "workload requests must fit Llama-3.1-70B's context of 131,072 tokens" in line
+
+
 NOT_UTF8 = b'name = "x"\n\xff\xfe\n'
 
 
