@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from simulator.billing.profiles import PriceProfile
     from simulator.billing.provider import ProviderCosts
     from simulator.engine import Result
+    from simulator.scenario import Scenario
 
 DPI = 110
 # the shares of a phase's time its chart takes (the default scenario, 2 cores): the collapse chart 0.6 s
@@ -62,6 +63,13 @@ def _scheduler_line(sched: SchedulerConfig) -> str:
         admit = f"admission on the prompt's blocks, {sched.preemption} preemption on growth (vLLM, SGLang)"
     return (f"{admit}; at most {sched.max_num_seqs:,} sequences and {sched.max_num_batched_tokens:,} tokens "
             f"a step, watermark {sched.watermark:g}")
+
+
+def _router_line(sc: Scenario) -> str:
+    """The router that spread the requests over each fleet's replicas, and its parameters as the scenario set
+    them (``prefix-affinity (max_imbalance_tokens = 4096)``), for the report's preamble."""
+    params = ", ".join(f"{k} = {v!r}" for k, v in sc.router.params.items())
+    return sc.router.name + (f" ({params})" if params else "")
 
 
 def _missing(x: object) -> bool:
@@ -225,7 +233,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
              f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix"
              + (f" ({wl.prefix_note})" if wl.prefix_note else "") + ".\n"),
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
-          f"Scheduler: {_scheduler_line(sc.scheduler)}.\n",
+          f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}.\n",
           f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
           "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "

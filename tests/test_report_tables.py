@@ -25,3 +25,17 @@ def test_missing_cells_are_dashes_and_a_pipe_does_not_split_a_row():
     assert lines[2] == r"| a\|b    |            – |       – |"
     assert lines[3] == "| –       |        1,000 |       3 |"  # 999.6 rounds to 1,000, not 1e+03
     assert all(line.count("|") - line.count(r"\|") == 4 for line in lines)
+
+
+def test_the_report_names_the_router_and_its_parameters(tmp_path):
+    """The preamble's ``Router:`` (helper-108: three router runs gave reports that read alike but for their
+    figures): the name alone, or with the parameters the scenario set."""
+    from dataclasses import replace
+
+    from simulator.report import _router_line
+    from simulator.scenario import RouterSection, load_scenario
+
+    sc = load_scenario("default")
+    assert _router_line(sc) == "least-tokens"
+    sc = replace(sc, router=RouterSection(name="prefix-affinity", params={"max_imbalance_tokens": 4096}))
+    assert _router_line(sc) == "prefix-affinity (max_imbalance_tokens = 4096)"
