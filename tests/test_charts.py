@@ -180,3 +180,36 @@ def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
         assert not any(box.contains(x, y) for x, y in markers), text.get_text()
     assert "simulated (mla): peak, flooded" in [t.get_text() for t in top.get_legend().get_texts()]
     plt.close(fig)
+
+
+# --- the latency chart's log axes ---------------------------------------------------------------
+
+def test_latency_axes_label_plain_numbers_that_never_collide():
+    """TPOT from 20 to 300 ms (helper-108's overloaded run): matplotlib wrote 2×10¹ 3×10¹ 4×10¹ 6×10¹, the
+    middle two printed over each other; now 20 30 50 100 200 300. An axis of up to two decades labels the
+    ticks of leading digit 2, 3 and 5 besides the powers of ten, a wider one its powers of ten alone (0.01,
+    not 10⁻²), one under half a decade every tick."""
+    import numpy as np
+
+    from simulator.charts import latency_figure
+
+    def labels(ax) -> list[str]:
+        fig.canvas.draw()
+        lo, hi = ax.get_xlim()
+        ticks = [*ax.xaxis.get_major_ticks(), *ax.xaxis.get_minor_ticks()]
+        shown = sorted((t.get_loc(), t.label1.get_text()) for t in ticks
+                       if t.label1.get_text() and lo <= t.get_loc() <= hi)
+        return [text for _, text in shown]
+
+    n = 2000
+    frame = pd.DataFrame({"outcome": ["completed"] * n, "ttft_s": np.geomspace(0.05, 3, n),
+                          "tpot_mean_s": np.geomspace(0.02, 0.3, n)})
+    fig = latency_figure({"8xH100": frame}, 2.0, 0.1)
+    ttft, tpot = fig.axes
+    assert labels(tpot) == ["20", "30", "50", "100", "200", "300"]
+    assert labels(ttft) == ["0.05", "0.1", "0.2", "0.3", "0.5", "1", "2", "3"]
+    ttft.set_xlim(0.01, 30)  # 3.5 decades: the powers of ten alone
+    assert labels(ttft) == ["0.01", "0.1", "1", "10"]
+    ttft.set_xlim(0.2, 0.5)
+    assert labels(ttft) == ["0.2", "0.3", "0.4", "0.5"]
+    plt.close(fig)

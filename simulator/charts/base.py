@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -59,3 +60,28 @@ def tokens_tick(x: float, _pos: int = 0) -> str:
     if x >= 2**10:
         return f"{x / 2**10:g}k"
     return f"{x:g}"
+
+
+#: A log axis spanning at most this many decades labels some ticks between its powers of ten too.
+MINOR_LABEL_DECADES = 2.0
+#: Those between-decade ticks labelled (their leading digit), so that labels never collide; all under half a decade.
+MINOR_LABEL_DIGITS = (2, 3, 5)
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Label the log-scaled `axis` (``ax.xaxis``) in plain numbers: 0.1, 1, 20, 300, where matplotlib writes
+    10⁻¹ and 2×10¹ and, on an axis of about a decade, prints 3×10¹ over 4×10¹. Powers of ten are always
+    labelled; the ticks between them when the axis spans at most `MINOR_LABEL_DECADES` decades, those of
+    leading digit `MINOR_LABEL_DIGITS` (every one under half a decade)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(x: float, _pos: int = 0) -> str:
+        lo, hi = axis.get_view_interval()
+        decades = math.log10(hi / lo) if lo > 0 and hi > lo else math.inf
+        if decades > MINOR_LABEL_DECADES:
+            return ""
+        digit = round(x / 10 ** math.floor(math.log10(x) + 1e-9))
+        return f"{x:g}" if decades < 0.5 or digit in MINOR_LABEL_DIGITS else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos=0: f"{x:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))

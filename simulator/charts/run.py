@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from simulator.charts.base import plain_text
+from simulator.charts.base import plain_log_ticks, plain_text
 
 CDF_POINTS = 100_000
 """The most points a CDF line draws: more than a chart 1,320 pixels wide can show, and more than any
@@ -45,6 +45,7 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
     for ax in (a, b):
         ax.axhline(0.99, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
         ax.set_ylabel("share of completed requests")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
