@@ -165,6 +165,7 @@ def test_run_with_trace_replays_the_whole_trace(tmp_path):
     r = kvsim("run", scenario(tmp_path, edit("duration_s = 5\n", "")), "--trace", trace, "--out", tmp_path / "a")
     assert outcome(r) is None
     assert int(pd.read_csv(tmp_path / "a" / "headline.csv")["requests"].iloc[0]) == n
+    assert r.stderr.splitlines()[0] == "scenario hostile"  # no description: not "scenario hostile: "
     # a duration the scenario states is the replay window
     r = kvsim("run", scenario(tmp_path, edit("duration_s = 5", "duration_s = 600")), "--trace", trace,
               "--out", tmp_path / "b")

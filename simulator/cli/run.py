@@ -71,7 +71,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     sc = priced(sc, usd_per_gpu_hour)
     folder = OutputFolder(out, "run")
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
-    click.echo(f"scenario {sc.name}: {sc.description}", err=True)
+    click.echo(f"scenario {sc.name}" + (f": {sc.description}" if sc.description else ""), err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
 
     def before_writing(fleets: list[str]) -> None:  # --stream: the workload read and checked, the run writes

@@ -54,6 +54,12 @@ def test_time_going_backwards_is_a_bad_row(tmp_path: Path) -> None:
     text = AZURE.replace("2023-11-16 18:16:46.6805900", "2023-11-16 18:15:47.0000000")
     with pytest.raises(ConfigError, match=r"azure.csv:4: 'TIMESTAMP' must be >= the previous row's"):
         read_trace(write(tmp_path, "azure.csv", text)).requests()
+    # before the first row (times are read relative to it): said in plain words (it read "must be not before")
+    text = AZURE.replace("2023-11-16 18:15:50.9951690", "2023-11-16 18:15:40.0000000")
+    with pytest.raises(ConfigError) as e:
+        read_trace(write(tmp_path, "azure.csv", text)).requests()
+    assert str(e.value) == ("azure.csv:3: 'TIMESTAMP' must be at or after the first row's "
+                            "(got '2023-11-16 18:15:40.0000000')")
 
 
 def test_mooncake_blocks_and_remainder(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
             if not first:
                 first.append(t)
             if t < first[0]:
-                raise FieldError("TIMESTAMP", "not before the first row's", get(row, "TIMESTAMP"))
+                raise FieldError("TIMESTAMP", "at or after the first row's", get(row, "TIMESTAMP"))
             if prompt == 0 or output == 0:
                 return None  # an empty prompt or a failed request: dropped by rule, counted as skipped
             return Request(
