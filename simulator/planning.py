@@ -37,6 +37,7 @@ from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
 from workloads import Workload
+from workloads.workload import skipped_note
 
 MEMORY_BOUND_UTILIZATION = 0.8
 MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
@@ -262,13 +263,13 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         from simulator.xpyd import SPLIT_PRIOR, plan_split_capacity
 
         meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR, SPLIT_PRIOR] * len(kinds)], quiet=True)
-        workload = _workload(scenario, seed, meter)
+        workload = _workload(scenario, seed, meter, on_step)
         plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
                                    tpot_p99_s=tpot, meter=meter)
         meter.finish()
         return plan
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
-    workload = _workload(scenario, seed, meter)
+    workload = _workload(scenario, seed, meter, on_step)
     rows: list[FleetPlan] = []
     for i, hw in enumerate(kinds):
         meter.next_stage(alike=len(kinds) - 1 - i)  # each kind to come expected to cost what this one does
@@ -278,9 +279,12 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     return pd.DataFrame([asdict(r) for r in rows])
 
 
-def _workload(scenario: Scenario, seed: int, meter: Meter) -> Workload:
-    """The scenario's workload, checked against the model's context (the meter's first stage)."""
+def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[str], None] | None) -> Workload:
+    """The scenario's workload, checked against the model's context (the meter's first stage); `on_step` is
+    told the trace rows that pass skipped, if any (the search replays the others)."""
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
+    if workload.skipped_rows and on_step is not None:
+        on_step(f"workload: {skipped_note(workload.skipped_rows)}")
     meter.add(GENERATE_COST)
     return workload
