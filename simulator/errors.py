@@ -28,12 +28,15 @@ class DoesNotFitError(KvsimError):
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
-    """``repr(value)``, cut to `limit` characters with its full length after the cut.
+    """``repr(value)``, cut to `limit` characters with its full length after the cut. A plain tuple is shown
+    as the list a user wrote (a TOML array or a comma list is read into a tuple): ``[]``, not ``()``.
 
     >>> shown("x" * 100_000, 12)
     "'xxxxxxxxxx… (100,002 characters)"
+    >>> shown(()), shown(("8xH100",))
+    ('[]', "['8xH100']")
     """
-    text = repr(value)
+    text = repr(list(value)) if type(value) is tuple else repr(value)
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
 
 

@@ -115,6 +115,7 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
     ("breakeven = false", "breakeven = true\n[billing]\nttls = []",
      """ttls: must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (got [])"""),
     ("breakeven = false", "breakeven = false\n[billing]\nttls = []", "billing.ttls: must be a non-empty list"),
+    ('hardware = ["8xH100"]', "hardware = []", "cluster.hardware: must be a non-empty list (got [])"),  # was (got ())
     ("collapse = false", "collapse = true\ncollapse_points = []",
      "report.collapse_points: must be 1 to 16 contexts (each is two simulations) (got [])"),
     ("collapse = false", "collapse = true\ncollapse_points = [1048576]",
