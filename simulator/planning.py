@@ -37,7 +37,7 @@ from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
 from workloads import Workload
-from workloads.workload import skipped_note
+from workloads.workload import say_skipped
 
 MEMORY_BOUND_UTILIZATION = 0.8
 MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
@@ -284,7 +284,7 @@ def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[st
     told the trace rows that pass skipped, if any (the search replays the others)."""
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
-    if workload.skipped_rows and on_step is not None:
-        on_step(f"workload: {skipped_note(workload.skipped_rows)}")
+    if on_step is not None:
+        say_skipped(workload, on_step)
     meter.add(GENERATE_COST)
     return workload

@@ -373,9 +373,10 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
     assert f"warning: workload: {note}" in r.stderr.splitlines()
     assert f"Workload: 54 requests, {note}, over 0.5 min" in (tmp_path / "o" / "summary.md").read_text()
     assert "watermark 0.01. Router: least-tokens.\n" in (tmp_path / "o" / "summary.md").read_text()
-    if stream:  # the capacity search says it too, before its first simulation
-        r = kvsim("capacity", "trace-replay", "--trace", tmp_path / "t.csv")
-        assert outcome(r) is None and f"  workload: {note}" in r.stderr.splitlines()
+    if stream:  # the capacity searches say it too, once, before their first simulation
+        for mode in ((), ("--max-rate", "--seeds", "2"), ("--offline", "--seeds", "2")):
+            r = kvsim("capacity", "trace-replay", "--trace", tmp_path / "t.csv", *mode)
+            assert outcome(r) is None and r.stderr.splitlines().count(f"  workload: {note}") == 1, mode
     assert json.loads((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"]["requests"] == 54
     r = kvsim("run", "trace-replay", "--trace", write(tmp_path / "u.csv", 0), "--out", tmp_path / "p", *extra)
     assert outcome(r) is None and "skipped" not in r.stderr

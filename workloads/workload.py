@@ -40,6 +40,13 @@ def skipped_note(skipped: int) -> str:
     return f"{skipped:,} trace row{'' if skipped == 1 else 's'} skipped ({SKIPPED_WHY})"
 
 
+def say_skipped(workload: Workload, say: Callable[[str], None]) -> None:
+    """Tell `say` (a search's line of progress) the trace rows `workload`'s last pass skipped, if any:
+    ``workload: N trace rows skipped (why)``."""
+    if workload.skipped_rows:
+        say(f"workload: {skipped_note(workload.skipped_rows)}")
+
+
 Source = Callable[[ReadStats], Iterator[Request]]
 
 
