@@ -59,6 +59,16 @@ def _move_key(values: list[int], order: list[int], i: int, value: int) -> None:
     values[i] = value
 
 
+def _front(values: list[int], order: list[int], rng: np.random.Generator) -> int:
+    """The replica of the least value, read off `order`'s front (`_move_key`'s keys): its own, or, when
+    another replica ties it, a uniformly drawn one among them (`pick_min`)."""
+    n = len(values)
+    least = order[0] // n
+    if n > 1 and order[1] < (least + 1) * n:  # replicas tie: pick_min draws among them
+        return pick_min(values, rng, least)
+    return order[0] - least * n
+
+
 @dataclass(slots=True)
 class _LeastTokens:
     """Least outstanding tokens, kept incrementally beyond `DIRECT_REPLICAS` replicas.
@@ -180,10 +190,8 @@ class _LeastTokens:
         if len(dormant) > DORMANT_SLACK * n:  # drop the stale entries (a state change left them behind)
             dormant[:] = [e for e in dormant if e[1] == stamps[e[2]]]
             heapq.heapify(dormant)
-        self._least = least = order[0] // n
-        if n > 1 and order[1] < (least + 1) * n:  # replicas tie: pick_min draws among them
-            return pick_min(values, self.rng, least)
-        return order[0] - least * n
+        self._least = order[0] // n
+        return _front(values, order, self.rng)
 
 
 @register_router
@@ -213,10 +221,8 @@ class _LeastDispatched:
         n = len(replicas)
         if len(values) != n:  # the first arrival
             values[:], order[:] = [0] * n, range(n)
-        least = order[0] // n
-        tied = n > 1 and order[1] < (least + 1) * n  # then pick_min draws among the replicas that tie
-        i = pick_min(values, self.rng, least) if tied else order[0] - least * n
-        _move_key(values, order, i, least + request.prompt_tokens + request.output_tokens)
+        i = _front(values, order, self.rng)
+        _move_key(values, order, i, values[i] + request.prompt_tokens + request.output_tokens)
         return i
 
     def first_token(self, i: int, request: Request) -> None:
