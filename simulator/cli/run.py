@@ -65,7 +65,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     from simulator.planning import plan_capacity
     from simulator.report import write_report
     from simulator.study import run_scenario
-    from workloads.workload import skipped_note
+    from workloads.workload import say_skipped
 
     sc = load_scenario(scenario, trace=trace)  # with --trace: the whole trace unless the scenario sets duration_s
     sc = priced(sc, usd_per_gpu_hour)
@@ -94,8 +94,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
             folder.discard()  # interrupt removes them (nothing, when the command failed before writing)
             raise
         folder.finish()
-    if result.workload.skipped_rows:  # the report says so too; a replay never drops traffic silently
-        click.echo(f"warning: workload: {skipped_note(result.workload.skipped_rows)}", err=True)
+    # the trace rows the replay skipped, if any (the report says so too): never dropped silently
+    say_skipped(result.workload, lambda line: click.echo(f"warning: {line}", err=True))
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
             click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
