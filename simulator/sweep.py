@@ -71,9 +71,11 @@ Row = dict[str, Any]
 PointFn = Callable[[dict[str, Any], str, dict[str, Any]], list[Row]]
 Finish = Callable[[int, list[Row] | None, str], None]  # (job index, its rows or None if it failed, error or "")
 
-#: Headline metric columns of a sweep frame, in order, with units in the names.
+#: Headline metric columns of a sweep frame, in order, with units in the names. ``trace_rows_skipped``: the
+#: rows of the point's trace its replay left out (`workloads.workload.SKIPPED_WHY`; 0 for a generator), so
+#: that a sweep over a trace never drops traffic without a word.
 METRICS: tuple[str, ...] = (
-    "requests", "completed", "timed_out", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+    "requests", "trace_rows_skipped", "completed", "timed_out", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
     "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization", "usd_per_hour",
     "usd_per_million_output_tokens", "meets_slo",
 )
@@ -323,10 +325,12 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
 
     sc = _parse(table, path)
     rows = []
-    for hw, r in run_scenario(sc).results.items():
+    run = run_scenario(sc)
+    for hw, r in run.results.items():
         s = r.summary
         metrics = {
-            "requests": s["requests"], "completed": s["completed"], "timed_out": s["timed_out"],
+            "requests": s["requests"], "trace_rows_skipped": run.workload.skipped_rows, "completed": s["completed"],
+            "timed_out": s["timed_out"],
             "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p50_s": s["tpot_p50_s"],
             "tpot_p99_s": s["tpot_p99_s"], "output_tokens_per_s": s["output_tokens_per_s"],
             "goodput_fraction": s["goodput_fraction"], "max_concurrency": s["max_concurrency"],
@@ -777,7 +781,8 @@ def _cell(v: Any) -> Any:
     return _plain_value(v)
 
 
-_COUNTS = ("requests", "completed", "timed_out", "max_concurrency")  # integers >= 0; the other figures floats
+# integers >= 0; the other figures floats
+_COUNTS = ("requests", "trace_rows_skipped", "completed", "timed_out", "max_concurrency")
 _FRACTIONS = ("goodput_fraction",)  # in [0, 1]
 
 

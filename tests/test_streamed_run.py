@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import scenarios
 from simulator.engine import SteadyWindow, run
 from simulator.engine.records import CsvRows, RequestRecord, SampleRecord, read_records
 from simulator.engine.result import STREAMED_COLUMNS, STREAMED_FILES, TRANSFER_COLUMNS
@@ -377,7 +378,22 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
         for mode in ((), ("--max-rate", "--seeds", "2"), ("--offline", "--seeds", "2")):
             r = kvsim("capacity", "trace-replay", "--trace", tmp_path / "t.csv", *mode)
             assert outcome(r) is None and r.stderr.splitlines().count(f"  workload: {note}") == 1, mode
+    else:  # sweep and compare say it too (they said nothing): once, whatever the points
+        scenario = tmp_path / "t.toml"
+        scenario.write_text((Path(scenarios.__file__).parent / "trace-replay.toml").read_text()
+                            .replace('trace = "traces/chat-sample.csv"', 'trace = "t.csv"'))
+        grid = ("--grid", "cluster.nodes=1,2", "--workers", "1")
+        r = kvsim("sweep", scenario, *grid, "--json")
+        assert outcome(r) is None and f"warning: workload: {note} at every point" in r.stderr.splitlines()
+        assert [(row["requests"], row["trace_rows_skipped"]) for row in json.loads(r.stdout)] == [(54, 6), (54, 6)]
+        r = kvsim("compare", scenario, "--strategy", "native,fp8")
+        assert outcome(r) is None and f"warning: workload: {note}" in r.stderr.splitlines()
+        assert "comparing 2 strategy sets on 54 requests" in r.stderr
     assert json.loads((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"]["requests"] == 54
     r = kvsim("run", "trace-replay", "--trace", write(tmp_path / "u.csv", 0), "--out", tmp_path / "p", *extra)
     assert outcome(r) is None and "skipped" not in r.stderr
+    if not stream:  # none skipped: no word, and the printed table leaves the column out
+        scenario.write_text(scenario.read_text().replace('trace = "t.csv"', 'trace = "u.csv"'))
+        r = kvsim("sweep", scenario, "--grid", "cluster.nodes=1", "--workers", "1")
+        assert outcome(r) is None and "skipped" not in r.stderr + r.stdout and " 60 " in r.stdout
     assert "Workload: 60 requests over" in (tmp_path / "p" / "summary.md").read_text()

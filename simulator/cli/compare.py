@@ -42,6 +42,7 @@ from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
 from simulator.units import figure
 from workloads import load_workload
+from workloads.workload import say_skipped
 
 COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
            "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "memory_factor_per_gpu",
@@ -121,7 +122,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         seed = sc.seed if seed is None else seed
         base = sc.engine_config()
         check_distinct_sets(specs, base, "--strategy")
-        requests = list(sc.load_workload(seed, rate_scale=rate_scale))
+        workload = sc.load_workload(seed, rate_scale=rate_scale)
+        requests = list(workload)
         model, hardware, n_nodes = sc.model_spec().key, sc.cluster.hardware[0], sc.cluster.nodes
         others = sc.cluster.hardware[1:]
         left_out = [f"its other node kinds ({', '.join(others)})"] if others else []
@@ -146,8 +148,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         base = EngineConfig(model=with_weight_precision(spec, weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
         check_distinct_sets(specs, base, "--strategy")
-        requests = list(load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
-                                      rate_scale=rate_scale, name="--workload"))
+        workload = load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
+                                 rate_scale=rate_scale, name="--workload")
+        requests = list(workload)
+    say_skipped(workload, lambda line: click.echo(f"warning: {line}", err=True))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
     if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails here, before the runs

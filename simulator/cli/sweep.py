@@ -162,7 +162,9 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     if df.attrs["reused_points"]:
         click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
     failed = df[df.error != ""].drop_duplicates("point")
-    shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
+    skipped = _say_skipped(df)
+    shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]) + ([] if skipped else
+                                                                                ["trace_rows_skipped"]))
     if as_json:
         echo_json(records(shown))
     else:
@@ -176,6 +178,25 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
             error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
         where = f"their rows in {log} carry the error" if log else "their rows carry the error"
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+def _say_skipped(df: pd.DataFrame) -> bool:
+    """Warn on stderr, once, of the trace rows the points' replays left out (the ``trace_rows_skipped``
+    column), as `kvsim run` does; False when no point skipped one (the printed table then leaves the column
+    out: sweep.csv keeps it)."""
+    from workloads.workload import SKIPPED_WHY, skipped_note
+
+    ran = df[df.error == ""].drop_duplicates("point")
+    counts = ran.trace_rows_skipped[ran.trace_rows_skipped > 0]
+    if counts.empty:
+        return False
+    if len(counts) == len(ran) and counts.nunique() == 1:
+        line = skipped_note(int(counts.iloc[0])) + (" at every point" if len(ran) > 1 else "")
+    else:
+        line = (f"trace rows skipped at {len(counts)} of {len(ran)} points ({int(counts.min()):,}-"
+                f"{int(counts.max()):,}: column trace_rows_skipped; {SKIPPED_WHY})")
+    click.echo(f"warning: workload: {line}", err=True)
+    return True
 
 
 CHART_FILES = "sweep-*-vs-*.png"  # the names `_write` draws charts under
