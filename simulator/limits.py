@@ -5,21 +5,25 @@ naming the limit, instead of hours of simulation or memory grown until the machi
 README lists them ("Limits"); why each is where it is:
 
 - `MAX_NODES` nodes in one fleet (``cluster.nodes``, ``compare --nodes``): 32,768 GPUs of
-  8-GPU nodes, more than one model is served on anywhere. The router looks at every replica for
-  every request, so a run costs requests × replicas (1,000 requests on 8,192 replicas: 4 s).
+  8-GPU nodes, more than one model is served on anywhere. ``least-kv`` and ``prefix-affinity`` ask every
+  replica at every arrival (``least-tokens`` up to 32 replicas, then a few), so a run costs up to
+  requests × replicas: `kvsim run` of 1,006 chat requests on 8,192 replicas (1,024 8xH100 nodes at TP 1), the
+  whole command, took 7.3 CPU s under least-kv, 3.3 under least-tokens and 2.8 under round-robin (2026-12-05).
 - `MAX_CAPACITY_NODES`: where the capacity search (doubling, then bisection) gives up.
 - `MAX_HORIZON_S` seconds of arrivals (``workload.duration_s``; a trace's replayed times): a
   year. Float seconds still resolve 4 ns there, far below any step time.
 - `MAX_REQUESTS` requests in one workload: a generator's expected draws are checked before it
   draws (Poisson arrivals ``rate · duration``, times the turns or tool calls each brings), a
   trace's rows as they are replayed. A request costs about 1 kB held in memory (the workload
-  and its record) and the engine simulates some 7,000 a second: 2 GB and 5 minutes at the limit.
+  and its record) and the engine simulates 10,000-29,000 a CPU second on `make bench`'s workloads (the
+  README's bench): 2 GB and 1-3 minutes at the limit.
 - `MAX_STREAMED_REQUESTS` requests in a trace replayed by a run that streams its records to its
   report folder (``kvsim run --stream``): such a run holds no record while it simulates; its summary
   reads back ~110 bytes a request a fleet, 134 in a disaggregated one
   (`simulator.engine.records.read_records`), and works on a few arrays
   of the requests' length. `make bench`'s day from the command line (``tests.bench.day --cli``, 4M
-  requests) took 4.8-5.3 CPU minutes and 906-987 MB: extrapolated, some 13 minutes and 2.4 GB at the limit,
+  requests) took 4.7 CPU minutes and 893 MiB (a fresh clone of afe4237): extrapolated, some 12 minutes and 2.2 GiB
+  at the limit,
   for one fleet (once a fleet is summarised it keeps ~33 bytes a request for the report,
   `simulator.study.REPORT_COLUMNS`, while the next fleet runs). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.

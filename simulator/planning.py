@@ -9,8 +9,9 @@ For one node kind the search starts at the memory floor and grows:
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   timed out), then bisect between the last failure and the first success.
 - **binding constraint** at the answer: ``memory`` when the answer is the memory floor or the
-  fleet one node smaller failed with its KV pool nearly full (time-mean use ≥ 80 % or
-  preemptions), else ``compute`` (``none`` when a single node meets the SLOs).
+  fleet one replica smaller failed with its KV pool nearly full of blocks it could not free
+  (time-mean ``kv_referenced_utilization`` ≥ 80 %: a prefix cache's evictable blocks left out) or
+  preempted, else ``compute`` (``none`` when one replica meets the SLOs: `_binding`).
 - **headroom**: the largest load multiplier (of the scenario's rate) the chosen fleet takes
   before an SLO breaks, by bisection over ``rate_scale`` in [1, `HEADROOM_MAX_SCALE`]; when no run
   of the bisection failed, ``headroom_capped`` is True and ``headroom_scale`` only a lower bound
