@@ -30,7 +30,7 @@ from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
 from simulator.units import GB, figure
-from workloads.workload import skipped_note
+from workloads.workload import cut_note, skipped_note
 
 if TYPE_CHECKING:
     from simulator.billing.profiles import PriceProfile
@@ -223,9 +223,11 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
            "engine": {hw: r.config.as_dict() for hw, r in run.results.items()}}
     (out / "scenario.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     wl = run.workload.summary()
+    left_out = ([skipped_note(wl.skipped_rows)] if wl.skipped_rows else []) + (
+        [cut_note(run.workload.cut_at_s)] if run.workload.cut_at_s is not None else [])  # of the trace, said
     md = [f"# {sc.name}\n", f"{sc.description}\n" if sc.description else "",
           f"Scenario `{sc.path}`, seed {run.seed}, kvsim {__version__}. Workload: {wl.n_requests:,} requests"
-          + (f", {skipped_note(wl.skipped_rows)}," if wl.skipped_rows else "") + " "
+          + (f", {', '.join(left_out)}," if left_out else "") + " "
           + (f"over {wl.duration_s / 60:,.1f} min ({wl.rate_per_s:,.2f}/s)" if wl.duration_s > 0 else "all at t = 0")
           + f", prompt mean {wl.prompt_tokens.mean:,.0f} "
           f"tokens (p99 {wl.prompt_tokens.p99:,.0f}), output mean {wl.output_tokens.mean:,.0f}; "

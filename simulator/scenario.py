@@ -24,7 +24,7 @@ Every error names the file, the key path, the value and the rule, in one line.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
 from pathlib import Path
@@ -593,12 +593,16 @@ def _not_found(path: Path) -> str:
 
 
 def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = None,
-                  **overrides: Any) -> Scenario:
+                  say: Callable[[str], None] | None = None, **overrides: Any) -> Scenario:
     """Read and validate a scenario: `path` is a TOML file or a shipped scenario's name
     (``"chat-4k-h100"``); None is ``scenarios/default.toml``, an empty path is an error.
 
     `trace` replays that file instead of the scenario's workload (``kvsim run --trace``): the whole
-    trace unless the scenario's ``[workload]`` sets ``duration_s``; validated with the rest.
+    trace unless the scenario's ``[workload]`` sets ``duration_s``; validated with the rest. Replacing
+    a trace, it keeps the scenario's ``rate_scale``, ``start_s`` and ``time_scale`` (the same replay of
+    another trace); replacing a generator, it drops its ``rate_scale``, a multiple of the generator's own
+    rate that means nothing for a trace, which then replays at its own rate. `say`, when given, is told
+    either in one line when it changes the replay (``kvsim run`` prints it as a note).
     `overrides` replace whole `Scenario` fields by name (`override_names`: ``seed=3``,
     ``cluster=replace(s.cluster, nodes=2)``; a dotted key such as ``cluster.nodes`` is no name), ``seed``
     an integer >= 0; the result is validated as the file is.
@@ -612,8 +616,19 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     data = read_toml(p, missing=_not_found(p))
     if trace is not None:
         must(Path(trace).is_file(), "load_scenario", "trace", "an existing trace file", shown_path(trace))
-        w = {k: v for k, v in (data.get("workload") or {}).items() if k not in ("spec", "trace")} \
-            if isinstance(data.get("workload"), dict) else {}  # the trace replaces the file's workload
+        table = data.get("workload")
+        old: dict[str, Any] = table if isinstance(table, dict) else {}
+        w = {k: v for k, v in old.items() if k not in ("spec", "trace")}  # the trace replaces the file's workload
+        named = f"--trace {Path(trace).name}"
+        if "trace" not in old and "rate_scale" in w:  # a generator's: a multiple of its own rate
+            scale = w.pop("rate_scale")
+            if say is not None and scale != 1:
+                say(f"{named} replaces {p.name}'s generated workload and its workload.rate_scale = {shown(scale)} "
+                    "(a multiple of the generator's rate) with it: the trace replays at its own rate")
+        kept = [f"{k} = {shown(w[k])}" for k in ("rate_scale", "start_s", "time_scale")
+                if k in w and w[k] != (0 if k == "start_s" else 1)]
+        if say is not None and kept:
+            say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
     if not overrides:

@@ -160,3 +160,68 @@ def test_a_missing_trace_is_named_before_the_scenario_is_read(tmp_path, monkeypa
     with pytest.raises(ConfigError) as exc:
         load_scenario("trace-replay", trace="nope.csv")
     assert str(exc.value) == "load_scenario: 'trace' must be an existing trace file (got 'nope.csv')"
+
+
+AZURE_ROWS = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.000000,4808,10
+2023-11-16 18:15:50.000000,3180,8
+2023-11-16 18:15:51.000000,110,27
+2023-11-16 18:15:52.000000,7433,14
+2023-11-16 18:16:56.000000,1000,20
+"""
+GENERATED = """name = "gen"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["1xH100"]
+tp = 1
+[workload]
+duration_s = 60
+rate_scale = 5.0
+[workload.spec]
+name = "chat-4k"
+"""
+
+
+def test_a_trace_replacing_a_generator_replays_at_its_own_rate_and_says_so(tmp_path):
+    """helper-109: ``kvsim run gen.toml --trace t.csv`` replayed the trace 5× compressed, under the generator's
+    ``rate_scale = 5`` (a multiple of the generator's own rate), without a word. It now drops it and says so; a
+    trace scenario's own replay keys carry over to the trace that replaces it, and are said too."""
+    (tmp_path / "t.csv").write_text(AZURE_ROWS)
+    said: list[str] = []
+    sc = load_scenario(write(tmp_path, GENERATED), trace=tmp_path / "t.csv", say=said.append)
+    assert (sc.workload.rate_scale, sc.workload.duration_s) == (1.0, 60)
+    assert said == ["--trace t.csv replaces s.toml's generated workload and its workload.rate_scale = 5.0 (a "
+                    "multiple of the generator's rate) with it: the trace replays at its own rate"]
+    w = sc.load_workload()
+    assert w.cut_at_s is None  # before a pass
+    assert [r.arrival_s for r in w] == [0.0, 4.0, 5.0, 6.0]  # the trace's own gaps; the row at 70 s is past 60
+    assert w.cut_at_s == 60
+    said.clear()
+    one = write(tmp_path, GENERATED.replace("rate_scale = 5.0", "rate_scale = 1"))
+    assert load_scenario(one, trace=tmp_path / "t.csv", say=said.append).workload.rate_scale == 1 and said == []
+    traced = tmp_path / "traced.toml"
+    traced.write_text(GENERATED.replace('[workload.spec]\nname = "chat-4k"\n', "")
+                      .replace("duration_s = 60", 'trace = "other.csv"\nstart_s = 4').replace("5.0", "2.0"))
+    (tmp_path / "other.csv").write_text(AZURE_ROWS)
+    sc = load_scenario(traced, trace=tmp_path / "t.csv", say=said.append)
+    assert said == ["--trace t.csv replays under traced.toml's workload keys rate_scale = 2.0, start_s = 4"]
+    w = sc.load_workload()
+    assert [r.arrival_s for r in w] == [0.0, 0.5, 1.0, 33.0]  # from 4 s on, twice as dense
+    assert w.cut_at_s is None  # the whole trace
+
+
+def test_kvsim_run_says_the_trace_cut_and_the_dropped_rate_scale(tmp_path):
+    from tests.test_hostile_inputs import kvsim, outcome
+
+    (tmp_path / "t.csv").write_text(AZURE_ROWS)
+    scenario = write(tmp_path, GENERATED + "[report]\ncollapse = false\nbreakeven = false\n")
+    r = kvsim("run", scenario, "--trace", tmp_path / "t.csv", "--out", tmp_path / "o")
+    assert outcome(r) is None
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("note: --trace t.csv replaces s.toml's generated workload and its workload.rate_scale")
+    cut = "the trace cut at 60 s of replay (workload.duration_s; its later rows not replayed)"
+    assert f"warning: workload: {cut}" in lines
+    assert f"Workload: 4 requests, {cut}, over 0.1 min" in (tmp_path / "o" / "summary.md").read_text()
+    r = kvsim("capacity", scenario, "--trace", tmp_path / "t.csv")
+    assert outcome(r) is None and r.stderr.splitlines().count(f"  workload: {cut}") == 1

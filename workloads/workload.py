@@ -22,12 +22,15 @@ from workloads.summary import WorkloadSummary, summarize
 
 
 class ReadStats:
-    """Counters one pass over a source fills in (rows skipped as malformed or failed)."""
+    """What one pass over a source tells of the rows it left out: those skipped as malformed or failed
+    (`skipped_rows`), and the replay window's end when a later row was left out past it (`cut_at_s`,
+    replay seconds; None when the pass reached the trace's end)."""
 
-    __slots__ = ("skipped_rows",)
+    __slots__ = ("cut_at_s", "skipped_rows")
 
     def __init__(self) -> None:
         self.skipped_rows = 0
+        self.cut_at_s: float | None = None
 
 
 SKIPPED_WHY = "malformed, with --skip-bad-rows, or dropped by the format's rule: a failed request, 0 tokens"
@@ -40,11 +43,19 @@ def skipped_note(skipped: int) -> str:
     return f"{skipped:,} trace row{'' if skipped == 1 else 's'} skipped ({SKIPPED_WHY})"
 
 
+def cut_note(cut_at_s: float) -> str:
+    """``"the trace cut at 600 s of replay (workload.duration_s; its later rows not replayed)"``: what a
+    replay says of the window that left the trace's later rows out (`Workload.cut_at_s`)."""
+    return f"the trace cut at {cut_at_s:,g} s of replay (workload.duration_s; its later rows not replayed)"
+
+
 def say_skipped(workload: Workload, say: Callable[[str], None]) -> None:
-    """Tell `say` (a search's line of progress) the trace rows `workload`'s last pass skipped, if any:
-    ``workload: N trace rows skipped (why)``."""
+    """Tell `say` (a search's line of progress, a warning) what `workload`'s last pass left out of its
+    trace, if anything: ``workload: N trace rows skipped (why)`` and ``workload: the trace cut at …``."""
     if workload.skipped_rows:
         say(f"workload: {skipped_note(workload.skipped_rows)}")
+    if workload.cut_at_s is not None:
+        say(f"workload: {cut_note(workload.cut_at_s)}")
 
 
 Source = Callable[[ReadStats], Iterator[Request]]
@@ -131,6 +142,12 @@ class Workload:
         """Rows skipped in the last complete pass (None before one has completed)."""
         return None if self._last is None else self._last.skipped_rows
 
+    @property
+    def cut_at_s(self) -> float | None:
+        """The replay window's end (`replayed`'s ``duration_s``) when the last complete pass left a trace's
+        later rows out past it; None when it read to the end, or before a pass has completed."""
+        return None if self._last is None else self._last.cut_at_s
+
     def requests(self) -> list[Request]:
         """All requests, in arrival order."""
         return list(self)
@@ -197,6 +214,7 @@ class Workload:
                     continue
                 t = (r.arrival_s - start_s) / speed
                 if duration_s is not None and t >= duration_s:
+                    stats_.cut_at_s = duration_s  # said with the run (`say_skipped`, the report)
                     break
                 if keep_p < 1.0:
                     if buf.size == 0:  # uniforms drawn in blocks, same sequence every replay

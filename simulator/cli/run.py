@@ -38,6 +38,11 @@ from simulator.units import figure
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
 
 
+def note(line: str) -> None:
+    """``note: LINE`` on stderr: how kvsim read an input, where that changes what runs (not an error)."""
+    click.echo(f"note: {line}", err=True)
+
+
 def _echo_table(df: pd.DataFrame) -> None:
     click.echo(df.to_string(index=False, float_format=figure))
 
@@ -67,7 +72,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     from simulator.study import run_scenario
     from workloads.workload import say_skipped
 
-    sc = load_scenario(scenario, trace=trace)  # with --trace: the whole trace unless the scenario sets duration_s
+    # with --trace: the whole trace unless the scenario sets duration_s; a note when it changes the replay
+    sc = load_scenario(scenario, trace=trace, say=note)
     sc = priced(sc, usd_per_gpu_hour)
     folder = OutputFolder(out, "run")
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
@@ -156,7 +162,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     from simulator.charts import capacity_figure, close_figure
     from simulator.planning import plan_capacity
 
-    sc = priced(load_scenario(scenario, trace=trace), usd_per_gpu_hour)
+    sc = priced(load_scenario(scenario, trace=trace, say=note), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
     names = ({"max_rate.csv"} if max_rate else set()) | ({"offline.csv"} if offline else set())
     if folder:
