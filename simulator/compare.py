@@ -22,8 +22,11 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation
 from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import ScaledTranslation, Transform
 
 from simulator.charts import plain_text
 from simulator.charts.base import MEETS_COLOUR, MISSES_COLOUR
@@ -296,15 +299,16 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
            hatch=["" if ok else "//" for ok in meets], edgecolor="0.25", height=0.65)
     best = next((i for i, ok in enumerate(meets) if ok), None)
     tied = best is not None and sum(ok and c <= cost[best] * (1 + TIE) for c, ok in zip(cost, meets, strict=True)) > 1
+    notes = []
     for i, (v, ok) in enumerate(zip(cost, meets, strict=True)):
         text = f"${v:,.3g}" + ("" if ok else "  misses " + _missed(d.iloc[i]))
         if i == best:
             text += "  ← the cheapest within the SLOs"
             text += "\n(a tie on cost: the smaller quality debit)" if tied else ""
-        a.annotate(text, (v if math.isfinite(v) else 0.0, i), xytext=(4, 0), textcoords="offset points",
-                   va="center", fontsize=9, fontweight="bold" if i == best else "normal")
+        notes.append(a.annotate(text, (v if math.isfinite(v) else 0.0, i), xytext=(4, 0), textcoords="offset points",
+                                va="center", fontsize=9, fontweight="bold" if i == best else "normal"))
     a.set_xlim(0, float(pd.Series(cost).max()) * 1.55 if n and pd.Series(cost).notna().any() else 1.0)
-    labels = [f"{name}" + (f"\nquality debit {debit:g} pt" if debit > 0 else "")
+    labels = [f"{name}" + (f"\nquality debit {debit:.3g} pt" if debit > 0 else "")
               for name, debit in zip(d["strategy"], d["quality_debit_points"].fillna(0.0), strict=True)]
     a.set_yticks(y, labels, fontsize=9)
     a.invert_yaxis()
@@ -313,7 +317,7 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
     slo_ttft, slo_tpot = float(d["slo_ttft_s"].iloc[0]), float(d["slo_tpot_s"].iloc[0])
     a.legend(handles=[Patch(facecolor=MEETS_COLOUR, edgecolor="0.25", label="meets both p99 SLOs"),
                       Patch(facecolor=MISSES_COLOUR, edgecolor="0.25", hatch="//", label="misses an SLO")],
-             fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+             fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=_below(a), ncol=2)
     h = 0.36
     ttft = d["ttft_p99_s"].to_numpy(dtype=float) / slo_ttft
     tpot = d["tpot_p99_s"].to_numpy(dtype=float) / slo_tpot
@@ -338,7 +342,7 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
         b.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
         b.set_xlabel("p99 latency ÷ its SLO (past 1× misses it)")
     b.set_title("Latency against the SLOs: the room each leaves", fontsize=11)
-    b.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    b.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=_below(b), ncol=3)
     for ax in (a, b):
         ax.grid(True, axis="x", alpha=0.3)
     rate = d["offered_requests_per_s"].iloc[0] if "offered_requests_per_s" in d else math.nan
@@ -346,4 +350,36 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
     fig.suptitle(f"{title}{load}\nWhich strategy serves this traffic cheapest within the SLOs "
                  f"(p99 TTFT ≤ {slo_ttft:g} s, p99 TPOT ≤ {slo_tpot * 1e3:g} ms)?", fontsize=12)
     fig.tight_layout()
+    _fit_notes(a, notes)
     return fig
+
+
+LEGEND_DROP_IN = 0.5  # a legend's top this far below its axes' bottom: under the tick labels and the x label
+
+
+def _below(ax: Axes) -> Transform:
+    """Axes coordinates moved down `LEGEND_DROP_IN` inches: a legend anchored at ``(0.5, 0)`` in them sits under
+    the x label however tall the axes are (at ``-0.1`` of the axes it covered the label of a short one)."""
+    return ax.transAxes + ScaledTranslation(0, -LEGEND_DROP_IN, ax.figure.dpi_scale_trans)
+
+
+NOTE_MARGIN_PX = 6.0  # room `_fit_notes` leaves between a note's end and the frame
+
+
+def _fit_notes(ax: Axes, notes: list[Annotation]) -> None:
+    """Widen `ax`'s x range ``[0, R]`` until the notes beside its bars end inside it; the text had run past the
+    frame into the next panel where every set cost about the same. A note starts at its bar's end ``b``
+    (data) and is ``t`` pixels long, so on an axis ``W`` pixels wide it ends at ``b · W / R + t``: inside
+    once ``R ≥ b · W / (W − t − NOTE_MARGIN_PX)`` (a note longer than the axis keeps the range it has)."""
+    renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    box = ax.get_window_extent(renderer)
+    lo, hi = ax.get_xlim()
+    need = hi
+    for note in notes:
+        end = ax.transData.transform((note.xy[0], 0))[0]
+        t = note.get_window_extent(renderer).x1 - end
+        room = box.width - t - NOTE_MARGIN_PX
+        if room > 0 and note.xy[0] > 0:
+            need = max(need, note.xy[0] * box.width / room)
+    if need > hi:
+        ax.set_xlim(lo, need)

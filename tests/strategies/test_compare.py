@@ -182,3 +182,19 @@ def test_compare_serves_the_weight_precision_asked():
                                      "--tp", "1", "--workload", "chat-4k", "--duration-s", "5", "--strategy", "native"])
     # H100 has no fp4 tensor cores: it serves the fp4 weights weight-only (bf16 GEMMs), as it once refused to
     assert r.exit_code == 0 and "native" in r.output
+
+
+def test_compare_chart_keeps_its_notes_inside_the_cost_panel(tmp_path) -> None:
+    """helper-109: where every set costs about the same, the cheapest one's note (with its tie line) ran past the
+    frame into the latency panel; a quality debit read 0.0987654 pt."""
+    rows = _rows().assign(usd_per_million_output_tokens=[55.4, 55.0, 55.1, 55.3], meets_slo=[True, False, True, True],
+                          quality_debit_points=[0.0, 0.0, 0.0987654, 0.1])
+    fig = compare_figure(rows, "Llama-3.1-8B on 1× 1xH100 (tp 1): chat-4k")
+    cost = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    right = cost.get_window_extent(renderer).x1
+    assert cost.texts and all(t.get_window_extent(renderer).x1 <= right for t in cost.texts)
+    assert cost.get_xlim()[1] > 55.4 * 1.55  # widened for them
+    assert any(t.get_text() == "prefix+cross-layer:0.5\nquality debit 0.0988 pt" for t in cost.get_yticklabels())
+    fig.savefig(tmp_path / "c.png", dpi=110)
+    plt.close(fig)
