@@ -29,7 +29,7 @@ import pandas as pd
 from hardware.catalog import NodeSpec
 from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
-from simulator.engine import Result, run
+from simulator.engine import EngineConfig, Result, run
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
@@ -37,6 +37,7 @@ from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
+from simulator.units import figure_against
 from workloads import Workload
 from workloads.workload import say_skipped
 
@@ -70,6 +71,19 @@ def meets_slo(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> bool:
     s = result.summary
     return s["completed"] > 0 and s["timed_out"] == 0 and s["ttft_p99_s"] <= ttft_p99_s \
         and not s["tpot_p99_s"] > tpot_p99_s
+
+
+def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
+    """A search run's line of progress: ``TTFT p99 0.302 s, TPOT p99 10.3 ms: fails`` (`meets_slo`), each p99 with
+    the digits that put it on its side of the SLO (`figure_against`), and what else failed it (requests timed
+    out, none completed)."""
+    s = result.summary
+    line = (f"TTFT p99 {figure_against(s['ttft_p99_s'], ttft_p99_s)} s, "
+            f"TPOT p99 {figure_against(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3)} ms: ")
+    if meets_slo(result, ttft_p99_s, tpot_p99_s):
+        return line + "meets"
+    why = [f"{s['timed_out']:,} timed out"] if s["timed_out"] else []
+    return line + "fails" + (f" ({why[0]})" if why else " (none completed)" if not s["completed"] else "")
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
@@ -127,9 +141,7 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
         meter.add(1.0)
         meter.inform()
         if on_step:
-            on_step(f"{hardware}: {n} node(s) -> TTFT p99 {r.summary['ttft_p99_s']:.2f} s, "
-                    f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms: "
-                    f"{'meets' if meets_slo(r, ttft_p99_s, tpot_p99_s) else 'fails'}")
+            on_step(f"{hardware}: {n} node(s) -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
         return r
 
     def expect(lo: int, hi: int, found: bool) -> None:
@@ -160,8 +172,9 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     best = sim(hi)
     below = cache.get(hi - unit)
     binding = _binding(hi, floor, below, unit)
-    headroom, capped = _headroom(scenario, hardware, hi, seed, ttft_p99_s, tpot_p99_s, meter, on_step,
-                         headroom_guess(hi, unit, headroom_hint))
+    headroom, capped = fleet_headroom(scenario, scenario.engine_config(hardware, n_nodes=hi),
+                                      f"{hardware}: {hi} node(s)", seed, ttft_p99_s, tpot_p99_s, meter, on_step,
+                                      headroom_guess(hi, unit, headroom_hint))
     s = best.summary
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
                      usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
@@ -213,11 +226,12 @@ def headroom_guess(nodes: int, unit: int = 1, hint: float | None = None) -> floa
 FLEET_PRIOR = 1 + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, headroom_guess(1))
 
 
-def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: float, tpot: float,
-              meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> tuple[float, bool]:
-    """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which `nodes` still meet the SLOs
-    (`guess`: the one expected, for `meter`), and whether every run met them (then the multiplier is
-    only a lower bound: the search stopped below its ceiling, not at a failure)."""
+def fleet_headroom(scenario: Scenario, config: EngineConfig, label: str, seed: int, ttft: float, tpot: float,
+                   meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> tuple[float, bool]:
+    """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which the fleet of `config` (`label` in `on_step`'s
+    lines: ``8xH100: 2 node(s)``, ``8xH100-1P2D``) still meets the SLOs (`guess`: the one expected, for
+    `meter`), and whether every run met them (then the multiplier is only a lower bound: the search
+    stopped below its ceiling, not at a failure)."""
     lo, hi = 1.0, HEADROOM_MAX_SCALE
     failed = False
     for step in range(HEADROOM_STEPS):
@@ -226,13 +240,11 @@ def _headroom(scenario: Scenario, hardware: str, nodes: int, seed: int, ttft: fl
         mid = math.sqrt(lo * hi)
         wl = scenario.load_workload(seed, rate_scale=mid, allow_empty=True)  # a search trial, as max_rate's
         meter.add(GENERATE_COST * mid)
-        r = run(scenario.engine_config(hardware, n_nodes=nodes), wl, seed, progress=meter.piece(mid),
-                total_requests=len(wl.requests()))
+        r = run(config, wl, seed, progress=meter.piece(mid), total_requests=len(wl.requests()))
         meter.add(mid)
         ok = meets_slo(r, ttft, tpot)
         if on_step:
-            on_step(f"{hardware}: {nodes} node(s) at {mid:.3g}× the load -> TTFT p99 {r.summary['ttft_p99_s']:.2f} s, "
-                    f"TPOT p99 {r.summary['tpot_p99_s'] * 1e3:.0f} ms: {'meets' if ok else 'fails'}")
+            on_step(f"{label} at {mid:.3g}× the load -> {latency_line(r, ttft, tpot)}")
         lo, hi = (mid, hi) if ok else (lo, mid)
         failed |= not ok
     return lo, not failed

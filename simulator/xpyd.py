@@ -37,14 +37,26 @@ from simulator.capacity import kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
 from simulator.errors import ConfigError
-from simulator.planning import MAX_NODES, MEMORY_BOUND_UTILIZATION, meets_slo, memory_floor_nodes, plan_fleet
+from simulator.planning import (
+    FLEET_PRIOR,
+    HEADROOM_STEPS,
+    MAX_NODES,
+    MEMORY_BOUND_UTILIZATION,
+    fleet_headroom,
+    latency_line,
+    meets_slo,
+    memory_floor_nodes,
+    plan_fleet,
+)
 from simulator.progress import Meter, search_runs_left
 from simulator.scenario import Scenario
 from workloads import Workload
 
 # runs a prefill search is expected to take before it starts (a doubling or two from one replica, a bisection)
 PREFILL_PRIOR_RUNS = 3
-SPLIT_PRIOR = 2 + PREFILL_PRIOR_RUNS  # a disaggregated plan's runs before any: the decode search's first two
+# a disaggregated plan's runs before any: the decode search's first two, the prefill search's, and the headroom's
+# (an aggregated fleet's prior, `FLEET_PRIOR`, is its first run and its headroom)
+SPLIT_PRIOR = FLEET_PRIOR + 1 + PREFILL_PRIOR_RUNS
 AMPLE_PREFILL_FACTOR = 2.0  # prefill replicas per replica the workload keeps busy, while sizing decode
 NETWORK_BOUND_UTILIZATION = 0.5  # links busier than this at the answer: the network binds too
 
@@ -120,9 +132,8 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
             meter.add(1.0)
             if on_step:
                 s = r.summary
-                on_step(f"{scenario.fleet_label(hardware, p, d)}: TTFT p99 {s['ttft_p99_s']:.2f} s, TPOT p99 "
-                        f"{s['tpot_p99_s'] * 1e3:.0f} ms, decode KV {100 * s['decode_kv_utilization']:.0f}%, "
-                        f"links {100 * s['link_utilization']:.0f}%")
+                on_step(f"{scenario.fleet_label(hardware, p, d)}: decode KV {100 * s['decode_kv_utilization']:.0f}%, "
+                        f"links {100 * s['link_utilization']:.0f}% -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
         return cache[(p, d)]
 
     def decode_ok(r: Result) -> bool:
@@ -219,6 +230,9 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
     fleet (what says whether memory binds it), the whole fleet's (`FleetPlan.kv_utilization`) of an
     aggregated one, whose every replica decodes.
 
+    Each fleet's ``headroom_scale`` is `simulator.planning.fleet_headroom`'s: the largest multiple of the
+    load it takes within the SLOs (the xPyD fleet's split kept as sized at the load).
+
     `meter`'s stages after the one under way are, per kind, the aggregated fleet's (`FLEET_PRIOR`)
     and the disaggregated one's (`SPLIT_PRIOR`)."""
     meter = meter or Meter(None)
@@ -234,7 +248,12 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
         meter.next_stage()
         split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
                                    on_step=on_step, meter=meter)
-        rows.append({**asdict(split), "headroom_scale": math.nan, "headroom_capped": False})
+        config = scenario.disaggregated_config(hw, split.prefill_nodes, split.decode_nodes)
+        headroom, capped = fleet_headroom(scenario, config, scenario.fleet_label(hw, split.prefill_nodes,
+                                                                                 split.decode_nodes),
+                                          seed, ttft_p99_s, tpot_p99_s, meter, on_step, agg.headroom_scale)
+        rows.append({**asdict(split), "simulations": split.simulations + HEADROOM_STEPS, "headroom_scale": headroom,
+                     "headroom_capped": capped})
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
             "binding", "headroom_scale", "headroom_capped", "simulations"]

@@ -89,3 +89,36 @@ def test_capacity_command_on_a_disaggregated_scenario(tmp_path):
     assert plan.fleet.iloc[0] == "aggregated" and plan.fleet.iloc[1].endswith("D")
     assert (tmp_path / "cap" / "capacity.png").exists()
     assert "aggregated" in r.output and "binding" in r.output
+
+
+def test_the_split_answer_has_its_headroom_and_every_line_its_verdict(tmp_path):
+    """helper-109: the xPyD answer had no headroom ("–") and its search's lines no verdict; a p99 printed in
+    whole ms read the same (10 ms) beside opposite verdicts against a 10 ms SLO."""
+    (tmp_path / "s.toml").write_text(SPLIT.replace("rate_scale = 60.0", "rate_scale = 2.0"))
+    sc = load_scenario(tmp_path / "s.toml")
+    lines: list[str] = []
+    plan = plan_capacity(sc, on_step=lines.append)
+    split = plan.iloc[1]
+    assert 1 <= split.headroom_scale <= 8 and split.simulations >= 5
+    label = sc.fleet_label("8xH100", split.prefill_nodes, split.decode_nodes)
+    config = sc.disaggregated_config("8xH100", split.prefill_nodes, split.decode_nodes)
+    at = run(config, sc.load_workload(rate_scale=split.headroom_scale, allow_empty=True), sc.seed)
+    assert meets_slo(at, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s)  # the headroom is a load it was seen to meet
+    scaled = [line for line in lines if line.startswith(f"{label} at ")]
+    assert len(scaled) == 5 and all(line.endswith(("meets", "fails")) for line in scaled)
+    assert split.headroom_capped == all(line.endswith("meets") for line in scaled)
+    searched = [line for line in lines if line.startswith("8xH100-") and " at " not in line]
+    assert searched and all(" -> TTFT p99 " in line and line.endswith(("meets", "fails")) for line in searched)
+
+
+@pytest.mark.parametrize(("x", "limit", "shown"), [
+    (10.3, 10, "10.3"), (10.04, 10, "10.04"), (10.004, 10, "10.004"), (9.996, 10, "10"), (10.0, 10, "10"),
+    (10.045, 10.04, "10.045"), (10.035, 10.04, "10"), (0.0123456, 0.01, "0.0123"), (1234.5, 10, "1,234"),
+    (10.0000001, 10, "10"),  # beyond 6 digits it stops
+])
+def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown):
+    from simulator.units import figure_against
+
+    assert figure_against(x, limit) == shown
+    if shown != "10" or x <= limit:  # but past FIGURE_MAX_DIGITS
+        assert (float(shown.replace(",", "")) <= limit) == (x <= limit)
