@@ -84,11 +84,30 @@ def test_kvsim_run_stream_writes_the_held_runs_report(tmp_path):
     assert not (streamed / "8xH100/requests.parquet").exists()
 
 
-def test_a_streamed_run_of_four_fleets_holds_only_the_reports_columns_and_writes_the_held_report(tmp_path):
+def test_a_streamed_run_of_four_fleets_holds_only_the_reports_columns_and_writes_the_held_report(tmp_path,
+                                                                                                  monkeypatch):
     """The shipped disaggregated scenario (two kinds of node, each aggregated and 2P4D: four fleets), a minute of
     it: each fleet's result keeps `REPORT_COLUMNS` alone once summarised, and the report (its fleets table and
-    chart, the latency chart from those columns, the provider's costs) is byte for byte the held run's."""
+    chart, the latency chart from those columns, the provider's costs) is byte for byte the held run's. While a
+    fleet runs, the fleets before it hold no row at all (their frames wait on disk: a day on two node kinds
+    peaked 171 MB above one kind's), and the spill folder is gone once the run returns."""
+    import gc
+    import tempfile
+
+    from simulator import study
+    from simulator.engine import Result
     from simulator.study import REPORT_COLUMNS, run_scenario
+
+    held_rows: list[list[int]] = []  # at each fleet's run: the rows the earlier fleets' results hold
+
+    def run(config, workload, seed, **kw):
+        gc.collect()
+        mine = [o for o in gc.get_objects() if isinstance(o, Result) and o.streamed_to is not None
+                and tmp_path / "api" in o.streamed_to.parents]
+        held_rows.append(sorted(len(o.requests) + len(o.timeseries) for o in mine))
+        return real_run(config, workload, seed, **kw)
+
+    real_run = study.run
 
     scenario = tmp_path / "d.toml"
     scenario.write_text(Path(load_scenario("disaggregated").path).read_text().replace("duration_s = 180",
@@ -99,12 +118,23 @@ def test_a_streamed_run_of_four_fleets_holds_only_the_reports_columns_and_writes
     for f in ("headline.csv", "summary.md", "fleets.csv", "fleets.png", "latency.png", "timeseries.png"):
         assert (held / f).read_bytes() == (streamed / f).read_bytes(), f
     assert "8xB200-2P4D" in (held / "fleets.csv").read_text()
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(study, "run", run)
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
     done = run_scenario(load_scenario(scenario), stream_to=tmp_path / "api")
     assert len(done.results) == 4
+    assert held_rows == [[], [0], [0, 0], [0, 0, 0]] and list(spill.iterdir()) == []
+    monkeypatch.undo()
     held_run = run_scenario(load_scenario(scenario))
     rule = SteadyWindow(warmup_fraction=0.3)
     for label, result in done.results.items():
         assert tuple(result.requests.columns) == REPORT_COLUMNS and len(result.requests) > 100
+        held_result = held_run.results[label]  # read back from the spill as they were, the time series too
+        pd.testing.assert_frame_equal(result.timeseries, held_result.timeseries, check_dtype=False)
+        pd.testing.assert_frame_equal(result.requests.astype({"outcome": object}),  # compact types, the same values
+                                      held_result.requests[list(REPORT_COLUMNS)].astype({"outcome": object}),
+                                      check_dtype=False)
         # `Result.steady` reads the columns the cut frame lacks back from the fleet's requests.csv
         for window in (None, rule):
             assert result.steady(window) == held_run.results[label].steady(window), (label, window)
