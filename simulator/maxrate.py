@@ -50,7 +50,7 @@ from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from simulator.study import fleet_nodes
 from workloads import Workload
-from workloads.workload import say_skipped
+from workloads.workload import say_left_out
 
 MIN_SCALE = 1 / 1024
 MAX_SCALE = 1024.0
@@ -319,7 +319,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             wl = sc.load_workload(sd, rate_scale=scale, allow_empty=scale != 1.0)
             n = sc.check_context(wl)  # (the count of its pass: no list held to count them)
             if on_step and sd == first and scale == 1.0:
-                say_skipped(wl, on_step)
+                say_left_out(wl, on_step)
             meter.add(GENERATE_COST * scale)
             result = run(config, wl, sd, timer=timer, window=window, progress=meter.piece(scale), total_requests=n)
             meter.add(scale)
@@ -396,7 +396,7 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet
         wl = sc.load_workload(sd)
         n = sc.check_context(wl)
         if on_step and sd == first:
-            say_skipped(wl, on_step)
+            say_left_out(wl, on_step)
         meter.add(GENERATE_COST)
         s = run(config, all_at_once(wl), sd, timer=timer, window=window, progress=meter.piece(1.0),
                 total_requests=n).summary

@@ -39,7 +39,7 @@ from simulator.scenario import Scenario
 from simulator.study import node_kinds
 from simulator.units import figure_against
 from workloads import Workload
-from workloads.workload import say_skipped
+from workloads.workload import say_left_out
 
 MEMORY_BOUND_UTILIZATION = 0.8
 MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
@@ -298,6 +298,6 @@ def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[st
     workload = scenario.load_workload(seed)
     scenario.check_context(workload)
     if on_step is not None:
-        say_skipped(workload, on_step)
+        say_left_out(workload, on_step)
     meter.add(GENERATE_COST)
     return workload

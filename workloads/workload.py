@@ -49,7 +49,7 @@ def cut_note(cut_at_s: float) -> str:
     return f"the trace cut at {cut_at_s:,g} s of replay (workload.duration_s; its later rows not replayed)"
 
 
-def say_skipped(workload: Workload, say: Callable[[str], None]) -> None:
+def say_left_out(workload: Workload, say: Callable[[str], None]) -> None:
     """Tell `say` (a search's line of progress, a warning) what `workload`'s last pass left out of its
     trace, if anything: ``workload: N trace rows skipped (why)`` and ``workload: the trace cut at …``."""
     if workload.skipped_rows:
@@ -214,7 +214,7 @@ class Workload:
                     continue
                 t = (r.arrival_s - start_s) / speed
                 if duration_s is not None and t >= duration_s:
-                    stats_.cut_at_s = duration_s  # said with the run (`say_skipped`, the report)
+                    stats_.cut_at_s = duration_s  # said with the run (`say_left_out`, the report)
                     break
                 if keep_p < 1.0:
                     if buf.size == 0:  # uniforms drawn in blocks, same sequence every replay

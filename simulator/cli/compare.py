@@ -42,7 +42,7 @@ from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
 from simulator.units import figure
 from workloads import load_workload
-from workloads.workload import say_skipped
+from workloads.workload import say_left_out
 
 COLUMNS = ["strategy", "meets_slo", "ttft_p99_s", "tpot_p99_s", "usd_per_million_output_tokens", "max_concurrency",
            "tokens_per_s", "prefix_hit_ratio_tokens", "quality_debit_points", "memory_factor", "memory_factor_per_gpu",
@@ -151,7 +151,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         workload = load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
                                  rate_scale=rate_scale, name="--workload")
         requests = list(workload)
-    say_skipped(workload, lambda line: click.echo(f"warning: {line}", err=True))
+    say_left_out(workload, lambda line: click.echo(f"warning: {line}", err=True))
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
     if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails here, before the runs

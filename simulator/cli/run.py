@@ -70,7 +70,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     from simulator.planning import plan_capacity
     from simulator.report import write_report
     from simulator.study import run_scenario
-    from workloads.workload import say_skipped
+    from workloads.workload import say_left_out
 
     # with --trace: the whole trace unless the scenario sets duration_s; a note when it changes the replay
     sc = load_scenario(scenario, trace=trace, say=note)
@@ -101,7 +101,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
             raise
         folder.finish()
     # the trace rows the replay skipped, if any (the report says so too): never dropped silently
-    say_skipped(result.workload, lambda line: click.echo(f"warning: {line}", err=True))
+    say_left_out(result.workload, lambda line: click.echo(f"warning: {line}", err=True))
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
             click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)

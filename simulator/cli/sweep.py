@@ -162,7 +162,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     if df.attrs["reused_points"]:
         click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
     failed = df[df.error != ""].drop_duplicates("point")
-    skipped = _say_skipped(df)
+    skipped = _say_left_out(df)
     shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]) + ([] if skipped else
                                                                                 ["trace_rows_skipped"]))
     if as_json:
@@ -180,7 +180,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
 
 
-def _say_skipped(df: pd.DataFrame) -> bool:
+def _say_left_out(df: pd.DataFrame) -> bool:
     """Warn on stderr, once, of the trace rows the points' replays left out (the ``trace_rows_skipped``
     column), as `kvsim run` does; False when no point skipped one (the printed table then leaves the column
     out: sweep.csv keeps it)."""
