@@ -71,14 +71,17 @@ Row = dict[str, Any]
 PointFn = Callable[[dict[str, Any], str, dict[str, Any]], list[Row]]
 Finish = Callable[[int, list[Row] | None, str], None]  # (job index, its rows or None if it failed, error or "")
 
-#: Headline metric columns of a sweep frame, in order, with units in the names. ``trace_rows_skipped``: the
-#: rows of the point's trace its replay left out (`workloads.workload.SKIPPED_WHY`; 0 for a generator), so
+#: Headline metric columns of a sweep frame, in order, with units in the names. ``trace_rows_skipped`` and
+#: ``trace_cut_at_s``: the rows of the point's trace its replay left out (`workloads.workload.SKIPPED_WHY`; 0 for
+#: a generator) and where its window cut the trace's later rows (replay seconds; empty when it did not), so
 #: that a sweep over a trace never drops traffic without a word.
 METRICS: tuple[str, ...] = (
-    "requests", "trace_rows_skipped", "completed", "timed_out", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
-    "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization", "usd_per_hour",
-    "usd_per_million_output_tokens", "meets_slo",
+    "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "timed_out", "ttft_p50_s", "ttft_p99_s",
+    "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization",
+    "usd_per_hour", "usd_per_million_output_tokens", "meets_slo",
 )
+#: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
+NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s")
 #: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
 TRAILER: tuple[str, ...] = ("error", "digest")
 _ERROR_CHARS = 500  # longest error kept in the ``error`` column
@@ -329,8 +332,9 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
     for hw, r in run.results.items():
         s = r.summary
         metrics = {
-            "requests": s["requests"], "trace_rows_skipped": run.workload.skipped_rows, "completed": s["completed"],
-            "timed_out": s["timed_out"],
+            "requests": s["requests"], "trace_rows_skipped": run.workload.skipped_rows,
+            "trace_cut_at_s": math.nan if run.workload.cut_at_s is None else run.workload.cut_at_s,
+            "completed": s["completed"], "timed_out": s["timed_out"],
             "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p50_s": s["tpot_p50_s"],
             "tpot_p99_s": s["tpot_p99_s"], "output_tokens_per_s": s["output_tokens_per_s"],
             "goodput_fraction": s["goodput_fraction"], "max_concurrency": s["max_concurrency"],
@@ -712,6 +716,10 @@ class _CsvLog:
             lines = list(csv.reader(io.StringIO(whole.decode("utf-8-sig"))))  # a BOM an editor added is no column
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ConfigError(f"{self.path}: --resume: not a sweep CSV ({exc})") from None
+        if lines[0] != self.columns and set(self.columns) - set(lines[0]) <= set(NEWER_METRICS) \
+                and set(lines[0]) <= set(self.columns):
+            raise ConfigError(f"{self.path}: --resume: written by an older kvsim, before the columns "
+                              f"{', '.join(NEWER_METRICS)}; write elsewhere, or delete it to run every point again")
         if lines[0] != self.columns:
             missing = ", ".join(c for c in self.columns if c not in lines[0])[:80] or "none"
             extra = ", ".join(c for c in lines[0] if c not in self.columns)[:80] or "none"

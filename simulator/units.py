@@ -30,18 +30,30 @@ def figure(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 999.5 else f"{x:.3g}"  # 999.6 rounds to 1,000, not 1e+03
 
 
-FIGURE_MAX_DIGITS: Final = 6  # significant digits `figure_against` goes up to
+FIGURE_MAX_DIGITS: Final = 6  # significant digits `figure_against` goes up to below 1,000
+FIGURE_MAX_DECIMALS: Final = 3  # decimals it goes up to from 1,000 on
 
 
 def figure_against(x: float, limit: float) -> str:
-    """`figure`, with more significant digits (up to `FIGURE_MAX_DIGITS`) where three would put `x` on the
-    other side of `limit` (a p99 printed beside its SLO: ``10.3`` against 10, where `figure` reads ``10``, and
-    ``10.04`` against 10.03, where it reads ``10``): the figure shown is at most `limit` exactly when `x` is."""
+    """`figure`, with more digits where its own would put `x` on the other side of `limit` (a p99 printed
+    beside its SLO: ``10.3`` against 10, where `figure` reads ``10``; ``10.04`` against 10.03; ``1,000.2``
+    against 1,000): up to `FIGURE_MAX_DIGITS` significant digits below 1,000 and `FIGURE_MAX_DECIMALS`
+    decimals from there, so the figure shown is at most `limit` exactly when `x` is, unless `x` is closer
+    to it than those digits tell (``10.0000001`` against 10 reads ``10``). NaN (none measured) as it is."""
+    def wrong(shown: str) -> bool:
+        return (float(shown.replace(",", "")) <= limit) != (x <= limit)
+
     shown = figure(x)
-    if abs(x) >= 999.5 or x != x:  # whole numbers beyond; NaN (none measured) as it is
+    if x != x:
+        return shown
+    if abs(x) >= 999.5:  # whole numbers with separators, then decimals
+        decimals = 0
+        while wrong(shown) and decimals < FIGURE_MAX_DECIMALS:
+            decimals += 1
+            shown = f"{x:,.{decimals}f}"
         return shown
     digits = 3
-    while (float(shown) <= limit) != (x <= limit) and digits < FIGURE_MAX_DIGITS:
+    while wrong(shown) and digits < FIGURE_MAX_DIGITS:
         digits += 1
         shown = f"{x:.{digits}g}"
     return shown

@@ -39,10 +39,12 @@ from simulator.engine import Result, run
 from simulator.errors import ConfigError
 from simulator.planning import (
     FLEET_PRIOR,
+    HEADROOM_MAX_SCALE,
     HEADROOM_STEPS,
     MAX_NODES,
     MEMORY_BOUND_UTILIZATION,
     fleet_headroom,
+    headroom_cost,
     latency_line,
     meets_slo,
     memory_floor_nodes,
@@ -108,12 +110,13 @@ def ample_prefill_nodes(scenario: Scenario, hardware: str, workload: Workload) -
 
 def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float,
                        tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None,
-                       meter: Meter | None = None) -> SplitPlan:
+                       meter: Meter | None = None, then: float = 0.0) -> SplitPlan:
     """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring).
 
     `meter` (`simulator.progress.Meter`) is told the work in runs of the workload: the decode
     search's runs left (`search_runs_left`) and `PREFILL_PRIOR_RUNS` for the prefill search until
-    it starts, then its own runs left (`SPLIT_PRIOR` is the estimate before anything ran)."""
+    it starts, then its own runs left, each plus `then`, the work its caller does next (the answer's
+    headroom: `plan_split_capacity`; `SPLIT_PRIOR` is the estimate before anything ran)."""
     model = scenario.model_spec()
     cfg = scenario.disaggregated_config(hardware)
     assert cfg.prefill_pool is not None and isinstance(cfg.node, NodeSpec) and isinstance(cfg.prefill_pool.node,
@@ -149,13 +152,14 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
                   f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
                   f"({tpot_p99_s:g} s) with {ample} prefill nodes",
-                  left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS)) * unit_d
+                  left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS + then)) * unit_d
     while True:
-        meter.expect(PREFILL_PRIOR_RUNS)
+        meter.expect(PREFILL_PRIOR_RUNS + then)
         p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
                       f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
                       f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
-                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None, left=meter.expect) * unit_p
+                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None,
+                      left=lambda n: meter.expect(n + then)) * unit_p
         if slo_ok(sim(p, d)):
             break
         d += unit_d  # the total once more: the smaller prefill pool failed after all
@@ -246,8 +250,9 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
         rows.append({**agg_row, "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
                      "link_utilization": math.nan})
         meter.next_stage()
+        headroom_prior = headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, agg.headroom_scale)
         split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                                   on_step=on_step, meter=meter)
+                                   on_step=on_step, meter=meter, then=headroom_prior)
         config = scenario.disaggregated_config(hw, split.prefill_nodes, split.decode_nodes)
         headroom, capped = fleet_headroom(scenario, config, scenario.fleet_label(hw, split.prefill_nodes,
                                                                                  split.decode_nodes),

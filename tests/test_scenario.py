@@ -225,3 +225,14 @@ def test_kvsim_run_says_the_trace_cut_and_the_dropped_rate_scale(tmp_path):
     assert f"Workload: 4 requests, {cut}, over 0.1 min" in (tmp_path / "o" / "summary.md").read_text()
     r = kvsim("capacity", scenario, "--trace", tmp_path / "t.csv")
     assert outcome(r) is None and r.stderr.splitlines().count(f"  workload: {cut}") == 1
+
+
+@pytest.mark.parametrize("value", ['"fast"', "-3", "true"])
+def test_a_generators_bad_rate_scale_is_refused_with_trace_too(tmp_path, value):
+    """helper-111: the rate_scale --trace drops was dropped unchecked, so a file refused without --trace ran with
+    it (``"fast"`` with a note, ``true`` without one)."""
+    (tmp_path / "t.csv").write_text(AZURE_ROWS)
+    path = write(tmp_path, GENERATED.replace("rate_scale = 5.0", f"rate_scale = {value}"))
+    for trace in (None, tmp_path / "t.csv"):
+        with pytest.raises(ConfigError, match=r"s\.toml\.workload\.rate_scale: must be"):
+            load_scenario(path, trace=trace)

@@ -414,8 +414,23 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
                             .replace('trace = "traces/chat-sample.csv"', 'trace = "t.csv"'))
         grid = ("--grid", "cluster.nodes=1,2", "--workers", "1")
         r = kvsim("sweep", scenario, *grid, "--json")
-        assert outcome(r) is None and f"warning: workload: {note} at every point" in r.stderr.splitlines()
-        assert [(row["requests"], row["trace_rows_skipped"]) for row in json.loads(r.stdout)] == [(54, 6), (54, 6)]
+        assert outcome(r) is None and f"warning: workload, at every point: {note}" in r.stderr.splitlines()
+        assert [(row["requests"], row["trace_rows_skipped"], row["trace_cut_at_s"]) for row in json.loads(r.stdout)] \
+            == [(54, 6, None), (54, 6, None)]
+        # a window that cuts the trace at one point of two: said, and in the table's column (helper-111)
+        r = kvsim("sweep", scenario, "--grid", "workload.duration_s=10,100", "--workers", "1", "--out", tmp_path / "sw")
+        cut = "the trace cut at 10 s of replay (workload.duration_s; its later rows not replayed)"
+        assert outcome(r) is None and f"warning: workload, at 1 of 2 points: {cut}" in r.stderr.splitlines()
+        assert ("warning: workload, at every point: trace rows skipped (2 to 6: column trace_rows_skipped; malformed, "
+                "with --skip-bad-rows, or dropped by the format's rule: a failed request, 0 tokens)") in r.stderr
+        log = pd.read_csv(tmp_path / "sw" / "sweep.csv")
+        assert log.requests.tolist() == [18, 54] and log.trace_cut_at_s.tolist()[0] == 10
+        assert math.isnan(log.trace_cut_at_s[1]) and "trace_cut_at_s" in r.stdout
+        # a sweep.csv from before these two columns: --resume says so rather than "sweep the same keys"
+        log.drop(columns=["trace_rows_skipped", "trace_cut_at_s"]).to_csv(tmp_path / "sw" / "sweep.csv", index=False)
+        r = kvsim("sweep", scenario, "--grid", "workload.duration_s=10,100", "--out", tmp_path / "sw", "--resume")
+        assert "--resume: written by an older kvsim, before the columns trace_rows_skipped, trace_cut_at_s; " \
+               "write elsewhere, or delete it to run every point again" in error(r, str(tmp_path / "sw" / "sweep.csv"))
         r = kvsim("compare", scenario, "--strategy", "native,fp8")
         assert outcome(r) is None and f"warning: workload: {note}" in r.stderr.splitlines()
         assert "comparing 2 strategy sets on 54 requests" in r.stderr
@@ -426,4 +441,5 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
         scenario.write_text(scenario.read_text().replace('trace = "t.csv"', 'trace = "u.csv"'))
         r = kvsim("sweep", scenario, "--grid", "cluster.nodes=1", "--workers", "1")
         assert outcome(r) is None and "skipped" not in r.stderr + r.stdout and " 60 " in r.stdout
+        assert "trace_cut_at_s" not in r.stdout and "warning" not in r.stderr
     assert "Workload: 60 requests over" in (tmp_path / "p" / "summary.md").read_text()

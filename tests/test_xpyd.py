@@ -97,7 +97,10 @@ def test_the_split_answer_has_its_headroom_and_every_line_its_verdict(tmp_path):
     (tmp_path / "s.toml").write_text(SPLIT.replace("rate_scale = 60.0", "rate_scale = 2.0"))
     sc = load_scenario(tmp_path / "s.toml")
     lines: list[str] = []
-    plan = plan_capacity(sc, on_step=lines.append)
+    shown: list[float] = []  # the progress fraction last shown, at each line
+    fraction = [0.0]
+    plan = plan_capacity(sc, on_step=lambda line: (lines.append(line), shown.append(fraction[0])),
+                         progress=lambda f: fraction.__setitem__(0, f))
     split = plan.iloc[1]
     assert 1 <= split.headroom_scale <= 8 and split.simulations >= 5
     label = sc.fleet_label("8xH100", split.prefill_nodes, split.decode_nodes)
@@ -109,12 +112,19 @@ def test_the_split_answer_has_its_headroom_and_every_line_its_verdict(tmp_path):
     assert split.headroom_capped == all(line.endswith("meets") for line in scaled)
     searched = [line for line in lines if line.startswith("8xH100-") and " at " not in line]
     assert searched and all(" -> TTFT p99 " in line and line.endswith(("meets", "fails")) for line in searched)
+    aggregated = [line for line in lines if line.startswith("8xH100: ")]
+    assert aggregated and all(" -> TTFT p99 " in line and line.endswith(("meets", "fails")) for line in aggregated)
+    # the search's estimates count the headroom to come: the bar had sat at 99.9% through all five runs (helper-111)
+    first = lines.index(scaled[0])
+    assert shown[first] < 0.9 and shown[-1] > shown[first]
 
 
 @pytest.mark.parametrize(("x", "limit", "shown"), [
     (10.3, 10, "10.3"), (10.04, 10, "10.04"), (10.004, 10, "10.004"), (9.996, 10, "10"), (10.0, 10, "10"),
     (10.045, 10.04, "10.045"), (10.035, 10.04, "10"), (0.0123456, 0.01, "0.0123"), (1234.5, 10, "1,234"),
     (10.0000001, 10, "10"),  # beyond 6 digits it stops
+    (1000.2, 1000, "1,000.2"), (999.55, 999.6, "999.5"), (2000.4, 2000, "2,000.4"), (1234.5, 2000, "1,234"),
+    (-0.5, 0, "-0.5"), (float("inf"), 10, "inf"),
 ])
 def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown):
     from simulator.units import figure_against

@@ -162,13 +162,12 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     if df.attrs["reused_points"]:
         click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
     failed = df[df.error != ""].drop_duplicates("point")
-    skipped = _say_left_out(df)
-    shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]) + ([] if skipped else
-                                                                                ["trace_rows_skipped"]))
+    quiet = _say_left_out(df)
+    shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
     if as_json:
         echo_json(records(shown))
     else:
-        _echo_table(shown)
+        _echo_table(shown.drop(columns=quiet))
     if out:
         _write(df, out, charts)
     if len(failed):
@@ -180,23 +179,32 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
 
 
-def _say_left_out(df: pd.DataFrame) -> bool:
-    """Warn on stderr, once, of the trace rows the points' replays left out (the ``trace_rows_skipped``
-    column), as `kvsim run` does; False when no point skipped one (the printed table then leaves the column
-    out: sweep.csv keeps it)."""
-    from workloads.workload import SKIPPED_WHY, skipped_note
+def _say_left_out(df: pd.DataFrame) -> list[str]:
+    """Warn on stderr, once a column, of what the points' replays left out of their traces, as `kvsim run`
+    does: rows skipped (``trace_rows_skipped``) and a window that cut the trace (``trace_cut_at_s``). Returns
+    the columns no point that ran has anything in: the printed table leaves them out (sweep.csv and --json
+    keep them)."""
+    from workloads.workload import SKIPPED_WHY, cut_note, skipped_note
 
     ran = df[df.error == ""].drop_duplicates("point")
-    counts = ran.trace_rows_skipped[ran.trace_rows_skipped > 0]
-    if counts.empty:
-        return False
-    if len(counts) == len(ran) and counts.nunique() == 1:
-        line = skipped_note(int(counts.iloc[0])) + (" at every point" if len(ran) > 1 else "")
-    else:
-        line = (f"trace rows skipped at {len(counts)} of {len(ran)} points ({int(counts.min()):,}-"
-                f"{int(counts.max()):,}: column trace_rows_skipped; {SKIPPED_WHY})")
-    click.echo(f"warning: workload: {line}", err=True)
-    return True
+    points = df.point.nunique()
+    quiet = []
+    for column, some, one, many in (
+            ("trace_rows_skipped", ran.trace_rows_skipped > 0, lambda v: skipped_note(int(v)),
+             lambda lo, hi: f"trace rows skipped ({lo:,.0f} to {hi:,.0f}: column trace_rows_skipped; {SKIPPED_WHY})"),
+            ("trace_cut_at_s", ran.trace_cut_at_s.notna(), cut_note,
+             lambda lo, hi: f"the trace cut at {lo:,g} to {hi:,g} s of replay (column trace_cut_at_s; "
+                            "workload.duration_s; its later rows not replayed)")):
+        values = ran[column][some]
+        if values.empty:
+            quiet.append(column)
+            continue
+        line = one(values.iloc[0]) if values.nunique() == 1 else many(values.min(), values.max())
+        where = ("" if points == 1 else ", at every point" if len(values) == points else
+                 f", at every point that ran ({len(values)} of {points})" if len(values) == len(ran) else
+                 f", at {len(values)} of {points} points")
+        click.echo(f"warning: workload{where}: {line}", err=True)
+    return quiet
 
 
 CHART_FILES = "sweep-*-vs-*.png"  # the names `_write` draws charts under
