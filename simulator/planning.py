@@ -82,8 +82,9 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
             f"TPOT p99 {figure_against(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3)} ms: ")
     if meets_slo(result, ttft_p99_s, tpot_p99_s):
         return line + "meets"
-    why = [f"{s['timed_out']:,} timed out"] if s["timed_out"] else []
-    return line + "fails" + (f" ({why[0]})" if why else " (none completed)" if not s["completed"] else "")
+    if s["timed_out"]:
+        return line + f"fails ({s['timed_out']:,} timed out)"
+    return line + ("fails" if s["completed"] else "fails (none completed)")
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
