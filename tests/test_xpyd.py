@@ -132,3 +132,21 @@ def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown)
     assert figure_against(x, limit) == shown
     if shown != "10" or x <= limit:  # but past FIGURE_MAX_DIGITS
         assert (float(shown.replace(",", "")) <= limit) == (x <= limit)
+
+
+@pytest.mark.parametrize(("summary", "line"), [
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.0103, "completed": 5, "timed_out": 0},
+     "TTFT p99 0.3 s, TPOT p99 10.3 ms: fails"),
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 0},
+     "TTFT p99 0.3 s, TPOT p99 10 ms: meets"),
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 1_200},
+     "TTFT p99 0.3 s, TPOT p99 10 ms: fails (1,200 timed out)"),
+    ({"ttft_p99_s": math.nan, "tpot_p99_s": math.nan, "completed": 0, "timed_out": 0},
+     "TTFT p99 nan s, TPOT p99 nan ms: fails (none completed)"),
+])
+def test_a_search_line_says_its_verdict_and_why(summary, line):
+    from types import SimpleNamespace
+
+    from simulator.planning import latency_line
+
+    assert latency_line(SimpleNamespace(summary=summary), 1.0, 0.01) == line
