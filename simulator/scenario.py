@@ -601,8 +601,8 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     trace unless the scenario's ``[workload]`` sets ``duration_s``; validated with the rest. Replacing
     a trace, it keeps the scenario's ``rate_scale``, ``start_s`` and ``time_scale`` (the same replay of
     another trace); replacing a generator, it drops its ``rate_scale``, a multiple of the generator's own
-    rate that means nothing for a trace, which then replays at its own rate. `say`, when given, is told
-    either in one line when it changes the replay (``kvsim run`` prints it as a note).
+    rate that means nothing for a trace, which then replays at its own rate (still checked). `say`, when given,
+    is told of either in one line (``kvsim run`` prints it as a note).
     `overrides` replace whole `Scenario` fields by name (`override_names`: ``seed=3``,
     ``cluster=replace(s.cluster, nodes=2)``; a dotted key such as ``cluster.nodes`` is no name), ``seed``
     an integer >= 0; the result is validated as the file is.
