@@ -23,9 +23,8 @@ README lists them ("Limits"); why each is where it is:
   (`simulator.engine.records.read_records`), and works on a few arrays
   of the requests' length. `make bench`'s day from the command line (``tests.bench.day --cli``, 4M
   requests) took 4.7 CPU minutes and 893 MiB (a fresh clone of afe4237): extrapolated, some 12 minutes and 2.2 GiB
-  at the limit,
-  for one fleet (once a fleet is summarised it keeps ~33 bytes a request for the report,
-  `simulator.study.REPORT_COLUMNS`, while the next fleet runs). A generator's draws stay under
+  at the limit, for one fleet (a summarised fleet's report frames wait on disk while the next fleets run:
+  `simulator.study.run_scenario`; two node kinds took 8.6 CPU minutes and 999 MiB). A generator's draws stay under
   `MAX_REQUESTS`: it holds them, as the report's capacity and break-even studies hold the workload.
 - `MAX_SUMMARY_CHAINS` distinct prefix chains after which the workload summary follows no new request
   (`workloads.summary`: its prefix-hit share and reuse gaps, in ``kvsim workload describe`` and every report). A
