@@ -43,10 +43,10 @@ def skipped_note(skipped: int) -> str:
     return f"{skipped:,} trace row{'' if skipped == 1 else 's'} skipped ({SKIPPED_WHY})"
 
 
-def cut_note(cut_at_s: float) -> str:
+def cut_note(cut_at_s: float, key: str = "workload.duration_s") -> str:
     """``"the trace cut at 600 s of replay (workload.duration_s; its later rows not replayed)"``: what a
-    replay says of the window that left the trace's later rows out (`Workload.cut_at_s`)."""
-    return f"the trace cut at {cut_at_s:,g} s of replay (workload.duration_s; its later rows not replayed)"
+    replay says of the window that left the trace's later rows out (`Workload.cut_at_s`); `key` is what set it."""
+    return f"the trace cut at {cut_at_s:,g} s of replay ({key}; its later rows not replayed)"
 
 
 def say_left_out(workload: Workload, say: Callable[[str], None]) -> None:

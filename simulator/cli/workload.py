@@ -22,6 +22,7 @@ from simulator.errors import ConfigError
 from simulator.files import read_toml, shown_path
 from workloads import load_workload, write_workload
 from workloads.traces.native import check_suffix
+from workloads.workload import cut_note
 
 
 @click.group("workload")
@@ -52,6 +53,9 @@ def describe(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop",
         name="SPEC")
     summary = w.summary()
+    if w.cut_at_s is not None:  # what the summary leaves out of the trace, said as `kvsim run` says it
+        key = "--duration-s" if duration_s is not None else "workload.duration_s"
+        click.echo(f"warning: workload: {cut_note(w.cut_at_s, key)}", err=True)
     if as_json:  # one record, as every --json table: snake_case keys, numbers as numbers, NaN as null
         echo_json(records(pd.DataFrame([summary.to_record()])))
     else:

@@ -186,3 +186,21 @@ def test_a_long_path_is_named_whole_in_the_error(tmp_path: Path, monkeypatch: py
     with pytest.raises(ConfigError) as exc:
         read_trace(deep)
     assert str(exc.value) == f"read_trace: 'path' must be an existing file (got '{deep}')"
+
+
+def test_describe_says_a_window_that_cuts_the_trace(tmp_path: Path) -> None:
+    """The summary of a trace cut by a window covers only the rows before it: said on stderr, naming what set
+    the window, as `kvsim run` says it (stdout, the table or JSON, unchanged)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{s:02d}.000000,100,10\n" for s in (0, 4, 8, 30)))
+    r = CliRunner().invoke(workload, ["describe", str(trace), "--duration-s", "10", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["n_requests"] == 3
+    assert r.stderr == ("warning: workload: the trace cut at 10 s of replay (--duration-s; its later rows not "
+                        "replayed)\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[workload]\ntrace = "t.csv"\nduration_s = 20\n')
+    r = CliRunner().invoke(workload, ["describe", str(scenario)])
+    assert r.exit_code == 0 and "(workload.duration_s; its later rows not replayed)" in r.stderr
+    r = CliRunner().invoke(workload, ["describe", str(trace)])
+    assert r.exit_code == 0 and r.stderr == ""
