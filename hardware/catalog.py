@@ -242,7 +242,10 @@ def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -
 
 
 def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None) -> Catalog:
-    """Turn parsed TOML into specs; entries extend (or override) `base`."""
+    """Turn parsed TOML into specs; entries extend (or override) `base`. A GPU this file defines again (its
+    key in any case: ``[gpu.h100]`` is ``H100``) replaces `base`'s under `base`'s key, and `base`'s nodes of
+    that GPU follow it (their price, memory and speeds are the new GPU's): they had kept the old one while
+    ``kvsim hardware`` listed the new."""
     gpus = dict(base.gpus) if base else {}
     nodes = dict(base.nodes) if base else {}
     unknown = set(data) - {"gpu", "node"}
@@ -254,8 +257,12 @@ def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None)
         for key, raw in data.get(table, {}).items():
             if not isinstance(raw, dict):
                 raise ConfigError(f"{path}: {table}.{key}: must be a table of keys (got {shown(raw)})")
-    for key, raw in data.get("gpu", {}).items():
-        gpus[key] = _build(GPUSpec, f"{path}: gpu.{key}", key, raw)
+    redefined = set()
+    for name, raw in data.get("gpu", {}).items():
+        key = next((k for k in gpus if k.lower() == name.lower()), name)  # an existing GPU keeps its key
+        gpus[key] = _build(GPUSpec, f"{path}: gpu.{name}", key, raw)
+        redefined.add(key)
+    nodes = {k: replace(n, gpu=gpus[n.gpu.key]) if n.gpu.key in redefined else n for k, n in nodes.items()}
     for key, raw in data.get("node", {}).items():
         raw = dict(raw)
         gpu_key = raw.pop("gpu", None)

@@ -167,3 +167,26 @@ def test_capacity_and_sweep_price_their_fleets(tmp_path):
     code, out, err = kvsim("sweep", sc, "--grid", "cluster.usd_per_gpu_hour=1,3", "--workers", "1", "--json")
     assert code == 0 and "(cluster.usd_per_gpu_hour swept)" in err
     assert [r["usd_per_hour"] for r in json.loads(out)] == pytest.approx([8.0, 24.0])
+
+
+def test_a_user_catalog_that_redefines_a_gpu_carries_its_nodes_with_it(tmp_path):
+    """helper-112: ``[gpu.H100]`` copied with a price of 1.00 and 94 GB was listed by ``kvsim hardware`` but every
+    shipped H100 node, `fit` and `run` kept 2.99 and 80 GB. Now the nodes of a GPU a user file defines again
+    are that GPU's; the key matches in any case."""
+    import re
+
+    from hardware.catalog import GPU_FILE, load_catalog
+
+    h100 = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
+    mine = h100.replace("usd_per_gpu_hour = 2.99", "usd_per_gpu_hour = 1.00").replace("hbm_bytes = 80e9",
+                                                                                     "hbm_bytes = 94e9")
+    for header in ("[gpu.H100]", "[gpu.h100]"):
+        (tmp_path / "c.toml").write_text(f"{header}\n{mine}\n")
+        cat = load_catalog(tmp_path / "c.toml")
+        assert list(cat.gpus).count("H100") == 1 and "h100" not in cat.gpus
+        for key in ("8xH100", "1xH100"):
+            node = cat.node(key)
+            assert (node.gpu.usd_per_gpu_hour, node.gpu.hbm_bytes) == (1.0, 94e9), (header, key)
+            assert node.usd_per_hour == pytest.approx(node.gpus * 1.0)
+        assert cat.node("8xH200").gpu.usd_per_gpu_hour == load_catalog().node("8xH200").gpu.usd_per_gpu_hour
+    assert load_catalog().node("8xH100").gpu.hbm_bytes == 80e9  # the shipped catalog untouched
