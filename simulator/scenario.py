@@ -63,11 +63,17 @@ class ModelSection:
                  f"one of {', '.join(WEIGHT_PRECISIONS)} (or absent: as released)", self.weight_dtype)
 
 
+DEFAULT_TP = 8
+"""``cluster.tp`` when a scenario does not set it: one plan for every node kind it lists (the commands that take
+``--hardware`` and no scenario default to a node's own GPUs instead); `load_scenario` notes a kind whose node
+holds another count."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterSection:
     hardware: tuple[str, ...] = ("8xH100",)  # node kinds to compare, each a separate fleet
     nodes: int = 1
-    tp: int = 8  # GPUs per pipeline stage (the plan: `simulator.placement.ParallelPlan`)
+    tp: int = DEFAULT_TP  # GPUs per pipeline stage (the plan: `simulator.placement.ParallelPlan`), every node kind's
     pp: int = 1
     dp_attention: bool = False
     ep: int = 1
@@ -477,8 +483,9 @@ class Scenario:
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: {plan_keys}: {exc}") from None
         if nodes % budget.nodes:
+            unset = f"; cluster.tp is {DEFAULT_TP} unless set" if plan_keys.startswith("cluster.tp") else ""
             raise ConfigError(f"{self.where}: {nodes_key} must be a multiple of the {budget.nodes} {node.key} nodes "
-                              f"one {plan.label} replica spans (got {nodes})")
+                              f"one {plan.label} replica spans ({plan_keys}{unset}) (got {nodes})")
         return budget
 
     def _check_disaggregation(self, model: ModelSpec) -> None:
@@ -632,6 +639,13 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
             say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
+    cluster = data.get("cluster")
+    if say is not None and not (isinstance(cluster, dict) and "tp" in cluster):
+        for node in scenario.nodes():
+            if node.gpus != DEFAULT_TP:
+                say(f"{p.name}: cluster.tp is not set, so {DEFAULT_TP} on every node kind: on {node.key} ({node.gpus} "
+                    "GPUs) " + (f"a replica spans {-(-DEFAULT_TP // node.gpus)} nodes" if node.gpus < DEFAULT_TP
+                                else f"{node.gpus // DEFAULT_TP} replicas share a node") + "; set cluster.tp to choose")
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)

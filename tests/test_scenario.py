@@ -61,7 +61,8 @@ def test_admission_policy_reaches_the_engine(tmp_path):
     (("[cluster]", "[cluster]\nnode = 2"), "s.toml.cluster.node: unknown key; valid: hardware, nodes, tp"),
     (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 or be a multiple of them (got 3)"),
     (("tp = 1", "tp = 8\npp = 2"),
-     "s.toml: cluster.nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (got 1)"),
+     "s.toml: cluster.nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (cluster.tp × "
+     "cluster.pp; cluster.tp is 8 unless set) (got 1)"),
     (("tp = 1", "tp = 8\nep = 3"), "s.toml.cluster.ep: must be >= 1 and a divisor of tp=8 (got 3)"),
     (("tp = 1", "tp = 8\nep = 8"),
      "s.toml: cluster.ep: must be 1 for a dense model (expert parallelism needs MoE layers) (got 8)"),
@@ -138,7 +139,8 @@ def test_disaggregation_section(tmp_path):
      "s.toml: disaggregation.prefill_tp × prefill_pp must divide the 8 GPUs of 8xH100 or be a multiple of them "
      "(got 3)"),
     (("decode_nodes = 2", "decode_nodes = 2\nprefill_tp = 8\nprefill_pp = 2"),
-     "s.toml: disaggregation.prefill_nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (got 1)"),
+     "s.toml: disaggregation.prefill_nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans "
+     "(disaggregation.prefill_tp × prefill_pp) (got 1)"),
     (("decode_nodes = 2", 'decode_nodes = 2\nprefill_hardware = "8xA100"'), "unknown node '8xA100'"),
     (("decode_nodes = 2", "decode_nodes = 2\nshort_prompt_tokens = -1"),
      "disaggregation.short_prompt_tokens: must be >= 0 (got -1)"),
@@ -236,3 +238,22 @@ def test_a_generators_bad_rate_scale_is_refused_with_trace_too(tmp_path, value):
     for trace in (None, tmp_path / "t.csv"):
         with pytest.raises(ConfigError, match=r"s\.toml\.workload\.rate_scale: must be"):
             load_scenario(path, trace=trace)
+
+
+def test_a_scenario_without_cluster_tp_says_what_its_default_does_to_each_node_kind(tmp_path):
+    """helper-112: without ``cluster.tp`` a scenario runs TP8 on every kind (one replica over two 4xH100 nodes)
+    where the commands without a scenario default to the node's GPUs; it said nothing, and the error for a
+    1xH100 fleet of one node named a TP8 nobody wrote. Now `load_scenario(say=)` notes it, and the error names
+    cluster.tp and its default."""
+    text = GENERATED.replace('hardware = ["1xH100"]\ntp = 1', 'hardware = ["4xH100", "8xH100"]\nnodes = 2')
+    said: list[str] = []
+    sc = load_scenario(write(tmp_path, text), say=said.append)
+    assert sc.cluster.tp == 8 and said == [
+        "s.toml: cluster.tp is not set, so 8 on every node kind: on 4xH100 (4 GPUs) a replica spans 2 nodes; set "
+        "cluster.tp to choose"]
+    said.clear()
+    load_scenario(write(tmp_path, text.replace("nodes = 2", "nodes = 2\ntp = 4")), say=said.append)
+    assert said == []
+    with pytest.raises(ConfigError, match=r"cluster\.nodes must be a multiple of the 8 1xH100 nodes one TP8 replica "
+                                          r"spans \(cluster\.tp; cluster\.tp is 8 unless set\) \(got 1\)"):
+        load_scenario(write(tmp_path, GENERATED.replace("tp = 1\n", "")))
