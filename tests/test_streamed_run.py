@@ -443,3 +443,18 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
         assert outcome(r) is None and "skipped" not in r.stderr + r.stdout and " 60 " in r.stdout
         assert "trace_cut_at_s" not in r.stdout and "warning" not in r.stderr
     assert "Workload: 60 requests over" in (tmp_path / "p" / "summary.md").read_text()
+
+
+def test_json_output_is_strict_json_with_null_for_a_missing_figure(tmp_path):
+    """helper-112: `kvsim run --json` and summary.json wrote NaN (an aggregated fleet's prefill_busy_fraction,
+    link_utilization, ...), which JSON has not: strict parsers refuse the document. A missing figure is null."""
+    def strict(text: str) -> object:
+        return json.loads(text, parse_constant=lambda word: pytest.fail(f"not JSON: {word}"))
+
+    r = kvsim("run", "trace-replay", "--out", tmp_path / "o", "--json")
+    assert outcome(r) is None
+    summary = strict(r.stdout)["fleets"]["8xH100"]
+    assert summary["link_utilization"] is None and summary["requests"] == 656
+    assert strict((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"] == summary
+    r = kvsim("cost", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--batch", "8", "--context", "4096", "--json")
+    assert outcome(r) is None and strict(r.stdout)

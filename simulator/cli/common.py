@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import signal
@@ -15,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 
+from simulator import jsonout
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name
 from simulator.files import said_at, shown_path
 
@@ -135,7 +135,7 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def echo_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=float))
+    click.echo(jsonout.dumps(obj, indent=2, sort_keys=False, default=float))  # NaN as null
 
 
 def records(df: Any) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, at_option, config_errors, naming, on_command_line
+from simulator.cli.common import OutPath, at_option, config_errors, echo_json, naming, on_command_line
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -110,7 +109,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "params_source": params.source,
     }
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     gemms = weight_only_note(sm.model, [gpu])
     click.echo(f"{sm.model.key} on {node.key}, plan {plan.label} "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from collections.abc import Callable, Iterable, Sequence, Sized
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator import __version__
+from simulator import __version__, jsonout
 from simulator.engine.cluster import Cluster, TimerFactory, cyclic_gc_paused, simulate
 from simulator.engine.config import EngineConfig
 from simulator.engine.handoff import DECODE_ONLY, PREFILL
@@ -82,7 +81,7 @@ class Result:
                 self.timeseries.to_parquet(out / "timeseries.parquet", index=False)
         doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(),
                "summary": self.summary}
-        (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_jsonable) + "\n")
+        (out / "summary.json").write_text(jsonout.dumps(doc, indent=2, default=_jsonable) + "\n")  # NaN as null
         return out
 
 
