@@ -49,13 +49,14 @@ def cut_note(cut_at_s: float, key: str = "workload.duration_s") -> str:
     return f"the trace cut at {cut_at_s:,g} s of replay ({key}; its later rows not replayed)"
 
 
-def say_left_out(workload: Workload, say: Callable[[str], None]) -> None:
+def say_left_out(workload: Workload, say: Callable[[str], None], key: str = "workload.duration_s") -> None:
     """Tell `say` (a search's line of progress, a warning) what `workload`'s last pass left out of its
-    trace, if anything: ``workload: N trace rows skipped (why)`` and ``workload: the trace cut at …``."""
+    trace, if anything: ``workload: N trace rows skipped (why)`` and ``workload: the trace cut at …`` (`key`
+    set the window)."""
     if workload.skipped_rows:
         say(f"workload: {skipped_note(workload.skipped_rows)}")
     if workload.cut_at_s is not None:
-        say(f"workload: {cut_note(workload.cut_at_s)}")
+        say(f"workload: {cut_note(workload.cut_at_s, key)}")
 
 
 Source = Callable[[ReadStats], Iterator[Request]]

@@ -22,7 +22,7 @@ from simulator.errors import ConfigError
 from simulator.files import read_toml, shown_path
 from workloads import load_workload, write_workload
 from workloads.traces.native import check_suffix
-from workloads.workload import cut_note
+from workloads.workload import cut_note, say_left_out
 
 
 @click.group("workload")
@@ -55,7 +55,7 @@ def describe(
     summary = w.summary()
     if w.cut_at_s is not None:  # what the summary leaves out of the trace, said as `kvsim run` says it
         key = "--duration-s" if duration_s is not None else "workload.duration_s"
-        click.echo(f"warning: workload: {cut_note(w.cut_at_s, key)}", err=True)
+        click.echo(f"warning: workload: {cut_note(w.cut_at_s, key)}", err=True)  # (skipped rows: in its table)
     if as_json:  # one record, as every --json table: snake_case keys, numbers as numbers, NaN as null
         echo_json(records(pd.DataFrame([summary.to_record()])))
     else:
@@ -96,6 +96,8 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
     finally:
         partial.unlink(missing_ok=True)
     click.echo(f"wrote {n} requests to {out}")
+    say_left_out(w, lambda line: click.echo(f"warning: {line}", err=True),  # what the file does not hold
+                 "--duration-s" if duration_s is not None else "workload.duration_s")
 
 
 def _inputs(spec: str) -> list[tuple[str, Path]]:

@@ -204,3 +204,17 @@ def test_describe_says_a_window_that_cuts_the_trace(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "(workload.duration_s; its later rows not replayed)" in r.stderr
     r = CliRunner().invoke(workload, ["describe", str(trace)])
     assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_generate_from_a_trace_says_the_rows_it_left_out(tmp_path: Path) -> None:
+    """helper-112: converting a trace wrote "wrote 3 requests" and nothing of the 0-token row it dropped (or of a
+    window's cut); `run` and `describe` said it."""
+    trace = tmp_path / "az.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{s:02d}.000000,100,{out}\n" for s, out in ((0, 10), (4, 0), (8, 10), (30, 10))))
+    r = CliRunner().invoke(workload, ["generate", str(trace), "--out", str(tmp_path / "a.jsonl"), "--duration-s", "20"])
+    assert r.exit_code == 0 and r.stdout == f"wrote 2 requests to {tmp_path / 'a.jsonl'}\n"
+    assert r.stderr.splitlines() == [
+        "warning: workload: 1 trace row skipped (malformed, with --skip-bad-rows, or dropped by the format's rule: a "
+        "failed request, 0 tokens)",
+        "warning: workload: the trace cut at 20 s of replay (--duration-s; its later rows not replayed)"]
