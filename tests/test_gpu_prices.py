@@ -190,3 +190,23 @@ def test_a_user_catalog_that_redefines_a_gpu_carries_its_nodes_with_it(tmp_path)
             assert node.usd_per_hour == pytest.approx(node.gpus * 1.0)
         assert cat.node("8xH200").gpu.usd_per_gpu_hour == load_catalog().node("8xH200").gpu.usd_per_gpu_hour
     assert load_catalog().node("8xH100").gpu.hbm_bytes == 80e9  # the shipped catalog untouched
+
+
+def test_cost_says_a_gpu_of_the_users_is_priced_with_the_default_fit(tmp_path):
+    """helper-112: a GPU without a cost fit of its own is priced with the default table (a copy of H100's fit),
+    as the README says; `kvsim cost` said nothing of it."""
+    import re
+
+    from hardware.catalog import GPU_FILE, NODE_FILE
+
+    gpu = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
+    node = re.search(r"^\[node\.1xH100\]\n(.*?)\n\n", NODE_FILE.read_text(), re.S | re.M).group(1)
+    (tmp_path / "c.toml").write_text(f"[gpu.MyGPU]\n{gpu}\n\n[node.1xMyGPU]\n{node.replace('H100', 'MyGPU')}\n")
+    args = ["cost", "--catalog", str(tmp_path / "c.toml"), "--model", "Llama-3.1-8B", "--batch", "8", "--context",
+            "4096"]
+    r = CliRunner().invoke(main, [*args, "--hardware", "1xMyGPU"])
+    assert r.exit_code == 0, r.output
+    assert ("  note: MyGPU has no cost fit of its own: the step is priced with the default table's fitted kernel "
+            "efficiencies and overheads (H100's), on its own datasheet figures") in r.output.splitlines()
+    r = CliRunner().invoke(main, [*args, "--hardware", "1xH100"])
+    assert r.exit_code == 0 and "no cost fit" not in r.output
