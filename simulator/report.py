@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hardware.catalog import load_catalog, price_note
+from hardware.catalog import price_note
 from simulator import __version__
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
@@ -107,8 +107,9 @@ def collapse_study(run: ScenarioRun, progress: Progress | None = None) -> tuple[
     layouts = list(by_label.values())
     plans = [sc.plan] + [p for p in default_plans(sc.plan.tp, model) if p.dp_attention and not sc.plan.dp_attention
                          and sc.plan.pp == 1]
-    analytic = collapse_table(load_catalog(), model, kinds, layouts, memory_utilization=sc.cluster.memory_utilization,
-                              block_tokens=sc.cluster.block_tokens, plans=plans)
+    analytic = collapse_table(sc.hardware_catalog(), model, kinds, layouts,  # the scenario's catalog, as it runs
+                              memory_utilization=sc.cluster.memory_utilization, block_tokens=sc.cluster.block_tokens,
+                              plans=plans)
     points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
     configs = [sc.engine_config(hw) for hw in kinds]
     meter = Meter(progress, [len(configs)])

@@ -249,7 +249,9 @@ class Scenario:
             model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
-    def _catalog(self) -> Catalog:
+    def hardware_catalog(self) -> Catalog:
+        """The catalog the scenario names its nodes from: the shipped one, extended by `cluster.catalog`, priced
+        by `cluster.usd_per_gpu_hour`."""
         path = self._resolve(self.cluster.catalog) if self.cluster.catalog else None
         with said_at("cluster.catalog", path):
             catalog = load_catalog(path)
@@ -291,7 +293,7 @@ class Scenario:
         """The disaggregated fleet on `hardware`: ``decode_nodes`` of it decode under ``[cluster]``'s plan,
         ``prefill_nodes`` of ``prefill_hardware`` (default: `hardware`) prefill under `prefill_plan`."""
         d = self.disaggregation or DisaggregationSection()
-        catalog = self._catalog()
+        catalog = self.hardware_catalog()
         node = hardware if isinstance(hardware, NodeSpec) else catalog.node(hardware)
         with said_at("disaggregation.prefill_hardware"):
             p_node = catalog.node(d.prefill_hardware) if d.prefill_hardware else node
@@ -304,7 +306,7 @@ class Scenario:
     def nodes(self, hardware: Sequence[str] | None = None) -> list[NodeSpec]:
         """The node kinds of ``cluster.hardware``, from the catalog (plus ``cluster.catalog``); or those
         `hardware` names (an option that replaces it: its caller names it in an error)."""
-        catalog = self._catalog()
+        catalog = self.hardware_catalog()
         if hardware is not None:
             return [catalog.node(h) for h in hardware]
         with said_at("cluster.hardware"):
@@ -315,7 +317,7 @@ class Scenario:
         prefill_hardware`` (what a price note names: each GPU priced)."""
         d, nodes = self.disaggregation, self.nodes()
         with said_at("disaggregation.prefill_hardware"):
-            extra = [self._catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
+            extra = [self.hardware_catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
         return list({n.key: n for n in [*nodes, *extra]}.values())
 
     def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
@@ -323,7 +325,7 @@ class Scenario:
         if isinstance(hardware, NodeSpec):
             node = hardware
         else:
-            node = self._catalog().node(hardware or self.cluster.hardware[0])
+            node = self.hardware_catalog().node(hardware or self.cluster.hardware[0])
         return EngineConfig(
             model=self.model_spec(), node=node, n_nodes=n_nodes or self.cluster.nodes, tp=self.cluster.tp,
             pp=self.cluster.pp, dp_attention=self.cluster.dp_attention, ep=self.cluster.ep,
@@ -495,7 +497,7 @@ class Scenario:
         compared has the same nodes."""
         d = self.disaggregation
         assert d is not None
-        catalog = self._catalog()
+        catalog = self.hardware_catalog()
         if self.scheduler.admission != "prompt":  # the engine's rule (`EngineConfig`), named by the file's keys
             raise ConfigError(f"{self.where}: scheduler.admission must be \"prompt\" with [disaggregation] (a decode "
                               "replica takes its KV from the link, so nothing is reserved at admission; reserve is "

@@ -210,3 +210,22 @@ def test_cost_says_a_gpu_of_the_users_is_priced_with_the_default_fit(tmp_path):
             "efficiencies and overheads (H100's), on its own datasheet figures") in r.output.splitlines()
     r = CliRunner().invoke(main, [*args, "--hardware", "1xH100"])
     assert r.exit_code == 0 and "no cost fit" not in r.output
+
+
+def test_a_run_report_with_a_redefined_gpu_uses_it_in_the_collapse_study_too(tmp_path):
+    """helper-113: the report's collapse study read the shipped catalog while the run used the scenario's (an
+    H100 of 200 GB simulated, 80 GB in the collapse table beside it)."""
+    import re
+
+    from hardware.catalog import GPU_FILE
+    from tests.test_hostile_inputs import kvsim, outcome
+
+    h100 = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
+    (tmp_path / "c.toml").write_text("[gpu.h100]\n" + h100.replace("hbm_bytes = 80e9", "hbm_bytes = 200e9") + "\n")
+    (tmp_path / "s.toml").write_text(
+        'name = "s"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\ncatalog = "c.toml"\n'
+        '[workload]\nduration_s = 10\n[workload.spec]\nname = "chat-4k"\n'
+        '[report]\ncollapse = true\ncollapse_points = [4096]\ncapacity = false\nbreakeven = false\n')
+    assert outcome(kvsim("run", tmp_path / "s.toml", "--out", tmp_path / "o")) is None
+    table = pd.read_csv(tmp_path / "o" / "collapse.csv")
+    assert (table.kv_budget_bytes_per_gpu > 150e9).all()  # 200 GB × 0.9 − weights, not 80 GB's ~70

@@ -165,5 +165,5 @@ def priced(sc: Scenario, text: str | None) -> Scenario:
     if text is None:
         return sc
     prices = parse_prices(text, PRICE_OPTION)
-    sc._catalog().priced(prices, PRICE_OPTION)  # GPU names, against the scenario's own catalog
+    sc.hardware_catalog().priced(prices, PRICE_OPTION)  # GPU names, against the scenario's own catalog
     return replace(sc, cluster=replace(sc.cluster, usd_per_gpu_hour=prices))
