@@ -15,7 +15,6 @@ Layout of ``OUT/``::
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hardware.catalog import price_note
-from simulator import __version__
+from simulator import __version__, jsonout
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.collapse import collapse_table, default_plans
 from simulator.kv import parse_layout
@@ -222,7 +221,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
     headline.to_csv(out / "headline.csv", index=False)
     doc = {"seed": run.seed, "version": __version__, "scenario": dataclasses.asdict(sc),
            "engine": {hw: r.config.as_dict() for hw, r in run.results.items()}}
-    (out / "scenario.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (out / "scenario.json").write_text(jsonout.dumps(doc, indent=2) + "\n")  # strict JSON: unbounded is null
     wl = run.workload.summary()
     left_out = ([skipped_note(wl.skipped_rows)] if wl.skipped_rows else []) + (
         [cut_note(run.workload.cut_at_s)] if run.workload.cut_at_s is not None else [])  # of the trace, said

@@ -65,8 +65,8 @@ class ModelSection:
 
 DEFAULT_TP = 8
 """``cluster.tp`` when a scenario does not set it: one plan for every node kind it lists (the commands that take
-``--hardware`` and no scenario default to a node's own GPUs instead); `load_scenario` notes a kind whose node
-holds another count."""
+``--hardware`` and no scenario default to a node's own GPUs instead); `default_tp_notes` says where a node holds
+another count (``kvsim run`` and ``capacity`` print them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -485,7 +485,7 @@ class Scenario:
         except ConfigError as exc:
             raise ConfigError(f"{self.where}: {plan_keys}: {exc}") from None
         if nodes % budget.nodes:
-            unset = f"; cluster.tp is {DEFAULT_TP} unless set" if plan_keys.startswith("cluster.tp") else ""
+            unset = f"; {DEFAULT_TP} by default" if plan_keys.startswith("cluster.tp") else ""
             raise ConfigError(f"{self.where}: {nodes_key} must be a multiple of the {budget.nodes} {node.key} nodes "
                               f"one {plan.label} replica spans ({plan_keys}{unset}) (got {nodes})")
         return budget
@@ -641,13 +641,6 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
             say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, str(p))
-    cluster = data.get("cluster")
-    if say is not None and not (isinstance(cluster, dict) and "tp" in cluster):
-        for node in scenario.nodes():
-            if node.gpus != DEFAULT_TP:
-                say(f"{p.name}: cluster.tp is not set, so {DEFAULT_TP} on every node kind: on {node.key} ({node.gpus} "
-                    "GPUs) " + (f"a replica spans {-(-DEFAULT_TP // node.gpus)} nodes" if node.gpus < DEFAULT_TP
-                                else f"{node.gpus // DEFAULT_TP} replicas share a node") + "; set cluster.tp to choose")
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)
@@ -657,6 +650,30 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         msg = str(exc)
         raise ConfigError(msg if msg.startswith(scenario.where) else f"{scenario.where}: {msg}") from None
     return scenario
+
+
+def default_tp_notes(scenario: Scenario) -> list[str]:
+    """Where a scenario file that does not set ``cluster.tp`` (so `DEFAULT_TP` on every kind) runs a replica
+    over another count of GPUs than a node of a kind it lists holds (its kinds as the command has them:
+    ``kvsim capacity --hardware`` replaces them): one line a kind, ``s.toml: cluster.tp is not set, so 8 on every
+    node kind: on 4xH100 (4 GPUs) a TP8 replica spans 2 nodes; set cluster.tp to choose``. None for a scenario
+    made in Python (no file) or one that sets it."""
+    path = Path(scenario.path)
+    if not scenario.path or not path.is_file():
+        return []
+    cluster = read_toml(path).get("cluster")
+    if isinstance(cluster, dict) and "tp" in cluster:
+        return []
+    plan, notes = scenario.plan, []
+    for node in scenario.nodes():
+        if node.gpus == plan.gpus:
+            continue
+        where = (f"a {plan.label} replica spans {-(-plan.gpus // node.gpus)} nodes" if plan.gpus > node.gpus
+                 else f"{node.gpus // plan.gpus} {plan.label} replicas share a node")
+        gpus = f"{node.gpus} GPU{'' if node.gpus == 1 else 's'}"
+        notes.append(f"{path.name}: cluster.tp is not set, so {DEFAULT_TP} on every node kind: on {node.key} ({gpus}) "
+                     f"{where}; set cluster.tp to choose")
+    return notes
 
 
 def override_names() -> list[str]:

@@ -62,7 +62,7 @@ def test_admission_policy_reaches_the_engine(tmp_path):
     (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 or be a multiple of them (got 3)"),
     (("tp = 1", "tp = 8\npp = 2"),
      "s.toml: cluster.nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (cluster.tp × "
-     "cluster.pp; cluster.tp is 8 unless set) (got 1)"),
+     "cluster.pp; 8 by default) (got 1)"),
     (("tp = 1", "tp = 8\nep = 3"), "s.toml.cluster.ep: must be >= 1 and a divisor of tp=8 (got 3)"),
     (("tp = 1", "tp = 8\nep = 8"),
      "s.toml: cluster.ep: must be 1 for a dense model (expert parallelism needs MoE layers) (got 8)"),
@@ -243,17 +243,29 @@ def test_a_generators_bad_rate_scale_is_refused_with_trace_too(tmp_path, value):
 def test_a_scenario_without_cluster_tp_says_what_its_default_does_to_each_node_kind(tmp_path):
     """helper-112: without ``cluster.tp`` a scenario runs TP8 on every kind (one replica over two 4xH100 nodes)
     where the commands without a scenario default to the node's GPUs; it said nothing, and the error for a
-    1xH100 fleet of one node named a TP8 nobody wrote. Now `load_scenario(say=)` notes it, and the error names
-    cluster.tp and its default."""
+    1xH100 fleet of one node named a TP8 nobody wrote. Now `default_tp_notes` says it (of the plan with its pp,
+    and of the kinds the command runs: helper-113), and the error names cluster.tp and its default."""
+    from dataclasses import replace
+
+    from simulator.cli.run import _with_hardware
+    from simulator.scenario import default_tp_notes
+
     text = GENERATED.replace('hardware = ["1xH100"]\ntp = 1', 'hardware = ["4xH100", "8xH100"]\nnodes = 2')
-    said: list[str] = []
-    sc = load_scenario(write(tmp_path, text), say=said.append)
-    assert sc.cluster.tp == 8 and said == [
-        "s.toml: cluster.tp is not set, so 8 on every node kind: on 4xH100 (4 GPUs) a replica spans 2 nodes; set "
+    sc = load_scenario(write(tmp_path, text))
+    assert sc.cluster.tp == 8 and default_tp_notes(sc) == [
+        "s.toml: cluster.tp is not set, so 8 on every node kind: on 4xH100 (4 GPUs) a TP8 replica spans 2 nodes; set "
         "cluster.tp to choose"]
-    said.clear()
-    load_scenario(write(tmp_path, text.replace("nodes = 2", "nodes = 2\ntp = 4")), say=said.append)
-    assert said == []
+    assert default_tp_notes(load_scenario(write(tmp_path, text.replace("nodes = 2", "nodes = 2\ntp = 4")))) == []
+    assert default_tp_notes(replace(sc, path="")) == []  # made in Python: no file to read
+    piped = load_scenario(write(tmp_path, text.replace('"4xH100", "8xH100"]\nnodes = 2',
+                                                       '"8xH100", "1xH100"]\nnodes = 16\npp = 2')))
+    assert default_tp_notes(piped) == [
+        "s.toml: cluster.tp is not set, so 8 on every node kind: on 8xH100 (8 GPUs) a TP8 PP2 replica spans 2 nodes; "
+        "set cluster.tp to choose",
+        "s.toml: cluster.tp is not set, so 8 on every node kind: on 1xH100 (1 GPU) a TP8 PP2 replica spans 16 nodes; "
+        "set cluster.tp to choose"]
+    only8 = load_scenario(write(tmp_path, text.replace('"4xH100", "8xH100"', '"8xH100"')))
+    assert default_tp_notes(only8) == [] and len(default_tp_notes(_with_hardware(only8, "4xH100"))) == 1
     with pytest.raises(ConfigError, match=r"cluster\.nodes must be a multiple of the 8 1xH100 nodes one TP8 replica "
-                                          r"spans \(cluster\.tp; cluster\.tp is 8 unless set\) \(got 1\)"):
+                                          r"spans \(cluster\.tp; 8 by default\) \(got 1\)"):
         load_scenario(write(tmp_path, GENERATED.replace("tp = 1\n", "")))

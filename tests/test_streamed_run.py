@@ -456,5 +456,7 @@ def test_json_output_is_strict_json_with_null_for_a_missing_figure(tmp_path):
     summary = strict(r.stdout)["fleets"]["8xH100"]
     assert summary["link_utilization"] is None and summary["requests"] == 656
     assert strict((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"] == summary
+    # an unbounded figure is null too: the scheduler's queue_timeout_s is infinite unless set (helper-113)
+    assert strict((tmp_path / "o" / "scenario.json").read_text())["scenario"]["scheduler"]["queue_timeout_s"] is None
     r = kvsim("cost", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--batch", "8", "--context", "4096", "--json")
     assert outcome(r) is None and strict(r.stdout)

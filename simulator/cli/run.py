@@ -32,7 +32,7 @@ from simulator.cli.options import (
 from simulator.cli.progress import phase_bars, progress_bar
 from simulator.errors import ConfigError, shown
 from simulator.limits import MAX_STREAMED_REQUESTS
-from simulator.scenario import Scenario, load_scenario
+from simulator.scenario import Scenario, default_tp_notes, load_scenario
 from simulator.units import figure
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
@@ -75,6 +75,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     # with --trace: the whole trace unless the scenario sets duration_s; a note when it changes the replay
     sc = load_scenario(scenario, trace=trace, say=note)
     sc = priced(sc, usd_per_gpu_hour)
+    for line in default_tp_notes(sc):
+        note(line)
     folder = OutputFolder(out, "run")
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}" + (f": {sc.description}" if sc.description else ""), err=True)
@@ -177,6 +179,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         sc.validate()
     if hardware is not None:
         kinds = [n.key for n in sc.nodes()]
+    for line in default_tp_notes(sc):  # of the kinds this search runs
+        note(line)
     click.echo(price_note(sc.priced_nodes()), err=True)
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
