@@ -206,8 +206,9 @@ def test_cost_says_a_gpu_of_the_users_is_priced_with_the_default_fit(tmp_path):
             "4096"]
     r = CliRunner().invoke(main, [*args, "--hardware", "1xMyGPU"])
     assert r.exit_code == 0, r.output
-    assert ("  note: MyGPU has no cost fit of its own: the step is priced with the default table's fitted kernel "
-            "efficiencies and overheads (H100's), on its own datasheet figures") in r.output.splitlines()
+    assert ("  note: MyGPU has no cost fit of its own: its datasheet figures, priced with the params file's default "
+            "table (no fit for MyGPU): copy of the H100 fit, for GPUs without a fit of their own (an assumption)"
+            ) in r.output.splitlines()
     r = CliRunner().invoke(main, [*args, "--hardware", "1xH100"])
     assert r.exit_code == 0 and "no cost fit" not in r.output
 

@@ -142,7 +142,7 @@ def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown)
     ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 1_200},
      "TTFT p99 0.3 s, TPOT p99 10 ms: fails (1,200 timed out)"),
     ({"ttft_p99_s": math.nan, "tpot_p99_s": math.nan, "completed": 0, "timed_out": 0},
-     "TTFT p99 nan s, TPOT p99 nan ms: fails (none completed)"),
+     "TTFT p99 n/a, TPOT p99 n/a: fails (none completed)"),
 ])
 def test_a_search_line_says_its_verdict_and_why(summary, line):
     from types import SimpleNamespace

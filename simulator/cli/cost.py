@@ -114,9 +114,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     gemms = weight_only_note(sm.model, [gpu])
     click.echo(f"{sm.model.key} on {node.key}, plan {plan.label} "
                f"({weight_precision(sm.model)} weights{', ' + gemms if gemms else ''}, KV {sm.layout.label})")
-    if params.source.startswith("default table"):  # a GPU of the user's: its speeds, H100's fitted overheads
-        click.echo(f"  note: {gpu.key} has no cost fit of its own: the step is priced with the default table's "
-                   "fitted kernel efficiencies and overheads (H100's), on its own datasheet figures")
+    if params.source.startswith("default table"):  # no fit of its own (a user's GPU, MI300X): the params file says
+        click.echo(f"  note: {gpu.key} has no cost fit of its own: its datasheet figures, priced with the params "
+                   f"file's {params.source}")
     if out["beyond_max_context"]:
         click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
                    f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")
