@@ -242,9 +242,10 @@ def _build(cls: type, where: str, key: str, raw: dict[str, Any], **extra: Any) -
 
 
 def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None) -> Catalog:
-    """Turn parsed TOML into specs; entries extend (or override) `base`. A GPU this file defines again (its
-    key in any case: ``[gpu.h100]`` is ``H100``) replaces `base`'s under `base`'s key, and `base`'s nodes of
-    that GPU follow it (their price, memory and speeds are the new GPU's): they had kept the old one while
+    """Turn parsed TOML into specs; entries extend (or override) `base`. A GPU or node this file defines again
+    (its key in any case: ``[gpu.h100]`` is ``H100``, ``[node.8xh100]`` is ``8xH100``) replaces `base`'s under
+    `base`'s key (a name given twice in one file, in two cases, is refused), and `base`'s nodes of a GPU it
+    replaces follow it (their price, memory and speeds are the new GPU's): they had kept the old one while
     ``kvsim hardware`` listed the new."""
     gpus = dict(base.gpus) if base else {}
     nodes = dict(base.nodes) if base else {}
@@ -254,22 +255,28 @@ def parse_catalog(data: dict[str, Any], path: Path, base: Catalog | None = None)
     for table in ("gpu", "node"):  # [gpu.NAME] and [node.NAME] tables, each a table of keys
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"{path}: {table}: must be tables [{table}.NAME] (got {shown(data[table])})")
+        seen: dict[str, str] = {}
         for key, raw in data.get(table, {}).items():
             if not isinstance(raw, dict):
                 raise ConfigError(f"{path}: {table}.{key}: must be a table of keys (got {shown(raw)})")
+            if key.lower() in seen:  # names match in any case: one of the two would be silently unreachable
+                raise ConfigError(f"{path}: {table}.{key}: given twice, as {table}.{seen[key.lower()]} too (names "
+                                  "match in any case); keep one")
+            seen[key.lower()] = key
     redefined = set()
     for name, raw in data.get("gpu", {}).items():
         key = next((k for k in gpus if k.lower() == name.lower()), name)  # an existing GPU keeps its key
         gpus[key] = _build(GPUSpec, f"{path}: gpu.{name}", key, raw)
         redefined.add(key)
     nodes = {k: replace(n, gpu=gpus[n.gpu.key]) if n.gpu.key in redefined else n for k, n in nodes.items()}
-    for key, raw in data.get("node", {}).items():
+    for name, raw in data.get("node", {}).items():
         raw = dict(raw)
         gpu_key = raw.pop("gpu", None)
         if gpu_key is None:
-            raise ConfigError(f"{path}: node.{key}: missing key 'gpu'")
-        gpu = _lookup(gpus, str(gpu_key), f"GPU in {path}: node.{key}.gpu:")
-        nodes[key] = _build(NodeSpec, f"{path}: node.{key}", key, raw, gpu=gpu)
+            raise ConfigError(f"{path}: node.{name}: missing key 'gpu'")
+        gpu = _lookup(gpus, str(gpu_key), f"GPU in {path}: node.{name}.gpu:")
+        key = next((k for k in nodes if k.lower() == name.lower()), name)  # an existing node keeps its key
+        nodes[key] = _build(NodeSpec, f"{path}: node.{name}", key, raw, gpu=gpu)
     return Catalog(gpus, nodes)
 
 

@@ -230,3 +230,22 @@ def test_a_run_report_with_a_redefined_gpu_uses_it_in_the_collapse_study_too(tmp
     assert outcome(kvsim("run", tmp_path / "s.toml", "--out", tmp_path / "o")) is None
     table = pd.read_csv(tmp_path / "o" / "collapse.csv")
     assert (table.kv_budget_bytes_per_gpu > 150e9).all()  # 200 GB × 0.9 − weights, not 80 GB's ~70
+
+
+def test_a_user_node_in_another_case_replaces_the_shipped_one_and_a_name_twice_is_refused(tmp_path):
+    """helper-113: ``[node.8xh100]`` was listed beside ``8xH100`` while every lookup of either found the shipped
+    one; ``[gpu.Foo]`` and ``[gpu.foo]`` in one file hid one another."""
+    import re
+
+    from hardware.catalog import NODE_FILE, load_catalog
+
+    node = re.search(r"^\[node\.8xH100\]\n(.*?)\n\n", NODE_FILE.read_text(), re.S | re.M).group(1)
+    mine = re.sub(r"(?m)^host_dram_bytes = .*$", "host_dram_bytes = 1e12", node)
+    (tmp_path / "c.toml").write_text(f"[node.8xh100]\n{mine}\n")
+    cat = load_catalog(tmp_path / "c.toml")
+    assert [k for k in cat.nodes if k.lower() == "8xh100"] == ["8xH100"]
+    assert cat.node("8xh100").host_dram_bytes == cat.node("8xH100").host_dram_bytes == 1e12
+    (tmp_path / "c.toml").write_text(f"[node.8xh100]\n{mine}\n\n[node.8xH100]\n{mine}\n")
+    with pytest.raises(ConfigError, match=r"c\.toml: node\.8xH100: given twice, as node\.8xh100 too \(names match in "
+                                          r"any case\); keep one"):
+        load_catalog(tmp_path / "c.toml")
