@@ -134,6 +134,17 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def note(line: str) -> None:
+    """``note: LINE`` on stderr: how kvsim read an input, where that changes what runs (not an error)."""
+    click.echo(f"note: {line}", err=True)
+
+
+def warn(line: str) -> None:
+    """``warning: LINE`` on stderr: what a result leaves out or cannot tell (a trace's skipped rows, a run too
+    short to be steady); the command goes on."""
+    click.echo(f"warning: {line}", err=True)
+
+
 def echo_json(obj: Any) -> None:
     click.echo(jsonout.dumps(obj, indent=2, sort_keys=False, default=float))  # NaN as null
 

@@ -19,6 +19,7 @@ from simulator.cli.common import (
     on_command_line,
     records,
     stopped_cleanly,
+    warn,
 )
 from simulator.cli.options import (
     HARDWARE,
@@ -151,7 +152,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         workload = load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
                                  rate_scale=rate_scale, name="--workload")
         requests = list(workload)
-    say_left_out(workload, lambda line: click.echo(f"warning: {line}", err=True))
+    say_left_out(workload, warn)
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above
         click.echo(price_note([base.node]), err=True)
     if folder:  # the inputs held (a bad one leaves no folder behind): a bad --out fails here, before the runs

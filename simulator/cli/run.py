@@ -15,9 +15,11 @@ from simulator.cli.common import (
     OutputFolder,
     echo_json,
     handle_errors,
+    note,
     on_command_line,
     records,
     stopped_cleanly,
+    warn,
 )
 from simulator.cli.options import (
     TRACE,
@@ -36,11 +38,6 @@ from simulator.scenario import Scenario, default_tp_notes, load_scenario
 from simulator.units import figure
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
-
-
-def note(line: str) -> None:
-    """``note: LINE`` on stderr: how kvsim read an input, where that changes what runs (not an error)."""
-    click.echo(f"note: {line}", err=True)
 
 
 def _echo_table(df: pd.DataFrame) -> None:
@@ -103,10 +100,10 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
             raise
         folder.finish()
     # the trace rows the replay skipped, if any (the report says so too): never dropped silently
-    say_left_out(result.workload, lambda line: click.echo(f"warning: {line}", err=True))
+    say_left_out(result.workload, warn)
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
-            click.echo(f"warning: {hw}: {r.summary['steady_state_warning']}", err=True)
+            warn(f"{hw}: {r.summary['steady_state_warning']}")
     if as_json:  # the fleets' summaries (snake_case figures, as summary.json holds them) and the plan
         echo_json({"fleets": {hw: r.summary for hw, r in result.results.items()},
                    "capacity": records(plan) if plan is not None else None, "report": str(out / "summary.md")})
@@ -296,7 +293,7 @@ def _max_rate_mode(sc: Scenario, kinds: list[str], *, max_rate: bool, offline: b
             click.echo("offline (every request at t = 0; sustained over the steady window):")
             _echo_table(frame.drop(columns=["steady_state_warning"]))
             for row in frame[frame.steady_state_warning != ""].itertuples(index=False):  # as `kvsim run` warns
-                click.echo(f"warning: {row.hardware} seed {row.seed}: {row.steady_state_warning}", err=True)
+                warn(f"{row.hardware} seed {row.seed}: {row.steady_state_warning}")
         if folder and out:
             if not max_rate:
                 folder.clear(names)

@@ -29,6 +29,7 @@ from simulator.cli.common import (
     records,
     refuse_links,
     stop_on_signals,
+    warn,
 )
 from simulator.cli.options import USD_PER_GPU_HOUR, priced, seed_option
 from simulator.errors import ConfigError
@@ -203,7 +204,7 @@ def _say_left_out(df: pd.DataFrame) -> list[str]:
         where = ("" if points == 1 else ", at every point" if len(values) == points else
                  f", at every point that ran ({len(values)} of {points})" if len(values) == len(ran) else
                  f", at {len(values)} of {points} points")
-        click.echo(f"warning: workload{where}: {line}", err=True)
+        warn(f"workload{where}: {line}")
     return quiet
 
 

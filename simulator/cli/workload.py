@@ -16,6 +16,7 @@ from simulator.cli.common import (
     naming,
     records,
     stopped_cleanly,
+    warn,
 )
 from simulator.cli.options import duration_option, seed_option
 from simulator.errors import ConfigError
@@ -55,7 +56,7 @@ def describe(
     summary = w.summary()
     if w.cut_at_s is not None:  # what the summary leaves out of the trace, said as `kvsim run` says it
         key = "--duration-s" if duration_s is not None else "workload.duration_s"
-        click.echo(f"warning: workload: {cut_note(w.cut_at_s, key)}", err=True)  # (skipped rows: in its table)
+        warn(f"workload: {cut_note(w.cut_at_s, key)}")  # (skipped rows: in its table)
     if as_json:  # one record, as every --json table: snake_case keys, numbers as numbers, NaN as null
         echo_json(records(pd.DataFrame([summary.to_record()])))
     else:
@@ -96,8 +97,7 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
     finally:
         partial.unlink(missing_ok=True)
     click.echo(f"wrote {n} requests to {out}")
-    say_left_out(w, lambda line: click.echo(f"warning: {line}", err=True),  # what the file does not hold
-                 "--duration-s" if duration_s is not None else "workload.duration_s")
+    say_left_out(w, warn, "--duration-s" if duration_s is not None else "workload.duration_s")  # not in the file
 
 
 def _inputs(spec: str) -> list[tuple[str, Path]]:
