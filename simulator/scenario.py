@@ -630,7 +630,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         w = {k: v for k, v in old.items() if k not in ("spec", "trace")}  # the trace replaces the file's workload
         named = f"--trace {Path(trace).name}"
         if "trace" not in old and "rate_scale" in w:  # a generator's: a multiple of its own rate
-            parse_scenario(data, str(p))  # dropped, but valid all the same (the file is refused without --trace)
+            build(WorkloadSection, old, f"{p}.workload")  # dropped, but checked as the file is without --trace
             scale = w.pop("rate_scale")
             if say is not None and scale != 1:
                 say(f"{named} replaces {p.name}'s generated workload and its workload.rate_scale = {shown(scale)} "
