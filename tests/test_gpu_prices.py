@@ -7,6 +7,7 @@ instead of the catalog's 2.99 costs 1.50 / 2.99 of it per token.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +38,14 @@ collapse = false
 breakeven = false
 """
 RULE = "must be a finite number > 0 (USD per GPU-hour) for every GPU, or one per GPU"
+
+
+def shipped_table(path: Path, header: str) -> str:
+    """The keys of the shipped catalog's ``[header]`` table, as the file writes them (comments included): what a
+    user copies into a catalog of their own."""
+    match = re.search(rf"^\[{re.escape(header)}\]\n(.*?)\n\n", path.read_text(), re.S | re.M)
+    assert match, header
+    return match.group(1)
 
 
 def scenario(tmp_path: Path, price: str = "") -> Path:
@@ -173,11 +182,9 @@ def test_a_user_catalog_that_redefines_a_gpu_carries_its_nodes_with_it(tmp_path)
     """helper-112: ``[gpu.H100]`` copied with a price of 1.00 and 94 GB was listed by ``kvsim hardware`` but every
     shipped H100 node, `fit` and `run` kept 2.99 and 80 GB. Now the nodes of a GPU a user file defines again
     are that GPU's; the key matches in any case."""
-    import re
-
     from hardware.catalog import GPU_FILE, load_catalog
 
-    h100 = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
+    h100 = shipped_table(GPU_FILE, "gpu.H100")
     mine = h100.replace("usd_per_gpu_hour = 2.99", "usd_per_gpu_hour = 1.00").replace("hbm_bytes = 80e9",
                                                                                      "hbm_bytes = 94e9")
     for header in ("[gpu.H100]", "[gpu.h100]"):
@@ -195,12 +202,10 @@ def test_a_user_catalog_that_redefines_a_gpu_carries_its_nodes_with_it(tmp_path)
 def test_cost_says_a_gpu_of_the_users_is_priced_with_the_default_fit(tmp_path):
     """helper-112: a GPU without a cost fit of its own is priced with the default table (a copy of H100's fit),
     as the README says; `kvsim cost` said nothing of it."""
-    import re
-
     from hardware.catalog import GPU_FILE, NODE_FILE
 
-    gpu = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
-    node = re.search(r"^\[node\.1xH100\]\n(.*?)\n\n", NODE_FILE.read_text(), re.S | re.M).group(1)
+    gpu = shipped_table(GPU_FILE, "gpu.H100")
+    node = shipped_table(NODE_FILE, "node.1xH100")
     (tmp_path / "c.toml").write_text(f"[gpu.MyGPU]\n{gpu}\n\n[node.1xMyGPU]\n{node.replace('H100', 'MyGPU')}\n")
     args = ["cost", "--catalog", str(tmp_path / "c.toml"), "--model", "Llama-3.1-8B", "--batch", "8", "--context",
             "4096"]
@@ -216,12 +221,10 @@ def test_cost_says_a_gpu_of_the_users_is_priced_with_the_default_fit(tmp_path):
 def test_a_run_report_with_a_redefined_gpu_uses_it_in_the_collapse_study_too(tmp_path):
     """helper-113: the report's collapse study read the shipped catalog while the run used the scenario's (an
     H100 of 200 GB simulated, 80 GB in the collapse table beside it)."""
-    import re
-
     from hardware.catalog import GPU_FILE
     from tests.test_hostile_inputs import kvsim, outcome
 
-    h100 = re.search(r"^\[gpu\.H100\]\n(.*?)\n\n", GPU_FILE.read_text(), re.S | re.M).group(1)
+    h100 = shipped_table(GPU_FILE, "gpu.H100")
     (tmp_path / "c.toml").write_text("[gpu.h100]\n" + h100.replace("hbm_bytes = 80e9", "hbm_bytes = 200e9") + "\n")
     (tmp_path / "s.toml").write_text(
         'name = "s"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\ncatalog = "c.toml"\n'
@@ -235,11 +238,9 @@ def test_a_run_report_with_a_redefined_gpu_uses_it_in_the_collapse_study_too(tmp
 def test_a_user_node_in_another_case_replaces_the_shipped_one_and_a_name_twice_is_refused(tmp_path):
     """helper-113: ``[node.8xh100]`` was listed beside ``8xH100`` while every lookup of either found the shipped
     one; ``[gpu.Foo]`` and ``[gpu.foo]`` in one file hid one another."""
-    import re
-
     from hardware.catalog import NODE_FILE, load_catalog
 
-    node = re.search(r"^\[node\.8xH100\]\n(.*?)\n\n", NODE_FILE.read_text(), re.S | re.M).group(1)
+    node = shipped_table(NODE_FILE, "node.8xH100")
     mine = re.sub(r"(?m)^host_dram_bytes = .*$", "host_dram_bytes = 1e12", node)
     (tmp_path / "c.toml").write_text(f"[node.8xh100]\n{mine}\n")
     cat = load_catalog(tmp_path / "c.toml")
