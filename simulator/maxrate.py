@@ -49,7 +49,7 @@ from simulator.planning import meets_slo
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from simulator.study import fleet_nodes
-from simulator.units import figure_against
+from simulator.units import measure_against
 from workloads import Workload
 from workloads.workload import say_left_out
 
@@ -328,8 +328,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             t = Trial.of(scale, result, ttft, tpot)
             if on_step:
                 on_step(f"{label} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
-                        f"TTFT p99 {figure_against(t.ttft_p99_s, ttft)} s, "
-                        f"TPOT p99 {figure_against(t.tpot_p99_s * 1e3, tpot * 1e3)} ms, sustained "
+                        f"TTFT p99 {measure_against(t.ttft_p99_s, ttft, 's')}, "
+                        f"TPOT p99 {measure_against(t.tpot_p99_s * 1e3, tpot * 1e3, 'ms')}, sustained "
                         f"{t.sustained_requests_per_s:,.3g} req/s{'' if t.steady else ', not steady'}: "
                         f"{'meets' if t.ok else 'fails'}")
             return t

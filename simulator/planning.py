@@ -37,7 +37,7 @@ from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
-from simulator.units import figure_against
+from simulator.units import measure_against
 from workloads import Workload
 from workloads.workload import say_left_out
 
@@ -78,12 +78,8 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
     the digits that put it on its side of the SLO (`figure_against`), and what else failed it (requests timed
     out, none completed)."""
     s = result.summary
-
-    def shown(x: float, limit: float, unit: str) -> str:  # a p99 none measured: n/a
-        return "n/a" if x != x else f"{figure_against(x, limit)} {unit}"
-
-    line = (f"TTFT p99 {shown(s['ttft_p99_s'], ttft_p99_s, 's')}, "
-            f"TPOT p99 {shown(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3, 'ms')}: ")
+    line = (f"TTFT p99 {measure_against(s['ttft_p99_s'], ttft_p99_s, 's')}, "
+            f"TPOT p99 {measure_against(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3, 'ms')}: ")
     if meets_slo(result, ttft_p99_s, tpot_p99_s):
         return line + "meets"
     if s["timed_out"]:

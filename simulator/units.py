@@ -57,3 +57,9 @@ def figure_against(x: float, limit: float) -> str:
         digits += 1
         shown = f"{x:.{digits}g}"
     return shown
+
+
+def measure_against(x: float, limit: float, unit: str) -> str:
+    """A measured figure beside its limit, with its unit: ``10.3 ms`` (`figure_against`), or ``n/a`` where none
+    was measured (NaN: no request completed, or none made a second token)."""
+    return "n/a" if x != x else f"{figure_against(x, limit)} {unit}"

@@ -185,3 +185,16 @@ def test_max_rate_progress_weighs_trials_by_their_scale() -> None:
     n = a.answers[0].simulations
     assert len(steps) == sum(x.simulations for x in a.answers) and "seed 2" in steps[n]
     assert pytest.approx(1 / 3) in seen
+
+
+def test_max_rate_lines_say_n_a_for_a_p99_none_measured() -> None:
+    """One-token answers make no second token, so no TPOT: the line says ``n/a``, as the fleet search's does
+    (`latency_line`), not ``nan``."""
+    from simulator.units import measure_against
+
+    assert measure_against(math.nan, 0.05, "s") == "n/a" and measure_against(10.3, 10, "ms") == "10.3 ms"
+    sc = parse_scenario({**TINY, "workload": {"duration_s": 20, "spec": {
+        "name": "synthetic", "output_tokens": 1, "arrivals": {"kind": "poisson", "rate_per_s": 2.0}}}}, "tiny")
+    steps: list[str] = []
+    max_rate(sc, seeds=1, rel_tol=0.5, timer=CROWDED, on_step=steps.append)
+    assert steps and all("TPOT p99 n/a," in line and "nan" not in line for line in steps)
