@@ -124,6 +124,14 @@ def lever_parts(text: str, what: str, allowed: str) -> list[str]:
     return parts
 
 
+def lever_family(part: str) -> str:
+    """The family of one ``+``-part of a layout (``fp8`` -> ``dtype``, ``gqa:4`` -> ``attention``,
+    ``cross-layer:0.5`` -> ``cross-layer``, ``native`` -> ``native``): a layout sets each family once
+    (`parse_layout`)."""
+    name = part.strip().split(":")[0]
+    return _FAMILY.get(name, "native" if name == "native" else "dtype")
+
+
 def parse_layout(text: str) -> KVLayout:
     """Parse ``lever[+lever...]``: ``native``, ``mha``, ``mqa``, ``gqa:N``, ``mla[:rank]``,
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
@@ -137,7 +145,7 @@ def parse_layout(text: str) -> KVLayout:
     seen: dict[str, str] = {}
     for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
-        family = _FAMILY.get(name, "native" if name == "native" else "dtype")
+        family = lever_family(raw)
         if family != "native" and family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
                               "at most)")

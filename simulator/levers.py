@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from simulator.capacity import KVBudget, max_streams
-from simulator.kv import KVLayout, parse_layout, sequence_bytes
+from simulator.kv import KVLayout, lever_family, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.tomlfile import read_toml
 
@@ -62,21 +62,37 @@ class Fix:
 
 
 def _compatible(combo: tuple[Lever, ...]) -> bool:
-    """Levers that set the same field (two KV dtypes) cannot stack."""
-    dtypes = [lv for lv in combo if lv.name in ("fp8", "int8", "int4", "fp4")]
-    return len(dtypes) <= 1
+    """Levers of one family (two KV dtypes; `lever_family`) cannot stack."""
+    return len({lever_family(lv.layout) for lv in combo}) == len(combo)
+
+
+def _on(base: KVLayout, combo: tuple[Lever, ...]) -> str | None:
+    """The layout text of `combo` applied to `base`, or None where `base` already sets one of its families
+    with a lever of its own (``fp8`` in ``--layout fp8``: its debit is paid, and a second dtype cannot
+    stack). A part of `base` that is no lever (``bf16``, ``native``) gives way to the combo's lever of its
+    family: ``bf16`` + the fp8 lever is ``fp8``."""
+    families = {lever_family(lv.layout) for lv in combo}
+    kept = []
+    for part in base.label.split("+"):
+        if lever_family(part) in families:
+            if part.split(":")[0] in levers():
+                return None
+            continue
+        kept.append(part)
+    return "+".join([*kept, *(lv.layout for lv in combo)])
 
 
 def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_tokens: int, batch: int,
                block_tokens: int) -> list[Fix]:
-    """Every lever combination (up to `MAX_COMBINED` levers) that fits, cheapest debit first."""
+    """Every lever combination (up to `MAX_COMBINED` levers) that fits on top of `base`, cheapest debit first
+    (a lever of a family `base` already sets with a lever, its KV dtype say, is left out: `_on`)."""
     fixes = []
     table = list(levers().values())
     for r in range(1, MAX_COMBINED + 1):
         for combo in itertools.combinations(table, r):
-            if not _compatible(combo):
+            text = _on(base, combo) if _compatible(combo) else None
+            if text is None:
                 continue
-            text = "+".join([base.label, *(lv.layout for lv in combo)])
             layout = parse_layout(text)
             if layout == base:
                 continue

@@ -239,3 +239,46 @@ def test_kv_link_bytes_is_kv_transfers_link_bytes():
                 assert got == kv_transfer(L70, KVLayout(), tokens, *args, block).link_bytes
     # by hand: TP8 -> TP4, 4,096 tokens: a decode GPU receives 2 of 8 heads, 327,680 · 4096 / 4 bytes
     assert kv_link_bytes(L70, KVLayout(), 4096, b8, b4, H100, H200) == 327_680 * 4096 / 4
+
+
+def test_fit_names_the_plans_that_hold_a_target_with_no_lever():
+    """helper-114: DP8-attention EP8 holds 112 streams of DeepSeek-V3 at 32k on one 8xH200, where TP8 holds 18;
+    a target of 64 named only lossy levers."""
+    import json
+
+    args = ["fit", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768", "--batch", "64"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "target 64 × 32,768 tokens does NOT fit on plan TP8.\n  plans above that hold it with no lever (no " \
+           "quality debit): DP8-attention EP8 (112 streams on 1 node); TP8 PP2 (73 streams on 2 nodes); " \
+           "DP8-attention PP2 EP8 (552 streams on 2 nodes)\n" in r.output
+    doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert doc["plans_that_fit"] == ["DP8-attention EP8", "TP8 PP2", "DP8-attention PP2 EP8"]
+    assert not doc["fits"] and doc["max_streams"] == 18
+    doc = json.loads(CliRunner().invoke(main, [*args[:-1], "16", "--json"]).output)
+    assert doc["fits"] and doc["plans_that_fit"] == []
+
+
+@pytest.mark.parametrize(("layout", "batch", "fixes"), [
+    # a layout's own lever is paid and stays: no second KV dtype on fp8, and cross-layer alone then fits
+    ("fp8", 32, [("cross-layer", "cross-layer:0.5+fp8", 40), ("compress", "fp8+compress:8:4096", 132)]),
+    ("int4", 64, [("cross-layer", "cross-layer:0.5+int4", 64), ("compress", "int4+compress:8:4096", 212)]),
+    ("cross-layer:0.5", 32, [("fp8", "cross-layer:0.5+fp8", 40), ("int8", "cross-layer:0.5+int8", 39),
+                             ("int4", "cross-layer:0.5+int4", 64), ("fp4", "cross-layer:0.5+fp4", 72),
+                             ("compress", "cross-layer:0.5+compress:8:4096", 132)]),
+    # a part that is no lever gives way to a lever of its family: bf16 to the KV dtypes
+    ("bf16", 32, [("int4", "int4", 32), ("fp4", "fp4", 36), ("fp8+cross-layer", "cross-layer:0.5+fp8", 40),
+                  ("int8+cross-layer", "cross-layer:0.5+int8", 39), ("compress", "compress:8:4096", 66)]),
+])
+def test_fit_levers_stack_on_the_layout_given(layout, batch, fixes):
+    """helper-114: any --layout or --kv-dtype whose target did not fit failed (``'fp8+fp8': 'fp8' conflicts
+    with 'fp8'``): the lever search appended every lever to the layout, its own family's too."""
+    import json
+
+    for args in (["--layout", layout], ["--kv-dtype", layout]) if layout in ("fp8", "int4", "bf16") else (
+            ["--layout", layout],):
+        r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3.1-70B", "--context",
+                                      "131072", "--batch", str(batch), *args, "--json"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.output)
+        assert [("+".join(f["levers"]), f["layout"], f["max_streams"]) for f in doc["fixes"]] == fixes

@@ -169,6 +169,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         fixes = [] if streams >= batch else rank_fixes(budget, model, lay, context_tokens, batch, block_tokens)
         plans = compare_plans(node, model, lay, context_tokens, candidate_plans(node, model), memory_utilization,
                               block_tokens)
+        holding = [p for p in plans if p.max_streams >= batch and p.plan != plan.label]  # the target, no lever
         share = kv_share(model, lay, plan.attention_tp)
         per_stage = [(s, budget.stages[s], budget.stage_kv_bytes(s),
                       gpu_sequence_bytes(budget, model, lay, context_tokens, s, block_tokens))
@@ -188,6 +189,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         "batch": batch, "max_streams": streams, "fits": streams >= batch,
         "max_context_tokens_at_batch": longest, "plans": [dataclasses.asdict(p) for p in plans],
         "fixes": [dataclasses.asdict(f) for f in fixes],
+        "plans_that_fit": [] if streams >= batch else [p.plan for p in holding],
     }
     if as_json:
         echo_json(result)
@@ -224,14 +226,18 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         click.echo(f"  target {batch} × {context_tokens:,} tokens fits"
                    + (" in memory, beyond the model's max context." if past else "."))
         return
-    click.echo(f"  target {batch} × {context_tokens:,} tokens does NOT fit; levers that make it fit, "
-               "cheapest stated quality debit first:")
+    click.echo(f"  target {batch} × {context_tokens:,} tokens does NOT fit on plan {plan.label}.")
+    if holding:
+        click.echo("  plans above that hold it with no lever (no quality debit): " + "; ".join(
+            f"{p.plan} ({p.max_streams:,} streams on {p.nodes} node{'s' if p.nodes > 1 else ''})" for p in holding))
+    click.echo(f"  levers that make it fit on plan {plan.label}, cheapest stated quality debit first"
+               + (f" (none of a kind layout {lay.label} already sets)" if lay.label != "native" else "") + ":")
     if not fixes:
         click.echo("    none of the known levers (up to 3 combined) is enough.")
         return
     fix_table = pd.DataFrame([{"levers": " + ".join(f.levers), "debit (points)": f.debit_points,
                                "needs training": "yes" if f.retrain else "no",
-                               "GB/stream": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
+                               "GB/stream (all GPUs)": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
 
