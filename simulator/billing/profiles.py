@@ -9,18 +9,23 @@ merge of the two. A user file with the same schema adds or overrides profiles an
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, RuleError, must
+from simulator.errors import ConfigError, RuleError, must, placed, shown
 from simulator.tomlfile import read_toml
 from simulator.units import HOUR_S, MINUTE_S, MTOK
 
 PROFILE_FILE = Path(__file__).parent / "profiles.toml"
 CACHING_MODES = ("explicit", "automatic")
+# Bounds a price file is held to: past them a figure is a typo, and float arithmetic breaks down (a write
+# multiplier of 1e17 makes the break-even hit probability round to 1, and its reuse rate ln 0).
+MAX_USD_PER_MTOK = 1e6  # a dollar a token, ~1,700× the dearest list price shipped (600 $/MTok output)
+MAX_WRITE_MULTIPLIER = 100.0  # list prices write at 1× to 2× the input price (profiles.toml)
 _TTL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d)?\s*$")
 _TTL_UNIT_S = {None: 1.0, "s": 1.0, "m": MINUTE_S, "min": MINUTE_S, "h": HOUR_S, "d": 24 * HOUR_S}
 
@@ -84,22 +89,24 @@ class PriceProfile:
     def __post_init__(self) -> None:
         where = f"PriceProfile({self.key})"
         for f in ("input_usd_per_mtok", "output_usd_per_mtok"):
-            must(getattr(self, f) > 0, where, f, "> 0", getattr(self, f))
+            must(0 < getattr(self, f) <= MAX_USD_PER_MTOK, where, f, f"in (0, {MAX_USD_PER_MTOK:,.0f}]",
+                 getattr(self, f))
         must(self.caching in CACHING_MODES, where, "caching", f"one of {', '.join(CACHING_MODES)}", self.caching)
         n = len(self.ttl_s)
         must(n >= 1, where, "ttl_s", "a non-empty list", self.ttl_s)
-        must(len(self.ttl_names) == n, where, "ttl_names", f"{n} names, one per ttl_s", self.ttl_names)
+        must(len(self.ttl_names) == n, where, "ttl_names", f"one name per ttl_s ({n})", self.ttl_names)
         must(
             len(self.write_multipliers) == n,
             where,
             "write_multipliers",
-            f"{n} values",
+            f"one value per ttl_s ({n})",
             self.write_multipliers,
         )
         for t in self.ttl_s:
-            must(t > 0, where, "ttl_s", "> 0 each", self.ttl_s)
+            must(0 < t < math.inf, where, "ttl_s", "> 0 seconds each, finite", self.ttl_s)
         for w in self.write_multipliers:
-            must(w >= 1, where, "write_multipliers", ">= 1 each", self.write_multipliers)
+            must(1 <= w <= MAX_WRITE_MULTIPLIER, where, "write_multipliers", f"in [1, {MAX_WRITE_MULTIPLIER:g}] each",
+                 self.write_multipliers)
         must(0 <= self.read_multiplier < 1, where, "read_multiplier", "in [0, 1)", self.read_multiplier)
         must(self.min_cacheable_tokens >= 1, where, "min_cacheable_tokens", ">= 1", self.min_cacheable_tokens)
         must(
@@ -110,10 +117,10 @@ class PriceProfile:
             self.cache_increment_tokens,
         )
         must(
-            self.storage_usd_per_mtok_hour >= 0,
+            0 <= self.storage_usd_per_mtok_hour <= MAX_USD_PER_MTOK,
             where,
             "storage_usd_per_mtok_hour",
-            ">= 0",
+            f"in [0, {MAX_USD_PER_MTOK:,.0f}]",
             self.storage_usd_per_mtok_hour,
         )
         must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
@@ -182,6 +189,28 @@ class ProfileCatalog:
 
 
 _PROFILE_ONLY = {"style", "default_tier", "tier", "source", "as_of"}
+# what each key of a tier holds, as TOML gives it (`_typed`); the others are numbers
+_KINDS = {"caching": "a string", "ttl_names": "a list of strings", "ttl_s": "a list of numbers",
+          "write_multipliers": "a list of numbers", "ttl_settable": "true or false", "sliding": "true or false",
+          "min_cacheable_tokens": "a whole number", "cache_increment_tokens": "a whole number",
+          "lookback_segments": "a whole number", "style": "a string"}
+
+
+def _typed(where: str, key: str, value: Any) -> None:
+    """Refuse a tier's `value` at `key` that is not of its kind (`_KINDS`): ``write_multipliers = ["a"]`` is
+    ``<where>.write_multipliers: must be a list of numbers (got ['a'])``, not Python's own complaint."""
+    kind = _KINDS.get(key, "a number")
+
+    def number(x: Any) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+    ok = {"a string": isinstance(value, str), "true or false": isinstance(value, bool),
+          "a whole number": isinstance(value, int) and not isinstance(value, bool),
+          "a list of strings": isinstance(value, list) and all(isinstance(x, str) for x in value),
+          "a list of numbers": isinstance(value, list) and all(number(x) for x in value),
+          "a number": number(value)}[kind]
+    if not ok:
+        raise ConfigError(f"{where}.{key}: must be {kind} (got {shown(value)})")
 
 
 def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None = None) -> ProfileCatalog:
@@ -220,6 +249,8 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
             missing = tier_keys - set(merged) - {"style", "lookback_segments"}
             if missing:
                 raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
+            for k, v in merged.items():
+                _typed(where, k, v)
             for k in ("ttl_names", "ttl_s", "write_multipliers"):
                 merged[k] = tuple(merged[k])
             merged["ttl_s"] = tuple(float(t) for t in merged["ttl_s"])
@@ -232,8 +263,8 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
                     tier_source=tier_cite.get("source", ""),
                     **merged,
                 )
-            except TypeError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+            except RuleError as exc:
+                raise placed(exc, where) from None
         if defaults[name] not in tiers[name]:
             raise ConfigError(
                 f"{path}: profile.{name}: 'default_tier' must name one of its tiers (got {defaults[name]!r})"

@@ -52,6 +52,44 @@ def test_user_file_adds_a_tier_and_errors_name_the_key(tmp_path):
         get_profile("anthropic", "x")
 
 
+@pytest.mark.parametrize(("line", "error"), [
+    # helper-114: 1e17 made a traceback (the break-even probability rounded to 1: ln 0), -1.25 a message
+    # without the file ("PriceProfile(my/t): ..."), ["a"] Python's own ("'>=' not supported ...")
+    ("write_multipliers = [1e17]", "write_multipliers: must be in [1, 100] each (got [1e+17])"),
+    ("write_multipliers = [-1.25]", "write_multipliers: must be in [1, 100] each (got [-1.25])"),
+    ('write_multipliers = ["a"]', "write_multipliers: must be a list of numbers (got ['a'])"),
+    ("write_multipliers = [1.25, 2.0]", "write_multipliers: must be one value per ttl_s (1) (got [1.25, 2.0])"),
+    ("ttl_s = [0]", "ttl_s: must be > 0 seconds each, finite (got [0.0])"),
+    ('ttl_s = ["5m"]', "ttl_s: must be a list of numbers (got ['5m'])"),
+    ("input_usd_per_mtok = 1e308", "input_usd_per_mtok: must be in (0, 1,000,000] (got 1e+308)"),
+    ("storage_usd_per_mtok_hour = nan", "storage_usd_per_mtok_hour: must be a number (got nan)"),
+    ('read_multiplier = "x"', "read_multiplier: must be a number (got 'x')"),
+    ("read_multiplier = 1", "read_multiplier: must be in [0, 1) (got 1)"),
+    ("ttl_settable = 1", "ttl_settable: must be true or false (got 1)"),
+    ("min_cacheable_tokens = 1.5", "min_cacheable_tokens: must be a whole number (got 1.5)"),
+])
+def test_a_price_file_error_names_the_file_the_key_the_value_and_the_rule(tmp_path, line, error):
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    good = {"input_usd_per_mtok": "3.0", "output_usd_per_mtok": "15.0", "caching": '"explicit"',
+            "ttl_names": '["5m"]', "ttl_s": "[300]", "write_multipliers": "[1.25]", "ttl_settable": "false",
+            "read_multiplier": "0.1", "min_cacheable_tokens": "1024", "cache_increment_tokens": "1",
+            "sliding": "true", "storage_usd_per_mtok_hour": "0.0"}
+    key, value = (x.strip() for x in line.split("=", 1))
+    f = tmp_path / "p.toml"
+    f.write_text('[profile.my]\nsource = "mine"\nas_of = "2026-12"\n[profile.my.tier.t]\n'
+                 + "".join(f"{k} = {value if k == key else v}\n" for k, v in good.items()))
+    with pytest.raises(ConfigError) as err:
+        load_profiles(extra=f)
+    assert str(err.value) == f"{f}: profile.my.tier.t.{error}"
+    r = CliRunner().invoke(main, ["breakeven", "--catalog", str(f), "--profile", "my"])
+    assert r.exit_code == 2 and r.output == f"Error: {f}: profile.my.tier.t.{error}\n"
+    f.write_text(f.read_text().replace(line, f"{key} = {good[key]}"))
+    assert load_profiles(extra=f).get("my").key == "my/t"  # the file with that line mended loads
+
+
 def test_parse_ttl():
     assert [parse_ttl(s) for s in ("5m", "1h", "90s", "none", "300", 42)] == [300, 3600, 90, 0, 300, 42]
     assert [ttl_label(t) for t in (0, 300, 3600, 90, 86400)] == ["none", "5m", "1h", "90s", "1d"]
