@@ -325,10 +325,11 @@ TTL_BREAKEVEN = [
         quiet for many minutes; a chat user re-sends the conversation every turn, a think-time apart.
         `compare_ttls` replays the requests in arrival order and bills each one as the provider would: a read
         of the longest live cached prefix, a write of the rest up to its last cache breakpoint, plain input
-        after that (`kvsim breakeven --workload` does the same). A TTL pays when the share of reuse gaps
-        shorter than it (`share_gaps_below_ttl`) is above its `p*` (`breakeven_p_hit`), and its cached input
-        costs less than plain input when the share of cached tokens that were read (`share_cached_tokens_read`)
-        is above `p*`; `share_requests_with_read` counts requests that read anything, a different measure.
+        after that (`kvsim breakeven --workload` does the same). The share of reuse gaps shorter than a TTL
+        (`share_gaps_below_ttl`) is the share of reuses it catches; it is not what pays, since every new prefix
+        is written once whatever the TTL. A TTL's cached input costs less than plain input when the share of
+        cached tokens that were read (`share_cached_tokens_read`) is above its `p*` (`breakeven_p_hit`);
+        `share_requests_with_read` counts requests that read anything, a different measure.
 
         The Poisson curve above models one long-lived prefix. A workload also writes every new prefix once,
         whatever the TTL, and at 2× under the 1-hour cache: when nearly all reuse comes back within

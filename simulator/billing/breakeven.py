@@ -82,11 +82,53 @@ def crossover_reuse_rate(
     )
 
 
-def reads_to_break_even(read_multiplier: float, write_multiplier: float) -> int:
-    """Fewest reads that make one write pay: the least ``n`` with ``w + n r < 1 + n``,
-    ``n = floor((w - 1) / (1 - r)) + 1``. Anthropic: 1 for 5 min, 2 for 1 h."""
+def reads_to_break_even(read_multiplier: float, write_multiplier: float, storage_per_ttl: float = 0.0) -> int:
+    """Fewest reads that make one write pay: the least ``n`` with ``w + S_T + n r < 1 + n``,
+    ``n = floor((w + S_T - 1) / (1 - r)) + 1``, where ``S_T`` is the storage of one TTL (`storage_per_ttl`; the
+    reads within one TTL of the write). Anthropic: 1 for 5 min, 2 for 1 h; Gemini 2.5 Pro, 1 h: 5
+    (``S_T = 4.5 / 1.25 = 3.6``)."""
     _check(read_multiplier, write_multiplier)
-    return math.floor((write_multiplier - 1.0) / (1.0 - read_multiplier)) + 1
+    return math.floor((write_multiplier + storage_per_ttl - 1.0) / (1.0 - read_multiplier)) + 1
+
+
+def storage_per_ttl(storage_usd_per_mtok_hour: float, ttl_s: float, input_usd_per_mtok: float) -> float:
+    """``S_T = s T / (3600 i)``: storing the prefix for one TTL, in units of its plain input price (storage
+    ``s`` $/MTok-hour, input ``i`` $/MTok). Gemini 2.5 Pro, 1 h: ``4.5 / 1.25 = 3.6``."""
+    return storage_usd_per_mtok_hour * ttl_s / 3600.0 / input_usd_per_mtok
+
+
+def poisson_cost(rate_per_s: float, ttl_s: float, read_multiplier: float, write_multiplier: float,
+                 storage: float = 0.0, sliding: bool = True) -> tuple[float, float]:
+    """``(P, cost)`` for Poisson reuse at rate λ: the share of requests that hit and the expected input cost of
+    the prefix per request relative to no cache, with ``x = λ T`` and ``S_T = storage`` (`storage_per_ttl`):
+
+    - sliding TTL (every use refreshes it): ``P = 1 - exp(-x)``, ``cost = P r + (1 - P) w + S_T P / x``,
+      the entry's life growing by ``min(gap, T)`` a request (``E = (1 - exp(-x)) / λ``);
+    - TTL fixed at the write (Gemini): a write, the reuses within ``T`` of it, then a miss that writes
+      again: ``P = x / (1 + x)``, ``cost = (w + S_T + r x) / (1 + x)``.
+
+    At ``λ = 0`` no reuse comes: ``P = 0`` and ``cost = w + S_T``.
+    """
+    _check(read_multiplier, write_multiplier)
+    must(rate_per_s >= 0, "poisson_cost", "rate_per_s", ">= 0", rate_per_s)
+    x = rate_per_s * ttl_s
+    r, w = read_multiplier, write_multiplier
+    if not sliding:
+        return x / (1.0 + x), (w + storage + r * x) / (1.0 + x)
+    p = -math.expm1(-x)
+    return p, p * r + (1.0 - p) * w + (storage * p / x if x > 0 else storage)
+
+
+def breakeven_fixed_ttl(ttl_s: float, read_multiplier: float, write_multiplier: float,
+                        storage: float = 0.0) -> tuple[float, float]:
+    """``(λ*, p*)`` for a TTL fixed at the write (`poisson_cost`'s second case): caching pays above
+    ``λ* = (w + S_T - 1) / ((1 - r) T)``, where the hit share is ``p* = x* / (1 + x*)``, ``x* = λ* T``:
+    ``(w' - 1) / (w' - r)`` with ``w' = w + S_T``, as for a sliding TTL with the write dearer by its storage.
+    Gemini 2.5 Pro, 1 h (``w = 1``, ``r = 0.248``, ``S_T = 3.6``): ``x* = 4.787``, 4.79 reuses an hour."""
+    must(ttl_s > 0, "breakeven_fixed_ttl", "ttl_s", "> 0", ttl_s)
+    _check(read_multiplier, write_multiplier)
+    x = (write_multiplier + storage - 1.0) / (1.0 - read_multiplier)
+    return x / ttl_s, x / (1.0 + x)
 
 
 def expire_cost_rate(

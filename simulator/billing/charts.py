@@ -157,8 +157,11 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
 def plot_gap_cdf(
     gaps_s: np.ndarray, ttls: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None
 ) -> Axes:
-    """Empirical CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``:
-    a TTL pays when the CDF at the TTL lies above ``p*``. `ttls` is `numeric.ttl_rows`.
+    """Empirical CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``. `ttls` is
+    `numeric.ttl_rows`. The CDF at a TTL is the share of *reuses* it catches (a sliding TTL); a TTL pays where
+    the share of *all* uses that hit is above ``p*``, and every prefix's first use is a miss whatever the TTL:
+    the two agree for one long-lived prefix (the Poisson tables), not for a workload whose prefixes are
+    mostly used once (its bill's ``share_cached_tokens_read`` is what compares with ``p*``: `compare_ttls`).
 
     With no gap above 0 there is no curve: the chart says so in its title and on the axes
     rather than listing "reuse gaps" in a legend over an empty plot."""
@@ -185,8 +188,9 @@ def plot_gap_cdf(
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("Gap since the previous use of the prefix (minutes, log scale)")
-    ax.set_ylabel("Share of requests with a shorter gap")
-    ax.set_title(title or "Reuse gaps: a TTL pays where the curve is above its p*")
+    ax.set_ylabel("Share of reuse gaps this short or shorter")
+    ax.set_title(title or "Reuse gaps: a TTL catches the reuses left of its line\n(it pays where the share of "
+                 "all uses that hit, first uses counted as misses, is above its p*)", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     return ax

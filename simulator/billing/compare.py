@@ -2,8 +2,10 @@
 
 The replay (`simulator.billing.ledger`) bills every request; this module reduces the bills to
 one row per (profile, TTL) with the savings against no caching, picks the cheapest TTL, and
-reports the reuse-gap percentiles that explain the choice: a TTL pays when enough gaps fall
-below it (``share_gaps_below_ttl`` against the break-even ``p* = (w - 1) / (w - r)``).
+reports the reuse-gap percentiles that explain the choice: the share of reuses a TTL catches
+(``share_gaps_below_ttl``), and the share of cached tokens read, which is what compares with the
+break-even ``p* = (w - 1) / (w - r)`` (every prefix is written once whatever the TTL, so a TTL that
+catches every reuse can still lose).
 
 Which share of hits compares with ``p*``: the prefix input of the cached tokens costs
 ``r R + w W`` with a cache against ``R + W`` without (``R`` read, ``W`` written tokens), so the

@@ -19,12 +19,14 @@ import pandas as pd
 from scipy import integrate, optimize
 
 from simulator.billing.breakeven import (
+    breakeven_fixed_ttl,
     breakeven_hit_probability,
     breakeven_reuse_rate,
     crossover_reuse_rate,
-    hit_probability_poisson,
+    poisson_cost,
     reads_to_break_even,
     relative_cost,
+    storage_per_ttl,
 )
 from simulator.billing.profiles import PriceProfile
 from simulator.errors import must
@@ -102,30 +104,95 @@ def keepalive_ping_rate(gaps: Gaps, ttl_s: float) -> float:
     return (1.0 - hit_probability(gaps, ttl_s)) / e_min if e_min > 0 else math.inf
 
 
+def ttl_storage(profile: PriceProfile, ttl_s: float) -> float:
+    """The prefix's storage for one TTL under `profile`, in units of its plain input price (`storage_per_ttl`;
+    0 where the profile bills none)."""
+    return storage_per_ttl(profile.storage_usd_per_mtok_hour, ttl_s, profile.input_usd_per_mtok)
+
+
+def profile_poisson_cost(profile: PriceProfile, rate_per_s: float, ttl_s: float) -> tuple[float, float]:
+    """`poisson_cost` under `profile` at TTL `ttl_s`: its multipliers, storage and kind of TTL."""
+    return poisson_cost(rate_per_s, ttl_s, profile.read_multiplier, profile.write_multiplier(ttl_s),
+                        ttl_storage(profile, ttl_s), profile.sliding)
+
+
+# ln(λ T) bracket of the sliding-TTL-with-storage break-even: its cost is w + S_T (≥ 1 there) at e^-50, r (< 1)
+# at e^50 (`poisson_cost`), whatever the prices a price file may hold
+ROOT_LOG_X = 50.0
+
+
+def poisson_breakeven(profile: PriceProfile, ttl_s: float) -> tuple[float, float]:
+    """``(λ*, p*)``: the Poisson reuse rate above which caching with TTL `ttl_s` pays under `profile`, and the
+    share of requests that hit there. A sliding TTL without storage: ``p* = (w - 1) / (w - r)``,
+    ``λ* = -ln(1 - p*) / T`` (`breakeven_reuse_rate`); a TTL fixed at the write: `breakeven_fixed_ttl`; a
+    sliding TTL that bills storage: the root of ``poisson_cost = 1`` (`scipy.optimize.brentq` on ``ln λT``:
+    the cost falls from ``w + S_T`` to ``r`` as the rate grows). ``(0, 0)`` where a write costs no more than
+    no cache (``w + S_T <= 1``): any reuse pays."""
+    r, w, storage = profile.read_multiplier, profile.write_multiplier(ttl_s), ttl_storage(profile, ttl_s)
+    if not profile.sliding:
+        return breakeven_fixed_ttl(ttl_s, r, w, storage)
+    if storage == 0 or w + storage <= 1.0:
+        return (breakeven_reuse_rate(ttl_s, r, w), breakeven_hit_probability(r, w)) if storage == 0 else (0.0, 0.0)
+
+    def excess(log_x: float) -> float:
+        return poisson_cost(math.exp(log_x) / ttl_s, ttl_s, r, w, storage)[1] - 1.0
+
+    x = math.exp(optimize.brentq(excess, -ROOT_LOG_X, ROOT_LOG_X, xtol=1e-12))
+    return x / ttl_s, poisson_cost(x / ttl_s, ttl_s, r, w, storage)[0]
+
+
 def ttl_rows(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
-    """One row per TTL: multipliers, ``p*``, the Poisson break-even rate and reads to pay off."""
+    """One row per TTL: multipliers, ``p*`` (the share of requests that hit at the break-even rate), the
+    Poisson break-even rate (`poisson_breakeven`) and reads to pay off (`reads_to_break_even`); for a profile
+    that bills storage, ``storage_per_ttl`` too (`ttl_storage`), after the multipliers."""
     r = profile.read_multiplier
     rows = []
     for t in ttls_s:
         w = profile.write_multiplier(t)
-        lam = breakeven_reuse_rate(t, r, w)
+        lam, p_star = poisson_breakeven(profile, t)
         rows.append({
             "ttl": profile.ttl_name(t), "ttl_s": t, "write_multiplier": w, "read_multiplier": r,
-            "breakeven_p_hit": breakeven_hit_probability(r, w),
+            **({"storage_per_ttl": ttl_storage(profile, t)} if profile.storage_usd_per_mtok_hour else {}),
+            "breakeven_p_hit": p_star,
             "breakeven_rate_per_min": lam * MINUTE_S,
             "breakeven_gap_min": math.inf if lam == 0 else 1.0 / (lam * MINUTE_S),
-            "reads_to_break_even": reads_to_break_even(r, w),
+            "reads_to_break_even": reads_to_break_even(r, w, ttl_storage(profile, t)),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
+# the Poisson rates (per second) `crossovers` scans for where a longer TTL turns cheaper, when no closed form
+# gives it (storage, or a TTL fixed at the write): one reuse in 30,000 years to 1,000 a second
+CROSSOVER_GRID_PER_S = np.logspace(-12, 3, 301)
+
+
+def _crossover(profile: PriceProfile, short_s: float, long_s: float) -> float:
+    """The Poisson rate (per second) above which TTL `long_s` costs less a request than `short_s`
+    (`profile_poisson_cost`): 0 where it does from the first rate of `CROSSOVER_GRID_PER_S`, inf where at
+    none; else the first sign change, refined by `scipy.optimize.brentq`."""
+    def gap(rate: float) -> float:
+        return profile_poisson_cost(profile, rate, long_s)[1] - profile_poisson_cost(profile, rate, short_s)[1]
+
+    before = CROSSOVER_GRID_PER_S[0]
+    if gap(before) <= 0:
+        return 0.0
+    for rate in CROSSOVER_GRID_PER_S[1:]:
+        if gap(rate) < 0:
+            return float(optimize.brentq(gap, before, rate, xtol=1e-15, rtol=1e-12))
+        before = rate
+    return math.inf
+
+
 def crossovers(profile: PriceProfile, ttls_s: Sequence[float]) -> pd.DataFrame:
-    """For each pair of TTLs (shorter, longer): the Poisson rate above which the longer is cheaper."""
+    """For each pair of TTLs (shorter, longer): the Poisson rate above which the longer is cheaper
+    (`crossover_reuse_rate` for a sliding TTL without storage, else `_crossover`)."""
     r, ts = profile.read_multiplier, sorted(ttls_s)
+    closed = profile.sliding and not profile.storage_usd_per_mtok_hour
     rows = []
     for i, a in enumerate(ts):
         for b in ts[i + 1 :]:
-            lam = crossover_reuse_rate(a, profile.write_multiplier(a), b, profile.write_multiplier(b), r)
+            lam = (crossover_reuse_rate(a, profile.write_multiplier(a), b, profile.write_multiplier(b), r)
+                   if closed else _crossover(profile, a, b))
             rows.append(
                 {"short": profile.ttl_name(a), "long": profile.ttl_name(b), "crossover_rate_per_min": lam * MINUTE_S}
             )
@@ -138,7 +205,8 @@ def cost_curves(
     rates_per_min: Iterable[float],
     prefix_tokens: int | None = None,
 ) -> pd.DataFrame:
-    """Expected prefix cost per request vs Poisson reuse rate, one row per (TTL, rate).
+    """Expected prefix cost per request vs Poisson reuse rate, one row per (TTL, rate) (`profile_poisson_cost`:
+    the profile's storage and kind of TTL counted).
 
     Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache), given
     `prefix_tokens` ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``, and
@@ -152,10 +220,10 @@ def cost_curves(
     rows = []
     for t in [0.0, *ttls_s]:
         cached = t > 0 and cacheable
-        w = profile.write_multiplier(t) if t > 0 else 1.0  # a TTL the profile does not sell raises either way
+        if t > 0:
+            profile.write_multiplier(t)  # a TTL the profile does not sell raises, cached or not
         for rate in rates:
-            p = hit_probability_poisson(rate / MINUTE_S, t) if cached else 0.0
-            cost = relative_cost(p, profile.read_multiplier, w) if cached else 1.0
+            p, cost = profile_poisson_cost(profile, rate / MINUTE_S, t) if cached else (0.0, 1.0)
             rows.append((profile.ttl_name(t), t, float(rate), p, cost))
     df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
     _add_usd(df, profile, prefix_tokens)

@@ -157,16 +157,19 @@ def _uncacheable_note(prof: PriceProfile, prefix_tokens: int) -> str:
 
 
 def _closed_form_note(prof: PriceProfile) -> str | None:
-    """The Poisson, --rate and --gaps tables model a sliding TTL with no storage fee
-    (`simulator.billing.breakeven`): say so for a profile whose TTL is fixed at creation or that
-    bills storage, whose bill only the --workload replay (`simulator.billing.ledger`) gives."""
+    """The break-even, crossover and --rate tables (Poisson reuse) count a TTL fixed at creation and a storage
+    fee (`simulator.billing.breakeven.poisson_cost`); the --gaps table models a sliding TTL with no storage fee
+    (`simulator.billing.numeric`): say so for a profile whose TTL is fixed or that bills storage, whose
+    bill under any reuse pattern the --workload replay (`simulator.billing.ledger`) gives."""
     storage = prof.storage_usd_per_mtok_hour
     parts = ([] if prof.sliding else ["its TTL runs from the write, not refreshed by reads"]) + (
-        [f"it bills storage at ${storage:g}/MTok-hour"] if storage else [])
+        [f"it bills storage at ${storage:g}/MTok-hour (storage_per_ttl: that of one TTL, in units of the "
+         "prefix's input price)"] if storage else [])
     if not parts:
         return None
-    return (f"note: the break-even, --rate and --gaps tables assume a sliding TTL and no storage fee, but under "
-            f"{prof.key} {' and '.join(parts)}: they overstate its hits and savings; --workload bills both")
+    return (f"note: under {prof.key} {' and '.join(parts)}. The break-even, crossover and --rate tables (Poisson "
+            "reuse) count this; the --gaps table assumes a sliding TTL and no storage fee, so it overstates its "
+            "hits and savings there; --workload bills any reuse as the profile does")
 
 
 def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
@@ -246,6 +249,8 @@ def breakeven(
     """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each.
 
     --seed, --duration-s and --write-latency-s shape the --workload replay: without --workload they are refused.
+    This prices the customer's bill; the provider's side (the KV a TTL holds in memory against the prefill it
+    saves) is in `kvsim run`'s report of a scenario with [report] breakeven = true (`kvsim run ttl-breakeven`).
     """
     from simulator.billing import charts
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows

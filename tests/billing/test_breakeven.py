@@ -121,3 +121,57 @@ def test_simulated_poisson_bill_matches_closed_form(sonnet, ttl_s, w, rate_per_s
     # savings vs no cache in $: prefix input only differs, by (1 - relative cost) x prefix price
     saved = cmp.summary["savings_usd"].iloc[1]
     assert saved == pytest.approx(n * prefix * 3e-6 * (1 - expected), abs=4 * se * n * prefix * 3e-6)
+
+
+def test_poisson_cost_with_storage_and_a_fixed_ttl_by_hand():
+    """`poisson_cost` against its two cases by hand, and `poisson_breakeven` where it equals 1."""
+    import dataclasses
+
+    from simulator.billing import get_profile
+    from simulator.billing.breakeven import poisson_cost
+    from simulator.billing.numeric import _crossover, crossovers, poisson_breakeven
+
+    # fixed 1 h, λT = 6: 7 requests a cycle, 6 hits; w 1, r 0.248, storage 3.6 a TTL (Gemini 2.5 Pro)
+    p, cost = poisson_cost(6 / 3600, 3600, 0.248, 1.0, 3.6, sliding=False)
+    assert p == pytest.approx(6 / 7) and cost == pytest.approx((1 + 3.6 + 6 * 0.248) / 7)
+    # sliding, no storage: the closed forms of old
+    p, cost = poisson_cost(0.01, 300, 0.1, 1.25)
+    assert p == pytest.approx(1 - math.exp(-3)) and cost == pytest.approx(p * 0.1 + (1 - p) * 1.25)
+    # sliding with storage: life grows by E[min(gap, T)] = (1 − e^−x)/λ a request
+    p, cost = poisson_cost(0.01, 300, 0.1, 1.25, 0.5)
+    assert cost == pytest.approx(p * 0.1 + (1 - p) * 1.25 + 0.5 * p / 3)
+    assert poisson_cost(0.0, 300, 0.1, 1.25, 0.5) == (0.0, 1.75)
+    gemini = get_profile("gemini")
+    lam, p_star = poisson_breakeven(gemini, 3600)
+    assert lam * 3600 == pytest.approx(3.6 / 0.752) and p_star == pytest.approx(4.787 / 5.787, rel=1e-4)
+    assert poisson_cost(lam, 3600, 0.248, 1.0, 3.6, sliding=False)[1] == pytest.approx(1.0)
+    # a sliding profile that bills storage (none ships one): the root of cost = 1, above the no-storage rate
+    stored = dataclasses.replace(get_profile("anthropic"), storage_usd_per_mtok_hour=3.0)  # S_T 0.0833 at 5 min
+    lam, p_star = poisson_breakeven(stored, 300)
+    p, cost = poisson_cost(lam, 300, 0.1, 1.25, 3.0 * 300 / 3600 / 3.0)
+    assert cost == pytest.approx(1.0, abs=1e-9) and p == pytest.approx(p_star)
+    assert lam > breakeven_reuse_rate(300, 0.1, 1.25)
+    # the scan finds the closed-form crossover where one exists (anthropic 5 min against 1 h)
+    anthropic = get_profile("anthropic")
+    assert _crossover(anthropic, 300, 3600) == pytest.approx(math.log(1.9 / 1.15) / 3300, rel=1e-9)
+    assert crossovers(gemini, [300, 3600]).crossover_rate_per_min[0] == pytest.approx(60 * 3.6 / 3600 / 0.752)
+
+
+def test_simulated_gemini_bill_matches_the_fixed_ttl_closed_form():
+    """The ledger's bill of Poisson reuse under Gemini's 1 h TTL, fixed at the write and storage billed, against
+    `poisson_cost`'s fixed case: the cost and the hit share within 4 standard errors of a cycle mean."""
+    from simulator.billing import get_profile
+    from simulator.billing.breakeven import poisson_cost, storage_per_ttl
+
+    gemini = get_profile("gemini")
+    n, prefix, rate_per_s = 20_000, 10_000, 2 / 3600  # λT = 2: 3 requests a cycle
+    reqs = poisson_stream(np.random.default_rng(11), rate_per_s, n, prefix)
+    cmp = compare_ttls(reqs, gemini, ["none", 3600.0])
+    f = cmp.results[cmp.summary["ttl"].iloc[1]].frame
+    price = prefix * gemini.input_usd_per_mtok / 1e6
+    rel = ((f["read_tokens"] * 0.248 + f["write_tokens"]) * gemini.input_usd_per_mtok / 1e6 + f["storage_usd"]) / price
+    p, expected = poisson_cost(rate_per_s, 3600.0, 0.248, 1.0, storage_per_ttl(4.5, 3600.0, 1.25), sliding=False)
+    assert (p, expected) == pytest.approx((2 / 3, (1 + 3.6 + 2 * 0.248) / 3))
+    se = rel.std() / math.sqrt(n)
+    assert rel.mean() == pytest.approx(expected, abs=4 * se) and se < 0.02
+    assert f["hit"].mean() == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / n))
