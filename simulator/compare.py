@@ -148,7 +148,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     ``usd_per_million_tokens = cost_usd / (prompt + output tokens of completed requests) · 1e6``;
     ``usd_per_million_output_tokens`` the same over output tokens alone (the run summary's).
     ``meets_slo``: p99 TTFT and p99 TPOT within the config's SLOs (``slo_ttft_s``, ``slo_tpot_s``)
-    and nothing timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = n /
+    and nothing rejected or timed out (`simulator.planning.meets_slo`); ``offered_requests_per_s = n /
     (last arrival − first arrival)``, the workload's rate as ``kvsim workload describe`` and the run
     summary's workload line print it (`workloads.summary.offered_rate_per_s`), not the run summary's
     steady-window ``offered_requests_per_s``.

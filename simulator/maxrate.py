@@ -4,7 +4,7 @@
 ``[disaggregation]`` its disaggregated fleet: `Scenario.fleets`) the highest arrival rate
 that meets the SLOs: the workload's rate scaled by ``s`` (`Scenario.load_workload` with
 ``rate_scale=s``: a generator's arrival rates times ``s``, a trace time-compressed or thinned). A
-rate *meets* when `planning.meets_slo` holds (p99 TTFT, p99 TPOT, nothing timed out) **and** the
+rate *meets* when `planning.meets_slo` holds (p99 TTFT, p99 TPOT, nothing rejected or timed out) **and** the
 waiting queue did not grow through the run's steady window (`simulator.engine.steady`: first
 admissions there at least 90 % of its arrivals), so a rate whose queue is still building at the end
 of a finite run never passes, however short the run. (A window too short to judge, with under 10

@@ -7,7 +7,9 @@ For one node kind the search starts at the memory floor and grows:
   where ``t_step1`` is the batch-1 decode step (no batch decodes faster); a fleet needs at least
   ``ceil(that / kv_budget_per_node)`` nodes. Simulated answers are never below it.
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
-  timed out), then bisect between the last failure and the first success.
+  rejected or timed out), then bisect between the last failure and the first success. A fleet whose
+  replicas reject requests (they can never hold them) is refused at once (`never_served`): more nodes
+  would not serve them.
 - **binding constraint** at the answer: ``memory`` when the answer is the memory floor or the
   fleet one replica smaller failed with its KV pool nearly full of blocks it could not free
   (time-mean ``kv_referenced_utilization`` ≥ 80 %: a prefix cache's evictable blocks left out) or
@@ -64,12 +66,13 @@ class FleetPlan:
 
 
 def meets_slo(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> bool:
-    """p99 TTFT and p99 TPOT (of per-request mean TPOT) within the SLOs and nothing timed out.
+    """p99 TTFT and p99 TPOT (of per-request mean TPOT) within the SLOs, and nothing rejected or timed out
+    (a rejected request, one no replica can ever hold, is not served at all: its p99s are the served ones').
 
     A workload of one-token answers has no TPOT (NaN): nothing can break that SLO.
     """
     s = result.summary
-    return s["completed"] > 0 and s["timed_out"] == 0 and s["ttft_p99_s"] <= ttft_p99_s \
+    return s["completed"] > 0 and s["timed_out"] == 0 and s["rejected"] == 0 and s["ttft_p99_s"] <= ttft_p99_s \
         and not s["tpot_p99_s"] > tpot_p99_s
 
 
@@ -82,9 +85,29 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
             f"TPOT p99 {measure_against(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3, 'ms')}: ")
     if meets_slo(result, ttft_p99_s, tpot_p99_s):
         return line + "meets"
-    if s["timed_out"]:
-        return line + f"fails ({s['timed_out']:,} timed out)"
+    if s["rejected"] or s["timed_out"]:
+        return line + "fails (" + ", ".join(f"{s[k]:,} {what}" for k, what in (
+            ("rejected", "rejected"), ("timed_out", "timed out")) if s[k]) + ")"
     return line + ("fails" if s["completed"] else "fails (none completed)")
+
+
+def never_served(result: Result, where: str) -> None:
+    """Refuse a fleet whose replicas rejected requests: a replica rejects a request it can never hold (its
+    context beyond the model's, or more KV blocks than its pool has), so no number of replicas serves it and no
+    fleet of this plan meets the SLOs. The message counts them and quotes the first one's reason."""
+    if result.summary["rejected"]:
+        raise ConfigError(f"{where}: {rejected_note(result)}, so no fleet size meets the SLOs: give a replica "
+                          "more KV room, or a KV lever (kvsim fit)")
+
+
+def rejected_note(result: Result) -> str:
+    """``45 of 48 requests can never be served by a replica of this plan (the first: needs 5202 blocks > …)``:
+    the requests `result`'s replicas rejected, and the first one's reason where the records hold it (a
+    streamed run's keep only the report's columns)."""
+    s, req = result.summary, result.requests
+    first = (f" (the first: {req.reason[req.outcome == 'rejected'].iloc[0]})"
+             if "reason" in req and (req.outcome == "rejected").any() else "")
+    return f"{s['rejected']:,} of {s['requests']:,} requests can never be served by a replica of this plan{first}"
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
@@ -155,6 +178,7 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     ok = lambda k: meets_slo(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
     lo, hi = floor // unit - 1, floor // unit
     expect(lo, hi, False)
+    never_served(sim(hi * unit), f"{scenario.where}: {hardware}")
     while not ok(hi):
         lo, hi = hi, hi * 2
         if hi * unit > MAX_NODES:

@@ -10,7 +10,7 @@ aggregated (`simulator.planning.plan_fleet`) and disaggregated, by simulation:
    starts at the decode pool's KV memory floor (`planning.memory_floor_nodes`: decode holds the KV)
    and doubles, then bisects;
 2. **prefill** (with that decode pool): the fewest prefill nodes that meet every SLO (p99 TTFT,
-   p99 TPOT, nothing timed out), from one replica up, doubling then bisecting;
+   p99 TPOT, nothing rejected or timed out), from one replica up, doubling then bisecting;
 3. **check the total**: if that pair fails (a smaller prefill pool changes what reaches decode), the
    decode pool grows a replica at a time and prefill is searched again.
 
@@ -48,6 +48,7 @@ from simulator.planning import (
     latency_line,
     meets_slo,
     memory_floor_nodes,
+    never_served,
     plan_fleet,
 )
 from simulator.progress import Meter, search_runs_left
@@ -149,6 +150,7 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     floor = memory_floor_nodes(scenario, hardware, workload)
     ample = ample_prefill_nodes(scenario, hardware, workload)
     ample = -(-ample // unit_p) * unit_p
+    never_served(sim(ample, max(1, floor // unit_d) * unit_d), f"{scenario.where}: {hardware}")  # none would
     d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
                   f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
                   f"({tpot_p99_s:g} s) with {ample} prefill nodes",

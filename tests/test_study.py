@@ -242,3 +242,47 @@ breakeven = false
     reqs = pd.read_csv(out / "8xH100-1P1D" / "requests.csv")
     short = reqs.prompt_tokens <= 64
     assert reqs[~short].transfer_bytes.gt(0).all() and reqs[short].transfer_start_s.isna().all()
+
+
+def test_rejected_requests_fail_the_slo_and_capacity_says_no_fleet_serves_them(tmp_path):
+    """helper-115: 45 of 48 requests rejected (each needs more KV blocks than a replica's pool) and the headline
+    read "meets SLO: yes"; `kvsim capacity` answered 3 nodes, binding memory. A replica rejects only what it can
+    never hold, so no fleet size serves them: the verdict is "no", run warns, and capacity refuses the kind."""
+    sc = tmp_path / "r.toml"
+    sc.write_text("""name = "rej"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["1xH100"]
+tp = 1
+memory_utilization = 0.3
+[workload]
+duration_s = 20
+[workload.spec]
+name = "synthetic"
+input_tokens = 70000
+output_tokens = 20
+arrivals = {kind = "poisson", rate_per_s = 0.5}
+[slo]
+ttft_p99_s = 10
+tpot_p99_s = 0.1
+[report]
+collapse = false
+breakeven = false
+""")
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o"), "--json"])
+    assert r.exit_code == 0, r.output
+    fleet = json.loads(r.stdout)["fleets"]["1xH100"]
+    n = fleet["requests"]
+    assert n > 3 and fleet["rejected"] == n and fleet["completed"] == 0
+    # 70,020 tokens need 4,377 blocks of 16; a pool of 0.3 × 80 GB less the weights holds fewer
+    assert (f"warning: 1xH100: {n:,} of {n:,} requests can never be served by a replica of this plan (the first: "
+            "needs 4377 blocks > pool ") in r.stderr
+    headline = pd.read_csv(tmp_path / "o" / "headline.csv")
+    assert list(headline["meets SLO"]) == ["no"]
+    r = CliRunner().invoke(main, ["capacity", str(sc)])
+    assert r.exit_code == 2
+    assert r.output.splitlines()[-1].startswith(
+        f"Error: {sc}: 1xH100: {n:,} of {n:,} requests can never be served by a replica of this plan (the first: "
+        "needs 4377 blocks > pool ")
+    assert "so no fleet size meets the SLOs" in r.output and "Traceback" not in r.output

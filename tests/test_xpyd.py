@@ -135,13 +135,16 @@ def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown)
 
 
 @pytest.mark.parametrize(("summary", "line"), [
-    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.0103, "completed": 5, "timed_out": 0},
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.0103, "completed": 5, "timed_out": 0, "rejected": 0},
      "TTFT p99 0.3 s, TPOT p99 10.3 ms: fails"),
-    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 0},
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 0, "rejected": 0},
      "TTFT p99 0.3 s, TPOT p99 10 ms: meets"),
-    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 1_200},
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 5, "timed_out": 1_200, "rejected": 0},
      "TTFT p99 0.3 s, TPOT p99 10 ms: fails (1,200 timed out)"),
-    ({"ttft_p99_s": math.nan, "tpot_p99_s": math.nan, "completed": 0, "timed_out": 0},
+    # rejected requests fail it however fast the served ones were (helper-115: 45 of 48 rejected "met" it)
+    ({"ttft_p99_s": 0.3, "tpot_p99_s": 0.01, "completed": 3, "timed_out": 2, "rejected": 45},
+     "TTFT p99 0.3 s, TPOT p99 10 ms: fails (45 rejected, 2 timed out)"),
+    ({"ttft_p99_s": math.nan, "tpot_p99_s": math.nan, "completed": 0, "timed_out": 0, "rejected": 0},
      "TTFT p99 n/a, TPOT p99 n/a: fails (none completed)"),
 ])
 def test_a_search_line_says_its_verdict_and_why(summary, line):

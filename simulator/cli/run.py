@@ -104,6 +104,10 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     for hw, r in result.results.items():
         if r.summary["steady_state_warning"]:
             warn(f"{hw}: {r.summary['steady_state_warning']}")
+        if r.summary["rejected"]:  # the SLO verdict is "no" for it; say why
+            from simulator.planning import rejected_note
+
+            warn(f"{hw}: {rejected_note(r)}")
     if as_json:  # the fleets' summaries (snake_case figures, as summary.json holds them) and the plan
         echo_json({"fleets": {hw: r.summary for hw, r in result.results.items()},
                    "capacity": records(plan) if plan is not None else None, "report": str(out / "summary.md")})
