@@ -23,8 +23,9 @@ For one node kind the search starts at the memory floor and grows:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -71,7 +72,13 @@ def meets_slo(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> bool:
 
     A workload of one-token answers has no TPOT (NaN): nothing can break that SLO.
     """
-    s = result.summary
+    return figures_meet_slo(result.summary, ttft_p99_s, tpot_p99_s)
+
+
+def figures_meet_slo(figures: Mapping[str, Any], ttft_p99_s: float, tpot_p99_s: float) -> bool:
+    """`meets_slo` on a run's figures (a summary, a sweep row): ``completed``, ``rejected``, ``timed_out``,
+    ``ttft_p99_s`` and ``tpot_p99_s``."""
+    s = figures
     return s["completed"] > 0 and s["timed_out"] == 0 and s["rejected"] == 0 and s["ttft_p99_s"] <= ttft_p99_s \
         and not s["tpot_p99_s"] > tpot_p99_s
 

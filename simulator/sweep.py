@@ -76,12 +76,13 @@ Finish = Callable[[int, list[Row] | None, str], None]  # (job index, its rows or
 #: a generator) and where its window cut the trace's later rows (replay seconds; empty when it did not), so
 #: that a sweep over a trace never drops traffic without a word.
 METRICS: tuple[str, ...] = (
-    "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "timed_out", "ttft_p50_s", "ttft_p99_s",
+    "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "rejected", "timed_out", "ttft_p50_s",
+    "ttft_p99_s",
     "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization",
     "usd_per_hour", "usd_per_million_output_tokens", "meets_slo",
 )
 #: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
-NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s")
+NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected")
 #: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
 TRAILER: tuple[str, ...] = ("error", "digest")
 _ERROR_CHARS = 500  # longest error kept in the ``error`` column
@@ -334,7 +335,7 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
         metrics = {
             "requests": s["requests"], "trace_rows_skipped": run.workload.skipped_rows,
             "trace_cut_at_s": math.nan if run.workload.cut_at_s is None else run.workload.cut_at_s,
-            "completed": s["completed"], "timed_out": s["timed_out"],
+            "completed": s["completed"], "rejected": s["rejected"], "timed_out": s["timed_out"],
             "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p50_s": s["tpot_p50_s"],
             "tpot_p99_s": s["tpot_p99_s"], "output_tokens_per_s": s["output_tokens_per_s"],
             "goodput_fraction": s["goodput_fraction"], "max_concurrency": s["max_concurrency"],
@@ -716,10 +717,14 @@ class _CsvLog:
             lines = list(csv.reader(io.StringIO(whole.decode("utf-8-sig"))))  # a BOM an editor added is no column
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ConfigError(f"{self.path}: --resume: not a sweep CSV ({exc})") from None
-        if lines[0] != self.columns and set(self.columns) - set(lines[0]) <= set(NEWER_METRICS) \
-                and set(lines[0]) <= set(self.columns):
+        newer = [c for c in self.columns if c not in lines[0]]
+        if newer and set(newer) <= set(NEWER_METRICS) and set(lines[0]) <= set(self.columns):
             raise ConfigError(f"{self.path}: --resume: written by an older kvsim, before the columns "
-                              f"{', '.join(NEWER_METRICS)}; write elsewhere, or delete it to run every point again")
+                              f"{', '.join(newer)}; write elsewhere, or delete it to run every point again")
+        if lines[0] != self.columns and sorted(lines[0]) == sorted(self.columns):  # the same, in another order
+            keys = [c for c in lines[0] if c not in ("point", "hardware", *METRICS, *TRAILER)]
+            raise ConfigError(f"{self.path}: --resume: its grid keys come in another order than this sweep's: give "
+                              f"the --grid options in its order ({', '.join(keys)[:120]}), or write elsewhere")
         if lines[0] != self.columns:
             missing = ", ".join(c for c in self.columns if c not in lines[0])[:80] or "none"
             extra = ", ".join(c for c in lines[0] if c not in self.columns)[:80] or "none"
@@ -790,7 +795,7 @@ def _cell(v: Any) -> Any:
 
 
 # integers >= 0; the other figures floats
-_COUNTS = ("requests", "trace_rows_skipped", "completed", "timed_out", "max_concurrency")
+_COUNTS = ("requests", "trace_rows_skipped", "completed", "rejected", "timed_out", "max_concurrency")
 _FRACTIONS = ("goodput_fraction",)  # in [0, 1]
 
 
@@ -818,13 +823,15 @@ def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str)
             raise bad(m, "a finite number >= 0 (or empty)")
         elif m in _FRACTIONS and v > 1:
             raise bad(m, "a number in [0, 1] (or empty)")
-    if row["completed"] + row["timed_out"] > row["requests"]:
-        raise bad("requests", f"an integer >= completed + timed_out = {row['completed'] + row['timed_out']}")
-    meets = row["completed"] > 0 and row["timed_out"] == 0 and row["ttft_p99_s"] <= slo["ttft_p99_s"] \
-        and not row["tpot_p99_s"] > slo["tpot_p99_s"]  # simulator.planning.meets_slo on the row's figures
+    from simulator.planning import figures_meet_slo
+
+    ended = row["completed"] + row["rejected"] + row["timed_out"]  # every request leaves one of the three ways
+    if ended != row["requests"]:
+        raise bad("requests", f"completed + rejected + timed_out = {ended}")
+    meets = figures_meet_slo(row, slo["ttft_p99_s"], slo["tpot_p99_s"])
     if row["meets_slo"] != meets:
         raise bad("meets_slo", f"{meets} for the row's figures and the SLOs (ttft_p99_s <= {slo['ttft_p99_s']:g}, "
-                               f"tpot_p99_s <= {slo['tpot_p99_s']:g}, none timed out)")
+                               f"tpot_p99_s <= {slo['tpot_p99_s']:g}, none rejected or timed out)")
     return row
 
 

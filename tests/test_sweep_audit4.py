@@ -154,7 +154,7 @@ def test_distinct_values_still_sweep(tmp_path):
     (2, {"ttft_p99_s": "fast"}, "ttft_p99_s", "a finite number >= 0"),
     (2, {"goodput_fraction": "1.5"}, "goodput_fraction", "in [0, 1]"),
     (2, {"completed": "2.5"}, "completed", "an integer >= 0"),
-    (2, {"requests": "0"}, "requests", "an integer >= completed + timed_out"),
+    (2, {"requests": "0"}, "requests", "the sweep writes completed + rejected + timed_out = "),
 ])
 def test_resume_refuses_a_hand_edited_row(swept, line, cells, column, allowed):
     sc, out = swept
@@ -173,7 +173,7 @@ def test_resume_refuses_a_row_cut_short(swept):
     lines[2] = lines[2].rsplit(",", 2)[0] + "\n"
     log.write_text("".join(lines))
     msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
-    assert "line 3: --resume: has 19 fields where the header has 21" in msg and "digest" not in msg
+    assert "line 3: --resume: has 20 fields where the header has 22" in msg and "digest" not in msg
 
 
 def test_resume_accepts_a_byte_order_mark(swept):
@@ -225,3 +225,27 @@ def test_a_sweep_never_writes_through_a_symbolic_link(swept, tmp_path):
 def test_an_empty_out_is_refused(tmp_path):
     line = error(sweep(scenario(tmp_path), "--grid", "cluster.nodes=1,2", "--out", ""), "--out")
     assert "--out: must name a folder (got '')" in line
+
+
+def test_resume_says_the_grid_keys_come_in_another_order(tmp_path):
+    """helper-115: the same two --grid keys in the other order read "written by an older kvsim, before the columns
+    trace_rows_skipped, trace_cut_at_s" (the file had them): the difference was empty, within those columns."""
+    sc, out = scenario(tmp_path), tmp_path / "sw"
+    assert outcome(sweep(sc, "--grid", "cluster.nodes=1,2", "--grid", "cluster.memory_utilization=0.8",
+                         "--out", out)) is None
+    log = out / "sweep.csv"
+    before = log.read_bytes()
+    msg = error(sweep(sc, "--grid", "cluster.memory_utilization=0.8", "--grid", "cluster.nodes=1,2", "--out", out,
+                      "--resume"), str(log))
+    assert msg.endswith("--resume: its grid keys come in another order than this sweep's: give the --grid options in "
+                        "its order (cluster.nodes, cluster.memory_utilization), or write elsewhere")
+    assert log.read_bytes() == before
+    # a file from before the rejected column (2026-12-05) is said so, naming the one it lacks
+    rows = list(csv.reader(log.open(newline="")))
+    at = rows[0].index("rejected")
+    with log.open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows([r[:at] + r[at + 1:] for r in rows])
+    msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--grid", "cluster.memory_utilization=0.8", "--out", out,
+                      "--resume"), str(log))
+    assert msg.endswith("--resume: written by an older kvsim, before the columns rejected; write elsewhere, or "
+                        "delete it to run every point again")
