@@ -229,7 +229,7 @@ class MaxRate:
         short = next((a for a in self.answers if a.too_short), None)
         if short:  # the answer would be an artefact of the run's length: say so instead
             why = short.steady_warning.removeprefix(NOT_STEADY).removesuffix(RUN_LONGER)  # the reason alone
-            lines = [f"{self.hardware} × {self.nodes} node(s): runs of {self.duration_s:g} s are too short to tell the "
+            lines = [f"{self.hardware} × {self.nodes} node(s): runs of {self._run_length()} are too short to tell the "
                      f"max rate; raise --duration-s (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
         else:
             lines = [f"{self.hardware} × {self.nodes} node(s) sustains {r['mean']:,.3g} req/s, {o['mean']:,.0f} output "
@@ -240,8 +240,12 @@ class MaxRate:
             lines.append(f"  seed {a.seed}: met at rate ×{a.lo_scale:.4g} ({a.lo_requests_per_s:,.3g} req/s offered), "
                          f"failed at ×{a.hi_scale:.4g} ({a.hi_requests_per_s:,.3g} req/s); sustained "
                          f"{a.requests_per_s:,.3g} req/s, {a.output_tokens_per_s:,.0f} output tok/s "
-                         f"({a.simulations} runs of {self.duration_s:g} s)")
+                         f"({a.simulations} runs of {self._run_length()})")
         return lines
+
+    def _run_length(self) -> str:
+        """What each run replays: ``600 s``, or ``the whole trace`` (a replay with no ``duration_s``: inf)."""
+        return f"{self.duration_s:g} s" if math.isfinite(self.duration_s) else "the whole trace"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: an unbounded bracket end (nothing failed, or nothing met) is None."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -196,5 +197,9 @@ def test_max_rate_lines_say_n_a_for_a_p99_none_measured() -> None:
     sc = parse_scenario({**TINY, "workload": {"duration_s": 20, "spec": {
         "name": "synthetic", "output_tokens": 1, "arrivals": {"kind": "poisson", "rate_per_s": 2.0}}}}, "tiny")
     steps: list[str] = []
-    max_rate(sc, seeds=1, rel_tol=0.5, timer=CROWDED, on_step=steps.append)
+    a = max_rate(sc, seeds=1, rel_tol=0.5, timer=CROWDED, on_step=steps.append)
     assert steps and all("TPOT p99 n/a," in line and "nan" not in line for line in steps)
+    # a replay with no duration_s runs the whole trace: said so, not "runs of inf s" (helper-115)
+    assert a.describe()[-1].endswith(f"({a.answers[0].simulations} runs of 20 s)")
+    whole = dataclasses.replace(a, duration_s=math.inf).describe()[-1]
+    assert whole.endswith(f"({a.answers[0].simulations} runs of the whole trace)") and "inf" not in whole
