@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,7 +77,11 @@ class Mixture:
             spec = dict(item)
             weight = spec.pop("weight", 1.0)
             require_numbers({"weight": weight}, w)
-            generator = generator_from_dict(spec, w, base_dir)
+            try:
+                generator = generator_from_dict(spec, w, base_dir)
+            except ConfigError as exc:  # an unknown key of the component's own table: name and weight are valid too
+                own = re.match(rf"{re.escape(w)}\.[^.\[]+: unknown key \(valid: ", str(exc))
+                raise (ConfigError(f"{own.group(0)}name, weight, {str(exc)[own.end():]}") if own else exc) from None
             try:
                 comps.append(Component(generator=generator, weight=weight))
             except RuleError as exc:  # at its key, not the class's name
