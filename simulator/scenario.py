@@ -145,6 +145,8 @@ class WorkloadSection:
     ``duration_s``: seconds of arrivals a generator draws (default 600), or the replay window of a
     trace (default, or ``inf``: the whole trace); at most `simulator.limits.MAX_HORIZON_S`.
     ``start_s`` and ``time_scale`` shift and speed up a trace replay; a generator has neither.
+    ``skip_bad_rows``: a trace's malformed rows are skipped and counted (said on stderr and in the report)
+    instead of stopping the run at the first.
     """
 
     spec: dict[str, Any] = field(default_factory=lambda: {"name": "chat-4k"})  # generator table
@@ -153,6 +155,7 @@ class WorkloadSection:
     rate_scale: float = 1.0
     start_s: float = 0.0
     time_scale: float = 1.0
+    skip_bad_rows: bool = False
 
     def __post_init__(self) -> None:
         if not (self.trace and self.duration_s == math.inf):  # inf: a whole trace
@@ -165,6 +168,8 @@ class WorkloadSection:
                  self.start_s)
             must(self.time_scale == 1, "workload", "time_scale",
                  "1 for a generated workload (it speeds up a trace replay; use rate_scale)", self.time_scale)
+            must(not self.skip_bad_rows, "workload", "skip_bad_rows",
+                 "false for a generated workload (it skips a trace's malformed rows)", self.skip_bad_rows)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,7 +360,8 @@ class Scenario:
             return load_workload(spec, seed=self.seed if seed is None else seed,
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,
                                  rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
-                                 allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir)
+                                 allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir,
+                                 on_error="skip" if w.skip_bad_rows else "stop")
         except ConfigError as exc:  # named at its key (workload.spec.x) or, if not, under [workload]
             raise ConfigError(f"{self.where}: {_under_workload(exc)}") from None
 

@@ -269,3 +269,37 @@ def test_a_scenario_without_cluster_tp_says_what_its_default_does_to_each_node_k
     with pytest.raises(ConfigError, match=r"cluster\.nodes must be a multiple of the 8 1xH100 nodes one TP8 replica "
                                           r"spans \(cluster\.tp; 8 by default\) \(got 1\)"):
         load_scenario(write(tmp_path, GENERATED.replace("tp = 1\n", "")))
+
+
+def test_a_scenario_skips_a_traces_malformed_rows_when_asked(tmp_path):
+    """helper-115: the README said a replay skips malformed rows "with --skip-bad-rows", which only `kvsim
+    workload describe` has; `kvsim run` stopped at the first with no way on. `workload.skip_bad_rows = true`
+    skips and counts them (a generator refuses the key), and the stop says how to go on."""
+    import json
+
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    from workloads.traces._rows import SKIP_HINT
+
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.000,100,10\n"
+                                    "2024-05-10 00:00:01.000,abc,10\n2024-05-10 00:00:02.000,100,10\n")
+    body = ('name = "t"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+            '[report]\ncollapse = false\nbreakeven = false\n[workload]\n')
+    sc = tmp_path / "s.toml"
+    sc.write_text(body + 'trace = "t.csv"\n')
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        f"Error: t.csv:3: 'ContextTokens' must be an integer >= 0 (got 'abc'); {SKIP_HINT}")
+    sc.write_text(body + 'trace = "t.csv"\nskip_bad_rows = true\n')
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["fleets"]["8xH100"]["requests"] == 2
+    assert "warning: workload: 1 trace row skipped (malformed, with skip_bad_rows" in r.stderr
+    r = CliRunner().invoke(main, ["workload", "describe", str(sc), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["skipped_rows"] == 1  # describe reads the key too
+    sc.write_text(body + 'skip_bad_rows = true\n[workload.spec]\nname = "chat-4k"\n')
+    r = CliRunner().invoke(main, ["run", str(sc)])
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        f"Error: {sc}.workload.skip_bad_rows: must be false for a generated workload (it skips a trace's "
+        "malformed rows) (got True)")

@@ -18,7 +18,7 @@ from workloads.workload import SKIPPED_WHY, Workload
 
 # a scenario's [workload] (`simulator.scenario.WorkloadSection`): its keys, and the seconds a generator
 # draws when it gives no duration_s (a generator's own default may differ: code-repo-128k's is an hour)
-SCENARIO_KEYS = ("spec", "trace", "duration_s", "rate_scale", "start_s", "time_scale")
+SCENARIO_KEYS = ("spec", "trace", "duration_s", "rate_scale", "start_s", "time_scale", "skip_bad_rows")
 SCENARIO_DURATION_S = 600.0
 
 
@@ -51,10 +51,12 @@ def _scenario_table(table: dict[str, Any], path: Path) -> dict[str, Any] | None:
     if "trace" in table and (not isinstance(trace, str) or "spec" in table):
         raise ConfigError(f"{path}: workload.trace must be a path (a string), given instead of [workload.spec] "
                           f"(got {shown(trace)})")
-    for key in SCENARIO_KEYS[2:]:
+    for key in SCENARIO_KEYS[2:-1]:
         value = table.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ConfigError(f"{path}: workload.{key} must be a number (got {shown(value)})")
+    if not isinstance(table.get("skip_bad_rows", False), bool):
+        raise ConfigError(f"{path}: workload.skip_bad_rows must be true or false (got {shown(table['skip_bad_rows'])})")
     return table
 
 
@@ -154,7 +156,7 @@ def load_workload(
             scenario = _scenario_table(spec, path)
             if scenario is not None:  # a scenario's [workload]: its options unless the call gives them
                 return _from_scenario_table(scenario, path, seed=seed, duration_s=duration_s, rate_scale=rate_scale,
-                                            allow_empty=allow_empty)
+                                            allow_empty=allow_empty, on_error=on_error)
         else:
             trace = read_trace(path, format=format, on_error=on_error)
             if duration_s is None and start_s == 0 and time_scale == 1 and rate_scale == 1:
@@ -189,11 +191,11 @@ def load_workload(
 
 
 def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, duration_s: float | None,
-                         rate_scale: float, allow_empty: bool) -> Workload:
+                         rate_scale: float, allow_empty: bool, on_error: str = "stop") -> Workload:
     """The workload a scenario's ``[workload]`` in `path` names (`_scenario_table`): its ``spec`` or
     its ``trace`` (relative to `path`), its ``duration_s`` unless `duration_s` is given (as a scenario:
     default the whole trace, or `SCENARIO_DURATION_S` of a generator), and its ``rate_scale`` times
-    `rate_scale`."""
+    `rate_scale`; a trace's malformed rows skipped when its ``skip_bad_rows`` or `on_error` says so."""
     where = f"{path}: workload"
     duration = duration_s if duration_s is not None else table.get("duration_s")
     if duration is not None:
@@ -205,8 +207,8 @@ def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, durati
         must(0 < table.get("time_scale", 1) < math.inf, where, "time_scale", "finite and > 0", table.get("time_scale"))
         return load_workload(path.parent / table["trace"], seed=seed, duration_s=duration, rate_scale=scale,
                              start_s=float(table.get("start_s", 0.0)), time_scale=float(table.get("time_scale", 1.0)),
-                             allow_empty=allow_empty)
-    for key in ("start_s", "time_scale"):
+                             allow_empty=allow_empty, on_error="skip" if table.get("skip_bad_rows") else on_error)
+    for key in ("start_s", "time_scale", "skip_bad_rows"):
         if key in table:
             raise ConfigError(f"{path}: workload.{key} applies to a trace replay, not to a generated workload "
                               f"(got {table[key]!r}); use duration_s and rate_scale")

@@ -33,7 +33,8 @@ class ReadStats:
         self.cut_at_s: float | None = None
 
 
-SKIPPED_WHY = "malformed, with --skip-bad-rows, or dropped by the format's rule: a failed request, 0 tokens"
+SKIPPED_WHY = ("malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the format's rule: a failed "
+               "request, 0 tokens")
 """Why a trace reader skips a row (`ReadStats.skipped_rows`)."""
 
 

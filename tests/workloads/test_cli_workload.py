@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from simulator.cli.workload import workload
 from workloads.traces import read_trace
+from workloads.traces._rows import SKIP_HINT
 
 # ../shared/data/traces relative to the repo root (this file is tests/workloads/<file>, so parents[2])
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
@@ -47,7 +48,7 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,abc,4\n")
     r = CliRunner().invoke(workload, ["describe", str(bad)])
     assert r.exit_code == 2
-    assert r.output == "Error: azure.csv:2: 'ContextTokens' must be an integer >= 0 (got 'abc')\n"
+    assert r.output == f"Error: azure.csv:2: 'ContextTokens' must be an integer >= 0 (got 'abc'); {SKIP_HINT}\n"
     with bad.open("a") as f:  # and a good row: a trace whose every row is skipped is an error of its own
         f.write("2023-11-16 18:15:47.6805900,10,4\n")
     r = CliRunner().invoke(workload, ["describe", str(bad), "--skip-bad-rows", "--json"])
@@ -215,6 +216,6 @@ def test_generate_from_a_trace_says_the_rows_it_left_out(tmp_path: Path) -> None
     r = CliRunner().invoke(workload, ["generate", str(trace), "--out", str(tmp_path / "a.jsonl"), "--duration-s", "20"])
     assert r.exit_code == 0 and r.stdout == f"wrote 2 requests to {tmp_path / 'a.jsonl'}\n"
     assert r.stderr.splitlines() == [
-        "warning: workload: 1 trace row skipped (malformed, with --skip-bad-rows, or dropped by the format's rule: a "
-        "failed request, 0 tokens)",
+        "warning: workload: 1 trace row skipped (malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the "
+        "format's rule: a failed request, 0 tokens)",
         "warning: workload: the trace cut at 20 s of replay (--duration-s; its later rows not replayed)"]

@@ -8,6 +8,7 @@ import pytest
 from simulator.errors import ConfigError
 from workloads.load import load_workload
 from workloads.traces import detect_format, read_trace, write_workload
+from workloads.traces._rows import SKIP_HINT
 from workloads.traces.mooncake import block_segments
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
@@ -36,7 +37,7 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
     p = write(tmp_path, "azure.csv", AZURE.replace("396,109", "abc,109"))
     with pytest.raises(ConfigError) as e:
         read_trace(p).requests()
-    assert str(e.value) == "azure.csv:3: 'ContextTokens' must be an integer >= 0 (got 'abc')"
+    assert str(e.value) == f"azure.csv:3: 'ContextTokens' must be an integer >= 0 (got 'abc'); {SKIP_HINT}"
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:
@@ -59,7 +60,7 @@ def test_time_going_backwards_is_a_bad_row(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         read_trace(write(tmp_path, "azure.csv", text)).requests()
     assert str(e.value) == ("azure.csv:3: 'TIMESTAMP' must be at or after the first row's "
-                            "(got '2023-11-16 18:15:40.0000000')")
+                            f"(got '2023-11-16 18:15:40.0000000'); {SKIP_HINT}")
 
 
 def test_mooncake_blocks_and_remainder(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_mooncake_bad_json_and_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^m.jsonl:2: 'row' must be a JSON object"):
         read_trace(p).requests()
     p = write(tmp_path, "n.jsonl", '{"timestamp": 0, "input_length": 0, "output_length": 1}\n')
-    with pytest.raises(ConfigError, match=r"^n.jsonl:1: 'input_length' must be an integer >= 1 \(got 0\)$"):
+    with pytest.raises(ConfigError, match=r"^n.jsonl:1: 'input_length' must be an integer >= 1 \(got 0\); to skip "):
         read_trace(p).requests()
 
 

@@ -90,6 +90,14 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
     return x
 
 
+# how to go on past a malformed row, said with it
+SKIP_HINT = "to skip and count such rows: workload.skip_bad_rows = true (a scenario), --skip-bad-rows (kvsim workload)"
+
+
+class BadRowError(ConfigError):
+    """A malformed row that stopped a read (``on_error="stop"``): whoever chose to stop can say how to skip."""
+
+
 class BinaryFileError(ConfigError):
     """A trace line holding NUL bytes: the file is not text, and none of it is echoed."""
 
@@ -157,7 +165,7 @@ def guarded(
         except (FieldError, ConfigError) as e:
             if on_error == "stop":  # a request's rule at its field, not the class's name (Request(1):)
                 said = e.quoted() if isinstance(e, RuleError) else e
-                raise ConfigError(f"{path.name}:{line}: {said}") from None
+                raise BadRowError(f"{path.name}:{line}: {said}; {SKIP_HINT}") from None
             stats.skipped_rows += 1
             continue
         if r is None:
