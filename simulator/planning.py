@@ -9,7 +9,9 @@ For one node kind the search starts at the memory floor and grows:
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   rejected or timed out), then bisect between the last failure and the first success. A fleet whose
   replicas reject requests (they can never hold them) is refused at once (`never_served`): more nodes
-  would not serve them.
+  would not serve them; so is one whose failing p99s a doubling lowered by under `PLATEAU_SHARE`
+  (`_plateau`). Such a kind's row in the plan says why (`NoFleet`, `no_fleet_row`); the other kinds keep
+  their answers.
 - **binding constraint** at the answer: ``memory`` when the answer is the memory floor or the
   fleet one replica smaller failed with its KV pool nearly full of blocks it could not free
   (time-mean ``kv_referenced_utilization`` ≥ 80 %: a prefix cache's evictable blocks left out) or
@@ -40,11 +42,14 @@ from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
-from simulator.units import measure_against
+from simulator.units import figure, measure_against
 from workloads import Workload
 from workloads.workload import say_left_out
 
 MEMORY_BOUND_UTILIZATION = 0.8
+# a failing p99 that doubling the fleet lowers by less than this share is set by the requests themselves (a
+# prompt's own prefill, a decode step at a small batch), not by queueing: no larger fleet meets it (`NoFleet`)
+PLATEAU_SHARE = 0.02
 MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
 HEADROOM_MAX_SCALE = 8.0
 HEADROOM_STEPS = 5
@@ -98,13 +103,69 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
     return line + ("fails" if s["completed"] else "fails (none completed)")
 
 
+class NoFleet(ConfigError):
+    """No fleet of a node kind meets the SLOs: the message says why in full; `short` in a few words, for the
+    plan's ``binding`` column (`plan_capacity` keeps the other kinds' answers)."""
+
+    def __init__(self, message: str, short: str) -> None:
+        super().__init__(message)
+        self.short = short
+        self.floor: int | None = None  # the kind's memory floor, and the simulations its search ran (`plan_fleet`)
+        self.simulations = 0
+
+
+def no_fleet_row(hardware: str, exc: NoFleet) -> dict[str, Any]:
+    """A `FleetPlan` row for a kind no fleet of which meets the SLOs: no node count, cost or headroom, and
+    ``binding`` ``no fleet: <why>``."""
+    nan = math.nan
+    return {"hardware": hardware, "nodes": None, "memory_floor_nodes": exc.floor, "usd_per_hour": nan,
+            "usd_per_million_output_tokens": nan, "ttft_p99_s": nan, "tpot_p99_s": nan, "kv_utilization": nan,
+            "binding": f"no fleet: {exc.short}", "headroom_scale": nan, "headroom_capped": False,
+            "simulations": exc.simulations}
+
+
+def plan_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
+    """The plan's rows as a frame, its node counts whole numbers (pandas' nullable ``Int64``: a kind with no
+    fleet has none, not NaN, which would print every count as ``3.0``)."""
+    frame = pd.DataFrame(rows)
+    if columns is not None:
+        frame = frame[columns]
+    for column in ("nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "simulations"):
+        if column in frame:
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def _plateau(before: Result, after: Result, n_before: int, n_after: int, where: str, ttft_p99_s: float,
+             tpot_p99_s: float) -> None:
+    """Raise `NoFleet` when doubling the fleet from `n_before` to `n_after` nodes lowered no p99 that fails
+    the SLOs at both by `PLATEAU_SHARE` or more (none timed out at `n_after`): what sets it is not queueing,
+    and more nodes would not meet it (helper-115: a TTFT p99 of 6.49 s from 4 nodes to 256 against 5 s)."""
+    a, b = before.summary, after.summary
+    failing = [(name, key, limit, unit, scale) for name, key, limit, unit, scale in (
+        ("TTFT", "ttft_p99_s", ttft_p99_s, "s", 1.0), ("TPOT", "tpot_p99_s", tpot_p99_s, "ms", 1e3))
+        if b[key] > limit]
+    if b["timed_out"] or not failing or any(not a[key] > limit for _, key, limit, _, _ in failing):
+        return
+    if any(b[key] < (1 - PLATEAU_SHARE) * a[key] for _, key, _, _, _ in failing):
+        return
+    said = ", ".join(f"{name} p99 {figure(scale * a[key])} {unit} on {n_before} node{'s' * (n_before > 1)} and "
+                     f"{figure(scale * b[key])} {unit} on {n_after} (SLO {figure(scale * limit)} {unit})"
+                     for name, key, limit, unit, scale in failing)
+    raise NoFleet(f"{where}: no fleet meets the SLOs: {said}; more nodes do not lower it (each request's own "
+                  "steps set it)",
+                  short=", ".join(f"{name} p99 {figure(scale * b[key])} {unit} however many nodes (SLO "
+                                  f"{figure(scale * limit)} {unit})" for name, key, limit, unit, scale in failing))
+
+
 def never_served(result: Result, where: str) -> None:
     """Refuse a fleet whose replicas rejected requests: a replica rejects a request it can never hold (its
     context beyond the model's, or more KV blocks than its pool has), so no number of replicas serves it and no
     fleet of this plan meets the SLOs. The message counts them and quotes the first one's reason."""
     if result.summary["rejected"]:
-        raise ConfigError(f"{where}: {rejected_note(result)}, so no fleet size meets the SLOs: give a replica "
-                          "more KV room, or a KV lever (kvsim fit)")
+        raise NoFleet(f"{where}: {rejected_note(result)}, so no fleet size meets the SLOs: give a replica "
+                      "more KV room, or a KV lever (kvsim fit)",
+                      short=f"{result.summary['rejected']:,} requests no replica can hold (rejected)")
 
 
 def rejected_note(result: Result) -> str:
@@ -157,49 +218,61 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     estimate before it starts).
     """
     floor = memory_floor_nodes(scenario, hardware, workload)
-    if floor > MAX_NODES:
-        raise ConfigError(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
-                          f"memory alone needs {floor:,} nodes for this load")
-    meter = meter or Meter(None)
     cache: dict[int, Result] = {}
-    n_requests = len(workload.requests())
+    try:
+        if floor > MAX_NODES:
+            raise NoFleet(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
+                          f"memory alone needs {floor:,} nodes for this load",
+                          short=f"KV memory alone needs {floor:,} nodes, over {MAX_NODES}")
+        meter = meter or Meter(None)
+        n_requests = len(workload.requests())
 
-    def sim(n: int) -> Result:
-        if n in cache:
-            return cache[n]
-        r = cache[n] = run(scenario.engine_config(hardware, n_nodes=n), workload, seed,
-                           progress=meter.piece(1.0), total_requests=n_requests)
-        meter.add(1.0)
-        meter.inform()
-        if on_step:
-            on_step(f"{hardware}: {n} node(s) -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
-        return r
+        def sim(n: int) -> Result:
+            if n in cache:
+                return cache[n]
+            r = cache[n] = run(scenario.engine_config(hardware, n_nodes=n), workload, seed,
+                               progress=meter.piece(1.0), total_requests=n_requests)
+            meter.add(1.0)
+            meter.inform()
+            if on_step:
+                on_step(f"{hardware}: {n} node(s) -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
+            return r
 
-    def expect(lo: int, hi: int, found: bool) -> None:
-        guess = headroom_guess(hi * unit, unit, headroom_hint)
-        meter.expect(search_runs_left(lo, hi, found) + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, guess))
+        def expect(lo: int, hi: int, found: bool) -> None:
+            guess = headroom_guess(hi * unit, unit, headroom_hint)
+            meter.expect(search_runs_left(lo, hi, found)
+                         + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, guess))
 
-    # the search counts whole replicas: `unit` nodes each (1, or the nodes a multi-node plan spans)
-    unit = kv_budget(scenario.engine_config(hardware).node, scenario.model_spec(),  # type: ignore[arg-type]
-                     memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan).nodes
-    ok = lambda k: meets_slo(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
-    lo, hi = floor // unit - 1, floor // unit
-    expect(lo, hi, False)
-    never_served(sim(hi * unit), f"{scenario.where}: {hardware}")
-    while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi * unit > MAX_NODES:
-            s = sim(lo * unit).summary
-            raise ConfigError(
-                f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
-                f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
-                f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out")
+        # the search counts whole replicas: `unit` nodes each (1, or the nodes a multi-node plan spans)
+        unit = kv_budget(scenario.engine_config(hardware).node, scenario.model_spec(),  # type: ignore[arg-type]
+                         memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan).nodes
+        ok = lambda k: meets_slo(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
+        lo, hi = floor // unit - 1, floor // unit
         expect(lo, hi, False)
-    expect(lo, hi, True)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        never_served(sim(hi * unit), f"{scenario.where}: {hardware}")
+        tried = None  # the last count simulated and failed, once the doubling has one
+        while not ok(hi):
+            if tried is not None:
+                _plateau(sim(tried * unit), sim(hi * unit), tried * unit, hi * unit, f"{scenario.where}: {hardware}",
+                         ttft_p99_s, tpot_p99_s)
+            tried = lo = hi
+            hi *= 2
+            if hi * unit > MAX_NODES:
+                s = sim(lo * unit).summary
+                raise NoFleet(
+                    f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
+                    f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
+                    f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out",
+                    short=f"none of up to {MAX_NODES} nodes")
+            expect(lo, hi, False)
         expect(lo, hi, True)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+            expect(lo, hi, True)
+    except NoFleet as exc:  # what the search simulated, for the plan's row of this kind (`no_fleet_row`)
+        exc.floor, exc.simulations = floor, len(cache)
+        raise
     hi *= unit
     best = sim(hi)
     below = cache.get(hi - unit)
@@ -293,6 +366,9 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     GPU name alone is its largest node and the rows name the node (``["H100"]`` -> ``8xH100``:
     `simulator.study.node_kinds`). `seed` is an integer >= 0 (None: the scenario's); the SLOs
     finite seconds > 0 (None: the scenario's).
+    A kind no fleet of which meets the SLOs (`NoFleet`) has a row with no node count, cost or headroom, its
+    ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
+    left, the first kind's `NoFleet` is raised.
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -315,13 +391,26 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         return plan
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
     workload = _workload(scenario, seed, meter, on_step)
-    rows: list[FleetPlan] = []
+    rows: list[dict[str, Any]] = []
+    failed: list[NoFleet] = []
+    hint = None  # the last kind's headroom
     for i, hw in enumerate(kinds):
         meter.next_stage(alike=len(kinds) - 1 - i)  # each kind to come expected to cost what this one does
-        rows.append(plan_fleet(scenario, hw, workload, ttft_p99_s=ttft, tpot_p99_s=tpot, seed=seed, on_step=on_step,
-                               meter=meter, headroom_hint=rows[-1].headroom_scale if rows else None))
+        try:
+            fleet = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft, tpot_p99_s=tpot, seed=seed, on_step=on_step,
+                               meter=meter, headroom_hint=hint)
+        except NoFleet as exc:  # this kind's row says why; the other kinds keep their answers
+            failed.append(exc)
+            rows.append(no_fleet_row(hw, exc))
+            if on_step:
+                on_step(f"{hw}: {exc.short}")
+            continue
+        hint = fleet.headroom_scale
+        rows.append(asdict(fleet))
+    if len(failed) == len(kinds):  # no answer at all: the first kind's reason, in full
+        raise failed[0]
     meter.finish()
-    return pd.DataFrame([asdict(r) for r in rows])
+    return plan_frame(rows)
 
 
 def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[str], None] | None) -> Workload:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -36,20 +37,22 @@ from hardware.catalog import NodeSpec
 from simulator.capacity import kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import Result, run
-from simulator.errors import ConfigError
 from simulator.planning import (
     FLEET_PRIOR,
     HEADROOM_MAX_SCALE,
     HEADROOM_STEPS,
     MAX_NODES,
     MEMORY_BOUND_UTILIZATION,
+    NoFleet,
     fleet_headroom,
     headroom_cost,
     latency_line,
     meets_slo,
     memory_floor_nodes,
     never_served,
+    no_fleet_row,
     plan_fleet,
+    plan_frame,
 )
 from simulator.progress import Meter, search_runs_left
 from simulator.scenario import Scenario
@@ -166,8 +169,8 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
             break
         d += unit_d  # the total once more: the smaller prefill pool failed after all
         if d > MAX_NODES:
-            raise ConfigError(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
-                              "nodes meets the SLOs")
+            raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
+                          "nodes meets the SLOs", short=f"none of up to {MAX_NODES} decode nodes")
     best = sim(p, d)
     s = best.summary
     binding = []
@@ -217,7 +220,7 @@ def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_h
             hi = ok_hint
             break
         if hi > limit:
-            raise ConfigError(fail)
+            raise NoFleet(fail, short=f"none of up to {MAX_NODES} nodes")
         say(search_runs_left(lo, hi, False))
     say(search_runs_left(lo, hi, True))
     while hi - lo > 1:
@@ -243,28 +246,49 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
     and the disaggregated one's (`SPLIT_PRIOR`)."""
     meter = meter or Meter(None)
     rows = []
+    failed: list[NoFleet] = []
+
+    def no_fleet(hw: str, fleet: str, exc: NoFleet) -> dict[str, Any]:  # a fleet no size of which meets the SLOs
+        failed.append(exc)
+        if on_step:
+            on_step(f"{hw} {fleet}: {exc.short}")
+        return {**no_fleet_row(hw, exc), "fleet": fleet, "prefill_nodes": None, "decode_nodes": None,
+                "decode_kv_utilization": math.nan, "link_utilization": math.nan}
+
     for hw in kinds:
         meter.next_stage()
-        agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                         on_step=on_step, meter=meter)
-        agg_row = asdict(agg)
-        agg_row["decode_kv_utilization"] = agg_row.pop("kv_utilization")  # every replica of it decodes
-        rows.append({**agg_row, "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
-                     "link_utilization": math.nan})
+        try:
+            agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
+                             on_step=on_step, meter=meter)
+        except NoFleet as exc:
+            rows.append(no_fleet(hw, "aggregated", exc))
+            agg_headroom = math.sqrt(HEADROOM_MAX_SCALE)  # the middle of the range, as `headroom_guess` with no hint
+        else:
+            agg_row = asdict(agg)
+            agg_row["decode_kv_utilization"] = agg_row.pop("kv_utilization")  # every replica of it decodes
+            rows.append({**agg_row, "fleet": "aggregated", "prefill_nodes": 0, "decode_nodes": 0,
+                         "link_utilization": math.nan})
+            agg_headroom = agg.headroom_scale
         meter.next_stage()
-        headroom_prior = headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, agg.headroom_scale)
-        split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                                   on_step=on_step, meter=meter, then=headroom_prior)
+        headroom_prior = headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, agg_headroom)
+        try:
+            split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s,
+                                       seed=seed, on_step=on_step, meter=meter, then=headroom_prior)
+        except NoFleet as exc:
+            rows.append(no_fleet(hw, "xPyD", exc))
+            continue
         config = scenario.disaggregated_config(hw, split.prefill_nodes, split.decode_nodes)
         headroom, capped = fleet_headroom(scenario, config, scenario.fleet_label(hw, split.prefill_nodes,
                                                                                  split.decode_nodes),
-                                          seed, ttft_p99_s, tpot_p99_s, meter, on_step, agg.headroom_scale)
+                                          seed, ttft_p99_s, tpot_p99_s, meter, on_step, agg_headroom)
         rows.append({**asdict(split), "simulations": split.simulations + HEADROOM_STEPS, "headroom_scale": headroom,
                      "headroom_capped": capped})
+    if len(failed) == len(rows):  # no fleet of any kind: the first one's reason, in full
+        raise failed[0]
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
             "binding", "headroom_scale", "headroom_capped", "simulations"]
-    return pd.DataFrame(rows)[cols]
+    return plan_frame(rows, cols)
 
 
 __all__ = ["SplitPlan", "ample_prefill_nodes", "plan_disaggregated", "plan_split_capacity"]

@@ -153,3 +153,33 @@ def test_a_search_line_says_its_verdict_and_why(summary, line):
     from simulator.planning import latency_line
 
     assert latency_line(SimpleNamespace(summary=summary), 1.0, 0.01) == line
+
+
+def test_split_plan_keeps_a_row_for_a_fleet_no_size_of_which_meets_the_slos(monkeypatch):
+    """An aggregated fleet with no answer (`NoFleet`) gets its row, and the kind's xPyD fleet is still sized and
+    its headroom run; the frame keeps whole node counts (Int64) beside the missing one. With no fleet of any kind,
+    the first one's reason is the error. The searches are stubs: this checks the rows, not the simulations."""
+    from simulator import xpyd
+    from simulator.planning import NoFleet
+
+    def no_aggregated(scenario, hw, workload, **kw):
+        exc = NoFleet(f"{hw}: no fleet meets the SLOs: TTFT p99 ...", short="TTFT p99 6.5 s however many nodes")
+        exc.floor, exc.simulations = 2, 3
+        raise exc
+
+    split = xpyd.SplitPlan(hardware="8xH100", fleet="8xH100-1P2D", nodes=3, prefill_nodes=1, decode_nodes=2,
+                           memory_floor_nodes=2, usd_per_hour=71.8, usd_per_million_output_tokens=2.5,
+                           ttft_p99_s=1.0, tpot_p99_s=0.03, decode_kv_utilization=0.4, link_utilization=0.1,
+                           binding="decode memory", simulations=7)
+    monkeypatch.setattr(xpyd, "plan_fleet", no_aggregated)
+    monkeypatch.setattr(xpyd, "plan_disaggregated", lambda *a, **kw: split)
+    monkeypatch.setattr(xpyd, "fleet_headroom", lambda *a, **kw: (1.4, False))
+    sc = load_scenario("disaggregated")
+    plan = xpyd.plan_split_capacity(sc, ["8xH100"], None, ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)
+    assert plan.fleet.tolist() == ["aggregated", "8xH100-1P2D"]
+    assert plan.nodes.isna().tolist() == [True, False] and plan.nodes[1] == 3 and str(plan.nodes.dtype) == "Int64"
+    assert plan.binding[0] == "no fleet: TTFT p99 6.5 s however many nodes" and plan.simulations.tolist() == [3, 12]
+    assert plan.memory_floor_nodes.tolist() == [2, 2] and plan.headroom_scale[1] == 1.4
+    monkeypatch.setattr(xpyd, "plan_disaggregated", no_aggregated)
+    with pytest.raises(NoFleet, match="^8xH100: no fleet meets the SLOs"):
+        xpyd.plan_split_capacity(sc, ["8xH100"], None, ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)

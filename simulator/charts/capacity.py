@@ -15,7 +15,8 @@ def _binding_label(why: str, width: int) -> str:
     """A capacity plan's binding constraint as a tick-label line: ``binds: compute``, or what suffices."""
     import textwrap
 
-    text = why.removeprefix("none (").removesuffix(")") if why.startswith("none") else f"binds: {why}"
+    text = (why.removeprefix("none (").removesuffix(")") if why.startswith("none") else
+            why if why.startswith("no fleet") else f"binds: {why}")
     return textwrap.fill(text, width)
 
 
@@ -30,6 +31,8 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     """
     split = "fleet" in plan
     n = len(plan)
+    counts = {c: plan[c].astype(float) for c in ("nodes", "memory_floor_nodes")}  # a kind with no fleet: NaN
+    none = counts["nodes"].isna().to_numpy()  # no fleet of the kind meets the SLOs: no bar, a word in its place
     fig, (a, b) = plt.subplots(1, 2, figsize=(max(11.0, 2.6 * n + 3.0), 5.2 if split else 4.8))
     x = np.arange(n)
     width = max(14, min(26, int(60 / n) + 6))  # characters a tick label's line holds
@@ -37,21 +40,24 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
               for hw, fleet, why in zip(plan.hardware, plan.fleet if split else plan.hardware, plan.binding,
                                         strict=True)]
     prefill = plan.prefill_nodes if split else pd.Series(0, index=plan.index)
-    nodes = a.bar(x - 0.2, plan.nodes, 0.4, color="C0", label="nodes that meet the SLOs (simulated)")
+    nodes = a.bar(x - 0.2, counts["nodes"].fillna(0), 0.4, color="C0", label="nodes that meet the SLOs (simulated)")
     if split and prefill.any():
         a.bar(x - 0.2, prefill, 0.4, color="C1", hatch="//", edgecolor="0.2", label="of which prefill nodes (xPyD)")
-    floor = a.bar(x + 0.2, plan.memory_floor_nodes, 0.4, color="0.6",
+    floor = a.bar(x + 0.2, counts["memory_floor_nodes"].fillna(0), 0.4, color="0.6",
                   label="memory floor (analytic" + ("; xPyD: its decode pool)" if split else ")"))
-    for bars in (nodes, floor):
-        a.bar_label(bars, fmt="{:,.0f}", padding=2, fontsize=9)
+    for bars, column in ((nodes, "nodes"), (floor, "memory_floor_nodes")):
+        a.bar_label(bars, labels=["" if v != v else f"{v:,.0f}" for v in counts[column]], padding=2, fontsize=9)
     a.set(xticks=x, ylabel="nodes", title="Fleet size")
-    top = float(max(plan.nodes.max(), plan.memory_floor_nodes.max()))
+    top = float(np.nanmax([counts["nodes"].max(), counts["memory_floor_nodes"].max(), 1.0]))
+    for i in np.flatnonzero(none):
+        a.text(x[i] - 0.2, 0.05 * top, "no fleet\nmeets the\nSLOs", ha="center", va="bottom", fontsize=8,
+               color="C3", rotation=0)
     a.set_ylim(0, top * 1.3 + 0.8)  # room for the numbers and the legend above the tallest bar
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=8, loc="upper left")
-    cost = b.bar(x, plan.usd_per_hour, 0.6, color="C2")
-    b.bar_label(cost, labels=[f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out" for usd, per_m in
-                              zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, strict=True)],
+    cost = b.bar(x, plan.usd_per_hour.fillna(0), 0.6, color="C2")
+    b.bar_label(cost, labels=["no fleet" if gone else f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out" for usd, per_m, gone in
+                              zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, none, strict=True)],
                 padding=2, fontsize=8)
     b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost (and per million output tokens)")
     b.set_ylim(0, float(plan.usd_per_hour.max()) * 1.3)

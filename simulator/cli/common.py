@@ -151,8 +151,10 @@ def echo_json(obj: Any) -> None:
 
 def records(df: Any) -> list[dict[str, Any]]:
     """A table's rows as JSON-ready dicts: its (snake_case) columns as keys, numbers as numbers,
-    a missing value (NaN) as null; the one `--json` form of every command that prints a table."""
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+    a missing value (NaN, pandas' NA) as null; the one `--json` form of every command that prints a table."""
+    import pandas as pd
+
+    return [{k: (None if (isinstance(v, float) and v != v) or v is pd.NA else v) for k, v in row.items()}
             for row in df.astype(object).to_dict(orient="records")]
 
 

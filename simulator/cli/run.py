@@ -214,6 +214,11 @@ def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:
     shown = plan.drop(columns=["headroom_capped"])
     shown["headroom_scale"] = [("≥ " if capped else "") + ("–" if pd.isna(h) else figure(h))
                                for h, capped in zip(plan.headroom_scale, plan.headroom_capped, strict=True)]
+    if shown.isna().any().any():  # a kind with no fleet: its figures read "–", the others as `_echo_table` has them
+        for column in shown.columns:
+            values = shown[column]
+            if values.isna().any():
+                shown[column] = ["–" if pd.isna(v) else figure(v) if isinstance(v, float) else str(v) for v in values]
     return shown
 
 
