@@ -181,5 +181,5 @@ def test_split_plan_keeps_a_row_for_a_fleet_no_size_of_which_meets_the_slos(monk
     assert plan.binding[0] == "no fleet: TTFT p99 6.5 s however many nodes" and plan.simulations.tolist() == [3, 12]
     assert plan.memory_floor_nodes.tolist() == [2, 2] and plan.headroom_scale[1] == 1.4
     monkeypatch.setattr(xpyd, "plan_disaggregated", no_aggregated)
-    with pytest.raises(NoFleet, match="^8xH100: no fleet meets the SLOs"):
+    with pytest.raises(NoFleet, match=r"^8xH100: no fleet meets the SLOs"):
         xpyd.plan_split_capacity(sc, ["8xH100"], None, ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)
