@@ -282,3 +282,33 @@ def test_fit_levers_stack_on_the_layout_given(layout, batch, fixes):
         assert r.exit_code == 0, r.output
         doc = json.loads(r.output)
         assert [("+".join(f["levers"]), f["layout"], f["max_streams"]) for f in doc["fixes"]] == fixes
+
+
+def test_fit_says_what_the_engine_holds_under_a_pipeline():
+    """helper-115: fit read 23 streams of 131k tokens under TP8 PP2 where the engine holds 22: it runs a
+    scheduler per stage in flight, each with half the pool's blocks (96,406 of 192,813; a stream takes 8,192,
+    11 each). Fit now says so, from the engine's own pool size."""
+    import json
+
+    from simulator.scenario import parse_scenario
+    from simulator.study import run_scenario
+
+    args = ["fit", "--hardware", "8xH100", "--model", "Llama-3.1-70B", "--context", "131072", "--pp", "2"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert ("  the simulator runs a scheduler per pipeline stage in flight (vLLM's virtual engines), each with 1/2 of "
+            "a KV pool's 192,813 blocks (96,406; a stream takes 8,192): 22 streams there\n") in r.output
+    doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert (doc["max_streams"], doc["simulated_max_streams"]) == (23, 22)
+    sc = parse_scenario({"name": "pp", "model": {"name": "Llama-3.1-70B"},
+                         "cluster": {"hardware": ["8xH100"], "nodes": 2, "tp": 8, "pp": 2},
+                         "workload": {"duration_s": 2, "spec": {"name": "synthetic", "input_tokens": 100,
+                                                                "output_tokens": 2}},
+                         "report": {"collapse": False, "breakeven": False}}, "pp")
+    summary = run_scenario(sc).results["8xH100"].summary
+    assert summary["kv_blocks_per_replica"] == 96_406 and 96_406 // 8_192 * 2 == doc["simulated_max_streams"]
+    # one stage: the engine holds what fit counts, and no line says otherwise
+    r = CliRunner().invoke(main, [*args[:-2], "--json"])
+    doc = json.loads(r.output)
+    assert doc["max_streams"] == doc["simulated_max_streams"] == 10
+    assert "virtual engines" not in CliRunner().invoke(main, args[:-2]).output

@@ -12,6 +12,8 @@ import pandas as pd
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import (
     DEFAULT_MEMORY_UTILIZATION,
+    KVBudget,
+    blocks_per_group,
     compare_plans,
     gpu_sequence_bytes,
     kv_budget,
@@ -31,7 +33,7 @@ from simulator.cli.options import (
     plan_options,
 )
 from simulator.errors import ConfigError, RuleError, must_differ, shown
-from simulator.kv import DEFAULT_BLOCK_TOKENS, footprint, parse_layout
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
     ModelSpec,
@@ -170,6 +172,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         plans = compare_plans(node, model, lay, context_tokens, candidate_plans(node, model), memory_utilization,
                               block_tokens)
         holding = [p for p in plans if p.max_streams >= batch and p.plan != plan.label]  # the target, no lever
+        engine_streams = _engine_streams(budget, model, lay, context_tokens, block_tokens)
         share = kv_share(model, lay, plan.attention_tp)
         per_stage = [(s, budget.stages[s], budget.stage_kv_bytes(s),
                       gpu_sequence_bytes(budget, model, lay, context_tokens, s, block_tokens))
@@ -190,6 +193,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         "max_context_tokens_at_batch": longest, "plans": [dataclasses.asdict(p) for p in plans],
         "fixes": [dataclasses.asdict(f) for f in fixes],
         "plans_that_fit": [] if streams >= batch else [p.plan for p in holding],
+        "simulated_max_streams": engine_streams,
     }
     if as_json:
         echo_json(result)
@@ -210,6 +214,14 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     past = _past_window(model, context_tokens)
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
                f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
+    if engine_streams != streams:  # a pipeline's stages in flight each hold a share of the blocks
+        from simulator.engine.geometry import block_geometry
+
+        geo = block_geometry(model, lay, block_tokens)
+        blocks = blocks_per_group(budget, model, lay, geo.block_bytes)
+        click.echo(f"  the simulator runs a scheduler per pipeline stage in flight (vLLM's virtual engines), each with "
+                   f"1/{plan.pp} of a KV pool's {blocks:,} blocks ({blocks // plan.pp:,}; a stream takes "
+                   f"{geo.blocks(context_tokens):,}): {engine_streams:,} streams there")
     click.echo(f"  longest context for {batch} stream(s): {longest:,} tokens"
                + ("  (beyond the model's max context)" if longest > model.max_context_tokens else ""))
     table = pd.DataFrame([{"plan": p.plan + (" *" if p.plan == plan.label else ""), "GPUs": p.gpus,
@@ -240,6 +252,20 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                                "GB/stream (all GPUs)": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
+
+
+def _engine_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
+                    block_tokens: int) -> int:
+    """Streams of `context_tokens` the engine holds on the budget's nodes: each replica runs ``kv_groups · pp``
+    schedulers (`simulator.engine.cluster`: a pipeline's stages in flight, vLLM's virtual engines), each with
+    ``floor(blocks / pp)`` blocks of a KV pool's (`blocks_per_group`), a stream taking `BlockGeometry.blocks`
+    of them: ``replicas · groups · pp · floor(floor(blocks / pp) / blocks(n))``. Equal to `max_streams` but
+    for the rounding of that split (and of blocks against bytes)."""
+    from simulator.engine.geometry import block_geometry  # (the engine's package: imported when asked)
+
+    geo = block_geometry(model, layout, block_tokens)
+    per_engine = blocks_per_group(budget, model, layout, geo.block_bytes) // budget.plan.pp
+    return budget.replicas * budget.plan.kv_groups * budget.plan.pp * (per_engine // geo.blocks(context_tokens))
 
 
 @click.command()
