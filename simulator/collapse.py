@@ -40,7 +40,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                    tp: int | None = None, memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
     """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
-    and max streams per node. `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""
+    and max streams per node, and whether the context is beyond the model's max (memory alone: the model
+    cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""
     must(len(hardware) >= 1, "collapse", "hardware", "at least one node kind, e.g. 8xH100 (comma-separated)",
          ",".join(hardware))
     must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
@@ -61,10 +62,11 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                     rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,
                                  budget.stage_kv_bytes(0), bytes_per_token(model, layout),
                                  gpu_sequence_bytes(budget, model, layout, 1, 0),
-                                 sequence_bytes(model, layout, int(n), block_tokens), int(streams)))
+                                 sequence_bytes(model, layout, int(n), block_tokens), int(streams),
+                                 int(n) > model.max_context_tokens))
     return pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
                                        "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
-                                       "stream_bytes", "max_streams"])
+                                       "stream_bytes", "max_streams", "beyond_max_context"])
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

@@ -93,6 +93,15 @@ def test_collapse_writes_csv_and_png(tmp_path):
     assert native["8xB200", 131072] == 26
     assert (tmp_path / "collapse.png").stat().st_size > 50_000
     assert set(df.layout) == {"native", "fp8", "cross-layer:0.5", "mla", "compress:8:4096", "mla+fp8"}
+    # helper-114: the table's columns past the model's max context (Llama-3-70B: 8,192) were not marked
+    r = run("collapse", "--hardware", "8xH100", "--model", "Llama-3-70B", "--out", str(tmp_path / "a"))
+    df = pd.read_csv(tmp_path / "a" / "collapse.csv")
+    assert df.beyond_max_context.tolist() == (df.context_tokens > 8192).tolist() and df.beyond_max_context.any()
+    assert r.output.splitlines()[1].split() == ["4k", "32k*", "128k*", "1M*"]
+    assert ("* beyond Llama-3-70B's max context of 8,192 tokens: memory alone (the model cannot read that far; "
+            "collapse.csv: beyond_max_context)") in r.output
+    r = run("collapse", "--hardware", "8xH100", "--model", "Llama-3.1-8B", "--out", str(tmp_path / "b"))
+    assert r.output.splitlines()[1].split() == ["4k", "32k", "128k", "1M*"] and "* beyond Llama-3.1-8B's" in r.output
 
 
 def test_catalog_tables():

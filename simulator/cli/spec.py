@@ -336,9 +336,14 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
         index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
         sort=False).astype(int)
-    pivot.columns = [f"{int(c) // 1024}k" if int(c) < 2**20 else "1M" for c in pivot.columns]
+    beyond = [int(c) > model.max_context_tokens for c in pivot.columns]
+    pivot.columns = [(f"{int(c) // 1024}k" if int(c) < 2**20 else "1M") + ("*" if past else "")
+                     for c, past in zip(pivot.columns, beyond, strict=True)]
     click.echo(f"max concurrent streams per node, {model.key} ({weight_precision(model)} weights):")
     click.echo(pivot.to_string())
+    if any(beyond):
+        click.echo(f"* beyond {model.key}'s max context of {model.max_context_tokens:,} tokens: memory alone (the "
+                   "model cannot read that far; collapse.csv: beyond_max_context)")
     click.echo(f"wrote {csv} and {png}")
 
 
