@@ -7,7 +7,8 @@ Layout of ``OUT/``::
     headline.csv          one row per hardware kind
     scenario.json         the resolved scenario, engine configs, seed, kvsim version
     <hardware>/           requests.csv, timeseries.csv, summary.json (per `Result.write`)
-    latency.png, timeseries.png, collapse.png + collapse.csv, breakeven.png + breakeven.csv,
+    latency.png, timeseries.png, collapse.png + collapse.csv, breakeven.png + breakeven.csv +
+    breakeven_provider.csv + breakeven_provider_inputs.csv (what the provider's table is priced from),
     capacity.png + capacity.csv (when those studies are on), fleets.png + fleets.csv (with a
     ``[disaggregation]`` section: aggregated vs disaggregated)
 """
@@ -129,9 +130,11 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     return _breakeven_study(run)[:3]
 
 
-def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], str | None]:
-    """`breakeven_study`, and why nothing was cached when the profile caches only at breakpoints
-    and no request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise)."""
+def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], str | None,
+                                                ProviderCosts]:
+    """`breakeven_study`, why nothing was cached when the profile caches only at breakpoints and no
+    request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise), and the provider's inputs
+    (`deployment_costs`)."""
     from simulator.billing import compare_ttls, get_profile
     from simulator.billing.provider import best_ttls, provider_table
 
@@ -140,8 +143,27 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     profile = get_profile(b.profile, b.tier or None)
     comparison = compare_ttls(run.workload, profile, ["none", *b.ttls])
     hw, result = next(iter(run.results.items()))
-    provider = provider_table(comparison, deployment_costs(result, profile)).assign(hardware=hw)
-    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason
+    costs = deployment_costs(result, profile)
+    provider = provider_table(comparison, costs).assign(hardware=hw)
+    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason, costs
+
+
+def provider_inputs(costs: ProviderCosts) -> tuple[pd.DataFrame, str]:
+    """The figures the provider table is priced from (`deployment_costs`), as a one-row frame
+    (``breakeven_provider_inputs.csv``) and a sentence for the report: with them and the table's GB-hours,
+    ``holding_hbm_usd = kv_gb_hours · 3600 · GB / bytes_per_stream · revenue_usd_per_stream_s``,
+    ``holding_dram_usd = kv_gb_hours · dram_usd_per_gb_hour`` (SSD alike)."""
+    row = {f.name: getattr(costs, f.name) for f in dataclasses.fields(costs) if f.name != "prefill"}
+    line = (f"Priced from (`breakeven_provider_inputs.csv`): KV {costs.kv_bytes_per_token:,.0f} bytes a token; "
+            f"a stream of the mean context holds {figure(costs.bytes_per_stream / GB)} GB and earns "
+            f"${costs.revenue_usd_per_stream_s:.3g} a second (its decode speed at the output price, at most the "
+            f"fleet's output ceiling a stream), so `holding_hbm_usd` = GB-hours × 3,600 / "
+            f"{figure(costs.bytes_per_stream / GB)} × {costs.revenue_usd_per_stream_s:.3g}; DRAM "
+            f"${costs.dram_usd_per_gb_hour:.3g} and SSD ${costs.ssd_usd_per_gb_hour:.3g} per GB-hour "
+            f"(`simulator/billing/provider.toml`); a GPU-second ${costs.usd_per_gpu_s:.3g} (the catalog's "
+            f"${costs.usd_per_gpu_s * 3600:.3g} an hour), prefill {costs.prefill_gpu_s_per_token:.3g} GPU-s a token "
+            "for the mean prompt (each hit's saving priced by the cost model, its prompt and cached tokens).\n")
+    return pd.DataFrame([row]), line
 
 
 def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
@@ -294,10 +316,12 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         from simulator.billing.profiles import load_profiles
         from simulator.billing.provider import pool_notes
 
-        be, provider, best, uncached = _breakeven_study(run)
+        be, provider, best, uncached, costs = _breakeven_study(run)
         meter.add(1 - BREAKEVEN_CHART_SHARE)
         be.to_csv(out / "breakeven.csv", index=False)
         provider.to_csv(out / "breakeven_provider.csv", index=False)
+        inputs, inputs_line = provider_inputs(costs)
+        inputs.to_csv(out / "breakeven_provider_inputs.csv", index=False)
         title = f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})"
         if uncached:
             title = nothing_cached_title(uncached)
@@ -328,6 +352,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                   "and `kv_peak_over_pool` its ratio to the pool; `kv_gb_hours_over_pool` compares the GB-hours "
                   "with the pool held from the first write to the last expiry.\n" if pool == pool else "\n"),
                _table(provider.drop(columns=["hardware", "kv_pool_gb"])),
+               inputs_line,
                "".join(f"- {note}.\n" for note in pool_notes(provider)),
                "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
         meter.finish()

@@ -239,7 +239,8 @@ def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
 # what a report writes only when the scenario's [report] asks for it (simulator.report.write_report)
 _REPORT_PARTS = {"capacity": {"capacity.csv", "capacity.png"},
                  "collapse": {"collapse.csv", "collapse.png", "collapse_simulated.csv"},
-                 "breakeven": {"breakeven.csv", "breakeven.png", "breakeven_provider.csv"}}
+                 "breakeven": {"breakeven.csv", "breakeven.png", "breakeven_provider.csv",
+                               "breakeven_provider_inputs.csv"}}
 
 
 def _report_names(sc: Scenario, fleets: Any) -> set[str]:

@@ -186,6 +186,17 @@ def test_report_compares_with_the_simulated_pool(tmp_path):
     block_bytes = doc["config"]["block_tokens"] * bytes_per_token(get_model("Llama-3.1-8B"), KVLayout())
     assert provider.kv_pool_gb.iloc[0] == pytest.approx(doc["summary"]["kv_blocks_total"] * block_bytes / GB)
     assert "The fleet's KV pool is" in (out / "summary.md").read_text()
+    # helper-114: the figures the provider table is priced from were written nowhere; now a CSV and a line hold
+    # them, and the table's holding costs follow from them and its GB-hours
+    inputs = pd.read_csv(out / "breakeven_provider_inputs.csv").iloc[0]
+    assert inputs.kv_bytes_per_token == bytes_per_token(get_model("Llama-3.1-8B"), KVLayout())
+    for row in provider.itertuples():
+        stream_s = row.kv_gb_hours * 3600 * GB / inputs.bytes_per_stream
+        assert row.holding_hbm_usd == pytest.approx(stream_s * inputs.revenue_usd_per_stream_s, rel=1e-12)
+        assert row.holding_dram_usd == pytest.approx(row.kv_gb_hours * inputs.dram_usd_per_gb_hour, rel=1e-12)
+        assert row.holding_ssd_usd == pytest.approx(row.kv_gb_hours * inputs.ssd_usd_per_gb_hour, rel=1e-12)
+    assert inputs.usd_per_gpu_s * 3600 == pytest.approx(2.99)  # H100's catalog price
+    assert "Priced from (`breakeven_provider_inputs.csv`): KV 131,072 bytes a token" in (out / "summary.md").read_text()
 
 
 def test_provider_table_compares_the_held_kv_with_the_pool(sonnet):
