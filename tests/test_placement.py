@@ -312,3 +312,17 @@ def test_fit_says_what_the_engine_holds_under_a_pipeline():
     doc = json.loads(r.output)
     assert doc["max_streams"] == doc["simulated_max_streams"] == 10
     assert "virtual engines" not in CliRunner().invoke(main, args[:-2]).output
+
+
+def test_fit_of_weights_that_do_not_fit_names_the_plans_they_fit():
+    """helper-115: Llama-3.1-405B on one 8xH100 said by how much TP8 misses, and nothing of TP8 PP2 on two
+    nodes, which holds it (the plans table, which would show it, was never reached)."""
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "8xH100", "--context", "8192"])
+    assert r.exit_code == 2
+    assert r.output == ("Error: Llama-3.1-405B does not fit TP8 on 8xH100: one GPU holds weights of 101.5 GB (bf16), "
+                        "more than its usable 72.0 GB (0.9 × 80 GB) by 29.5 GB (235.7 GB over the stage's 8 GPUs); "
+                        "plans whose weights fit: TP16 (2 nodes), TP8 PP2 (2 nodes) (--tp, --pp, --dp-attention, "
+                        "--ep)\n")
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--context", "8192"])
+    assert r.exit_code == 2 and r.output.rstrip().endswith(
+        "no plan of up to 2 nodes holds them: fp8 weights (--weight-dtype) or a larger node")

@@ -43,7 +43,7 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
     a.axvline(slo_ttft_s, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_ttft_s:g} s")
     b.axvline(slo_tpot_s * 1e3, color="red", ls=":", lw=1.2, label=f"SLO p99 {slo_tpot_s * 1e3:g} ms")
     for ax in (a, b):
-        ax.axhline(0.99, color="grey", lw=0.8, ls="--")
+        ax.axhline(0.99, color="grey", lw=0.8, ls="--", label="99% of requests (p99)")
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
         ax.set_ylabel("share of completed requests")

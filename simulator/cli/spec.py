@@ -32,7 +32,7 @@ from simulator.cli.options import (
     model_option,
     plan_options,
 )
-from simulator.errors import ConfigError, RuleError, must_differ, shown
+from simulator.errors import ConfigError, DoesNotFitError, RuleError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
@@ -94,7 +94,8 @@ def _past_window(model: ModelSpec, context_tokens: int) -> str:
 @KV_DTYPE
 @click.option("--context", "context_tokens", type=click.IntRange(min=1), required=True, help="tokens per sequence")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="sequences")
-@click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
+@click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
+              help="tokens a KV block holds: a stream's KV is rounded up to whole blocks (paged attention)")
 @click.option("--tp", type=click.IntRange(min=1), help="also the bytes one GPU holds under this attention TP")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None, context_tokens: int,
@@ -149,7 +150,8 @@ def make_plan(node: NodeSpec, tp: int | None, pp: int, dp_attention: bool, ep: i
 @plan_options
 @click.option("--memory-utilization", type=FiniteRange(0, 1, min_open=True),
               default=DEFAULT_MEMORY_UTILIZATION, show_default=True)
-@click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True)
+@click.option("--block-tokens", type=click.IntRange(min=1), default=DEFAULT_BLOCK_TOKENS, show_default=True,
+              help="tokens a KV block holds: a stream's KV is rounded up to whole blocks (paged attention)")
 @HARDWARE_CATALOG
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, kv_dtype: str | None,
@@ -164,8 +166,17 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         with at_option("--hardware"):
             node = cat.node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
-        budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         lay = parse_layout(_layout(layout, kv_dtype))
+        try:
+            budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
+        except DoesNotFitError as exc:  # name the plans the weights do fit, as the table would show them
+            fitting = [p for p in compare_plans(node, model, lay, context_tokens, candidate_plans(node, model),
+                                                memory_utilization, block_tokens) if p.kv_bytes_per_gpu > 0]
+            raise DoesNotFitError(f"{exc}; " + (
+                "plans whose weights fit: " + ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})"
+                                                        for p in fitting) + " (--tp, --pp, --dp-attention, --ep)"
+                if fitting else "no plan of up to 2 nodes holds them: fp8 weights (--weight-dtype) or a larger "
+                "node")) from None
         streams = max_streams(budget, model, lay, context_tokens, block_tokens)
         longest = max_context(budget, model, lay, batch, block_tokens)
         fixes = [] if streams >= batch else rank_fixes(budget, model, lay, context_tokens, batch, block_tokens)
