@@ -325,6 +325,15 @@ class Scenario:
             extra = [self.hardware_catalog().node(d.prefill_hardware)] if d is not None and d.prefill_hardware else []
         return list({n.key: n for n in [*nodes, *extra]}.values())
 
+    def unused_prices(self) -> list[str]:
+        """The GPUs ``cluster.usd_per_gpu_hour`` prices by name that no fleet of the scenario runs on (a price for
+        B200 beside an 8xH100-only fleet: a mistake worth a word, not an error; `priced_nodes`)."""
+        prices = self.cluster.usd_per_gpu_hour
+        if not isinstance(prices, Mapping):
+            return []
+        used = {n.gpu.key.lower() for n in self.priced_nodes()}
+        return [gpu for gpu in prices if str(gpu).lower() not in used]
+
     def engine_config(self, hardware: str | NodeSpec | None = None, n_nodes: int | None = None) -> EngineConfig:
         """The engine configuration for one node kind (the scenario's first by default)."""
         if isinstance(hardware, NodeSpec):

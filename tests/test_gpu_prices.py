@@ -127,6 +127,11 @@ def test_scenario_key_prices_the_run_and_the_report_says_so(tmp_path):
     code, _, err = kvsim("run", scenario(tmp_path), "--out", tmp_path / "rep0", "--usd-per-gpu-hour", "2.5")
     assert code == 0 and "GPU prices: H100 2.50 USD/GPU-hour (overridden; catalog 2.99)" in err
     assert pd.read_csv(tmp_path / "rep0" / "headline.csv")["$/h"].tolist() == [20.0]
+    assert "note:" not in err  # every GPU priced runs
+    # a price for a GPU no fleet runs on was taken without a word (helper-115)
+    code, _, err = kvsim("run", scenario(tmp_path), "--out", tmp_path / "rep1", "--usd-per-gpu-hour", "B200=2.1")
+    assert code == 0 and "note: usd_per_gpu_hour: B200 is priced, but no fleet here runs on it" in err.splitlines()
+    assert "GPU prices: H100 2.99 USD/GPU-hour (catalog)" in err.splitlines()
 
 
 @pytest.mark.parametrize(("value", "says"), [
