@@ -168,7 +168,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
             click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: "
                        f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "
-                       "whole on every GPU)", err=True)
+                       "whole on every GPU); tokens_per_s: prompt and output tokens a second (the cost column is per "
+                       "million output tokens: compare.csv has output_tokens_per_s)", err=True)
         if out is not None and folder:
             folder.clear()  # the runs are done: compare's earlier files go now
             df.to_csv(out / "compare.csv", index=False)
