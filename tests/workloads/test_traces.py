@@ -38,6 +38,11 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         read_trace(p).requests()
     assert str(e.value) == f"azure.csv:3: 'ContextTokens' must be an integer >= 0 (got 'abc'); {SKIP_HINT}"
+    # a row short of a field: said so, not "'GeneratedTokens' must be present (got None)" (helper-115)
+    p = write(tmp_path, "short.csv", AZURE.replace("396,109", "396"))
+    with pytest.raises(ConfigError) as e:
+        read_trace(p).requests()
+    assert str(e.value) == f"short.csv:3: 'GeneratedTokens' is missing from the row; {SKIP_HINT}"
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:

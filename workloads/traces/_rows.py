@@ -22,11 +22,15 @@ ON_ERROR = ("stop", "skip")
 T = TypeVar("T")
 
 
+MISSING = "present"  # a FieldError's rule for a field the row lacks (said as such, not "got None")
+
+
 class FieldError(Exception):
     """One bad field of one row (internal; `guarded` turns it into a `ConfigError`)."""
 
     def __init__(self, key: str, rule: str, value: object) -> None:
-        super().__init__(f"{key!r} must be {rule} (got {shown(value)})")
+        super().__init__(f"{key!r} is missing from the row" if rule == MISSING else
+                         f"{key!r} must be {rule} (got {shown(value)})")
 
 
 def no_prefix_ids(fmt: str) -> str:
@@ -46,9 +50,9 @@ def get(row: dict[str, T], key: str) -> T:
     try:
         value = row[key]
     except KeyError:
-        raise FieldError(key, "present", None) from None
+        raise FieldError(key, MISSING, None) from None
     if value is None:
-        raise FieldError(key, "present", None)
+        raise FieldError(key, MISSING, None)
     return value
 
 
