@@ -196,8 +196,17 @@ CAPACITY_PLANNING = [
                                                 abs(change["$/Mtok out"][k] - base["$/Mtok out"])))
         print(f"On {HW}, '{most}' changes the answer most: {int(base.nodes)} -> {levers.nodes[most]} nodes, "
               f"${base['$/Mtok out']:.2f} -> ${levers['$/Mtok out'][most]:.2f} per million output tokens")
+        # the lever that saves the most (fewest nodes, then the lowest $/Mtok), and what it costs in quality
+        saves = min(change.index, key=lambda k: (change.nodes[k], change["$/Mtok out"][k]))
+        if (change.nodes[saves], change["$/Mtok out"][saves]) < (base.nodes, base["$/Mtok out"]):
+            print(f"The one that saves the most: '{saves}': {int(base.nodes)} -> {levers.nodes[saves]} nodes, "
+                  f"${levers['$/Mtok out'][saves]:.2f} per million output tokens, at a stated quality debit of "
+                  f"{levers['quality debit (points)'][saves]:g} points")
+        else:
+            print("No lever alone saves nodes or cost here")
         if SCENARIO == "default":  # what the text below says
             assert most == "prefix cache off" and levers.nodes[most] >= 2 * base.nodes
+            assert saves == "fp8 KV" and levers.nodes[saves] < base.nodes
             assert levers.nodes["fp8 KV"] < base.nodes <= levers.nodes["cross-layer 0.5"]  # compute binds, not memory
             assert (levers["KV util"] < 0.8).all()
             assert levers["KV util"]["MLA retrofit"] > base["KV util"]  # the whole latent on every TP GPU
@@ -212,7 +221,8 @@ CAPACITY_PLANNING = [
         _ = ax.set(xlabel=f"{HW} nodes that meet the SLOs", title=f"{scenario.name}: each KV lever alone, {HW}")
     """),
     md("""
-        **Reading it (shipped `default`).** The prefix cache is the lever that matters: most of this mix's
+        **Reading it (shipped `default`).** Turning the prefix cache off changes the answer most (the
+        red bar), and fp8 KV saves the most. The prefix cache is the lever that matters: most of this mix's
         prompt tokens repeat (system prompts, chat histories, repositories that agents re-read), so without
         reuse every agent turn prefills its whole context again and the fleet at least doubles. The layout
         levers change the KV each GPU holds, which by itself moves the node count only where memory binds:
