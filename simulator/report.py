@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from hardware.catalog import price_note
 from simulator import __version__, jsonout
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
+from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
 from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
@@ -272,7 +273,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                {hw: r.summary["kv_blocks_per_replica"] for hw, r in run.results.items()},
                {hw: r.config.block_tokens for hw, r in run.results.items()},
                {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
-               {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()}), out / "timeseries.png")
+               {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()},
+               {hw: SplitPools.of(r.summary) for hw, r in run.results.items()}), out / "timeseries.png")
            + ")\n"]
     files.add(1)
     if sc.disaggregation is not None:

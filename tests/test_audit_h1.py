@@ -30,9 +30,9 @@ def test_timeseries_queue_and_utilisation_mean_over_replicas():
     """Waiting per replica (4 + 0) / 2 = 2, not (9 · 4 + 0) / 10 = 3.6; MFU (50 + 10) / 2 = 30%, not
     (9 · 50 + 10) / 10 = 46%; HBM bandwidth (20 + 60) / 2 = 40%, not (9 · 20 + 60) / 10 = 24%."""
     fig = timeseries_figure({"8xH100": UNEVEN}, {"8xH100": 200}, 16, {"8xH100": 0.25}, {"8xH100": 0.0})
-    _, queue, util = fig.axes
+    _, queue, mfu_panel, bw_panel = fig.axes  # MFU and HBM bandwidth in panels of their own
     assert queue.lines[0].get_ydata()[0] == pytest.approx(2.0)
-    mfu, bw = util.lines[0], util.lines[1]
+    mfu, bw = mfu_panel.lines[0], bw_panel.lines[0]
     assert mfu.get_ydata()[0] == pytest.approx(30.0) and bw.get_ydata()[0] == pytest.approx(40.0)
     plt.close(fig)
 

@@ -59,7 +59,7 @@ def test_timeseries_figure_stacks_sequences_and_cache_under_the_pool():
     frames = {"8xH100": SAMPLES, "8xB200": SAMPLES.assign(kv_blocks_used=[10, 10, 10], kv_tokens=[160] * 3)}
     fig = timeseries_figure(frames, {"8xH100": 200, "8xB200": 200}, 16, {"8xH100": 0.84, "8xB200": 0.05},
                             {"8xH100": 0.6, "8xB200": 0.0})
-    h100, b200, queue, util = fig.axes
+    h100, b200, queue, mfu, bw = fig.axes
     assert "84% in use on average" in h100.get_title(loc="left") and "8xB200" in b200.get_title(loc="left")
     # a fleet with a prefix cache: two bands, their top the pool in use (40% in both bins), the pool at 100%
     rgb = matplotlib_rgb
@@ -73,7 +73,36 @@ def test_timeseries_figure_stacks_sequences_and_cache_under_the_pool():
     assert _fill_colours(b200) == [rgb(SEQUENCE_COLOUR)]
     assert b200.get_legend().get_texts()[0].get_text() == "held by running sequences"
     assert "≈: sequences' share estimated" in fig.get_suptitle()
-    assert queue.get_ylabel().startswith("waiting requests") and util.get_xlabel() == "simulated time (min)"
+    assert [line.get_label() for line in mfu.lines] == [line.get_label() for line in bw.lines] == ["8xH100", "8xB200"]
+    assert queue.get_ylabel().startswith("waiting requests") and bw.get_xlabel() == "simulated time (min)"
+    plt.close(fig)
+
+
+def test_timeseries_of_a_disaggregated_fleet_tells_its_two_pools_apart():
+    """helper-115: an xPyD fleet's panel averaged its prefill and decode replicas into one pool (the
+    shipped 8xH100-2P4D read 25%, where its decode pool is 5% in use and its prefill pool 64%). Replicas
+    0-1 decode (pools of 200 blocks), 2 prefills (50 blocks): the decode bands are (100 + 60) / 2 / 200 =
+    40% and (80 + 0) / 2 / 200 = 20%; the prefill line 40 / 50 = 80%, then 25 / 50 = 50%."""
+    from simulator.charts.run import SplitPools
+
+    ts = pd.DataFrame({"time_s": [0.0, 1.0, 2.0, 11.0, 12.0, 13.0], "replica": [0, 1, 2, 0, 1, 2],
+                       "kv_blocks_used": [100, 60, 40, 80, 0, 25], "kv_tokens": [0] * 6, "running": [1] * 6,
+                       "waiting": [0] * 6, "mfu": [0.1] * 6, "hbm_bw_util": [0.2] * 6,
+                       "kv_evictable_blocks": [0] * 6})
+    pools = SplitPools.of({"replicas": 3, "prefill_replicas": 1, "decode_kv_blocks_per_replica": 200,
+                           "prefill_kv_blocks_per_replica": 50, "decode_kv_utilization": 0.3,
+                           "prefill_kv_utilization": 0.65})
+    assert pools == SplitPools(2, 200, 50, 0.3, 0.65)
+    assert SplitPools.of({"replicas": 3, "prefill_replicas": 0}) is None
+    fig = timeseries_figure({"8xH100-1P2D": ts}, {"8xH100-1P2D": 200}, 16, {"8xH100-1P2D": 0.4},
+                            {"8xH100-1P2D": 1.0}, {"8xH100-1P2D": pools})
+    kv = fig.axes[0]
+    assert kv.get_title(loc="left") == ("8xH100-1P2D: decode pool per replica, 30% in use on average; prefill pool "
+                                        "65% (red line)")
+    top = kv.collections[0].get_paths()[0].vertices[:, 1]
+    assert sorted(set(top.round(6)) - {0.0}) == [20.0, 40.0]
+    prefill = next(line for line in kv.lines if line.get_label() == "prefill pool: blocks in use")
+    assert prefill.get_ydata().tolist() == [80.0, 50.0]
     plt.close(fig)
 
 

@@ -3,6 +3,9 @@ aggregated against disaggregated fleets."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -99,53 +102,95 @@ def kv_bands(ts: pd.DataFrame, blocks_per_replica: int, block_tokens: int, bin_s
     return means.reset_index(), exact
 
 
+@dataclass(frozen=True, slots=True)
+class SplitPools:
+    """A disaggregated fleet's two pools, for `timeseries_figure`: its replicas from `first_prefill` on are the
+    prefill pool's (the cluster builds the decode pools first), each of `prefill_blocks` blocks, and the others
+    the decode pool's, each of `decode_blocks`; their time-mean KV use (`simulator.engine.result`'s
+    ``prefill_kv_utilization``, ``decode_kv_utilization``)."""
+
+    first_prefill: int
+    decode_blocks: int
+    prefill_blocks: int
+    decode_kv_utilization: float
+    prefill_kv_utilization: float
+
+    @classmethod
+    def of(cls, summary: dict[str, Any]) -> SplitPools | None:
+        """From a fleet's summary; None for an aggregated fleet (no prefill replica)."""
+        n = summary.get("prefill_replicas", 0)
+        if not n:
+            return None
+        return cls(summary["replicas"] - n, summary["decode_kv_blocks_per_replica"],
+                   summary["prefill_kv_blocks_per_replica"], summary["decode_kv_utilization"],
+                   summary["prefill_kv_utilization"])
+
+
 @plain_text
 def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[str, int],
                       block_tokens: dict[str, int] | int = 16,
                       kv_utilization: dict[str, float] | None = None,
-                      kv_cache_share: dict[str, float] | None = None) -> Figure:
+                      kv_cache_share: dict[str, float] | None = None,
+                      split: dict[str, SplitPools | None] | None = None) -> Figure:
     """What each fleet's replicas hold and do over time (10 s means over its replicas).
 
     One panel per fleet: the KV pool in two stacked bands, the blocks running sequences hold and
     those only the prefix cache holds (`kv_bands`), against the whole pool (100%); `kv_utilization`
     (the summaries' time means) is quoted in its title, and a fleet whose `kv_cache_share` is 0 (no
-    prefix cache) draws one band. Below: waiting requests, and the step's MFU and HBM-bandwidth use,
-    one colour per fleet. Legends sit right of the panels, off the data.
+    prefix cache) draws one band. A disaggregated fleet (`split`) draws its decode pool's bands, each of its
+    replicas against its own blocks, and its prefill pool's use as a line: the two pools' shares of different
+    pools, which one mean over all replicas would blur. Below: waiting requests, the step's MFU and its
+    HBM-bandwidth use, one colour per fleet. Legends sit right of the panels, off the data.
     """
     fleets = [hw for hw, ts in frames.items() if not ts.empty]
     n = len(fleets)
-    fig, axes = plt.subplots(n + 2, 1, figsize=(13, 2.3 * n + 5.0), sharex=True, squeeze=False,
-                             gridspec_kw={"height_ratios": [1.0] * n + [1.15, 1.15]})
-    b, c = axes[n][0], axes[n + 1][0]
+    fig, axes = plt.subplots(n + 3, 1, figsize=(13, 2.3 * n + 6.6), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [1.0] * n + [1.0, 1.0, 1.0]})
+    b, c, d = axes[n][0], axes[n + 1][0], axes[n + 2][0]
     approximate: list[bool] = []
     for i, hw in enumerate(fleets):
         ts, a = frames[hw], axes[i][0]
         bt = block_tokens[hw] if isinstance(block_tokens, dict) else block_tokens
         cached = (kv_cache_share or {}).get(hw, 1.0) != 0
-        bands, exact = kv_bands(ts, blocks_per_replica[hw], bt, cache=cached)
+        pools = (split or {}).get(hw)
+        decode = ts if pools is None else ts[ts.replica < pools.first_prefill]
+        bands, exact = kv_bands(decode, blocks_per_replica[hw] if pools is None else pools.decode_blocks, bt,
+                                cache=cached)
         approximate.append(not exact)
         approx = "" if exact else "≈ "
         a.stackplot(bands.minute, bands.sequences, *([bands.cache] if cached else []),
                     colors=[SEQUENCE_COLOUR, CACHE_COLOUR], alpha=0.9,
                     labels=[f"{approx}held by running sequences",
                             f"{approx}held only by the prefix cache" + (" (evictable)" if exact else "")])
+        if pools is not None:
+            prefill = ts[ts.replica >= pools.first_prefill]
+            used = 100 * bin_means(prefill, ["kv_blocks_used"]).kv_blocks_used / pools.prefill_blocks
+            a.plot(used.index, used, color="C3", lw=1.6, label="prefill pool: blocks in use")
         a.axhline(100, color="0.25", ls="--", lw=1, label="the whole pool")
         a.set_ylim(0, 110)
         a.set_ylabel("KV blocks\n(% of the pool)")
         mean = (kv_utilization or {}).get(hw)
-        a.set_title(f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
-                                                    if mean is not None else ""), fontsize=10, loc="left")
+        if pools is not None:
+            title = (f"{hw}: decode pool per replica, {100 * pools.decode_kv_utilization:.0f}% in use on average; "
+                     f"prefill pool {100 * pools.prefill_kv_utilization:.0f}% (red line)")
+        else:
+            title = f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
+                                                   if mean is not None else "")
+        a.set_title(title, fontsize=10, loc="left")
         g = bin_means(ts, ["waiting", *(["mfu", "hbm_bw_util"] if "mfu" in ts else [])])
         colour = f"C{i % 10}"
         b.plot(g.index, g.waiting, label=hw, color=colour)
         if "mfu" in g:
-            c.plot(g.index, 100 * g.mfu, label=f"{hw} MFU", color=colour)
-            c.plot(g.index, 100 * g.hbm_bw_util, label=f"{hw} HBM bandwidth", color=colour, ls="--")
+            c.plot(g.index, 100 * g.mfu, label=hw, color=colour)
+            d.plot(g.index, 100 * g.hbm_bw_util, label=hw, color=colour)
     b.set(ylabel="waiting requests\nper replica")
     b.set_title("queue", fontsize=10, loc="left")
-    c.set(xlabel="simulated time (min)", ylabel="% of the GPU's peak\n(FLOP/s; HBM bytes/s)")
-    c.set_title("GPU utilisation of the step as formed", fontsize=10, loc="left")
-    c.set_ylim(0, 105)
+    c.set(ylabel="MFU\n(% of peak FLOP/s)")
+    c.set_title("GPU compute use of the step as formed (model FLOPs utilisation)", fontsize=10, loc="left")
+    d.set(xlabel="simulated time (min)", ylabel="HBM bandwidth\n(% of peak bytes/s)")
+    d.set_title("GPU memory-bandwidth use of the step as formed", fontsize=10, loc="left")
+    for ax in (c, d):
+        ax.set_ylim(0, 105)
     for (ax,) in axes:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

@@ -226,7 +226,9 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
     ``link_utilization`` is the decode replicas' ingress links' mean busy share (a link is
     work-conserving, so it is also bytes moved / capacity); ``transfers``, ``transfer_gb`` (decimal
     GB on one decode GPU's NIC, summed), ``transfer_p99_s`` (start to end) and ``handoff_wait_p99_s``
-    (first token to transfer start: the wait for decode room).
+    (first token to transfer start: the wait for decode room). ``prefill_replicas`` counts the prefill
+    replicas, the fleet's last (0 in an aggregated fleet), and ``*_kv_blocks_per_replica`` a replica's blocks
+    in each pool (0 where there is none): a chart tells the pools apart by them.
     """
     reps = cluster.replicas
 
@@ -239,6 +241,7 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
 
     pre = [r for r in reps if r.role == PREFILL]
     dec = [r for r in reps if r.role == DECODE_ONLY]
+    assert all(r.index >= len(reps) - len(pre) for r in pre)  # the last ones: what `prefill_replicas` tells
     links = cluster.transfers.links if cluster.transfers is not None else []
     if TRANSFER_COLUMNS[0] in req:
         moved = req[req.transfer_start_s.notna()]
@@ -248,6 +251,9 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
         "busy_fraction": busy(reps),
         "prefill_busy_fraction": busy(pre), "decode_busy_fraction": busy(dec),
         "prefill_kv_utilization": kv(pre), "decode_kv_utilization": kv(dec),
+        # a disaggregated fleet's prefill replicas come last (the cluster builds its decode pools first)
+        "prefill_replicas": len(pre), "prefill_kv_blocks_per_replica": pre[0].total_blocks if pre else 0,
+        "decode_kv_blocks_per_replica": dec[0].total_blocks if dec else 0,
         "link_utilization": (sum(link.busy_until(end_s) for link in links) / (span * len(links))
                              if links and span > 0 else math.nan),
         "transfers": len(moved),
