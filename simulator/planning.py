@@ -9,9 +9,8 @@ For one node kind the search starts at the memory floor and grows:
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   rejected or timed out), then bisect between the last failure and the first success. A fleet whose
   replicas reject requests (they can never hold them) is refused at once (`never_served`): more nodes
-  would not serve them; so is one whose failing p99s a doubling lowered by under `PLATEAU_SHARE`
-  (`_plateau`). Such a kind's row in the plan says why (`NoFleet`, `no_fleet_row`); the other kinds keep
-  their answers.
+  would not serve them. A kind no fleet of which meets the SLOs (`NoFleet`) gets a row that says why
+  (`no_fleet_row`); the other kinds keep their answers.
 - **binding constraint** at the answer: ``memory`` when the answer is the memory floor or the
   fleet one replica smaller failed with its KV pool nearly full of blocks it could not free
   (time-mean ``kv_referenced_utilization`` ≥ 80 %: a prefix cache's evictable blocks left out) or
@@ -42,14 +41,11 @@ from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
-from simulator.units import figure, measure_against
+from simulator.units import measure_against
 from workloads import Workload
 from workloads.workload import say_left_out
 
 MEMORY_BOUND_UTILIZATION = 0.8
-# a failing p99 that doubling the fleet lowers by less than this share is set by the requests themselves (a
-# prompt's own prefill, a decode step at a small batch), not by queueing: no larger fleet meets it (`NoFleet`)
-PLATEAU_SHARE = 0.02
 MAX_NODES = MAX_CAPACITY_NODES  # the search gives up beyond this many nodes of a kind
 HEADROOM_MAX_SCALE = 8.0
 HEADROOM_STEPS = 5
@@ -120,8 +116,15 @@ def no_fleet_row(hardware: str, exc: NoFleet) -> dict[str, Any]:
     nan = math.nan
     return {"hardware": hardware, "nodes": None, "memory_floor_nodes": exc.floor, "usd_per_hour": nan,
             "usd_per_million_output_tokens": nan, "ttft_p99_s": nan, "tpot_p99_s": nan, "kv_utilization": nan,
-            "binding": f"no fleet: {exc.short}", "headroom_scale": nan, "headroom_capped": False,
+            "binding": f"no fleet: {exc.short}", "headroom_scale": nan, "headroom_capped": None,
             "simulations": exc.simulations}
+
+
+def no_kind_fits(where: str, failed: list[NoFleet], labels: list[str]) -> NoFleet:
+    """One `NoFleet` for a plan none of whose fleets (`labels`, one per error) meets the SLOs: each one's short
+    reason, said at `where` (the scenario)."""
+    return NoFleet(f"{where}: no fleet of any node kind meets the SLOs: " + "; ".join(
+        f"{label}: {exc.short}" for label, exc in zip(labels, failed, strict=True)), short="no fleet")
 
 
 def plan_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
@@ -134,28 +137,6 @@ def plan_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> 
         if column in frame:
             frame[column] = frame[column].astype("Int64")
     return frame
-
-
-def _plateau(before: Result, after: Result, n_before: int, n_after: int, where: str, ttft_p99_s: float,
-             tpot_p99_s: float) -> None:
-    """Raise `NoFleet` when doubling the fleet from `n_before` to `n_after` nodes lowered no p99 that fails
-    the SLOs at both by `PLATEAU_SHARE` or more (none timed out at `n_after`): what sets it is not queueing,
-    and more nodes would not meet it (helper-115: a TTFT p99 of 6.49 s from 4 nodes to 256 against 5 s)."""
-    a, b = before.summary, after.summary
-    failing = [(name, key, limit, unit, scale) for name, key, limit, unit, scale in (
-        ("TTFT", "ttft_p99_s", ttft_p99_s, "s", 1.0), ("TPOT", "tpot_p99_s", tpot_p99_s, "ms", 1e3))
-        if b[key] > limit]
-    if b["timed_out"] or not failing or any(not a[key] > limit for _, key, limit, _, _ in failing):
-        return
-    if any(b[key] < (1 - PLATEAU_SHARE) * a[key] for _, key, _, _, _ in failing):
-        return
-    said = ", ".join(f"{name} p99 {figure(scale * a[key])} {unit} on {n_before} node{'s' * (n_before > 1)} and "
-                     f"{figure(scale * b[key])} {unit} on {n_after} (SLO {figure(scale * limit)} {unit})"
-                     for name, key, limit, unit, scale in failing)
-    raise NoFleet(f"{where}: no fleet meets the SLOs: {said}; more nodes do not lower it (each request's own "
-                  "steps set it)",
-                  short=", ".join(f"{name} p99 {figure(scale * b[key])} {unit} however many nodes (SLO "
-                                  f"{figure(scale * limit)} {unit})" for name, key, limit, unit, scale in failing))
 
 
 def never_served(result: Result, where: str) -> None:
@@ -250,20 +231,16 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
         lo, hi = floor // unit - 1, floor // unit
         expect(lo, hi, False)
         never_served(sim(hi * unit), f"{scenario.where}: {hardware}")
-        tried = None  # the last count simulated and failed, once the doubling has one
         while not ok(hi):
-            if tried is not None:
-                _plateau(sim(tried * unit), sim(hi * unit), tried * unit, hi * unit, f"{scenario.where}: {hardware}",
-                         ttft_p99_s, tpot_p99_s)
-            tried = lo = hi
-            hi *= 2
+            lo, hi = hi, hi * 2
             if hi * unit > MAX_NODES:
                 s = sim(lo * unit).summary
                 raise NoFleet(
                     f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
                     f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
                     f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out",
-                    short=f"none of up to {MAX_NODES} nodes")
+                    short=f"none of up to {MAX_NODES} nodes ({lo * unit}: "
+                          f"{latency_line(sim(lo * unit), ttft_p99_s, tpot_p99_s).rpartition(':')[0]})")
             expect(lo, hi, False)
         expect(lo, hi, True)
         while hi - lo > 1:
@@ -407,8 +384,9 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
             continue
         hint = fleet.headroom_scale
         rows.append(asdict(fleet))
-    if len(failed) == len(kinds):  # no answer at all: the first kind's reason, in full
-        raise failed[0]
+    if len(failed) == len(kinds):  # no answer at all: the one kind's reason in full, or each kind's in short
+        raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
+                                                                            [str(r["hardware"]) for r in rows])
     meter.finish()
     return plan_frame(rows)
 

@@ -801,8 +801,8 @@ _FRACTIONS = ("goodput_fraction",)  # in [0, 1]
 
 def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str) -> Row:
     """A logged row's metric cells read back as `run_point` writes them, or a `ConfigError` at `where`
-    naming the column and what it holds: counts integers >= 0 (``completed`` and ``timed_out`` at most
-    ``requests`` together), figures numbers >= 0 or empty (NaN: none measured), fractions in [0, 1], and
+    naming the column and what it holds: counts integers >= 0 (``completed``, ``rejected`` and ``timed_out``
+    adding up to ``requests``), figures numbers >= 0 or empty (NaN: none measured), fractions in [0, 1], and
     ``meets_slo`` True or False as `simulator.planning.meets_slo` finds it from the row's figures and the
     point's ``[slo]``. A row edited by hand is refused rather than reused as the sweep's result."""
     row = {m: _parse_cell(cells[m]) for m in METRICS}

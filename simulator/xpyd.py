@@ -51,6 +51,7 @@ from simulator.planning import (
     memory_floor_nodes,
     never_served,
     no_fleet_row,
+    no_kind_fits,
     plan_fleet,
     plan_frame,
 )
@@ -151,26 +152,37 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
         return meets_slo(r, ttft_p99_s, tpot_p99_s)
 
     floor = memory_floor_nodes(scenario, hardware, workload)
-    ample = ample_prefill_nodes(scenario, hardware, workload)
-    ample = -(-ample // unit_p) * unit_p
-    never_served(sim(ample, max(1, floor // unit_d) * unit_d), f"{scenario.where}: {hardware}")  # none would
-    d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
-                  f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
-                  f"({tpot_p99_s:g} s) with {ample} prefill nodes",
-                  left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS + then)) * unit_d
-    while True:
-        meter.expect(PREFILL_PRIOR_RUNS + then)
-        p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
-                      f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
-                      f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
-                      ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None,
-                      left=lambda n: meter.expect(n + then)) * unit_p
-        if slo_ok(sim(p, d)):
-            break
-        d += unit_d  # the total once more: the smaller prefill pool failed after all
-        if d > MAX_NODES:
-            raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
-                          "nodes meets the SLOs", short=f"none of up to {MAX_NODES} decode nodes")
+    try:
+        if max(1, floor // unit_d) > MAX_NODES // unit_d:
+            raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode nodes "
+                          f"meets the SLOs: the decode pool's KV memory alone needs {floor:,} nodes for this load",
+                          short=f"KV memory alone needs {floor:,} decode nodes, over {MAX_NODES}")
+        ample = ample_prefill_nodes(scenario, hardware, workload)
+        ample = -(-ample // unit_p) * unit_p
+        never_served(sim(ample, max(1, floor // unit_d) * unit_d), f"{scenario.where}: {hardware}")  # none would
+        d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
+                      f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
+                      f"({tpot_p99_s:g} s) with {ample} prefill nodes",
+                      left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS + then),
+                      short=f"no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO") * unit_d
+        while True:
+            meter.expect(PREFILL_PRIOR_RUNS + then)
+            p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
+                          f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
+                          f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
+                          ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None,
+                          left=lambda n: meter.expect(n + then),
+                          short=f"no prefill pool of up to {MAX_NODES} nodes meets the SLOs with {d} decode "
+                                "nodes") * unit_p
+            if slo_ok(sim(p, d)):
+                break
+            d += unit_d  # the total once more: the smaller prefill pool failed after all
+            if d > MAX_NODES:
+                raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
+                              "nodes meets the SLOs", short=f"none of up to {MAX_NODES} decode nodes")
+    except NoFleet as exc:  # what the search simulated, for the plan's row (`no_fleet_row`)
+        exc.floor, exc.simulations = floor, len(cache)
+        raise
     best = sim(p, d)
     s = best.summary
     binding = []
@@ -207,10 +219,13 @@ def _decode_binding(below: Result | None, at_floor: bool, max_num_seqs: int) -> 
 
 
 def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_hint: int | None = None,
-              left: Callable[[int], None] | None = None) -> int:
-    """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start`, then bisect. `ok_hint`:
-    a ``k`` known to pass (bounds the doubling). `left` is told the calls of `ok` still to come
-    (`simulator.progress.search_runs_left`) before each."""
+              left: Callable[[int], None] | None = None, short: str = "") -> int:
+    """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start`, then bisect; `NoFleet`
+    (`fail`, and `short` for the plan's row) past `limit`. `ok_hint`: a ``k`` known to pass (bounds the
+    doubling). `left` is told the calls of `ok` still to come (`simulator.progress.search_runs_left`) before
+    each."""
+    if start > limit:
+        raise NoFleet(fail, short=short or fail)
     say = left or (lambda _n: None)
     lo, hi = start - 1, start
     say(search_runs_left(lo, hi, False))
@@ -220,7 +235,7 @@ def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_h
             hi = ok_hint
             break
         if hi > limit:
-            raise NoFleet(fail, short=f"none of up to {MAX_NODES} nodes")
+            raise NoFleet(fail, short=short or fail)
         say(search_runs_left(lo, hi, False))
     say(search_runs_left(lo, hi, True))
     while hi - lo > 1:
@@ -283,8 +298,9 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
                                           seed, ttft_p99_s, tpot_p99_s, meter, on_step, agg_headroom)
         rows.append({**asdict(split), "simulations": split.simulations + HEADROOM_STEPS, "headroom_scale": headroom,
                      "headroom_capped": capped})
-    if len(failed) == len(rows):  # no fleet of any kind: the first one's reason, in full
-        raise failed[0]
+    if len(failed) == len(rows):  # no fleet at all: the one's reason in full, or each one's in short
+        raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
+                                                                       [f"{r['hardware']} {r['fleet']}" for r in rows])
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
             "binding", "headroom_scale", "headroom_capped", "simulations"]

@@ -312,6 +312,14 @@ def test_fit_says_what_the_engine_holds_under_a_pipeline():
     doc = json.loads(r.output)
     assert doc["max_streams"] == doc["simulated_max_streams"] == 10
     assert "virtual engines" not in CliRunner().invoke(main, args[:-2]).output
+    # nor where a compressed layout's blocks, not a pipeline, make the engine's count differ (helper-116)
+    r = CliRunner().invoke(main, ["fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "1000",
+                                  "--layout", "compress:8:4096", "--json"])
+    doc = json.loads(r.output)
+    assert doc["simulated_max_streams"] < doc["max_streams"]
+    r = CliRunner().invoke(main, ["fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "1000",
+                                  "--layout", "compress:8:4096"])
+    assert r.exit_code == 0 and "virtual engines" not in r.output
 
 
 def test_fit_of_weights_that_do_not_fit_names_the_plans_they_fit():

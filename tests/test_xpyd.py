@@ -180,6 +180,32 @@ def test_split_plan_keeps_a_row_for_a_fleet_no_size_of_which_meets_the_slos(monk
     assert plan.nodes.isna().tolist() == [True, False] and plan.nodes[1] == 3 and str(plan.nodes.dtype) == "Int64"
     assert plan.binding[0] == "no fleet: TTFT p99 6.5 s however many nodes" and plan.simulations.tolist() == [3, 12]
     assert plan.memory_floor_nodes.tolist() == [2, 2] and plan.headroom_scale[1] == 1.4
+    # the chart draws it: no bar where there is no fleet (its prefill_nodes NA made a traceback, helper-116/117)
+    from simulator.charts import capacity_figure, close_figure
+
+    fig = capacity_figure(plan, "s")
+    nodes_axis = fig.axes[0]
+    assert any(t.get_text() == "no fleet\nmeets the\nSLOs" for t in nodes_axis.texts)
+    close_figure(fig)
     monkeypatch.setattr(xpyd, "plan_disaggregated", no_aggregated)
-    with pytest.raises(NoFleet, match=r"^8xH100: no fleet meets the SLOs"):
+    with pytest.raises(NoFleet, match=r"disaggregated.toml: no fleet of any node kind meets the SLOs: 8xH100 "
+                                      r"aggregated: TTFT p99 6.5 s however many nodes; 8xH100 xPyD: TTFT"):
         xpyd.plan_split_capacity(sc, ["8xH100"], None, ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)
+
+
+def test_an_xpyd_search_whose_memory_floor_is_past_the_limit_has_no_fleet(monkeypatch):
+    """helper-116: with the aggregated fleet's `NoFleet` no longer ending the plan, the xPyD search ran on a
+    decode memory floor of 384 nodes, past `MAX_NODES` (its answer read 3P384D); it is refused before any run,
+    the row's floor said."""
+    from types import SimpleNamespace
+
+    from simulator import xpyd
+    from simulator.planning import NoFleet
+
+    monkeypatch.setattr(xpyd, "memory_floor_nodes", lambda *a: 384)
+    monkeypatch.setattr(xpyd, "run", lambda *a, **kw: pytest.fail("no simulation past the limit"))
+    with pytest.raises(NoFleet) as exc:
+        xpyd.plan_disaggregated(load_scenario("disaggregated"), "8xH100", SimpleNamespace(requests=list),
+                                ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)
+    assert exc.value.short == "KV memory alone needs 384 decode nodes, over 256"
+    assert (exc.value.floor, exc.value.simulations) == (384, 0)

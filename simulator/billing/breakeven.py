@@ -11,6 +11,11 @@ renewal process of reuse gaps with CDF ``F``::
 
 Caching pays iff ``P > p* = (w - 1) / (w - r)``; for Poisson reuse iff
 ``λ > λ* = -ln(1 - p*) / T``. All rates here are per second; the CLI prints per minute.
+
+A storage fee and a TTL fixed at the write (Gemini's explicit cache) change both: `poisson_cost` prices a
+request under either kind of TTL with the storage of one TTL ``S_T`` (`storage_per_ttl`), and
+`breakeven_fixed_ttl` solves a fixed TTL in closed form, ``λ* = (w + S_T - 1) / ((1 - r) T)``
+(`simulator.billing.numeric.poisson_breakeven` solves a sliding TTL with storage numerically).
 """
 
 from __future__ import annotations

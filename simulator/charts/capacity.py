@@ -39,7 +39,7 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     labels = [f"{hw}" + (f"\n{fleet}" if split else "") + "\n" + _binding_label(why, width)
               for hw, fleet, why in zip(plan.hardware, plan.fleet if split else plan.hardware, plan.binding,
                                         strict=True)]
-    prefill = plan.prefill_nodes if split else pd.Series(0, index=plan.index)
+    prefill = plan.prefill_nodes.astype(float).fillna(0) if split else pd.Series(0, index=plan.index)
     nodes = a.bar(x - 0.2, counts["nodes"].fillna(0), 0.4, color="C0", label="nodes that meet the SLOs (simulated)")
     if split and prefill.any():
         a.bar(x - 0.2, prefill, 0.4, color="C1", hatch="//", edgecolor="0.2", label="of which prefill nodes (xPyD)")

@@ -225,7 +225,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     past = _past_window(model, context_tokens)
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
                f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
-    if engine_streams != streams:  # a pipeline's stages in flight each hold a share of the blocks
+    if plan.pp > 1 and engine_streams != streams:  # a pipeline's stages in flight each hold a share of the blocks
         from simulator.engine.geometry import block_geometry
 
         geo = block_geometry(model, lay, block_tokens)
@@ -270,8 +270,9 @@ def _engine_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout, contex
     """Streams of `context_tokens` the engine holds on the budget's nodes: each replica runs ``kv_groups · pp``
     schedulers (`simulator.engine.cluster`: a pipeline's stages in flight, vLLM's virtual engines), each with
     ``floor(blocks / pp)`` blocks of a KV pool's (`blocks_per_group`), a stream taking `BlockGeometry.blocks`
-    of them: ``replicas · groups · pp · floor(floor(blocks / pp) / blocks(n))``. Equal to `max_streams` but
-    for the rounding of that split (and of blocks against bytes)."""
+    of them: ``replicas · groups · pp · floor(floor(blocks / pp) / blocks(n))``. It can differ from
+    `max_streams`, which counts bytes: by the rounding of that split, and where a windowed or compressed
+    layout's blocks bound its bytes from above (`simulator.engine.geometry`); fit says so only for a pipeline."""
     from simulator.engine.geometry import block_geometry  # (the engine's package: imported when asked)
 
     geo = block_geometry(model, layout, block_tokens)

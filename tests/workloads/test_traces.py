@@ -113,7 +113,7 @@ def test_mooncake_bad_json_and_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^m.jsonl:2: 'row' must be a JSON object"):
         read_trace(p).requests()
     p = write(tmp_path, "n.jsonl", '{"timestamp": 0, "input_length": 0, "output_length": 1}\n')
-    with pytest.raises(ConfigError, match=r"^n.jsonl:1: 'input_length' must be an integer >= 1 \(got 0\); to skip "):
+    with pytest.raises(ConfigError, match=r"^n.jsonl:1: 'input_length' must be an integer >= 1 \(got 0\); skip "):
         read_trace(p).requests()
 
 

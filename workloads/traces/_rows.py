@@ -95,7 +95,7 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
 
 
 # how to go on past a malformed row, said with it
-SKIP_HINT = "to skip and count such rows: workload.skip_bad_rows = true (a scenario), --skip-bad-rows (kvsim workload)"
+SKIP_HINT = "skip such rows with workload.skip_bad_rows = true (or --skip-bad-rows)"
 
 
 class BadRowError(ConfigError):
