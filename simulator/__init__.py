@@ -6,7 +6,7 @@ The public API, what the README's "Python API" section and the notebooks use::
 
     scenarios    Scenario, load_scenario
     running      run_scenario, ScenarioRun (one Result per node kind), run, Result,
-                 EngineConfig, SchedulerConfig
+                 EngineConfig, SchedulerConfig, PoolConfig (a disaggregated fleet's prefill pool)
     planning     plan_capacity
     analytic     kv_budget, max_streams, footprint, bytes_per_token, parse_layout,
                  collapse_table, ParallelPlan
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from simulator.billing import breakeven_reuse_rate, compare_ttls, get_profile
     from simulator.capacity import kv_budget, max_streams
     from simulator.collapse import collapse_table
-    from simulator.engine import EngineConfig, Result, SchedulerConfig, run
+    from simulator.engine import EngineConfig, PoolConfig, Result, SchedulerConfig, run
     from simulator.kv import bytes_per_token, footprint, parse_layout
     from simulator.models import get_model
     from simulator.placement import ParallelPlan
@@ -51,7 +51,7 @@ _WHERE = {
     "Scenario": "simulator.scenario", "load_scenario": "simulator.scenario",
     "ScenarioRun": "simulator.study", "run_scenario": "simulator.study",
     "run": "simulator.engine", "Result": "simulator.engine",
-    "EngineConfig": "simulator.engine", "SchedulerConfig": "simulator.engine",
+    "EngineConfig": "simulator.engine", "SchedulerConfig": "simulator.engine", "PoolConfig": "simulator.engine",
     "plan_capacity": "simulator.planning",
     "kv_budget": "simulator.capacity", "max_streams": "simulator.capacity",
     "footprint": "simulator.kv", "bytes_per_token": "simulator.kv", "parse_layout": "simulator.kv",
@@ -65,6 +65,7 @@ _WHERE = {
 __all__ = [
     "EngineConfig",
     "ParallelPlan",
+    "PoolConfig",
     "Result",
     "Scenario",
     "ScenarioRun",

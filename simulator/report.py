@@ -206,10 +206,14 @@ def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
     assert d is not None
     shown = fleets.assign(**{c: 100 * fleets[c] for c in ("prefill_busy", "decode_busy", "prefill_kv", "decode_kv",
                                                           "link_util")})
-    return ["## Aggregated vs disaggregated\n",
-            f"Each kind as one fleet of {sc.cluster.nodes} nodes (aggregated) and as {d.prefill_nodes} prefill + "
-            f"{d.decode_nodes} decode nodes (plans: prefill {sc.prefill_plan.label}, decode {sc.plan.label}; prompts "
-            f"of at most {d.short_prompt_tokens:,} tokens prefill on the decode pool). A prompt's KV moves to a decode "
+    short = (f"prompts of at most {d.short_prompt_tokens:,} tokens prefill on the decode pool" if d.short_prompt_tokens
+             else "every prompt prefills on the prefill pool")
+    return ["## Aggregated vs disaggregated\n" if d.compare_aggregated else "## Disaggregated fleets\n",
+            (f"Each kind as one fleet of {sc.cluster.nodes} nodes (aggregated) and as "
+             if d.compare_aggregated else "Each kind as ")
+            + f"{d.prefill_nodes} prefill + "
+            f"{d.decode_nodes} decode nodes (plans: prefill {sc.prefill_plan.label}, decode {sc.plan.label}; "
+            f"{short}). A prompt's KV moves to a decode "
             "replica once that replica has reserved room for it, over the decode GPUs' NICs (bandwidth shared by "
             "concurrent transfers); its first token leaves the prefill replica. Busy: share of time a replica has a "
             "step in flight; KV: share of the pool's blocks in use; link: share of time a decode replica's ingress "

@@ -102,8 +102,8 @@ class DisaggregationSection:
     most ``short_prompt_tokens`` prefill on the decode pool. With ``compare_aggregated`` an aggregated
     fleet of the same total nodes (``cluster.nodes``, which must equal the sum) runs beside it."""
 
-    prefill_nodes: int = 1
-    decode_nodes: int = 1
+    prefill_nodes: int  # required: a default split would run without a word (helper-117)
+    decode_nodes: int
     prefill_hardware: str = ""
     prefill_tp: int | None = None
     prefill_pp: int | None = None
@@ -123,6 +123,11 @@ class DisaggregationSection:
             v = getattr(self, key)
             must(v is None or v >= 1, w, key, ">= 1 (or absent: [cluster]'s)", v)
         must(self.short_prompt_tokens >= 0, w, "short_prompt_tokens", ">= 0", self.short_prompt_tokens)
+
+
+# what the API's xPyD calls on a scenario without [disaggregation] split by (`Scenario.disaggregated_config`,
+# given the pools' node counts): a scenario file's section names its own
+ONE_EACH = DisaggregationSection(prefill_nodes=1, decode_nodes=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,7 +276,7 @@ class Scenario:
     @property
     def prefill_plan(self) -> ParallelPlan:
         """The prefill pool's plan: ``[disaggregation] prefill_*``, each defaulting to ``[cluster]``'s."""
-        d, c = self.disaggregation or DisaggregationSection(), self.cluster
+        d, c = self.disaggregation or ONE_EACH, self.cluster
         return ParallelPlan(tp=c.tp if d.prefill_tp is None else d.prefill_tp,
                             pp=c.pp if d.prefill_pp is None else d.prefill_pp,
                             dp_attention=c.dp_attention if d.prefill_dp_attention is None else d.prefill_dp_attention,
@@ -287,7 +292,7 @@ class Scenario:
         return [(hardware, self.engine_config(hardware)), split] if d.compare_aggregated else [split]
 
     def fleet_label(self, hardware: str, prefill_nodes: int | None = None, decode_nodes: int | None = None) -> str:
-        d = self.disaggregation or DisaggregationSection()
+        d = self.disaggregation or ONE_EACH
         x = d.prefill_nodes if prefill_nodes is None else prefill_nodes
         y = d.decode_nodes if decode_nodes is None else decode_nodes
         on = f"-P{d.prefill_hardware}" if d.prefill_hardware and d.prefill_hardware != hardware else ""
@@ -297,7 +302,7 @@ class Scenario:
                              decode_nodes: int | None = None) -> EngineConfig:
         """The disaggregated fleet on `hardware`: ``decode_nodes`` of it decode under ``[cluster]``'s plan,
         ``prefill_nodes`` of ``prefill_hardware`` (default: `hardware`) prefill under `prefill_plan`."""
-        d = self.disaggregation or DisaggregationSection()
+        d = self.disaggregation or ONE_EACH
         catalog = self.hardware_catalog()
         node = hardware if isinstance(hardware, NodeSpec) else catalog.node(hardware)
         with said_at("disaggregation.prefill_hardware"):

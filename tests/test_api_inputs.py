@@ -186,3 +186,21 @@ def test_sweep_resume_counts_the_points_it_reuses(tiny, tmp_path):
     log = out / "sweep.csv"
     assert f"scenario tiny: 2 grid points, 1 reused from {log}, 1 to run (1 simulations)" in again.stderr
     assert f"reused 1 finished points from {log}" in again.stderr
+
+
+def test_run_given_a_workloads_method_says_so_in_one_line():
+    """helper-117: `run(cfg, wl.requests, 1)` (the method, not its list) failed deep in the engine with
+    "TypeError: 'method' object is not iterable"."""
+    import simulator
+    from simulator.scenario import load_scenario
+
+    sc = load_scenario("chat-4k-h100")
+    wl = sc.load_workload(rate_scale=0.01)
+    with pytest.raises(ConfigError, match=r"^run: 'requests' must be a Workload or an iterable of Request \(got "
+                                          r"<bound method Workload\.requests .*; call it, or give the Workload "
+                                          r"itself\)$"):
+        run(sc.engine_config(), wl.requests, 1)
+    with pytest.raises(ConfigError, match=r"\(got 7\)$"):
+        run(sc.engine_config(), 7, 1)
+    assert run(sc.engine_config(), wl, 1).summary["requests"] == len(wl.requests())
+    assert simulator.PoolConfig.__name__ == "PoolConfig"  # the prefill pool's type, exported (helper-117)

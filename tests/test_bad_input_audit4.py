@@ -401,3 +401,16 @@ def test_a_plan_collapse_refuses_is_said_at_its_plan_option(tmp_path: Path, plan
     r = kvsim("collapse", "--model", "Llama-3.1-8B", "--plan", plan, "--out", tmp_path / "c")
     assert error(r, "--plan") == said
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("missing", ["prefill_nodes", "decode_nodes"])
+def test_a_split_names_both_its_pools(tmp_path: Path, missing: str) -> None:
+    """helper-117: an empty or partial [disaggregation] ran 1P1D without a word (both defaulted to 1)."""
+    keys = {"prefill_nodes": 1, "decode_nodes": 1}
+    del keys[missing]
+    p = tmp_path / "s.toml"
+    p.write_text(edit("\nnodes = 1\n", "\nnodes = 2\n").replace(
+        "breakeven = false", "breakeven = false\n[disaggregation]\n"
+        + "".join(f"{k} = {v}\n" for k, v in keys.items())))
+    assert error(kvsim("run", p, "--out", tmp_path / "o"), str(p)) == (
+        f"Error: {p}.disaggregation.{missing}: required key is missing")

@@ -209,3 +209,26 @@ def test_an_xpyd_search_whose_memory_floor_is_past_the_limit_has_no_fleet(monkey
                                 ttft_p99_s=10.0, tpot_p99_s=0.05, seed=0)
     assert exc.value.short == "KV memory alone needs 384 decode nodes, over 256"
     assert (exc.value.floor, exc.value.simulations) == (384, 0)
+
+
+def test_a_split_run_without_its_aggregated_fleet_does_not_describe_one(tmp_path):
+    """helper-117: with compare_aggregated = false the report still read "Each kind as one fleet of 3 nodes
+    (aggregated) and as ...", the chart "aggregated vs disaggregated" with an "aggregated" legend entry, and
+    short_prompt_tokens = 0 "prompts of at most 0 tokens prefill on the decode pool"."""
+    from simulator.charts.run import fleet_figure
+
+    sc = tmp_path / "dd.toml"
+    sc.write_text('name = "dd"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                  '[workload]\nduration_s = 20\n[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n'
+                  'compare_aggregated = false\n[report]\ncollapse = false\nbreakeven = false\n')
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "o" / "summary.md").read_text()
+    assert "## Disaggregated fleets\n" in md and "(aggregated)" not in md
+    assert "Each kind as 1 prefill + 1 decode nodes (plans: prefill TP8, decode TP8; every prompt prefills on the " \
+           "prefill pool)." in md
+    fleets = pd.read_csv(tmp_path / "o" / "fleets.csv")
+    fig = fleet_figure(fleets, "dd", 2.0, 0.1)
+    assert fig.get_suptitle() == "dd: disaggregated fleets against the SLOs"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["disaggregated (xPyD)", "misses an SLO"]
+    assert "aggregated:" not in fig.axes[2].get_title()

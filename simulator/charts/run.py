@@ -207,7 +207,8 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
 def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s: float) -> Figure:
     """Aggregated vs disaggregated fleets (`ScenarioRun.fleet_comparison`): cost, latency against the
     SLOs, and where each fleet's time and memory go. A fleet that misses an SLO (``meets_slo`` false)
-    has hatched bars."""
+    has hatched bars. With no aggregated fleet (``compare_aggregated = false``) the titles and legend say
+    nothing of one."""
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1, 1, 1.6]})
     x = np.arange(len(fleets))
     names = list(fleets.fleet)
@@ -219,7 +220,9 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
         a.annotate(f"{n} nodes\n${usd:,.0f}/h", (i, bar.get_height()), ha="center", va="bottom", fontsize=8)
     a.set(xticks=x, ylabel="cost (USD per million output tokens)", title="Cost")
     a.set_ylim(0, float(fleets.usd_per_million_output_tokens.max()) * 1.3)
-    a.bar(0, 0, color="C0", label="aggregated")
+    both = not fleets.disaggregated.all()  # an aggregated fleet beside (`compare_aggregated`), or xPyD alone
+    if both:
+        a.bar(0, 0, color="C0", label="aggregated")
     a.bar(0, 0, color="C1", label="disaggregated (xPyD)")
     a.bar(0, 0, color="white", edgecolor="0.2", hatch="//", label="misses an SLO")
     a.legend(fontsize=8, loc="upper left")
@@ -237,11 +240,12 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
     for j, (col, label) in enumerate(parts):
         c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
     c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 140),
-          title="Where time and memory go\n(aggregated: every replica prefills and decodes)")
+          title="Where time and memory go" + ("\n(aggregated: every replica prefills and decodes)" if both else ""))
     c.legend(fontsize=8, loc="upper center", ncol=3)
     for ax in (a, b, c):
         ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{title}: aggregated vs disaggregated fleets at the same SLOs")
+    fig.suptitle(f"{title}: aggregated vs disaggregated fleets at the same SLOs" if both else
+                 f"{title}: disaggregated fleets against the SLOs")
     fig.tight_layout()
     return fig

@@ -27,7 +27,7 @@ from simulator.engine.records import (
 from simulator.engine.steady import STEADY_COLUMNS, SteadyState, SteadyWindow, completed_rows, steady_state
 from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
-from simulator.errors import is_whole, must
+from simulator.errors import ConfigError, is_whole, must, shown
 from simulator.kv import footprint
 from simulator.models import ModelSpec, get_model
 from simulator.units import GB, HOUR_S
@@ -127,6 +127,9 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         aggregated fleet, the KV transfers' `TRANSFER_COLUMNS`).
     """
     must_seed(seed, "run")
+    if not isinstance(requests, Iterable):  # a Workload's `requests` method, say, given for its requests
+        raise ConfigError(f"run: 'requests' must be a Workload or an iterable of Request (got {shown(requests)}"
+                          + ("; call it, or give the Workload itself)" if callable(requests) else ")"))
     if total_requests is None and isinstance(requests, Sized):
         total_requests = len(requests)  # the tagging stream below has no length
     classes = TrafficClasses()  # each request's `source`, noted as the injector draws it
