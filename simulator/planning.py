@@ -86,8 +86,8 @@ def figures_meet_slo(figures: Mapping[str, Any], ttft_p99_s: float, tpot_p99_s: 
 
 def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
     """A search run's line of progress: ``TTFT p99 0.302 s, TPOT p99 10.3 ms: fails`` (`meets_slo`), each p99 with
-    the digits that put it on its side of the SLO (`figure_against`), and what else failed it (requests timed
-    out, none completed)."""
+    the digits that put it on its side of the SLO (`figure_against`), and what else failed it (requests rejected
+    or timed out, none completed)."""
     s = result.summary
     line = (f"TTFT p99 {measure_against(s['ttft_p99_s'], ttft_p99_s, 's')}, "
             f"TPOT p99 {measure_against(s['tpot_p99_s'] * 1e3, tpot_p99_s * 1e3, 'ms')}: ")
