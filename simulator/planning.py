@@ -121,10 +121,15 @@ def no_fleet_row(hardware: str, exc: NoFleet) -> dict[str, Any]:
 
 
 def no_kind_fits(where: str, failed: list[NoFleet], labels: list[str]) -> NoFleet:
-    """One `NoFleet` for a plan none of whose fleets (`labels`, one per error) meets the SLOs: each one's short
-    reason, said at `where` (the scenario)."""
+    """One `NoFleet` for a plan none of whose fleets (`labels`, one per error) meets the SLOs, said at `where`
+    (the scenario): the fleets grouped by their short reason, without its figures (``none of up to 256
+    nodes``), so that every fleet is named within one line; `--hardware` with one kind gives its figures."""
+    reasons: dict[str, list[str]] = {}
+    for label, exc in zip(labels, failed, strict=True):
+        reasons.setdefault(exc.short.split(" (")[0], []).append(label)
     return NoFleet(f"{where}: no fleet of any node kind meets the SLOs: " + "; ".join(
-        f"{label}: {exc.short}" for label, exc in zip(labels, failed, strict=True)), short="no fleet")
+        f"{', '.join(names)}: {reason}" for reason, names in reasons.items())
+        + " (--hardware with one kind says why in full)", short="no fleet")
 
 
 def plan_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:

@@ -161,9 +161,10 @@ def provider_inputs(costs: ProviderCosts) -> tuple[pd.DataFrame, str]:
             f"fleet's output ceiling a stream), so `holding_hbm_usd` = GB-hours × 3,600 / "
             f"{figure(costs.bytes_per_stream / GB)} × {costs.revenue_usd_per_stream_s:.3g}; DRAM "
             f"${costs.dram_usd_per_gb_hour:.3g} and SSD ${costs.ssd_usd_per_gb_hour:.3g} per GB-hour "
-            f"(`simulator/billing/provider.toml`); a GPU-second ${costs.usd_per_gpu_s:.3g} (the catalog's "
-            f"${costs.usd_per_gpu_s * 3600:.3g} an hour), prefill {costs.prefill_gpu_s_per_token:.3g} GPU-s a token "
-            "for the mean prompt (each hit's saving priced by the cost model, its prompt and cached tokens).\n")
+            f"(`simulator/billing/provider.toml`); a GPU-second ${costs.usd_per_gpu_s:.3g} (at "
+            f"${costs.usd_per_gpu_s * 3600:.3g} a GPU-hour, the price in use), prefill "
+            f"{costs.prefill_gpu_s_per_token:.3g} GPU-s a token for the mean prompt (each hit's saving priced by the "
+            "cost model, its prompt and cached tokens).\n")
     return pd.DataFrame([row]), line
 
 
@@ -172,7 +173,8 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     and layout's KV bytes per token, the cost model's prefill (each request's saving), the simulated decode
     speed (1 / mean TPOT; at most the fleet's output ceiling over the streams its pool holds, from its
     replicas and `max_num_seqs`; a disaggregated fleet's replicas counted as if each served whole requests),
-    the GPU's price and the KV pool as simulated (``kv_blocks_total`` × the
+    its prefill on a disaggregated fleet's prefill pool (its GPU and plan), the GPU's price and the KV pool as
+    simulated (``kv_blocks_total`` × the
     layout's block bytes). The stream, prompt and output lengths are the completed requests' means, or,
     when none completed (every one timed out), all requests'; then no decode speed was seen and a
     displaced stream forgoes no revenue."""
@@ -190,6 +192,8 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
         output_usd_per_mtok=profile.output_usd_per_mtok, prompt_tokens=float(shape.prompt_tokens.mean()),
         output_tokens=float(shape.output_tokens.mean()), replicas=int(result.summary["replicas"]),
         max_num_seqs=cfg.scheduler.max_num_seqs,
+        prefill_node=cfg.prefill_pool.node if cfg.prefill_pool is not None else None,  # type: ignore[arg-type]
+        prefill_tp=cfg.prefill_pool.tp if cfg.prefill_pool is not None else None,
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)

@@ -98,7 +98,7 @@ def test_timeseries_of_a_disaggregated_fleet_tells_its_two_pools_apart():
                             {"8xH100-1P2D": 1.0}, {"8xH100-1P2D": pools})
     kv = fig.axes[0]
     assert kv.get_title(loc="left") == ("8xH100-1P2D: decode pool per replica, 30% in use on average; prefill pool "
-                                        "65% (red line)")
+                                        "65% (dash-dot line)")
     top = kv.collections[0].get_paths()[0].vertices[:, 1]
     assert sorted(set(top.round(6)) - {0.0}) == [20.0, 40.0]
     prefill = next(line for line in kv.lines if line.get_label() == "prefill pool: blocks in use")

@@ -329,8 +329,14 @@ def test_fit_of_weights_that_do_not_fit_names_the_plans_they_fit():
     assert r.exit_code == 2
     assert r.output == ("Error: Llama-3.1-405B does not fit TP8 on 8xH100: one GPU holds weights of 101.5 GB (bf16), "
                         "more than its usable 72.0 GB (0.9 × 80 GB) by 29.5 GB (235.7 GB over the stage's 8 GPUs); "
-                        "plans whose weights fit: TP16 (2 nodes), TP8 PP2 (2 nodes) (--tp, --pp, --dp-attention, "
-                        "--ep)\n")
+                        "plans whose weights fit: TP8 PP2 (2 nodes), TP16 (2 nodes)\n")  # most streams first
     r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--context", "8192"])
     assert r.exit_code == 2 and r.output.rstrip().endswith(
-        "no plan of up to 2 nodes holds them: fp8 weights (--weight-dtype) or a larger node")
+        "; no plan kvsim fit compares holds them; try fp8 weights (--weight-dtype fp8)")
+    # fp8 weights already: no such advice (helper-118); more plans than FIT_PLANS_NAMED: the rest counted
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--context", "8192",
+                                  "--weight-dtype", "fp8"])
+    assert r.exit_code == 2 and r.output.rstrip().endswith("; no plan kvsim fit compares holds them")
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-70B", "--hardware", "8xH100", "--context", "8192",
+                                  "--tp", "1"])
+    assert r.exit_code == 2 and r.output.rstrip().endswith(" and 4 more") and len(r.output) < 290

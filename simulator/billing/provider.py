@@ -306,7 +306,8 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
                        output_usd_per_mtok: float, prompt_tokens: float,
                        base: ProviderCosts | None = None, kv_pool_bytes: float | None = None,
                        output_tokens: float | None = None, replicas: int = 1,
-                       max_num_seqs: int | None = None) -> ProviderCosts:
+                       max_num_seqs: int | None = None, prefill_node: NodeSpec | None = None,
+                       prefill_tp: int | None = None) -> ProviderCosts:
     """`ProviderCosts` of a concrete deployment, from the specs, the cost model and a run.
 
     - ``kv_bytes_per_token = bytes_per_token(model, layout)`` (`simulator.kv`);
@@ -319,7 +320,9 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
     - ``prefill``, the cost model that prices each request's saving (`PrefillPrice`: what `provider_table`
       uses), and ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens``, the mean
       prompt's figure a token (shown in the costs; `provider_table` reads it only without ``prefill``);
-    - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (hardware catalog);
+    - ``usd_per_gpu_s = usd_per_gpu_hour / 3600`` (the price in use);
+    - a disaggregated fleet's prompts prefill on its prefill pool: `prefill_node` and `prefill_tp` (default
+      `node` and `tp`) price the prefill, its GPU-seconds and their price;
     - ``kv_pool_bytes``: the fleet's KV pool as simulated (blocks × block bytes), when given.
     DRAM and SSD prices come from `base` (default: ``provider.toml``).
     """
@@ -328,6 +331,9 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
 
     base = base or load_provider_costs()
     step = StepModel(node.gpu, model, layout, tp, load_params(node.gpu.key))
+    p_node, p_tp = prefill_node or node, prefill_tp or tp
+    p_step = step if (p_node, p_tp) == (node, tp) else StepModel(p_node.gpu, model, layout, p_tp,
+                                                                 load_params(p_node.gpu.key))
     n = max(1, int(prompt_tokens))
     context = max(1, int(stream_context_tokens))
     stream_bytes = sequence_bytes(model, layout, context)
@@ -342,12 +348,14 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
         kv_bytes_per_token=bytes_per_token(model, layout),
         bytes_per_stream=stream_bytes,
         revenue_usd_per_stream_s=speed * output_usd_per_mtok / MTOK,
-        prefill_gpu_s_per_token=tp * step.prefill_s(n, 0) / n,
-        prefill=PrefillPrice(step, tp),
-        usd_per_gpu_s=node.gpu.usd_per_gpu_hour / HOUR_S,
+        prefill_gpu_s_per_token=p_tp * p_step.prefill_s(n, 0) / n,
+        prefill=PrefillPrice(p_step, p_tp),
+        usd_per_gpu_s=p_node.gpu.usd_per_gpu_hour / HOUR_S,
         kv_pool_bytes=kv_pool_bytes,
-        source=f"{model.key} on {tp}×{node.gpu.key}, layout {layout.label}: KV math, cost model and a simulated "
-               f"run; DRAM/SSD prices from provider.toml",
+        source=f"{model.key} on {tp}×{node.gpu.key}"
+               + (f", prefill on {p_tp}×{p_node.gpu.key}" if p_step is not step else "")
+               + f", layout {layout.label}: KV math, cost model and a simulated run; DRAM/SSD prices from "
+               "provider.toml",
     )
 
 

@@ -117,9 +117,11 @@ class SplitPools:
 
     @classmethod
     def of(cls, summary: dict[str, Any]) -> SplitPools | None:
-        """From a fleet's summary; None for an aggregated fleet (no prefill replica)."""
+        """From a fleet's summary; None for an aggregated fleet (no prefill replica), or one whose decode pools
+        differ in blocks a replica (an `EngineConfig` of several; its panel then blends them, as an aggregated
+        fleet's)."""
         n = summary.get("prefill_replicas", 0)
-        if not n:
+        if not n or not summary.get("decode_kv_blocks_per_replica"):  # (0: decode pools of several sizes)
             return None
         return cls(summary["replicas"] - n, summary["decode_kv_blocks_per_replica"],
                    summary["prefill_kv_blocks_per_replica"], summary["decode_kv_utilization"],
@@ -165,14 +167,14 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
         if pools is not None:
             prefill = ts[ts.replica >= pools.first_prefill]
             used = 100 * bin_means(prefill, ["kv_blocks_used"]).kv_blocks_used / pools.prefill_blocks
-            a.plot(used.index, used, color="C3", lw=1.6, label="prefill pool: blocks in use")
+            a.plot(used.index, used, color="0.1", lw=1.6, ls="-.", label="prefill pool: blocks in use")
         a.axhline(100, color="0.25", ls="--", lw=1, label="the whole pool")
         a.set_ylim(0, 110)
         a.set_ylabel("KV blocks\n(% of the pool)")
         mean = (kv_utilization or {}).get(hw)
         if pools is not None:
             title = (f"{hw}: decode pool per replica, {100 * pools.decode_kv_utilization:.0f}% in use on average; "
-                     f"prefill pool {100 * pools.prefill_kv_utilization:.0f}% (red line)")
+                     f"prefill pool {100 * pools.prefill_kv_utilization:.0f}% (dash-dot line)")
         else:
             title = f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
                                                    if mean is not None else "")

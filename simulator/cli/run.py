@@ -79,7 +79,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     click.echo(f"scenario {sc.name}" + (f": {sc.description}" if sc.description else ""), err=True)
     click.echo(price_note(sc.priced_nodes()), err=True)
     for gpu in sc.unused_prices():
-        note(f"usd_per_gpu_hour: {gpu} is priced, but no fleet here runs on it")
+        note(f"{gpu} is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it")
 
     def before_writing(fleets: list[str]) -> None:  # --stream: the workload read and checked, the run writes
         folder.clear(_report_names(sc, fleets))
@@ -186,7 +186,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         note(line)
     click.echo(price_note(sc.priced_nodes()), err=True)
     for gpu in sc.unused_prices():
-        note(f"usd_per_gpu_hour: {gpu} is priced, but no fleet here runs on it")
+        note(f"{gpu} is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it")
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
             _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,

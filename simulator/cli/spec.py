@@ -37,6 +37,7 @@ from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, parse_layout
 from simulator.levers import rank_fixes
 from simulator.models import (
     ModelSpec,
+    dtype,
     get_model,
     kv_dtypes,
     load_models,
@@ -169,21 +170,16 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         lay = parse_layout(_layout(layout, kv_dtype))
         try:
             budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
-        except DoesNotFitError as exc:  # name the plans the weights do fit, as the table would show them
-            fitting = [p for p in compare_plans(node, model, lay, context_tokens, candidate_plans(node, model),
-                                                memory_utilization, block_tokens) if p.kv_bytes_per_gpu > 0]
-            raise DoesNotFitError(f"{exc}; " + (
-                "plans whose weights fit: " + ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})"
-                                                        for p in fitting) + " (--tp, --pp, --dp-attention, --ep)"
-                if fitting else "no plan of up to 2 nodes holds them: fp8 weights (--weight-dtype) or a larger "
-                "node")) from None
+        except DoesNotFitError as exc:  # the plans the weights do fit, as the plans table would show them
+            hold = _plans_that_hold(node, model, lay, context_tokens, memory_utilization, block_tokens)
+            raise DoesNotFitError(f"{exc}; {hold}") from None
         streams = max_streams(budget, model, lay, context_tokens, block_tokens)
         longest = max_context(budget, model, lay, batch, block_tokens)
         fixes = [] if streams >= batch else rank_fixes(budget, model, lay, context_tokens, batch, block_tokens)
         plans = compare_plans(node, model, lay, context_tokens, candidate_plans(node, model), memory_utilization,
                               block_tokens)
         holding = [p for p in plans if p.max_streams >= batch and p.plan != plan.label]  # the target, no lever
-        engine_streams = _engine_streams(budget, model, lay, context_tokens, block_tokens)
+        engine_streams, pool_blocks, stream_blocks = _engine_streams(budget, model, lay, context_tokens, block_tokens)
         share = kv_share(model, lay, plan.attention_tp)
         per_stage = [(s, budget.stages[s], budget.stage_kv_bytes(s),
                       gpu_sequence_bytes(budget, model, lay, context_tokens, s, block_tokens))
@@ -226,13 +222,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
                f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
     if plan.pp > 1 and engine_streams != streams:  # a pipeline's stages in flight each hold a share of the blocks
-        from simulator.engine.geometry import block_geometry
-
-        geo = block_geometry(model, lay, block_tokens)
-        blocks = blocks_per_group(budget, model, lay, geo.block_bytes)
         click.echo(f"  the simulator runs a scheduler per pipeline stage in flight (vLLM's virtual engines), each with "
-                   f"1/{plan.pp} of a KV pool's {blocks:,} blocks ({blocks // plan.pp:,}; a stream takes "
-                   f"{geo.blocks(context_tokens):,}): {engine_streams:,} streams there")
+                   f"1/{plan.pp} of a KV pool's {pool_blocks:,} blocks ({pool_blocks // plan.pp:,}; a stream takes "
+                   f"{stream_blocks:,}): {engine_streams:,} streams there")
     click.echo(f"  longest context for {batch} stream(s): {longest:,} tokens"
                + ("  (beyond the model's max context)" if longest > model.max_context_tokens else ""))
     table = pd.DataFrame([{"plan": p.plan + (" *" if p.plan == plan.label else ""), "GPUs": p.gpus,
@@ -265,19 +257,39 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     click.echo(fix_table.to_string(index=False))
 
 
+FIT_PLANS_NAMED = 3  # plans a weights-do-not-fit error names (the line's length: `MAX_MESSAGE_CHARS`)
+
+
+def _plans_that_hold(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_tokens: int,
+                     memory_utilization: float, block_tokens: int) -> str:
+    """What a weights-do-not-fit error suggests: the plans `candidate_plans` compares whose weights fit (the
+    first `FIT_PLANS_NAMED`, most KV first), or, with none, fp8 weights where they are wider than that."""
+    fitting = sorted((p for p in compare_plans(node, model, layout, context_tokens, candidate_plans(node, model),
+                                               memory_utilization, block_tokens) if p.kv_bytes_per_gpu > 0),
+                     key=lambda p: -p.max_streams)
+    if fitting:
+        named = ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})" for p in fitting[:FIT_PLANS_NAMED])
+        more = len(fitting) - FIT_PLANS_NAMED
+        return f"plans whose weights fit: {named}" + (f" and {more} more" if more > 0 else "")
+    wide = dtype(model.weight_dtype).bytes_per_value > dtype("fp8").bytes_per_value
+    return "no plan kvsim fit compares holds them" + ("; try fp8 weights (--weight-dtype fp8)" if wide else "")
+
+
 def _engine_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
-                    block_tokens: int) -> int:
-    """Streams of `context_tokens` the engine holds on the budget's nodes: each replica runs ``kv_groups · pp``
-    schedulers (`simulator.engine.cluster`: a pipeline's stages in flight, vLLM's virtual engines), each with
-    ``floor(blocks / pp)`` blocks of a KV pool's (`blocks_per_group`), a stream taking `BlockGeometry.blocks`
-    of them: ``replicas · groups · pp · floor(floor(blocks / pp) / blocks(n))``. It can differ from
-    `max_streams`, which counts bytes: by the rounding of that split, and where a windowed or compressed
-    layout's blocks bound its bytes from above (`simulator.engine.geometry`); fit says so only for a pipeline."""
+                    block_tokens: int) -> tuple[int, int, int]:
+    """Streams of `context_tokens` the engine holds on the budget's nodes, a KV pool's blocks, and a stream's.
+    Each replica runs ``kv_groups · pp`` schedulers (`simulator.engine.cluster`: a pipeline's stages in flight,
+    vLLM's virtual engines), each with ``floor(blocks / pp)`` of a KV pool's blocks (`blocks_per_group`), a
+    stream taking `BlockGeometry.blocks` of them: ``replicas · groups · pp · floor(floor(blocks / pp) /
+    blocks(n))``. It can differ from `max_streams`, which counts bytes: by the rounding of that split, and where
+    a windowed or compressed layout's blocks bound its bytes from above (`simulator.engine.geometry`)."""
     from simulator.engine.geometry import block_geometry  # (the engine's package: imported when asked)
 
     geo = block_geometry(model, layout, block_tokens)
-    per_engine = blocks_per_group(budget, model, layout, geo.block_bytes) // budget.plan.pp
-    return budget.replicas * budget.plan.kv_groups * budget.plan.pp * (per_engine // geo.blocks(context_tokens))
+    blocks = blocks_per_group(budget, model, layout, geo.block_bytes)
+    stream = geo.blocks(context_tokens)
+    plan = budget.plan
+    return budget.replicas * plan.kv_groups * plan.pp * (blocks // plan.pp // stream), blocks, stream
 
 
 @click.command()

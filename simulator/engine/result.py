@@ -231,7 +231,8 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
     GB on one decode GPU's NIC, summed), ``transfer_p99_s`` (start to end) and ``handoff_wait_p99_s``
     (first token to transfer start: the wait for decode room). ``prefill_replicas`` counts the prefill
     replicas, the fleet's last (0 in an aggregated fleet), and ``*_kv_blocks_per_replica`` a replica's blocks
-    in each pool (0 where there is none): a chart tells the pools apart by them.
+    in each pool (0 where there is none, or decode pools of several sizes): a chart tells the pools apart by
+    them.
     """
     reps = cluster.replicas
 
@@ -256,7 +257,8 @@ def _pool_summary(cluster: Cluster, req: pd.DataFrame, span: float, end_s: float
         "prefill_kv_utilization": kv(pre), "decode_kv_utilization": kv(dec),
         # a disaggregated fleet's prefill replicas come last (the cluster builds its decode pools first)
         "prefill_replicas": len(pre), "prefill_kv_blocks_per_replica": pre[0].total_blocks if pre else 0,
-        "decode_kv_blocks_per_replica": dec[0].total_blocks if dec else 0,
+        "decode_kv_blocks_per_replica": (dec[0].total_blocks if dec and len({r.total_blocks for r in dec}) == 1
+                                         else 0),
         "link_utilization": (sum(link.busy_until(end_s) for link in links) / (span * len(links))
                              if links and span > 0 else math.nan),
         "transfers": len(moved),

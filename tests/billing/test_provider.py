@@ -103,6 +103,15 @@ def test_provider_costs_of_a_deployment_by_hand():
     # 2 · 70.55e9 FLOP/token at the dense peak of 8 H100s is 1.78e-5 s/token, i.e. 1.43e-4 GPU-s:
     # the model can only be slower than peak
     assert c.prefill_gpu_s_per_token > 2 * 70.55e9 / 989.4e12
+    # a disaggregated fleet prefilling on 4 B200s: its prefill and GPU price are those (helper-118: the H100
+    # decode pool's were published as the provider table's inputs); the KV and decode speed stay the H100's
+    b200 = load_catalog().node("8xB200")
+    d = provider_costs_for(node, model, KVLayout(), 8, stream_context_tokens=4096, tokens_per_s_per_stream=40,
+                           output_usd_per_mtok=15.0, prompt_tokens=2000, prefill_node=b200, prefill_tp=4)
+    assert d.usd_per_gpu_s == pytest.approx(5.99 / 3600) and d.revenue_usd_per_stream_s == c.revenue_usd_per_stream_s
+    step = StepModel(b200.gpu, model, KVLayout(), 4, load_params("B200"))
+    assert d.prefill_gpu_s_per_token == pytest.approx(4 * step.prefill_s(2000, 0) / 2000)
+    assert "prefill on 4×B200" in d.source and "prefill on" not in c.source
 
 
 def test_a_displaced_stream_earns_at_most_the_fleets_output_ceiling():

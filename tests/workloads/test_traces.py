@@ -42,7 +42,7 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
     p = write(tmp_path, "short.csv", AZURE.replace("396,109", "396"))
     with pytest.raises(ConfigError) as e:
         read_trace(p).requests()
-    assert str(e.value) == f"short.csv:3: 'GeneratedTokens' is missing from the row; {SKIP_HINT}"
+    assert str(e.value) == f"short.csv:3: 'GeneratedTokens' has no value in the row; {SKIP_HINT}"
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:

@@ -22,14 +22,14 @@ ON_ERROR = ("stop", "skip")
 T = TypeVar("T")
 
 
-MISSING = "present"  # a FieldError's rule for a field the row lacks (said as such, not "got None")
+MISSING = "present"  # a FieldError's rule for a field the row lacks or leaves null (said so, not "got None")
 
 
 class FieldError(Exception):
     """One bad field of one row (internal; `guarded` turns it into a `ConfigError`)."""
 
     def __init__(self, key: str, rule: str, value: object) -> None:
-        super().__init__(f"{key!r} is missing from the row" if rule == MISSING else
+        super().__init__(f"{key!r} has no value in the row" if rule == MISSING else
                          f"{key!r} must be {rule} (got {shown(value)})")
 
 
@@ -95,7 +95,7 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
 
 
 # how to go on past a malformed row, said with it
-SKIP_HINT = "skip such rows with workload.skip_bad_rows = true (or --skip-bad-rows)"
+SKIP_HINT = "skip such rows with workload.skip_bad_rows = true (or kvsim workload --skip-bad-rows)"
 
 
 class BadRowError(ConfigError):
