@@ -130,7 +130,8 @@ def test_scenario_key_prices_the_run_and_the_report_says_so(tmp_path):
     assert "note:" not in err  # every GPU priced runs
     # a price for a GPU no fleet runs on was taken without a word (helper-115)
     code, _, err = kvsim("run", scenario(tmp_path), "--out", tmp_path / "rep1", "--usd-per-gpu-hour", "B200=2.1")
-    assert code == 0 and "note: B200 is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it" in err.splitlines()
+    assert code == 0 and ("note: B200 is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet "
+                          "here runs on it") in err.splitlines()
     assert "GPU prices: H100 2.99 USD/GPU-hour (catalog)" in err.splitlines()
 
 
