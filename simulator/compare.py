@@ -164,6 +164,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     (the GPUs sharing the sequence). Llama-3.1-70B under TP8: GQA 0.125 · 1 in all, 0.125 · 1/8 a
     GPU; an MLA retrofit 0.0352 · 8 = 0.281 in all, 0.0352 a GPU: fewer bytes a token, more a replica.
 
+    ``cache_evicted_blocks`` and ``cache_reloaded_blocks`` are the blocks the prefix cache evicted from HBM
+    and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``): a tier that brought
+    none back changed nothing.
+
     `progress` receives the fraction done: each set an equal share (the same requests), advanced
     by its share of requests ended.
     """
@@ -202,6 +206,9 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
             "goodput_fraction": s["goodput_fraction"], "timed_out": s["timed_out"],
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
+            "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
+            "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
+            "offload_tiers": "+".join(t for t in ("dram", "nvme") if dict(config.cache_params).get(t)),
             "quality_debit_points": s["quality_debit_points"],
             "memory_factor": in_all_factor,
             "memory_factor_per_gpu": in_all_factor * per_gpu / summed,

@@ -88,6 +88,22 @@ def test_the_compare_command_prints_the_per_gpu_column_and_says_what_both_measur
     assert "what one GPU holds of it under TP8" in r.output
 
 
+def test_compare_says_when_an_offload_tier_brought_nothing_back() -> None:
+    """helper-117: prefix, prefix+dram and prefix+nvme gave the same row with no word why: nothing was evicted
+    from HBM, so no tier could bring anything back. The rows say what was evicted and reloaded, and a note why."""
+    import json
+
+    args = ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "30", "--strategy",
+            "prefix,prefix+dram,prefix+nvme+dram", "--json"]
+    r = CliRunner().invoke(compare, args)
+    assert r.exit_code == 0, r.output
+    assert "note: prefix+dram: no block came back from dram (0 evicted from HBM), so the tier changes nothing at " \
+           "this load" in r.stderr
+    assert "note: prefix+nvme+dram: no block came back from dram+nvme" in r.stderr and "note: prefix:" not in r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["strategy"] for row in rows] == ["prefix", "prefix+dram", "prefix+nvme+dram"]
+
+
 # --- 2. the sweep charts mark SLO misses ------------------------------------------------------
 
 def _sweep(meets: list[object]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from simulator.cli.common import (
     at_option,
     echo_json,
     handle_errors,
+    note,
     on_command_line,
     records,
     stopped_cleanly,
@@ -170,6 +171,11 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "
                        "whole on every GPU); tokens_per_s: prompt and output tokens a second (the cost column is per "
                        "million output tokens: compare.csv has output_tokens_per_s)", err=True)
+        for row in df.to_dict("records"):  # a tier nothing came back from is the prefix cache alone (helper-117)
+            if row["offload_tiers"] and not row["cache_reloaded_blocks"]:
+                note(f"{row['strategy']!s}: no block came back from {row['offload_tiers']!s} "
+                     f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
+                     "load")
         if out is not None and folder:
             folder.clear()  # the runs are done: compare's earlier files go now
             df.to_csv(out / "compare.csv", index=False)
