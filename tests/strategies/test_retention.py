@@ -96,7 +96,7 @@ def test_lossy_sequences_do_not_use_the_prefix_cache() -> None:
 
 def test_registry_and_debits() -> None:
     assert {"full", "streaming-llm", "h2o", "snapkv"} <= set(retention_names())
-    with pytest.raises(ConfigError, match=r"must be one of \['full', 'h2o'"):
+    with pytest.raises(ConfigError, match=r"must be one of full, h2o, "):
         make_retention("nope")
     for name in retention_names():
         assert debit_points(name) >= 0
