@@ -347,12 +347,12 @@ CAL_ROWS = ("H100, Llama-3.1-8B, 1, decode, 1, 1, 1024, 0.008, me\n"
 @pytest.mark.parametrize(("text", "says"), [
     (CAL_HEADER + CAL_ROWS, None),
     (CAL_HEADER + "H100, Llama-3.1-8B, 1, decode, 1, 1, 1024, abc, me\n",
-     "f.csv: row 2: 'measured_s' must be a finite number > 0 (got 'abc')"),
+     "f.csv:2: 'measured_s' must be a finite number > 0 (got 'abc')"),
     (CAL_HEADER, "f.csv: no rows after the header"),
     (CAL_HEADER + "H100, Llama-3.1-8B, 1, decode, -4, 1, 1024, 0.01, me\n",
-     "f.csv: row 2: 'batch' must be a whole number >= 1 (got -4)"),
+     "f.csv:2: 'batch' must be a whole number >= 1 (got -4)"),
     (CAL_HEADER + "H100, Llama-3.1-8B, 3, decode, 1, 1, 1024, 0.01, me\n",
-     "f.csv: row 2: plan TP3 for Llama-3.1-8B: 'tp' must be a divisor of the 32 query heads (got 3)"),
+     "f.csv:2: plan TP3 for Llama-3.1-8B: 'tp' must be a divisor of the 32 query heads (got 3)"),
 ])
 def test_calibrate_reads_the_documented_header_and_checks_every_value(tmp_path, text, says):
     f = tmp_path / "f.csv"

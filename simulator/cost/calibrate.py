@@ -104,8 +104,12 @@ def read_rows(path: Path) -> pd.DataFrame:
     for c in (*MEASURES, *OPTIONAL):
         if c not in df.columns:
             df[c] = np.nan
+    # each row's line in the file (the header and rows are its lines neither blank nor a comment: pandas skips
+    # those), so that an error reads ``file.csv:6:`` as a trace's does (helper-119: "row 3" was line 6)
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.lstrip().startswith("#")]
     for i, r in df.iterrows():
-        where = f"{path}: row {int(str(i)) + 2}"
+        at = int(str(i)) + 1
+        where = f"{path}:{lines[at]}" if at < len(lines) else f"{path}: row {at + 1}"
         _check_numbers(r, where)
         if r["phase"] not in PHASES:
             raise ConfigError(f"{where}: 'phase' must be one of {PHASES} (got {shown(r['phase'])})")
@@ -197,7 +201,9 @@ class Calibration:
 
 
 def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None) -> Calibration:
-    """Fit each GPU's parameters on its training rows (``holdout`` false).
+    """Fit each GPU's parameters on its training rows (``holdout`` false). A GPU the rows do not name keeps its
+    parameters, but one with no step overhead fitted of its own (its provenance's ``e2e_free``) takes the
+    median of the fitted GPUs' (`Calibration.borrowed`).
 
     With `free` given, every GPU frees exactly those and `ConfigError` is raised when a GPU has
     fewer training rows than free parameters; by default a GPU frees the first ``n_train`` of
@@ -229,13 +235,18 @@ def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ..
         out[key] = res.params
         freed[key] = tuple(names)
     borrowed: dict[str, str] = {}
-    overheads = [out[k].step_overhead_s for k, names in freed.items() if "step_overhead_s" in names]
-    if overheads:
-        shared = float(np.median(overheads))
+    # a GPU FILE does not name borrows the median step overhead only if it has none fitted of its own (helper-119:
+    # one H100 file overwrote B200's own fit, -11% on its decode step, without a word); the median is over every
+    # GPU with its own, fitted now or kept
+    own = {k for k in out if k != "default" and k not in freed
+           and "step_overhead_s" in out[k].provenance.get("e2e_free", ())}
+    fitted = {k for k, names in freed.items() if "step_overhead_s" in names}
+    if fitted:
+        shared = float(np.median([out[k].step_overhead_s for k in sorted(fitted | own)]))
         for key in out:
-            if key not in freed and key != "default":
+            if key not in freed and key != "default" and key not in own:
                 out[key] = replace(out[key], step_overhead_s=shared)
-                borrowed[key] = f"step_overhead_s = median of the fitted GPUs ({', '.join(sorted(freed))})"
+                borrowed[key] = f"step_overhead_s = median of the fitted GPUs ({', '.join(sorted(fitted | own))})"
     rows = df.copy()
     rows["gpu"] = [cat.gpu(str(x)).key for x in rows["gpu"]]
     pred = [_predicted_s_like(r, out[r["gpu"]]) for _, r in rows.iterrows()]
