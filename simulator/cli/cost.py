@@ -120,10 +120,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     if out["beyond_max_context"]:
         click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
                    f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")
-    click.echo(f"  prefill {n_prompt} tokens: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {pf.mfu:.1%})")
+    click.echo(f"  prefill {n_prompt} token{'s' * (n_prompt != 1)}: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, "
+               f"MFU {pf.mfu:.1%})")
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
-        + f" at {context} tokens: {dec.total_s / MS:.3f} ms, "
+        + f" at {context} token{'s' * (context != 1)}: {dec.total_s / MS:.3f} ms, "
         f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {dec.mfu:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
@@ -138,6 +139,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "
                    "of KV in all")
+    click.echo(f"  priced by {gpu.key}'s cost parameters ({params.source}) on its datasheet figures (kvsim hardware)")
 
 
 def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KVLayout, batch: int, context: int,
