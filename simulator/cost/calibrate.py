@@ -85,7 +85,10 @@ def read_rows(path: Path) -> pd.DataFrame:
     """Read and validate a calibration CSV; errors name the file, row and column."""
     text = read_text(path, "a calibration CSV")
     try:
-        df = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
+        # only an empty cell is missing: "nan" or "NA" written in a cell is a value to refuse, not an absent one
+        # (helper-119: measured_s = nan read "give exactly one of 'measured_s' and 'tokens_per_s'")
+        df = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True, keep_default_na=False,
+                         na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
         raise ConfigError(f"{path}: not a calibration CSV ({shown(str(exc).strip())})") from None
     df.columns = [str(c).strip() for c in df.columns]

@@ -285,3 +285,12 @@ def test_a_calibration_rows_error_names_its_line_in_the_file(tmp_path):
                  "H100,Llama-3.1-8B,1,decode,1,1,1024,-1,x\n")
     with pytest.raises(ConfigError, match=r"c\.csv:6: 'measured_s' must be a finite number > 0 \(got -1\.0\)$"):
         read_rows(f)
+
+
+@pytest.mark.parametrize("value", ["nan", "NA", "inf"])
+def test_a_measurement_written_as_not_a_number_is_refused_as_such(tmp_path, value):
+    """helper-119: "nan" was read as a missing cell, and the row refused for giving neither measurement."""
+    f = tmp_path / "n.csv"
+    f.write_text(SHORT_HEAD + f"H100,Llama-3.1-8B,1,decode,1,1,1024,{value},x\n")
+    with pytest.raises(ConfigError, match=rf"n\.csv:2: 'measured_s' must be a finite number > 0 \(got '?{value}'?\)$"):
+        read_rows(f)
