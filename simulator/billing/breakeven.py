@@ -120,8 +120,8 @@ def poisson_cost(rate_per_s: float, ttl_s: float, read_multiplier: float, write_
     r, w = read_multiplier, write_multiplier
     if not sliding:
         return x / (1.0 + x), (w + storage + r * x) / (1.0 + x)
-    p = -math.expm1(-x)
-    return p, p * r + (1.0 - p) * w + (storage * p / x if x > 0 else storage)
+    p = hit_probability_poisson(rate_per_s, ttl_s)
+    return p, relative_cost(p, r, w) + (storage * p / x if x > 0 else storage)
 
 
 def breakeven_fixed_ttl(ttl_s: float, read_multiplier: float, write_multiplier: float,

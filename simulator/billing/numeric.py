@@ -126,13 +126,13 @@ def poisson_breakeven(profile: PriceProfile, ttl_s: float) -> tuple[float, float
     share of requests that hit there. A sliding TTL without storage: ``p* = (w - 1) / (w - r)``,
     ``λ* = -ln(1 - p*) / T`` (`breakeven_reuse_rate`); a TTL fixed at the write: `breakeven_fixed_ttl`; a
     sliding TTL that bills storage: the root of ``poisson_cost = 1`` (`scipy.optimize.brentq` on ``ln λT``:
-    the cost falls from ``w + S_T`` to ``r`` as the rate grows). ``(0, 0)`` where a write costs no more than
-    no cache (``w + S_T <= 1``): any reuse pays."""
+    the cost falls from ``w + S_T``, above 1 since ``w >= 1``, to ``r`` as the rate grows). ``(0, 0)`` where
+    a write costs no more than no cache (``w = 1`` and no storage): any reuse pays."""
     r, w, storage = profile.read_multiplier, profile.write_multiplier(ttl_s), ttl_storage(profile, ttl_s)
     if not profile.sliding:
         return breakeven_fixed_ttl(ttl_s, r, w, storage)
-    if storage == 0 or w + storage <= 1.0:
-        return (breakeven_reuse_rate(ttl_s, r, w), breakeven_hit_probability(r, w)) if storage == 0 else (0.0, 0.0)
+    if storage == 0:
+        return breakeven_reuse_rate(ttl_s, r, w), breakeven_hit_probability(r, w)
 
     def excess(log_x: float) -> float:
         return poisson_cost(math.exp(log_x) / ttl_s, ttl_s, r, w, storage)[1] - 1.0
