@@ -40,6 +40,13 @@ from simulator.units import figure
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
 
 
+def _say_prices(sc: Scenario) -> None:
+    """The GPU prices the fleets run at (`price_note`), and a note for each price given for a GPU none runs on."""
+    click.echo(price_note(sc.priced_nodes()), err=True)
+    for gpu in sc.unused_prices():
+        note(f"{gpu} is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it")
+
+
 def _echo_table(df: pd.DataFrame) -> None:
     click.echo(df.to_string(index=False, float_format=figure))
 
@@ -77,9 +84,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
     folder = OutputFolder(out, "run")
     folder.prepare(_report_names(sc, ()))  # a bad --out fails now, not after the simulation; nothing is removed yet
     click.echo(f"scenario {sc.name}" + (f": {sc.description}" if sc.description else ""), err=True)
-    click.echo(price_note(sc.priced_nodes()), err=True)
-    for gpu in sc.unused_prices():
-        note(f"{gpu} is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it")
+    _say_prices(sc)
 
     def before_writing(fleets: list[str]) -> None:  # --stream: the workload read and checked, the run writes
         folder.clear(_report_names(sc, fleets))
@@ -184,9 +189,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         kinds = [n.key for n in sc.nodes()]
     for line in default_tp_notes(sc):  # of the kinds this search runs
         note(line)
-    click.echo(price_note(sc.priced_nodes()), err=True)
-    for gpu in sc.unused_prices():
-        note(f"{gpu} is priced (cluster.usd_per_gpu_hour or --usd-per-gpu-hour), but no fleet here runs on it")
+    _say_prices(sc)
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
             _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
