@@ -15,6 +15,7 @@ from simulator.cli.common import OutPath, at_option, config_errors, echo_json, n
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
+from simulator.cost.roofline import COMPUTE
 from simulator.units import GB, MS
 
 if TYPE_CHECKING:
@@ -95,6 +96,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "decode_bound": dec.bound,
         "decode_mfu": dec.mfu,
         "decode_flops_per_byte": dec.arithmetic_intensity,
+        # thread blocks of a layer's decode attention kernel on a GPU; fewer than its SMs leave some idle
+        "decode_attention_blocks_per_gpu": sm.decode_blocks(batch),
         "decode_share_weights": dec.linear_s / dec.total_s,
         "decode_share_kv": dec.attention_s / dec.total_s,  # all of attention: fixed + KV reads (the two below)
         "decode_share_attention_fixed": dec.attention_fixed_s / dec.total_s,
@@ -128,6 +131,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {dec.mfu:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
+    blocks = out["decode_attention_blocks_per_gpu"]
+    if dec.bound == dec.attention_bound == COMPUTE and blocks < gpu.sm_count:
+        click.echo(f"  note: the decode attention kernel runs {blocks:g} thread block{'s' * (blocks != 1)} a layer "
+                   f"on a GPU ({blocks / batch:g} a sequence) for {gpu.key}'s {gpu.sm_count} SMs: it is bound by the "
+                   "compute of the SMs it occupies, hence compute-bound at a low MFU; a larger batch fills more SMs")
     click.echo(
         f"  decode time: weights {out['decode_share_weights']:.0%} "
         f"({out['decode_weight_bytes_per_gpu'] / GB:.2f} GB/GPU), "

@@ -80,7 +80,7 @@ from typing import Any, TypeVar, cast
 
 from hardware.catalog import GPUSpec, NodeSpec
 from simulator.cost.kernels import GemmKernel, PrefillKernel, allreduce_s, decode_kernel_terms, gemm_s
-from simulator.cost.params import ACTIVATION_BYTES, CostParams
+from simulator.cost.params import ACTIVATION_BYTES, MLA_DECODE_HEAD_TILE, CostParams
 from simulator.cost.roofline import (
     COMPUTE,
     MEMORY,
@@ -404,6 +404,14 @@ class StepModel:
         else:
             self._dec_head_dim = float(d_k)
             self._dec_qo_bytes = self._qo_bytes
+
+    def decode_blocks(self, batch: int) -> float:
+        """Thread blocks of one decode attention kernel on a GPU, the ``n`` of `decode_kernel_terms`:
+        ``batch · KV heads per GPU``, or ``batch · ceil(query heads per GPU / MLA_DECODE_HEAD_TILE)`` for
+        an absorbed MLA decode. Fewer than the GPU's SMs leave some idle, so such a kernel can be bound by
+        the compute of the SMs it occupies at a small share of the GPU's peak."""
+        per_seq = math.ceil(self._heads / MLA_DECODE_HEAD_TILE) if self._mla else self._dec_kv_heads
+        return batch * per_seq
 
     def decode_terms(self, batch: int, query_tokens: int = 1) -> tuple[float, float, float, float]:
         """``(fixed_s, s_per_kv_byte, s_c, s_m)`` of the decode attention of all layers for `batch`

@@ -81,3 +81,27 @@ def test_cost_refuses_weights_that_do_not_fit():
                                   "--context", "1"])
     assert r.exit_code == 2
     assert "Error: --tp: plan TP3 for Llama-3.1-70B: must be a divisor of the 64 query heads (got 3)" in r.output
+
+
+def test_cost_says_why_a_low_mfu_step_reads_compute_bound():
+    """Llama-3.1-8B's 8 KV heads over TP8 give a batch-1 decode one attention block a layer on a GPU, far
+    fewer than H100's 132 SMs: its attention is bound by the compute of the SM it occupies (the model's
+    `sat(n)`), so the step reads compute-bound at 0.2% MFU, and the output says why. An MLA decode of
+    DeepSeek-V3 on 8xH200 (128 heads / 8 GPUs = 16 a GPU: one 64-head tile a sequence) at batch 1 reads memory-bound:
+    no note."""
+    args = ["--hardware", "8xH100", "--model", "Llama-3.1-8B", "--context", "131072"]
+    r = CliRunner().invoke(cost, [*args, "--batch", "1", "--json"])
+    out = json.loads(r.output)
+    assert out["decode_attention_blocks_per_gpu"] == 1  # batch 1 x 8 KV heads / 8 GPUs
+    assert out["decode_bound"] == "compute" and out["decode_mfu"] < 0.01
+    r = CliRunner().invoke(cost, [*args, "--batch", "1"])
+    assert r.exit_code == 0, r.output
+    assert ("the decode attention kernel runs 1 thread block a layer on a GPU (1 a sequence) for H100's 132 SMs"
+            in r.output)
+    r = CliRunner().invoke(cost, [*args, "--batch", "2", "--json"])
+    assert json.loads(r.output)["decode_attention_blocks_per_gpu"] == 2
+    mla = ["--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768", "--batch", "3"]
+    r = CliRunner().invoke(cost, [*mla, "--json"])
+    out = json.loads(r.output)
+    assert out["decode_attention_blocks_per_gpu"] == 3 and out["decode_bound"] == "memory"
+    assert "thread block" not in CliRunner().invoke(cost, mla).output
