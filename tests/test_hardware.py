@@ -26,7 +26,7 @@ def test_every_gpu_and_node_has_a_source_and_an_8_gpu_node():
     assert {n.gpu.key for n in CAT.nodes.values() if n.gpus == 8} == set(CAT.gpus)
 
 
-@pytest.mark.parametrize(("key", "gpu", "share"), [("1xH100", "H100", 1), ("4xH100", "H100", 4), ("1xB200", "B200", 1)])
+@pytest.mark.parametrize(("key", "gpu", "share"), [("1xH100", "H100", 1), ("4xH100", "H100", 4), ("1xH200", "H200", 1), ("1xB200", "B200", 1)])
 def test_small_nodes_are_slices_of_the_8_gpu_server(key, gpu, share):
     node, server = CAT.node(key), CAT.node(f"8x{gpu}")
     assert (node.gpu, node.gpus, node.domain_gpus) == (server.gpu, share, share)
@@ -37,7 +37,7 @@ def test_small_nodes_are_slices_of_the_8_gpu_server(key, gpu, share):
     assert node.nvme_bytes_per_s == pytest.approx(share * 3.125e9)
     assert (node.nic_bytes_per_s, node.nic_latency_s) == (server.nic_bytes_per_s, server.nic_latency_s) == (50e9, 5e-6)
     assert node.hbm_bytes == share * server.gpu.hbm_bytes
-    assert node.usd_per_hour == pytest.approx(share * server.gpu.usd_per_gpu_hour)  # 1 x 2.99, 4 x 2.99 $/h
+    assert node.usd_per_hour == pytest.approx(share * server.gpu.usd_per_gpu_hour)  # e.g. 1 x 2.99, 4 x 2.99 $/h
 
 
 def test_gpu_name_means_its_largest_node_whatever_the_listing_order():
