@@ -137,7 +137,8 @@ def parse_layout(text: str) -> KVLayout:
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
     ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``.
 
-    Each family appears once: ``fp8+int4`` or ``mla+gqa:4`` is an error, not "the last wins".
+    Each family appears once: ``fp8+int4``, ``mla+gqa:4`` or ``native+mha`` (``native`` is the model's own
+    attention) is an error, not "the last wins".
     Integer parameters must be whole numbers, the fraction a finite number in (0, 1]. An empty
     lever (``""``, ``"+"``, ``"fp8+"``) is an error too, not ``native``.
     """
@@ -146,7 +147,9 @@ def parse_layout(text: str) -> KVLayout:
     for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
         family = lever_family(raw)
-        if family != "native" and family in seen:
+        if family == "native":  # native attention: ``native+mha`` names two attention layouts
+            family = "attention"
+        if family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
                               "at most)")
         seen[family] = raw

@@ -243,6 +243,9 @@ def test_files_that_are_not_utf8_are_named_in_one_line(tmp_path, args, name):
     ("cross-layer:nan", "needs a fraction of layers in (0, 1] (got 'nan')"),
     ("fp8+int4", "layout 'fp8+int4': 'int4' conflicts with 'fp8' (one dtype lever at most)"),
     ("mla+gqa:4", "'gqa:4' conflicts with 'mla' (one attention lever at most)"),
+    ("native+mha", "layout 'native+mha': 'mha' conflicts with 'native' (one attention lever at most)"),
+    ("mla+native", "'native' conflicts with 'mla' (one attention lever at most)"),
+    ("native+native", "'native' conflicts with 'native'"),
     ("compress:8.5", "'compress:8.5' needs an integer >= 1"),
 ])
 def test_layout_values_are_refused_not_rounded_or_overridden(layout, says):
