@@ -27,6 +27,16 @@ def test_kv_dtype_still_adds_its_lever():
     assert outcome(r) is None and "layout fp8," in r.output
 
 
+@pytest.mark.parametrize("command", [["calc"], ["fit", "--hardware", "8xH100"]])
+@pytest.mark.parametrize(("layout", "has"), [("fp8", "fp8"), ("gqa:4+int4", "int4")])
+def test_kv_dtype_over_a_layout_that_sets_one_names_the_option(command, layout, has):
+    """``--layout fp8 --kv-dtype fp8`` had read ``layout 'fp8+fp8': 'fp8' conflicts with 'fp8'``, a layout the
+    user never wrote (helper-120)."""
+    r = kvsim(*command, "--model", "Llama-3.1-8B", "--context", "100", "--layout", layout, "--kv-dtype", "fp8")
+    assert (f"--kv-dtype: 'fp8' given, but --layout {layout!r} already sets the KV dtype ({has!r}); give it once"
+            in error(r, "--kv-dtype"))
+
+
 # --- --usd-per-gpu-hour ---------------------------------------------------------------------------
 @pytest.mark.parametrize("prices", ["H100=1,h100=2", "H100=1,H100=2", "h100=1, H100 =2"])
 def test_a_gpu_priced_twice_under_any_spelling_is_refused(tmp_path, prices):

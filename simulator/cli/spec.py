@@ -77,6 +77,10 @@ def _layout(layout: str, kv_dtype: str | None) -> str:
     name = kv_dtype.strip()
     if name not in kv_dtypes():
         raise ConfigError(f"--kv-dtype: must be one of {', '.join(kv_dtypes())} (got {shown(kv_dtype)})")
+    given = [p.strip() for p in layout.split("+") if p.strip() in kv_dtypes()]
+    if given:  # a second dtype would read as a conflict inside a layout the user never wrote
+        raise ConfigError(f"--kv-dtype: {name!r} given, but --layout {shown(layout)} already sets the KV dtype "
+                          f"({given[0]!r}); give it once")
     return f"{layout}+{name}"
 
 
