@@ -126,10 +126,10 @@ def lever_parts(text: str, what: str, allowed: str) -> list[str]:
 
 def lever_family(part: str) -> str:
     """The family of one ``+``-part of a layout (``fp8`` -> ``dtype``, ``gqa:4`` -> ``attention``,
-    ``cross-layer:0.5`` -> ``cross-layer``, ``native`` -> ``native``): a layout sets each family once
-    (`parse_layout`)."""
+    ``cross-layer:0.5`` -> ``cross-layer``, ``native`` -> ``attention``: the model's own): a layout sets each
+    family once (`parse_layout`)."""
     name = part.strip().split(":")[0]
-    return _FAMILY.get(name, "native" if name == "native" else "dtype")
+    return _FAMILY.get(name, "attention" if name == "native" else "dtype")
 
 
 def parse_layout(text: str) -> KVLayout:
@@ -147,8 +147,6 @@ def parse_layout(text: str) -> KVLayout:
     for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
         family = lever_family(raw)
-        if family == "native":  # native attention: ``native+mha`` names two attention layouts
-            family = "attention"
         if family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
                               "at most)")

@@ -17,6 +17,7 @@ from pathlib import Path
 from simulator.capacity import KVBudget, max_streams
 from simulator.kv import KVLayout, lever_family, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
+from simulator.placement import kv_share
 from simulator.tomlfile import read_toml
 
 LEVER_FILE = Path(__file__).parent / "data" / "levers.toml"
@@ -38,27 +39,34 @@ def levers() -> dict[str, Lever]:
     return {k: Lever(name=k, **v) for k, v in raw.items()}
 
 
-def layout_debit_points(layout: KVLayout) -> float:
-    """Σ debits of the levers `layout` applies (``fp8``, ``mla``, ``cross-layer``, ``compress``, ...).
-
-    Each ``+``-part of ``layout.label`` is matched to a lever by its name before any ``:``;
-    parts with no lever (``native``, ``bf16``) cost nothing.
-    """
+def layout_levers(layout: KVLayout) -> list[Lever]:
+    """The levers `layout` applies (``fp8``, ``mla``, ``cross-layer``, ``compress``, ...): each ``+``-part of
+    ``layout.label`` matched to a lever by its name before any ``:``; parts with no lever (``native``,
+    ``bf16``) are none."""
     table = levers()
-    return round(sum(table[p.split(":")[0]].debit_points for p in layout.label.split("+")
-                     if p.split(":")[0] in table), 6)
+    return [table[p.split(":")[0]] for p in layout.label.split("+") if p.split(":")[0] in table]
+
+
+def layout_debit_points(layout: KVLayout) -> float:
+    """Σ debits of the levers `layout` applies (`layout_levers`); parts with no lever cost nothing."""
+    return round(sum(lv.debit_points for lv in layout_levers(layout)), 6)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fix:
-    """A set of levers under which the target fits."""
+    """A set of levers under which the target fits: `debit_points` and `retrain` are those of the whole
+    `layout`, the base layout's own levers included (an ``mla`` base's 1.5 points and its training)."""
 
     levers: tuple[str, ...]
     layout: str
     debit_points: float
     retrain: bool
-    sequence_bytes: float
+    sequence_bytes: float  # one sequence's KV of `context_tokens`, paged (`sequence_bytes`)
+    # what the replica's GPUs hold of it in all, each GPU's copy summed: ``sequence_bytes · kv_share · attention
+    # tp`` (a latent is whole on each attention rank: tp copies; KV heads fewer than the ranks, replicated)
+    held_bytes: float
     max_streams: int
+    sources: tuple[str, ...]  # each lever's source (`levers.toml`), the base layout's first
 
 
 def _compatible(combo: tuple[Lever, ...]) -> bool:
@@ -85,9 +93,11 @@ def _on(base: KVLayout, combo: tuple[Lever, ...]) -> str | None:
 def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_tokens: int, batch: int,
                block_tokens: int) -> list[Fix]:
     """Every lever combination (up to `MAX_COMBINED` levers) that fits on top of `base`, cheapest debit first
-    (a lever of a family `base` already sets with a lever, its KV dtype say, is left out: `_on`)."""
+    (a lever of a family `base` already sets with a lever, its KV dtype say, is left out: `_on`); each fix's
+    debit is its whole layout's, `base`'s own levers' included."""
     fixes = []
     table = list(levers().values())
+    own = layout_levers(base)
     for r in range(1, MAX_COMBINED + 1):
         for combo in itertools.combinations(table, r):
             text = _on(base, combo) if _compatible(combo) else None
@@ -98,12 +108,15 @@ def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_token
                 continue
             streams = max_streams(budget, model, layout, context_tokens, block_tokens)
             if streams >= batch:
+                paid = [*own, *combo]
+                seq = sequence_bytes(model, layout, context_tokens, block_tokens)
+                tp = budget.plan.attention_tp
                 fixes.append(Fix(
                     levers=tuple(lv.name for lv in combo), layout=layout.label,
-                    debit_points=round(sum(lv.debit_points for lv in combo), 6),
-                    retrain=any(lv.retrain for lv in combo),
-                    sequence_bytes=sequence_bytes(model, layout, context_tokens, block_tokens),
-                    max_streams=streams,
+                    debit_points=round(sum(lv.debit_points for lv in paid), 6),
+                    retrain=any(lv.retrain for lv in paid),
+                    sequence_bytes=seq, held_bytes=seq * kv_share(model, layout, tp) * tp, max_streams=streams,
+                    sources=tuple(lv.source for lv in paid),
                 ))
     # a combination that contains a cheaper fix adds debit for nothing: keep minimal sets only
     minimal = [f for f in fixes

@@ -109,3 +109,30 @@ def test_catalog_tables():
     assert r.exit_code == 0 and "DeepSeek-V3" in r.output and "70272" in r.output
     r = run("hardware")
     assert r.exit_code == 0 and "MI355X" in r.output and "8xB200" in r.output
+
+
+def test_fit_counts_the_base_layouts_own_debit_and_each_gpus_copy():
+    """helper-120: on ``--layout mla`` fit ranked int4 + cross-layer + compress at 4.1 points and called the plans
+    that hold the target "no quality debit", leaving out the MLA retrofit's own 1.5 points (and its training);
+    and its "GB/stream (all GPUs)" column showed one GPU's copy of an MLA latent that every TP rank holds whole."""
+    out = json.loads(run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "8192", "--batch",
+                         "700", "--layout", "mla", "--json").output)
+    first = out["fixes"][0]
+    assert first["levers"] == ["int4", "cross-layer", "compress"]
+    assert first["debit_points"] == 5.6 and first["retrain"]  # 1.5 (mla) + 0.6 + 1.0 + 2.5
+    assert len(first["sources"]) == 4 and first["sources"][0].startswith("MHA2MLA")
+    text = run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "8192", "--batch", "700",
+               "--layout", "mla").output
+    assert "no lever (no debit beyond layout mla's own 1.5 points, which needs training): DP8-attention PP2" in text
+    assert "each debit includes layout mla's own 1.5 points" in text
+    # DeepSeek-V3 int4 + cross-layer at 32k: 31 of 61 layers x 576 values x 0.625 B (int4 and its scales) = 11,160 B
+    # a token, x 32,768 = 0.366 GB a sequence, whole on each of the 8 GPUs: 2.93 GB in all
+    out = json.loads(run("fit", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768", "--batch",
+                         "100", "--json").output)
+    first = out["fixes"][0]
+    assert first["levers"] == ["int4", "cross-layer"] and first["max_streams"] == 114
+    assert first["sequence_bytes"] == 11_160 * 32_768 and first["held_bytes"] == 8 * 11_160 * 32_768
+    # GQA under TP8 (8 KV heads, one a GPU): the copies sum to the sequence
+    out = json.loads(run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072", "--batch",
+                         "32", "--json").output)
+    assert out["fixes"][0]["held_bytes"] == out["fixes"][0]["sequence_bytes"]

@@ -26,7 +26,8 @@ def test_every_gpu_and_node_has_a_source_and_an_8_gpu_node():
     assert {n.gpu.key for n in CAT.nodes.values() if n.gpus == 8} == set(CAT.gpus)
 
 
-@pytest.mark.parametrize(("key", "gpu", "share"), [("1xH100", "H100", 1), ("4xH100", "H100", 4), ("1xH200", "H200", 1), ("1xB200", "B200", 1)])
+@pytest.mark.parametrize(("key", "gpu", "share"), [("1xH100", "H100", 1), ("4xH100", "H100", 4), ("1xH200", "H200", 1),
+                                                   ("1xB200", "B200", 1)])
 def test_small_nodes_are_slices_of_the_8_gpu_server(key, gpu, share):
     node, server = CAT.node(key), CAT.node(f"8x{gpu}")
     assert (node.gpu, node.gpus, node.domain_gpus) == (server.gpu, share, share)

@@ -35,8 +35,9 @@ Decorator = Callable[[Any], Any]
 
 MODEL_HELP = "catalog name (see `kvsim models`) or path to a Hugging Face config.json"
 HARDWARE_HELP = "node kind (see `kvsim hardware`; a GPU name alone is its largest node: H100 = 8xH100)"
-LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N, mla[:rank], cross-layer[:f], "
-               "compress[:ratio[:recent]], no-sliding, or a KV dtype (fp8, int8, int4, fp4; or bf16, fp16, fp32)")
+LAYOUT_HELP = ("KV layout levers joined by '+': native, mha, mqa, gqa:N (N KV heads), mla[:rank], cross-layer[:f] "
+               "(the fraction of layers that keep their own KV), compress[:ratio[:recent]] (one entry per ratio tokens "
+               "beyond the recent ones), no-sliding, or a KV dtype (fp8, int8, int4, fp4; or bf16, fp16, fp32)")
 
 
 class Renamed(click.Option):

@@ -34,7 +34,7 @@ from simulator.cli.options import (
 )
 from simulator.errors import ConfigError, DoesNotFitError, RuleError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, parse_layout
-from simulator.levers import rank_fixes
+from simulator.levers import layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
     ModelSpec,
     dtype,
@@ -246,17 +246,22 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    + (" in memory, beyond the model's max context." if past else "."))
         return
     click.echo(f"  target {batch} × {context_tokens:,} tokens does NOT fit on plan {plan.label}.")
+    own = layout_levers(lay)
+    own_debit = (f"layout {lay.label}'s own {layout_debit_points(lay):g} points"
+                 + (", which needs training" if any(lv.retrain for lv in own) else "")) if own else ""
     if holding:
-        click.echo("  plans above that hold it with no lever (no quality debit): " + "; ".join(
+        click.echo("  plans above that hold it with no lever " + (f"(no debit beyond {own_debit})" if own
+                                                                  else "(no quality debit)") + ": " + "; ".join(
             f"{p.plan} ({p.max_streams:,} streams on {p.nodes} node{'s' if p.nodes > 1 else ''})" for p in holding))
     click.echo(f"  levers that make it fit on plan {plan.label}, cheapest stated quality debit first"
-               + (f" (none of a kind layout {lay.label} already sets)" if lay.label != "native" else "") + ":")
+               + (f" (none of a kind layout {lay.label} already sets)" if lay.label != "native" else "")
+               + (f"; each debit includes {own_debit}" if own else "") + ":")
     if not fixes:
         click.echo("    none of the known levers (up to 3 combined) is enough.")
         return
     fix_table = pd.DataFrame([{"levers": " + ".join(f.levers), "debit (points)": f.debit_points,
                                "needs training": "yes" if f.retrain else "no",
-                               "GB/stream (all GPUs)": round(f.sequence_bytes / GB, 2), "max streams": f.max_streams}
+                               "GB/stream (all GPUs)": round(f.held_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
 
