@@ -44,7 +44,7 @@ import pandas as pd
 
 from simulator.engine import EngineConfig, Result, SteadyWindow, StepTimer, run
 from simulator.engine.steady import NOT_STEADY, RUN_LONGER
-from simulator.errors import must
+from simulator.errors import ConfigError, must
 from simulator.planning import meets_slo
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
@@ -304,7 +304,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
     did (seeds differ: one may climb or descend much further than the first's answer).
     """
     must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
-    must(0 < rel_tol < math.inf, "max_rate", "rel_tol", "a finite number > 0", rel_tol)  # before scales_left
+    must(0 < rel_tol < 1, "max_rate", "rel_tol", "in (0, 1): a bracket's width over its low rate, 0.05 for 5%",
+         rel_tol)  # before scales_left
     sc = _with_duration(scenario, duration_s)
     label, config, nodes = fleet_config(sc, hardware or sc.cluster.hardware[0], fleet, "max_rate")
     ttft = ttft_p99_s or sc.slo.ttft_p99_s
@@ -330,6 +331,10 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             meter.add(scale)
             spent[0] += per_scale * scale
             t = Trial.of(scale, result, ttft, tpot)
+            if scale == 1.0 and not t.offered_requests_per_s > 0:  # a scale would change the count, not a rate
+                raise ConfigError(f"{sc.where}: max rate: the workload's {n:,} request(s) all arrive at one instant "
+                                  "(offline arrivals), so it has no arrival rate to scale; its throughput is the "
+                                  "offline run's (kvsim capacity --offline)")
             if on_step:
                 on_step(f"{label} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
                         f"TTFT p99 {measure_against(t.ttft_p99_s, ttft, 's')}, "

@@ -132,14 +132,27 @@ def test_empty_lists_are_refused_before_the_run(tmp_path, old, new, says):
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
 def test_capacity_rel_tol_must_be_finite_and_positive(tmp_path, value):
     r = kvsim("capacity", scenario(tmp_path), "--max-rate", "--seeds", "1", "--rel-tol", value)
-    assert f"--rel-tol: must be a finite number > 0 (got '{value}')" in error(r, "--rel-tol")
+    rule = "--rel-tol: must be a finite number in (0, 1): a share, 0.05 for 5%"
+    assert f"{rule} (got '{value}')" in error(r, "--rel-tol")
     assert "max-rate search" not in r.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "5"])
+def test_capacity_rel_tol_is_a_share_below_one(tmp_path, value):
+    """``--rel-tol 5`` (meant as 5%) bisected to a bracket of [x1, x2] and answered from it (helper-121)."""
+    r = kvsim("capacity", scenario(tmp_path), "--max-rate", "--seeds", "1", "--rel-tol", value)
+    rule = "--rel-tol: must be a finite number in (0, 1): a share, 0.05 for 5%"
+    assert f"{rule} (got '{value}')" in error(r, "--rel-tol")
+    from simulator.maxrate import max_rate
+
+    with pytest.raises(ConfigError, match=r"max_rate: 'rel_tol' must be in \(0, 1\)"):
+        max_rate(load_scenario(scenario(tmp_path)), rel_tol=float(value))
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_max_rate_refuses_a_non_finite_rel_tol_before_running(tmp_path, value):
     sc = load_scenario(scenario(tmp_path))
-    with pytest.raises(ConfigError, match=r"max_rate: 'rel_tol' must be a finite number > 0"):
+    with pytest.raises(ConfigError, match=r"max_rate: 'rel_tol' must be in \(0, 1\)"):
         max_rate(sc, seeds=1, rel_tol=value)
 
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from simulator.cli import main
 from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
+from simulator.errors import ConfigError
 from simulator.maxrate import Trial, all_at_once, bisect_rate, max_rate, offline_throughput
 from simulator.scenario import parse_scenario
 from workloads import Workload
@@ -203,3 +204,17 @@ def test_max_rate_lines_say_n_a_for_a_p99_none_measured() -> None:
     assert a.describe()[-1].endswith(f"({a.answers[0].simulations} runs of 20 s)")
     whole = dataclasses.replace(a, duration_s=math.inf).describe()[-1]
     assert whole.endswith(f"({a.answers[0].simulations} runs of the whole trace)") and "inf" not in whole
+
+
+def test_max_rate_refuses_an_offline_workload_it_cannot_scale() -> None:
+    """Offline arrivals (all at t = 0) have no rate: a rate scale multiplied the count and the search answered
+    'rate x12.88 (0 req/s offered)', exit 0 (helper-121). It is refused after the first run, naming the way
+    to its throughput."""
+    spec = {"name": "synthetic", "arrivals": {"kind": "offline", "count": 12}, "input_tokens": 64,
+            "output_tokens": 8}
+    sc = parse_scenario({**TINY, "workload": {"duration_s": 1, "spec": spec}}, "offline.toml")
+    with pytest.raises(ConfigError, match=r"^offline.toml: max rate: the workload's 12 request\(s\) all arrive at "
+                                          r"one instant \(offline arrivals\), so it has no arrival rate to scale; its "
+                                          r"throughput is the offline run's \(kvsim capacity --offline\)$"):
+        max_rate(sc, seeds=1, timer=CROWDED)
+    assert len(offline_throughput(sc, seeds=1, timer=CROWDED)) == 1

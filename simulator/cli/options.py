@@ -74,19 +74,23 @@ class Renamed(click.Option):
 
 
 class PositiveFinite(click.ParamType):
-    """A finite number > 0 (click's FloatRange lets NaN through); anything else is one line naming the
-    option, the value and the rule, exit 2."""
+    """A finite number > 0, and below `below` where given (click's FloatRange lets NaN through); anything else
+    is one line naming the option, the value and the rule, exit 2."""
 
     name = "float"
+
+    def __init__(self, below: float = math.inf, why: str = "") -> None:
+        self.below, self.why = below, why  # an upper bound (open), and what it means
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
             number = math.nan
-        if not (math.isfinite(number) and number > 0):
+        if not (math.isfinite(number) and 0 < number < self.below):
             option = param.opts[0] if param is not None and param.opts else "value"
-            raise KvsimClickError(f"{option}: must be a finite number > 0 (got {shown(value)})")
+            rule = "> 0" if self.below == math.inf else f"in (0, {self.below:g}){self.why}"
+            raise KvsimClickError(f"{option}: must be a finite number {rule} (got {shown(value)})")
         return number
 
 

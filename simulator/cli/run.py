@@ -143,8 +143,8 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
               help="--max-rate/--offline only: repeat over this many seeds")
-@click.option("--rel-tol", type=PositiveFinite(), default=0.05, show_default=True,
-              help="--max-rate only: bisect until the bracket's hi/lo ≤ 1 + this")
+@click.option("--rel-tol", type=PositiveFinite(1, ": a share, 0.05 for 5%"), default=0.05, show_default=True,
+              help="--max-rate only: bisect until the bracket's hi/lo ≤ 1 + this (0.05: 5%)")
 @duration_option("seconds of arrivals a run, in every mode (default: the scenario's workload.duration_s)")
 @click.option("--warmup-fraction", type=FiniteRange(min=0, max=0.5), default=0.1, show_default=True,
               help="--max-rate/--offline only: steady window, least share of the run left out as warm-up")
