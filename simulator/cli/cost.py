@@ -143,6 +143,17 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"KV reads {out['decode_share_kv_reads']:.1%}: {out['decode_kv_bytes_per_gpu'] / GB:.2f} GB/GPU), "
         f"communication {out['decode_share_comm']:.0%}, overhead {out['decode_share_overhead']:.0%}"
     )
+    click.echo(f"  MFU: the step's FLOPs a GPU over its time, against {gpu.key}'s dense {sm.gemm_dtype} peak "
+               f"({gpu.peak_flops(sm.gemm_dtype) / 1e12:,.1f} TFLOP/s), the precision its GEMMs run in")
+    if weight_precision(sm.model) == "fp8" and sm.gemm_dtype == "fp8":
+        click.echo(f"  note: fp8 GEMMs are priced with their input's cast to fp8 and a fixed "
+                   f"{params.gemm_fp8_latency_s * 1e6:.1f} µs a kernel (bf16's: {params.gemm_latency_s * 1e6:.1f} µs), "
+                   "as aiconfigurator's tables measured them; an engine that fuses the cast into the op before pays "
+                   "less, so at small batches fp8 weights may price slower than they run (README: Checked on a real "
+                   "H200)")
+    if sm.layout.kv_dtype == "fp4" and not gpu.fp4_flops > 0:
+        click.echo(f"  note: fp4 KV on {gpu.key}, which has no fp4 tensor cores: kvsim prices its smaller reads, but "
+                   "the fp4 lever's source (NVIDIA's NVFP4 KV cache) is a Blackwell feature")
     if plan.pp > 1:
         click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "

@@ -105,3 +105,18 @@ def test_cost_says_why_a_low_mfu_step_reads_compute_bound():
     out = json.loads(r.output)
     assert out["decode_attention_blocks_per_gpu"] == 3 and out["decode_bound"] == "memory"
     assert "thread block" not in CliRunner().invoke(cost, mla).output
+
+
+def test_cost_says_what_mfu_is_against_and_flags_fp8_and_fp4_kv_pricing():
+    """helper-121: fp8 MFU (against the fp8 peak) read 51% beside bf16's 73% with no word of the peak; fp8
+    weights priced slower than bf16 at TP8 on H200 with no word of the fitted fixed latency that does it; fp4 KV
+    on H100 ran with no note."""
+    base = ["--model", "Llama-3.1-70B", "--batch", "8", "--context", "2048"]
+    r = CliRunner().invoke(cost, ["--hardware", "8xH200", *base, "--weight-dtype", "fp8"])
+    assert "MFU: the step's FLOPs a GPU over its time, against H200's dense fp8 peak (1,978.9 TFLOP/s)" in r.output
+    assert "note: fp8 GEMMs are priced with their input's cast to fp8 and a fixed 9.3 µs a kernel" in r.output
+    r = CliRunner().invoke(cost, ["--hardware", "8xH200", *base])
+    assert "dense bf16 peak (989.4 TFLOP/s)" in r.output and "fp8 GEMMs" not in r.output
+    r = CliRunner().invoke(cost, ["--hardware", "8xH100", *base, "--layout", "fp4"])
+    assert "note: fp4 KV on H100, which has no fp4 tensor cores" in r.output
+    assert "fp4 KV" not in CliRunner().invoke(cost, ["--hardware", "8xB200", *base, "--layout", "fp4"]).output
