@@ -46,6 +46,17 @@ COLLAPSE_CHART_SHARE = 0.2
 BREAKEVEN_CHART_SHARE = 0.1
 
 
+
+# what the headline's columns that are not self-explanatory measure (summary.md, under the table)
+HEADLINE_COLUMNS = ("`goodput`: the share of requests that completed within both SLOs (each its own TTFT and mean "
+                    "TPOT); `max streams`: the most requests running at once (observed, admission to end; `kvsim "
+                    "fit` gives what memory can hold); `KV util`: the time mean share of the fleet's KV blocks in "
+                    "use, the prefix cache's unreferenced blocks included (summary.json's "
+                    "`kv_referenced_utilization` leaves them out); "
+                    "`$/h`: the fleet's GPU-hours priced; `$/Mtok out`: that cost over the whole run (makespan) per "
+                    "million output tokens, warm-up and drain included; `meets SLO`: both p99s within the SLOs and "
+                    "nothing rejected or timed out.\n")
+
 def _save(fig: Figure, path: Path) -> str:
     fig.savefig(path, dpi=DPI)
     import matplotlib.pyplot as plt
@@ -269,9 +280,13 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}.\n",
           f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
-          "Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
-          "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "
-          "left out as drain); makespan throughput over first arrival to last completion.\n",
+          (("Sustained throughput is over the steady-state window (every request arrives at t = 0 here: the window "
+            "ends at the last first admission, when the queue empties, and its first 10% or one mean wait for "
+            "admission, whichever is longer but at most half, is left out as warm-up)") if wl.duration_s <= 0 else
+           ("Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
+            "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "
+            "left out as drain)")) + "; makespan throughput over first arrival to last completion.\n",
+          HEADLINE_COLUMNS,
           "".join(f"- {note}\n" for note in run.steady_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]

@@ -161,7 +161,41 @@ breakeven = true
     head = pd.read_csv(out / "headline.csv")
     reqs = pd.read_csv(out / "8xH100" / "requests.csv")
     assert head.requests[0] == len(reqs) and head["meets SLO"][0] == "yes"
-    assert "## Concurrency collapse" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "## Concurrency collapse" in md
+    assert "the last arrival left out as drain" in md and "req/s offered" in md
+    assert "`goodput`: the share of requests that completed within both SLOs" in md
+    assert "`$/Mtok out`: that cost over the whole run (makespan)" in md
+
+
+def test_an_offline_runs_report_says_its_own_steady_window(tmp_path):
+    """helper-121: an offline run's summary.md described the arrival-span window ("everything after the last
+    arrival left out as drain") and "0 req/s offered"; its window ends when the queue empties."""
+    sc = tmp_path / "off.toml"
+    sc.write_text("""
+name = "off"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["1xH100"]
+tp = 1
+[workload]
+duration_s = 1
+[workload.spec]
+name = "synthetic"
+arrivals = {kind = "offline", count = 40}
+input_tokens = 256
+output_tokens = 64
+[report]
+collapse = false
+breakeven = false
+""")
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "summary.md").read_text()
+    assert "every request arrives at t = 0 here: the window ends at the last first admission" in md
+    assert "no arrivals (all at t = 0)" in md and "req/s offered" not in md and "left out as drain" not in md
 
 
 def test_run_command_errors_are_one_line(tmp_path):
