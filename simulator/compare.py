@@ -34,7 +34,7 @@ from simulator.engine import EngineConfig, StepTimer, run
 from simulator.engine.caches import make_strategy
 from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
-from simulator.engine.retention import make_retention
+from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import lever_parts, parse_layout
 from simulator.progress import Meter, Progress
@@ -210,6 +210,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
             "offload_tiers": "+".join(t for t in ("dram", "nvme") if dict(config.cache_params).get(t)),
             "quality_debit_points": s["quality_debit_points"],
+            "retention_evicted_tokens": s["retention_evicted_tokens"],
+            # the KV budget the retention policy's debit was measured at, where this one keeps another
+            "debit_unsourced_at": unsourced_budget(config.retention, config.retention_params) or "",
+            "kv_utilization": s["kv_utilization"],
             "memory_factor": in_all_factor,
             "memory_factor_per_gpu": in_all_factor * per_gpu / summed,
             "layout_memory_factor": layout_factor,

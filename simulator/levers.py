@@ -31,6 +31,7 @@ class Lever:
     debit_points: float
     retrain: bool
     source: str
+    basis: str  # how the source's statement was read into points (the data file's header)
 
 
 @cache

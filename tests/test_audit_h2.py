@@ -42,9 +42,10 @@ def test_mlperf_llama2_server_throughput_is_the_offered_load_not_a_capacity_erro
     assert s["sustained_output_tokens_per_s"] == pytest.approx(28577, abs=1)
     row = _readme_row("mlperf-llama2-70b-server")
     assert "the arrival rate sets it" in row and "| −8.1% |" not in row
-    # the capacity to compare: --max-rate over 300-s runs met 111 req/s, 31,859 tok/s; 31,859 / 31,106 = +2.4%
-    # (28,578 and 31,875, +2.5%, while fp8 quantised the LM head too)
-    assert "31,859 sustained tok/s | capacity +2.4% |" in row and round(100 * (31859 / 31106 - 1), 1) == 2.4
+    # the capacity to compare: --max-rate over 900-s runs met 106 req/s, 31,215 tok/s; 31,215 / 31,106 = +0.4%
+    # (300-s runs met 111 req/s, 31,859 tok/s, +2.4%, a rate whose queue still grows: helper-121)
+    assert "31,215 sustained tok/s" in row and "| capacity +0.4% |" in row
+    assert round(100 * (31215 / 31106 - 1), 1) == 0.4
 
 
 def test_mla_rank_is_in_the_layout_label() -> None:

@@ -104,6 +104,31 @@ def test_compare_says_when_an_offload_tier_brought_nothing_back() -> None:
     assert [row["strategy"] for row in rows] == ["prefix", "prefix+dram", "prefix+nvme+dram"]
 
 
+def test_compare_says_when_a_retention_lever_did_nothing_or_runs_off_its_measured_budget() -> None:
+    """helper-120: ``prefix+h2o`` ran as h2o alone (its sequences neither read nor write the prefix cache),
+    ``streaming-llm:200000`` evicted nothing, and ``snapkv:16`` carried SnapKV's 1-point debit, measured at
+    1,024-4,096 kept tokens: each without a word. And max_concurrency read as the memory's capacity."""
+    import json
+
+    args = ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "5", "--strategy",
+            "prefix+h2o,streaming-llm:200000,snapkv:16,snapkv", "--json"]
+    r = CliRunner().invoke(compare, args)
+    assert r.exit_code == 0, r.output
+    err = r.stderr
+    assert ("note: prefix+h2o: the sequences h2o shortened neither read nor write the prefix cache (their KV is "
+            "no longer a prefix's) and no prompt hit it, so the prefix lever changed nothing") in err
+    assert "note: streaming-llm:200000: streaming-llm evicted nothing (every sequence fits its budget), so it ran " \
+           "as full KV" in err
+    assert "note: snapkv:16: snapkv's debit was measured with 1,024-4,096 tokens kept a sequence, not at this " \
+           "budget" in err
+    assert "note: snapkv: snapkv's debit" not in err  # the default budget was measured
+    rows = {row["strategy"]: row for row in json.loads(r.stdout)}
+    assert rows["streaming-llm:200000"]["quality_debit_points"] == 0
+    assert rows["snapkv:16"]["quality_debit_points"] == 1.0  # the stated debit, with the note
+    r = CliRunner().invoke(compare, args[:-1])
+    assert "max_concurrency: the most requests this load ran at once, not what memory holds" in r.stderr
+
+
 # --- 2. the sweep charts mark SLO misses ------------------------------------------------------
 
 def _sweep(meets: list[object]) -> pd.DataFrame:

@@ -170,12 +170,25 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: "
                        f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "
                        "whole on every GPU); tokens_per_s: prompt and output tokens a second (the cost column is per "
-                       "million output tokens: compare.csv has output_tokens_per_s)", err=True)
-        for row in df.to_dict("records"):  # a tier nothing came back from is the prefix cache alone (helper-117)
+                       "million output tokens: compare.csv has output_tokens_per_s); max_concurrency: the most "
+                       "requests this load ran at once, not what memory holds (compare.csv: kv_utilization, "
+                       "kv_blocks_per_replica; kvsim fit for the streams that fit); quality_debit_points: the levers' "
+                       "stated accuracy loss on long-context benchmarks (simulator/data/levers.toml, retention.toml: "
+                       "each source and how it was read), a guide", err=True)
+        for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
+            name, policy = str(row["strategy"]), str(row["retention"])
             if row["offload_tiers"] and not row["cache_reloaded_blocks"]:
-                note(f"{row['strategy']!s}: no block came back from {row['offload_tiers']!s} "
+                note(f"{name}: no block came back from {row['offload_tiers']!s} "
                      f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
                      "load")
+            if policy != "full" and not row["retention_evicted_tokens"]:
+                note(f"{name}: {policy} evicted nothing (every sequence fits its budget), so it ran as full KV")
+            elif row["cache"] == "prefix" and policy != "full" and not row["prefix_hit_ratio_tokens"]:
+                note(f"{name}: the sequences {policy} shortened neither read nor write the prefix cache (their KV is "
+                     "no longer a prefix's) and no prompt hit it, so the prefix lever changed nothing")
+            if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
+                note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
+                     "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
         if out is not None and folder:
             folder.clear()  # the runs are done: compare's earlier files go now
             df.to_csv(out / "compare.csv", index=False)

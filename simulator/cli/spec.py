@@ -264,6 +264,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                                "GB/stream (all GPUs)": round(f.held_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
+    click.echo("  debit: points of accuracy on long-context benchmarks as kvsim reads each lever's source (most give a "
+               "bound or a word, not a figure: simulator/data/levers.toml has each source and how it was read); "
+               "debits within a point are not told apart")
 
 
 FIT_PLANS_NAMED = 3  # plans a weights-do-not-fit error names (the line's length: `MAX_MESSAGE_CHARS`)

@@ -19,6 +19,7 @@ whose KV never reaches the policy's bounds is exact and reuses prefixes as usual
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -52,6 +53,38 @@ def debits() -> dict[str, tuple[float, str]]:
     return {k: (float(v["debit_points"]), str(v["source"])) for k, v in raw.items()}
 
 
+@cache
+def _sourced() -> dict[str, tuple[tuple[int, int] | None, float | None]]:
+    """``name -> (sourced_tokens, sourced_fraction)`` from the data file (None where it gives none)."""
+    with RETENTION_FILE.open("rb") as fh:
+        raw = tomllib.load(fh)["retention"]
+    return {k: ((int(v["sourced_tokens"][0]), int(v["sourced_tokens"][1])) if "sourced_tokens" in v else None,
+                float(v["sourced_fraction"]) if "sourced_fraction" in v else None) for k, v in raw.items()}
+
+
+def unsourced_budget(name: str, params: Mapping[str, object]) -> str | None:
+    """What the sources measured policy `name`'s debit at, where `params` keep another budget: ``"1,024-4,096
+    tokens"``; None where they measured it there, or for a policy with no range in the data file (full).
+
+    The budget is the KV tokens a sequence keeps: a StreamingLLM's sinks + window, an H2O's or SnapKV's
+    ``budget_tokens``, or its ``budget_fraction`` of the prompt when it has no token budget."""
+    tokens, fraction = _sourced().get(name, (None, None))
+    if tokens is None:
+        return None
+    policy = make_retention(name, **params)
+    sinks, window = getattr(policy, "sink_tokens", None), getattr(policy, "window_tokens", None)
+    budget = sinks + window if isinstance(sinks, int) and isinstance(window, int) else getattr(
+        policy, "budget_tokens", 0)
+    lo, hi = tokens
+    measured = f"{lo:,} tokens" if lo == hi else f"{lo:,}-{hi:,} tokens"
+    if not budget:  # a share of each prompt
+        share = getattr(policy, "budget_fraction", None)
+        if fraction is not None and share == fraction:
+            return None
+        return measured + (f" or {fraction:g} of the prompt" if fraction is not None else "")
+    return None if lo <= budget <= hi else measured + (f" or {fraction:g} of the prompt" if fraction else "")
+
+
 def debit_points(name: str) -> float:
     """The stated quality debit of policy `name` (percentage points)."""
     table = debits()
@@ -81,4 +114,4 @@ def make_retention(name: str, **params: object) -> RetentionPolicy:
 from simulator.engine.retention.policies import H2O, FullRetention, SnapKV, StreamingLLM  # noqa: E402
 
 __all__ = ["H2O", "NO_CAP", "FullRetention", "RetentionPolicy", "SnapKV", "StreamingLLM", "debit_points",
-           "make_retention", "register_retention", "retention_names"]
+           "make_retention", "register_retention", "retention_names", "unsourced_budget"]
