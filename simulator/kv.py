@@ -176,7 +176,7 @@ def parse_layout(text: str) -> KVLayout:
                                       f"(got {args[0]!r})")
                 layout = replace(layout, own_layer_fraction=f)
             elif name == "compress":
-                layout = replace(layout, compress_ratio=_whole(text, raw, args[0], 1) if args else 8,
+                layout = replace(layout, compress_ratio=_whole(text, raw, args[0], 2) if args else 8,  # 1: none
                                  compress_recent_tokens=_whole(text, raw, args[1], 0) if len(args) > 1 else 4096)
             elif name == "no-sliding":
                 layout = replace(layout, use_sliding_window=False)
@@ -188,6 +188,16 @@ def parse_layout(text: str) -> KVLayout:
             msg = str(exc)
             raise ConfigError(msg if msg.startswith("layout ") else f"layout {shown(text)}: {msg}") from None
     return layout
+
+
+def idle_compression(layout: KVLayout, context_tokens: int) -> str:
+    """A note where `layout`'s windowed compression keeps all of a `context_tokens` sequence whole (its recent
+    window is at least that long), so it saves nothing there; else ``""``."""
+    r = layout.compress_recent_tokens
+    if layout.compress_ratio <= 1 or context_tokens > r:
+        return ""
+    return (f"compress:{layout.compress_ratio}:{r} keeps the most recent {r:,} tokens whole: at {context_tokens:,} "
+            "tokens it compresses nothing")
 
 
 def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:

@@ -136,3 +136,21 @@ def test_fit_counts_the_base_layouts_own_debit_and_each_gpus_copy():
     out = json.loads(run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072", "--batch",
                          "32", "--json").output)
     assert out["fixes"][0]["held_bytes"] == out["fixes"][0]["sequence_bytes"]
+
+
+def test_a_compression_window_longer_than_the_context_is_said_to_save_nothing():
+    """helper-120: ``compress:8:8192`` at 4k (and ``compress:8:200000`` at 128k) printed a factor of 1 and a
+    layout still called compress, without a word; ``compress:1`` printed "layout native"."""
+    r = run("calc", "--model", "Llama-3-70B", "--context", "4096", "--layout", "compress:8:8192")
+    assert ("note: compress:8:8192 keeps the most recent 8,192 tokens whole: at 4,096 tokens it compresses nothing"
+            in r.output)
+    assert "note:" not in run("calc", "--model", "Llama-3-70B", "--context", "8193", "--layout",
+                              "compress:8:8192").output
+    r = run("fit", "--model", "Llama-3.1-70B", "--context", "131072", "--layout", "compress:8:200000")
+    assert "note: compress:8:200000 keeps the most recent 200,000 tokens whole" in r.output
+    r = run("calc", "--context", "100", "--layout", "compress:1")
+    assert r.exit_code == 2 and "'compress:1' needs an integer >= 2 (got '1')" in r.output
+    assert json.loads(run("calc", "--model", "Llama-3.1-8B", "--context", "200000", "--json").output)[
+        "beyond_max_context"]
+    assert not json.loads(run("calc", "--model", "Llama-3.1-8B", "--context", "1000", "--json").output)[
+        "beyond_max_context"]

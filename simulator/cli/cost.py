@@ -52,9 +52,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import must
-    from simulator.kv import parse_layout
+    from simulator.kv import parse_layout, sequence_bytes
     from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
-    from simulator.placement import ParallelPlan
+    from simulator.placement import ParallelPlan, kv_share
 
     with config_errors():
         with at_option("--catalog", catalog):  # a missing file; its content's errors name it
@@ -131,6 +131,12 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {dec.mfu:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
+    held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
+    if dec.kv_bytes > held * (1 + 1e-9) and held > 0:  # a window or compression longer than the context
+        click.echo(f"  note: the decode step reads {dec.kv_bytes / plan.pp / GB:.2f} GB/GPU of KV where its sequences "
+                   f"hold {held / plan.pp / GB:.2f}: the step model charges a sequence shorter than a sliding or "
+                   "compression window as if it filled it (decode is affine in the batch's context: "
+                   "simulator/cost/step_model.py), and the simulator does the same")
     blocks = out["decode_attention_blocks_per_gpu"]
     if dec.bound == dec.attention_bound == COMPUTE and blocks < gpu.sm_count:
         click.echo(f"  note: the decode attention kernel runs {blocks:g} thread block{'s' * (blocks != 1)} a layer "

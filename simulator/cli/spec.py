@@ -33,7 +33,7 @@ from simulator.cli.options import (
     plan_options,
 )
 from simulator.errors import ConfigError, DoesNotFitError, RuleError, must_differ, shown
-from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, parse_layout
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression, parse_layout
 from simulator.levers import layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
     ModelSpec,
@@ -115,10 +115,13 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
             check_plan(model, ParallelPlan(tp=tp))  # the plan fit and the simulator would refuse, refused here too
         share = kv_share(model, lay, tp) if tp else None
     if as_json:
-        echo_json({**dataclasses.asdict(fp), **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
+        echo_json({**dataclasses.asdict(fp), "beyond_max_context": context_tokens > model.max_context_tokens,
+                   **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
         return
     click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}"
                + _past_window(model, context_tokens))
+    if idle := idle_compression(lay, context_tokens):
+        click.echo(f"  note: {idle}")
     capped = fp.sequence_bytes < fp.bytes_per_token * fp.context_tokens * (1 - 1e-12)  # windows, compression
     click.echo(f"  bytes per token      {fp.bytes_per_token:>16,.0f} B" + (
         f"   (every layer, before window and compression caps: {fp.sequence_bytes / fp.context_tokens:,.0f} B a "
@@ -223,6 +226,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         click.echo(f"    a {context_tokens:,}-token stream holds {seq / GB:,.3f} GB here ({what}) -> "
                    f"{int(kv // seq) if seq else 0:,} per KV pool")
     past = _past_window(model, context_tokens)
+    if idle := idle_compression(lay, context_tokens):
+        click.echo(f"  note: {idle}")
     click.echo(f"  max streams at {context_tokens:,} tokens: {streams:,}  ({budget.replicas} replica(s) × "
                f"{plan.kv_groups} KV pool(s) × the binding GPU's count)" + past)
     if plan.pp > 1 and engine_streams != streams:  # a pipeline's stages in flight each hold a share of the blocks

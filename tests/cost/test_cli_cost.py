@@ -120,3 +120,17 @@ def test_cost_says_what_mfu_is_against_and_flags_fp8_and_fp4_kv_pricing():
     r = CliRunner().invoke(cost, ["--hardware", "8xH100", *base, "--layout", "fp4"])
     assert "note: fp4 KV on H100, which has no fp4 tensor cores" in r.output
     assert "fp4 KV" not in CliRunner().invoke(cost, ["--hardware", "8xB200", *base, "--layout", "fp4"]).output
+
+
+def test_cost_says_when_a_window_longer_than_the_context_is_charged_whole():
+    """helper-120: a 32k sequence under ``compress:8:200000`` read 234.74 GB/GPU of KV (more than the GPU's HBM)
+    with no word: the affine decode model charges a sequence shorter than a window as if it filled it. By hand:
+    32 x 32,768 x 40,960 B a GPU (one of 8 KV heads) = 42.95 GB held."""
+    args = ["--model", "Llama-3.1-70B", "--hardware", "8xH100", "--batch", "32", "--context", "32768"]
+    r = CliRunner().invoke(cost, [*args, "--layout", "compress:8:200000"])
+    assert "note: the decode step reads 234.74 GB/GPU of KV where its sequences hold 42.95" in r.output
+    assert "reads" not in CliRunner().invoke(cost, args).output.split("decode time")[0].split("decode step")[1]
+    # Gemma-3-27B's 1,024-token sliding layers at a 512-token context: 8 x 512 x 507,904 B = 2.08 GB held
+    r = CliRunner().invoke(cost, ["--model", "Gemma-3-27B", "--hardware", "1xH100", "--batch", "8", "--context",
+                                  "512"])
+    assert "where its sequences hold 2.08:" in r.output
