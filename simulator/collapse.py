@@ -18,7 +18,7 @@ import pandas as pd
 
 from hardware.catalog import Catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, gpu_sequence_bytes, kv_budget, max_streams
-from simulator.errors import must, must_differ
+from simulator.errors import DoesNotFitError, must, must_differ
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan
@@ -41,7 +41,9 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
     """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
     and max streams per node, and whether the context is beyond the model's max (memory alone: the model
-    cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given)."""
+    cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given). A kind and plan
+    whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message);
+    with none left, that error is raised."""
     must(len(hardware) >= 1, "collapse", "hardware", "at least one node kind, e.g. 8xH100 (comma-separated)",
          ",".join(hardware))
     must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
@@ -53,9 +55,14 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
     contexts = context_grid() if contexts is None else contexts
     rows = []
+    left_out: list[str] = []
     for node in nodes:
         for plan in plans or [ParallelPlan(tp=tp or node.gpus)]:
-            budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
+            try:
+                budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
+            except DoesNotFitError as exc:  # the other kinds and plans still answer; all left out is an error
+                left_out.append(str(exc))
+                continue
             for layout in parsed:
                 for n in contexts:
                     streams = max_streams(budget, model, layout, int(n), block_tokens) / budget.nodes
@@ -64,9 +71,13 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                                  gpu_sequence_bytes(budget, model, layout, 1, 0),
                                  sequence_bytes(model, layout, int(n), block_tokens), int(streams),
                                  int(n) > model.max_context_tokens))
-    return pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
-                                       "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
-                                       "stream_bytes", "max_streams", "beyond_max_context"])
+    if not rows:
+        raise DoesNotFitError("; ".join(left_out))
+    df = pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
+                                     "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
+                                     "stream_bytes", "max_streams", "beyond_max_context"])
+    df.attrs["left_out"] = left_out  # why a kind or plan has no rows: its weights do not fit
+    return df
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

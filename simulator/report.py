@@ -331,6 +331,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "o · step_s): each request's prefill and its share of o decode steps of m streams, m the analytic "
                f"streams at most `max_num_seqs` = {sc.scheduler.max_num_seqs:,}); the mean concurrency it holds and "
                "the share of requests that meet the SLOs (goodput).\n",
+               "".join(f"- left out: {why}\n" for why in analytic.attrs.get("left_out", [])),
                _table(simulated),
                "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
                                       out / "collapse.png") + ")\n"]

@@ -154,3 +154,19 @@ def test_a_compression_window_longer_than_the_context_is_said_to_save_nothing():
         "beyond_max_context"]
     assert not json.loads(run("calc", "--model", "Llama-3.1-8B", "--context", "1000", "--json").output)[
         "beyond_max_context"]
+
+
+def test_collapse_draws_the_kinds_that_fit_and_says_which_it_left_out(tmp_path):
+    """helper-120: ``--hardware 8xH100,8xH200 --model DeepSeek-V3`` failed whole on 8xH100 (its fp8 weights,
+    84.9 GB a GPU under TP8, over 0.9 x 80 GB); the plans table of fit shows such a plan, so collapse draws the
+    rest and names what it left out. All left out is still the error."""
+    r = CliRunner().invoke(main, ["collapse", "--hardware", "8xH100,8xH200", "--model", "DeepSeek-V3", "--out",
+                                  str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    assert "note: left out: DeepSeek-V3 does not fit TP8 on 8xH100: one GPU holds weights of 84.9 GB" in r.stderr
+    df = pd.read_csv(tmp_path / "a" / "collapse.csv")
+    assert set(df.hardware) == {"8xH200"} and set(df.plan) == {"TP8", "DP8-attention EP8"}
+    # 0.9 x 141 - 84.91 = 41.99 GB a GPU, the latent whole on each: 18 streams of 32k (fit's figure)
+    assert df[(df.plan == "TP8") & (df.layout == "native") & (df.context_tokens == 32768)].max_streams.item() == 18
+    r = run("collapse", "--hardware", "8xH100", "--model", "DeepSeek-V3", "--out", str(tmp_path / "b"))
+    assert r.exit_code == 2 and "DeepSeek-V3 does not fit TP8 on 8xH100" in r.output

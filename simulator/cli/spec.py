@@ -20,7 +20,16 @@ from simulator.capacity import (
     max_context,
     max_streams,
 )
-from simulator.cli.common import OutPath, OutputFolder, at_option, config_errors, echo_json, records, stopped_cleanly
+from simulator.cli.common import (
+    OutPath,
+    OutputFolder,
+    at_option,
+    config_errors,
+    echo_json,
+    note,
+    records,
+    stopped_cleanly,
+)
 from simulator.cli.options import (
     HARDWARE,
     HARDWARE_CATALOG,
@@ -364,6 +373,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             raise
         folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet
         folder.clear()  # the inputs held: collapse's earlier files go now
+    for why in df.attrs.get("left_out", []):  # a kind or plan whose weights do not fit: the others drawn
+        note(f"left out: {why}")
     csv, png = out / "collapse.csv", out / "collapse.png"
     with stopped_cleanly("collapse", folder):  # Ctrl-C: exit 130, one line, no partial output
         df.to_csv(csv, index=False)
