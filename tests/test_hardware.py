@@ -121,3 +121,17 @@ def test_sm_count_is_a_positive_integer(tmp_path):
         with pytest.raises(ConfigError, match="sm_count"):
             load_catalog(extra=f)
     assert load_catalog().gpu("H100").sm_count == 132
+
+
+def test_kvsim_hardware_shows_each_nodes_nvme_read_bandwidth():
+    """helper-120: the NVMe offload tier's bandwidth was only in --json. 8xH100: 25 GB/s; 1xH100: 25 / 8."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    r = CliRunner().invoke(main, ["hardware"])
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split() for line in r.output.splitlines() if line.strip()}
+    header = next(line for line in r.output.splitlines() if line.split()[:1] == ["node"])
+    assert "NVMe TB  NVMe GB/s  NVLink GPUs" in header  # the sixth figure of a row: node GPUs HBM DRAM NVMe NVMe/s
+    assert rows["8xH100"][5] == "25.00" and rows["1xH100"][5] == "3.12"
