@@ -126,10 +126,10 @@ def lever_parts(text: str, what: str, allowed: str) -> list[str]:
 
 def lever_family(part: str) -> str:
     """The family of one ``+``-part of a layout (``fp8`` -> ``dtype``, ``gqa:4`` -> ``attention``,
-    ``cross-layer:0.5`` -> ``cross-layer``, ``native`` -> ``attention``: the model's own): a layout sets each
-    family once (`parse_layout`)."""
+    ``cross-layer:0.5`` -> ``cross-layer``, ``native`` -> ``native``): a layout sets each family once
+    (`parse_layout`); ``native`` changes nothing, so it joins any."""
     name = part.strip().split(":")[0]
-    return _FAMILY.get(name, "attention" if name == "native" else "dtype")
+    return _FAMILY.get(name, "native" if name == "native" else "dtype")
 
 
 def parse_layout(text: str) -> KVLayout:
@@ -137,8 +137,9 @@ def parse_layout(text: str) -> KVLayout:
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
     ``compress[:ratio[:recent]]`` (default 8 and 4096), ``no-sliding``.
 
-    Each family appears once: ``fp8+int4``, ``mla+gqa:4`` or ``native+mha`` (``native`` is the model's own
-    attention) is an error, not "the last wins".
+    Each family appears once: ``fp8+int4`` or ``mla+gqa:4`` is an error, not "the last wins". ``native`` is the
+    model as it ships, a lever that changes nothing: ``native+mla`` is ``mla`` (a base layout plus a lever, as
+    a notebook composes them), and the label says what runs.
     Integer parameters must be whole numbers, the fraction a finite number in (0, 1]. An empty
     lever (``""``, ``"+"``, ``"fp8+"``) is an error too, not ``native``.
     """
@@ -147,7 +148,7 @@ def parse_layout(text: str) -> KVLayout:
     for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
         family = lever_family(raw)
-        if family in seen:
+        if family != "native" and family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
                               "at most)")
         seen[family] = raw
