@@ -14,7 +14,7 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from simulator.errors import ConfigError, placed, shown
+from simulator.errors import ConfigError, at_key, placed, shown
 
 C = TypeVar("C")
 
@@ -114,7 +114,7 @@ def construct(cls: type[C], table: Mapping[str, Any], where: str, **given: Any) 
     if missing:
         raise ConfigError(f"{where}: missing key {missing[0]!r}")
     hints = typing.get_type_hints(cls)
-    kwargs = {k: _coerce(hints.get(k, Any), v, f"{where}.{k}") for k, v in table.items()}
+    kwargs = {k: _coerce(hints.get(k, Any), v, at_key(where, k)) for k, v in table.items()}
     # a whole number in a number field stays as written (`kvsim models --json` prints what the file says)
     kwargs = {k: table[k] if type(table[k]) is int and type(v) is float else v for k, v in kwargs.items()}
     try:
@@ -130,11 +130,11 @@ def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in own}  # type: ignore[arg-type]
     unknown = [k for k in table if k not in fields]
     if unknown:
-        raise ConfigError(f"{where}.{str(unknown[0])[:80]}: unknown key; valid: {', '.join(fields)}")
+        raise ConfigError(f"{at_key(where, str(unknown[0])[:80])}: unknown key; valid: {', '.join(fields)}")
     missing = missing_fields(cls, table, own)
     if missing:
-        raise ConfigError(f"{where}.{missing[0]}: required key is missing")
-    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in table.items()}
+        raise ConfigError(f"{at_key(where, missing[0])}: required key is missing")
+    kwargs = {k: _coerce(hints[k], v, at_key(where, k)) for k, v in table.items()}
     try:
         return cls(**kwargs)
     except ConfigError as exc:  # a rule of `cls` at its key; no class name the user never wrote

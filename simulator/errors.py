@@ -68,6 +68,19 @@ def must(cond: bool, where: str, key: str, rule: str, value: object) -> None:
         raise RuleError(where, key, rule, value)
 
 
+FILE_SUFFIXES = (".toml", ".json", ".jsonl", ".csv")
+
+
+def at_key(where: str, key: str) -> str:
+    """Where `key` of the table at `where` is, as an error says it: a file's own key after a colon, a nested one
+    after a dot, so every message about a file reads ``<file>: <key path>: ...``.
+
+    >>> at_key("s.toml", "cluster"), at_key("s.toml: cluster", "tp"), at_key("--workload", "rate_per_s")
+    ('s.toml: cluster', 's.toml: cluster.tp', '--workload.rate_per_s')
+    """
+    return f"{where}: {key}" if where.endswith(FILE_SUFFIXES) else f"{where}.{key}"
+
+
 def placed(exc: ConfigError, where: str) -> ConfigError:
     """`exc`, raised while building an object from the table at `where` (``x.toml: scheduler``), said at
     that table's key: a `RuleError` of field ``key`` as ``<where>.<key>: must be <rule> (got ...)``,
@@ -76,7 +89,7 @@ def placed(exc: ConfigError, where: str) -> ConfigError:
     >>> str(placed(RuleError("SchedulerConfig", "max_num_seqs", ">= 1", 0), "x.toml: scheduler"))
     'x.toml: scheduler.max_num_seqs: must be >= 1 (got 0)'
     """
-    return ConfigError(exc.at(f"{where}.{exc.key}") if isinstance(exc, RuleError) else f"{where}: {exc}")
+    return ConfigError(exc.at(at_key(where, exc.key)) if isinstance(exc, RuleError) else f"{where}: {exc}")
 
 
 def is_code_name(owner: str) -> bool:

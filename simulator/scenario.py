@@ -34,7 +34,16 @@ from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, DoesNotFitError, RuleError, must, must_differ, shown
+from simulator.errors import (
+    MAX_MESSAGE_CHARS,
+    ConfigError,
+    DoesNotFitError,
+    RuleError,
+    at_key,
+    must,
+    must_differ,
+    shown,
+)
 from simulator.files import said_at, shown_path
 from simulator.kv import bytes_per_token, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
@@ -650,7 +659,8 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         w = {k: v for k, v in old.items() if k not in ("spec", "trace")}  # the trace replaces the file's workload
         named = f"--trace {Path(trace).name}"
         if "trace" not in old and "rate_scale" in w:  # a generator's: a multiple of its own rate
-            build(WorkloadSection, old, f"{p}.workload")  # dropped, but checked as the file is without --trace
+            # dropped, but checked as the file is without --trace
+            build(WorkloadSection, old, at_key(str(p), "workload"))
             scale = w.pop("rate_scale")
             if say is not None and scale != 1:
                 say(f"{named} replaces {p.name}'s generated workload and its workload.rate_scale = {shown(scale)} "

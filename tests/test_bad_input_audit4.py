@@ -22,7 +22,7 @@ def test_a_rule_keeps_its_parts_and_is_placed_at_the_key_of_the_table_it_came_fr
     e = err.value
     assert (e.owner, e.key, e.rule, e.value) == ("SchedulerConfig", "max_num_seqs", ">= 1", 0)
     assert str(e) == "SchedulerConfig: 'max_num_seqs' must be >= 1 (got 0)"  # as before, where nobody places it
-    assert str(placed(e, "s.toml.scheduler")) == "s.toml.scheduler.max_num_seqs: must be >= 1 (got 0)"
+    assert str(placed(e, "s.toml: scheduler")) == "s.toml: scheduler.max_num_seqs: must be >= 1 (got 0)"
     assert e.at("--max-num-seqs") == "--max-num-seqs: must be >= 1 (got 0)"
     assert e.quoted() == "'max_num_seqs' must be >= 1 (got 0)"
     assert str(placed(ConfigError("free text"), "s.toml")) == "s.toml: free text"  # not a rule: said as it is
@@ -84,14 +84,14 @@ def test_a_drawn_length_out_of_bounds_names_the_law_not_a_class(tmp_path: Path) 
 
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("[router]\nname = \"least-tokens\"", "[router]\nname = \"least-tokens\"\n[scheduler]\nmax_num_seqs = 0",
-     "s.toml.scheduler.max_num_seqs: must be >= 1 (got 0)"),
+     "s.toml: scheduler.max_num_seqs: must be >= 1 (got 0)"),
     ('strategy = "prefix"', 'strategy = "prefix"\nparams = {eviction = "mru"}',
      "s.toml: cache.params.eviction: must be one of lru, lfu, fifo (got 'mru')"),
     ('strategy = "prefix"', 'strategy = "none"\nparams = {eviction = "lru"}',
      "s.toml: cache.params: unknown parameter 'eviction'; cache strategy 'none' takes no parameters"),
     ('name = "least-tokens"', 'name = "prefix-affinity"\nparams = {max_imbalance_tokens = -1}',
      "s.toml: router.params.max_imbalance_tokens: must be >= 0 (got -1)"),
-    ("nodes = 1", "nodes = 0", "s.toml.cluster.nodes: must be >= 1 (got 0)"),  # not "cluster: cluster: 'nodes'"
+    ("nodes = 1", "nodes = 0", "s.toml: cluster.nodes: must be >= 1 (got 0)"),  # not "cluster: cluster: 'nodes'"
     ('name = "chat-4k"', 'name = "code-repo-128k"\nn_teams = 0', "s.toml: workload.spec.n_teams: must be >= 1 (got 0)"),
     # accepted before: the collapse chart's layouts went unread while the chart was off
     ("collapse = false", 'collapse = false\ncollapse_layouts = ["fp9"]',
@@ -413,4 +413,4 @@ def test_a_split_names_both_its_pools(tmp_path: Path, missing: str) -> None:
         "breakeven = false", "breakeven = false\n[disaggregation]\n"
         + "".join(f"{k} = {v}\n" for k, v in keys.items())))
     assert error(kvsim("run", p, "--out", tmp_path / "o"), str(p)) == (
-        f"Error: {p}.disaggregation.{missing}: required key is missing")
+        f"Error: {p}: disaggregation.{missing}: required key is missing")

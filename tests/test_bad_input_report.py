@@ -168,7 +168,7 @@ def test_an_infinite_slo_in_a_scenario_is_refused(tmp_path, key, value):
 def test_a_path_key_is_unknown_like_any_other(tmp_path):
     p = scenario(tmp_path, 'path = "elsewhere.toml"\n' + BASE)
     line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
-    assert f"{p}.path: unknown key; valid: name, " in line
+    assert f"{p}: path: unknown key; valid: name, " in line
     assert "path" not in line.split("valid:")[1]
 
 

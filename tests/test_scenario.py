@@ -58,32 +58,32 @@ def test_admission_policy_reaches_the_engine(tmp_path):
 
 
 @pytest.mark.parametrize(("edit", "msg"), [
-    (("[cluster]", "[cluster]\nnode = 2"), "s.toml.cluster.node: unknown key; valid: hardware, nodes, tp"),
+    (("[cluster]", "[cluster]\nnode = 2"), "s.toml: cluster.node: unknown key; valid: hardware, nodes, tp"),
     (("tp = 1", "tp = 3"), "s.toml: cluster.tp must divide the 8 GPUs of 8xH100 or be a multiple of them (got 3)"),
     (("tp = 1", "tp = 8\npp = 2"),
      "s.toml: cluster.nodes must be a multiple of the 2 8xH100 nodes one TP8 PP2 replica spans (cluster.tp × "
      "cluster.pp; 8 by default) (got 1)"),
-    (("tp = 1", "tp = 8\nep = 3"), "s.toml.cluster.ep: must be >= 1 and a divisor of tp=8 (got 3)"),
+    (("tp = 1", "tp = 8\nep = 3"), "s.toml: cluster.ep: must be >= 1 and a divisor of tp=8 (got 3)"),
     (("tp = 1", "tp = 8\nep = 8"),
      "s.toml: cluster.ep: must be 1 for a dense model (expert parallelism needs MoE layers) (got 8)"),
-    (("tp = 1", "tp = 8\ndp_attention = 'yes'"), "s.toml.cluster.dp_attention: must be"),
-    (("tp = 1", "tp = 'one'"), "s.toml.cluster.tp: must be an integer (got 'one')"),
-    (("tp = 1", "tp = 0"), "s.toml.cluster.tp: must be >= 1 (got 0)"),
+    (("tp = 1", "tp = 8\ndp_attention = 'yes'"), "s.toml: cluster.dp_attention: must be"),
+    (("tp = 1", "tp = 'one'"), "s.toml: cluster.tp: must be an integer (got 'one')"),
+    (("tp = 1", "tp = 0"), "s.toml: cluster.tp: must be >= 1 (got 0)"),
     (('name = "Llama-3.1-8B"', 'name = "DeepSeek-V3"'),
      "DeepSeek-V3 does not fit TP1 on 8xH100: one GPU holds weights of 672.9 GB (fp8), "
      "more than its usable 72.0 GB (0.9 × 80 GB) by 600.9 GB"),
     (('name = "Llama-3.1-8B"', 'name = "Llama-9"'), "unknown model 'Llama-9'"),
     (('hardware = ["8xH100"]', 'hardware = ["8xA100"]'), "unknown node '8xA100'; valid: 8xH100"),
-    (("duration_s = 30", "duration_s = -1"), "s.toml.workload.duration_s: must be > 0 (got -1.0)"),
-    (('name = "t"', 'name = "t"\nsed = 1'), "s.toml.sed: unknown key; valid: name, description, seed"),
-    (("[workload]", "[slo]\nttft_p99_s = 0\n[workload]"), "s.toml.slo.ttft_p99_s: must be > 0 (got 0.0)"),
+    (("duration_s = 30", "duration_s = -1"), "s.toml: workload.duration_s: must be > 0 (got -1.0)"),
+    (('name = "t"', 'name = "t"\nsed = 1'), "s.toml: sed: unknown key; valid: name, description, seed"),
+    (("[workload]", "[slo]\nttft_p99_s = 0\n[workload]"), "s.toml: slo.ttft_p99_s: must be > 0 (got 0.0)"),
     (("[workload]", '[billing]\nprofile = "nope"\n[workload]'), "unknown price profile 'nope'; valid: anthropic"),
     (("[workload]", '[billing]\nttls = ["10m"]\n[workload]'), "billing.ttls[0]: must be one of 5m, 1h "
      "(the TTLs anthropic/sonnet-4 sells) (got '10m')"),
     (("[workload]", '[scheduler]\nadmission = "greedy"\n[workload]'),
-     "s.toml.scheduler.admission: must be one of prompt, reserve (got 'greedy')"),
+     "s.toml: scheduler.admission: must be one of prompt, reserve (got 'greedy')"),
     (("[workload]", "[scheduler]\nreserve_output_tokens = 100\n[workload]"),
-     "s.toml.scheduler.reserve_output_tokens: must be 0 unless admission = \"reserve\" (got 100)"),
+     "s.toml: scheduler.reserve_output_tokens: must be 0 unless admission = \"reserve\" (got 100)"),
 ])
 def test_bad_scenarios_fail_in_one_line(tmp_path, edit, msg):
     p = write(tmp_path, BASE.replace(*edit))
@@ -130,8 +130,8 @@ def test_disaggregation_section(tmp_path):
 
 @pytest.mark.parametrize(("edit", "msg"), [
     (("prefill_nodes = 1", "prefill_nodes = 0"),
-     "s.toml.disaggregation.prefill_nodes: must be in 1..4,096 (kvsim's fleet limit) (got 0)"),
-    (("prefill_nodes = 1", "prefill_nodes = 1\nprefill = 2"), "s.toml.disaggregation.prefill: unknown key; valid:"),
+     "s.toml: disaggregation.prefill_nodes: must be in 1..4,096 (kvsim's fleet limit) (got 0)"),
+    (("prefill_nodes = 1", "prefill_nodes = 1\nprefill = 2"), "s.toml: disaggregation.prefill: unknown key; valid:"),
     (("decode_nodes = 2", "decode_nodes = 3"),
      "s.toml: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = 4 when compare_aggregated is "
      "true (the fleets compared have the same nodes) (got 3)"),
@@ -145,7 +145,7 @@ def test_disaggregation_section(tmp_path):
     (("decode_nodes = 2", "decode_nodes = 2\nshort_prompt_tokens = -1"),
      "disaggregation.short_prompt_tokens: must be >= 0 (got -1)"),
     (("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = 1"),
-     "s.toml.disaggregation.compare_aggregated: must be true or false (got 1)"),
+     "s.toml: disaggregation.compare_aggregated: must be true or false (got 1)"),
 ])
 def test_bad_disaggregation_fails_in_one_line(tmp_path, edit, msg):
     p = write(tmp_path, DISAGG.replace(*edit))
@@ -236,7 +236,7 @@ def test_a_generators_bad_rate_scale_is_refused_with_trace_too(tmp_path, value):
     (tmp_path / "t.csv").write_text(AZURE_ROWS)
     path = write(tmp_path, GENERATED.replace("rate_scale = 5.0", f"rate_scale = {value}"))
     for trace in (None, tmp_path / "t.csv"):
-        with pytest.raises(ConfigError, match=r"s\.toml\.workload\.rate_scale: must be"):
+        with pytest.raises(ConfigError, match=r"s\.toml: workload\.rate_scale: must be"):
             load_scenario(path, trace=trace)
 
 
@@ -301,5 +301,5 @@ def test_a_scenario_skips_a_traces_malformed_rows_when_asked(tmp_path):
     sc.write_text(body + 'skip_bad_rows = true\n[workload.spec]\nname = "chat-4k"\n')
     r = CliRunner().invoke(main, ["run", str(sc)])
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (
-        f"Error: {sc}.workload.skip_bad_rows: must be false for a generated workload (it skips a trace's "
+        f"Error: {sc}: workload.skip_bad_rows: must be false for a generated workload (it skips a trace's "
         "malformed rows) (got True)")

@@ -203,7 +203,7 @@ def test_run_command_errors_are_one_line(tmp_path):
     bad.write_text('name = "x"\n[cluster]\nnodes = "two"\n')
     r = CliRunner().invoke(main, ["run", str(bad)])
     assert r.exit_code == 2
-    assert r.output.strip() == f"Error: {bad}.cluster.nodes: must be an integer (got 'two')"
+    assert r.output.strip() == f"Error: {bad}: cluster.nodes: must be an integer (got 'two')"
 
 
 def test_capacity_command(tmp_path):

@@ -103,7 +103,7 @@ def test_unknown_key_path_names_the_key_and_the_valid_keys(tiny, key, message):
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("cluster.nodes", "abc", "tiny.toml.cluster.nodes: must be an integer (got 'abc')"),
+    ("cluster.nodes", "abc", "tiny.toml: cluster.nodes: must be an integer (got 'abc')"),
     ("cluster.nodes", "0", "cluster.nodes: must be >= 1 (got 0)"),
     ("workload.rate_scale", "fast", "workload.rate_scale: must be a number (got 'fast')"),
     ("cluster.hardware", "9xFoo", "unknown node '9xFoo'; valid: 8xH100"),
@@ -217,7 +217,7 @@ def test_sweep_command_reports_bad_input_in_one_line_with_exit_code_2(tiny):
     res = CliRunner().invoke(sweep, [str(tiny), "--grid", "cluster.nodes=1,two"])
     assert res.exit_code == 2
     assert res.output.strip() == ("Error: sweep point cluster.nodes='two': "
-                                  f"{tiny}.cluster.nodes: must be an integer (got 'two')")
+                                  f"{tiny}: cluster.nodes: must be an integer (got 'two')")
 
 
 # --- faults: rows on disk as points finish, failed points, killed workers, signals, --resume ------

@@ -159,6 +159,6 @@ def test_scenario_weight_dtype(tmp_path):
     p.write_text(base.format("fp4", "8xH100"))
     assert load_scenario(p).model_spec().weight_dtype == "fp4"  # served weight-only: no fp4 tensor cores there
     p.write_text(base.format("int3", "8xH100"))
-    with pytest.raises(ConfigError, match=r"s.toml.model.weight_dtype: must be one of bf16, fp8, fp8-block, fp4, "
+    with pytest.raises(ConfigError, match=r"s.toml: model.weight_dtype: must be one of bf16, fp8, fp8-block, fp4, "
                                           r"mxfp4, w4a16 \(or absent"):
         load_scenario(p)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, RuleError, must, placed, shown
+from simulator.errors import ConfigError, RuleError, at_key, must, placed, shown
 
 MAX_CV = 1e6  # beyond it cv**2 heads for overflow, and no measured length or gap is that skewed
 LARGEST_TOKENS = 2**40  # a token draw above this cannot be a request; it asks for a 'high' bound
@@ -121,7 +121,8 @@ def lognormal_from(value: object, where: str) -> LogNormal:
             if unknown:
                 raise ConfigError(f"{where}: unknown key {shown(unknown[0])} (valid: {', '.join(sorted(valid))})")
             if "mean" not in value:
-                raise ConfigError(f"{where}.mean: required key is missing (valid: {', '.join(sorted(valid))})")
+                raise ConfigError(f"{at_key(where, 'mean')}: required key is missing "
+                                  f"(valid: {', '.join(sorted(valid))})")
             require_numbers(value, where, infinite=("high",))
             return LogNormal(**value, key=where)
     except ConfigError as exc:  # a rule of a table at its key (``tool_gap_s.cv``), not the class's name

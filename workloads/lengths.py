@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, at_key, must
 from simulator.files import read_text
 
 LARGEST_TOKENS = 2**40  # a draw above this (or not finite) asks for a clip bound instead of overflowing int64
@@ -61,7 +61,7 @@ def check_scipy_law(dist: str, params: dict[str, float], where: str) -> None:
     if not isinstance(law, stats.rv_continuous | stats.rv_discrete):
         close = difflib.get_close_matches(dist, _scipy_names(), n=3)
         hint = f"did you mean {', '.join(close)}?" if close else "see scipy.stats"
-        raise ConfigError(f"{where}.dist: must name a scipy.stats distribution ({hint}) (got {dist!r})")
+        raise ConfigError(f"{at_key(where, 'dist')}: must name a scipy.stats distribution ({hint}) (got {dist!r})")
     shapes = [s for s in (law.shapes or "").replace(" ", "").split(",") if s]
     valid = [*shapes, "loc", *(["scale"] if isinstance(law, stats.rv_continuous) else [])]
     for key in params:
@@ -189,7 +189,7 @@ def read_column(path: Path, column: str, where: str) -> tuple[int, ...]:
 def _clip_from(value: object, where: str) -> tuple[float, float]:
     if (not isinstance(value, list | tuple) or len(value) != 2
             or any(isinstance(v, bool) or not isinstance(v, int | float) or v != v for v in value)):
-        raise ConfigError(f"{where}.clip: must be a list [lo, hi] of two numbers (got {value!r})")
+        raise ConfigError(f"{at_key(where, 'clip')}: must be a list [lo, hi] of two numbers (got {value!r})")
     return float(value[0]), float(value[1])
 
 
@@ -224,7 +224,7 @@ def length_from(value: object, where: str, *, column: str, base_dir: Path | None
             return EmpiricalLength(path=str(p), column=col, values=read_column(p, col, f"{where}.csv"), clip=clip)
         name = table.pop("dist")
         if not isinstance(name, str):
-            raise ConfigError(f"{where}.dist: must be a string (got {name!r})")
+            raise ConfigError(f"{at_key(where, 'dist')}: must be a string (got {name!r})")
         for key, v in table.items():
             if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
                 raise ConfigError(f"{where}.{key}: must be a number (got {v!r})")

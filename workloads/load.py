@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, at_key, must, shown
 from simulator.files import read_toml, shown_path
 from simulator.limits import check_expected_requests, check_horizon
 from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
@@ -214,7 +214,7 @@ def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, durati
                               f"(got {table[key]!r}); use duration_s and rate_scale")
     duration = SCENARIO_DURATION_S if duration is None else duration
     return load_workload(table["spec"], seed=seed, duration_s=duration, rate_scale=scale, base_dir=path.parent,
-                         allow_empty=allow_empty, table=f"{where}.spec")
+                         allow_empty=allow_empty, table=at_key(where, "spec"))
 
 
 def _empty_trace(path: Path, trace: Workload, *, start_s: float, duration_s: float | None, time_scale: float,

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, RuleError, must, placed, shown
+from simulator.errors import ConfigError, RuleError, at_key, must, placed, shown
 from simulator.tomlfile import read_toml
 from simulator.units import HOUR_S, MINUTE_S, MTOK
 
@@ -210,7 +210,7 @@ def _typed(where: str, key: str, value: Any) -> None:
           "a list of numbers": isinstance(value, list) and all(number(x) for x in value),
           "a number": number(value)}[kind]
     if not ok:
-        raise ConfigError(f"{where}.{key}: must be {kind} (got {shown(value)})")
+        raise ConfigError(f"{at_key(where, key)}: must be {kind} (got {shown(value)})")
 
 
 def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None = None) -> ProfileCatalog:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from simulator.config import missing_fields
-from simulator.errors import ConfigError, RuleError, placed, shown
+from simulator.errors import ConfigError, RuleError, at_key, placed, shown
 from workloads.arrivals import arrival_from
 from workloads.distributions import lognormal_from, require_numbers
 from workloads.request import Request
@@ -53,7 +53,7 @@ def generator_class(name: str, where: str = "workload") -> type[Any]:
     """The registered class for `name`; unknown names raise listing the valid ones, at ``<where>.name``."""
     if isinstance(name, str) and name in GENERATORS:
         return GENERATORS[name]
-    raise ConfigError(f"{where}.name: must be one of {', '.join(sorted(GENERATORS))} (got {shown(name)})")
+    raise ConfigError(f"{at_key(where, 'name')}: must be one of {', '.join(sorted(GENERATORS))} (got {shown(name)})")
 
 
 def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir: Path | None = None) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.errors import ConfigError, RuleError, must, placed
+from simulator.errors import ConfigError, RuleError, at_key, must, placed
 from workloads.distributions import require_numbers
 from workloads.generators import expected_requests, finalize, generator_from_dict, register_generator
 from workloads.request import Request
@@ -71,7 +71,7 @@ class Mixture:
             raise ConfigError(f"{where}: 'components' must be a non-empty list of tables (got {raw!r})")
         comps = []
         for i, item in enumerate(raw):
-            w = f"{where}.components[{i}]"
+            w = at_key(where, f"components[{i}]")
             if not isinstance(item, dict):
                 raise ConfigError(f"{w}: must be a table {{name = ..., weight = ...}} (got {item!r})")
             spec = dict(item)
