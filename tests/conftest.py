@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -21,7 +23,26 @@ settings.load_profile("kvsim")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parents[1]
+# tmp_path longer than this is swapped for a short folder: an error names a path past 120 characters cut in the
+# middle (`simulator.files.shown_path`), so a test that finds its file's name in a message needs a short one.
+# pytest's own here is ~80 characters (/tmp/pytest-of-root/pytest-N/popen-gwN/<test name, 30>N); a long TMPDIR
+# (macOS: /var/folders/xx/.../T/, ~48 characters) or user name pushed 16 tests' paths past the cut (helper-122).
+SHORT_TMP_CHARS = 90
 TRACES = REPO.parent / "shared" / "data" / "traces"
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """pytest's `tmp_path`, or where that is longer than `SHORT_TMP_CHARS`, a fresh folder under /tmp (removed
+    after the test)."""
+    if len(str(tmp_path)) <= SHORT_TMP_CHARS:
+        yield tmp_path
+        return
+    short = Path(tempfile.mkdtemp(prefix="kv", dir="/tmp" if Path("/tmp").is_dir() else None))
+    try:
+        yield short
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
