@@ -144,7 +144,7 @@ def write_measured(script: str, out: Path, rows_of: Callable[[], list[dict[str, 
         print(f"{script}: no CUDA GPU visible", file=sys.stderr)
         return 2
     rows = rows_of()
-    with out.open("w", newline="") as fh:
+    with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)

@@ -263,7 +263,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
     headline.to_csv(out / "headline.csv", index=False)
     doc = {"seed": run.seed, "version": __version__, "scenario": dataclasses.asdict(sc),
            "engine": {hw: r.config.as_dict() for hw, r in run.results.items()}}
-    (out / "scenario.json").write_text(jsonout.dumps(doc, indent=2) + "\n")  # strict JSON: unbounded is null
+    # strict JSON: unbounded is null
+    (out / "scenario.json").write_text(jsonout.dumps(doc, indent=2) + "\n", encoding="utf-8")
     wl = run.workload.summary()
     left_out = ([skipped_note(wl.skipped_rows)] if wl.skipped_rows else []) + (
         [cut_note(run.workload.cut_at_s)] if run.workload.cut_at_s is not None else [])  # of the trace, said
@@ -382,5 +383,5 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "".join(f"- {note}.\n" for note in pool_notes(provider)),
                "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
         meter.finish()
-    (out / "summary.md").write_text("\n".join(x for x in md if x))
+    (out / "summary.md").write_text("\n".join(x for x in md if x), encoding="utf-8")
     return out

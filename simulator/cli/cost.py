@@ -269,7 +269,7 @@ def calibrate(
             params = _merge(base, fitted, prov)
             top = {"command": _command(), "date": today}
             with naming(f"--out {out_file}"):
-                out_file.write_text(dumps_params(params, HEADER, top))
+                out_file.write_text(dumps_params(params, HEADER, top), encoding="utf-8")
             click.echo(f"wrote {out_file}")
 
 

@@ -130,7 +130,7 @@ class CsvRows:
                  buffer_bytes: int = 1 << 20, header: Sequence[str] | None = None) -> None:
         self.path = Path(path)
         self.rows = 0
-        self._file: io.TextIOWrapper = self.path.open("w", newline="", buffering=buffer_bytes)
+        self._file: io.TextIOWrapper = self.path.open("w", newline="", buffering=buffer_bytes, encoding="utf-8")
         self._writer = csv.writer(self._file, lineterminator="\n")  # LF, as pandas' to_csv ends a line
         self._writer.writerow(kind._fields if header is None else header)
 

@@ -81,7 +81,8 @@ class Result:
                 self.timeseries.to_parquet(out / "timeseries.parquet", index=False)
         doc = {"seed": self.seed, "version": __version__, "config": self.config.as_dict(),
                "summary": self.summary}
-        (out / "summary.json").write_text(jsonout.dumps(doc, indent=2, default=_jsonable) + "\n")  # NaN as null
+        (out / "summary.json").write_text(jsonout.dumps(doc, indent=2, default=_jsonable) + "\n",
+                                          encoding="utf-8")  # NaN as null
         return out
 
 

@@ -58,7 +58,7 @@ def write_workload(workload: Iterable[Request], path: str | Path) -> int:
     another suffix is a `ConfigError` before anything is written); returns the count."""
     path = check_suffix(path)
     n = 0
-    with path.open("w", newline="") as f:
+    with path.open("w", newline="", encoding="utf-8") as f:
         if path.suffix.lower() == ".jsonl":
             for r in workload:
                 f.write(json.dumps(_row(r)) + "\n")
