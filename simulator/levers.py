@@ -40,17 +40,20 @@ def levers() -> dict[str, Lever]:
     return {k: Lever(name=k, **v) for k, v in raw.items()}
 
 
-def layout_levers(layout: KVLayout) -> list[Lever]:
-    """The levers `layout` applies (``fp8``, ``mla``, ``cross-layer``, ``compress``, ...): each ``+``-part of
-    ``layout.label`` matched to a lever by its name before any ``:``; parts with no lever (``native``,
-    ``bf16``) are none."""
+def layout_levers(layout: KVLayout, model: ModelSpec | None = None) -> list[Lever]:
+    """The levers `layout` applies to `model` (``fp8``, ``mla``, ``cross-layer``, ``compress``, ...): each
+    ``+``-part of ``layout.label`` matched to a lever by its name before any ``:``; parts with no lever
+    (``native``, ``bf16``) are none, and so is ``mla`` on a model whose own attention is MLA (DeepSeek-V3:
+    its latent as released, no retrofit to pay for; `parse_layout` lets it keep only its own rank)."""
     table = levers()
-    return [table[p.split(":")[0]] for p in layout.label.split("+") if p.split(":")[0] in table]
+    own_mla = model is not None and model.attention == "mla"
+    return [table[name] for name in (p.split(":")[0] for p in layout.label.split("+"))
+            if name in table and not (name == "mla" and own_mla)]
 
 
-def layout_debit_points(layout: KVLayout) -> float:
-    """Σ debits of the levers `layout` applies (`layout_levers`); parts with no lever cost nothing."""
-    return round(sum(lv.debit_points for lv in layout_levers(layout)), 6)
+def layout_debit_points(layout: KVLayout, model: ModelSpec | None = None) -> float:
+    """Σ debits of the levers `layout` applies to `model` (`layout_levers`); parts with no lever cost nothing."""
+    return round(sum(lv.debit_points for lv in layout_levers(layout, model)), 6)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +101,7 @@ def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_token
     debit is its whole layout's, `base`'s own levers' included."""
     fixes = []
     table = list(levers().values())
-    own = layout_levers(base)
+    own = layout_levers(base, model)
     for r in range(1, MAX_COMBINED + 1):
         for combo in itertools.combinations(table, r):
             text = _on(base, combo) if _compatible(combo) else None
@@ -109,7 +112,7 @@ def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_token
                 continue
             streams = max_streams(budget, model, layout, context_tokens, block_tokens)
             if streams >= batch:
-                paid = [*own, *combo]
+                paid = [*own, *(lv for lv in combo if lv in layout_levers(layout, model))]
                 seq = sequence_bytes(model, layout, context_tokens, block_tokens)
                 tp = budget.plan.attention_tp
                 fixes.append(Fix(

@@ -170,3 +170,20 @@ def test_collapse_draws_the_kinds_that_fit_and_says_which_it_left_out(tmp_path):
     assert df[(df.plan == "TP8") & (df.layout == "native") & (df.context_tokens == 32768)].max_streams.item() == 18
     r = run("collapse", "--hardware", "8xH100", "--model", "DeepSeek-V3", "--out", str(tmp_path / "b"))
     assert r.exit_code == 2 and "DeepSeek-V3 does not fit TP8 on 8xH100" in r.output
+
+
+def test_mla_on_a_model_whose_own_attention_is_mla_costs_nothing():
+    """helper-123: DeepSeek-V3's ``--layout mla`` is its own latent, yet fit charged it the MHA2MLA retrofit's
+    1.5 points and training (6.0 where native read 4.5, the same bytes), and the engine's compare rows did too."""
+    from simulator.kv import parse_layout
+    from simulator.levers import layout_debit_points
+    from simulator.models import get_model
+
+    ds, llama = get_model("DeepSeek-V3"), get_model("Llama-3-70B")
+    assert layout_debit_points(parse_layout("mla+fp8"), ds) == 0.1
+    assert layout_debit_points(parse_layout("mla+fp8"), llama) == 1.6
+    args = ["fit", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--context", "131072", "--batch", "200", "--json"]
+    native = json.loads(run(*args).output)["fixes"][0]
+    mla = json.loads(run(*args, "--layout", "mla").output)["fixes"][0]
+    assert native["debit_points"] == mla["debit_points"] == 4.5 and native["max_streams"] == mla["max_streams"]
+    assert "own" not in run(*args[:-1], "--layout", "mla").output

@@ -260,8 +260,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    + (" in memory, beyond the model's max context." if past else "."))
         return
     click.echo(f"  target {batch} × {context_tokens:,} tokens does NOT fit on plan {plan.label}.")
-    own = layout_levers(lay)
-    own_debit = (f"layout {lay.label}'s own {layout_debit_points(lay):g} points"
+    own = layout_levers(lay, model)
+    own_debit = (f"layout {lay.label}'s own {layout_debit_points(lay, model):g} points"
                  + (", which needs training" if any(lv.retrain for lv in own) else "")) if own else ""
     if holding:
         click.echo("  plans above that hold it with no lever " + (f"(no debit beyond {own_debit})" if own

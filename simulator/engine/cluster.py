@@ -494,7 +494,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     kept: list[tuple[Any, ...]] = []
     sink = kept if records is None else records
     n_records = [0]
-    layout_debit = layout_debit_points(config.layout)
+    layout_debit = layout_debit_points(config.layout, config.model if isinstance(config.model, ModelSpec)
+                                       else get_model(config.model))
     retention_debit = debit_points(config.retention)
     total = total_requests if total_requests is not None else (
         len(requests) if hasattr(requests, "__len__") else None)  # type: ignore[arg-type]
