@@ -27,6 +27,7 @@ from simulator import __version__, jsonout
 from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
+from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
@@ -44,9 +45,7 @@ DPI = 110
 # after 2.1 s of simulation; the break-even chart 0.1 s after a 1.0 s replay
 COLLAPSE_CHART_SHARE = 0.2
 BREAKEVEN_CHART_SHARE = 0.1
-
-
-
+_WINDOW = SteadyWindow()  # the steady window a run's report describes (`simulator.engine.steady`'s defaults)
 # what the headline's columns that are not self-explanatory measure (summary.md, under the table)
 HEADLINE_COLUMNS = ("`goodput`: the share of requests that completed within both SLOs (each its own TTFT and mean "
                     "TPOT); `max streams`: the most requests running at once (observed, admission to end; `kvsim "
@@ -56,6 +55,7 @@ HEADLINE_COLUMNS = ("`goodput`: the share of requests that completed within both
                     "`$/h`: the fleet's GPU-hours priced; `$/Mtok out`: that cost over the whole run (makespan) per "
                     "million output tokens, warm-up and drain included; `meets SLO`: both p99s within the SLOs and "
                     "nothing rejected or timed out.\n")
+
 
 def _save(fig: Figure, path: Path) -> str:
     fig.savefig(path, dpi=DPI)
@@ -282,11 +282,13 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
           (("Sustained throughput is over the steady-state window (every request arrives at t = 0 here: the window "
-            "ends at the last first admission, when the queue empties, and its first 10% or one mean wait for "
-            "admission, whichever is longer but at most half, is left out as warm-up)") if wl.duration_s <= 0 else
-           ("Sustained throughput is over the steady-state window (the first 10% of the arrival span or one mean "
-            "sojourn, whichever is longer but at most half, left out as warm-up; everything after the last arrival "
-            "left out as drain)")) + "; makespan throughput over first arrival to last completion.\n",
+            f"ends at the last first admission, when the queue empties, and its first {_WINDOW.warmup_fraction:.0%} "
+            "or one mean time from admission to completion, whichever is longer but at most "
+            f"{_WINDOW.max_warmup_fraction:.0%}, is left out as warm-up)") if wl.duration_s <= 0 else
+           (f"Sustained throughput is over the steady-state window (the first {_WINDOW.warmup_fraction:.0%} of the "
+            "arrival span or one mean sojourn, whichever is longer but at most "
+            f"{_WINDOW.max_warmup_fraction:.0%}, left out as warm-up; everything after the last arrival left out as "
+            "drain)")) + "; makespan throughput over first arrival to last completion.\n",
           HEADLINE_COLUMNS,
           "".join(f"- {note}\n" for note in run.steady_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},

@@ -42,9 +42,9 @@ class ScenarioRun:
         for hw, r in self.results.items():
             s = r.summary
             offered = (f"{s['offered_requests_per_s']:,.3g} req/s offered" if s["offered_requests_per_s"] > 0 else
-                       "no arrivals (all at t = 0)")  # an offline run's window ends when its queue empties
+                       f"all {s['requests']:,} requests arrived at t = 0")  # an offline run: its queue empties
             note = (f"{hw}: steady window [{s['steady_window_start_s']:,.1f}, {s['steady_window_end_s']:,.1f}] s, "
-                    f"{offered}, {s['sustained_requests_per_s']:,.3g} completed")
+                    f"{offered}, {s['sustained_requests_per_s']:,.3g} req/s completed")
             if s["steady_queued"]:  # how far the queue grew: what the steady verdict weighs
                 note += (f", {s['steady_admissions']:,} admissions there for {s['steady_queued']:,} queued arrivals "
                          f"({s['steady_admissions'] / s['steady_queued']:.1%})")

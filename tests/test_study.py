@@ -194,8 +194,10 @@ breakeven = false
     r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)])
     assert r.exit_code == 0, r.output
     md = (out / "summary.md").read_text()
-    assert "every request arrives at t = 0 here: the window ends at the last first admission" in md
-    assert "no arrivals (all at t = 0)" in md and "req/s offered" not in md and "left out as drain" not in md
+    assert "every request arrives at t = 0 here: the window ends at the last first admission, when the queue " \
+           "empties, and its first 10% or one mean time from admission to completion" in md
+    assert "all 40 requests arrived at t = 0" in md and "req/s completed" in md
+    assert "req/s offered" not in md and "left out as drain" not in md and "wait for admission" not in md
 
 
 def test_run_command_errors_are_one_line(tmp_path):
