@@ -16,7 +16,7 @@ from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layo
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
 from simulator.cost.roofline import COMPUTE
-from simulator.units import GB, MS
+from simulator.units import GB, MB, MS
 
 if TYPE_CHECKING:
     from hardware.catalog import NodeSpec
@@ -133,8 +133,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     )
     held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
     if dec.kv_bytes > held * (1 + 1e-9) and held > 0:  # a window or compression longer than the context
-        click.echo(f"  note: the decode step reads {dec.kv_bytes / plan.pp / GB:.2f} GB/GPU of KV where its sequences "
-                   f"hold {held / plan.pp / GB:.2f}: the step model charges a sequence shorter than a sliding or "
+        click.echo(f"  note: the decode step reads {_size(dec.kv_bytes / plan.pp)}/GPU of KV where its sequences "
+                   f"hold {_size(held / plan.pp)}: the step model charges a sequence shorter than a sliding or "
                    "compression window as if it filled it (decode is affine in the batch's context: "
                    "simulator/cost/step_model.py), and the simulator does the same")
     blocks = out["decode_attention_blocks_per_gpu"]
@@ -149,14 +149,17 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"KV reads {out['decode_share_kv_reads']:.1%}: {out['decode_kv_bytes_per_gpu'] / GB:.2f} GB/GPU), "
         f"communication {out['decode_share_comm']:.0%}, overhead {out['decode_share_overhead']:.0%}"
     )
+    own = sm.attention_gemm_dtype
     click.echo(f"  MFU: the step's FLOPs a GPU over its time, against {gpu.key}'s dense {sm.gemm_dtype} peak "
-               f"({gpu.peak_flops(sm.gemm_dtype) / 1e12:,.1f} TFLOP/s), the precision its GEMMs run in")
-    if weight_precision(sm.model) == "fp8" and sm.gemm_dtype == "fp8":
-        click.echo(f"  note: fp8 GEMMs are priced with their input's cast to fp8 and a fixed "
-                   f"{params.gemm_fp8_latency_s * 1e6:.1f} µs a kernel (bf16's: {params.gemm_latency_s * 1e6:.1f} µs), "
-                   "as aiconfigurator's tables measured them; an engine that fuses the cast into the op before pays "
-                   "less, so at small batches fp8 weights may price slower than they run (README: Checked on a real "
-                   "H200)")
+               f"({gpu.peak_flops(sm.gemm_dtype) / 1e12:,.1f} TFLOP/s), the precision its GEMMs run in"
+               + (f" (its attention projections' run in {own})" if own != sm.gemm_dtype else ""))
+    cast = {"fp8": params.gemm_fp8_latency_s, "fp4": params.gemm_fp4_latency_s}.get(sm.gemm_dtype)
+    if cast is not None and weight_precision(sm.model) != "fp8-block":  # block-scaled fp8 has its own, short one
+        click.echo(f"  note: {sm.gemm_dtype} GEMMs are priced with their input's cast to {sm.gemm_dtype} and a fixed "
+                   f"{cast * 1e6:.1f} µs a kernel (bf16's: {params.gemm_latency_s * 1e6:.1f} µs), as "
+                   "aiconfigurator's tables measured them; an engine that fuses the cast into the op before pays "
+                   f"less, so at small batches {sm.gemm_dtype} weights may price slower than they run (README: "
+                   "Checked on a real H200, for fp8)")
     if sm.layout.kv_dtype == "fp4" and not gpu.fp4_flops > 0:
         click.echo(f"  note: fp4 KV on {gpu.key}, which has no fp4 tensor cores: kvsim prices its smaller reads, but "
                    "the fp4 lever's source (NVIDIA's NVFP4 KV cache) is a Blackwell feature")
@@ -165,6 +168,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "
                    "of KV in all")
     click.echo(f"  priced by {gpu.key}'s cost parameters ({params.source}) on its datasheet figures (kvsim hardware)")
+
+
+def _size(n_bytes: float) -> str:
+    """``1.23 GB``, or ``45.6 MB`` under a tenth of a GB (a short context's KV read as 0.00 GB)."""
+    return f"{n_bytes / GB:.2f} GB" if n_bytes >= 0.1 * GB else f"{n_bytes / MB:.1f} MB"
 
 
 def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KVLayout, batch: int, context: int,

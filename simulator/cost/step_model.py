@@ -485,6 +485,12 @@ class StepModel:
         the GPU has tensor cores for it, else bf16 (weight-only: fp4 or mxfp4 on Hopper, w4a16 anywhere)."""
         return self._gemm_dtype
 
+    @property
+    def attention_gemm_dtype(self) -> str:
+        """The precision the attention projections' GEMMs compute in where a release keeps them in a format of its
+        own (gpt-oss: bf16 beside MXFP4 experts), else `gemm_dtype`."""
+        return self._attn_gemm or self._gemm_dtype
+
     def _layer_groups(self) -> list[tuple[int, int]]:
         m = self.model
         if not (m.sliding_window and self.layout.use_sliding_window):

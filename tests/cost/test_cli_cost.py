@@ -117,6 +117,12 @@ def test_cost_says_what_mfu_is_against_and_flags_fp8_and_fp4_kv_pricing():
     assert "note: fp8 GEMMs are priced with their input's cast to fp8 and a fixed 9.3 µs a kernel" in r.output
     r = CliRunner().invoke(cost, ["--hardware", "8xH200", *base])
     assert "dense bf16 peak (989.4 TFLOP/s)" in r.output and "fp8 GEMMs" not in r.output
+    r = CliRunner().invoke(cost, ["--hardware", "8xB200", *base, "--weight-dtype", "fp4"])  # helper-123
+    assert "note: fp4 GEMMs are priced with their input's cast to fp4 and a fixed 4.5 µs a kernel" in r.output
+    r = CliRunner().invoke(cost, ["--hardware", "8xB200", "--model", "gpt-oss-120b", "--batch", "64", "--context",
+                                  "2048"])
+    assert "dense fp4 peak (9,000.0 TFLOP/s), the precision its GEMMs run in (its attention projections' run in " \
+           "bf16)" in r.output
     r = CliRunner().invoke(cost, ["--hardware", "8xH100", *base, "--layout", "fp4"])
     assert "note: fp4 KV on H100, which has no fp4 tensor cores" in r.output
     assert "fp4 KV" not in CliRunner().invoke(cost, ["--hardware", "8xB200", *base, "--layout", "fp4"]).output
@@ -128,9 +134,11 @@ def test_cost_says_when_a_window_longer_than_the_context_is_charged_whole():
     32 x 32,768 x 40,960 B a GPU (one of 8 KV heads) = 42.95 GB held."""
     args = ["--model", "Llama-3.1-70B", "--hardware", "8xH100", "--batch", "32", "--context", "32768"]
     r = CliRunner().invoke(cost, [*args, "--layout", "compress:8:200000"])
-    assert "note: the decode step reads 234.74 GB/GPU of KV where its sequences hold 42.95" in r.output
+    assert "note: the decode step reads 234.74 GB/GPU of KV where its sequences hold 42.95 GB" in r.output
     assert "reads" not in CliRunner().invoke(cost, args).output.split("decode time")[0].split("decode step")[1]
     # Gemma-3-27B's 1,024-token sliding layers at a 512-token context: 8 x 512 x 507,904 B = 2.08 GB held
     r = CliRunner().invoke(cost, ["--model", "Gemma-3-27B", "--hardware", "1xH100", "--batch", "8", "--context",
                                   "512"])
-    assert "where its sequences hold 2.08:" in r.output
+    assert "where its sequences hold 2.08 GB:" in r.output
+    r = CliRunner().invoke(cost, ["--model", "gpt-oss-120b", "--batch", "8", "--context", "64"])  # 128-token windows
+    assert "reads 7.1 MB/GPU of KV where its sequences hold 4.7 MB" in r.output
