@@ -71,8 +71,11 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                                  gpu_sequence_bytes(budget, model, layout, 1, 0),
                                  sequence_bytes(model, layout, int(n), block_tokens), int(streams),
                                  int(n) > model.max_context_tokens))
-    if not rows:
-        raise DoesNotFitError("; ".join(left_out))
+    if not rows:  # the first reason whole, then how many more (the line is cut past `MAX_MESSAGE_CHARS`)
+        n = len(left_out) - 1
+        more = (f" (and {n} more kind{'s' * (n > 1)} or plan{'s' * (n > 1)} that do{'es' * (n == 1)} not fit)"
+                if n else "")
+        raise DoesNotFitError(f"no node kind or plan fits: {left_out[0]}{more}")
     df = pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
                                      "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
                                      "stream_bytes", "max_streams", "beyond_max_context"])

@@ -10,6 +10,7 @@ says something shorter instead.
 import numbers
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -78,7 +79,8 @@ def at_key(where: str, key: str) -> str:
     >>> at_key("s.toml", "cluster"), at_key("s.toml: cluster", "tp"), at_key("--workload", "rate_per_s")
     ('s.toml: cluster', 's.toml: cluster.tp', '--workload.rate_per_s')
     """
-    return f"{where}: {key}" if where.endswith(FILE_SUFFIXES) else f"{where}.{key}"
+    is_file = where.endswith(FILE_SUFFIXES) or (": " not in where and Path(where).is_file())  # s3, a suffix-less file
+    return f"{where}: {key}" if is_file else f"{where}.{key}"
 
 
 def placed(exc: ConfigError, where: str) -> ConfigError:

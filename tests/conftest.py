@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -31,18 +32,24 @@ SHORT_TMP_CHARS = 90
 TRACES = REPO.parent / "shared" / "data" / "traces"
 
 
-@pytest.fixture
-def tmp_path(tmp_path: Path) -> Iterator[Path]:
-    """pytest's `tmp_path`, or where that is longer than `SHORT_TMP_CHARS`, a fresh folder under /tmp (removed
-    after the test)."""
-    if len(str(tmp_path)) <= SHORT_TMP_CHARS:
-        yield tmp_path
+@contextmanager
+def short_tmp(path: Path) -> Iterator[Path]:
+    """`path`, or where that is longer than `SHORT_TMP_CHARS`, a fresh folder under /tmp (removed after)."""
+    if len(str(path)) <= SHORT_TMP_CHARS:
+        yield path
         return
     short = Path(tempfile.mkdtemp(prefix="kv", dir="/tmp" if Path("/tmp").is_dir() else None))
     try:
         yield short
     finally:
         shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """pytest's `tmp_path`, kept short (`short_tmp`)."""
+    with short_tmp(tmp_path) as path:
+        yield path
 
 
 @pytest.fixture(scope="session")

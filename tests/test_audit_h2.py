@@ -125,3 +125,19 @@ def test_run_headline_meets_slo_is_the_verdict_sweep_prints() -> None:
     assert s["ttft_p99_s"] <= 2.0
     assert meets_slo(r, 2.0, 0.1) is True
     assert run.headline()["meets SLO"].to_list() == ["yes"]
+
+
+def test_trtllm_offline_point_compares_the_whole_runs_tokens_with_the_published() -> None:
+    """trtllm-bench reports output tokens over the whole run (first start to last end) of 3,000 requests; the row
+    had compared a 1,000-request run's steady window (14,099 tok/s, -7.4%) with it (helper-121)."""
+    from simulator.scenario import load_scenario
+    from simulator.study import run_scenario
+
+    sc = load_scenario(ROOT / "scenarios" / "trtllm-offline-1000-1000.toml")
+    s = next(iter(run_scenario(sc).results.values())).summary
+    assert s["completed"] == 3000 and s["max_concurrency"] == 475
+    assert round(s["output_tokens_per_s"]) == 13084 and round(s["sustained_output_tokens_per_s"]) == 13383
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith("| ") and "(`trtllm-offline-1000-1000`" in line)
+    assert "13,084 tok/s over the whole run (13,383 in the steady window; 475 streams at once) | −14.0% |" in row
+    assert f"{13084 / 15220 - 1:.1%}" == "-14.0%"
