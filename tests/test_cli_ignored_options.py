@@ -23,6 +23,13 @@ def test_capacity_refuses_mode_options_without_their_mode(tmp_path, args, says):
     assert "capacity search" not in r.stderr  # refused before anything ran
 
 
+def test_capacity_refuses_both_modes_at_once(tmp_path):
+    """helper-124: ``--max-rate --offline`` ran the bisection and dropped --offline without a word."""
+    r = kvsim("capacity", scenario(tmp_path), "--max-rate", "--offline")
+    assert r.exit_code == 2 and "--max-rate and --offline: give one of them" in error(r, "--offline")
+    assert "max-rate search" not in r.stderr  # refused before anything ran
+
+
 def test_capacity_mode_options_still_work_with_their_mode(tmp_path):
     r = kvsim("capacity", scenario(tmp_path), "--offline", "--seeds", "1", "--warmup-fraction", "0.2", "--json")
     assert outcome(r) is None and '"offline"' in r.stdout

@@ -19,6 +19,7 @@ from simulator.billing.profiles import PriceProfile, load_profiles, parse_ttl
 from simulator.cli.common import (
     OutPath,
     OutputFolder,
+    at_option,
     config_errors,
     echo_json,
     on_command_line,
@@ -33,9 +34,7 @@ def _floats(text: str, what: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ConfigError(
-            f"breakeven: {what!r} must be a number or a comma list of numbers (got {text!r})"
-        ) from None
+        raise ConfigError(f"--{what}: must be a number or a comma list of numbers (got {shown(text)})") from None
     must(bool(values) and all(math.isfinite(v) and v > 0 for v in values), "breakeven", what,
          "finite and > 0 each", text)
     return values
@@ -270,7 +269,10 @@ def breakeven(
             _refuse_replay_options()
         if folder:
             folder.prepare()  # a bad --out fails now, not after the tables; nothing is removed yet
-        prof = load_profiles(extra=profiles_file).get(profile, tier)
+        with at_option("--catalog", profiles_file):  # a missing file; its content's errors name it
+            profiles = load_profiles(extra=profiles_file)
+        with at_option("--tier" if tier is not None and profile in profiles.tiers else "--profile"):
+            prof = profiles.get(profile, tier)
         ttls = _ttls(prof, ttl_text)
         given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]
         must(len(given) <= 1, "breakeven", "--rate/--gaps/--workload", "at most one of them", len(given))

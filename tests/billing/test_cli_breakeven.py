@@ -81,7 +81,7 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
         (["--ttl", "10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
-        (["--rate", "fast"], "'rate' must be a number"),
+        (["--rate", "fast"], "--rate: must be a number or a comma list of numbers (got 'fast')"),
         (["--prefix-tokens", "0"], "--prefix-tokens: must be >= 1 token (got 0)"),
         (["--profile", "acme"], "unknown price profile 'acme'"),
     ],
@@ -128,3 +128,16 @@ def test_workload_option_with_a_generator():
     r = run("--workload", "chat-4k", "--duration-s", "1800", "--ttl", "5m")
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 5m" in r.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--profiles", "openai"], "Error: --catalog: openai: file not found"),
+    (["--catalog", "missing.toml"], "Error: --catalog: missing.toml: file not found"),
+    (["--profile", "antropic"], "Error: --profile: unknown price profile 'antropic'; valid: anthropic, openai"),
+    (["--profile", "anthropic", "--tier", "sonet"], "Error: --tier: unknown tier 'sonet' of profile 'anthropic'"),
+])
+def test_breakeven_errors_name_the_option(tmp_path, monkeypatch, args, says):
+    """helper-124: these read 'openai: file not found' and 'unknown price profile ...' without the option."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(breakeven, args)
+    assert r.exit_code == 2 and says in r.output
