@@ -3,6 +3,7 @@
 import json
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
@@ -187,3 +188,18 @@ def test_mla_on_a_model_whose_own_attention_is_mla_costs_nothing():
     mla = json.loads(run(*args, "--layout", "mla").output)["fixes"][0]
     assert native["debit_points"] == mla["debit_points"] == 4.5 and native["max_streams"] == mla["max_streams"]
     assert "own" not in run(*args[:-1], "--layout", "mla").output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["fit", "--context", "1000", "--tp", "3"], "Error: --tp 3: node 8xH100: 'tp × pp' must be a divisor"),
+    (["collapse", "--plan", "tp3"], "Error: --plan: node 8xH100: 'tp × pp' must be a divisor"),
+    (["collapse", "--tp", "3"], "Error: --tp 3: node 8xH100: 'tp × pp' must be a divisor"),
+    (["collapse", "--plan", "tp8,dp8+ep9"], "Error: --plan: plan 'dp8+ep9': epN:"),
+    (["calc", "--context", "1000", "--model-config", "nonexist.json"], "Error: --model-config: nonexist.json: file "
+                                                                       "not found"),
+])
+def test_plan_and_model_config_errors_name_their_option(tmp_path, monkeypatch, args, says):
+    """helper-124: these named the node or the file but not the option that set them."""
+    monkeypatch.chdir(tmp_path)
+    r = run(*args, *(["--out", "c"] if args[0] == "collapse" else []))
+    assert r.exit_code == 2 and says in r.output

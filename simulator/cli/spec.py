@@ -62,13 +62,15 @@ from simulator.placement import (
     kv_heads,
     kv_share,
     parse_plan,
+    span,
 )
 from simulator.units import GB, MB
 
 
 def _model(name: str, model_config: Path | None, weight_dtype: str | None = None) -> ModelSpec:
-    if model_config:  # its errors name the file (or say it is a folder)
-        model = get_model(str(model_config), path=True)
+    if model_config:  # a missing file said at the option; its content's errors name the file
+        with at_option("--model-config", model_config):
+            model = get_model(str(model_config), path=True)
     else:
         with at_option("--model", name):
             model = get_model(name)
@@ -183,6 +185,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         with at_option("--hardware"):
             node = cat.node(hardware)
         plan = make_plan(node, tp, pp, dp_attention, ep)
+        flags = " ".join([*([f"--tp {tp}"] if tp is not None else []), *([f"--pp {pp}"] if pp != 1 else [])])
+        with at_option(flags or "--hardware"):  # replicas that do not tile the node, said at what set them
+            span(node, plan)
         lay = parse_layout(_layout(layout, kv_dtype))
         try:
             budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
@@ -359,7 +364,8 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
             names = [p for p in plans.split(",") if p]
-            chosen = [parse_plan(p) for p in names]  # its errors quote the plan as written (plan 'tp8+pp0')
+            with at_option("--plan"):  # its errors quote the plan as written (plan 'tp8+pp0')
+                chosen = [parse_plan(p) for p in names]
             must_differ(names, [p.label for p in chosen], "--plan", "plan")
         elif tp is None and kinds:
             chosen = default_plans(cat.node(kinds[0]).gpus, model)
@@ -368,8 +374,10 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         try:
             df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
         except RuleError as exc:  # a plan the model or node refuses, at the --plan that named it
-            if plans and exc.owner.startswith("plan "):
+            if plans and exc.owner.startswith(("plan ", "node ")):
                 raise ConfigError(f"--plan: {exc}") from None  # (its part named: 'tp', 'ep', ...)
+            if tp is not None and exc.owner.startswith("node "):  # TP that does not tile the node
+                raise ConfigError(f"--tp {tp}: {exc}") from None
             raise
         folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet
         folder.clear()  # the inputs held: collapse's earlier files go now
