@@ -34,11 +34,16 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
 
     >>> shown("x" * 100_000, 12)
     "'xxxxxxxxxx… (100,002 characters)"
-    >>> shown(()), shown(("8xH100",))
-    ('[]', "['8xH100']")
+    >>> shown(()), shown(("8xH100",)), shown({"mean": 500, "cv": -1})
+    ('[]', "['8xH100']", '{mean = 500, cv = -1}')
     """
-    text = repr(list(value)) if type(value) is tuple else repr(value)
+    text = repr(list(value)) if type(value) is tuple else _inline_table(value) if type(value) is dict else repr(value)
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
+
+
+def _inline_table(table: dict[object, object]) -> str:
+    """A table as a TOML file writes it inline, ``{mean = 500, cv = -1}``, not Python's ``{'mean': 500, ...}``."""
+    return "{" + ", ".join(f"{k} = {_inline_table(v) if type(v) is dict else repr(v)}" for k, v in table.items()) + "}"
 
 
 class RuleError(ConfigError):

@@ -257,3 +257,12 @@ def test_a_plan_with_an_empty_part_is_refused_not_read_as_the_rest(tmp_path):
     assert parse_plan("tp8 + pp2").label == "TP8 PP2" and parse_plan("dp8+ep8").label == "DP8-attention EP8"
     line = error(kvsim("collapse", "--hardware", "8xH100", "--plan", "tp8+", "--out", tmp_path / "o"), "tp8+")
     assert "'' is not one of tpN" in line and not (tmp_path / "o").exists()  # a bad input leaves no folder
+
+
+def test_calibrate_lists_the_phases_as_words(tmp_path):
+    """helper-124: an unknown phase listed the phases as a Python tuple, ('prefill', 'decode', ...)."""
+    f = tmp_path / "cal.csv"
+    f.write_text(CAL_HEADER + CAL_ROW.replace(",decode,", ",decod,"))
+    line = error(kvsim("calibrate", f, "--out", tmp_path / "p.toml"), str(f))
+    assert ("'phase' must be one of prefill, decode, attention_prefill, attention_decode, throughput (got 'decod')"
+            in line)

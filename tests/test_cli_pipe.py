@@ -32,7 +32,8 @@ def test_a_shell_pipeline_into_head():
 
 @pytest.mark.parametrize(("args", "line"), [
     (["calc", "--context", "0"], "Error: Invalid value for '--context': 0 is not in the range x>=1."),
-    (["nope"], "Error: No such command 'nope'."),
+    (["nope"], "Error: unknown command 'nope'; valid: calc, fit, collapse, models, hardware, workload, breakeven, "
+                "cost, calibrate, run, capacity, sweep, compare"),
     (["--bogus"], "Error: No such option '--bogus'."),
     (["workload", "describe"], "Error: Missing argument 'SPEC'."),
     (["run", "trace-replay", "--trace", "no-such.csv"], "Error: Invalid value for '--trace': File 'no-such.csv' does "

@@ -100,7 +100,7 @@ def require_numbers(table: dict[str, object], where: str, keys: object = None,
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             raise ConfigError(f"{where}.{str(key)[:80]}: must be a number (got {shown(value)})")
         if key not in infinite and not math.isfinite(value):
-            raise ConfigError(f"{where}.{str(key)[:80]}: must be a finite number (got {value!r})")
+            raise ConfigError(f"{where}.{str(key)[:80]}: must be a finite number (got {shown(value)})")
 
 
 def lognormal_from(value: object, where: str) -> LogNormal:
@@ -110,7 +110,7 @@ def lognormal_from(value: object, where: str) -> LogNormal:
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             if not math.isfinite(value):  # the key itself, not key.mean: a plain number is the mean
-                raise ConfigError(f"{where}: must be a finite number (got {value!r})")
+                raise ConfigError(f"{where}: must be a finite number (got {shown(value)})")
             try:
                 return LogNormal(mean=float(value), key=where)
             except RuleError as exc:

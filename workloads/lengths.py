@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, at_key, must
+from simulator.errors import ConfigError, at_key, must, shown
 from simulator.files import read_text
 
 LARGEST_TOKENS = 2**40  # a draw above this (or not finite) asks for a clip bound instead of overflowing int64
@@ -189,7 +189,7 @@ def read_column(path: Path, column: str, where: str) -> tuple[int, ...]:
 def _clip_from(value: object, where: str) -> tuple[float, float]:
     if (not isinstance(value, list | tuple) or len(value) != 2
             or any(isinstance(v, bool) or not isinstance(v, int | float) or v != v for v in value)):
-        raise ConfigError(f"{at_key(where, 'clip')}: must be a list [lo, hi] of two numbers (got {value!r})")
+        raise ConfigError(f"{at_key(where, 'clip')}: must be a list [lo, hi] of two numbers (got {shown(value)})")
     return float(value[0]), float(value[1])
 
 
@@ -203,11 +203,12 @@ def length_from(value: object, where: str, *, column: str, base_dir: Path | None
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         if not 1 <= value <= LARGEST_TOKENS:
-            raise ConfigError(f"{where}: must be a whole number of tokens in 1..{LARGEST_TOKENS:,} (got {value!r})")
+            raise ConfigError(f"{where}: must be a whole number of tokens in 1..{LARGEST_TOKENS:,} "
+                              f"(got {shown(value)})")
         return FixedLength(tokens=value)
     if not isinstance(value, dict) or ("dist" in value) == ("csv" in value):
         raise ConfigError(f"{where}: must be a whole number of tokens, {{dist = ..., params...}} "
-                          f"or {{csv = ..., column = ...}} (got {value!r})")
+                          f"or {{csv = ..., column = ...}} (got {shown(value)})")
     table = dict(value)
     clip = _clip_from(table.pop("clip"), where) if "clip" in table else (1.0, math.inf)
     _check_clip(clip, where)

@@ -115,7 +115,7 @@ def read_rows(path: Path) -> pd.DataFrame:
         where = f"{path}:{lines[at]}" if at < len(lines) else f"{path}: row {at + 1}"
         _check_numbers(r, where)
         if r["phase"] not in PHASES:
-            raise ConfigError(f"{where}: 'phase' must be one of {PHASES} (got {shown(r['phase'])})")
+            raise ConfigError(f"{where}: 'phase' must be one of {', '.join(PHASES)} (got {shown(r['phase'])})")
         has_s, has_tps = pd.notna(r["measured_s"]), pd.notna(r["tokens_per_s"])
         if has_s == has_tps:
             raise ConfigError(f"{where}: give exactly one of 'measured_s' and 'tokens_per_s'")

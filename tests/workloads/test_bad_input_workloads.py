@@ -189,3 +189,15 @@ def test_time_going_back_names_the_column_the_file_has(tmp_path: Path, name: str
 def test_the_scenario_keys_describe_reads_are_the_scenarios() -> None:
     assert set(SCENARIO_KEYS) == {f.name for f in fields(WorkloadSection)}
     assert WorkloadSection().duration_s == SCENARIO_DURATION_S
+
+
+def test_a_table_in_an_error_reads_as_toml_and_a_mixture_lists_its_keys() -> None:
+    """helper-124: ``output_tokens = {mean = 500, cv = -1}`` was echoed as Python's ``{'mean': 500, 'cv': -1}``,
+    and a mixture's unknown key listed ``components`` but not ``name``."""
+    with pytest.raises(ConfigError, match=r"output_tokens: must be a whole number of tokens, .* \(got "
+                                          r"\{mean = 500, cv = -1\}\)$"):
+        load_workload({"name": "synthetic", "output_tokens": {"mean": 500, "cv": -1}}, seed=0, duration_s=10,
+                      name="w")
+    with pytest.raises(ConfigError, match=r"duration: unknown key \(valid: name, components\)"):
+        load_workload({"name": "mixture", "duration": 5, "components": [{"name": "chat-4k"}]}, seed=0,
+                      duration_s=10, name="w")

@@ -90,7 +90,7 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
         elif kind in ("int", "float"):
             require_numbers({key: value}, where)
             if kind == "int" and not isinstance(value, int):  # 2.5 system prompts is no count
-                raise ConfigError(f"{where}.{key}: must be a whole number (got {value!r})")
+                raise ConfigError(f"{where}.{key}: must be a whole number (got {shown(value)})")
         kwargs[key] = value
     missing = missing_fields(cls, kwargs)
     if missing:

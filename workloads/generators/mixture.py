@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.errors import ConfigError, RuleError, at_key, must, placed
+from simulator.errors import ConfigError, RuleError, at_key, must, placed, shown
 from workloads.distributions import require_numbers
 from workloads.generators import expected_requests, finalize, generator_from_dict, register_generator
 from workloads.request import Request
@@ -63,17 +63,17 @@ class Mixture:
         the components' relative paths."""
         unknown = sorted(set(params) - {"components"})
         if unknown:
-            raise ConfigError(f"{where}.{unknown[0]}: unknown key (valid: components)")
+            raise ConfigError(f"{at_key(where, unknown[0])}: unknown key (valid: name, components)")
         raw = params.get("components")
         if raw is None:
             raise ConfigError(f"{where}: 'components' is required: {NEEDS_COMPONENTS}")
         if not isinstance(raw, list | tuple) or not raw:
-            raise ConfigError(f"{where}: 'components' must be a non-empty list of tables (got {raw!r})")
+            raise ConfigError(f"{where}: 'components' must be a non-empty list of tables (got {shown(raw)})")
         comps = []
         for i, item in enumerate(raw):
             w = at_key(where, f"components[{i}]")
             if not isinstance(item, dict):
-                raise ConfigError(f"{w}: must be a table {{name = ..., weight = ...}} (got {item!r})")
+                raise ConfigError(f"{w}: must be a table {{name = ..., weight = ...}} (got {shown(item)})")
             spec = dict(item)
             weight = spec.pop("weight", 1.0)
             require_numbers({"weight": weight}, w)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, shown
 from workloads.arrivals import ArrivalProcess, Poisson, arrival_from
 from workloads.generators import finalize, register_generator
 from workloads.lengths import EmpiricalLength, FixedLength, Length, length_from
@@ -85,7 +85,7 @@ class Synthetic:
             elif key in ("input_tokens", "output_tokens"):
                 kwargs[key] = length_from(value, w, column=key, base_dir=base_dir)
             elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{w}: must be a whole number of tokens >= 0 (got {value!r})")
+                raise ConfigError(f"{w}: must be a whole number of tokens >= 0 (got {shown(value)})")
             else:
                 kwargs[key] = value
         return cls(**kwargs)
