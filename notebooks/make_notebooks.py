@@ -80,7 +80,9 @@ CAPACITY_PLANNING = [
         ## 1. The traffic
 
         `prefix_hit_share` is the share of prompt tokens that an earlier request already sent (a system
-        prompt, a conversation's history, the repository an agent re-reads): what a prefix cache can skip.
+        prompt, a conversation's history, the repository an agent re-reads): what a provider's prompt cache can
+        skip. An engine's prefix cache also keeps the KV of the answers it generated, which a conversation's next
+        turn sends back, so a simulated run can hit more (`prefix_hit_ratio_tokens`).
         The prompt quantiles say how much KV one request holds; a p99 far above the median (agents' 32k-112k
         contexts beside 1k chat turns) means a few requests hold most of the memory.
 
@@ -194,12 +196,13 @@ CAPACITY_PLANNING = [
         # the lever that moves the node count most (ties: the one that moves $/Mtok most)
         most = max(change.index, key=lambda k: (abs(change.nodes[k] - base.nodes),
                                                 abs(change["$/Mtok out"][k] - base["$/Mtok out"])))
-        print(f"On {HW}, '{most}' changes the answer most: {int(base.nodes)} -> {levers.nodes[most]} nodes, "
+        nodes = lambda n: f"{n} node{'s' if n != 1 else ''}"  # noqa: E731
+        print(f"On {HW}, '{most}' changes the answer most: {int(base.nodes)} -> {nodes(levers.nodes[most])}, "
               f"${base['$/Mtok out']:.2f} -> ${levers['$/Mtok out'][most]:.2f} per million output tokens")
         # the lever that saves the most (fewest nodes, then the lowest $/Mtok), and what it costs in quality
         saves = min(change.index, key=lambda k: (change.nodes[k], change["$/Mtok out"][k]))
         if (change.nodes[saves], change["$/Mtok out"][saves]) < (base.nodes, base["$/Mtok out"]):
-            print(f"The one that saves the most: '{saves}': {int(base.nodes)} -> {levers.nodes[saves]} nodes, "
+            print(f"The one that saves the most: '{saves}': {int(base.nodes)} -> {nodes(levers.nodes[saves])}, "
                   f"${levers['$/Mtok out'][saves]:.2f} per million output tokens, at a stated quality debit of "
                   f"{levers['quality debit (points)'][saves]:g} points")
         else:
@@ -214,7 +217,7 @@ CAPACITY_PLANNING = [
         fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
         colours = ["0.45" if k == "as configured" else ("C3" if k == most else "C0") for k in levers.index]
         bars = ax.barh(levers.index, levers.nodes, color=colours)
-        labels = [f"{n} nodes, ${c:.2f}/Mtok" for n, c in zip(levers.nodes, levers["$/Mtok out"], strict=True)]
+        labels = [f"{nodes(n)}, ${c:.2f}/Mtok" for n, c in zip(levers.nodes, levers["$/Mtok out"], strict=True)]
         ax.bar_label(bars, labels, padding=4)
         ax.invert_yaxis()
         ax.set_xlim(0, levers.nodes.max() * 1.6)
@@ -599,6 +602,9 @@ BRING_YOUR_OWN_TRACE = [
         1. look at the trace; 2. what it shares; 3. replay it faster; 4. simulate it and write the report;
         5. a format of your own.
     """),
+    md("""
+        ## 1. Look at the trace
+    """),
     code("""
         from importlib.resources import files
         from pathlib import Path
@@ -612,21 +618,26 @@ BRING_YOUR_OWN_TRACE = [
     md("""
         ## 2. What it shares
 
-        `prefix_hit_share` is the share of prompt tokens an earlier request already sent: what a prefix
-        cache (or a provider's prompt cache) can skip; `reuse_gap_s` how long after the previous use they
+        `prefix_hit_share` is the share of prompt tokens an earlier request already sent: what a provider's
+        prompt cache can skip (an engine's prefix cache also keeps generated answers, which a next turn sends
+        back, so a run can hit more); `reuse_gap_s` how long after the previous use they
         come back, which decides whether a TTL keeps them. Azure and BurstGPT logs carry no prefix ids, so
         for them both are unknown (NaN, with `summary().prefix_note` saying why), not zero.
     """),
     code("""
         import matplotlib.pyplot as plt
+        import numpy as np
 
         from simulator import load_workload
 
         workload = load_workload(TRACE)
         frame = workload.to_frame()
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
-        (frame.arrival_s // 10 * 10).value_counts().sort_index().div(10).plot(
-            ax=left, title="arrivals per second (10 s bins)", xlabel="time (s)", ylabel="requests per second")
+        last = frame.arrival_s.max()  # 10 s bins, the last one ending at the last arrival; an empty bin reads 0
+        edges = np.append(np.arange(0.0, last, 10.0), last)
+        counts, _ = np.histogram(frame.arrival_s, bins=edges)
+        left.stairs(counts / np.diff(edges), edges)
+        left.set(title="arrivals per second (10 s bins)", xlabel="time (s)", ylabel="requests per second")
         frame.prompt_tokens.plot.hist(bins=40, ax=right, title="prompt tokens", logy=True)
         right.set(xlabel="prompt tokens per request", ylabel="requests (log scale)")
         workload.summary().to_frame()

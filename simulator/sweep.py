@@ -743,8 +743,9 @@ class _CsvLog:
             digest = cells[at["digest"]]
             if digest not in ours:
                 raise ConfigError(f"{where}: not a point of this sweep (digest "
-                                  f"{digest[:16]!r}): the scenario or the grid changed since it was written; "
-                                  "resume with the same ones or write elsewhere")
+                                  f"{digest[:16]!r}): the scenario, its seed or the grid changed since it was "
+                                  "written (a grid may grow, not lose points); resume with the same ones or write "
+                                  "elsewhere")
             key = (digest, cells[at["hardware"]])
             if cells[at["error"]]:
                 self.done.pop(key, None)

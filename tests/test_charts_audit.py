@@ -141,7 +141,7 @@ def _sweep(meets: list[object]) -> pd.DataFrame:
 def test_the_sweep_chart_rings_the_points_that_miss_the_slos() -> None:
     ax = plot_sweep(_sweep([False, True, True]), "cluster.nodes", "usd_per_million_output_tokens")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "misses an SLO (p99 TTFT or TPOT, or timeouts)" in labels
+    assert "misses an SLO (p99 TTFT or TPOT), or rejects or times out requests" in labels
     (ring,) = ax.collections
     assert ring.get_offsets().tolist() == [[1.0, 1.79]]  # the cheap point that misses, and only it
     assert tuple(ring.get_edgecolor()[0]) == pytest.approx(plt.matplotlib.colors.to_rgba(MISSES_COLOUR))

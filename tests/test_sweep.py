@@ -357,8 +357,8 @@ def test_resume_refuses_a_log_of_another_scenario_or_grid(tiny, tmp_path):
         run_sweep(dataclasses.replace(sc, seed=1), grid, workers=1, csv_path=log, resume=True, point=never)
     digest = _rows(log)[0]["digest"]
     assert str(err.value) == (f"{log} line 2: --resume: not a point of this sweep (digest {digest!r}): the "
-                              "scenario or the grid changed since it was written; resume with the same ones "
-                              "or write elsewhere")
+                              "scenario, its seed or the grid changed since it was written (a grid may grow, not "
+                              "lose points); resume with the same ones or write elsewhere")
     with pytest.raises(ConfigError) as err:  # other grid keys
         run_sweep(sc, {"cluster.nodes": ["1"]}, workers=1, csv_path=log, resume=True, point=never)
     assert str(err.value) == (f"{log}: --resume: its columns are not this sweep's (missing: none; extra: "

@@ -122,7 +122,7 @@ def _goodput_caption(sim: pd.DataFrame) -> str:
     and ``tpot_ok_fraction`` when the frame has them)."""
     text = ("Goodput panels (under each kind's streams): one node offered 80% of the request rate it sustains (a "
             "request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) streams: "
-            "capacity_rps in collapse_simulated.csv; Poisson arrivals, the scenario's scheduler and SLOs); "
+            "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the scenario's scheduler and SLOs); "
             "goodput = share of requests meeting both p99 SLOs.")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
@@ -131,7 +131,7 @@ def _goodput_caption(sim: pd.DataFrame) -> str:
             text += (f"\nThe misses are time to first token ({100 * ttft_miss:.0f}% of requests on average against "
                      f"{100 * tpot_miss:.0f}% for time per token): prefill takes much of the node's time at these "
                      "rates, so prompts that arrive close together wait for those ahead of them; where one prompt's "
-                     "prefill alone (prefill_s in the CSV) exceeds the TTFT SLO, no rate meets it.")
+                     "prefill alone (the table's prefill_s) exceeds the TTFT SLO, no rate meets it.")
         elif tpot_miss > 0:
             text += (f"\nThe misses are time per output token ({100 * tpot_miss:.0f}% of requests on average against "
                      f"{100 * ttft_miss:.0f}% for time to first token): a batch that large reads too much KV a step.")

@@ -108,4 +108,4 @@ def _mark_misses(ax: Axes, df: pd.DataFrame, x: str, y: str, scale: float) -> No
         return
     points = df[missed]
     ax.scatter(points[x], points[y].astype(float) * scale, s=160, facecolors="none", edgecolors=MISSES_COLOUR,
-               linewidths=2.0, zorder=5, label="misses an SLO (p99 TTFT or TPOT, or timeouts)")
+               linewidths=2.0, zorder=5, label="misses an SLO (p99 TTFT or TPOT), or rejects or times out requests")
