@@ -122,7 +122,8 @@ def _goodput_caption(sim: pd.DataFrame) -> str:
     and ``tpot_ok_fraction`` when the frame has them)."""
     text = ("Goodput panels (under each kind's streams): one node offered 80% of the request rate it sustains (a "
             "request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) streams: "
-            "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the scenario's scheduler and SLOs); "
+            "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the "
+            "scenario's scheduler and SLOs); "
             "goodput = share of requests meeting both p99 SLOs.")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
