@@ -236,7 +236,8 @@ def test_a_name_that_does_not_resolve_is_said_at_the_key_that_gave_it(tmp_path: 
     (["fit", "--hardware", "H999", "--context", "100"], "--hardware: unknown node 'H999'; valid: 8xH100, "),
     (["cost", "--hardware", "H999", "--batch", "1", "--context", "9"], "--hardware: unknown node 'H999'; valid: "),
     (["fit", "--model", "Llama-9", "--context", "100"], "--model: unknown model 'Llama-9'; valid: Llama-3.1-8B, "),
-    (["calc", "--model-config", ".", "--context", "100"], "'.' is a folder; give the path to its config.json"),
+    (["calc", "--model-config", ".", "--context", "100"], "--model-config: '.' is a folder; give the path to its "
+                                                          "config.json"),
 ])
 def test_an_option_naming_nothing_known_is_said_at_its_flag(args: list[str], says: str) -> None:
     assert error(kvsim(*args), "--", "folder").startswith(f"Error: {says}")
@@ -244,7 +245,7 @@ def test_an_option_naming_nothing_known_is_said_at_its_flag(args: list[str], say
 
 def test_a_plan_part_out_of_range_names_the_part_as_written() -> None:
     assert error(kvsim("collapse", "--plan", "tp8+pp0"), "plan") == (
-        "Error: plan 'tp8+pp0': ppN: must be an integer >= 1 (got 0)")  # was ParallelPlan: 'pp'
+        "Error: --plan: plan 'tp8+pp0': ppN: must be an integer >= 1 (got 0)")  # was ParallelPlan: 'pp'
 
 
 def test_a_trace_row_that_breaks_a_request_rule_names_its_column_not_the_class(tmp_path: Path) -> None:
@@ -367,7 +368,8 @@ def test_a_config_path_that_is_a_folder_is_refused_even_when_a_catalog_model_has
     (tmp_path / "Llama-3.1-8B").mkdir()
     (tmp_path / "Llama-3.1-8B" / "config.json").write_text("{}")
     says = "'Llama-3.1-8B' is a folder; give the path to its config.json (it holds one: give that path)"
-    assert error(kvsim("calc", "--model-config", "Llama-3.1-8B", "--context", 100), "folder") == f"Error: {says}"
+    assert error(kvsim("calc", "--model-config", "Llama-3.1-8B", "--context", 100), "folder") == (
+        f"Error: --model-config: {says}")
     p = tmp_path / "s.toml"
     p.write_text(edit('name = "Llama-3.1-8B"', 'config = "Llama-3.1-8B"'))
     with pytest.raises(ConfigError) as err:
