@@ -172,11 +172,18 @@ class ProfileCatalog:
     default_profile: str
     shared: dict[str, dict[str, Any]]  # profile-level TOML keys, inherited by tiers added later
 
-    def get(self, profile: str | None = None, tier: str | None = None) -> PriceProfile:
-        """The tier `tier` of `profile` (defaults: the catalog's default profile and its default tier)."""
+    def profile_key(self, profile: str | None = None) -> str | None:
+        """The catalog's key for `profile` in any case (default: the catalog's default profile); None if none."""
         name = (profile or self.default_profile).lower()
-        if name not in self.tiers:
-            raise ConfigError(f"unknown price profile {name!r}; valid: {', '.join(self.tiers)}")
+        return next((key for key in self.tiers if key.lower() == name), None)
+
+    def get(self, profile: str | None = None, tier: str | None = None) -> PriceProfile:
+        """The tier `tier` of `profile`, its name in any case (defaults: the catalog's default profile and its
+        default tier)."""
+        name = self.profile_key(profile)
+        if name is None:
+            raise ConfigError(f"unknown price profile {(profile or self.default_profile)!r}; valid: "
+                              f"{', '.join(self.tiers)}")
         tier_name = tier or self.default_tier[name]
         tiers = self.tiers[name]
         if tier_name not in tiers:

@@ -271,7 +271,7 @@ def breakeven(
             folder.prepare()  # a bad --out fails now, not after the tables; nothing is removed yet
         with at_option("--catalog", profiles_file):  # a missing file; its content's errors name it
             profiles = load_profiles(extra=profiles_file)
-        with at_option("--tier" if tier is not None and profile in profiles.tiers else "--profile"):
+        with at_option("--tier" if tier is not None and profiles.profile_key(profile) else "--profile"):
             prof = profiles.get(profile, tier)
         ttls = _ttls(prof, ttl_text)
         given = [x for x in (rate_text, gaps_spec, workload_spec) if x is not None]

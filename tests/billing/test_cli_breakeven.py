@@ -135,9 +135,27 @@ def test_workload_option_with_a_generator():
     (["--catalog", "missing.toml"], "Error: --catalog: missing.toml: file not found"),
     (["--profile", "antropic"], "Error: --profile: unknown price profile 'antropic'; valid: anthropic, openai"),
     (["--profile", "anthropic", "--tier", "sonet"], "Error: --tier: unknown tier 'sonet' of profile 'anthropic'"),
+    (["--tier", "sonet"], "Error: --tier: unknown tier 'sonet' of profile 'anthropic'"),  # the default profile's
+    (["--profile", "ANTHROPIC", "--tier", "sonet"], "Error: --tier: unknown tier 'sonet' of profile 'anthropic'"),
 ])
 def test_breakeven_errors_name_the_option(tmp_path, monkeypatch, args, says):
     """helper-124: these read 'openai: file not found' and 'unknown price profile ...' without the option."""
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(breakeven, args)
     assert r.exit_code == 2 and says in r.output
+
+
+def test_a_profile_named_in_capitals_in_a_catalog_can_be_chosen(tmp_path):
+    """helper-126: a --catalog's [profile.Acme] could never be selected: the lookup lower-cased the name asked."""
+    from simulator.billing.profiles import load_profiles
+
+    f = tmp_path / "p.toml"
+    f.write_text('[profile.Acme]\nsource = "mine"\nas_of = "2026-12"\n[profile.Acme.tier.t]\n'
+                 'input_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\ncaching = "explicit"\nttl_names = ["5m"]\n'
+                 'ttl_s = [300]\nwrite_multipliers = [1.25]\nttl_settable = false\nread_multiplier = 0.1\n'
+                 'min_cacheable_tokens = 1024\ncache_increment_tokens = 1\nsliding = true\n'
+                 'storage_usd_per_mtok_hour = 0.0\n')
+    profiles = load_profiles(extra=f)
+    assert profiles.get("Acme").key == profiles.get("acme").key == "Acme/t"
+    r = CliRunner().invoke(breakeven, ["--catalog", str(f), "--profile", "Acme", "--tier", "x"])
+    assert r.exit_code == 2 and "Error: --tier: unknown tier 'x' of profile 'Acme'" in r.output
