@@ -233,10 +233,6 @@ def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
     """Refuse an option of --max-rate/--offline given on the command line without its mode (it
     would change nothing)."""
     ctx = click.get_current_context()
-    if max_rate and offline:  # two modes that each answer instead of the fleet search: one at a time
-        raise ConfigError("--max-rate and --offline: give one of them (each answers instead of the fleet search: "
-                          "--max-rate the highest rate that meets the SLOs, --offline the throughput of every "
-                          "request at t = 0)")
     needs = {"seeds": ("--seeds", max_rate or offline, "--max-rate or --offline"),
              "warmup_fraction": ("--warmup-fraction", max_rate or offline, "--max-rate or --offline"),
              "rel_tol": ("--rel-tol", max_rate, "--max-rate")}
