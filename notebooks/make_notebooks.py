@@ -81,8 +81,9 @@ CAPACITY_PLANNING = [
 
         `prefix_hit_share` is the share of prompt tokens that an earlier request already sent (a system
         prompt, a conversation's history, the repository an agent re-reads): what a provider's prompt cache can
-        skip. An engine's prefix cache also keeps the KV of the answers it generated, which a conversation's next
-        turn sends back, so a simulated run can hit more (`prefix_hit_ratio_tokens`).
+        skip. A simulated run can hit more (an engine's prefix cache also keeps the answers it generated, which a
+        conversation's next turn sends back) or less (a finite cache evicts, and a replica caches only what was
+        routed to it): the run's `prefix_hit_ratio_tokens`.
         The prompt quantiles say how much KV one request holds; a p99 far above the median (agents' 32k-112k
         contexts beside 1k chat turns) means a few requests hold most of the memory.
 
@@ -183,7 +184,7 @@ CAPACITY_PLANNING = [
             s = result.summary
             rows.append({"lever": name, "nodes": nodes, "$/Mtok out": s["usd_per_million_output_tokens"],
                          "TTFT p99 (s)": s["ttft_p99_s"], "TPOT p99 (ms)": s["tpot_p99_s"] * 1e3,
-                         "KV util": s["kv_utilization"], "prefix hit share": s["prefix_hit_ratio_tokens"],
+                         "KV util": s["kv_utilization"], "prefix hit ratio (run)": s["prefix_hit_ratio_tokens"],
                          "quality debit (points)": layout_debit_points(result.config.layout)})
         levers = pd.DataFrame(rows).set_index("lever")
         levers
@@ -619,8 +620,8 @@ BRING_YOUR_OWN_TRACE = [
         ## 2. What it shares
 
         `prefix_hit_share` is the share of prompt tokens an earlier request already sent: what a provider's
-        prompt cache can skip (an engine's prefix cache also keeps generated answers, which a next turn sends
-        back, so a run can hit more); `reuse_gap_s` how long after the previous use they
+        prompt cache can skip (a run can hit more, as an engine's prefix cache also keeps generated answers that
+        a next turn sends back, or less, as a finite cache evicts); `reuse_gap_s` how long after the previous use they
         come back, which decides whether a TTL keeps them. Azure and BurstGPT logs carry no prefix ids, so
         for them both are unknown (NaN, with `summary().prefix_note` saying why), not zero.
     """),
@@ -634,7 +635,9 @@ BRING_YOUR_OWN_TRACE = [
         frame = workload.to_frame()
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
         last = frame.arrival_s.max()  # 10 s bins, the last one ending at the last arrival; an empty bin reads 0
-        edges = np.append(np.arange(0.0, last, 10.0), last)
+        edges = np.append(np.arange(0.0, last, 10.0), max(last, 1e-9))
+        if len(edges) > 2 and edges[-1] - edges[-2] < 5.0:  # a sliver of a last bin joins the one before
+            edges = np.delete(edges, -2)
         counts, _ = np.histogram(frame.arrival_s, bins=edges)
         left.stairs(counts / np.diff(edges), edges)
         left.set(title="arrivals per second (10 s bins)", xlabel="time (s)", ylabel="requests per second")

@@ -10,7 +10,6 @@ says something shorter instead.
 import numbers
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -41,9 +40,29 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text):,} characters)"
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _inline_table(table: dict[object, object]) -> str:
-    """A table as a TOML file writes it inline, ``{mean = 500, cv = -1}``, not Python's ``{'mean': 500, ...}``."""
-    return "{" + ", ".join(f"{k} = {_inline_table(v) if type(v) is dict else repr(v)}" for k, v in table.items()) + "}"
+    """A table as a TOML file writes it inline, ``{mean = 500, cv = -1}``, not Python's ``{'mean': 500, ...}``:
+    true/false, lists and tables within, a key quoted unless bare (``{"x.y" = 1}``).
+
+    >>> _inline_table({"mean": 500, "fixed": True, "clip": [{"a": 1}], "x.y": "s"})
+    '{mean = 500, fixed = true, clip = [{a = 1}], "x.y" = "s"}'
+    """
+    def value(v: object) -> str:
+        if type(v) is dict:
+            return _inline_table(v)
+        if type(v) in (list, tuple):
+            return "[" + ", ".join(value(x) for x in v) + "]"  # type: ignore[attr-defined]
+        if type(v) is bool:
+            return "true" if v else "false"
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if type(v) is str else repr(v)
+
+    def key(k: object) -> str:
+        return str(k) if _BARE_KEY.fullmatch(str(k)) else value(str(k))
+
+    return "{" + ", ".join(f"{key(k)} = {value(v)}" for k, v in table.items()) + "}"
 
 
 class RuleError(ConfigError):
@@ -84,8 +103,7 @@ def at_key(where: str, key: str) -> str:
     >>> at_key("s.toml", "cluster"), at_key("s.toml: cluster", "tp"), at_key("--workload", "rate_per_s")
     ('s.toml: cluster', 's.toml: cluster.tp', '--workload.rate_per_s')
     """
-    is_file = where.endswith(FILE_SUFFIXES) or (": " not in where and Path(where).is_file())  # s3, a suffix-less file
-    return f"{where}: {key}" if is_file else f"{where}.{key}"
+    return f"{where}: {key}" if where.endswith(FILE_SUFFIXES) else f"{where}.{key}"
 
 
 def placed(exc: ConfigError, where: str) -> ConfigError:

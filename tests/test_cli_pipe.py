@@ -35,6 +35,9 @@ def test_a_shell_pipeline_into_head():
     (["nope"], "Error: unknown command 'nope'; valid: calc, fit, collapse, models, hardware, workload, breakeven, "
                 "cost, calibrate, run, capacity, sweep, compare"),
     (["--bogus"], "Error: No such option '--bogus'."),
+    ([""], "Error: unknown command ''; valid: calc, fit, collapse, models, hardware, workload, breakeven, cost, "
+           "calibrate, run, capacity, sweep, compare"),
+    (["workload", "nope"], "Error: unknown command 'nope'; valid: describe, generate"),
     (["workload", "describe"], "Error: Missing argument 'SPEC'."),
     (["run", "trace-replay", "--trace", "no-such.csv"], "Error: Invalid value for '--trace': File 'no-such.csv' does "
      "not exist."),  # it named the installed scenario and its [workload] 'spec'

@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from simulator import __version__
-from simulator.cli.common import config_errors
-from simulator.errors import MAX_MESSAGE_CHARS, shown
+from simulator.cli.common import config_errors, resolve_listing
+from simulator.errors import MAX_MESSAGE_CHARS
 from simulator.files import shown_path
 
 # name -> (module, attribute, one-line help shown by `kvsim --help`)
@@ -71,10 +71,7 @@ class LazyGroup(click.Group):
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
                                                                          list[str]]:
-        name = args[0] if args else ""
-        if name and not name.startswith("-") and name not in COMMANDS:  # click's own names none of the valid ones
-            raise click.UsageError(f"unknown command {shown(name)}; valid: {', '.join(COMMANDS)}")
-        return super().resolve_command(ctx, args)
+        return resolve_listing(self, ctx, args, list(COMMANDS))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):

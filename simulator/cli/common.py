@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from simulator import jsonout
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name, shown
 from simulator.files import said_at, shown_path
 
 P = ParamSpec("P")
@@ -417,3 +417,20 @@ def _remove_empty(d: Path, root: Path) -> None:
         if folder == root or root not in folder.parents or any(folder.iterdir()):
             break
         folder.rmdir()
+
+
+def resolve_listing(group: click.Group, ctx: click.Context, args: list[str],
+                    names: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    """`group`'s command for `args`, an unknown name refused with the valid `names` (click's own error names none
+    of them); shell completion (``resilient_parsing``) is left to click."""
+    if args and not ctx.resilient_parsing and not args[0].startswith("-") and args[0] not in names:
+        raise click.UsageError(f"unknown command {shown(args[0])}; valid: {', '.join(names)}")
+    return click.Group.resolve_command(group, ctx, args)
+
+
+class ListingGroup(click.Group):
+    """A command group whose unknown command lists the valid ones (`resolve_listing`)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                         list[str]]:
+        return resolve_listing(self, ctx, args, self.list_commands(ctx))

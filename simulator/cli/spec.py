@@ -41,7 +41,7 @@ from simulator.cli.options import (
     model_option,
     plan_options,
 )
-from simulator.errors import ConfigError, DoesNotFitError, RuleError, must_differ, shown
+from simulator.errors import ConfigError, DoesNotFitError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression, parse_layout
 from simulator.levers import layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
@@ -373,10 +373,11 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             chosen = []
         try:
             df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
-        except RuleError as exc:  # a plan the model or node refuses, at the --plan that named it
-            if plans and exc.owner.startswith(("plan ", "node ")):
+        except ConfigError as exc:  # a plan the model or node refuses, at the --plan or --tp that named it
+            text = str(exc)
+            if plans and text.startswith(("plan ", "node ")):
                 raise ConfigError(f"--plan: {exc}") from None  # (its part named: 'tp', 'ep', ...)
-            if tp is not None and exc.owner.startswith("node "):  # TP that does not tile the node
+            if tp is not None and text.startswith("node "):  # TP that does not tile the node, or spans NIC-less ones
                 raise ConfigError(f"--tp {tp}: {exc}") from None
             raise
         folder.prepare()  # the inputs held (a bad one leaves no folder behind); nothing is removed yet

@@ -9,6 +9,7 @@ import click
 import pandas as pd
 
 from simulator.cli.common import (
+    ListingGroup,
     OutPath,
     check_out_file,
     echo_json,
@@ -26,7 +27,7 @@ from workloads.traces.native import check_suffix
 from workloads.workload import cut_note, say_left_out
 
 
-@click.group("workload")
+@click.group("workload", cls=ListingGroup)
 def workload() -> None:
     """Describe and generate request workloads."""
 
