@@ -464,6 +464,11 @@ class Scenario:
         if self.disaggregation is not None:
             self._check_disaggregation(model)
         self._check_plugins()
+        from simulator.engine.cluster import check_tiers
+
+        for node in [*nodes, *([self.hardware_catalog().node(self.disaggregation.prefill_hardware)]
+                               if self.disaggregation is not None and self.disaggregation.prefill_hardware else [])]:
+            check_tiers(self.cache.params, node, self.where)
         self._check_workload()
         self._check_billing()
 

@@ -824,3 +824,18 @@ def test_bench_mutated_traces(how, name, edits, corruption, cut):
 @given(data=st.data())
 def test_bench_every_command_with_random_arguments(family, data):
     check_command_line(data.draw(command_line(family)))
+
+
+@pytest.mark.parametrize(("tier", "key"), [("dram", "host_dram_bytes"), ("nvme", "nvme_bytes")])
+def test_an_offload_tier_on_a_node_with_no_room_for_it_is_refused(tmp_path, tier, key):
+    """helper-127: a dram (or nvme) tier on a catalog node with host_dram_bytes = 0 (nvme_bytes = 0) ran as the
+    prefix cache alone, exit 0, without a word."""
+    cat = tmp_path / "c.toml"
+    cat.write_text('[node.8xH100d]\ngpu = "H100"\ngpus = 8\nhost_dram_bytes = 0\nnvme_bytes = 0\n'
+                   'nvme_bytes_per_s = 25e9\nnic_bytes_per_s = 50e9\nnic_latency_s = 5e-6\nnvlink_domain_gpus = 8\n'
+                   'source = "test"\n')
+    p = tmp_path / "s.toml"
+    p.write_text(BASE.replace('hardware = ["8xH100"]', 'hardware = ["8xH100d"]\ncatalog = "c.toml"')
+                 .replace('strategy = "prefix"', f'strategy = "prefix"\nparams = {{{tier} = true}}'))
+    line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
+    assert f"s.toml: cache.params.{tier}: node 8xH100d has no room for a {tier} tier ({key} = 0 in its catalog)" in line

@@ -36,7 +36,7 @@ import gc
 import inspect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -158,6 +158,7 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         else:
             t = _call_factory(timer, node, model, plan.tp, config.layout)
         per_node = budget.replicas * engines / budget.nodes  # engines on one node's DRAM, NVMe and PCIe
+        check_tiers(config.cache_params, node, "EngineConfig")
         host_bytes = node.host_dram_bytes / per_node
         host_blocks = int(host_bytes // geo.block_bytes)
         pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node
@@ -180,6 +181,15 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
             r.decode_room = room
     return Cluster(replicas=replicas, nodes=nodes, samples=samples if isinstance(samples, list) else [],
                    budgets=budgets, pool_of=pool_of)
+
+
+def check_tiers(cache_params: Mapping[str, object], node: NodeSpec, where: str) -> None:
+    """An offload tier the cache parameters ask for (``dram``, ``nvme``) has room on `node`: a node whose catalog
+    gives it no host DRAM or NVMe would keep nothing there, and the run would read as one without the tier."""
+    for tier, size, key in (("dram", node.host_dram_bytes, "host_dram_bytes"), ("nvme", node.nvme_bytes, "nvme_bytes")):
+        if cache_params.get(tier) and not size > 0:
+            raise ConfigError(f"{where}: cache.params.{tier}: node {node.key} has no room for a {tier} tier ({key} = "
+                              f"{size:g} in its catalog); give the node {key} > 0 or drop the tier")
 
 
 def run_events(env: simpy.Environment, arrivals: _Injector | None = None) -> None:
