@@ -321,11 +321,17 @@ def breakeven(
             show("Simulated bills per TTL:", comparison.summary)
             echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
+            summary = wl.summary()
+            unknown = summary.prefix_note if summary.n_reuses is None else ""  # a trace that carries no prefix ids
             uncached = _uncached_note(comparison.uncached_reason, load_profiles(extra=profiles_file).automatic())
-            if uncached:
+            if unknown:
+                echo(f"\nnote: {unknown}: the bills above price every prompt as new, which this trace cannot tell")
+            elif uncached:
                 echo(f"\nnote: {uncached}")
-            echo(f"\nbest TTL for the customer: {comparison.best_ttl}"
-                 + (" (nothing was cached: see the note above)" if uncached else ""))
+            echo("\nbest TTL for the customer: " + ("unknown (the trace's reuse is unknown: see the note above)"
+                                                    if unknown else comparison.best_ttl
+                                                    + (" (nothing was cached: see the note above)" if uncached
+                                                       else "")))
             frames["workload"] = comparison.summary
         if out is not None and folder:
             folder.clear()  # the tables are done: breakeven's earlier files go now
@@ -361,6 +367,9 @@ def breakeven(
             folder.finish()
             echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}{skipped}")
         if as_json:
-            echo_json({"profile": prof.key, "best_ttl": comparison.best_ttl if comparison is not None else None,
+            unknown_reuse = (comparison is not None and wl is not None and wl.summary().n_reuses is None)
+            echo_json({"profile": prof.key,
+                       "best_ttl": comparison.best_ttl if comparison is not None and not unknown_reuse else None,
+                       "reuse_unknown": unknown_reuse,
                        "nothing_cached": comparison.uncached_reason if comparison is not None else None,
                        **{name: records(frame) for name, frame in frames.items()}})

@@ -159,3 +159,19 @@ def test_a_profile_named_in_capitals_in_a_catalog_can_be_chosen(tmp_path):
     assert profiles.get("Acme").key == profiles.get("acme").key == "Acme/t"
     r = CliRunner().invoke(breakeven, ["--catalog", str(f), "--profile", "Acme", "--tier", "x"])
     assert r.exit_code == 2 and "Error: --tier: unknown tier 'x' of profile 'Acme'" in r.output
+
+
+def test_a_trace_with_no_prefix_ids_gets_no_best_ttl(tmp_path):
+    """helper-128: an Azure trace (no prefix ids: each prompt its own segment) read 'best TTL for the customer:
+    none' with no note, where its reuse is unknown, not zero (`kvsim workload describe` says so)."""
+    import json
+
+    trace = tmp_path / "az.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{i:02d}.0,{2000 + i},{50 + i}\n" for i in range(20)))
+    r = CliRunner().invoke(breakeven, ["--workload", str(trace), "--profile", "openai"])
+    assert r.exit_code == 0, r.output
+    assert "note: the azure trace format carries no prefix ids" in r.output
+    assert "best TTL for the customer: unknown (the trace's reuse is unknown: see the note above)" in r.output
+    doc = json.loads(CliRunner().invoke(breakeven, ["--workload", str(trace), "--profile", "openai", "--json"]).stdout)
+    assert doc["best_ttl"] is None and doc["reuse_unknown"] is True
