@@ -99,6 +99,10 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
         partial.unlink(missing_ok=True)
     click.echo(f"wrote {n} requests to {out}")
     say_left_out(w, warn, "--duration-s" if duration_s is not None else "workload.duration_s")  # not in the file
+    summary = w.summary()
+    if summary.n_reuses is None:  # kvsim's format has no "unknown": its segments would read as no reuse at all
+        warn(f"{summary.prefix_note}; {out.name} holds each prompt as its own segment, so it reads back as no reuse "
+             "(prefix_hit_share 0), not unknown")
 
 
 def _inputs(spec: str) -> list[tuple[str, Path]]:

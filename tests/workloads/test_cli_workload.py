@@ -219,3 +219,18 @@ def test_generate_from_a_trace_says_the_rows_it_left_out(tmp_path: Path) -> None
         "warning: workload: 1 trace row skipped (malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the "
         "format's rule: a failed request, 0 tokens)",
         "warning: workload: the trace cut at 20 s of replay (--duration-s; its later rows not replayed)"]
+
+
+def test_generate_from_a_trace_with_no_prefix_ids_warns_that_unknown_reuse_will_read_as_none(tmp_path: Path) -> None:
+    """helper-128: an Azure trace written in kvsim's format read back as prefix_hit_share 0, where read directly
+    it is unknown (NaN, with a note), without a word at generate."""
+    trace = tmp_path / "az.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{i:02d}.0,{2000 + i},{50 + i}\n" for i in range(5)))
+    out = tmp_path / "az.jsonl"
+    r = CliRunner().invoke(workload, ["generate", str(trace), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert ("warning: the azure trace format carries no prefix ids" in r.stderr
+            and "az.jsonl holds each prompt as its own segment, so it reads back as no reuse" in r.stderr)
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--duration-s", "20", "--out", str(tmp_path / "c.jsonl")])
+    assert r.exit_code == 0 and "warning" not in r.stderr
