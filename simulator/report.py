@@ -84,6 +84,18 @@ def _router_line(sc: Scenario) -> str:
     return sc.router.name + (f" ({params})" if params else "")
 
 
+def _cache_line(sc: Scenario) -> str:
+    """The KV cache strategy each fleet runs, for the report's preamble: ``prefix (lru eviction, dram + nvme
+    tiers)``, or ``none (every prompt prefilled whole)``."""
+    params = dict(sc.cache.params)
+    if sc.cache.strategy == "none":
+        return "none (every prompt prefilled whole)"
+    tiers = [t for t in ("dram", "nvme") if params.get(t)]
+    parts = [f"{params.get('eviction', 'lru')} eviction", f"{' + '.join(tiers)} tier{'s' * (len(tiers) > 1)}"
+             if tiers else "no offload tier"]
+    return f"{sc.cache.strategy} ({', '.join(parts)})"
+
+
 def _missing(x: object) -> bool:
     """A missing cell: None, NaN or pandas' NA (a string, list or number otherwise)."""
     return x is None or x is pd.NA or (isinstance(x, float) and x != x)
@@ -278,7 +290,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
              f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix"
              + (f" ({wl.prefix_note})" if wl.prefix_note else "") + ".\n"),
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
-          f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}.\n",
+          f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}. KV cache: {_cache_line(sc)}.\n",
           f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
           (("Sustained throughput is over the steady-state window (every request arrives at t = 0 here: the window "
@@ -290,7 +302,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
             f"{_WINDOW.max_warmup_fraction:.0%}, left out as warm-up; everything after the last arrival left out as "
             "drain)")) + "; makespan throughput over first arrival to last completion.\n",
           HEADLINE_COLUMNS,
-          "".join(f"- {note}\n" for note in run.steady_notes())]
+          "".join(f"- {note}\n" for note in run.steady_notes()),
+          "".join(f"- {note}\n" for note in run.cache_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]
     files.add(1)

@@ -51,6 +51,27 @@ class ScenarioRun:
             notes.append(note + (f"; {s['steady_state_warning']}" if s["steady_state_warning"] else ""))
         return notes
 
+    def cache_notes(self) -> list[str]:
+        """Per fleet with the prefix cache: the share of prompt tokens it served, the blocks it evicted from HBM,
+        and what each offload tier brought back (or that it brought nothing back: the tier changed nothing)."""
+        sc = self.scenario
+        if sc.cache.strategy == "none":
+            return []
+        tiers = [t for t in ("dram", "nvme") if dict(sc.cache.params).get(t)]
+        notes = []
+        for hw, r in self.results.items():
+            s = r.summary
+            note = (f"{hw}: the prefix cache served {s['prefix_hit_ratio_tokens']:.1%} of prompt tokens and evicted "
+                    f"{s['cache_evicted_blocks']:,} blocks from HBM")
+            if tiers:
+                back = s["cache_reloaded_blocks"]
+                note += (f"; the {' + '.join(tiers)} tier{'s' * (len(tiers) > 1)} brought back {back:,} blocks "
+                         f"({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back else
+                         f"; nothing came back from the {' + '.join(tiers)} tier{'s' * (len(tiers) > 1)}, so "
+                         "it changed nothing at this load")
+            notes.append(note)
+        return notes
+
     def headline(self) -> pd.DataFrame:
         """One row per hardware kind: the figures a planner reads first.
 

@@ -166,6 +166,12 @@ breakeven = true
     assert "the last arrival left out as drain" in md and "req/s offered" in md
     assert "`goodput`: the share of requests that completed within both SLOs" in md
     assert "`$/Mtok out`: that cost over the whole run (makespan)" in md
+    # what the cache ran and did (helper-127: the report named the scheduler and router but not the cache)
+    s = json.loads((out / "8xH100" / "summary.json").read_text())
+    s = s.get("summary", s)
+    assert "KV cache: prefix (lru eviction, no offload tier)." in md
+    assert (f"- 8xH100: the prefix cache served {s['prefix_hit_ratio_tokens']:.1%} of prompt tokens and evicted "
+            f"{s['cache_evicted_blocks']:,} blocks from HBM\n") in md
 
 
 def test_an_offline_runs_report_says_its_own_steady_window(tmp_path):
@@ -372,3 +378,24 @@ tpot_p99_s = 0.1
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (  # every kind named, grouped by reason (helper-118)
         f"Error: {sc}: no fleet of any node kind meets the SLOs: 8xH100, 8xB200: none of up to 256 nodes "
         "(--hardware with one kind says why in full)")
+
+
+def test_cache_notes_say_what_each_tier_brought_back():
+    """The report's cache notes (helper-127: a run said nothing of its tiers): blocks back and GB, or that a
+    tier brought nothing back."""
+    from types import SimpleNamespace
+
+    from simulator.study import ScenarioRun
+
+    def run_of(params, reloaded):
+        cache = SimpleNamespace(strategy="prefix", params=params)
+        summary = {"prefix_hit_ratio_tokens": 0.9595, "cache_evicted_blocks": 35765,
+                   "cache_reloaded_blocks": reloaded, "cache_bytes_up": reloaded * 5_242_880}
+        return SimpleNamespace(scenario=SimpleNamespace(cache=cache),
+                               results={"8xH100": SimpleNamespace(summary=summary)})
+
+    both = ScenarioRun.cache_notes(run_of({"dram": True, "nvme": True}, 8369))  # type: ignore[arg-type]
+    assert both == ["8xH100: the prefix cache served 96.0% of prompt tokens and evicted 35,765 blocks from HBM; the "
+                    "dram + nvme tiers brought back 8,369 blocks (43.9 GB)"]
+    idle = ScenarioRun.cache_notes(run_of({"dram": True}, 0))  # type: ignore[arg-type]
+    assert idle[0].endswith("; nothing came back from the dram tier, so it changed nothing at this load")
