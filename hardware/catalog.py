@@ -98,7 +98,8 @@ class NodeSpec:
     ``nic_bytes_per_s`` is one GPU's scale-out NIC (per direction), ``nic_latency_s`` a message's
     latency over it, ``nvlink_domain_gpus`` the GPUs one NVLink domain joins (the node itself in
     an HGX server, 72 in an NVL72 rack). A user catalog may leave the interconnect out (0: unknown;
-    the domain is then the node): a plan that spans nodes then says what is missing.
+    the domain is then the node): a plan that spans nodes then says what is missing. A NIC given needs its
+    latency too.
     """
 
     key: str
@@ -118,6 +119,9 @@ class NodeSpec:
         for f in ("host_dram_bytes", "nvme_bytes", "nvme_bytes_per_s", "nic_bytes_per_s", "nic_latency_s"):
             v = getattr(self, f)
             must(v >= 0, where, f, ">= 0", v)
+        # a NIC with no latency would move KV in bytes / bandwidth alone: a catalog that gives one gives both
+        must(not (self.nic_bytes_per_s > 0 and self.nic_latency_s == 0), where, "nic_latency_s",
+             "> 0 where nic_bytes_per_s is (a message's latency over the NIC)", self.nic_latency_s)
         d = self.nvlink_domain_gpus
         must(type(d) is int and (d == 0 or (d >= self.gpus and d % self.gpus == 0)), where, "nvlink_domain_gpus",
              f"0 (the node) or a multiple of the node's {self.gpus} GPUs", d)

@@ -557,7 +557,8 @@ class Scenario:
         for node in [*p_nodes, *self.nodes()]:
             if not node.nic_bytes_per_s > 0:
                 raise ConfigError(f"{self.where}: disaggregation needs a scale-out NIC on {node.key} to move KV "
-                                  f"between pools (its nic_bytes_per_s is {node.nic_bytes_per_s!r})")
+                                  f"between pools: its catalog entry's nic_bytes_per_s must be > 0 (got "
+                                  f"{node.nic_bytes_per_s:g}; 0 where the entry leaves it out)")
 
     def check_context(self, workload: Workload) -> int:
         """Rule: every request's prompt + output fits the model's context window. Returns how many

@@ -202,3 +202,18 @@ def test_the_price_note_names_the_prefill_pools_gpu(tmp_path):
     assert note in r.stderr and note in (tmp_path / "o" / "summary.md").read_text()
     sc = load_scenario(p)
     assert [n.key for n in sc.priced_nodes()] == ["8xH100", "8xB200"] and [n.key for n in sc.nodes()] == ["8xH100"]
+
+
+def test_disaggregation_on_a_node_with_no_nic_says_the_catalog_left_it_out(tmp_path):
+    """helper-127: 'its nic_bytes_per_s is 0.0' for a key the catalog entry never wrote; now the rule and why."""
+    from simulator.errors import ConfigError
+
+    (tmp_path / "c.toml").write_text('[node.8xH100x]\ngpu = "H100"\ngpus = 8\nhost_dram_bytes = 2e12\n'
+                                     'nvme_bytes = 3e13\nnvme_bytes_per_s = 25e9\nsource = "test"\n')
+    edits = {**DISAGG, '[scheduler]\nadmission = "reserve"\n': "",
+             'hardware = ["8xH100"]': 'hardware = ["8xH100x"]\ncatalog = "c.toml"'}
+    p = scenario(tmp_path, **edits)
+    with pytest.raises(ConfigError, match=r"disaggregation needs a scale-out NIC on 8xH100x to move KV between pools: "
+                                          r"its catalog entry's nic_bytes_per_s must be > 0 \(got 0; 0 where the entry "
+                                          r"leaves it out\)"):
+        load_scenario(p)

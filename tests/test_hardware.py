@@ -135,3 +135,15 @@ def test_kvsim_hardware_shows_each_nodes_nvme_read_bandwidth():
     header = next(line for line in r.output.splitlines() if line.split()[:1] == ["node"])
     assert "NVMe TB  NVMe GB/s  NVLink GPUs" in header  # the sixth figure of a row: node GPUs HBM DRAM NVMe NVMe/s
     assert rows["8xH100"][5] == "25.00" and rows["1xH100"][5] == "3.12"
+
+
+def test_a_nic_without_its_latency_is_refused_and_a_missing_nic_is_said_as_such(tmp_path):
+    """helper-127: a catalog node with nic_bytes_per_s and no nic_latency_s moved KV with no latency (0.642 ms where
+    5 us more was due), and a node with no NIC at all read 'its nic_bytes_per_s is 0.0', a value never written."""
+    from simulator.errors import ConfigError
+
+    f = tmp_path / "c.toml"
+    f.write_text('[node.8xH100x]\ngpu = "H100"\ngpus = 8\nhost_dram_bytes = 2e12\nnvme_bytes = 3e13\n'
+                 'nvme_bytes_per_s = 25e9\nnic_bytes_per_s = 50e9\nsource = "test"\n')
+    with pytest.raises(ConfigError, match=r"node.8xH100x.nic_latency_s: must be > 0 where nic_bytes_per_s is"):
+        load_catalog(f)
