@@ -48,7 +48,7 @@ class Registry(Generic[T]):
         """`make`, its errors prefixed by where the name (`key` in `where_name`) and the parameters
         (`where_params`) were given: a scenario file's table, say."""
         if not isinstance(name, str) or name not in self._classes:
-            raise ConfigError(f"{where_name}: {key!r} must be one of {', '.join(self.names())} (got {shown(name)})")
+            raise ConfigError(f"{where_name}.{key}: must be one of {', '.join(self.names())} (got {shown(name)})")
         cls = self._classes[name]
         kwargs = dict(params)
         if dataclasses.is_dataclass(cls):

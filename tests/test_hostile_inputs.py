@@ -427,7 +427,7 @@ def test_cost_refuses_a_tp_the_heads_do_not_divide():
 def test_errors_name_the_file_and_key_and_cut_long_values(tmp_path):
     p = scenario(tmp_path, edit('name = "least-tokens"', f'name = "{"x" * 100_000}"'))
     line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
-    assert "router: 'name' must be one of" in line and "(100,002 characters)" in line
+    assert "router.name: must be one of" in line and "(100,002 characters)" in line
     p = scenario(tmp_path, edit('name = "hostile"', 'name = "hostile"\n' + "y" * 100_000 + " = 1"))
     assert len(error(kvsim("run", p, "--out", tmp_path / "o"), str(p))) < MAX_LINE
 
@@ -437,7 +437,7 @@ def test_a_cut_line_keeps_the_value_given():
     so the value the user gave stays on the line; a value longer than half the line is cut with the rest."""
     path = "/tmp/" + "d" * 120 + "/s.toml"
     allowed = ", ".join(f"'router-{i}'" for i in range(12))
-    message = f"{path}: router: 'name' must be one of [{allowed}] (got 'xx… (100,002 characters))"
+    message = f"{path}: router.name: must be one of [{allowed}] (got 'xx… (100,002 characters))"
     line = one_line(message)
     assert len(line) <= MAX_MESSAGE_CHARS < len(message)
     assert line.endswith(", … (got 'xx… (100,002 characters))") and line.startswith(path)
@@ -447,7 +447,7 @@ def test_a_cut_line_keeps_the_value_given():
     assert len(huge) == MAX_MESSAGE_CHARS and huge.endswith("y…")
     assert one_line("short (got 1)") == "short (got 1)"
     # a value that itself holds " (got " is still quoted whole: the first one in the line's last half is the cut
-    tricky = f"{path}: router: 'name' must be one of [{allowed}] (got 'rr (got 7')"
+    tricky = f"{path}: router.name: must be one of [{allowed}] (got 'rr (got 7')"
     assert one_line(tricky).endswith(", … (got 'rr (got 7')")
     # ... but one longer than half the line, quoted whole, shows its start, "…" and its end from its own
     # "(got" on (helper-107: the docstring had said it is never taken for the closing one)

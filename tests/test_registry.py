@@ -24,7 +24,7 @@ def test_register_make_and_errors():
     assert reg.names() == ["knob"] and reg.make("knob", turns=3) == Knob(turns=3)
     with pytest.raises(ConfigError, match="widget 'knob' is already registered"):
         reg.register(Knob)
-    with pytest.raises(ConfigError, match=r"widget: 'name' must be one of knob \(got 'dial'\)"):
+    with pytest.raises(ConfigError, match=r"widget.name: must be one of knob \(got 'dial'\)"):
         reg.make("dial")
     with pytest.raises(ConfigError, match="widget 'knob': unknown parameter 'spins'; valid: turns"):
         reg.make("knob", spins=2)

@@ -20,7 +20,7 @@ REQ = Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=10, segments
 def test_registries_reject_duplicates_and_list_names() -> None:
     assert "none" in strategy_names()
     assert {"round-robin", "least-tokens", "least-dispatched", "least-kv", "prefix-affinity"} <= set(router_names())
-    with pytest.raises(ConfigError, match=r"'name' must be one of none, prefix \(got"):
+    with pytest.raises(ConfigError, match=r"name: must be one of none, prefix \(got"):
         make_strategy("nope")
     with pytest.raises(ConfigError, match="least-kv"):
         make_router("nope")

@@ -150,7 +150,7 @@ def test_timer_factory_gets_the_layout_when_it_asks() -> None:
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
-    with pytest.raises(Exception, match=r"'name' must be one of none, prefix \(got"):
+    with pytest.raises(Exception, match=r"name: must be one of none, prefix \(got"):
         make_strategy("lru")
     with pytest.raises(Exception, match="eviction"):
         make_strategy("prefix", eviction="random")
