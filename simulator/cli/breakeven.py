@@ -25,6 +25,7 @@ from simulator.cli.common import (
     on_command_line,
     records,
     stopped_cleanly,
+    warn,
 )
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, RuleError, must, shown
@@ -184,10 +185,12 @@ def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
 def _refuse_replay_options() -> None:
     """Without --workload: refuse an option of the replay given on the command line (it would change nothing)."""
     ctx = click.get_current_context()
-    for name, flag in (("seed", "--seed"), ("duration_s", "--duration-s"), ("write_latency_s", "--write-latency-s")):
+    for name, flag in (("seed", "--seed"), ("duration_s", "--duration-s"), ("write_latency_s", "--write-latency-s"),
+                       ("skip_bad_rows", "--skip-bad-rows")):
         if on_command_line(name):
             value = ctx.params[name]
-            raise ConfigError(f"breakeven: {flag} {value:g} applies only with --workload (it shapes "
+            shown_value = "" if isinstance(value, bool) else f" {value:g}"
+            raise ConfigError(f"breakeven: {flag}{shown_value} applies only with --workload (it shapes "
                               "the replay; the --rate, --gaps and break-even tables take none): drop it or add "
                               "--workload")
 
@@ -226,6 +229,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--write-latency-s", type=float, default=0.0, show_default=True,
     help="--workload only: the replay's write-to-readable delay."
 )
+@click.option("--skip-bad-rows", is_flag=True, help="--workload only: skip malformed trace rows (counted); "
+              "default: stop")
 @click.option(
     "--out", type=OutPath(file_okay=False), default=None, help="Write CSV + PNG here."
 )
@@ -242,12 +247,14 @@ def breakeven(
     seed: int,
     duration_s: float | None,
     write_latency_s: float,
+    skip_bad_rows: bool,
     out: Path | None,
     as_json: bool,
 ) -> None:
     """Break-even reuse rates of prompt-cache TTLs, and the cost of your reuse pattern under each.
 
-    --seed, --duration-s and --write-latency-s shape the --workload replay: without --workload they are refused.
+    --seed, --duration-s, --write-latency-s and --skip-bad-rows shape the --workload replay: without --workload
+    they are refused.
     This prices the customer's bill; the provider's side (the KV a TTL holds in memory against the prefill it
     saves) is in `kvsim run`'s report of a scenario with [report] breakeven = true (`kvsim run ttl-breakeven`).
     """
@@ -284,7 +291,16 @@ def breakeven(
         if workload_spec is not None:  # read before any table: a workload with no request fails now
             from workloads import load_workload
 
-            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s, name="--workload")
+            wl = load_workload(workload_spec, seed=seed, duration_s=duration_s, name="--workload",
+                               on_error="skip" if skip_bad_rows else "stop")
+        comparison = None
+        if wl is not None:  # billed before any table: a malformed trace row fails here, not after the tables
+            from simulator.billing.compare import compare_ttls
+
+            comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
+            from workloads.workload import say_left_out
+
+            say_left_out(wl, warn, "--duration-s")  # rows skipped, a window cut: what the bills leave out
         table = ttl_rows(prof, ttls)
         cross = crossovers(prof, ttls)
         echo(
@@ -313,11 +329,7 @@ def breakeven(
             for note in [PREFIX_SAVINGS_NOTE, SCALE_NOTE, *_scale_notes(prof, ttls, gaps, g)]:
                 echo(note)
             frames["gaps"] = g
-        comparison = None
-        if wl is not None:
-            from simulator.billing.compare import compare_ttls
-
-            comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
+        if wl is not None and comparison is not None:
             show("Simulated bills per TTL:", comparison.summary)
             echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)

@@ -175,3 +175,20 @@ def test_a_trace_with_no_prefix_ids_gets_no_best_ttl(tmp_path):
     assert "best TTL for the customer: unknown (the trace's reuse is unknown: see the note above)" in r.output
     doc = json.loads(CliRunner().invoke(breakeven, ["--workload", str(trace), "--profile", "openai", "--json"]).stdout)
     assert doc["best_ttl"] is None and doc["reuse_unknown"] is True
+
+
+def test_a_malformed_trace_row_fails_before_any_table_and_can_be_skipped(tmp_path):
+    """helper-128: breakeven printed its tables, then failed on a malformed --workload row (exit 2 after output),
+    and its hint named a --skip-bad-rows it did not have."""
+    trace = tmp_path / "az.csv"
+    rows = [f"2023-11-16 18:15:{i:02d}.0,{2000 + i},{50 + i}\n" for i in range(8)]
+    rows[3] = "2023-11-16 18:15:03.0,abc,10\n"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(rows))
+    r = CliRunner().invoke(breakeven, ["--workload", str(trace)])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "az.csv:5: 'ContextTokens' must be an integer >= 0 (got 'abc')" in r.stderr
+    assert "--skip-bad-rows on kvsim workload and kvsim breakeven" in r.stderr
+    r = CliRunner().invoke(breakeven, ["--workload", str(trace), "--skip-bad-rows"])
+    assert r.exit_code == 0 and "workload: 1 trace row skipped" in r.stderr and "Simulated bills per TTL" in r.stdout
+    r = CliRunner().invoke(breakeven, ["--skip-bad-rows"])
+    assert r.exit_code == 2 and "--skip-bad-rows applies only with --workload" in r.output

@@ -95,7 +95,8 @@ def as_float(value: object, key: str, minimum: float = 0.0) -> float:
 
 
 # how to go on past a malformed row, said with it
-SKIP_HINT = "skip such rows with workload.skip_bad_rows = true (or kvsim workload --skip-bad-rows)"
+SKIP_HINT = ("skip such rows with workload.skip_bad_rows = true (or --skip-bad-rows on kvsim workload and kvsim "
+             "breakeven)")
 
 
 class BadRowError(ConfigError):
