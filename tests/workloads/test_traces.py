@@ -43,6 +43,13 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         read_trace(p).requests()
     assert str(e.value) == f"short.csv:3: 'GeneratedTokens' has no value in the row; {SKIP_HINT}"
+    # a header without a column the format needs: the file's error, not each row's (helper-128)
+    lines = AZURE.splitlines()
+    p = write(tmp_path, "nocol.csv", "\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_trace(p, format="azure").requests()
+    assert str(e.value) == ("nocol.csv: the header lacks column 'GeneratedTokens' (azure needs TIMESTAMP, "
+                            "ContextTokens, GeneratedTokens; got 'TIMESTAMP, ContextTokens')")
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:

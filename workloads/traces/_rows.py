@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -115,10 +115,16 @@ def text_lines(path: Path, lines: Iterable[str]) -> Iterator[str]:
         yield line
 
 
-def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped)."""
+def csv_rows(path: Path, needs: Sequence[str] = (), fmt: str = "") -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped). A header without
+    one of the columns `needs` is the file's error, before any row (each row would read as short of it)."""
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(text_lines(path, f))
+        header = reader.fieldnames or []
+        missing = [c for c in needs if c not in header]
+        if missing and header:
+            raise ConfigError(f"{path.name}: the header lacks column {missing[0]!r} ({fmt} needs "
+                              f"{', '.join(needs)}; got {shown(', '.join(header))})")
         for row in reader:
             yield reader.line_num, row
 

@@ -56,6 +56,6 @@ def read_azure(path: str | Path, *, on_error: str = "stop") -> Workload:
                 segments=((-(n + 1), prompt),), source=source,
             )
 
-        yield from guarded(path, csv_rows(path), parse, stats, on_error, "TIMESTAMP")
+        yield from guarded(path, csv_rows(path, COLUMNS, "azure"), parse, stats, on_error, "TIMESTAMP")
 
     return Workload(run, name=path.name, prefix_note=no_prefix_ids("azure"))

@@ -41,6 +41,6 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
                 segments=((-(n + 1), prompt),), source=f"burstgpt:{get(row, 'Model')}",
             )
 
-        yield from guarded(path, csv_rows(path), parse, stats, on_error, "Timestamp")
+        yield from guarded(path, csv_rows(path, COLUMNS, "burstgpt"), parse, stats, on_error, "Timestamp")
 
     return Workload(run, name=path.name, prefix_note=no_prefix_ids("burstgpt"))
