@@ -235,15 +235,15 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
     b.set(xticks=x, ylabel="p99 latency (% of its SLO)", title="Latency against the SLOs")
     b.legend(fontsize=8, loc="upper left")
     b.set_ylim(0, max(110.0, 130 * float(max(fleets.ttft_p99_of_slo.max(), fleets.tpot_p99_of_slo.max()))))
-    parts = [("prefill_busy", "busy: prefill replicas"), ("decode_busy", "busy: decode replicas"),
-             ("prefill_kv", "KV used: prefill pool"), ("decode_kv", "KV used: decode pool"),
+    parts = [("prefill_busy", "step in flight: prefill"), ("decode_busy", "step in flight: decode"),
+             ("prefill_kv", "KV used (cache incl.): prefill"), ("decode_kv", "KV used (cache incl.): decode"),
              ("link_util", "KV link utilisation")]
     w = 0.8 / len(parts)
     for j, (col, label) in enumerate(parts):
         c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
-    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 140),
+    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 150),
           title="Where time and memory go" + ("\n(aggregated: every replica prefills and decodes)" if both else ""))
-    c.legend(fontsize=8, loc="upper center", ncol=3)
+    c.legend(fontsize=8, loc="upper center", ncol=2)
     for ax in (a, b, c):
         ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
