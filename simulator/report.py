@@ -373,6 +373,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                 else ".")
         ax = plot_savings_vs_ttl(be, title=title)
         pool = provider.kv_pool_gb.iloc[0]
+        wl_summary = run.workload.summary()  # a trace with no prefix ids: its reuse, so every TTL's worth, unknown
+        unknown_reuse = wl_summary.prefix_note if wl_summary.n_reuses is None else ""
         md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
                f"{uncached}\n" if uncached else "",
                _table(be),
@@ -396,7 +398,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                _table(provider.drop(columns=["hardware", "kv_pool_gb"])),
                inputs_line,
                "".join(f"- {note}.\n" for note in pool_notes(provider)),
-               "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n"]
+               ("Best TTL: unknown: " + unknown_reuse + ".\n" if unknown_reuse else
+                "Best TTL: " + ", ".join(f"{k} → {v}" for k, v in best.items()) + ".\n")]
         meter.finish()
     (out / "summary.md").write_text("\n".join(x for x in md if x), encoding="utf-8")
     return out

@@ -405,6 +405,9 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
     assert f"Workload: 54 requests, {note}, over 0.5 min" in (tmp_path / "o" / "summary.md").read_text()
     assert "watermark 0.01. Router: least-tokens. KV cache: prefix (lru eviction, no offload tier).\n" in (
         tmp_path / "o" / "summary.md").read_text()
+    # an Azure trace's reuse is unknown, so is the best TTL (it had read "customer → none": helper-128)
+    assert "Best TTL: unknown: the azure trace format carries no prefix ids" in (
+        tmp_path / "o" / "summary.md").read_text()
     if stream:  # the capacity searches say it too, once, before their first simulation
         for mode in ((), ("--max-rate", "--seeds", "2"), ("--offline", "--seeds", "2")):
             r = kvsim("capacity", "trace-replay", "--trace", tmp_path / "t.csv", *mode)
