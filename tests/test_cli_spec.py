@@ -203,3 +203,17 @@ def test_plan_and_model_config_errors_name_their_option(tmp_path, monkeypatch, a
     monkeypatch.chdir(tmp_path)
     r = run(*args, *(["--out", "c"] if args[0] == "collapse" else []))
     assert r.exit_code == 2 and says in r.output
+
+
+def test_fit_says_why_a_plan_whose_weights_fit_has_no_streams(tmp_path):
+    """helper-126: on a catalog node with no NIC, fit listed TP16 and TP8 PP2 at 0 streams with a positive KV
+    budget and no word why (the plan's reason, `PlanCapacity.why`, was dropped from the text)."""
+    cat = tmp_path / "c.toml"
+    cat.write_text('[node.8xH100n]\ngpu = "H100"\ngpus = 8\nhost_dram_bytes = 2e12\nnvme_bytes = 3e13\n'
+                   'nvme_bytes_per_s = 25e9\nsource = "test"\n')
+    r = run("fit", "--catalog", str(cat), "--hardware", "8xH100n", "--model", "Llama-3-70B", "--context", "131072",
+            "--batch", "8")
+    assert r.exit_code == 0, r.output
+    assert ("    TP16: no streams: node 8xH100n: a replica of 16 GPUs spans 2 nodes over the network, but the catalog "
+            "gives no 'nic_bytes_per_s' for it") in r.output
+    assert "TP2: no streams" not in r.output  # its weights fit, its KV holds no 128k stream: the table says so

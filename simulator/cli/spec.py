@@ -260,6 +260,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; GPUs and streams/replica: one "
                "replica's; streams (nodes): all replicas on the plan's nodes; KV < 0: the weights do not fit):")
     click.echo("    " + table.to_string(index=False).replace("\n", "\n    "))
+    for p in plans:  # a plan with no streams whose weights fit: why (a node with no NIC for a plan spanning nodes)
+        if not p.fits and p.kv_bytes_per_gpu > 0:
+            click.echo(f"    {p.plan.strip()}: no streams: {p.why}")
     if streams >= batch:
         click.echo(f"  target {batch} × {context_tokens:,} tokens fits"
                    + (" in memory, beyond the model's max context." if past else "."))
