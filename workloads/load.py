@@ -174,7 +174,7 @@ def load_workload(
         raise ConfigError(f"{where}: 'start_s' and 'time_scale' apply to a trace replay, not to a generated "
                           f"workload (got start_s={start_s:g}, time_scale={time_scale:g}); use duration_s and "
                           "rate_scale")
-    gen, duration = prepare_generator(spec, duration_s=duration_s, rate_scale=rate_scale, table=table,
+    gen, duration = prepare_generator(spec, duration_s=duration_s, rate_scale=rate_scale, table=table, where=table,
                                       base_dir=Path(base_dir) if base_dir is not None else None)
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     try:

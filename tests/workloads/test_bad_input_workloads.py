@@ -201,3 +201,12 @@ def test_a_table_in_an_error_reads_as_toml_and_a_mixture_lists_its_keys() -> Non
     with pytest.raises(ConfigError, match=r"duration: unknown key \(valid: name, components\)"):
         load_workload({"name": "mixture", "duration": 5, "components": [{"name": "chat-4k"}]}, seed=0,
                       duration_s=10, name="w")
+
+
+def test_a_workload_files_request_limit_names_the_file(tmp_path: Path) -> None:
+    """helper-128: 'workload 'chat-4k' over 600 s: expects 1.8e+12 requests ...' named neither the file nor where."""
+    f = tmp_path / "huge.toml"
+    f.write_text('[workload]\nname = "chat-4k"\nsessions = {kind = "poisson", rate_per_s = 1e9}\n')
+    with pytest.raises(ConfigError, match=r"huge.toml: workload 'chat-4k' over 600 s: expects 1.8e\+12 requests, over "
+                                          r"kvsim's limit"):
+        load_workload(f)
