@@ -458,7 +458,7 @@ def hardware(catalog: Path | None, as_json: bool) -> None:
     click.echo()
     nodes = [{"node": n.key, "GPUs": n.gpus, "HBM GB": n.hbm_bytes / GB, "DRAM TB": n.host_dram_bytes / 1e12,
               "NVMe TB": n.nvme_bytes / 1e12, "NVMe GB/s": n.nvme_bytes_per_s / GB,
-              "NVLink GPUs": n.nvlink_domain_gpus or n.gpus,
+              "NVLink GPUs": n.domain_gpus,
               "NIC GB/s/GPU": n.nic_bytes_per_s / GB, "NIC µs": n.nic_latency_s * 1e6, "$/h": n.usd_per_hour}
              for n in cat.nodes.values()]
     click.echo(pd.DataFrame(nodes).to_string(index=False, float_format=lambda x: f"{x:,.2f}"))
