@@ -373,8 +373,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                 else ".")
         ax = plot_savings_vs_ttl(be, title=title)
         pool = provider.kv_pool_gb.iloc[0]
-        wl_summary = run.workload.summary()  # a trace with no prefix ids: its reuse, so every TTL's worth, unknown
-        unknown_reuse = wl_summary.prefix_note if wl_summary.n_reuses is None else ""
+        unknown_reuse = wl.prefix_note if wl.n_reuses is None else ""  # a trace with no prefix ids: every TTL's worth
         md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
                f"{uncached}\n" if uncached else "",
                _table(be),
