@@ -293,14 +293,15 @@ def breakeven(
 
             wl = load_workload(workload_spec, seed=seed, duration_s=duration_s, name="--workload",
                                on_error="skip" if skip_bad_rows else "stop")
-        comparison = None
+        comparison, unknown = None, ""
         if wl is not None:  # billed before any table: a malformed trace row fails here, not after the tables
             from simulator.billing.compare import compare_ttls
-
-            comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
             from workloads.workload import say_left_out
 
+            comparison = compare_ttls(wl, prof, ["none", *ttls], write_latency_s=write_latency_s)
             say_left_out(wl, warn, "--duration-s")  # rows skipped, a window cut: what the bills leave out
+            summary = wl.summary()
+            unknown = summary.prefix_note if summary.n_reuses is None else ""  # a trace that carries no prefix ids
         table = ttl_rows(prof, ttls)
         cross = crossovers(prof, ttls)
         echo(
@@ -329,13 +330,11 @@ def breakeven(
             for note in [PREFIX_SAVINGS_NOTE, SCALE_NOTE, *_scale_notes(prof, ttls, gaps, g)]:
                 echo(note)
             frames["gaps"] = g
-        if wl is not None and comparison is not None:
+        if comparison is not None:
             show("Simulated bills per TTL:", comparison.summary)
             echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
-            summary = wl.summary()
-            unknown = summary.prefix_note if summary.n_reuses is None else ""  # a trace that carries no prefix ids
-            uncached = _uncached_note(comparison.uncached_reason, load_profiles(extra=profiles_file).automatic())
+            uncached = _uncached_note(comparison.uncached_reason, profiles.automatic())
             if unknown:
                 echo(f"\nnote: {unknown}: the bills above price every prompt as new, which this trace cannot tell")
             elif uncached:
@@ -379,9 +378,8 @@ def breakeven(
             folder.finish()
             echo(f"\nwrote {', '.join([f'{n}.csv' for n in frames] + written)} to {out}{skipped}")
         if as_json:
-            unknown_reuse = (comparison is not None and wl is not None and wl.summary().n_reuses is None)
             echo_json({"profile": prof.key,
-                       "best_ttl": comparison.best_ttl if comparison is not None and not unknown_reuse else None,
-                       "reuse_unknown": unknown_reuse,
+                       "best_ttl": comparison.best_ttl if comparison is not None and not unknown else None,
+                       "reuse_unknown": bool(unknown),
                        "nothing_cached": comparison.uncached_reason if comparison is not None else None,
                        **{name: records(frame) for name, frame in frames.items()}})
