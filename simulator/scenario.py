@@ -466,8 +466,7 @@ class Scenario:
         self._check_plugins()
         from simulator.engine.cluster import check_tiers
 
-        for node in [*nodes, *([self.hardware_catalog().node(self.disaggregation.prefill_hardware)]
-                               if self.disaggregation is not None and self.disaggregation.prefill_hardware else [])]:
+        for node in self.priced_nodes():  # every node kind a fleet runs on, a split fleet's prefill pool's too
             check_tiers(self.cache.params, node, self.where)
         self._check_workload()
         self._check_billing()
