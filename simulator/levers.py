@@ -112,7 +112,8 @@ def rank_fixes(budget: KVBudget, model: ModelSpec, base: KVLayout, context_token
                 continue
             streams = max_streams(budget, model, layout, context_tokens, block_tokens)
             if streams >= batch:
-                paid = [*own, *(lv for lv in combo if lv in layout_levers(layout, model))]
+                charged = layout_levers(layout, model)  # mla on an MLA model is none
+                paid = [*own, *(lv for lv in combo if lv in charged)]
                 seq = sequence_bytes(model, layout, context_tokens, block_tokens)
                 tp = budget.plan.attention_tp
                 fixes.append(Fix(
