@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from simulator.errors import ConfigError
 from simulator.registry import C, Registry
@@ -46,18 +46,22 @@ class RetentionPolicy(Protocol):
 
 
 @cache
+def _table() -> dict[str, dict[str, Any]]:
+    """The data file's ``[retention.NAME]`` tables, read once."""
+    with RETENTION_FILE.open("rb") as fh:
+        return dict(tomllib.load(fh)["retention"])
+
+
+@cache
 def debits() -> dict[str, tuple[float, str]]:
     """``name -> (debit_points, source)`` from the data file."""
-    with RETENTION_FILE.open("rb") as fh:
-        raw = tomllib.load(fh)["retention"]
-    return {k: (float(v["debit_points"]), str(v["source"])) for k, v in raw.items()}
+    return {k: (float(v["debit_points"]), str(v["source"])) for k, v in _table().items()}
 
 
 @cache
 def _sourced() -> dict[str, tuple[tuple[int, int] | None, float | None]]:
     """``name -> (sourced_tokens, sourced_fraction)`` from the data file (None where it gives none)."""
-    with RETENTION_FILE.open("rb") as fh:
-        raw = tomllib.load(fh)["retention"]
+    raw = _table()
     return {k: ((int(v["sourced_tokens"][0]), int(v["sourced_tokens"][1])) if "sourced_tokens" in v else None,
                 float(v["sourced_fraction"]) if "sourced_fraction" in v else None) for k, v in raw.items()}
 
