@@ -31,7 +31,7 @@ from matplotlib.transforms import ScaledTranslation, Transform
 from simulator.charts import plain_text
 from simulator.charts.base import MEETS_COLOUR, MISSES_COLOUR
 from simulator.engine import EngineConfig, StepTimer, run
-from simulator.engine.caches import make_strategy
+from simulator.engine.caches import make_strategy, offload_tiers
 from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
@@ -208,7 +208,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
-            "offload_tiers": "+".join(t for t in ("dram", "nvme") if dict(config.cache_params).get(t)),
+            "offload_tiers": "+".join(offload_tiers(config.cache_params)),
             "quality_debit_points": s["quality_debit_points"],
             "retention_evicted_tokens": s["retention_evicted_tokens"],
             # the KV budget the retention policy's debit was measured at, where this one keeps another

@@ -30,7 +30,7 @@ from simulator.collapse import collapse_table, default_plans
 from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
 from simulator.progress import Meter, Phases, Progress
-from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse
+from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse, tiers_phrase
 from simulator.units import GB, figure
 from workloads.workload import cut_note, skipped_note
 
@@ -87,13 +87,10 @@ def _router_line(sc: Scenario) -> str:
 def _cache_line(sc: Scenario) -> str:
     """The KV cache strategy each fleet runs, for the report's preamble: ``prefix (lru eviction, dram + nvme
     tiers)``, or ``none (every prompt prefilled whole)``."""
-    params = dict(sc.cache.params)
     if sc.cache.strategy == "none":
         return "none (every prompt prefilled whole)"
-    tiers = [t for t in ("dram", "nvme") if params.get(t)]
-    parts = [f"{params.get('eviction', 'lru')} eviction", f"{' + '.join(tiers)} tier{'s' * (len(tiers) > 1)}"
-             if tiers else "no offload tier"]
-    return f"{sc.cache.strategy} ({', '.join(parts)})"
+    eviction = dict(sc.cache.params).get("eviction", "lru")
+    return f"{sc.cache.strategy} ({eviction} eviction, {tiers_phrase(sc.cache.params) or 'no offload tier'})"
 
 
 def _missing(x: object) -> bool:

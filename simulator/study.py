@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import pandas as pd
 
 from hardware.catalog import NodeSpec, load_catalog
 from simulator.engine import EngineConfig, Result, run
+from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
@@ -25,6 +26,13 @@ from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from workloads import Workload
 from workloads.request import Request
+
+
+def tiers_phrase(cache_params: Mapping[str, object]) -> str:
+    """The offload tiers a cache's parameters turn on, as a report names them (``dram + nvme tiers``, ``dram
+    tier``), or ``""`` for none (`offload_tiers`)."""
+    tiers = offload_tiers(cache_params)
+    return f"{' + '.join(tiers)} tier{'s' * (len(tiers) > 1)}" if tiers else ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +65,7 @@ class ScenarioRun:
         sc = self.scenario
         if sc.cache.strategy == "none":
             return []
-        tiers = [t for t in ("dram", "nvme") if dict(sc.cache.params).get(t)]
+        tiers = tiers_phrase(sc.cache.params)
         notes = []
         for hw, r in self.results.items():
             s = r.summary
@@ -65,10 +73,8 @@ class ScenarioRun:
                     f"{s['cache_evicted_blocks']:,} blocks from HBM")
             if tiers:
                 back = s["cache_reloaded_blocks"]
-                note += (f"; the {' + '.join(tiers)} tier{'s' * (len(tiers) > 1)} brought back {back:,} blocks "
-                         f"({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back else
-                         f"; nothing came back from the {' + '.join(tiers)} tier{'s' * (len(tiers) > 1)}, so "
-                         "it changed nothing at this load")
+                note += (f"; the {tiers} brought back {back:,} blocks ({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back
+                         else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
         return notes
 

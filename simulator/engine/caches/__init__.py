@@ -37,7 +37,7 @@ retention decide it; see `simulator.engine.geometry`), not the cache's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
@@ -187,6 +187,15 @@ def strategy_names() -> list[str]:
     return _REGISTRY.names()
 
 
+OFFLOAD_TIERS = ("dram", "nvme")  # the prefix cache's lower tiers (`PrefixCache`'s ``dram`` and ``nvme``), in order
+
+
+def offload_tiers(cache_params: Mapping[str, object]) -> list[str]:
+    """The offload tiers a cache's parameters turn on (``{"dram": True}`` -> ``["dram"]``), in `OFFLOAD_TIERS`'
+    order: what a report or a comparison names."""
+    return [t for t in OFFLOAD_TIERS if cache_params.get(t)]
+
+
 def make_strategy(name: str, **params: object) -> CacheStrategy:
     """Instantiate `name` with `params`; unknown names and parameters list the valid ones."""
     return _REGISTRY.make(name, **params)
@@ -195,5 +204,6 @@ def make_strategy(name: str, **params: object) -> CacheStrategy:
 from simulator.engine.caches.none import NoReuse  # noqa: E402  (registers itself)
 from simulator.engine.caches.prefix import PrefixCache  # noqa: E402  (registers itself)
 
-__all__ = ["NO_HIT", "STRATEGIES", "Admission", "CacheContext", "CacheCounts", "CacheState", "CacheStrategy", "NoReuse",
-           "PrefixCache", "counts_of", "make_strategy", "max_hit_tokens", "register_strategy", "strategy_names"]
+__all__ = ["NO_HIT", "OFFLOAD_TIERS", "STRATEGIES", "Admission", "CacheContext", "CacheCounts", "CacheState",
+           "CacheStrategy", "NoReuse", "PrefixCache", "counts_of", "make_strategy", "max_hit_tokens", "offload_tiers",
+           "register_strategy", "strategy_names"]
