@@ -130,9 +130,17 @@ def test_memory_floor_is_little_law_on_kv(tmp_path):
     assert 1 <= floor1 <= floor4
 
 
+def run_report(tmp_path, name, text, *args):
+    """`kvsim run` of the scenario `text` (written to `name`) with `args`, its report in ``tmp_path/rep``."""
+    scenario, out = tmp_path / name, tmp_path / "rep"
+    scenario.write_text(text)
+    r = CliRunner().invoke(main, ["run", str(scenario), "--out", str(out), *args])
+    assert r.exit_code == 0, r.output
+    return out
+
+
 def test_run_command_writes_the_report(tmp_path):
-    sc = tmp_path / "tiny.toml"
-    sc.write_text("""
+    out = run_report(tmp_path, "tiny.toml", """
 name = "tiny"
 description = "tiny"
 [model]
@@ -149,10 +157,7 @@ collapse = true
 collapse_points = [4096, 16384]
 collapse_layouts = ["native", "fp8"]
 breakeven = true
-""")
-    out = tmp_path / "rep"
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out), "--seed", "3"])
-    assert r.exit_code == 0, r.output
+""", "--seed", "3")
     for f in ["summary.md", "headline.csv", "scenario.json", "latency.png", "timeseries.png", "collapse.png",
               "collapse.csv", "breakeven.png", "breakeven.csv", "8xH100/requests.csv", "8xH100/summary.json"]:
         assert (out / f).exists(), f
@@ -177,8 +182,7 @@ breakeven = true
 def test_an_offline_runs_report_says_its_own_steady_window(tmp_path):
     """helper-121: an offline run's summary.md described the arrival-span window ("everything after the last
     arrival left out as drain") and "0 req/s offered"; its window ends when the queue empties."""
-    sc = tmp_path / "off.toml"
-    sc.write_text("""
+    out = run_report(tmp_path, "off.toml", """
 name = "off"
 [model]
 name = "Llama-3.1-8B"
@@ -196,9 +200,6 @@ output_tokens = 64
 collapse = false
 breakeven = false
 """)
-    out = tmp_path / "rep"
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)])
-    assert r.exit_code == 0, r.output
     md = (out / "summary.md").read_text()
     assert "every request arrives at t = 0 here: the window ends at the last first admission, when the queue " \
            "empties, and its first 10% or one mean time from admission to completion" in md
@@ -249,8 +250,7 @@ def test_run_command_replays_a_given_trace(tmp_path):
 
 
 def test_run_command_reports_both_fleets(tmp_path):
-    sc = tmp_path / "split.toml"
-    sc.write_text("""
+    out = run_report(tmp_path, "split.toml", """
 name = "split"
 description = "split"
 [model]
@@ -271,9 +271,6 @@ name = "chat-4k"
 collapse = false
 breakeven = false
 """)
-    out = tmp_path / "rep"
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)])
-    assert r.exit_code == 0, r.output
     head = pd.read_csv(out / "headline.csv")
     assert list(head.hardware) == ["8xH100", "8xH100-1P1D"] and list(head.nodes) == [2, 2]
     assert list(head.plan) == ["TP2", "P TP2 / D TP2"]
