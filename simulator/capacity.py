@@ -325,7 +325,8 @@ def sustained_requests_per_s(timer: StepModel, batch: int, prompt_tokens: float,
                              context_tokens: float) -> float:
     """Requests a second one replica sustains with `batch` streams decoding at once::
 
-        step_s = a(batch) + b(batch) · batch · context_tokens      (`decode_coefficients`: a full batch)
+        step_s = a(batch) + b(batch) · batch · priced(context_tokens)   (`decode_coefficients`: a full batch;
+                                                                  `StepModel.priced_context`)
         rate = batch / (batch · prefill_s(prompt_tokens) + o · step_s)
 
     Each request takes the replica for its prefill and for a 1/batch share of its ``o`` decode steps
@@ -333,5 +334,5 @@ def sustained_requests_per_s(timer: StepModel, batch: int, prompt_tokens: float,
     load against it (`simulator.study.simulated_collapse`) and the provider's HBM holding is capped by
     it (`simulator.billing.provider.output_ceiling_per_stream`)."""
     a, b = timer.decode_coefficients(batch)
-    step_s = a + b * batch * context_tokens
+    step_s = a + b * batch * timer.priced_context(context_tokens)  # (shorter than a window: what it reads)
     return batch / (batch * timer.prefill_s(prompt_tokens, 0) + output_tokens * step_s)

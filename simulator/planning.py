@@ -187,7 +187,8 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) ->
     byte_seconds = 0.0
     for r in reqs:
         mid = r.prompt_tokens + r.output_tokens // 2
-        byte_seconds += sequence_bytes(model, cfg.layout, mid) * r.output_tokens * (a_s + b_s * mid)
+        step_s = a_s + b_s * step1.priced_context(mid)  # (shorter than a window: what it reads)
+        byte_seconds += sequence_bytes(model, cfg.layout, mid) * r.output_tokens * step_s
     return budget.nodes * max(1, math.ceil(byte_seconds * frac / span / per_unit))
 
 

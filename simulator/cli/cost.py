@@ -73,7 +73,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1 (give --prompt with --context 0)", n_prompt)
         _check_fits(node, model, plan, sm.layout, batch, context, prompt)  # a step that cannot run is no answer
         pf = sm.cost([(n_prompt, 0)])
-        dec = sm.cost((), batch, batch * context)
+        dec = sm.cost((), batch, batch * sm.priced_context(context))  # (a window longer than it: what it reads)
     out: dict[str, Any] = {
         "hardware": node.key,
         "gpu": gpu.key,
@@ -132,11 +132,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
     held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
-    if dec.kv_bytes > held * (1 + 1e-9) and held > 0:  # a window or compression longer than the context
+    if dec.kv_bytes > held * (1 + 1e-9) and held > 0:  # every layer windowed (`StepModel.decode_discount`)
         click.echo(f"  note: the decode step reads {_size(dec.kv_bytes / plan.pp)}/GPU of KV where its sequences "
-                   f"hold {_size(held / plan.pp)}: the step model charges a sequence shorter than a sliding or "
-                   "compression window as if it filled it (decode is affine in the batch's context: "
-                   "simulator/cost/step_model.py), and the simulator does the same")
+                   f"hold {_size(held / plan.pp)}: every layer of {sm.model.key} is windowed, and the step model "
+                   "charges a sequence shorter than the window as if it filled it (decode is affine in the batch's "
+                   "context: simulator/cost/step_model.py), as the simulator does")
     blocks = out["decode_attention_blocks_per_gpu"]
     if dec.bound == dec.attention_bound == COMPUTE and blocks < gpu.sm_count:
         click.echo(f"  note: the decode attention kernel runs {blocks:g} thread block{'s' * (blocks != 1)} a layer "

@@ -36,7 +36,7 @@ def decode_mfu_table(sm: StepModel, batches: Sequence[int], contexts: Sequence[i
         for b in batches:
             if b > fit:
                 continue
-            cost = sm.cost((), b, b * c)
+            cost = sm.cost((), b, b * sm.priced_context(c))
             rows.append(
                 {
                     "batch": b,

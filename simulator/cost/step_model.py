@@ -66,9 +66,11 @@ Decode time is affine in ``C`` for a fixed ``B`` (`decode_coefficients`): a deco
 FLOPs are a fixed multiple of its bytes, so the smooth-max roofline is ``kv_bytes · s_per_byte(B)``
 (homogeneous of degree one), every size-dependent term depends on ``B`` only, and
 ``kv_bytes(C) = B · α + β · C`` is exact for full-context layers and for sequences longer
-than any sliding window or full-resolution compression window (shorter ones are charged
-as if they filled it). The kernel forms and their fit are in `simulator.cost.kernels` and
-`simulator.cost.aiconfigurator`.
+than any sliding window or full-resolution compression window. A shorter sequence reads less
+than that line says: `decode_discount` gives the piecewise-linear deficit ``δ(a)`` in tokens, and
+a step over ``B`` sequences attending ``a_i`` tokens is priced exactly at ``C = Σ (a_i − δ(a_i))``
+(`priced_context`; the engine keeps that sum per decode set, `simulator.engine.decode`). The
+kernel forms and their fit are in `simulator.cost.kernels` and `simulator.cost.aiconfigurator`.
 """
 
 from __future__ import annotations
@@ -203,6 +205,7 @@ class StepModel:
         "_dec_terms",
         "_dense_quant_per_token",
         "_dense_weight_bytes",
+        "_discount",
         "_dtype",
         "_expert_bytes",
         "_expert_flops_per_token",
@@ -371,6 +374,7 @@ class StepModel:
         self._dec_flops_per_byte *= f_scale
         self._kv_beta = (b2 - b1) / _REF_TOKENS / shards  # KV bytes per context token, per GPU
         self._kv_alpha = max(0.0, (b1 / shards) - self._kv_beta * _REF_TOKENS)  # per sequence
+        self._discount = self._window_discount(shards)
         self._windows = self._layer_groups()
         # the hot path (`step_s`): prefill attention priced on floats (`PrefillKernel`), remembered
         # per chunk list; linear and communication seconds per token count
@@ -404,6 +408,68 @@ class StepModel:
         else:
             self._dec_head_dim = float(d_k)
             self._dec_qo_bytes = self._qo_bytes
+
+    def _window_discount(self, shards: int) -> tuple[tuple[int, float, float], ...]:
+        """`decode_discount`'s segments: at each breakpoint ``p`` of the per-sequence bytes (the
+        compression's full-resolution ``compress_recent_tokens``, the sliding window), the deficit
+        ``δ(p) = (α + β·p − bytes(p)) / β`` tokens, ``δ(0) = α/β`` and 0 at the last breakpoint (from there
+        on the affine fit is the bytes, up to a compressed entry's rounding); linear in between."""
+        model, layout, alpha, beta = self.model, self.layout, self._kv_alpha, self._kv_beta
+        points = set()
+        if layout.compress_ratio > 1 and layout.compress_recent_tokens > 0:
+            points.add(layout.compress_recent_tokens)
+        if model.sliding_window and layout.use_sliding_window:
+            points.add(model.sliding_window)
+        if not points or not alpha > 0 or not beta > 0:  # no window; or every layer windowed (β = 0: see there)
+            return ()
+        top = max(points)
+        ps = [0, *sorted(points)]
+        deficit = [alpha / beta, *((alpha + beta * p - sequence_bytes(model, layout, p) / shards) / beta
+                                   for p in ps[1:-1]), 0.0]
+        segments = []
+        for lo, hi, d_lo, d_hi in zip(ps, ps[1:], deficit, deficit[1:], strict=False):
+            e = (d_lo - d_hi) / (hi - lo)
+            segments.append((hi, d_lo + e * lo, e))
+        assert segments[-1][0] == top
+        return tuple(segments)
+
+    def decode_discount(self) -> tuple[tuple[int, float, float], ...]:
+        """The decode model's correction for sequences shorter than a window: segments ``(hi, c, e)``,
+        ascending in ``hi``, each covering the attended tokens ``a`` from the previous ``hi`` (0 first) to
+        its own. The affine decode model (`decode_coefficients`) charges a sequence attending ``a``
+        tokens ``α + β·a`` KV bytes, which is exact from the last ``hi`` on (every sliding window and
+        full-resolution compression window full); a shorter one reads ``δ(a) = c − e·a`` tokens' worth
+        (``β·δ`` bytes) less, so a decode step whose sequences attend ``a_i`` tokens costs exactly
+        ``a + b·(Σ a_i − Σ δ(a_i))`` (`priced_context`). Empty for a layout without windows, and where
+        ``β = 0`` (every layer windowed, no compression: the step is then charged as if every window
+        were full, the affine model's one shape that cannot express it).
+
+        Compression ``compress:w:r`` on full-context layers: ``α = L·e·r·(1 − 1/w)``, ``β = L·e/w`` (``L·e``
+        bytes a token over the layers), so ``δ(a) = (w − 1)·(r − a)`` below ``r``: one segment
+        ``(r, (w − 1)·r, w − 1)``, and ``α + β·(a − δ(a)) = L·e·a``, the full-resolution bytes."""
+        return self._discount
+
+    def priced_context(self, attended: float) -> float:
+        """``a − δ(a)`` (`decode_discount`): the context whose affine price ``α + β·priced`` is the KV
+        bytes one sequence attending `attended` tokens reads (`attended` itself without a window, or
+        from the last window on)."""
+        for hi, c, e in self._discount:
+            if attended < hi:
+                return attended - (c - e * attended)
+        return attended
+
+    def priced_context_sum(self, first: int, steps: int) -> float:
+        """``Σ_{j<steps} priced_context(first + j)``: one sequence's priced context over `steps` decode
+        steps from `first` attended tokens, ``steps·first + steps·(steps − 1)/2`` without a window."""
+        total = steps * first + steps * (steps - 1) / 2
+        lo = 0
+        for hi, c, e in self._discount:  # take δ off over the steps' attended counts in [lo, hi)
+            a0, a1 = max(first, lo), min(first + steps, hi)  # the integers a0..a1 − 1
+            if a1 > a0:
+                n = a1 - a0
+                total -= n * c - e * (n * a0 + n * (n - 1) / 2)
+            lo = hi
+        return total
 
     def decode_blocks(self, batch: int) -> float:
         """Thread blocks of one decode attention kernel on a GPU, the ``n`` of `decode_kernel_terms`:

@@ -21,6 +21,9 @@ step (the arithmetic series of `decode_coefficients`)::
     t_cycle  = t_prefill(B, I, P) + O · a + b · B · (O · I + O(O − 1)/2)
     tokens/s = (gpus / (tp · pp)) · kv_groups · pp · B · O / t_cycle
 
+(with a sliding or compression window, ``O · I + O(O − 1)/2`` is the sum of each step's context less
+what a sequence shorter than the window does not read: `StepModel.priced_context_sum`)
+
 ``P`` is the engine's step token budget (`PREFILL_TOKENS_PER_STEP`, the default
 ``max_num_batched_tokens`` of `simulator.engine.config.SchedulerConfig`). The cycle ignores the
 overlap of prefill with decode that chunked prefill gives, so it is a lower bound on what a
@@ -84,5 +87,5 @@ def throughput_tokens_per_s(
     b = steady_batch(sm, input_tokens, output_tokens, max_batch)
     a, slope = sm.decode_coefficients(b)
     o, i = output_tokens, input_tokens
-    cycle = prefill_cycle_s(sm, b, i) + o * a + slope * b * (o * i + o * (o - 1) / 2)
+    cycle = prefill_cycle_s(sm, b, i) + o * a + slope * b * sm.priced_context_sum(i, o)
     return gpus / plan.gpus * plan.kv_groups * plan.pp * b * o / cycle

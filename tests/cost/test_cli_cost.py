@@ -128,17 +128,23 @@ def test_cost_says_what_mfu_is_against_and_flags_fp8_and_fp4_kv_pricing():
     assert "fp4 KV" not in CliRunner().invoke(cost, ["--hardware", "8xB200", *base, "--layout", "fp4"]).output
 
 
-def test_cost_says_when_a_window_longer_than_the_context_is_charged_whole():
-    """helper-120: a 32k sequence under ``compress:8:200000`` read 234.74 GB/GPU of KV (more than the GPU's HBM)
-    with no word: the affine decode model charges a sequence shorter than a window as if it filled it. By hand:
-    32 x 32,768 x 40,960 B a GPU (one of 8 KV heads) = 42.95 GB held."""
+def test_cost_prices_a_context_shorter_than_a_window_at_what_it_reads(tmp_path):
+    """helper-120: a 32k sequence under ``compress:8:200000`` read 234.74 GB/GPU of KV (more than the GPU's HBM):
+    the affine decode model charged a sequence shorter than a window as if it filled it. It is priced at what it
+    holds (`StepModel.priced_context`). By hand: 32 x 32,768 x 40,960 B a GPU (one of 8 KV heads) = 42.95 GB."""
     args = ["--model", "Llama-3.1-70B", "--hardware", "8xH100", "--batch", "32", "--context", "32768"]
     r = CliRunner().invoke(cost, [*args, "--layout", "compress:8:200000"])
-    assert "note: the decode step reads 234.74 GB/GPU of KV where its sequences hold 42.95 GB" in r.output
-    assert "reads" not in CliRunner().invoke(cost, args).output.split("decode time")[0].split("decode step")[1]
-    # Gemma-3-27B's 1,024-token sliding layers at a 512-token context: 8 x 512 x 507,904 B = 2.08 GB held
+    assert "KV reads 54.4%: 42.95 GB/GPU" in r.output and "note: the decode step reads" not in r.output
+    # Gemma-3-27B's 1,024-token sliding layers at a 512-token context: 8 x 512 x 507,904 B = 2.08 GB
     r = CliRunner().invoke(cost, ["--model", "Gemma-3-27B", "--hardware", "1xH100", "--batch", "8", "--context",
                                   "512"])
-    assert "where its sequences hold 2.08 GB:" in r.output
-    r = CliRunner().invoke(cost, ["--model", "gpt-oss-120b", "--batch", "8", "--context", "64"])  # 128-token windows
-    assert "reads 7.1 MB/GPU of KV where its sequences hold 4.7 MB" in r.output
+    assert "KV reads 3.0%: 2.08 GB/GPU" in r.output and "note: the decode step reads" not in r.output
+    # a model whose every layer is windowed (Mistral-7B-v0.1's config: a 4,096-token window on all 32 layers) has
+    # no full-context slope to take a deficit off: at 1,024 tokens it is charged the window, and says so.
+    # By hand: 8 sequences x 4,096 (1,024) tokens x 32 layers x 2 x 128 x 2 B (one KV head a GPU) = 0.54 (0.13) GB
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 32768,
+                               "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+                               "torch_dtype": "bfloat16", "vocab_size": 128256, "sliding_window": 4096}))
+    r = CliRunner().invoke(cost, ["--model", str(cfg), "--hardware", "8xH100", "--batch", "8", "--context", "1024"])
+    assert "note: the decode step reads 0.54 GB/GPU of KV where its sequences hold 0.13 GB: every layer of " in r.output

@@ -1,5 +1,6 @@
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -328,3 +329,37 @@ def test_a_step_reads_the_weights_a_gpu_holds_replicated_kv_and_latent_projectio
     # 8,855,188,016 above are the layers', 2 B each), and 2 per LM head weight (128,256 x 8192 / 16)
     # for each row that takes logits (all 64 of a decode step)
     assert llama.linear_s(64)[2] == pytest.approx(64 * (8_723_853_872 + 2 * 128_256 * 8192 / 16), rel=1e-12)
+
+
+@pytest.mark.parametrize(("model", "layout", "tp", "segments"), [
+    # compress:8:4096 on full layers: δ(a) = (8 − 1)·(4096 − a) tokens below 4,096 (`decode_discount`'s docstring)
+    ("Llama-3.1-8B", "compress:8:4096", 1, ((4096, 7 * 4096, 7.0),)),
+    # Gemma-3-27B: 62 layers, every 6th global (10), 52 sliding at 1,024: β = 10 layers' entry a token, α = 52 x
+    # 1,024 of them, so δ(0) = α/β = 5,324.8 and e = 52/10 (the 52 sliding layers stop growing at 1,024)
+    ("Gemma-3-27B", "native", 2, ((1024, 52 * 1024 / 10, 5.2),)),
+    # both, in layer entries: at a >= 1,024 the 10 global layers hold 512 + (a − 512)/4 and the 52 sliding ones
+    # 512 + 512/4 = 640, so α = 37,120 and β = 2.5; below 512 all 62 hold a. δ(0) = α/β = 14,848, δ(512) =
+    # (37,120 + 2.5 x 512 − 62 x 512)/2.5 = 2,662.4, δ(1,024) = 0: slopes 23.8 and 5.2, and c = δ(lo) + e·lo
+    ("Gemma-3-27B", "compress:4:512", 2, ((512, 14848.0, 23.8), (1024, 5324.8, 5.2))),
+    ("Llama-3.1-8B", "native", 1, ()),
+    ("Llama-3.1-8B", "no-sliding", 1, ()),
+])
+def test_decode_discount_prices_a_short_sequence_at_the_bytes_it_holds(make, ideal, model, layout, tp, segments):
+    """`priced_context(a)` is the context whose affine decode price reads the bytes a sequence of ``a``
+    attended tokens holds (`sequence_bytes`, a GPU's share): inside, across and past every window."""
+    from simulator.kv import sequence_bytes
+
+    sm = make("H100", model, ideal, tp=tp, layout=layout)
+    if segments is not None:
+        got = sm.decode_discount()
+        assert [hi for hi, _, _ in got] == [hi for hi, _, _ in segments]
+        assert [x for _, *ce in got for x in ce] == pytest.approx([x for _, *ce in segments for x in ce], rel=1e-12)
+    share = sm.cost((), 1, 1e6).kv_bytes / sequence_bytes(sm.model, sm.layout, 1_000_000)  # a GPU's share
+    # a compressed entry is rounded up (`simulator.kv._entries`: ceil), the line is not: within an entry a layer
+    entry = sequence_bytes(sm.model, replace(sm.layout, compress_ratio=1), 1) * share
+    for a in [1, 100, 511, 512, 513, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 50_000]:
+        held = sequence_bytes(sm.model, sm.layout, a) * share
+        assert sm.cost((), 1, sm.priced_context(a)).kv_bytes == pytest.approx(held, rel=1e-12, abs=entry), a
+        assert sm.priced_context_sum(a, 700) == pytest.approx(sum(sm.priced_context(a + j) for j in range(700)),
+                                                              rel=1e-12, abs=1e-6)
+    assert sm.priced_context_sum(3, 5) == sum(sm.priced_context(a) for a in range(3, 8))
