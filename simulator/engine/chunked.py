@@ -75,6 +75,7 @@ class ChunkedRuns:
     kv_sum: int
     n_dec: int
     n_grow: int
+    win_top: int
     hist: list[int]
     heap: list[tuple[int, int, int, Seq]]
     chunks: list[tuple[Seq, int]]
@@ -118,7 +119,9 @@ class ChunkedRuns:
         def _compact_log(self) -> None: ...
         def _prune_order(self) -> None: ...
         def _put_sample(self, now: float, used: int, kv_sum: int, step: list[tuple[Seq, int]],
-                        done: dict[int, int]) -> None: ...
+                        done: dict[int, int], ahead: int = 0) -> None: ...
+        def priced_context(self, ahead: int = 0) -> float | int: ...
+        def _grow_windows(self, steps: int) -> None: ...
 
     def _init_runs(self) -> None:
         self.run_steps: list[float] = []  # the times g_i of steps 1.. of the run in flight
@@ -169,12 +172,13 @@ class ChunkedRuns:
         # step i (0..count) prefills (budget, prefilled + i·budget) beside n decoders at kv0 + i·n_grow
         kv0, n_grow, pre = self.kv_sum + n, self.n_grow, seq.prefilled
         run_s = getattr(self.timer, "prefill_run_s", None)
-        if run_s is not None:
+        if run_s is not None and not self.win_top:
             return run_s(budget, pre, count + 1, n, kv0, n_grow)
         # a loop, not a comprehension: a comprehension's names would be cells, made at every call (~1 k instructions)
         step_s, prices = self.timer.step_s, []
-        for i in range(count + 1):
-            prices.append(step_s([(budget, pre + i * budget)], n, kv0 + i * n_grow))
+        for i in range(count + 1):  # (with windows: each step's context as stepping prices it, `priced_context`)
+            ctx = kv0 + i * n_grow if not self.win_top else self.priced_context(i)
+            prices.append(step_s([(budget, pre + i * budget)], n, ctx))
         return prices
 
     def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool,
@@ -243,7 +247,7 @@ class ChunkedRuns:
             if step is None:
                 break  # not full: step i's plan would admit from the queue
             chunks, priced, completes = step
-            g = step_s(priced, n, kv0 + i * n_grow)
+            g = step_s(priced, n, kv0 + i * n_grow if not self.win_top else self.priced_context(i))
             end = ends[-1] + g
             if not end > ends[-1]:  # (each step ends after the last: see `plan_run`)
                 break
@@ -319,7 +323,7 @@ class ChunkedRuns:
                 for seq, c in chunks:
                     done[seq.key] = done.get(seq.key, 0) + c
             step = self.chunks if not q else self.run_chunks[q - 1]
-        self._put_sample(now, used, kv_sum, step, done)
+        self._put_sample(now, used, kv_sum, step, done, q)
 
     def _chunks_after(self, budget: int) -> Callable[[], tuple[list[tuple[Seq, int]], list[tuple[int, int]], bool]
                                                               | None]:
@@ -423,6 +427,8 @@ class ChunkedRuns:
         S += k - 1
         used = int(blocks)
         kv_sum = self.kv_sum + n_grow * (k - 1) if n_dec else self.kv_sum
+        if self.win_top:
+            self._grow_windows(k - 1)
         if self.reserving:  # the decoders' growth was promised (admission "reserve")
             self.reserved -= used - self.used
         self.used, self.kv_sum, self.S, self.acc_s, self.busy_s = used, kv_sum, S, acc, busy

@@ -6,11 +6,21 @@
 decoder's next event: its completion, or the step its KV reaches its cap, whichever is first.
 At the cap a sequence leaves ``hist`` and stops adding context; the planner never jumps past an
 event, so fast-forward and stepping see the same states.
+
+A layout with a sliding or compression window reads less KV for a sequence shorter than the window
+than the affine decode model charges (`simulator.cost.StepModel.decode_discount`: the deficit
+``δ(a) = c_s − e_s·a`` tokens for ``a`` attended tokens in segment ``s``). Per segment the set keeps
+its decoders ``win_n[s]``, the growing ones ``win_g[s]`` and their attended tokens ``win_k[s]``
+(``Σ (kv + 1)``, integers, so stepping and a jump reach the same sums); a growing decoder's next event
+is also the step it leaves its segment. The step is then priced at ``kv_sum + n_dec − Σ_s (win_n[s]·c_s −
+e_s·win_k[s])`` (`priced_context`), which grows by ``n_grow + Σ_s e_s·win_g[s]`` a step (`priced_rate`).
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
+from collections.abc import Sequence
 
 from simulator.engine.sequence import Seq
 
@@ -26,7 +36,7 @@ class DecodeSet:
     log_k: list[int]
     log_base: int
 
-    def _init_decode(self, block_tokens: int) -> None:
+    def _init_decode(self, block_tokens: int, discount: Sequence[tuple[int, float, float]] = ()) -> None:
         self.n_dec = 0
         self.n_grow = 0
         self.kv_sum = 0  # Σ kv tokens of decoders at step S
@@ -35,6 +45,14 @@ class DecodeSet:
         self.private_off = 0
         self.hist = [0] * block_tokens  # growing decoders by (kv0 − base) mod B
         self.heap: list[tuple[int, int, int, Seq]] = []  # (event step, key, base, seq)
+        # the window segments (module docstring): their upper ends, deficit lines and sums; win_top 0: none
+        self.win_hi = [hi for hi, _, _ in discount]
+        self.win_c = [c for _, c, _ in discount]
+        self.win_e = [e for _, _, e in discount]
+        self.win_top = self.win_hi[-1] if discount else 0
+        self.win_n = [0] * len(discount)
+        self.win_g = [0] * len(discount)
+        self.win_k = [0] * len(discount)
 
     def _join_decode(self, seq: Seq) -> None:
         seq.state = DECODE
@@ -58,7 +76,51 @@ class DecodeSet:
             self.hist[(kv0 - S) % self.B] += 1
             if grow < left:  # `min` by its rule, without a call (~850 instructions)
                 left = grow
+        if kv0 + 1 < self.win_top:  # in a window segment: counted there, and the step it leaves it is an event
+            a = kv0 + 1
+            s = seq.win = bisect_right(self.win_hi, a)
+            self.win_n[s] += 1
+            self.win_k[s] += a
+            if grow > 0:
+                self.win_g[s] += 1
+                if self.win_hi[s] - a < left:
+                    left = self.win_hi[s] - a
         heapq.heappush(self.heap, (S + left, seq.key, S, seq))
+
+    def _unwindow(self, seq: Seq, kv: int, growing: bool) -> None:
+        """Take `seq`, at `kv` tokens, out of its window segment's sums."""
+        s = seq.win
+        seq.win = -1
+        self.win_n[s] -= 1
+        self.win_k[s] -= kv + 1
+        if growing:
+            self.win_g[s] -= 1
+
+    def priced_context(self, ahead: int = 0) -> float | int:
+        """The decode context a step `ahead` steps from S is priced at (no event between): ``Σ (kv + 1)``
+        over the decoders, less their window deficits (module docstring); an int without windows."""
+        ctx = self.kv_sum + self.n_dec + ahead * self.n_grow
+        if not self.win_top:
+            return ctx
+        off = 0.0
+        for s in range(len(self.win_hi)):
+            if self.win_n[s]:
+                off += self.win_n[s] * self.win_c[s] - self.win_e[s] * (self.win_k[s] + ahead * self.win_g[s])
+        return ctx - off
+
+    def _grow_windows(self, steps: int) -> None:
+        """`steps` committed: each growing decoder in a window segment attends `steps` tokens more."""
+        k, g = self.win_k, self.win_g
+        for s in range(len(k)):
+            k[s] += g[s] * steps
+
+    def priced_rate(self) -> float | int:
+        """What `priced_context` grows by a step: ``n_grow``, plus ``e_s`` for each growing decoder in a
+        window segment."""
+        rate = self.n_grow
+        if not self.win_top:
+            return rate
+        return rate + sum(e * g for e, g in zip(self.win_e, self.win_g, strict=True))
 
     def _leave_decode(self, seq: Seq) -> int:
         """Take `seq` out of the decode set; materialise its counts; return its KV tokens."""
@@ -70,6 +132,8 @@ class DecodeSet:
             kv = seq.kv0 + steps
             self.n_grow -= 1
             self.hist[(kv - S) % self.B] -= 1
+        if seq.win >= 0:
+            self._unwindow(seq, kv, not seq.capped)
         seq.gen0 += steps
         seq.kv0 = kv
         self.n_dec -= 1
@@ -80,7 +144,8 @@ class DecodeSet:
         return kv
 
     def _due(self) -> list[Seq]:
-        """Pop events up to step S: sequences reaching their cap are re-based; return finished ones."""
+        """Pop events up to step S: sequences reaching their cap or leaving a window segment are re-based;
+        return finished ones."""
         heap, S = self.heap, self.S
         done: list[Seq] = []
         while heap and heap[0][0] <= S:
@@ -91,9 +156,12 @@ class DecodeSet:
             if gen >= seq.request.output_tokens:
                 done.append(seq)
                 continue
-            kv = seq.kv_tokens(S)  # == cap
+            # it grows (a capped decoder's only event is its completion): at its cap, or leaving its window segment
+            kv = seq.kv_tokens(S)
             self.n_grow -= 1
             self.hist[(kv - S) % self.B] -= 1
+            if seq.win >= 0:
+                self._unwindow(seq, kv, True)
             seq.gen0 = gen
             seq.kv0 = kv
             self._rebase(seq)

@@ -43,6 +43,7 @@ class Observation:
     private_off: int
     used: int
     n_grow: int
+    win_top: int
     hist: list[int]
     S: int
     B: int
@@ -64,8 +65,9 @@ class Observation:
     run_steps: list[float]
     run_ends: list[float]
 
-    if TYPE_CHECKING:  # provided by `ChunkedRuns`
+    if TYPE_CHECKING:  # provided by `ChunkedRuns`, and `DecodeSet`
         def sample_in_run(self, now: float, q: int) -> None: ...
+        def priced_context(self, ahead: int = 0) -> float | int: ...
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -189,11 +191,12 @@ class Observation:
         self._put_sample(now, self.used, self.kv_sum, self.chunks, {})
 
     def _put_sample(self, now: float, used: int, kv_sum: int, step: list[tuple[Seq, int]],
-                    done: dict[int, int]) -> None:
+                    done: dict[int, int], ahead: int = 0) -> None:
         """Append the row of a state: its blocks used, decoders' KV tokens, the chunks ``(seq, new)`` of the
         step planned, and `done`: the tokens a prefilling sequence (by key) has prefilled beyond its
-        ``prefilled`` (a run's steps committed since, `ChunkedRuns.sample_in_run`); the rest (queues,
-        cache, link) as they are now."""
+        ``prefilled`` (a run's steps committed since, `ChunkedRuns.sample_in_run`: `ahead` of them, for
+        the decode context the step's utilisation is priced at); the rest (queues, cache, link) as they
+        are now."""
         self.last_sample_s = now
         # loops, not generators or comprehensions (a function made and called each: ~1-1.5 k instructions)
         tokens = kv_sum
@@ -207,7 +210,8 @@ class Observation:
         mfu = bw = math.nan
         utilisation = getattr(self.timer, "utilisation", None)  # the cost model's MFU and HBM share
         if utilisation is not None and batch_tokens:
-            mfu, bw = utilisation(chunks, self.n_dec, kv_sum + self.n_dec)
+            ctx = kv_sum + self.n_dec if not self.win_top else self.priced_context(ahead)
+            mfu, bw = utilisation(chunks, self.n_dec, ctx)
         link_util = math.nan
         if self.link is not None:  # share of the time since the last sample the ingress link moved KV
             span = now - self.link_sample_s

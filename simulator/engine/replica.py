@@ -53,7 +53,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # the SimPy process's flags and jump in flight (`cluster`, `views`); a router's first-token hook (`cluster`)
         "proc", "wake", "on_first", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
         # `DecodeSet`, `BlockPool`
-        "n_dec", "n_grow", "hist", "n_preempt",
+        "n_dec", "n_grow", "hist", "win_hi", "win_c", "win_e", "win_top", "win_n", "win_g", "win_k", "n_preempt",
         # `Observation`'s time integrals
         "acc_s", "used_block_s", "cache_block_s", "evictable_block_s", "private_block_s", "private_token_s", "busy_s",
         "link_busy_mark",
@@ -109,7 +109,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.running: dict[int, Seq] = {}  # admission order
         self.prefilling: dict[int, Seq] = {}
         self.S = 0  # steps run
-        self._init_decode(self.B)
+        discount = getattr(timer, "decode_discount", None)  # a timer without windows may not have it
+        self._init_decode(self.B, discount() if discount is not None else ())
         self.used = 0  # blocks held by sequences and by the cache
         self.host_used = 0
         self.outstanding_tokens = 0  # prefill + output tokens still to compute
@@ -235,17 +236,21 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                     chunks = []  # a loop, not a comprehension: a function made and called (~1 k instructions)
                     for s, c in self.chunks:
                         chunks.append((c, s.prefilled))
-                    g0 = self.timer.step_s(chunks, n, self.kv_sum + n) + swap_s
+                    ctx = self.kv_sum + n if not self.win_top else self.priced_context()
+                    g0 = self.timer.step_s(chunks, n, ctx) + swap_s
                 else:
                     g0 = prices[0] + swap_s
             else:
                 a, b = self._coefficients(n)
-                g0 = a + b * (self.kv_sum + n)
+                g0 = a + b * (self.kv_sum + n if not self.win_top else self.priced_context())
             self.g0, self.d, self.k = g0, 0.0, 1
         else:  # a decode-only batch, most plans: `_coefficients` read here (a call the less when remembered)
             ab = self.coefs.get(n)
             a, b = ab if ab is not None else self._coefficients(n)
-            self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
+            if self.win_top:  # sequences shorter than a window are priced at what they read (`decode`)
+                self.g0, self.d = a + b * self.priced_context(), b * self.priced_rate()
+            else:
+                self.g0, self.d = a + b * (self.kv_sum + n), b * self.n_grow
             self.k = self._stable_steps(now)  # evicts what the k steps need: stepping too, so modes match
             if not self.fast_forward:
                 self.d, self.k = 0.0, 1
@@ -453,6 +458,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             if self.reserving:  # every decoder's growth was promised
                 self.reserved -= grow
             self.kv_sum += n_grow * n
+            if self.win_top:
+                self._grow_windows(n)
             self.outstanding_tokens -= n_dec * n
         self.S += n
         for seq in self.rejoined:

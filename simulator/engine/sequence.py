@@ -25,7 +25,7 @@ class Seq:
         "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
         "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "pieces", "preemptions", "prefill_kv", "prefilled",
         "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "routed", "seg_start",
-        "seg_steps", "state", "target", "transfer_bytes", "transfer_end_s", "transfer_start_s",
+        "seg_steps", "state", "target", "transfer_bytes", "transfer_end_s", "transfer_start_s", "win",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -57,6 +57,7 @@ class Seq:
         self.extra_gaps: list[float] = []  # gaps across preemptions
         self.cap = 1 << 62  # most KV tokens while decoding (retention / layout)
         self.capped = False
+        self.win = -1  # its window segment while decoding (`simulator.engine.decode`), -1: none
         self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache (False without one)
         self.pieces: tuple[tuple[object, int, int], ...] | None = None  # the prefix cache's key chain
         self.cache_node: object = None  # the prefix cache's deepest referenced node

@@ -7,6 +7,11 @@ shipped beside the protocol, with explicit coefficients.
 Contract (the fast-forward relies on it): a pure decode step of ``n`` sequences attending
 ``C`` context tokens in all costs ``a(n) + b(n)·C`` with ``(a, b) = decode_coefficients(n)``,
 and ``step_s((), n, C)`` returns that same value.
+
+A timer whose layout has sliding or compression windows may also offer ``decode_discount()`` (see
+`simulator.cost.StepModel.decode_discount`): the deficit, in context tokens, of a sequence shorter
+than a window. The engine then prices each step at the decoders' context less their deficits, so
+``C`` may be a float (and below the token count).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ class StepTimer(Protocol):
         """``(a_s, b_s_per_token)``: a decode step of `batch` sequences over C tokens takes ``a + b·C``."""
         ...
 
-    def step_s(self, prefill_chunks: Sequence[Chunk], decode_batch: int, decode_context_tokens: int) -> float:
+    def step_s(self, prefill_chunks: Sequence[Chunk], decode_batch: int, decode_context_tokens: float) -> float:
         """One iteration: prefill chunks plus `decode_batch` decodes attending `decode_context_tokens`."""
         ...
 
@@ -53,17 +58,23 @@ class AffineTimer:
     per_seq_s: float = 0.0
     per_context_token_s: float = 1.2e-8
     per_prefill_token_s: float = 3.6e-5
+    # `decode_discount`'s segments ``(hi, c, e)``, as a windowed layout's cost model gives them (tests)
+    discount: tuple[tuple[int, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("overhead_s", "per_seq_s", "per_context_token_s", "per_prefill_token_s"):
             v = getattr(self, f)
             must(v >= 0, "AffineTimer", f, ">= 0", v)
 
+    def decode_discount(self) -> tuple[tuple[int, float, float], ...]:
+        """`discount`: the context a sequence shorter than a window is not charged for."""
+        return self.discount
+
     def decode_coefficients(self, batch: int) -> tuple[float, float]:
         """``(overhead_s + per_seq_s·batch, per_context_token_s)``."""
         return self.overhead_s + self.per_seq_s * batch, self.per_context_token_s
 
-    def step_s(self, prefill_chunks: Sequence[Chunk], decode_batch: int, decode_context_tokens: int) -> float:
+    def step_s(self, prefill_chunks: Sequence[Chunk], decode_batch: int, decode_context_tokens: float) -> float:
         """The affine step time above."""
         if not prefill_chunks and decode_batch == 0:
             return 0.0

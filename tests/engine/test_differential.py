@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulator.engine import EngineConfig, PoolConfig, SchedulerConfig, run
+from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig, run
 from tests.engine.test_fuzz import RETENTION  # the retention policies and the parameters they are fuzzed with
 from tests.engine.test_invariants import assert_same_records
 from tests.engine.test_regressions import TIMER
@@ -114,9 +114,9 @@ def test_fast_forward_equals_stepping_under_least_dispatched(seed: int) -> None:
     _fast_forward_equals_stepping(config, _requests(rng, int(rng.choice([20, 60, 150, 400]))))
 
 
-def _fast_forward_equals_stepping(config: EngineConfig, reqs: list[Request]) -> None:
-    fast = run(config, reqs, 1, timer=TIMER)
-    slow = run(replace(config, fast_forward=False), reqs, 1, timer=TIMER)
+def _fast_forward_equals_stepping(config: EngineConfig, reqs: list[Request], timer: AffineTimer = TIMER) -> None:
+    fast = run(config, reqs, 1, timer=timer)
+    slow = run(replace(config, fast_forward=False), reqs, 1, timer=timer)
     assert list(fast.requests.request_id) == [r.id for r in reqs]
     assert_same_records(fast.requests, slow.requests)
     for col in EXACT:

@@ -1,0 +1,165 @@
+"""Decode steps over sequences shorter than a sliding or compression window are priced at what they read.
+
+The affine decode model charges a sequence attending ``a`` tokens ``α + β·a`` KV bytes, which is what
+it reads once every window is full; a shorter one reads ``β·δ(a)`` less (`StepModel.decode_discount`).
+The decode set keeps the deficits' sums per window segment (`simulator.engine.decode`); these tests
+hold the sums to a recount after every plan and commit, fast-forward to stepping on random
+configurations, and the engine's decode times to a full-attention model's where the windowed layout
+reads the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simulator.engine import AffineTimer, EngineConfig, run
+from simulator.engine.cluster import cost_model_timer
+from simulator.engine.decode import DECODE
+from simulator.engine.replica import Replica
+from simulator.kv import parse_layout
+from simulator.models import get_model
+from tests.engine.test_differential import _config, _fast_forward_equals_stepping, _requests
+from workloads.request import Request
+
+WINDOW_SEEDS = range(300, 316)
+
+
+def _discount(rng: np.random.Generator) -> tuple[tuple[int, float, float], ...]:
+    """A deficit line as a windowed layout's cost model gives one: convex, decreasing, 0 at the top
+    breakpoint; one segment (compression, or a sliding window) or two (both), with windows the fuzzed
+    workloads' sequences (up to ~3k tokens) cross."""
+    top = int(rng.integers(8, 1500))
+    e_top = float(rng.choice([1.5, 5.2, 7.0]))
+    if rng.random() < 0.5:
+        return ((top, e_top * top, e_top),)
+    low = int(rng.integers(1, top))
+    e_low = e_top + float(rng.choice([0.0, 3.0, 18.6]))
+    d_low = e_top * (top - low)  # δ at the lower breakpoint
+    return ((low, d_low + e_low * low, e_low), (top, e_top * top, e_top))
+
+
+def _timer(rng: np.random.Generator) -> AffineTimer:
+    """An affine timer with a window discount, its per-sequence cost the affine fit's ``b·δ(0)`` (a
+    sequence's bytes at 0 tokens are 0), and a context cost large enough that a token miscounted in a
+    deficit shows in the times."""
+    discount = _discount(rng)
+    b = 1e-6
+    return AffineTimer(overhead_s=0.02, per_seq_s=b * discount[0][1], per_context_token_s=b,
+                       per_prefill_token_s=3.6e-5, discount=discount)
+
+
+def _deficit(timer: AffineTimer, attended: int) -> float:
+    for hi, c, e in timer.discount:
+        if attended < hi:
+            return c - e * attended
+    return 0.0
+
+
+@pytest.fixture
+def exact_windows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """After every plan and commit, the decode set's window sums against a recount of its decoders,
+    and a planned decode-only step's time against ``a + b·Σ (a_i − δ(a_i))`` recounted."""
+    bad: list[Any] = []
+    plan, commit = Replica.plan, Replica.commit
+
+    def check(rep: Replica, where: str) -> None:
+        if not rep.win_top:
+            return
+        n, g, k = [0] * len(rep.win_hi), [0] * len(rep.win_hi), [0] * len(rep.win_hi)
+        priced = 0.0
+        for s in rep.running.values():
+            if s.state != DECODE:
+                continue
+            a = s.kv_tokens(rep.S) + 1
+            priced += a - _deficit(rep.timer, a)  # type: ignore[arg-type]
+            for i, hi in enumerate(rep.win_hi):
+                if a < hi:
+                    n[i] += 1
+                    g[i] += not s.capped
+                    k[i] += a
+                    break
+        if (n, g, k) != (rep.win_n, rep.win_g, rep.win_k):
+            bad.append((where, rep.index, rep.S, (n, g, k), (rep.win_n, rep.win_g, rep.win_k)))
+        # a decode-only plan's first step (a swap's seconds, out or in, would be on top)
+        if where == "plan" and rep.n_dec and not rep.chunks and not rep.rejoined and not rep.swapped:
+            a0, b0 = rep.timer.decode_coefficients(rep.n_dec)
+            if rep.g0 != pytest.approx(a0 + b0 * priced, rel=1e-12, abs=1e-15):
+                bad.append(("price", rep.index, rep.S, rep.g0, a0 + b0 * priced))
+
+    def plan_checked(self: Replica, now: float) -> bool:
+        out = plan(self, now)
+        if out:
+            check(self, "plan")
+        return out
+
+    def commit_checked(self: Replica, n: int, end_s: float) -> None:
+        commit(self, n, end_s)
+        check(self, "commit")
+
+    monkeypatch.setattr(Replica, "plan", plan_checked)
+    monkeypatch.setattr(Replica, "commit", commit_checked)
+    return bad
+
+
+@pytest.mark.parametrize("seed", WINDOW_SEEDS)
+def test_window_sums_hold_and_fast_forward_equals_stepping(seed: int, exact_windows: list[Any]) -> None:
+    """`test_differential`'s random configurations under a timer with a drawn window discount: the sums
+    recounted after every plan and commit of both modes, and both modes' records and KV figures alike."""
+    rng = np.random.default_rng(seed)
+    config = _config(rng)
+    timer = _timer(rng)
+    reqs = _requests(rng, int(rng.choice([20, 60, 150])))
+    _fast_forward_equals_stepping(config, reqs, timer)
+    assert not exact_windows
+
+
+def test_a_discount_moves_decode_times_by_the_deficit() -> None:
+    """One request of 100 prompt tokens and 50 outputs, under a window of 1,000 tokens with deficit
+    ``7·(1000 − a)``: its 49 decode steps attend 101..149 tokens, each priced at ``a − δ(a) = 8a − 7000``
+    context tokens, so they take ``49·(a0 + b·δ(0)) + b·Σ (8a − 7000)`` seconds, by hand."""
+    b, c = 1e-6, 7000.0
+    timer = AffineTimer(overhead_s=0.02, per_seq_s=b * c, per_context_token_s=b, per_prefill_token_s=3.6e-5,
+                        discount=((1000, c, 7.0),))
+    req = Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=50, segments=((0, 100),))
+    rec = run(EngineConfig(kv_blocks=100), [req], timer=timer).requests.iloc[0]
+    by_hand = 49 * (0.02 + b * c) + b * sum(8 * a - 7000 for a in range(101, 150))
+    assert rec.e2e_s - rec.ttft_s == pytest.approx(by_hand, rel=1e-12)
+    plain = run(EngineConfig(kv_blocks=100), [req], timer=replace(timer, discount=())).requests.iloc[0]
+    assert plain.e2e_s - plain.ttft_s == pytest.approx(49 * (0.02 + b * c) + b * sum(range(101, 150)), rel=1e-12)
+
+
+def _decode_s(model: str, layout: str, prompt: int, output: int, node: str = "8xH100", tp: int = 1) -> float:
+    config = EngineConfig(model=model, node=node, tp=tp, layout=parse_layout(layout))
+    req = Request(id=0, arrival_s=0.0, prompt_tokens=prompt, output_tokens=output, segments=((0, prompt),))
+    rec = run(config, [req]).requests.iloc[0]
+    return float(rec.e2e_s - rec.ttft_s)
+
+
+@pytest.mark.parametrize(("model", "windowed", "full", "prompt", "tp"), [
+    ("Llama-3.1-8B", "compress:8:4096", "native", 1000, 1),  # under the full-resolution window
+    ("Gemma-3-27B", "native", "no-sliding", 500, 2),  # under Gemma 3's 1,024-token sliding window
+])
+def test_a_sequence_inside_its_window_decodes_as_with_full_attention(model: str, windowed: str, full: str,
+                                                                     prompt: int, tp: int) -> None:
+    """Inside every window a windowed layout holds and reads what full attention does: the same decode
+    time (the affine model alone charged Llama-3.1-8B's 1,000 tokens under ``compress:8:4096`` for a
+    full window, about 1.9x the KV reads)."""
+    assert _decode_s(model, windowed, prompt, 300, tp=tp) == pytest.approx(_decode_s(model, full, prompt, 300, tp=tp),
+                                                                            rel=1e-12)
+
+
+def test_a_sequence_crossing_the_compression_window_reads_its_compressed_bytes() -> None:
+    """Llama-3.1-8B under ``compress:8:4096``, 3,990 prompt tokens and 300 outputs: decode step ``j``
+    attends ``a = 3991 + j`` tokens and reads the bytes of ``a`` full-resolution tokens up to 4,096, of
+    ``4096 + (a − 4096)/8`` beyond. Full attention's step at that many tokens is the same step."""
+    node = "8xH100"
+    from hardware.catalog import load_catalog
+
+    plain = cost_model_timer(load_catalog().node(node), get_model("Llama-3.1-8B"), 1, parse_layout("native"))
+    a0, b0 = plain.decode_coefficients(1)
+    by_hand = sum(a0 + b0 * (a if a <= 4096 else 4096 + (a - 4096) / 8) for a in range(3991, 3991 + 299))
+    assert _decode_s("Llama-3.1-8B", "compress:8:4096", 3990, 300, node) == pytest.approx(by_hand, rel=1e-9)
