@@ -82,6 +82,7 @@ def _bounds(name: str) -> tuple[float, float]:
 
 
 START_INSIDE = 1e-3  # how far inside its bounds a parameter that starts on its lower bound starts (of the span)
+ON_BOUND = 1e-6  # a start within this share of that offset above the lower bound counts as on it (rounding)
 
 
 def fit_params(
@@ -125,7 +126,7 @@ def fit_params(
     x0 = np.clip([getattr(base, f) / _scale(f) for f in free], lo, hi)
     # a start on a bound (a shipped step overhead of ~0) stalls the bounded solver there whatever the data
     # (helper-119: one H100 row 3.8 ms above the model's fitted nothing): start `START_INSIDE` of the way in
-    x0 = np.where(x0 <= lo + START_INSIDE * (hi - lo) * 1e-6, lo + START_INSIDE * (hi - lo), x0)
+    x0 = np.where(x0 <= lo + START_INSIDE * (hi - lo) * ON_BOUND, lo + START_INSIDE * (hi - lo), x0)
     sol = least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, loss=loss, f_scale=f_scale)
     fitted = params_of(sol.x)
     return FitResult(params=fitted, free=free, n_points=len(measured), rel_errors=model(fitted) / measured - 1.0)

@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from simulator.errors import ConfigError
 from simulator.registry import C, Registry
@@ -42,6 +42,16 @@ class RetentionPolicy(Protocol):
 
     def cap_tokens(self, prompt_tokens: int) -> int:
         """Most KV tokens the sequence holds while decoding (`NO_CAP` for none)."""
+        ...
+
+
+@runtime_checkable
+class Budgeted(Protocol):
+    """A policy that keeps a budget of KV tokens, as its sources state one (`unsourced_budget`)."""
+
+    def budget(self) -> tuple[int, float]:
+        """``(tokens, fraction)``: the KV tokens a sequence keeps, or, where `tokens` is 0, that share of
+        its prompt (0.0: no share)."""
         ...
 
 
@@ -70,19 +80,18 @@ def unsourced_budget(name: str, params: Mapping[str, object]) -> str | None:
     """What the sources measured policy `name`'s debit at, where `params` keep another budget: ``"1,024-4,096
     tokens"``; None where they measured it there, or for a policy with no range in the data file (full).
 
-    The budget is the KV tokens a sequence keeps: a StreamingLLM's sinks + window, an H2O's or SnapKV's
-    ``budget_tokens``, or its ``budget_fraction`` of the prompt when it has no token budget."""
+    The budget is the KV tokens a sequence keeps (`Budgeted.budget`): a StreamingLLM's sinks + window, an
+    H2O's or SnapKV's ``budget_tokens``, or its ``budget_fraction`` of the prompt when it has no token budget."""
     tokens, fraction = _sourced().get(name, (None, None))
     if tokens is None:
         return None
     policy = make_retention(name, **params)
-    sinks, window = getattr(policy, "sink_tokens", None), getattr(policy, "window_tokens", None)
-    budget = sinks + window if isinstance(sinks, int) and isinstance(window, int) else getattr(
-        policy, "budget_tokens", 0)
+    if not isinstance(policy, Budgeted):  # (the data file gives a range for budgeted policies only)
+        return None
+    budget, share = policy.budget()
     lo, hi = tokens
     measured = f"{lo:,} tokens" if lo == hi else f"{lo:,}-{hi:,} tokens"
     if not budget:  # a share of each prompt
-        share = getattr(policy, "budget_fraction", None)
         if fraction is not None and share == fraction:
             return None
         return measured + (f" or {fraction:g} of the prompt" if fraction is not None else "")

@@ -43,6 +43,10 @@ class StreamingLLM:
     def cap_tokens(self, prompt_tokens: int) -> int:
         return self.sink_tokens + self.window_tokens
 
+    def budget(self) -> tuple[int, float]:
+        """Sinks plus window, every prompt alike (`retention.Budgeted`)."""
+        return self.sink_tokens + self.window_tokens, 0.0
+
 
 def _budget(where: str, fraction: float, tokens: int, prompt_tokens: int) -> int:
     """``tokens`` when > 0, else ``ceil(fraction · prompt_tokens)`` (at least 1)."""
@@ -72,6 +76,10 @@ class H2O:
     def cap_tokens(self, prompt_tokens: int) -> int:
         return _budget("H2O", self.budget_fraction, self.budget_tokens, prompt_tokens)
 
+    def budget(self) -> tuple[int, float]:
+        """``budget_tokens``, or ``budget_fraction`` of the prompt without one (`retention.Budgeted`)."""
+        return self.budget_tokens, self.budget_fraction
+
 
 @register_retention
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +100,10 @@ class SnapKV:
     def kept_after_prefill(self, prompt_tokens: int, target_tokens: int) -> int:
         budget = _budget("SnapKV", self.budget_fraction, self.budget_tokens, prompt_tokens)
         return min(prompt_tokens, budget) + (target_tokens - prompt_tokens)
+
+    def budget(self) -> tuple[int, float]:
+        """``budget_tokens``, or ``budget_fraction`` of the prompt without one (`retention.Budgeted`)."""
+        return self.budget_tokens, self.budget_fraction
 
     def cap_tokens(self, prompt_tokens: int) -> int:
         return NO_CAP
