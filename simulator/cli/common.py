@@ -406,7 +406,10 @@ class OutputFolder:
                 f.unlink(missing_ok=True)
                 _remove_empty(f.parent.resolve(), root)
         lines = [f"{cmd}\t{rel}\n" for cmd, rel in self._others]  # this command's: none left
-        (self.path / MANIFEST).write_text("".join(lines), encoding="utf-8")
+        if lines:
+            (self.path / MANIFEST).write_text("".join(lines), encoding="utf-8")
+        else:  # no command's output is left: no list (an empty one would be a file no command wrote)
+            (self.path / MANIFEST).unlink(missing_ok=True)
         return (f"its partial output was removed from {shown_path(self.path)} (its earlier output there had "
                 "already been removed; other files are kept)")
 
