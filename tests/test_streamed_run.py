@@ -237,7 +237,7 @@ def test_a_streamed_run_that_fails_after_the_simulation_removes_what_it_wrote(tm
 
     monkeypatch.setattr(importlib.import_module(target), function, fails)
     assert "no fleet of up to 256" in error(kvsim("run", scenario, "--out", out, "--stream"))
-    assert listing(out) == {"notes.txt": b"mine", ".kvsim-files": b""}
+    assert listing(out) == {"notes.txt": b"mine"}  # no empty .kvsim-files: no command's output is left
 
 
 def test_a_window_of_a_streamed_workload_keeps_its_limit():
@@ -333,7 +333,7 @@ def test_kvsim_run_stream_interrupted_removes_what_it_streamed(tmp_path, monkeyp
     monkeypatch.setattr(simulator.engine.result, "summarize", interrupted)
     line = stopped(kvsim("run", "trace-replay", "--out", out, "--stream"), "run")
     assert "partial output was removed" in line and "earlier output there had already been removed" in line
-    assert listing(out) == {"notes.txt": b"mine", ".kvsim-files": b""}
+    assert listing(out) == {"notes.txt": b"mine"}  # no empty .kvsim-files: no command's output is left
 
 
 @pytest.mark.parametrize("chunk", [3, 1 << 16])
