@@ -313,7 +313,8 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
       for its prefill and for its share of ``o`` decode steps of ``m`` streams, so
 
           capacity_rps = 1 / (prefill_s(n − o) + o · step_s / m) = m / (m · prefill_s(n − o) + o · step_s)
-          step_s = a(m) + b(m) · m · (n − o/2)       (`decode_coefficients`: a full batch at mean context)
+          step_s = a(m) + b(m) · m · priced(n − o/2)  (`decode_coefficients`: a full batch at mean context;
+                                                      `StepModel.priced_context`: what it reads under a window)
           offered_rps = offered_fraction · capacity_rps
 
       (`simulator.capacity.sustained_requests_per_s`; to first order: chunked prefill adds its compute to

@@ -364,7 +364,8 @@ def output_ceiling_per_stream(step: StepModel, *, pool_streams: float, replicas:
     """The fleet's most output tokens a second, spread over the streams its KV pool holds:
 
         m = ⌊min(pool_streams / replicas, max_num_seqs)⌋      streams one replica decodes at once at most
-        step_s = a(m) + b(m) · m · context_tokens             a full batch's decode step (`decode_coefficients`)
+        step_s = a(m) + b(m) · m · priced(context_tokens)     a full batch's decode step (`decode_coefficients`;
+                                                              `StepModel.priced_context` under a window)
         ceiling = replicas · o · m / (m · prefill_s(prompt_tokens) + o · step_s)
         ceiling_per_stream = ceiling / pool_streams
 

@@ -132,7 +132,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
     held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
-    if dec.kv_bytes > held * (1 + 1e-9) and held > 0:  # every layer windowed (`StepModel.decode_discount`)
+    if sm.charges_full_windows and dec.kv_bytes > held * (1 + 1e-9) and held > 0:
         click.echo(f"  note: the decode step reads {_size(dec.kv_bytes / plan.pp)}/GPU of KV where its sequences "
                    f"hold {_size(held / plan.pp)}: every layer of {sm.model.key} is windowed, and the step model "
                    "charges a sequence shorter than the window as if it filled it (decode is affine in the batch's "

@@ -168,12 +168,12 @@ def predict_row(r: pd.Series, p: CostParams) -> float:
     b, n, c, phase = int(r["batch"]), _int(r["new_tokens"], 0), _int(r["context"], 0), r["phase"]
     if phase == "prefill":
         return sm.step_s([(n, c)] * b, 0, 0.0)
-    if phase == "decode":
-        return sm.decode_step_s(b, b * c)
+    if phase == "decode":  # (a context shorter than a window: at what it reads, `StepModel.priced_context`)
+        return sm.decode_step_s(b, b * sm.priced_context(c))
     if phase == "attention_prefill":
         return sm.attention_layer_s([(n, c)] * b)
     if phase == "attention_decode":
-        return sm.attention_layer_s((), b, b * c, query_tokens=max(1, n))
+        return sm.attention_layer_s((), b, b * sm.priced_context(c), query_tokens=max(1, n))
     return throughput_tokens_per_s(sm, n, _int(r["output_tokens"], 1), b, _int(r["gpus"], int(r["tp"])))
 
 

@@ -213,6 +213,7 @@ class StepModel:
         "_expert_n",
         "_expert_quant_per_token",
         "_fp8_kv",
+        "_full_windows",
         "_gemm_count",
         "_gemm_dtype",
         "_gemm_k",
@@ -420,7 +421,8 @@ class StepModel:
             points.add(layout.compress_recent_tokens)
         if model.sliding_window and layout.use_sliding_window:
             points.add(model.sliding_window)
-        if not points or not alpha > 0 or not beta > 0:  # no window; or every layer windowed (β = 0: see there)
+        self._full_windows = bool(points) and alpha > 0 and not beta > 0  # every layer windowed (see there)
+        if not points or not alpha > 0 or not beta > 0:
             return ()
         top = max(points)
         ps = [0, *sorted(points)]
@@ -441,13 +443,19 @@ class StepModel:
         full-resolution compression window full); a shorter one reads ``δ(a) = c − e·a`` tokens' worth
         (``β·δ`` bytes) less, so a decode step whose sequences attend ``a_i`` tokens costs exactly
         ``a + b·(Σ a_i − Σ δ(a_i))`` (`priced_context`). Empty for a layout without windows, and where
-        ``β = 0`` (every layer windowed, no compression: the step is then charged as if every window
-        were full, the affine model's one shape that cannot express it).
+        ``β = 0``: every layer windowed (compressed or not), the step is then charged as if every window
+        were full (`charges_full_windows`), the affine model's one shape that cannot express it.
 
         Compression ``compress:w:r`` on full-context layers: ``α = L·e·r·(1 − 1/w)``, ``β = L·e/w`` (``L·e``
         bytes a token over the layers), so ``δ(a) = (w − 1)·(r − a)`` below ``r``: one segment
         ``(r, (w − 1)·r, w − 1)``, and ``α + β·(a − δ(a)) = L·e·a``, the full-resolution bytes."""
         return self._discount
+
+    @property
+    def charges_full_windows(self) -> bool:
+        """Whether a sequence shorter than a window is charged as if it filled it: every layer windowed
+        (no full-context slope ``β`` to take its deficit off, `decode_discount`)."""
+        return self._full_windows
 
     def priced_context(self, attended: float) -> float:
         """``a − δ(a)`` (`decode_discount`): the context whose affine price ``α + β·priced`` is the KV

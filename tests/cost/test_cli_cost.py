@@ -148,3 +148,13 @@ def test_cost_prices_a_context_shorter_than_a_window_at_what_it_reads(tmp_path):
                                "torch_dtype": "bfloat16", "vocab_size": 128256, "sliding_window": 4096}))
     r = CliRunner().invoke(cost, ["--model", str(cfg), "--hardware", "8xH100", "--batch", "8", "--context", "1024"])
     assert "note: the decode step reads 0.54 GB/GPU of KV where its sequences hold 0.13 GB: every layer of " in r.output
+
+
+def test_cost_says_every_layer_is_windowed_only_where_it_is():
+    """helper-129: the note's gate was the bytes alone, and a compression whose ratio does not divide the fit's
+    reference length rounds the affine line an entry above the bytes held: Llama-3.1-8B (no window) under
+    ``compress:6:128`` read "every layer of Llama-3.1-8B is windowed"."""
+    for context in ("100", "129", "5000"):
+        r = CliRunner().invoke(cost, ["--model", "Llama-3.1-8B", "--hardware", "1xH100", "--batch", "8", "--context",
+                                      context, "--layout", "compress:6:128"])
+        assert r.exit_code == 0 and "note: the decode step reads" not in r.output, r.output
