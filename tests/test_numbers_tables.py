@@ -142,12 +142,12 @@ def test_cost_splits_the_attention_share_into_fixed_latency_and_kv_reads() -> No
 def test_models_prints_70_55_billion_parameters_as_70_6() -> None:
     """models.toml gives the 70B Llamas 70.55e9 parameters (model card 70.6B); ``f"{70.55:.1f}"`` is 70.5
     (the float nearest 70.55 is 70.5499…). Half up from the decimal 70.55: 70.6. Llama-3.1-405B's
-    405.85e9: 405.9; Llama-2-70B's 68.98e9: 69.0; Kimi-K2's 1,040e9: 1,040.0."""
+    405.85e9: 405.9; Llama-2-70B's 68.98e9: 69.0; Kimi-K2's 1,026.2e9: 1,026.2."""
     rows = {line.split()[0]: line.split() for line in CliRunner().invoke(main, ["models"]).output.splitlines()}
     for name in ("Llama-3.1-70B", "Llama-3.3-70B", "Llama-3-70B"):
         assert rows[name][6:8] == ["70.6", "70.6"]
     assert rows["Llama-3.1-405B"][6] == "405.9" and rows["Llama-2-70B"][6] == "69.0"
-    assert rows["Kimi-K2"][6:8] == ["1,040.0", "32.0"]
+    assert rows["Kimi-K2"][6:8] == ["1,026.2", "32.0"]
 
 
 def test_the_readme_collapse_example_has_the_header_the_tool_prints(tmp_path: Path,
