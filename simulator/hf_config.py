@@ -277,7 +277,9 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
             attn_dtype = _torch_dtype(cfg, where)
     else:
         wdtype, block_scales = _torch_dtype(cfg, where), False
-    context = _int(cfg, where, "max_position_embeddings", default=131072, minimum=1)
+    # the context the model reads: never assumed (a config without it is refused, naming the key)
+    context = _int(cfg, where, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+                   minimum=1)
     window, pattern = _sliding(cfg, where, L, context)
     total = float(total_params) if total_params else float(estimated_total)
     key = str(cfg.get("_name_or_path") or where)

@@ -158,7 +158,7 @@ def test_a_cost_params_file_is_refused_at_its_key(tmp_path: Path) -> None:
 
 def test_a_config_json_whose_heads_do_not_divide_its_width_is_refused(tmp_path: Path) -> None:
     cfg = {"num_hidden_layers": 32, "hidden_size": 4097, "num_attention_heads": 32, "num_key_value_heads": 8,
-           "vocab_size": 128256, "intermediate_size": 14336}
+           "vocab_size": 128256, "intermediate_size": 14336, "max_position_embeddings": 131072}
     f = tmp_path / "config.json"
     f.write_text(json.dumps(cfg))
     assert error(kvsim("calc", "--model-config", f, "--context", 9), str(f)) == (

@@ -47,7 +47,8 @@ def _config_json(tmp_path):
 
     f = tmp_path / "l8.json"
     f.write_text(json.dumps({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                             "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336}))
+                             "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336,
+                             "max_position_embeddings": 131072}))
     return f
 
 

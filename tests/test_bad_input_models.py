@@ -90,9 +90,11 @@ def test_cost_says_when_a_context_is_past_the_models_window():
 
 # --- F10: HF config.json types and shapes ----------------------------------------------------------
 LLAMA_8B_SHAPE = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                  "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336}
+                  "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336,
+                  "max_position_embeddings": 131072}
 MOE_SHAPE = {"num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-             "vocab_size": 1000, "intermediate_size": 100, "num_local_experts": 8, "num_experts_per_tok": 2}
+             "vocab_size": 1000, "intermediate_size": 100, "num_local_experts": 8, "num_experts_per_tok": 2,
+             "max_position_embeddings": 4096}
 
 
 def _config(tmp: Path, **fields: object) -> Path:

@@ -171,3 +171,13 @@ def test_an_extra_model_catalog_holds_models_only(tmp_path, text, said):
     with pytest.raises(ConfigError) as exc:
         load_models(path)
     assert str(exc.value) == f"{path}: {said}" or str(exc.value).startswith(f"{path}: {said}")
+
+
+def test_a_config_without_its_context_length_is_refused(tmp_path):
+    """helper-130: a config.json without ``max_position_embeddings`` was read as a 131,072-token model, silently."""
+    from simulator.errors import ConfigError
+
+    cfg = {k: v for k, v in LLAMA31_8B.items() if k != "max_position_embeddings"}
+    with pytest.raises(ConfigError, match="missing 'max_position_embeddings'"):
+        get_model(str(write(tmp_path, cfg)))
+    assert get_model(str(write(tmp_path, {**cfg, "n_positions": 2048}))).max_context_tokens == 2048  # GPT-2's name
