@@ -44,6 +44,7 @@ from simulator.cost.fit import ROBUST_SCALE, FitResult, fit_params
 from simulator.cost.kernels import predict_s
 from simulator.cost.params import MAIN_HEAD_DIMS, CostParams
 from simulator.errors import ConfigError
+from simulator.models import dtype
 from simulator.progress import Meter, Progress
 
 # aiconfigurator system folder -> kvsim GPU catalog key (names only; the specs are ours)
@@ -64,7 +65,7 @@ LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its t
 GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block", "nvfp4": "gemm_fp4"}
 # bytes per input value of each GEMM table (weights and activations alike): NVFP4 stores 4 bits
 # and one E4M3 scale per 16 values (simulator/data/kv_dtypes.toml, dtype.fp4)
-GEMM_IN_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1.0 / 16}
+GEMM_IN_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": dtype("fp4").effective_bytes}
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
 MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
 
