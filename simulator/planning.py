@@ -3,9 +3,12 @@
 For one node kind the search starts at the memory floor and grows:
 
 - **memory floor** (analytic, a lower bound): by Little's law the mean KV held is at least
-  ``Σ_r bytes(prompt_r + output_r / 2) · output_r · t_step1 / T`` over the workload's span ``T``,
-  where ``t_step1`` is the batch-1 decode step (no batch decodes faster); a fleet needs at least
-  ``ceil(that / kv_budget_per_node)`` nodes. Simulated answers are never below it.
+  ``Σ_r bytes(prompt_r + output_r / 2) · output_r · t_step1 / T``, where ``t_step1`` is the batch-1
+  decode step (no batch decodes faster) and ``T`` the time a fleet that meets the SLOs has to serve
+  them in: the workload's arrival span plus the longest a request may take under the SLOs
+  (``ttft + (o − 1)·tpot``). Only the tokens a request keeps and shares with no other count, and the
+  p99s' tails are left out (`memory_floor_nodes`); a fleet needs at least ``ceil(that /
+  kv_budget_per_node)`` nodes, so no fleet below it meets the SLOs.
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   rejected or timed out), then bisect between the last failure and the first success. A fleet whose
   replicas reject requests (they can never hold them) is refused at once (`never_served`): more nodes
@@ -24,6 +27,7 @@ For one node kind the search starts at the memory floor and grows:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -35,6 +39,7 @@ from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.result import must_seed
+from simulator.engine.retention import make_retention
 from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
@@ -164,31 +169,62 @@ def rejected_note(result: Result) -> str:
     return f"{s['rejected']:,} of {s['requests']:,} requests can never be served by a replica of this plan{first}"
 
 
-def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
-    """Nodes that memory alone requires (see the module docstring); at least 1."""
+SLO_TAIL = 0.01  # the share of requests a p99 SLO leaves unbounded (`meets_slo`), per SLO
+
+
+def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, ttft_p99_s: float = math.inf,
+                       tpot_p99_s: float = math.inf) -> int:
+    """Nodes that KV memory alone requires of a fleet that meets the SLOs (the module docstring); at least 1.
+
+    A request holds at least ``bytes_r = bytes(kept_r + o_r/2) − bytes(shared_r)`` for ``o_r · t_step1`` seconds
+    (``kept_r``: the prompt tokens its retention keeps; ``shared_r``: its leading segments another request also
+    uses, which a prefix cache may hold once for both; ``t_step1``: the batch-1 decode step at its context, no
+    batch decodes faster). In a fleet that meets the SLOs all but
+    ``2·⌈SLO_TAIL · n⌉`` requests (the p99s' tails) are answered by ``a_r + ttft + (o_r − 1)·tpot``, so their
+    byte-seconds fit in ``T = a_last − a_first + max_r (ttft + (o_r − 1)·tpot)`` (at least 1 s) of the fleet's KV
+    budget: ``nodes ≥ Σ (all but the tails' largest) bytes_r · o_r · t_step1 / (T · kv_budget_per_node)``.
+    Without SLOs (infinite) there is no such horizon, and the floor is 1."""
     cfg = scenario.engine_config(hardware)
     node = cfg.node
     assert isinstance(node, NodeSpec)  # Scenario.engine_config resolves it
     model = scenario.model_spec()
     budget = kv_budget(node, model, memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan)
+    reqs = workload.requests()
+    gaps = max((r.output_tokens - 1 for r in reqs), default=0)  # one-token answers: no TPOT to bound
+    horizon = ttft_p99_s + (gaps * tpot_p99_s if gaps else 0.0)
+    if not reqs or not math.isfinite(horizon):
+        return budget.nodes
     step1 = StepModel(node.gpu, model, cfg.layout, scenario.cluster.tp, load_params(node.gpu.key),
                       plan=scenario.plan, node=node)
     a_s, b_s = step1.decode_coefficients(1)
-    reqs = workload.requests()
-    if not reqs:
-        return 1
-    span = max(reqs[-1].arrival_s - reqs[0].arrival_s, 1.0)
+    span = max(reqs[-1].arrival_s - reqs[0].arrival_s + horizon, 1.0)
     # on the binding GPU: its share of each sequence's bytes against its budget, times the KV pools
     # of a replica's nodes
     share = min(range(len(budget.stages)), key=lambda s: budget.stage_kv_bytes(s) / block_share(budget, model,
                                                                                                   cfg.layout, s))
     per_unit = budget.replicas * budget.plan.kv_groups * budget.stage_kv_bytes(share)
     frac = block_share(budget, model, cfg.layout, share)
-    byte_seconds = 0.0
+    retention = make_retention(cfg.retention, **cfg.retention_params)
+    # a prefix cache holds a segment other requests also use once: only a request's own tokens are its own
+    users: Counter[int] = Counter()
+    if cfg.cache != "none":
+        for r in reqs:
+            users.update({sid for sid, _ in r.segments} | ({r.output_segment_id} - {-1}))
+    seconds = []
     for r in reqs:
-        mid = r.prompt_tokens + r.output_tokens // 2
-        step_s = a_s + b_s * step1.priced_context(mid)  # (shorter than a window: what it reads)
-        byte_seconds += sequence_bytes(model, cfg.layout, mid) * r.output_tokens * step_s
+        p, o = r.prompt_tokens, r.output_tokens
+        held = min(retention.kept_after_prefill(p, p) + o // 2, retention.cap_tokens(p))
+        shared = 0  # the leading segments another request also uses: a prefix cache may hold them for both
+        if held == p + o // 2:  # (a retained subset is the sequence's own: no cache shares it)
+            for sid, tokens in r.segments:
+                if users[sid] < 2:
+                    break
+                shared += tokens
+        own = sequence_bytes(model, cfg.layout, held) - (sequence_bytes(model, cfg.layout, shared) if shared else 0)
+        step_s = a_s + b_s * step1.priced_context(p + o // 2)  # (shorter than a window: what it reads)
+        seconds.append(own * o * step_s)
+    seconds.sort()
+    byte_seconds = sum(seconds[:len(seconds) - 2 * math.ceil(SLO_TAIL * len(seconds))])
     return budget.nodes * max(1, math.ceil(byte_seconds * frac / span / per_unit))
 
 
@@ -204,7 +240,7 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
     another node kind's headroom, where the fleet is one replica; `FLEET_PRIOR` is the whole
     estimate before it starts).
     """
-    floor = memory_floor_nodes(scenario, hardware, workload)
+    floor = memory_floor_nodes(scenario, hardware, workload, ttft_p99_s, tpot_p99_s)
     cache: dict[int, Result] = {}
     try:
         if floor > MAX_NODES:

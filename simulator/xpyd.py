@@ -151,7 +151,7 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     def slo_ok(r: Result) -> bool:
         return meets_slo(r, ttft_p99_s, tpot_p99_s)
 
-    floor = memory_floor_nodes(scenario, hardware, workload)
+    floor = memory_floor_nodes(scenario, hardware, workload, ttft_p99_s, tpot_p99_s)
     try:
         if max(1, floor // unit_d) > MAX_NODES // unit_d:
             raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode nodes "

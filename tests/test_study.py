@@ -120,14 +120,55 @@ def test_capacity_never_below_the_memory_floor():
     assert b200 <= h100  # more HBM bandwidth and FLOP/s per node never needs more nodes here
 
 
-def test_memory_floor_is_little_law_on_kv(tmp_path):
-    # 128k prompts arriving every few seconds hold ~42 GB each for their whole decode: the
-    # floor grows with the rate and is at least the sum of KV held over the span.
-    sc = shortened("code-repo-128k-b200", duration_s=600.0)
-    wl = sc.load_workload()
-    floor1 = memory_floor_nodes(sc, "8xB200", wl)
-    floor4 = memory_floor_nodes(sc, "8xB200", sc.load_workload(rate_scale=4.0))
-    assert 1 <= floor1 <= floor4
+def _uniform(n, prompt, output, span_s, shared_tokens=0):
+    """`n` requests of `prompt` + `output` tokens arriving evenly over `span_s`, their first `shared_tokens`
+    one segment they all share (a private rest)."""
+    from workloads import Workload
+    from workloads.request import Request
+
+    segs = lambda i: (((1, shared_tokens),) if shared_tokens else ()) + ((100 + i, prompt - shared_tokens),)  # noqa: E731
+    return Workload.from_requests([Request(id=i, arrival_s=span_s * i / (n - 1), prompt_tokens=prompt,
+                                           output_tokens=output, segments=segs(i)) for i in range(n)])
+
+
+def test_memory_floor_is_little_law_on_kv_over_the_slo_horizon():
+    """4,000 requests of 6,000 + 1,000 tokens over 100 s on 8xH100 (Llama-3-70B, TP8, no prefix cache), SLOs
+    TTFT 2 s and TPOT 50 ms. By hand: each holds 6,500 x 327,680 B = 2.130 GB (all GPUs) for 1,000 batch-1 steps
+    of t1 at 6,500 tokens; all but 2 x ceil(1% x 4,000) = 80 of them within T = 100 + 2 + 999 x 0.05 = 151.95 s of a
+    node's 8 x 54.36 GB KV budget: ceil(3,920 x 2.130 GB x 1,000 x t1 / (151.95 s x 434.9 GB))."""
+    from simulator.capacity import kv_budget
+    from simulator.cost import StepModel, load_params
+
+    sc = shortened("capacity-plan")
+    sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, name="Llama-3-70B"),
+                             cache=dataclasses.replace(sc.cache, strategy="none"))
+    cfg = sc.engine_config("8xH100")
+    t1 = StepModel(cfg.node.gpu, sc.model_spec(), cfg.layout, 8, load_params("H100")).decode_step_s(1, 6500)
+    budget = kv_budget(cfg.node, sc.model_spec(), memory_utilization=sc.cluster.memory_utilization)
+    node_kv = budget.stage_kv_bytes(0) * 8
+    assert node_kv == pytest.approx(8 * 54.36e9, rel=1e-3)
+    by_hand = math.ceil(3920 * 6500 * 327_680 * 1000 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
+    assert by_hand >= 2  # a floor with something to say
+    wl = _uniform(4000, 6000, 1000, 100.0)
+    assert memory_floor_nodes(sc, "8xH100", wl, 2.0, 0.05) == by_hand
+    # looser SLOs leave the fleet longer to serve them: a lower floor; none, no floor at all
+    assert memory_floor_nodes(sc, "8xH100", wl, 60.0, 0.5) < by_hand
+    assert memory_floor_nodes(sc, "8xH100", wl) == 1
+    # everyone at once (an offline batch): the SLOs' horizon alone, not a 1-second span (helper-131: 24 nodes of
+    # 1xH100 for trtllm-offline-1000-1000, which one node serves)
+    assert memory_floor_nodes(sc, "8xH100", _uniform(4000, 6000, 1000, 0.0), 2.0, 0.05) == math.ceil(
+        3920 * 6500 * 327_680 * 1000 * t1 / ((2 + 999 * 0.05) * node_kv))
+    # under a prefix cache a prefix they share is held once: only the rest counts (6,500 − 4,000 tokens)
+    cached = dataclasses.replace(sc, cache=dataclasses.replace(sc.cache, strategy="prefix"))
+    assert memory_floor_nodes(cached, "8xH100", _uniform(4000, 6000, 1000, 100.0, 4000), 2.0, 0.05) == math.ceil(
+        3920 * 2500 * 327_680 * 1000 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
+
+
+def test_capacity_of_an_offline_batch_starts_below_its_arrival_instant():
+    """helper-131: `kvsim capacity trtllm-offline-1000-1000` answered 24 nodes of 1xH100, 'memory': the floor
+    spread 3,000 requests' KV over the 1-second span of their arrival instant. One node serves them in its SLOs."""
+    sc = load_scenario("trtllm-offline-1000-1000")
+    assert memory_floor_nodes(sc, "1xH100", sc.load_workload(), sc.slo.ttft_p99_s, sc.slo.tpot_p99_s) == 1
 
 
 def run_report(tmp_path, name, text, *args):
