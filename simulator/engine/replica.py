@@ -182,10 +182,12 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             what = " (prompt + reserved output)" if self.reserving else ""
             self._end(seq, "rejected", f"needs {blocks} blocks{what} > {room}", now)
             return False
-        self.waiting.append(seq)
-        self.outstanding_tokens += need
+        # a sample due is the state the request arrives to, before it joins the queue: arrivals see time
+        # averages (a Poisson stream's, PASTA), where one taken after would count each sampling arrival as waiting
         if now - self.last_sample_s >= self.sample_interval_s:
             self._sample(now)
+        self.waiting.append(seq)
+        self.outstanding_tokens += need
         return True
 
     # ----------------------------------------------------------------- planning

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
 from tests.engine.helpers import shared_prefix_requests
+from workloads.request import Request
 
 TIMER = AffineTimer(overhead_s=0.02, per_seq_s=1e-5, per_context_token_s=1.2e-8, per_prefill_token_s=3.6e-5)
 
@@ -23,3 +24,15 @@ def test_evictable_blocks_are_the_caches_share_of_the_used_ones():
     # without reuse nothing is evictable
     plain = run(replace(cfg, cache="none"), reqs, seed=1, timer=TIMER).timeseries
     assert (plain.kv_evictable_blocks == 0).all()
+
+
+def test_an_arrival_samples_the_state_it_arrives_to():
+    """helper-131: a sample taken at an arrival counted the arriving request as waiting (it was appended to the
+    queue first), so a lightly loaded fleet's time series read ~0.5 waiting a replica where requests queued for
+    6 ms a second (Little's law: 0.006). One request arriving at an idle replica: the sample at its arrival shows
+    no one waiting and nothing running."""
+    req = Request(id=0, arrival_s=1.0, prompt_tokens=100, output_tokens=5, segments=((0, 100),))
+    ts = run(EngineConfig(kv_blocks=100, sample_interval_s=0.5), [req], timer=TIMER).timeseries
+    at = ts[ts.time_s == 1.0]
+    assert len(at) == 1 and (at.waiting == 0).all() and (at.running == 0).all()
+    assert ts.waiting.max() == 0  # it is admitted at the instant it arrives: no sample sees it wait
