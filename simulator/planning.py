@@ -170,6 +170,19 @@ def rejected_note(result: Result) -> str:
 
 
 SLO_TAIL = 0.01  # the share of requests a p99 SLO leaves unbounded (`meets_slo`), per SLO
+FEW_FOR_P99 = 200  # a run of fewer requests has its p99s set by its two or three slowest (`few_requests_note`)
+
+
+def few_requests_note(requests: int) -> str | None:
+    """A note where the SLOs' p99s rest on a run's few slowest requests (fewer than `FEW_FOR_P99`): the
+    99th percentile of ``n`` values interpolates between its ``n − ⌊0.99·(n − 1)⌋`` largest, so one slow
+    request (a cold long prefill) decides a node count, and more nodes may even do worse. None otherwise."""
+    if not 0 < requests < FEW_FOR_P99:
+        return None
+    top = requests - math.floor(0.99 * (requests - 1))
+    return (f"the workload has {requests} requests: a p99 over them lies between its {top} slowest, so one slow "
+            "request can decide the answer (and a larger fleet read worse than a smaller one); a longer run "
+            "(--duration-s, workload.duration_s) gives p99s that stand")
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, ttft_p99_s: float = math.inf,
@@ -388,6 +401,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     A kind no fleet of which meets the SLOs (`NoFleet`) has a row with no node count, cost or headroom, its
     ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
     left, the first kind's `NoFleet` is raised.
+    ``attrs["requests"]``: the workload's request count (`few_requests_note`).
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -407,6 +421,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
                                    tpot_p99_s=tpot, meter=meter)
         meter.finish()
+        plan.attrs["requests"] = len(workload.requests())
         return plan
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
     workload = _workload(scenario, seed, meter, on_step)
@@ -430,7 +445,9 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
                                                                             [str(r["hardware"]) for r in rows])
     meter.finish()
-    return plan_frame(rows)
+    plan = plan_frame(rows)
+    plan.attrs["requests"] = len(workload.requests())  # (`few_requests_note`)
+    return plan
 
 
 def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[str], None] | None) -> Workload:

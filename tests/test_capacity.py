@@ -80,3 +80,13 @@ def test_more_hbm_never_fewer_streams(hbm, extra, text, n):
 def test_b200_holds_more_than_h100():
     # 0.9 · 1440 − 141.1 = 1154.9 GB -> floor(1154.9 / 42.95) = 26 streams at 128k
     assert max_streams(kv_budget(B200, L70), L70, None, 131_072) == 26
+
+
+def test_few_requests_note_says_how_many_values_a_p99_rests_on():
+    """The 99th percentile of n values (linear interpolation) lies between the ``n − ⌊0.99·(n − 1)⌋`` largest:
+    79 requests (0.99 x 78 = 77.2): the 2 slowest; 150 (147.5): 3; none from 200 on, nor for an empty run."""
+    from simulator.planning import few_requests_note
+
+    assert "79 requests: a p99 over them lies between its 2 slowest" in few_requests_note(79)
+    assert "lies between its 3 slowest" in few_requests_note(150)
+    assert few_requests_note(200) is None and few_requests_note(0) is None

@@ -170,7 +170,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     _refuse_mode_options(max_rate, offline)
 
     from simulator.charts import capacity_figure, close_figure
-    from simulator.planning import plan_capacity
+    from simulator.planning import few_requests_note, plan_capacity
 
     sc = priced(load_scenario(scenario, trace=trace, say=note), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
@@ -205,6 +205,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             echo_json(records(plan))
         else:
             _echo_table(_headroom_shown(plan))
+        if (few := few_requests_note(plan.attrs.get("requests", 0))) is not None:
+            note(few)
         if out and folder:
             folder.clear({"capacity.csv", "capacity.png"})
             plan.to_csv(out / "capacity.csv", index=False)
