@@ -46,7 +46,7 @@ from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
 from simulator.study import node_kinds
-from simulator.units import measure_against
+from simulator.units import figure, measure_against
 from workloads import Workload
 from workloads.workload import say_left_out
 
@@ -401,7 +401,8 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     A kind no fleet of which meets the SLOs (`NoFleet`) has a row with no node count, cost or headroom, its
     ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
     left, the first kind's `NoFleet` is raised.
-    ``attrs["requests"]``: the workload's request count (`few_requests_note`).
+    Each row ends with the SLOs and seed searched for (`SEARCH_COLUMNS`); ``attrs["requests"]`` is the
+    workload's request count (`few_requests_note`).
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -421,8 +422,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
                                    tpot_p99_s=tpot, meter=meter)
         meter.finish()
-        plan.attrs["requests"] = len(workload.requests())
-        return plan
+        return _searched(plan, ttft, tpot, seed, workload)
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
     workload = _workload(scenario, seed, meter, on_step)
     rows: list[dict[str, Any]] = []
@@ -445,8 +445,27 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
                                                                             [str(r["hardware"]) for r in rows])
     meter.finish()
-    plan = plan_frame(rows)
-    plan.attrs["requests"] = len(workload.requests())  # (`few_requests_note`)
+    return _searched(plan_frame(rows), ttft, tpot, seed, workload)
+
+
+SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed")  # what a plan was searched for, on each row
+
+
+def slo_line(plan: pd.DataFrame) -> str:
+    """What a plan's node counts meet, in words: ``SLOs: TTFT p99 <= 2 s, TPOT p99 <= 100 ms (seed 0)``, from
+    its `SEARCH_COLUMNS`."""
+    row = plan.iloc[0]
+    tpot = row.slo_tpot_p99_s
+    return (f"SLOs: TTFT p99 <= {figure(row.slo_ttft_p99_s)} s, TPOT p99 <= "
+            f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} (seed {row.seed})")
+
+
+def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload) -> pd.DataFrame:
+    """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
+    CSV or JSON says which SLOs its node counts meet) and the workload's request count in
+    ``attrs["requests"]`` (`few_requests_note`)."""
+    plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
+    plan.attrs["requests"] = len(workload.requests())
     return plan
 
 

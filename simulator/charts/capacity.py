@@ -67,6 +67,11 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     for ax in (a, b):
         ax.grid(True, axis="y", alpha=0.3)
         ax.margins(x=0.04)
-    fig.suptitle(f"Capacity plan: {title}" + (" (aggregated vs disaggregated at the same SLOs)" if split else ""))
+    what = ["aggregated vs disaggregated"] if split else []
+    if "slo_ttft_p99_s" in plan:  # what the node counts meet (`planning.SEARCH_COLUMNS`)
+        tpot = float(plan.slo_tpot_p99_s.iloc[0])
+        what.append(f"fleets that meet TTFT p99 ≤ {plan.slo_ttft_p99_s.iloc[0]:g} s, "
+                    f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}")
+    fig.suptitle(f"Capacity plan: {title}" + (f" ({'; '.join(what)})" if what else ""))
     fig.tight_layout()
     return fig

@@ -170,7 +170,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     _refuse_mode_options(max_rate, offline)
 
     from simulator.charts import capacity_figure, close_figure
-    from simulator.planning import few_requests_note, plan_capacity
+    from simulator.planning import few_requests_note, plan_capacity, slo_line
 
     sc = priced(load_scenario(scenario, trace=trace, say=note), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
@@ -204,6 +204,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if as_json:
             echo_json(records(plan))
         else:
+            click.echo(slo_line(plan), err=True)  # beside "GPU prices:" (stdout keeps the table alone)
             _echo_table(_headroom_shown(plan))
         if (few := few_requests_note(plan.attrs.get("requests", 0))) is not None:
             note(few)
@@ -220,7 +221,9 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
 def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:
     """The plan for a text table: a headroom the search never saw fail (``headroom_capped``) as a lower
     bound, ``≥ 7.5``, and no ``headroom_capped`` column (the CSV and JSON keep it)."""
-    shown = plan.drop(columns=["headroom_capped"])
+    from simulator.planning import SEARCH_COLUMNS
+
+    shown = plan.drop(columns=["headroom_capped", *SEARCH_COLUMNS], errors="ignore")  # (the SLOs: a line above)
     shown["headroom_scale"] = [("≥ " if capped else "") + ("–" if pd.isna(h) else figure(h))
                                for h, capped in zip(plan.headroom_scale, plan.headroom_capped, strict=True)]
     if shown.isna().any().any():  # a kind with no fleet: its figures read "–", the others as `_echo_table` has them
