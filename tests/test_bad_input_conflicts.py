@@ -11,7 +11,7 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.scenario import SCENARIO_DIR, load_scenario
-from tests.test_hostile_inputs import edit, error, kvsim, outcome, scenario
+from tests.test_hostile_inputs import BASE, edit, error, kvsim, outcome, scenario
 
 
 # --- a trace and a generator table: two workloads --------------------------------------------------
@@ -218,3 +218,10 @@ def test_disaggregation_on_a_node_with_no_nic_says_the_catalog_left_it_out(tmp_p
                                           r"its catalog entry's nic_bytes_per_s must be > 0 \(got 0; 0 where the entry "
                                           r"leaves it out\)"):
         load_scenario(p)
+
+
+def test_a_ttl_named_twice_is_refused(tmp_path):
+    """helper-131: ``[billing] ttls = ["5m", "5m"]`` ran as one TTL, silently."""
+    p = scenario(tmp_path, BASE + '[billing]\nttls = ["5m", "1h", "300s"]\n')
+    assert error(kvsim("run", p, "--out", tmp_path / "o"), str(p)) == (
+        f"Error: {p}: billing.ttls[2]: must name each TTL once (got '300s', as billing.ttls[0] '5m': 300 s)")

@@ -54,6 +54,8 @@ def parse_gaps(spec: str) -> Any:
     name = name.strip()
     dist = getattr(stats, name, None)
     if not isinstance(dist, stats.rv_continuous):
+        if ":" not in spec and (path.suffix or "/" in spec):  # a path, by its look: a file that is not there
+            raise ConfigError(f"--gaps: no such file {spec!r} (nor a scipy.stats distribution of that name)")
         raise ConfigError(
             f"--gaps: 'gaps' must be a file or a scipy.stats continuous distribution like "
             f"lognorm:s=1.2,scale=60 (got {spec!r})"
@@ -134,9 +136,12 @@ def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     ttls: dict[float, str] = {t: "" for t in profile.ttl_s} if not text else {}
     for item in text.split(",") if text else []:
         try:
-            ttls[parse_ttl(item)] = item
+            t = parse_ttl(item)
         except RuleError as exc:
             raise ConfigError(exc.at("--ttl", got=item)) from None
+        if t in ttls:  # (one row a TTL: a second would be dropped, silently)
+            raise ConfigError(f"--ttl: must name each TTL once (got {ttls[t]!r} and {item!r}, both {t:g} s)")
+        ttls[t] = item
     chosen = sorted(t for t in ttls if t > 0)
     must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
     for t in chosen:

@@ -79,7 +79,10 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
     ("args", "message"),
     [
         (["--ttl", "10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
+        # helper-131: a TTL named twice was one row, silently
+        (["--ttl", "5m,300s"], "--ttl: must name each TTL once (got '5m' and '300s', both 300 s)"),
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
+        (["--gaps", "/no/such/gaps.txt"], "--gaps: no such file '/no/such/gaps.txt' (nor a scipy.stats distribution"),
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
         (["--rate", "fast"], "--rate: must be a number or a comma list of numbers (got 'fast')"),
         (["--prefix-tokens", "0"], "--prefix-tokens: must be >= 1 token (got 0)"),
