@@ -256,8 +256,10 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
             missing = tier_keys - set(merged) - {"style", "lookback_segments"}
             if missing:
                 raise ConfigError(f"{where}: missing key {sorted(missing)[0]!r}")
+            # a key the profile set for all its tiers is said at the profile, where the file has it
+            at = {k: where if k in traw else f"{path}: profile.{name}" for k in merged}
             for k, v in merged.items():
-                _typed(where, k, v)
+                _typed(at[k], k, v)
             for k in ("ttl_names", "ttl_s", "write_multipliers"):
                 merged[k] = tuple(merged[k])
             merged["ttl_s"] = tuple(float(t) for t in merged["ttl_s"])
@@ -271,7 +273,7 @@ def parse_profiles(data: dict[str, Any], path: Path, base: ProfileCatalog | None
                     **merged,
                 )
             except RuleError as exc:
-                raise placed(exc, where) from None
+                raise placed(exc, at.get(exc.key, where)) from None
         if defaults[name] not in tiers[name]:
             raise ConfigError(
                 f"{path}: profile.{name}: 'default_tier' must name one of its tiers (got {defaults[name]!r})"

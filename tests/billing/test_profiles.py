@@ -95,3 +95,20 @@ def test_parse_ttl():
     assert [ttl_label(t) for t in (0, 300, 3600, 90, 86400)] == ["none", "5m", "1h", "90s", "1d"]
     with pytest.raises(ConfigError, match="'ttl' must be like 5m"):
         parse_ttl("soon")
+
+
+def test_a_key_the_profile_sets_for_its_tiers_is_said_at_the_profile(tmp_path):
+    """helper-131: a bad value set at ``[profile.my]`` (for every tier) was said at ``profile.my.tier.t``, a key
+    the file does not have."""
+    f = tmp_path / "p.toml"
+    f.write_text('[profile.my]\nsource = "mine"\ncaching = "explicit"\nttl_names = ["5m"]\nttl_s = [300]\n'
+                 'write_multipliers = [0.5]\nttl_settable = false\nread_multiplier = 0.1\ncache_increment_tokens = 1\n'
+                 'sliding = true\nstorage_usd_per_mtok_hour = 0.0\n[profile.my.tier.t]\ninput_usd_per_mtok = 3.0\n'
+                 'output_usd_per_mtok = 15.0\nmin_cacheable_tokens = 1024\nread_multiplier = "x"\n')
+    with pytest.raises(ConfigError) as err:  # the tier's own bad key: at the tier
+        load_profiles(extra=f)
+    assert str(err.value) == f"{f}: profile.my.tier.t.read_multiplier: must be a number (got 'x')"
+    f.write_text(f.read_text().replace('read_multiplier = "x"\n', ""))
+    with pytest.raises(ConfigError) as err:  # the profile's: at the profile
+        load_profiles(extra=f)
+    assert str(err.value) == f"{f}: profile.my.write_multipliers: must be in [1, 100] each (got [0.5])"
