@@ -68,6 +68,8 @@ if TYPE_CHECKING:
 # the words around a warning's reason: `simulator.maxrate` takes them off to quote the reason in its own sentence
 NOT_STEADY = "not steady: "
 RUN_LONGER = "; run longer"  # ends the warnings of a run too short to tell (`SteadyState.too_short`)
+# ... of an offline run (every request at once), which lasts as long as its requests take
+MORE_REQUESTS = "; give the run more requests (an offline run lasts as long as its requests take)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,12 +221,13 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     admissions = int(((admit > start) & (admit <= end)).sum())
     completions = int(((ends > start) & (ends <= end)).sum())
     short = completions < w.min_completions  # too few to tell; the queue test is left out too
+    longer = RUN_LONGER if a1 > a0 else MORE_REQUESTS
     growing = not short and bool(queued and admissions < w.min_admission_ratio * queued)
     filling = not short and not growing and a1 > a0 and completions < w.min_admission_ratio * queued
     warning = ""
     if short:
         warning = (f"{NOT_STEADY}{completions} completion(s) in the window [{start:,.1f}, {end:,.1f}] s, "
-                   f"fewer than {w.min_completions}{RUN_LONGER}")
+                   f"fewer than {w.min_completions}{longer}")
     elif growing:
         warning = (f"{NOT_STEADY}the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
                    f"admitted of {queued:,} queued there, under {w.min_admission_ratio:.0%})")

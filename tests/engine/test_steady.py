@@ -98,6 +98,10 @@ def test_degenerate_windows_warn() -> None:
     # a handful of completions is too few to call anything steady
     s = run(EngineConfig(), evenly(5, 1.0, 20), seed=0, timer=STEP).summary
     assert "fewer than 10; run longer" in s["steady_state_warning"]
+    # an offline batch lasts as long as its requests take: more of them, not a longer run (helper-131)
+    s = run(BATCH_1, evenly(9, 1.0, 20, at_once=True), seed=0, timer=STEP).summary
+    assert s["steady_state_warning"] == ("not steady: 8 completion(s) in the window [0.2, 1.6] s, fewer than 10; give "
+                                         "the run more requests (an offline run lasts as long as its requests take)")
 
 
 def test_window_rule_is_validated() -> None:
