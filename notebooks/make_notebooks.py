@@ -406,9 +406,9 @@ TTL_BREAKEVEN = [
         compute the hits skip (GPU time it can sell again); what it pays is the KV a TTL keeps resident,
         per byte-second: in HBM it displaces concurrent streams (priced at what a stream earns per second, as
         if the pool were full: an upper bound), in host DRAM or on SSD it is capacity rent. A stream earns its
-        decode speed, but at most the fleet's output ceiling (each request's prefill and its share of decode
-        steps at `max_num_seqs`) spread over the streams the pool holds: holding the whole pool forgoes at most
-        what the fleet could produce.
+        decode speed, but at most the fleet's output ceiling (each request's prefill of what the prefix cache did
+        not serve it, and its share of decode steps at `max_num_seqs`) spread over the streams the pool holds:
+        holding the whole pool forgoes at most what the fleet could produce.
         `provider_costs_for` derives those prices from the deployment: KV bytes per token from the model and
         layout, each request's prefill saving from the cost model, a stream's revenue from the simulated
         decode speed (capped so) at the profile's output price, and the GPU's $/hour. (The report of `kvsim run` does the

@@ -322,17 +322,20 @@ def _send_recv_link(model: ModelSpec, layout: KVLayout, tokens: int, prefill: KV
 
 
 def sustained_requests_per_s(timer: StepModel, batch: int, prompt_tokens: float, output_tokens: float,
-                             context_tokens: float) -> float:
+                             context_tokens: float, cached_tokens: float = 0.0) -> float:
     """Requests a second one replica sustains with `batch` streams decoding at once::
 
         step_s = a(batch) + b(batch) · batch · priced(context_tokens)   (`decode_coefficients`: a full batch;
                                                                   `StepModel.priced_context`)
-        rate = batch / (batch · prefill_s(prompt_tokens) + o · step_s)
+        rate = batch / (batch · prefill_s(prompt_tokens − cached_tokens after cached_tokens) + o · step_s)
 
-    Each request takes the replica for its prefill and for a 1/batch share of its ``o`` decode steps
+    Each request takes the replica for its prefill (of what a prefix cache did not serve: `cached_tokens`, a
+    mean, 0 without one) and for a 1/batch share of its ``o`` decode steps
     (to first order: chunked prefill adds its compute to the steps it shares). The collapse study offers
     load against it (`simulator.study.simulated_collapse`) and the provider's HBM holding is capped by
     it (`simulator.billing.provider.output_ceiling_per_stream`)."""
     a, b = timer.decode_coefficients(batch)
     step_s = a + b * batch * timer.priced_context(context_tokens)  # (shorter than a window: what it reads)
-    return batch / (batch * timer.prefill_s(prompt_tokens, 0) + output_tokens * step_s)
+    prefill_s = (timer.prefill_s(prompt_tokens - cached_tokens, cached_tokens) if cached_tokens
+                 else timer.prefill_s(prompt_tokens, 0))
+    return batch / (batch * prefill_s + output_tokens * step_s)

@@ -175,10 +175,17 @@ def provider_inputs(costs: ProviderCosts) -> tuple[pd.DataFrame, str]:
     ``holding_hbm_usd = kv_gb_hours · 3600 · GB / bytes_per_stream · revenue_usd_per_stream_s``,
     ``holding_dram_usd = kv_gb_hours · dram_usd_per_gb_hour`` (SSD alike)."""
     row = {f.name: getattr(costs, f.name) for f in dataclasses.fields(costs) if f.name != "prefill"}
+    decode, ceiling = costs.decode_tokens_per_s_per_stream, costs.ceiling_tokens_per_s_per_stream
+    speeds = "its decode speed at the output price, at most the fleet's output ceiling a stream"
+    if decode is not None and ceiling is not None:  # which of the two binds, and both figures
+        speeds = (f"the fleet's output ceiling, {figure(ceiling)} tokens a second a stream with its prompts prefilled "
+                  f"after what the prefix cache served, which is under its decode speed of {figure(decode)}; at the "
+                  "output price" if ceiling < decode else
+                  f"its decode speed of {figure(decode)} tokens a second at the output price, under the fleet's output "
+                  f"ceiling of {figure(ceiling)} a stream")
     line = (f"Priced from (`breakeven_provider_inputs.csv`): KV {costs.kv_bytes_per_token:,.0f} bytes a token; "
             f"a stream of the mean context holds {figure(costs.bytes_per_stream / GB)} GB and earns "
-            f"${costs.revenue_usd_per_stream_s:.3g} a second (its decode speed at the output price, at most the "
-            f"fleet's output ceiling a stream), so `holding_hbm_usd` = GB-hours × 3,600 / "
+            f"${costs.revenue_usd_per_stream_s:.3g} a second ({speeds}), so `holding_hbm_usd` = GB-hours × 3,600 / "
             f"{figure(costs.bytes_per_stream / GB)} × {costs.revenue_usd_per_stream_s:.3g}; DRAM "
             f"${costs.dram_usd_per_gb_hour:.3g} and SSD ${costs.ssd_usd_per_gb_hour:.3g} per GB-hour "
             f"(`simulator/billing/provider.toml`); a GPU-second ${costs.usd_per_gpu_s:.3g} (at "
@@ -195,7 +202,8 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     replicas and `max_num_seqs`; a disaggregated fleet's replicas counted as if each served whole requests),
     its prefill on a disaggregated fleet's prefill pool (its GPU and plan), the GPU's price and the KV pool as
     simulated (``kv_blocks_total`` × the
-    layout's block bytes). The stream, prompt and output lengths are the completed requests' means, or,
+    layout's block bytes). The ceiling's prefills are of what the prefix cache did not serve (the mean
+    ``hit_tokens``). The stream, prompt and output lengths are the completed requests' means, or,
     when none completed (every one timed out), all requests'; then no decode speed was seen and a
     displaced stream forgoes no revenue."""
     from simulator.billing.provider import provider_costs_for
@@ -214,6 +222,7 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
         max_num_seqs=cfg.scheduler.max_num_seqs,
         prefill_node=cfg.prefill_pool.node if cfg.prefill_pool is not None else None,  # type: ignore[arg-type]
         prefill_tp=cfg.prefill_pool.tp if cfg.prefill_pool is not None else None,
+        cached_prompt_tokens=float(shape.hit_tokens.mean()),  # what the prefix cache served a prompt, on average
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)
@@ -382,7 +391,9 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "the input bill without a cache (what a TTL is chosen on), `savings_pct_of_bill` as a share of "
                "the whole bill, output included.\n",
                "![breakeven](" + _save(ax.figure, out / "breakeven.png") + ")\n",  # type: ignore[arg-type]
-               f"Provider side, on {provider.hardware.iloc[0]}: the KV a TTL keeps resident (GB-hours) priced as "
+               f"Provider side, on {provider.hardware.iloc[0]}"
+               + (" (the scenario's first fleet)" if len(run.results) > 1 else "")
+               + ": the KV a TTL keeps resident (GB-hours) priced as "
                "displaced concurrency on HBM (a displaced stream earning its decode speed, at most the fleet's "
                "output ceiling over the streams its pool holds; as if the pool were full: an upper bound; this "
                "fleet's time-mean KV "

@@ -75,6 +75,9 @@ class PrefillPrice:
         return self.tp * total
 
 
+_DEPLOYMENT = ("kv_pool_bytes", "prefill", "decode_tokens_per_s_per_stream", "ceiling_tokens_per_s_per_stream")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderCosts:
     """What KV residency and prefill cost a provider. Defaults in ``provider.toml``."""
@@ -89,15 +92,24 @@ class ProviderCosts:
     source: str = ""
     kv_pool_bytes: float | None = None  # the fleet's HBM KV pool, all replicas (None: not known, no check)
     prefill: PrefillPrice | None = None  # each request's saving from the cost model (None: the per-token figure)
+    # of a concrete deployment (`provider_costs_for`): a stream's decode speed, and the fleet's output ceiling a
+    # stream; the revenue is the lesser at the output price (None: not worked out)
+    decode_tokens_per_s_per_stream: float | None = None
+    ceiling_tokens_per_s_per_stream: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name not in ("source", "kv_pool_bytes", "prefill"):
+            if f.name not in ("source", *_DEPLOYMENT):
                 v = getattr(self, f.name)
                 must(v >= 0, "ProviderCosts", f.name, ">= 0", v)
         must(self.bytes_per_stream > 0, "ProviderCosts", "bytes_per_stream", "> 0", self.bytes_per_stream)
         if self.kv_pool_bytes is not None:
             must(self.kv_pool_bytes > 0, "ProviderCosts", "kv_pool_bytes", "> 0 bytes", self.kv_pool_bytes)
+
+
+# the keys a provider file sets: not the cost model, nor a deployment's own speeds
+_FILE_KEYS = frozenset(f.name for f in fields(ProviderCosts)) - {"prefill", "decode_tokens_per_s_per_stream",
+                                                                  "ceiling_tokens_per_s_per_stream"}
 
 
 @cache
@@ -109,7 +121,7 @@ def _parse(data: dict[str, object], path: Path) -> ProviderCosts:
     raw = data.get("provider")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: missing table 'provider'")
-    valid = {f.name for f in fields(ProviderCosts)} - {"prefill"}  # (a cost model, not a figure)
+    valid = _FILE_KEYS
     bad = set(raw) - valid
     if bad:
         raise ConfigError(
@@ -127,7 +139,7 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
     if extra is None:
         return base
     data = read_toml(extra)
-    merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts) if f.name != "prefill"} | dict(
+    merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts) if f.name in _FILE_KEYS} | dict(
         data.get("provider", {}))
     return _parse({"provider": merged}, Path(extra))
 
@@ -307,7 +319,7 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
                        base: ProviderCosts | None = None, kv_pool_bytes: float | None = None,
                        output_tokens: float | None = None, replicas: int = 1,
                        max_num_seqs: int | None = None, prefill_node: NodeSpec | None = None,
-                       prefill_tp: int | None = None) -> ProviderCosts:
+                       prefill_tp: int | None = None, cached_prompt_tokens: float = 0.0) -> ProviderCosts:
     """`ProviderCosts` of a concrete deployment, from the specs, the cost model and a run.
 
     - ``kv_bytes_per_token = bytes_per_token(model, layout)`` (`simulator.kv`);
@@ -315,8 +327,10 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
     - ``revenue_usd_per_stream_s = min(tokens_per_s_per_stream, ceiling_per_stream) × output_usd_per_mtok
       / MTOK``: the simulated decode speed (1 / mean TPOT) at the profile's output price, at most the
       fleet's output ceiling spread over the streams its pool holds (`output_ceiling_per_stream`, when
-      `kv_pool_bytes` and `output_tokens` are given), so that the HBM holding cost of a TTL never
-      exceeds the output revenue the fleet could earn with the memory it holds;
+      `kv_pool_bytes` and `output_tokens` are given; each prompt prefilled after the mean
+      `cached_prompt_tokens` a prefix cache served it), so that the HBM holding cost of a TTL never
+      exceeds the output revenue the fleet could earn with the memory it holds; both speeds are kept
+      (``decode_tokens_per_s_per_stream``, ``ceiling_tokens_per_s_per_stream``);
     - ``prefill``, the cost model that prices each request's saving (`PrefillPrice`: what `provider_table`
       uses), and ``prefill_gpu_s_per_token = tp × prefill_s(prompt_tokens) / prompt_tokens``, the mean
       prompt's figure a token (shown in the costs; `provider_table` reads it only without ``prefill``);
@@ -337,17 +351,18 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
     n = max(1, int(prompt_tokens))
     context = max(1, int(stream_context_tokens))
     stream_bytes = sequence_bytes(model, layout, context)
-    speed = tokens_per_s_per_stream
+    speed, ceiling = tokens_per_s_per_stream, None
     if kv_pool_bytes and output_tokens:
-        speed = min(speed, output_ceiling_per_stream(step, pool_streams=kv_pool_bytes / stream_bytes,
-                                                     replicas=replicas, max_num_seqs=max_num_seqs,
-                                                     prompt_tokens=n, output_tokens=output_tokens,
-                                                     context_tokens=context))
+        ceiling = output_ceiling_per_stream(step, pool_streams=kv_pool_bytes / stream_bytes, replicas=replicas,
+                                            max_num_seqs=max_num_seqs, prompt_tokens=n, output_tokens=output_tokens,
+                                            context_tokens=context, cached_tokens=min(cached_prompt_tokens, n - 1))
+        speed = min(speed, ceiling)
     return replace(
         base,
         kv_bytes_per_token=bytes_per_token(model, layout),
         bytes_per_stream=stream_bytes,
         revenue_usd_per_stream_s=speed * output_usd_per_mtok / MTOK,
+        decode_tokens_per_s_per_stream=tokens_per_s_per_stream, ceiling_tokens_per_s_per_stream=ceiling,
         prefill_gpu_s_per_token=p_tp * p_step.prefill_s(n, 0) / n,
         prefill=PrefillPrice(p_step, p_tp),
         usd_per_gpu_s=p_node.gpu.usd_per_gpu_hour / HOUR_S,
@@ -360,13 +375,14 @@ def provider_costs_for(node: NodeSpec, model: ModelSpec, layout: KVLayout, tp: i
 
 
 def output_ceiling_per_stream(step: StepModel, *, pool_streams: float, replicas: int, max_num_seqs: int | None,
-                              prompt_tokens: int, output_tokens: float, context_tokens: int) -> float:
+                              prompt_tokens: int, output_tokens: float, context_tokens: int,
+                              cached_tokens: float = 0.0) -> float:
     """The fleet's most output tokens a second, spread over the streams its KV pool holds:
 
         m = ⌊min(pool_streams / replicas, max_num_seqs)⌋      streams one replica decodes at once at most
         step_s = a(m) + b(m) · m · priced(context_tokens)     a full batch's decode step (`decode_coefficients`;
                                                               `StepModel.priced_context` under a window)
-        ceiling = replicas · o · m / (m · prefill_s(prompt_tokens) + o · step_s)
+        ceiling = replicas · o · m / (m · prefill_s(prompt_tokens − cached_tokens after cached_tokens) + o · step_s)
         ceiling_per_stream = ceiling / pool_streams
 
     Each request takes its replica for its prefill and for a 1/m share of its ``o`` decode steps
@@ -381,5 +397,5 @@ def output_ceiling_per_stream(step: StepModel, *, pool_streams: float, replicas:
     m = int(min(pool_streams / replicas, max_num_seqs if max_num_seqs else math.inf))
     if m < 1:
         return 0.0
-    rate = sustained_requests_per_s(step, m, prompt_tokens, output_tokens, context_tokens)
+    rate = sustained_requests_per_s(step, m, prompt_tokens, output_tokens, context_tokens, cached_tokens)
     return replicas * output_tokens * rate / pool_streams

@@ -151,6 +151,17 @@ def test_a_displaced_stream_earns_at_most_the_fleets_output_ceiling():
                               output_usd_per_mtok=15.0, prompt_tokens=1792, kv_pool_bytes=pool, output_tokens=512,
                               replicas=1, max_num_seqs=256)
     assert slow.revenue_usd_per_stream_s == pytest.approx(2 * 15 / 1e6)  # below the ceiling: its own speed
+    assert (c.decode_tokens_per_s_per_stream, slow.decode_tokens_per_s_per_stream) == (40, 2)  # both kept
+    assert c.ceiling_tokens_per_s_per_stream == slow.ceiling_tokens_per_s_per_stream == pytest.approx(6.537, abs=1e-3)
+    # helper-131: with 1,536 of each prompt served by the prefix cache a request prefills its last 256 tokens
+    # after them, 0.02083 s: 131,072 / (256 · 0.02083 + 512 · 0.025603) = 7,107 tokens/s, 10.97 a stream. The
+    # ceiling had every prompt prefilled cold, and so priced a displaced stream at 60% of what it forgoes
+    assert step.prefill_s(256, 1536) == pytest.approx(0.02083, abs=1e-5)
+    warm = provider_costs_for(node, model, KVLayout(), 8, stream_context_tokens=2048, tokens_per_s_per_stream=40,
+                              output_usd_per_mtok=15.0, prompt_tokens=1792, kv_pool_bytes=pool, output_tokens=512,
+                              replicas=1, max_num_seqs=256, cached_prompt_tokens=1536)
+    assert warm.ceiling_tokens_per_s_per_stream == pytest.approx(10.97, abs=1e-2)
+    assert warm.revenue_usd_per_stream_s == pytest.approx(10.97 * 15 / 1e6, rel=1e-3)
 
 
 def test_prefill_saved_by_each_request_from_the_cost_model():
