@@ -201,15 +201,15 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     speed (1 / mean TPOT; at most the fleet's output ceiling over the streams its pool holds, from its
     replicas and `max_num_seqs`; a disaggregated fleet's replicas counted as if each served whole requests),
     its prefill on a disaggregated fleet's prefill pool (its GPU and plan), the GPU's price and the KV pool as
-    simulated (``kv_blocks_total`` × the
-    layout's block bytes). The ceiling's prefills are of what the prefix cache did not serve (the mean
-    ``hit_tokens``). The stream, prompt and output lengths are the completed requests' means, or,
-    when none completed (every one timed out), all requests'; then no decode speed was seen and a
-    displaced stream forgoes no revenue."""
+    simulated (``kv_blocks_total`` × the layout's block bytes). The ceiling's prefills are of what the prefix
+    cache did not serve (the run's ``prefix_hit_ratio_tokens`` of the mean prompt). The stream, prompt and
+    output lengths are the completed requests' means, or, when none completed (every one timed out), all
+    requests'; then no decode speed was seen and a displaced stream forgoes no revenue."""
     from simulator.billing.provider import provider_costs_for
     from simulator.engine.geometry import block_geometry
 
     cfg = result.config
+    hit_ratio = result.summary["prefix_hit_ratio_tokens"]
     done = result.requests[result.requests.outcome == "completed"]
     tpot = float(done.tpot_mean_s.mean()) if len(done) else float("nan")
     shape = done if len(done) else result.requests  # none completed (all timed out): the requests' own lengths
@@ -222,7 +222,9 @@ def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
         max_num_seqs=cfg.scheduler.max_num_seqs,
         prefill_node=cfg.prefill_pool.node if cfg.prefill_pool is not None else None,  # type: ignore[arg-type]
         prefill_tp=cfg.prefill_pool.tp if cfg.prefill_pool is not None else None,
-        cached_prompt_tokens=float(shape.hit_tokens.mean()),  # what the prefix cache served a prompt, on average
+        # what the prefix cache served a prompt, on average (Σ hit / Σ prompt over all requests: a streamed run
+        # keeps no per-request hit_tokens, `study.REPORT_COLUMNS`; NaN without prompt tokens)
+        cached_prompt_tokens=float(shape.prompt_tokens.mean()) * (hit_ratio if hit_ratio == hit_ratio else 0.0),
         kv_pool_bytes=result.summary["kv_blocks_total"]
         * block_geometry(cfg.model, cfg.layout, cfg.block_tokens).block_bytes  # type: ignore[arg-type]
         or None)
