@@ -131,6 +131,14 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
     return notes
 
 
+# why the Poisson tables and a workload's bills may name different TTLs (helper-131: code-repo-128k, whose reuse
+# rate is far above the 5m/1h crossover, bills cheaper under 5m)
+WRITES_NOTE = ("the Poisson tables price one prefix read again and again at one rate, its first write spread over "
+               "endless reads; the simulated bills also pay, at each TTL's write price (2x under a 1-hour TTL), for "
+               "every prefix's first write and each request's new tokens cached for the next, so a workload that "
+               "writes much of what it reads may bill cheaper under a shorter TTL than the crossover rate says")
+
+
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     """``--ttl``'s seconds (the profile's when None); a TTL the profile does not sell is said as written."""
     ttls: dict[float, str] = {t: "" for t in profile.ttl_s} if not text else {}
@@ -348,6 +356,8 @@ def breakeven(
                                                     if unknown else comparison.best_ttl
                                                     + (" (nothing was cached: see the note above)" if uncached
                                                        else "")))
+            if not cross.empty and not unknown and not uncached:
+                echo(f"note: {WRITES_NOTE}")
             frames["workload"] = comparison.summary
         if out is not None and folder:
             folder.clear()  # the tables are done: breakeven's earlier files go now

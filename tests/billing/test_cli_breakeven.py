@@ -121,6 +121,7 @@ def test_workload_option_replays_a_trace_file(tmp_path):
     r = run("--workload", str(trace), "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 1h" in r.output  # one reuse per 50 min: only 1 h pays
+    assert "note: the Poisson tables price one prefix read again and again" in r.output  # (WRITES_NOTE)
     summary = pd.read_csv(tmp_path / "workload.csv")
     assert summary["ttl"].tolist() == ["none", "5m", "1h"]
     assert summary["requests"].tolist() == [300, 300, 300]
@@ -131,6 +132,7 @@ def test_workload_option_with_a_generator():
     r = run("--workload", "chat-4k", "--duration-s", "1800", "--ttl", "5m")
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 5m" in r.output
+    assert "Poisson tables price" not in r.output  # one TTL: no crossover to set the bills against
 
 
 @pytest.mark.parametrize(("args", "says"), [
