@@ -142,3 +142,14 @@ def test_window_tokens_by_hand_and_in_chunks_as_whole_length_arithmetic(monkeypa
     for chunk in (7, 1_000, steady.WINDOW_CHUNK):
         monkeypatch.setattr(steady, "WINDOW_CHUNK", chunk)
         assert steady.window_tokens(arrival, ttft, end_s, out, 100.0, 900.0) == expected
+
+
+def test_a_long_window_finds_an_overload_of_a_few_percent() -> None:
+    """One request at a time of 1 prefill + 19 decode steps of 10 ms: 5 requests a second at most. 20,000 arrive
+    evenly at 5.25 a second (5% over): in the window's 18,000 the queue grows by 858, under the tenth (1,800)
+    that alone once judged it, above 3·√18,000 = 402 (`max_growth_sigmas`). At 5.0 it grows by 1: steady."""
+    s = run(BATCH_1, evenly(20000, 5.25, 20), seed=0, timer=STEP).summary
+    assert s["steady_queue_growing"] and not s["steady_state"]
+    assert "(17,142 admitted of 18,000 queued there: it grew by 858, more than 402)" in s["steady_state_warning"]
+    s = run(BATCH_1, evenly(20000, 5.0, 20), seed=0, timer=STEP).summary
+    assert s["steady_state"] and not s["steady_queue_growing"]
