@@ -6,8 +6,8 @@ For one node kind the search starts at the memory floor and grows:
   ``Σ_r bytes(prompt_r + output_r / 2) · output_r · t_step1 / T``, where ``t_step1`` is the batch-1
   decode step (no batch decodes faster) and ``T`` the time a fleet that meets the SLOs has to serve
   them in: the workload's arrival span plus the longest a request may take under the SLOs
-  (``ttft + (o − 1)·tpot``). Only the tokens a request keeps and shares with no other count, and the
-  p99s' tails are left out (`memory_floor_nodes`); a fleet needs at least ``ceil(that /
+  (``ttft + (o − 1)·tpot``). Only the tokens a request shares with no other count, over its ``o − 1``
+  decode steps, and the p99s' tails are left out (`memory_floor_nodes`); a fleet needs at least ``ceil(that /
   kv_budget_per_node)`` nodes, so no fleet below it meets the SLOs.
 - **search**: simulate at the floor; double until the SLOs hold (p99 TTFT, p99 TPOT, nothing
   rejected or timed out), then bisect between the last failure and the first success. A fleet whose
@@ -39,7 +39,6 @@ from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.result import must_seed
-from simulator.engine.retention import make_retention
 from simulator.errors import ConfigError, must
 from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
@@ -173,30 +172,35 @@ SLO_TAIL = 0.01  # the share of requests a p99 SLO leaves unbounded (`meets_slo`
 FEW_FOR_P99 = 200  # a run of fewer requests has its p99s set by its two or three slowest (`few_requests_note`)
 
 
-def few_requests_note(requests: int) -> str | None:
+def few_requests_note(requests: int, offline: bool = False) -> str | None:
     """A note where the SLOs' p99s rest on a run's few slowest requests (fewer than `FEW_FOR_P99`): the
     99th percentile of ``n`` values interpolates between its ``n − ⌊0.99·(n − 1)⌋`` largest, so one slow
-    request (a cold long prefill) decides a node count, and more nodes may even do worse. None otherwise."""
+    request (a cold long prefill) decides a node count, and more nodes may even do worse. None otherwise.
+    `offline`: every request arrives at once, so more of them, not a longer run, is the remedy."""
     if not 0 < requests < FEW_FOR_P99:
         return None
     top = requests - math.floor(0.99 * (requests - 1))
+    more = ("more requests (an offline workload's count)" if offline
+            else "a longer run (--duration-s, workload.duration_s)")
     return (f"the workload has {requests} requests: a p99 over them lies between its {top} slowest, so one slow "
-            "request can decide the answer (and a larger fleet read worse than a smaller one); a longer run "
-            "(--duration-s, workload.duration_s) gives p99s that stand")
+            f"request can decide the answer (and a larger fleet read worse than a smaller one); {more} gives "
+            "p99s that stand")
 
 
 def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, ttft_p99_s: float = math.inf,
                        tpot_p99_s: float = math.inf) -> int:
     """Nodes that KV memory alone requires of a fleet that meets the SLOs (the module docstring); at least 1.
 
-    A request holds at least ``bytes_r = bytes(kept_r + o_r/2) − bytes(shared_r)`` for ``o_r · t_step1`` seconds
-    (``kept_r``: the prompt tokens its retention keeps; ``shared_r``: its leading segments another request also
-    uses, which a prefix cache may hold once for both; ``t_step1``: the batch-1 decode step at its context, no
-    batch decodes faster). In a fleet that meets the SLOs all but
-    ``2·⌈SLO_TAIL · n⌉`` requests (the p99s' tails) are answered by ``a_r + ttft + (o_r − 1)·tpot``, so their
-    byte-seconds fit in ``T = a_last − a_first + max_r (ttft + (o_r − 1)·tpot)`` (at least 1 s) of the fleet's KV
-    budget: ``nodes ≥ Σ (all but the tails' largest) bytes_r · o_r · t_step1 / (T · kv_budget_per_node)``.
-    Without SLOs (infinite) there is no such horizon, and the floor is 1."""
+    A request holds at least ``bytes_r = bytes(p_r + o_r/2) − bytes(shared_r)`` for its ``o_r − 1`` decode steps of
+    at least ``t_step1`` seconds each (its first token comes with its prefill; ``shared_r``: its leading segments
+    another request also uses, which a prefix cache may hold once for both; ``t_step1``: the batch-1 decode step
+    at its context, no batch decodes faster; a disaggregated fleet's decode pool holds it from its transfer on,
+    for those steps too). In a fleet that meets the SLOs all but ``2·⌈SLO_TAIL · n⌉`` requests (the p99s' tails)
+    are answered by ``a_r + ttft + (o_r − 1)·tpot``, so their byte-seconds fit in ``T = a_last − a_first +
+    max_r (ttft + (o_r − 1)·tpot)`` (at least 1 s) of the fleet's KV budget: ``nodes ≥ Σ (all but the tails'
+    largest) bytes_r · (o_r − 1) · t_step1 / (T · kv_budget_per_node)``. Without SLOs (infinite) there is no
+    such horizon, and the floor is one replica's nodes. (A scenario sets no retention policy: every token
+    is kept.)"""
     cfg = scenario.engine_config(hardware)
     node = cfg.node
     assert isinstance(node, NodeSpec)  # Scenario.engine_config resolves it
@@ -217,7 +221,6 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, tt
                                                                                                   cfg.layout, s))
     per_unit = budget.replicas * budget.plan.kv_groups * budget.stage_kv_bytes(share)
     frac = block_share(budget, model, cfg.layout, share)
-    retention = make_retention(cfg.retention, **cfg.retention_params)
     # a prefix cache holds a segment other requests also use once: only a request's own tokens are its own
     users: Counter[int] = Counter()
     if cfg.cache != "none":
@@ -226,16 +229,15 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, tt
     seconds = []
     for r in reqs:
         p, o = r.prompt_tokens, r.output_tokens
-        held = min(retention.kept_after_prefill(p, p) + o // 2, retention.cap_tokens(p))
+        held = p + o // 2
         shared = 0  # the leading segments another request also uses: a prefix cache may hold them for both
-        if held == p + o // 2:  # (a retained subset is the sequence's own: no cache shares it)
-            for sid, tokens in r.segments:
-                if users[sid] < 2:
-                    break
-                shared += tokens
+        for sid, tokens in r.segments:
+            if users[sid] < 2:
+                break
+            shared += tokens
         own = sequence_bytes(model, cfg.layout, held) - (sequence_bytes(model, cfg.layout, shared) if shared else 0)
-        step_s = a_s + b_s * step1.priced_context(p + o // 2)  # (shorter than a window: what it reads)
-        seconds.append(own * o * step_s)
+        step_s = a_s + b_s * step1.priced_context(held)  # (shorter than a window: what it reads)
+        seconds.append(own * (o - 1) * step_s)
     seconds.sort()
     byte_seconds = sum(seconds[:len(seconds) - 2 * math.ceil(SLO_TAIL * len(seconds))])
     return budget.nodes * max(1, math.ceil(byte_seconds * frac / span / per_unit))
@@ -402,7 +404,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
     left, the first kind's `NoFleet` is raised.
     Each row ends with the SLOs and seed searched for (`SEARCH_COLUMNS`); ``attrs["requests"]`` is the
-    workload's request count (`few_requests_note`).
+    workload's request count and ``attrs["offline"]`` whether they all arrive at once (`few_requests_note`).
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -462,10 +464,12 @@ def slo_line(plan: pd.DataFrame) -> str:
 
 def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload) -> pd.DataFrame:
     """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
-    CSV or JSON says which SLOs its node counts meet) and the workload's request count in
-    ``attrs["requests"]`` (`few_requests_note`)."""
+    CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``
+    and whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`)."""
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
-    plan.attrs["requests"] = len(workload.requests())
+    reqs = workload.requests()
+    plan.attrs["requests"] = len(reqs)
+    plan.attrs["offline"] = bool(reqs) and reqs[0].arrival_s == reqs[-1].arrival_s  # every request at once
     return plan
 
 

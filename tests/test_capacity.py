@@ -90,3 +90,11 @@ def test_few_requests_note_says_how_many_values_a_p99_rests_on():
     assert "79 requests: a p99 over them lies between its 2 slowest" in few_requests_note(79)
     assert "lies between its 3 slowest" in few_requests_note(150)
     assert few_requests_note(200) is None and few_requests_note(0) is None
+
+
+def test_few_requests_note_of_an_offline_workload_asks_for_more_requests():
+    """helper-132: an offline workload's length is its count: a longer --duration-s changes nothing."""
+    from simulator.planning import few_requests_note
+
+    assert "more requests (an offline workload's count) gives p99s that stand" in few_requests_note(50, offline=True)
+    assert "--duration-s" not in few_requests_note(50, offline=True) and "--duration-s" in few_requests_note(50)

@@ -11,9 +11,10 @@ from click.testing import CliRunner
 
 from simulator.capacity import kv_budget, max_streams
 from simulator.cli import main
+from simulator.engine import run
 from simulator.kv import bytes_per_token
 from simulator.placement import kv_share, stage_layers
-from simulator.planning import memory_floor_nodes, plan_capacity
+from simulator.planning import meets_slo, memory_floor_nodes, plan_capacity
 from simulator.scenario import SCENARIO_DIR, load_scenario
 from simulator.study import run_scenario, simulated_collapse
 
@@ -133,9 +134,10 @@ def _uniform(n, prompt, output, span_s, shared_tokens=0):
 
 def test_memory_floor_is_little_law_on_kv_over_the_slo_horizon():
     """4,000 requests of 6,000 + 1,000 tokens over 100 s on 8xH100 (Llama-3-70B, TP8, no prefix cache), SLOs
-    TTFT 2 s and TPOT 50 ms. By hand: each holds 6,500 x 327,680 B = 2.130 GB (all GPUs) for 1,000 batch-1 steps
-    of t1 at 6,500 tokens; all but 2 x ceil(1% x 4,000) = 80 of them within T = 100 + 2 + 999 x 0.05 = 151.95 s of a
-    node's 8 x 54.36 GB KV budget: ceil(3,920 x 2.130 GB x 1,000 x t1 / (151.95 s x 434.9 GB))."""
+    TTFT 2 s and TPOT 50 ms. By hand: each holds 6,500 x 327,680 B = 2.130 GB (all GPUs) for 999 batch-1 decode
+    steps (its first token comes with its prefill) of t1 at 6,500 tokens; all but 2 x ceil(1% x 4,000) = 80 of
+    them within T = 100 + 2 + 999 x 0.05 = 151.95 s of a node's 8 x 54.36 GB KV budget:
+    ceil(3,920 x 2.130 GB x 999 x t1 / (151.95 s x 434.9 GB))."""
     from simulator.capacity import kv_budget
     from simulator.cost import StepModel, load_params
 
@@ -147,21 +149,24 @@ def test_memory_floor_is_little_law_on_kv_over_the_slo_horizon():
     budget = kv_budget(cfg.node, sc.model_spec(), memory_utilization=sc.cluster.memory_utilization)
     node_kv = budget.stage_kv_bytes(0) * 8
     assert node_kv == pytest.approx(8 * 54.36e9, rel=1e-3)
-    by_hand = math.ceil(3920 * 6500 * 327_680 * 1000 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
+    by_hand = math.ceil(3920 * 6500 * 327_680 * 999 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
     assert by_hand >= 2  # a floor with something to say
     wl = _uniform(4000, 6000, 1000, 100.0)
     assert memory_floor_nodes(sc, "8xH100", wl, 2.0, 0.05) == by_hand
+    # and a fleet below it fails them (helper-132: the search starts at the floor, so nothing else checks it)
+    below = run(sc.engine_config("8xH100", n_nodes=by_hand - 1), wl, 0)
+    assert not meets_slo(below, 2.0, 0.05) and below.summary["ttft_p99_s"] > 100
     # looser SLOs leave the fleet longer to serve them: a lower floor; none, no floor at all
     assert memory_floor_nodes(sc, "8xH100", wl, 60.0, 0.5) < by_hand
     assert memory_floor_nodes(sc, "8xH100", wl) == 1
     # everyone at once (an offline batch): the SLOs' horizon alone, not a 1-second span (helper-131: 24 nodes of
     # 1xH100 for trtllm-offline-1000-1000, which one node serves)
     assert memory_floor_nodes(sc, "8xH100", _uniform(4000, 6000, 1000, 0.0), 2.0, 0.05) == math.ceil(
-        3920 * 6500 * 327_680 * 1000 * t1 / ((2 + 999 * 0.05) * node_kv))
+        3920 * 6500 * 327_680 * 999 * t1 / ((2 + 999 * 0.05) * node_kv))
     # under a prefix cache a prefix they share is held once: only the rest counts (6,500 − 4,000 tokens)
     cached = dataclasses.replace(sc, cache=dataclasses.replace(sc.cache, strategy="prefix"))
     assert memory_floor_nodes(cached, "8xH100", _uniform(4000, 6000, 1000, 100.0, 4000), 2.0, 0.05) == math.ceil(
-        3920 * 2500 * 327_680 * 1000 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
+        3920 * 2500 * 327_680 * 999 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
 
 
 def test_capacity_of_an_offline_batch_starts_below_its_arrival_instant():

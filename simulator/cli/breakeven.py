@@ -54,6 +54,8 @@ def parse_gaps(spec: str) -> Any:
     name = name.strip()
     dist = getattr(stats, name, None)
     if not isinstance(dist, stats.rv_continuous):
+        if path.is_dir():
+            raise ConfigError(f"--gaps: {spec!r} is a folder, not a file of gaps (nor a scipy.stats distribution)")
         if ":" not in spec and (path.suffix or "/" in spec):  # a path, by its look: a file that is not there
             raise ConfigError(f"--gaps: no such file {spec!r} (nor a scipy.stats distribution of that name)")
         raise ConfigError(
@@ -131,12 +133,19 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
     return notes
 
 
-# why the Poisson tables and a workload's bills may name different TTLs (helper-131: code-repo-128k, whose reuse
-# rate is far above the 5m/1h crossover, bills cheaper under 5m)
-WRITES_NOTE = ("the Poisson tables price one prefix read again and again at one rate, its first write spread over "
-               "endless reads; the simulated bills also pay, at each TTL's write price (2x under a 1-hour TTL), for "
-               "every prefix's first write and each request's new tokens cached for the next, so a workload that "
-               "writes much of what it reads may bill cheaper under a shorter TTL than the crossover rate says")
+def _writes_note(prof: PriceProfile, ttls: list[float], bills: pd.DataFrame) -> str | None:
+    """Why the Poisson tables and a workload's bills may name different TTLs (helper-131: code-repo-128k, whose
+    reuse rate is far above the 5m/1h crossover, bills cheaper under 5m): the bills also pay for writes, at
+    each TTL's price. None where the TTLs' write prices are one (no TTL's writes cost more) or nothing was
+    written."""
+    prices = {t: prof.write_multiplier(t) for t in ttls}
+    if len(set(prices.values())) < 2 or not bills.write_tokens.sum() > 0:
+        return None
+    each = ", ".join(f"x{w:g} under {prof.ttl_name(t)}" for t, w in prices.items())
+    return ("the Poisson tables price one prefix read again and again at one rate, its first write spread over "
+            f"endless reads; the simulated bills also pay, at each TTL's write price ({each}), for every prefix's "
+            "first write and each request's new tokens cached for the next, so a workload that writes much of what "
+            "it reads may bill cheaper under a shorter TTL than the crossover rate says")
 
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
@@ -356,8 +365,9 @@ def breakeven(
                                                     if unknown else comparison.best_ttl
                                                     + (" (nothing was cached: see the note above)" if uncached
                                                        else "")))
-            if not cross.empty and not unknown and not uncached:
-                echo(f"note: {WRITES_NOTE}")
+            writes = None if cross.empty or unknown or uncached else _writes_note(prof, ttls, comparison.summary)
+            if writes:
+                echo(f"note: {writes}")
             frames["workload"] = comparison.summary
         if out is not None and folder:
             folder.clear()  # the tables are done: breakeven's earlier files go now

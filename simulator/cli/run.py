@@ -124,6 +124,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
         click.echo()
         cols = ["hardware", *(["fleet"] if "fleet" in plan else []), "nodes", "memory_floor_nodes", "usd_per_hour",
                 "usd_per_million_output_tokens", "binding", "headroom_scale"]
+        _say_plan_notes(plan)
         _echo_table(_headroom_shown(plan)[cols])
     click.echo(f"report written to {out / 'summary.md'}")
 
@@ -170,7 +171,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     _refuse_mode_options(max_rate, offline)
 
     from simulator.charts import capacity_figure, close_figure
-    from simulator.planning import few_requests_note, plan_capacity, slo_line
+    from simulator.planning import plan_capacity
 
     sc = priced(load_scenario(scenario, trace=trace, say=note), usd_per_gpu_hour)
     folder = OutputFolder(out, "capacity") if out else None
@@ -204,10 +205,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if as_json:
             echo_json(records(plan))
         else:
-            click.echo(slo_line(plan), err=True)  # beside "GPU prices:" (stdout keeps the table alone)
+            _say_plan_notes(plan)
             _echo_table(_headroom_shown(plan))
-        if (few := few_requests_note(plan.attrs.get("requests", 0))) is not None:
-            note(few)
         if out and folder:
             folder.clear({"capacity.csv", "capacity.png"})
             plan.to_csv(out / "capacity.csv", index=False)
@@ -216,6 +215,17 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             close_figure(fig)
             folder.finish()
             click.echo(f"wrote {out / 'capacity.csv'} and {out / 'capacity.png'}")
+
+
+def _say_plan_notes(plan: pd.DataFrame) -> None:
+    """On stderr, beside a capacity plan's table: the SLOs and seed it was searched for (`planning.slo_line`),
+    and a note where its p99s rest on a few requests (`planning.few_requests_note`)."""
+    from simulator.planning import few_requests_note, slo_line
+
+    click.echo(slo_line(plan), err=True)
+    few = few_requests_note(plan.attrs.get("requests", 0), plan.attrs.get("offline", False))
+    if few is not None:
+        note(few)
 
 
 def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:

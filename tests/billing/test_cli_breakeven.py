@@ -83,6 +83,7 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
         (["--ttl", "5m,300s"], "--ttl: must name each TTL once (got '5m' and '300s', both 300 s)"),
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
         (["--gaps", "/no/such/gaps.txt"], "--gaps: no such file '/no/such/gaps.txt' (nor a scipy.stats distribution"),
+        (["--gaps", "/"], "--gaps: '/' is a folder, not a file of gaps"),  # helper-132: it said "no such file"
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
         (["--rate", "fast"], "--rate: must be a number or a comma list of numbers (got 'fast')"),
         (["--prefix-tokens", "0"], "--prefix-tokens: must be >= 1 token (got 0)"),
@@ -121,7 +122,7 @@ def test_workload_option_replays_a_trace_file(tmp_path):
     r = run("--workload", str(trace), "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 1h" in r.output  # one reuse per 50 min: only 1 h pays
-    assert "note: the Poisson tables price one prefix read again and again" in r.output  # (WRITES_NOTE)
+    assert "at each TTL's write price (x1.25 under 5m, x2 under 1h)" in r.output  # (`_writes_note`)
     summary = pd.read_csv(tmp_path / "workload.csv")
     assert summary["ttl"].tolist() == ["none", "5m", "1h"]
     assert summary["requests"].tolist() == [300, 300, 300]
@@ -133,6 +134,9 @@ def test_workload_option_with_a_generator():
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 5m" in r.output
     assert "Poisson tables price" not in r.output  # one TTL: no crossover to set the bills against
+    # helper-132: Gemini writes at the input price under every TTL, and here caches nothing: no word of write prices
+    r = run("--profile", "gemini", "--ttl", "5m,1h", "--workload", "chat-4k", "--duration-s", "600")
+    assert r.exit_code == 0 and "Poisson tables price" not in r.output, r.output
 
 
 @pytest.mark.parametrize(("args", "says"), [
