@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,11 +24,19 @@ def expected_used(rep: Replica) -> int:
 def exact_blocks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Check after every plan and commit that the used count is exact and within the pool."""
     bad: list[Any] = []
-    plan, commit = Replica.plan, Replica.commit
 
     def check(rep: Replica, where: str) -> None:
         if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
             bad.append((where, rep.index, rep.used, expected_used(rep)))
+
+    after_plans_and_commits(monkeypatch, check)
+    return bad
+
+
+def after_plans_and_commits(monkeypatch: pytest.MonkeyPatch, check: Callable[[Replica, str], None]) -> None:
+    """Call ``check(replica, "plan")`` after every `Replica.plan` and ``check(replica, "commit")`` after every
+    `Replica.commit` (the fixtures' watch over the engine's state)."""
+    plan, commit = Replica.plan, Replica.commit
 
     def plan_checked(self: Replica, now: float) -> bool:
         out = plan(self, now)
@@ -40,4 +49,3 @@ def exact_blocks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(Replica, "plan", plan_checked)
     monkeypatch.setattr(Replica, "commit", commit_checked)
-    return bad

@@ -22,6 +22,7 @@ from simulator.engine.decode import DECODE
 from simulator.engine.replica import Replica
 from simulator.kv import parse_layout
 from simulator.models import get_model
+from tests.engine.conftest import after_plans_and_commits
 from tests.engine.test_differential import _config, _fast_forward_equals_stepping, _requests
 from workloads.request import Request
 
@@ -64,7 +65,6 @@ def exact_windows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """After every plan and commit, the decode set's window sums against a recount of its decoders,
     and a planned decode-only step's time against ``a + b·Σ (a_i − δ(a_i))`` recounted."""
     bad: list[Any] = []
-    plan, commit = Replica.plan, Replica.commit
 
     def check(rep: Replica, where: str) -> None:
         if not rep.win_top:
@@ -90,18 +90,7 @@ def exact_windows(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
             if rep.g0 != pytest.approx(a0 + b0 * priced, rel=1e-12, abs=1e-15):
                 bad.append(("price", rep.index, rep.S, rep.g0, a0 + b0 * priced))
 
-    def plan_checked(self: Replica, now: float) -> bool:
-        out = plan(self, now)
-        if out:
-            check(self, "plan")
-        return out
-
-    def commit_checked(self: Replica, n: int, end_s: float) -> None:
-        commit(self, n, end_s)
-        check(self, "commit")
-
-    monkeypatch.setattr(Replica, "plan", plan_checked)
-    monkeypatch.setattr(Replica, "commit", commit_checked)
+    after_plans_and_commits(monkeypatch, check)  # (a plan that found nothing to do has no decoders: no price)
     return bad
 
 
