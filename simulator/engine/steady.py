@@ -37,7 +37,7 @@ arrivals (first admissions there fewer than `min_admission_ratio`, 0.9, of them;
 arrival never queue and are left out) and `max_growth_sigmas` (3) standard deviations of their count
 (``3·√queued``, a Poisson count's spread): it was still building, so the sustained figures are a fleet
 at saturation, not a load it keeps up with. A queue a fleet keeps up with ends the window about where it
-started (its length does not grow with the window), where an overload of ``ε`` builds ``ε`` of the
+started (its length does not grow with the window), where an overload of ``ε`` builds about ``ε`` of the
 arrivals: the second bound finds one of a few percent in a long window (3,000 queued: 5.5%; 30,000:
 1.7%) that the tenth missed; below 900 queued the tenth is the lesser. An overload that grows the
 running batch instead of the queue (admission keeps up while every decode slows:
@@ -243,7 +243,7 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     elif growing:
         bound = min((1 - w.min_admission_ratio) * queued, w.max_growth_sigmas * math.sqrt(queued))
         warning = (f"{NOT_STEADY}the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
-                   f"admitted of {queued:,} queued there: it grew by {grew:,}, more than {bound:,.0f})")
+                   f"admitted of {queued:,} queued there: it grew by {grew:,}, more than {math.floor(bound):,})")
     elif filling:
         warning = (f"{NOT_STEADY}the batch was still filling through the window [{start:,.1f}, {end:,.1f}] s "
                    f"({completions:,} completed for {queued:,} queued there, under {w.min_admission_ratio:.0%})"
