@@ -72,6 +72,16 @@ class Trial:
     timed_out: int
     warning: str = ""  # the steady window's (`steady_state_warning`); "" when steady
     too_short: bool = False  # the run was too short to tell (`steady_too_short`)
+    queue_growing: bool = False  # the queue grew through the window (`steady_queue_growing`): it fails
+
+    @property
+    def unsteady_label(self) -> str:
+        """Why a run is not steady, as a search line says it ("" when steady): its queue grew (it fails),
+        it was too short to tell (it may still meet), or neither (no steady window)."""
+        if self.steady:
+            return ""
+        return (", queue growing" if self.queue_growing else ", too short to tell" if self.too_short
+                else ", not steady")
 
     @classmethod
     def of(cls, rate_scale: float, result: Result, ttft_p99_s: float, tpot_p99_s: float) -> Trial:
@@ -82,7 +92,8 @@ class Trial:
                    sustained_requests_per_s=s["sustained_requests_per_s"],
                    sustained_output_tokens_per_s=s["sustained_output_tokens_per_s"],
                    ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"],
-                   warning=s["steady_state_warning"], too_short=bool(s["steady_too_short"]))
+                   warning=s["steady_state_warning"], too_short=bool(s["steady_too_short"]),
+                   queue_growing=bool(s["steady_queue_growing"]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,7 +350,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
                 on_step(f"{label} seed {sd}: rate ×{scale:.4g} ({t.offered_requests_per_s:,.3g} req/s offered) -> "
                         f"TTFT p99 {measure_against(t.ttft_p99_s, ttft, 's')}, "
                         f"TPOT p99 {measure_against(t.tpot_p99_s * 1e3, tpot * 1e3, 'ms')}, sustained "
-                        f"{t.sustained_requests_per_s:,.3g} req/s{'' if t.steady else ', not steady'}: "
+                        f"{t.sustained_requests_per_s:,.3g} req/s{t.unsteady_label}: "
                         f"{'meets' if t.ok else 'fails'}")
             return t
 

@@ -183,7 +183,7 @@ def few_requests_note(requests: int, offline: bool = False) -> str | None:
     more = ("more requests (an offline workload's count)" if offline
             else "a longer run (--duration-s, workload.duration_s)")
     return (f"the workload has {requests} requests: a p99 over them lies between its {top} slowest, so one slow "
-            f"request can decide the answer (and a larger fleet read worse than a smaller one); {more} gives "
+            f"request can decide the answer (and a larger fleet read worse than a smaller one); {more} would give "
             "p99s that stand")
 
 
@@ -454,11 +454,11 @@ SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed")  # what a plan was
 
 
 def slo_line(plan: pd.DataFrame) -> str:
-    """What a plan's node counts meet, in words: ``SLOs: TTFT p99 <= 2 s, TPOT p99 <= 100 ms (seed 0)``, from
-    its `SEARCH_COLUMNS`."""
+    """What a plan's node counts meet, in words: ``capacity plan for SLOs TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms
+    (seed 0)``, from its `SEARCH_COLUMNS`."""
     row = plan.iloc[0]
     tpot = row.slo_tpot_p99_s
-    return (f"SLOs: TTFT p99 <= {figure(row.slo_ttft_p99_s)} s, TPOT p99 <= "
+    return (f"capacity plan for SLOs TTFT p99 ≤ {figure(row.slo_ttft_p99_s)} s, TPOT p99 ≤ "
             f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} (seed {row.seed})")
 
 

@@ -96,5 +96,6 @@ def test_few_requests_note_of_an_offline_workload_asks_for_more_requests():
     """helper-132: an offline workload's length is its count: a longer --duration-s changes nothing."""
     from simulator.planning import few_requests_note
 
-    assert "more requests (an offline workload's count) gives p99s that stand" in few_requests_note(50, offline=True)
+    offline = few_requests_note(50, offline=True)
+    assert "more requests (an offline workload's count) would give p99s that stand" in offline
     assert "--duration-s" not in few_requests_note(50, offline=True) and "--duration-s" in few_requests_note(50)

@@ -218,3 +218,16 @@ def test_max_rate_refuses_an_offline_workload_it_cannot_scale() -> None:
                                           r"throughput is the offline run's \(kvsim capacity --offline\)$"):
         max_rate(sc, seeds=1, timer=CROWDED)
     assert len(offline_throughput(sc, seeds=1, timer=CROWDED)) == 1
+
+
+def test_a_search_line_says_why_a_run_is_not_steady():
+    """helper-134: "not steady: meets" and "not steady: fails" read alike; a run too short to tell may meet, one
+    whose queue grew fails."""
+    from simulator.maxrate import Trial
+
+    base = dict(rate_scale=1.0, ok=True, offered_requests_per_s=1.0, sustained_requests_per_s=1.0,
+                sustained_output_tokens_per_s=1.0, ttft_p99_s=0.1, tpot_p99_s=0.01, timed_out=0)
+    assert Trial(steady=True, **base).unsteady_label == ""
+    assert Trial(steady=False, too_short=True, **base).unsteady_label == ", too short to tell"
+    assert Trial(steady=False, queue_growing=True, **base | {"ok": False}).unsteady_label == ", queue growing"
+    assert Trial(steady=False, **base).unsteady_label == ", not steady"  # no steady window at all

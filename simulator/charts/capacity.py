@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from simulator.charts.base import plain_text
+from simulator.units import figure
 
 
 def _binding_label(why: str, width: int) -> str:
@@ -56,8 +57,9 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=8, loc="upper left")
     cost = b.bar(x, plan.usd_per_hour.fillna(0), 0.6, color="C2")
-    b.bar_label(cost, labels=["no fleet" if gone else f"${usd:,.0f}/h\n${per_m:,.2f}/Mtok out" for usd, per_m, gone in
-                              zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, none, strict=True)],
+    b.bar_label(cost, labels=["no fleet" if gone else f"${figure(usd)}/h\n${per_m:,.2f}/Mtok out"
+                              for usd, per_m, gone in zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, none,
+                                                          strict=True)],
                 padding=2, fontsize=8)
     b.set(xticks=x, ylabel="fleet cost (USD per hour)", title="Fleet cost (and per million output tokens)")
     b.set_ylim(0, float(plan.usd_per_hour.max()) * 1.3)
@@ -71,7 +73,7 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     if "slo_ttft_p99_s" in plan:  # what the node counts meet (`planning.SEARCH_COLUMNS`)
         tpot = float(plan.slo_tpot_p99_s.iloc[0])
         what.append(f"fleets that meet TTFT p99 ≤ {plan.slo_ttft_p99_s.iloc[0]:g} s, "
-                    f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}")
+                    f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}, seed {plan.seed.iloc[0]}")
     fig.suptitle(f"Capacity plan: {title}" + (f" ({'; '.join(what)})" if what else ""))
     fig.tight_layout()
     return fig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -29,6 +29,9 @@ from simulator.cli.common import (
 )
 from simulator.cli.options import Renamed, duration_option, seed_option
 from simulator.errors import ConfigError, RuleError, must, shown
+
+if TYPE_CHECKING:
+    from simulator.billing.compare import TTLComparison
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -133,19 +136,20 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
     return notes
 
 
-def _writes_note(prof: PriceProfile, ttls: list[float], bills: pd.DataFrame) -> str | None:
+def _writes_note(prof: PriceProfile, ttls: list[float], bills: TTLComparison) -> str | None:
     """Why the Poisson tables and a workload's bills may name different TTLs (helper-131: code-repo-128k, whose
     reuse rate is far above the 5m/1h crossover, bills cheaper under 5m): the bills also pay for writes, at
-    each TTL's price. None where the TTLs' write prices are one (no TTL's writes cost more) or nothing was
-    written."""
+    each TTL's price. None where the TTLs' write prices are one (no TTL's writes cost more), nothing was
+    written, or the bills' best TTL is the longest (the note explains a shorter one)."""
     prices = {t: prof.write_multiplier(t) for t in ttls}
-    if len(set(prices.values())) < 2 or not bills.write_tokens.sum() > 0:
+    if (len(set(prices.values())) < 2 or not bills.summary.write_tokens.sum() > 0
+            or bills.best_ttl == prof.ttl_name(max(ttls))):
         return None
     each = ", ".join(f"x{w:g} under {prof.ttl_name(t)}" for t, w in prices.items())
-    return ("the Poisson tables price one prefix read again and again at one rate, its first write spread over "
-            f"endless reads; the simulated bills also pay, at each TTL's write price ({each}), for every prefix's "
-            "first write and each request's new tokens cached for the next, so a workload that writes much of what "
-            "it reads may bill cheaper under a shorter TTL than the crossover rate says")
+    return ("the Poisson tables price one prefix reused at one steady rate, written again only after a miss; the "
+            f"simulated bills also pay, at each TTL's write price ({each}), for every new prefix's first write and "
+            "each request's new tokens cached for the next, so a workload that writes much of what it reads may "
+            "bill cheaper under a shorter TTL than the crossover rate says")
 
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
@@ -365,7 +369,7 @@ def breakeven(
                                                     if unknown else comparison.best_ttl
                                                     + (" (nothing was cached: see the note above)" if uncached
                                                        else "")))
-            writes = None if cross.empty or unknown or uncached else _writes_note(prof, ttls, comparison.summary)
+            writes = None if cross.empty or unknown or uncached else _writes_note(prof, ttls, comparison)
             if writes:
                 echo(f"note: {writes}")
             frames["workload"] = comparison.summary

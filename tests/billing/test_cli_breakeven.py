@@ -122,11 +122,19 @@ def test_workload_option_replays_a_trace_file(tmp_path):
     r = run("--workload", str(trace), "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: 1h" in r.output  # one reuse per 50 min: only 1 h pays
-    assert "at each TTL's write price (x1.25 under 5m, x2 under 1h)" in r.output  # (`_writes_note`)
+    assert "Poisson tables price" not in r.output  # the bills' best is the longest TTL: as the tables say
     summary = pd.read_csv(tmp_path / "workload.csv")
     assert summary["ttl"].tolist() == ["none", "5m", "1h"]
     assert summary["requests"].tolist() == [300, 300, 300]
     assert (tmp_path / "savings.png").exists() and (tmp_path / "gaps.png").exists()
+
+
+def test_bills_that_prefer_a_shorter_ttl_than_the_tables_say_why():
+    """helper-131: code-repo-128k reuses its repositories seconds apart, far above the 5m/1h crossover, yet bills
+    cheaper under 5m: its requests write their new tokens at 2x under 1h. The note says so (`_writes_note`)."""
+    r = run("--workload", "code-repo-128k", "--duration-s", "120")
+    assert r.exit_code == 0 and "best TTL for the customer: 5m" in r.output, r.output
+    assert "at each TTL's write price (x1.25 under 5m, x2 under 1h), for every new prefix's first write" in r.output
 
 
 def test_workload_option_with_a_generator():
