@@ -189,6 +189,12 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
+        from simulator.planning import few_requests_note
+
+        few = few_requests_note(len(requests), bool(requests) and requests[0].arrival_s == requests[-1].arrival_s,
+                                decides="meets_slo")
+        if few is not None:  # meets_slo rests on a p99 over them (helper-134)
+            note(few)
         if out is not None and folder:
             folder.clear()  # the runs are done: compare's earlier files go now
             df.to_csv(out / "compare.csv", index=False)

@@ -100,6 +100,8 @@ def test_cli_compare(tmp_path: Path) -> None:
                                   "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "prefix+fp8" in res.output and (tmp_path / "compare.png").stat().st_size > 10_000
+    # 20 s of chat-4k is a handful of requests: meets_slo rests on their slowest (helper-134)
+    assert "a p99 over them lies between its 2 slowest, so one slow request can decide meets_slo" in res.output
     bad = runner.invoke(compare, ["--workload", "chat-4k", "--duration-s", "5", "--strategy", "native,nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
 
