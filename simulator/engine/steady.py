@@ -243,7 +243,7 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     elif growing:
         bound = min((1 - w.min_admission_ratio) * queued, w.max_growth_sigmas * math.sqrt(queued))
         warning = (f"{NOT_STEADY}the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
-                   f"admitted of {queued:,} queued there: it grew by {grew:,}, more than {math.floor(bound):,})")
+                   f"admitted of {queued:,} queued there: it grew by {grew:,}, more than {math.floor(bound + 1e-9):,})")
     elif filling:
         warning = (f"{NOT_STEADY}the batch was still filling through the window [{start:,.1f}, {end:,.1f}] s "
                    f"({completions:,} completed for {queued:,} queued there, under {w.min_admission_ratio:.0%})"
