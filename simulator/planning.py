@@ -173,17 +173,19 @@ FEW_FOR_P99 = 200  # a run of fewer requests has its p99s set by its two or thre
 
 
 def few_requests_note(requests: int, offline: bool = False,
-                      decides: str = "the answer (and a larger fleet read worse than a smaller one)") -> str | None:
+                      decides: str = "the answer (and a larger fleet read worse than a smaller one)",
+                      longer: str = "--duration-s, workload.duration_s") -> str | None:
     """A note where the SLOs' p99s rest on a run's few slowest requests (fewer than `FEW_FOR_P99`): the
     99th percentile of ``n`` values interpolates between its ``n − ⌊0.99·(n − 1)⌋`` largest, so one slow
     request (a cold long prefill) decides a node count, and more nodes may even do worse. None otherwise.
     `offline`: every request arrives at once, so more of them, not a longer run, is the remedy; `decides`: what
-    the p99s decide (a capacity plan's node count; compare's ``meets_slo``)."""
+    the p99s decide (a capacity plan's node count; compare's ``meets_slo``); `longer`: the command's way to a
+    longer run."""
     if not 0 < requests < FEW_FOR_P99:
         return None
     top = requests - math.floor(0.99 * (requests - 1))
     more = ("more requests (an offline workload's count)" if offline
-            else "a longer run (--duration-s, workload.duration_s)")
+            else f"a longer run ({longer})")
     return (f"the workload has {requests} requests: a p99 over them lies between its {top} slowest, so one slow "
             f"request can decide {decides}; {more} would give p99s that stand")
 

@@ -195,6 +195,13 @@ def provider_inputs(costs: ProviderCosts) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame([row]), line
 
 
+def _few_requests(requests: int, offline: bool) -> str | None:
+    """`simulator.planning.few_requests_note` for the headline's ``meets SLO`` and ``goodput``."""
+    from simulator.planning import few_requests_note
+
+    return few_requests_note(requests, offline, decides="the headline's `meets SLO`", longer="workload.duration_s")
+
+
 def deployment_costs(result: Result, profile: PriceProfile) -> ProviderCosts:
     """`provider_costs_for` of the fleet `result` simulated, at `profile`'s output price: the model's
     and layout's KV bytes per token, the cost model's prefill (each request's saving), the simulated decode
@@ -311,6 +318,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
             "drain)")) + "; makespan throughput over first arrival to last completion.\n",
           HEADLINE_COLUMNS,
           "".join(f"- {note}\n" for note in run.steady_notes()),
+          "".join(f"- Note: {note}.\n" for note in [_few_requests(wl.n_requests, wl.duration_s <= 0)] if note),
           "".join(f"- {note}\n" for note in run.cache_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]

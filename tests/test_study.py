@@ -442,3 +442,27 @@ def test_cache_notes_say_what_each_tier_brought_back():
                     "dram + nvme tiers brought back 8,369 blocks (43.9 GB)"]
     idle = ScenarioRun.cache_notes(run_of({"dram": True}, 0))  # type: ignore[arg-type]
     assert idle[0].endswith("; nothing came back from the dram tier, so it changed nothing at this load")
+
+
+def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
+    """helper-134: `kvsim run` of a handful of requests judged `meets SLO` on their slowest, with no word."""
+    out = run_report(tmp_path, "few.toml", """
+name = "few"
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["8xH100"]
+tp = 1
+[workload]
+duration_s = 10
+[workload.spec]
+name = "chat-4k"
+[report]
+capacity = false
+collapse = false
+breakeven = false
+""")
+    text = (out / "summary.md").read_text()
+    note = ("- Note: the workload has 3 requests: a p99 over them lies between its 2 slowest, so one slow request "
+            "can decide the headline's `meets SLO`; a longer run (workload.duration_s) would give p99s that stand.")
+    assert note in text

@@ -192,7 +192,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         from simulator.planning import few_requests_note
 
         few = few_requests_note(len(requests), bool(requests) and requests[0].arrival_s == requests[-1].arrival_s,
-                                decides="meets_slo")
+                                decides="meets_slo", longer="--duration-s")
         if few is not None:  # meets_slo rests on a p99 over them (helper-134)
             note(few)
         if out is not None and folder:
