@@ -105,6 +105,8 @@ def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
 
 
 # the two savings bases, printed under their tables (numeric.gaps_rows, compare.compare_ttls)
+BREAKEVEN_NOTE = ("reads_to_break_even: the fewest reads within a TTL of a write that make caching the prefix cost "
+                  "less than sending it plain each time (1 where a write costs no more than plain input)")
 PREFIX_SAVINGS_NOTE = ("savings_pct = 100 × (1 − relative_cost): the saving as a share of the cached prefix's "
                        "input cost without a cache, not of a whole bill")
 BILL_SAVINGS_NOTE = ("savings_usd = total_usd(none) − total_usd(TTL); savings_pct_of_input = 100 × savings_usd / "
@@ -340,6 +342,8 @@ def breakeven(
         if closed_form_note:
             echo(closed_form_note)
         show("Break-even for Poisson reuse (rates in reuses per minute):", table)
+        if not as_json:
+            echo(BREAKEVEN_NOTE)
         if not cross.empty:
             show("Longer TTL cheaper above:", cross)
         frames: dict[str, pd.DataFrame] = {"breakeven": table, "crossovers": cross}

@@ -26,6 +26,8 @@ def test_rate_table_and_files(tmp_path):
     assert (tmp_path / "breakeven.png").stat().st_size > 10_000
     be = pd.read_csv(tmp_path / "breakeven.csv")
     assert be["reads_to_break_even"].tolist() == [1, 2]
+    # what it counts, said under the table (helper-131 read a 1 where writes cost no more as a defect)
+    assert "reads_to_break_even: the fewest reads within a TTL of a write that make caching" in r.output
 
 
 def test_gaps_distribution_and_file(tmp_path):
