@@ -176,9 +176,8 @@ class ChunkedRuns:
             return run_s(budget, pre, count + 1, n, kv0, n_grow)
         # a loop, not a comprehension: a comprehension's names would be cells, made at every call (~1 k instructions)
         step_s, prices = self.timer.step_s, []
-        for i in range(count + 1):  # (with windows: each step's context as stepping prices it, `priced_context`)
-            ctx = kv0 + i * n_grow if not self.win_top else self.priced_context(i)
-            prices.append(step_s([(budget, pre + i * budget)], n, ctx))
+        for i in range(count + 1):  # each step's context as stepping prices it (`priced_context`)
+            prices.append(step_s([(budget, pre + i * budget)], n, self.priced_context(i)))
         return prices
 
     def plan_run(self, now: float, budget_left: int, swap_s: float, preempted: bool,

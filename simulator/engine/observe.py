@@ -210,8 +210,7 @@ class Observation:
         mfu = bw = math.nan
         utilisation = getattr(self.timer, "utilisation", None)  # the cost model's MFU and HBM share
         if utilisation is not None and batch_tokens:
-            ctx = kv_sum + self.n_dec if not self.win_top else self.priced_context(ahead)
-            mfu, bw = utilisation(chunks, self.n_dec, ctx)
+            mfu, bw = utilisation(chunks, self.n_dec, self.priced_context(ahead))  # (= kv_sum + n_dec without windows)
         link_util = math.nan
         if self.link is not None:  # share of the time since the last sample the ingress link moved KV
             span = now - self.link_sample_s
