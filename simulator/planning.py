@@ -3,7 +3,7 @@
 For one node kind the search starts at the memory floor and grows:
 
 - **memory floor** (analytic, a lower bound): by Little's law the mean KV held is at least
-  ``Σ_r bytes(prompt_r + output_r / 2) · output_r · t_step1 / T``, where ``t_step1`` is the batch-1
+  ``Σ_r bytes(prompt_r + output_r / 2) · (output_r − 1) · t_step1 / T``, where ``t_step1`` is the batch-1
   decode step (no batch decodes faster) and ``T`` the time a fleet that meets the SLOs has to serve
   them in: the workload's arrival span plus the longest a request may take under the SLOs
   (``ttft + (o − 1)·tpot``). Only the tokens a request shares with no other count, over its ``o − 1``
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ from simulator.scenario import Scenario
 from simulator.study import node_kinds
 from simulator.units import figure, measure_against
 from workloads import Workload
+from workloads.request import Request
 from workloads.workload import say_left_out
 
 MEMORY_BOUND_UTILIZATION = 0.8
@@ -170,6 +171,12 @@ def rejected_note(result: Result) -> str:
 
 SLO_TAIL = 0.01  # the share of requests a p99 SLO leaves unbounded (`meets_slo`), per SLO
 FEW_FOR_P99 = 200  # a run of fewer requests has its p99s set by its two or three slowest (`few_requests_note`)
+
+
+def arrive_at_once(requests: Sequence[Request]) -> bool:
+    """Whether `requests` (in arrival order, at least one) all arrive at one instant: an offline workload, whose
+    length its count sets (`few_requests_note`)."""
+    return bool(requests) and requests[0].arrival_s == requests[-1].arrival_s
 
 
 def few_requests_note(requests: int, offline: bool = False,
@@ -472,7 +479,7 @@ def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload:
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
     reqs = workload.requests()
     plan.attrs["requests"] = len(reqs)
-    plan.attrs["offline"] = bool(reqs) and reqs[0].arrival_s == reqs[-1].arrival_s  # every request at once
+    plan.attrs["offline"] = arrive_at_once(reqs)
     return plan
 
 

@@ -222,10 +222,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
         for line in _window_pool_notes(df, base, requests):
             note(line)
-        from simulator.planning import few_requests_note
+        from simulator.planning import arrive_at_once, few_requests_note
 
-        few = few_requests_note(len(requests), bool(requests) and requests[0].arrival_s == requests[-1].arrival_s,
-                                decides="meets_slo", longer="--duration-s")
+        few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")
         if few is not None:  # meets_slo rests on a p99 over them (helper-134)
             note(few)
         if out is not None and folder:
