@@ -446,22 +446,9 @@ def test_cache_notes_say_what_each_tier_brought_back():
 
 def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
     """helper-134: `kvsim run` of a handful of requests judged `meets SLO` on their slowest, with no word."""
-    out = run_report(tmp_path, "few.toml", """
-name = "few"
-[model]
-name = "Llama-3.1-8B"
-[cluster]
-hardware = ["8xH100"]
-tp = 1
-[workload]
-duration_s = 10
-[workload.spec]
-name = "chat-4k"
-[report]
-capacity = false
-collapse = false
-breakeven = false
-""")
+    from tests.test_hostile_inputs import BASE  # a small scenario with the report's studies off
+
+    out = run_report(tmp_path, "few.toml", BASE.replace("duration_s = 5\n", "duration_s = 10\n"))
     text = (out / "summary.md").read_text()
     note = ("- Note: the workload has 3 requests: a p99 over them lies between its 2 slowest, so one slow request "
             "can decide the headline's `meets SLO`; a longer run (workload.duration_s) would give p99s that stand.")
