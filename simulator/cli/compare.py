@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -61,36 +60,6 @@ def _strategy_sets(text: str) -> list[str]:
         raise ConfigError(f"--strategy: must name at least one strategy set, comma-separated, each '+'-joined "
                           f"levers, e.g. {STRATEGY_EXAMPLE} (got {shown(text)})")
     return specs
-
-
-def _window_pool_notes(df: Any, base: EngineConfig, requests: list[Any]) -> list[str]:
-    """A note for each strategy set whose layout has windows where some sequences are shorter than them: the
-    simulator's KV pool gives every sequence its window's overhead blocks however short it is
-    (`simulator.engine.geometry`: the affine upper bound of its bytes), so that set's ``kv_utilization``
-    overstates the memory they need and it holds fewer at once than their bytes allow (its step times are
-    exact: `StepModel.decode_discount`)."""
-    from simulator.engine.geometry import block_geometry
-    from simulator.kv import parse_layout
-
-    model = base.model if not isinstance(base.model, str) else get_model(base.model)
-    lines = []
-    for name, label in zip(df["strategy"], df["layout"], strict=True):
-        layout = parse_layout(str(label))
-        geometry = block_geometry(model, layout, base.block_tokens)
-        if not geometry.overhead_blocks:
-            continue
-        edges = [layout.compress_recent_tokens if layout.compress_ratio > 1 else 0,
-                 model.sliding_window if layout.use_sliding_window else 0]
-        top = max(edges)
-        short = sum(r.prompt_tokens + r.output_tokens < top for r in requests)
-        if short:
-            lines.append(f"{name}: {short / len(requests):.0%} of the requests end shorter than its {top:,}-token "
-                         f"window, and the simulator's KV pool gives each sequence the window's "
-                         f"{geometry.overhead_blocks:,} blocks however short it is (simulator/engine/geometry.py: an "
-                         "upper bound of its bytes), so here its kv_utilization overstates the memory they need and "
-                         "it holds fewer at once than their bytes allow; kvsim fit counts exact bytes (the step times "
-                         "are exact)")
-    return lines
 
 
 def _workload_spec(text: str) -> str:
@@ -220,8 +189,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
-        for line in _window_pool_notes(df, base, requests):
-            note(line)
         from simulator.planning import arrive_at_once, few_requests_note
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")

@@ -321,7 +321,7 @@ def _engine_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout, contex
 
     geo = block_geometry(model, layout, block_tokens)
     blocks = blocks_per_group(budget, model, layout, geo.block_bytes)
-    stream = geo.blocks(context_tokens)
+    stream = geo.blocks(context_tokens, geo.overhead(context_tokens))
     plan = budget.plan
     return budget.replicas * plan.kv_groups * plan.pp * (blocks // plan.pp // stream), blocks, stream
 

@@ -104,6 +104,7 @@ class ChunkedRuns:
     counts: CacheCounts
     geometry: BlockGeometry
     running: dict[int, Seq]
+    ov_running: int
     acc_s: float
     private_off: int
     used_block_s: float
@@ -389,7 +390,7 @@ class ChunkedRuns:
         g_last = gs.pop()  # the last step's time goes to `commit`; gs: the k − 1 steps committed here
         n_dec, n_grow, B, hist = self.n_dec, self.n_grow, self.B, self.hist
         cache, evictable = self.counts.blocks[0], self.counts.evictable
-        held = cache + self.geometry.overhead_blocks * len(self.running)  # the integers of `private`
+        held = cache + self.ov_running  # the integers of `private`
         used, S, acc = self.used, self.S, self.acc_s
         used_s, cache_s, evictable_s, private_s, token_s = self.used_block_s, self.cache_block_s, \
             self.evictable_block_s, self.private_block_s, self.private_token_s

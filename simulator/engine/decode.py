@@ -39,6 +39,7 @@ class DecodeSet:
     def _init_decode(self, block_tokens: int, discount: Sequence[tuple[int, float, float]] = ()) -> None:
         self.n_dec = 0
         self.n_grow = 0
+        self.ov_running = 0  # Σ overhead blocks of the running sequences (`Seq.ov`)
         self.kv_sum = 0  # Σ kv tokens of decoders at step S
         # private KV tokens of the running sequences = kv_sum + private_off, where private_off =
         # Σ_prefilling (prefill tokens − hit) − Σ_decoders hit (a shared prefix is the cache's)
@@ -141,6 +142,7 @@ class DecodeSet:
         self.private_off += seq.hit_tokens
         seq.ranges.append((seq.seg_start, self.log_base + len(self.log_k)))
         del self.running[seq.key]
+        self.ov_running -= seq.ov
         return kv
 
     def _due(self) -> list[Seq]:

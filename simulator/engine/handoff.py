@@ -66,6 +66,7 @@ class HandOff:
     private_block_s: float
     private_token_s: float
     running: dict[int, Seq]
+    ov_running: int
     waiting: deque[Seq]
     rejoined: list[Seq]
     cache: CacheState
@@ -109,6 +110,7 @@ class HandOff:
         seq.kv0 = min(self.retention.kept_after_prefill(req.prompt_tokens, seq.target), seq.cap)
         seq.state = HANDING
         del self.running[seq.key]
+        self.ov_running -= seq.ov
         self.handing[seq.key] = seq
         self.private_off += seq.target - seq.hit_tokens
         self.outstanding_tokens -= req.output_tokens - seq.gen0
@@ -130,7 +132,7 @@ class HandOff:
         seq.hit_tokens = 0
         seq.cache_node = None
         seq.cache_tokens = 0
-        seq.blocks = self.geometry.blocks(seq.kv0)
+        seq.blocks = self.geometry.blocks(seq.kv0, seq.ov)
 
     # ----------------------------------------------------------------- decode side
     def pending_blocks(self, now: float) -> int:
@@ -149,13 +151,13 @@ class HandOff:
         """Whether `seq` (prefilled elsewhere, ``kv0`` tokens) may reserve its blocks here now."""
         if len(self.running) + len(self.incoming) + len(self.arrived) >= self.sched.max_num_seqs:
             return False
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap))
+        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov)
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
         return grow <= room + self.counts.evictable
 
     def reserve(self, seq: Seq, now: float) -> None:
         """Take `seq`'s blocks now (`can_hold` said yes), evicting cached blocks as needed."""
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap))
+        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov)
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
         d_used, d_cache, d_evictable = 0, 0, 0
         if grow > room:
@@ -163,7 +165,7 @@ class HandOff:
             self.used -= self.cache.evict(grow - room)
             d_used, d_cache = self.used - used0, self.counts.blocks[0] - cache0
             d_evictable = self.counts.evictable - evictable0
-        blocks = self.geometry.blocks(seq.kv0)
+        blocks = self.geometry.blocks(seq.kv0, seq.ov)
         self.used += blocks
         self.private_off += seq.kv0
         self._shift_integrals(now, d_used + blocks, d_cache, seq.kv0, d_evictable)
@@ -182,6 +184,7 @@ class HandOff:
             self.private_off -= seq.kv0  # its tokens move to kv_sum
             seq.rejoin_from_s = seq.last_tok_s = seq.first_s
             self._join_decode(seq)
+            self.ov_running += seq.ov
             self.rejoined.append(seq)
         self.arrived.clear()
 

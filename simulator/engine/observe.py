@@ -55,6 +55,7 @@ class Observation:
     n_dec: int
     prefilling: dict[int, Seq]
     running: dict[int, Seq]
+    ov_running: int
     waiting: deque[Seq]
     swapped: deque[Seq]
     chunks: list[tuple[Seq, int]]
@@ -177,7 +178,7 @@ class Observation:
             self.used_block_s += self.used * dt
             self.cache_block_s += cache * dt
             self.evictable_block_s += self.counts.evictable * dt
-            self.private_block_s += (self.used - cache - self.geometry.overhead_blocks * len(self.running)) * dt
+            self.private_block_s += (self.used - cache - self.ov_running) * dt
             self.private_token_s += (self.kv_sum + self.private_off) * dt
         self.acc_s = now
 

@@ -75,12 +75,12 @@ class BlockPool(DecodeSet):
         blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
         req = seq.request
         out = max(req.output_tokens, min(self.sched.reserve_output_tokens, self.max_context_tokens - req.prompt_tokens))
-        return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap)) - self.geometry.blocks(kv0)
+        return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap), 0) - self.geometry.blocks(kv0, 0)
 
     def _reserve(self, seq: Seq, growth: int, kv0: int) -> None:
         """Promise `seq` `growth` blocks of decode growth from ``kv0`` KV tokens on."""
         self.reserved += growth
-        self.reserves[seq.key] = (growth, self.geometry.blocks(kv0))
+        self.reserves[seq.key] = (growth, self.geometry.blocks(kv0, seq.ov))
 
     def _unreserve(self, seq: Seq, grown: int) -> None:
         """`seq` leaves having grown `grown` of its promised blocks (the commits took those off
@@ -90,7 +90,7 @@ class BlockPool(DecodeSet):
 
     def _unreserve_decoder(self, seq: Seq, kv: int) -> None:
         """`seq` leaves the decode set at `kv` KV tokens (`_unreserve` with what it grew)."""
-        self._unreserve(seq, self.geometry.blocks(kv) - self.reserves[seq.key][1])
+        self._unreserve(seq, self.geometry.blocks(kv, seq.ov) - self.reserves[seq.key][1])
 
     def _private(self, seq: Seq, kv_tokens: int) -> int:
         """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
@@ -98,7 +98,7 @@ class BlockPool(DecodeSet):
         # `geometry.blocks`, without its call (~700 instructions) nor its min with the layout's cap: a sequence's
         # cap is at most the layout's (`Replica.enqueue`), so that min leaves these tokens as they are
         held, B = cap if cap < kv_tokens else kv_tokens, self.B
-        return -(-held // B) + self.geometry.overhead_blocks - seq.hit_tokens // B
+        return -(-held // B) + seq.ov - seq.hit_tokens // B
 
     @property
     def free_blocks(self) -> int:
@@ -145,6 +145,7 @@ class BlockPool(DecodeSet):
             if self.reserving:
                 self._unreserve(seq, 0)
             del self.running[seq.key]
+            self.ov_running -= seq.ov
             del self.prefilling[seq.key]
             self.private_off -= seq.prefill_kv - seq.hit_tokens
             blocks = seq.blocks

@@ -53,7 +53,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # the SimPy process's flags and jump in flight (`cluster`, `views`); a router's first-token hook (`cluster`)
         "proc", "wake", "on_first", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
         # `DecodeSet`, `BlockPool`
-        "n_dec", "n_grow", "hist", "win_hi", "win_c", "win_e", "win_top", "win_n", "win_g", "win_k", "n_preempt",
+        "n_dec", "n_grow", "ov_running", "hist", "win_hi", "win_c", "win_e", "win_top", "win_n", "win_g", "win_k",
+        "n_preempt",
         # `Observation`'s time integrals
         "acc_s", "used_block_s", "cache_block_s", "evictable_block_s", "private_block_s", "private_token_s", "busy_s",
         "link_busy_mark",
@@ -168,15 +169,20 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap
                          and self.shares)
         held = cap if cap < need else need  # max(prompt, min(need, cap)) by their rules, not calls (~850 instructions)
-        blocks = self.geometry.blocks(held if held > prompt else prompt)
+        if held < prompt:
+            held = prompt
+        if self.geometry.overhead_blocks:  # a windowed layout: the overhead of the most KV tokens it will hold
+            seq.ov = self.geometry.overhead(held)
+        ov = seq.ov
+        blocks = self.geometry.blocks(held, ov)
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
             kv0 = min(self.retention.kept_after_prefill(prompt, seq.target), seq.cap)
-            blocks = self.geometry.blocks(self._prefill_tokens(seq)) + self._growth(seq, kv0, seq.gen0 + 1)
+            blocks = self.geometry.blocks(self._prefill_tokens(seq), ov) + self._growth(seq, kv0, seq.gen0 + 1)
         if self.role == PREFILL:  # it holds the prompt here, and all of it on a decode replica
             if req.output_tokens > 1 and blocks > self.decode_room:
                 self._end(seq, "rejected", f"needs {blocks} blocks > a decode replica's room {self.decode_room}", now)
                 return False
-            blocks = self.geometry.blocks(prompt)
+            blocks = self.geometry.blocks(prompt, ov)
         if blocks > self.total_blocks - self.watermark_blocks:
             room = f"pool {self.total_blocks} - watermark {self.watermark_blocks}"
             what = " (prompt + reserved output)" if self.reserving else ""
@@ -295,6 +301,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             swap_s += seq.blocks * self.swap_s_per_block
             seq.rejoin_from_s = seq.last_tok_s
             self._join_decode(seq)
+            self.ov_running += seq.ov
             if self.reserving:
                 self._reserve(seq, self._growth(seq, seq.kv0, seq.gen0), seq.kv0)
             need = self.hist[-self.S % B]
@@ -316,7 +323,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 else:
                     max_hit = hbm = unref = 0
                 tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
-                full = self.geometry.blocks(tokens)
+                full = self.geometry.blocks(tokens, seq.ov)
                 blocks = full - hbm // B
                 spare = room + (self.counts.evictable if self.shares else 0) - unref
                 if self.reserving:  # the promised growth (this step's `need` is part of it) is not room
@@ -351,6 +358,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 seq.prefill_kv = tokens
                 seq.state = RUNNING
                 self.running[seq.key] = seq
+                self.ov_running += seq.ov
                 self.prefilling[seq.key] = seq
                 chunk = _chunk(seq.target - seq.prefilled, budget, most)
                 self.chunks.append((seq, chunk))
@@ -430,7 +438,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         if cache:
             self.cache_block_s += cache * dt
             self.evictable_block_s += self.counts.evictable * dt
-        self.private_block_s += (used - cache - self.geometry.overhead_blocks * len(self.running)) * dt + grow_s
+        self.private_block_s += (used - cache - self.ov_running) * dt + grow_s
         self.private_token_s += tokens
         self.busy_s += dt
         self.acc_s = end_s
@@ -492,6 +500,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self.outstanding_tokens -= 1
             if gen >= seq.request.output_tokens:
                 del self.running[seq.key]
+                self.ov_running -= seq.ov
                 if self.reserving:
                     self._unreserve(seq, 0)
                 self._release(seq, seq.target, seq.blocks, end_s)

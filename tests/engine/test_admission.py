@@ -30,7 +30,7 @@ def promises_hold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     def check(rep: Replica) -> None:
         assert 0 <= rep.reserved == sum(g for g, _ in rep.reserves.values()) - sum(
-            rep.geometry.blocks(s.kv_tokens(rep.S)) - rep.reserves[s.key][1]
+            rep.geometry.blocks(s.kv_tokens(rep.S), s.ov) - rep.reserves[s.key][1]
             for s in rep.running.values() if s.key in rep.reserves and s.state == 4)
         assert rep.used - rep.cache.evictable_blocks() + rep.reserved <= rep.total_blocks
 

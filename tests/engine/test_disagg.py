@@ -44,7 +44,7 @@ def expected_used(rep: Replica) -> int:
     for s in rep.running.values():
         total += rep._private(s, s.kv_tokens(rep.S)) if s.state == DECODE else s.blocks
     total += sum(s.blocks for s in rep.handing.values())
-    total += sum(rep.geometry.blocks(s.kv0) for s in (*rep.incoming.values(), *rep.arrived))
+    total += sum(rep.geometry.blocks(s.kv0, s.ov) for s in (*rep.incoming.values(), *rep.arrived))
     tree = getattr(rep.cache, "tree", None)
     return total + (tree.blocks[0] if tree is not None else 0)
 

@@ -5,25 +5,30 @@ it reads once every window is full; a shorter one reads ``β·δ(a)`` less (`Ste
 The decode set keeps the deficits' sums per window segment (`simulator.engine.decode`); these tests
 hold the sums to a recount after every plan and commit, fast-forward to stepping on random
 configurations, and the engine's decode times to a full-attention model's where the windowed layout
-reads the same bytes.
+reads the same bytes. The KV pool gives each sequence the overhead blocks of its own longest length
+(`simulator.engine.geometry`): held to its bytes after every plan and commit on random configurations, and
+to full attention's sequence count inside the window.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from simulator.engine import AffineTimer, EngineConfig, run
+from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
 from simulator.engine.cluster import cost_model_timer
 from simulator.engine.decode import DECODE
+from simulator.engine.geometry import block_geometry
 from simulator.engine.replica import Replica
-from simulator.kv import parse_layout
+from simulator.kv import parse_layout, sequence_bytes
 from simulator.models import get_model
 from tests.engine.conftest import after_plans_and_commits
 from tests.engine.test_differential import _config, _fast_forward_equals_stepping, _requests
+from tests.engine.test_disagg import expected_used
 from workloads.request import Request
 
 WINDOW_SEEDS = range(300, 316)
@@ -152,3 +157,60 @@ def test_a_sequence_crossing_the_compression_window_reads_its_compressed_bytes()
     a0, b0 = plain.decode_coefficients(1)
     by_hand = sum(a0 + b0 * (a if a <= 4096 else 4096 + (a - 4096) / 8) for a in range(3991, 3991 + 299))
     assert _decode_s("Llama-3.1-8B", "compress:8:4096", 3990, 300, node) == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize(("prompt", "native", "compressed"), [(3000, 140, 138), (1000, 419, 403)])
+def test_a_windowed_pool_holds_about_as_many_sequences_as_their_bytes(prompt: int, native: int,
+                                                                      compressed: int) -> None:
+    """Inside its window ``compress:8:4096`` holds what native attention does, so a 1xH100 replica of
+    Llama-3.1-8B (its pool 8× native's blocks, of an eighth the bytes; room for 1,024 sequences) runs
+    about as many of 600 sequences at once. Every sequence carried the whole window's 1,793 overhead blocks
+    (helper-134): 3,000 + 50 tokens ran 106 at once where native ran 140, 1,000 + 50 ran 113 where native
+    ran 419. Now each carries its own longest's (`BlockGeometry.overhead`), from admission: at 3,000 tokens
+    188 + 1,335 blocks where its bytes fill 1,500 (1.5% more), at 1,000 tokens 63 + 460 for 500 (4.6%)."""
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=50, segments=((i + 1, prompt),))
+            for i in range(600)]
+    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=65536)
+    most_at_once = {}
+    for layout in ("native", "compress:8:4096"):
+        config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=parse_layout(layout), scheduler=sched)
+        most_at_once[layout] = run(config, reqs).summary["max_concurrency"]
+    assert most_at_once == {"native": native, "compress:8:4096": compressed}
+
+
+@pytest.mark.parametrize("seed", range(330, 350))
+def test_a_windowed_pool_counts_each_sequence_at_least_its_bytes(seed: int, exact_windows: list[Any],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`test_differential`'s random configurations under a drawn compression window, so that sequences carry
+    overhead blocks of their own (`BlockGeometry.overhead`) through preemption, swap, reserve admission,
+    retention and the prefix cache: after every plan and commit, each running sequence's blocks hold at least
+    its KV bytes (`sequence_bytes`), the replica's sum of their overheads is theirs, the used count is exact
+    (`test_disagg.expected_used`: a drawn fleet may be disaggregated), and fast-forward equals stepping."""
+    rng = np.random.default_rng(seed)
+    layout = parse_layout(f"compress:{int(rng.choice([2, 4, 8]))}:{int(rng.choice([16, 64, 300, 1000]))}")
+    # one replica, a small pool, room for 64 sequences and no queue timeout: some runs preempt (swap, recompute)
+    config = replace(_config(rng), layout=layout, kv_blocks=int(rng.choice([300, 800, 2500])), n_nodes=1, tp=8, pp=1,
+                     more_pools=())
+    if rng.random() < 0.5:
+        config = replace(config, retention="full", retention_params={})
+    config = replace(config, scheduler=replace(config.scheduler, queue_timeout_s=math.inf, max_num_seqs=64))
+    model = get_model(config.model) if isinstance(config.model, str) else config.model
+    assert block_geometry(model, layout, config.block_tokens).overhead_blocks > 0  # the sequences carry some
+    bad: list[Any] = []
+
+    def check(rep: Replica, where: str) -> None:
+        geo = rep.geometry
+        if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
+            bad.append((where, "used", rep.used, expected_used(rep), rep.total_blocks))
+        if rep.ov_running != sum(s.ov for s in rep.running.values()):
+            bad.append((where, "ov_running", rep.ov_running))
+        for s in rep.running.values():
+            tokens = s.kv_tokens(rep.S) if s.state == DECODE else s.prefill_kv
+            if geo.blocks(tokens, s.ov) * geo.block_bytes < sequence_bytes(model, layout, tokens) - 1e-6:
+                bad.append((where, s.request.id, tokens, s.ov))
+
+    after_plans_and_commits(monkeypatch, check)
+    reqs = _requests(rng, int(rng.choice([20, 60, 150])))
+    _fast_forward_equals_stepping(config, reqs, _timer(rng))
+    assert not bad and not exact_windows
+

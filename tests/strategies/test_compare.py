@@ -106,17 +106,6 @@ def test_cli_compare(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
-def test_compare_says_a_windowed_layout_overcharges_short_sequences_in_the_pool() -> None:
-    """helper-134: under compress:8:4096 a chat sequence (all shorter than the window) took 3.5x native's KV pool
-    (the window's 1,793 overhead blocks of Llama-3.1-8B, block_geometry) with no word; native gets none."""
-    res = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "20",
-                                       "--strategy", "native,compress:8:4096"])
-    assert res.exit_code == 0, res.output
-    assert ("compress:8:4096: 100% of the requests end shorter than its 4,096-token window, and the simulator's KV "
-            "pool gives each sequence the window's 1,793 blocks however short it is") in res.output
-    assert "native: " not in res.output.split("note:", 1)[-1]
-
-
 def test_compare_command_on_a_scenario_does_not_inherit_its_levers(tmp_path):
     from click.testing import CliRunner
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -115,18 +116,39 @@ def test_property_prefix_cache_equivalence(blocks: int, seed: int, preemption: s
 @pytest.mark.parametrize("model, layout", [("Gemma-3-27B", "native"), ("Gemma-3-27B", "compress:4:256+fp8"),
                                            ("Llama-3.1-8B", "compress:8:4096"), ("Llama-3.1-8B", "mla+fp8")])
 def test_geometry_never_undercounts_sequence_bytes(model: str, layout: str) -> None:
+    """A sequence whose longest is T tokens holds at least its bytes at every t ≤ T, and at T at most one
+    block more than its bytes paged in blocks (every T up to past the windows, and some beyond)."""
     spec, lay = get_model(model), parse_layout(layout)
     geo = block_geometry(spec, lay, B)
-    for n in [1, 15, 16, 17, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4100, 5000, 20000, 131072]:
-        assert geo.blocks(n) * geo.block_bytes >= sequence_bytes(spec, lay, n) - 1e-6
-    assert geo.blocks(10**6) * geo.block_bytes <= sequence_bytes(spec, lay, 10**6) * 1.001 + geo.block_bytes * 2
+    for longest in [*range(0, 4200), 4500, 5000, 20000, 131072]:
+        ov = geo.overhead(longest)
+        exact = sequence_bytes(spec, lay, longest)
+        assert geo.blocks(longest, ov) <= math.ceil(exact / geo.block_bytes - 1e-9) + 1
+        for n in {0, 1, 15, 16, 17, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, longest // 2, longest}:
+            if n <= longest:
+                assert geo.blocks(n, ov) * geo.block_bytes >= sequence_bytes(spec, lay, n) - 1e-6
+    assert geo.overhead(10**6) == geo.overhead_blocks
+    assert geo.blocks(10**6, geo.overhead_blocks) * geo.block_bytes <= (sequence_bytes(spec, lay, 10**6) * 1.001
+                                                                         + geo.block_bytes * 2)
+
+
+def test_windowed_overhead_follows_the_sequence_length() -> None:
+    """compress:8:4096 on Llama-3.1-8B (131,072 B a token at full resolution, 16,384 compressed; 16-token
+    blocks of 262,144 B): a sequence of at most 1,050 tokens takes ceil(7·1,050/16) = 460 overhead blocks,
+    so 66 + 460 = 526 blocks at 1,050 tokens (its bytes: 1,050·131,072 = 525 blocks); one past the window
+    takes the whole window's ceil(7·4,096/16) = 1,792, plus one for the compression group it opens."""
+    geo = block_geometry(get_model("Llama-3.1-8B"), parse_layout("compress:8:4096"), B)
+    assert geo.block_bytes == 16 * 131_072 / 8
+    assert geo.overhead(1050) == 460 and geo.blocks(1050, 460) == 526
+    assert geo.overhead(4096) == 1792 and geo.overhead(4097) == geo.overhead_blocks == 1793
+    assert geo.overhead(0) == 0 and geo.overhead(1) == 1
 
 
 def test_linear_layouts_are_exact_and_flow_into_the_pool() -> None:
     spec = get_model("Llama-3-70B")
     for text in ("native", "fp8", "mla", "cross-layer:0.5"):
         geo = block_geometry(spec, parse_layout(text), B)
-        assert geo.overhead_blocks == 0 and geo.blocks(100) == 7
+        assert geo.overhead_blocks == 0 and geo.overhead(10**6) == 0 and geo.blocks(100, 0) == 7
     sizes = {text: simulate(EngineConfig(layout=parse_layout(text)), [], 0)[0].replicas[0].total_blocks
              for text in ("native", "fp8", "cross-layer:0.5")}
     assert sizes["fp8"] == pytest.approx(2 * sizes["native"], rel=1e-3)
