@@ -20,6 +20,7 @@ from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
+from simulator.kv import KVLayout, bytes_per_token, parse_layout
 from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -76,7 +77,8 @@ class ScenarioRun:
                 note += (f"; the {tiers} brought back {back:,} blocks ({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back
                          else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
-        return notes
+        windowed = windowed_cache_note(sc.model_spec(), parse_layout(sc.cache.layout), sc.cluster.block_tokens)
+        return notes + ([windowed[0].upper() + windowed[1:]] if windowed else [])
 
     def headline(self) -> pd.DataFrame:
         """One row per hardware kind: the figures a planner reads first.
@@ -168,6 +170,25 @@ def plan_label(config: EngineConfig) -> str:
     if config.prefill_pool is None:
         return config.plan.label
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
+
+
+def windowed_cache_note(model: ModelSpec, layout: KVLayout, block_tokens: int) -> str | None:
+    """Where a prefix cache runs under a layout with a sliding or compression window: the pool counts a
+    cached prefix's blocks at the full-context layers' rate ``m`` (`simulator.engine.geometry`; the window's
+    overhead blocks are each running sequence's own), so an unreferenced prefix inside the window holds up to
+    ``ρ = bytes_per_token / m`` times the bytes it is counted at, and the cache may keep up to ρ× the prefixes
+    memory allows: the hit share is an upper bound (Gemma-3-27B's 1,000-token prefixes on 1xH100: 203 kept,
+    103 GB, in a 17 GB pool). None without a window."""
+    from simulator.engine.geometry import block_geometry
+
+    geometry = block_geometry(model, layout, block_tokens)
+    if not geometry.overhead_blocks:
+        return None
+    ratio = bytes_per_token(model, layout) / geometry.bytes_per_token
+    return (f"under {layout.label} the pool counts a cached prefix at its full-context layers' bytes, but one inside "
+            f"the window holds up to {ratio:.3g}× that (running sequences are counted in full): the prefix cache can "
+            "keep more prefixes than memory holds, so its hit share is an upper bound here "
+            "(simulator/engine/geometry.py)")
 
 
 def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:

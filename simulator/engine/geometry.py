@@ -27,6 +27,10 @@ would need phase counts of its own). A layout whose layers are all sliding (``m 
 by the full per-token bytes with a per-sequence cap of ``ceil(sequence_bytes(window) /
 bytes_per_token)`` tokens. Either way the blocks of a sequence never under-count `sequence_bytes`
 (tested).
+
+A prefix cache's blocks are counted at ``m`` a token: an unreferenced prefix inside a window holds more
+(`simulator.study.windowed_cache_note` says how much, where it applies). Exact would need the cache to
+carry a window overhead per chain end, as sequences do.
 """
 
 from __future__ import annotations

@@ -106,6 +106,19 @@ def test_cli_compare(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
+def test_compare_says_a_windowed_prefix_cache_may_keep_more_than_memory_holds() -> None:
+    """The pool counts a cached prefix at the full-context layers' bytes (`study.windowed_cache_note`): under a
+    window the prefix cache can keep up to 8x (compress:8) the prefixes memory holds. Only a set with both says so."""
+    res = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "10",
+                                       "--strategy", "prefix,compress:8:4096,prefix+compress:8:4096"])
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.output.splitlines() if "the pool counts a cached prefix" in line]
+    assert notes == ["note: prefix+compress:8:4096: under compress:8:4096 the pool counts a cached prefix at its "
+                     "full-context layers' bytes, but one inside the window holds up to 8× that (running sequences "
+                     "are counted in full): the prefix cache can keep more prefixes than memory holds, so its hit "
+                     "share is an upper bound here (simulator/engine/geometry.py)"]
+
+
 def test_compare_command_on_a_scenario_does_not_inherit_its_levers(tmp_path):
     from click.testing import CliRunner
 
