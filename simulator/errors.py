@@ -10,6 +10,7 @@ says something shorter instead.
 import numbers
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -103,7 +104,14 @@ def at_key(where: str, key: str) -> str:
     >>> at_key("s.toml", "cluster"), at_key("s.toml: cluster", "tp"), at_key("--workload", "rate_per_s")
     ('s.toml: cluster', 's.toml: cluster.tp', '--workload.rate_per_s')
     """
-    return f"{where}: {key}" if where.endswith(FILE_SUFFIXES) else f"{where}.{key}"
+    return f"{where}: {key}" if _names_a_file(where) else f"{where}.{key}"
+
+
+def _names_a_file(where: str) -> bool:
+    """Whether `where` is a file's name: it ends in a file suffix, or it names an existing file (a scenario
+    saved without ``.toml``, which read as a table: ``myscen.cluster.nodes``); not a table inside a file
+    (``s.toml: cluster``) nor a flag (``--workload``)."""
+    return where.endswith(FILE_SUFFIXES) or (": " not in where and not where.startswith("-") and Path(where).is_file())
 
 
 def placed(exc: ConfigError, where: str) -> ConfigError:

@@ -97,12 +97,15 @@ def test_a_drawn_length_out_of_bounds_names_the_law_not_a_class(tmp_path: Path) 
     ("collapse = false", 'collapse = false\ncollapse_layouts = ["fp9"]',
      "s.toml: report.collapse_layouts: layout 'fp9': unknown lever 'fp9'; valid:"),
 ])
-def test_scenario_tables_are_refused_at_their_key(tmp_path: Path, old: str, new: str, says: str) -> None:
-    p = tmp_path / "s.toml"
+@pytest.mark.parametrize("name", ["s.toml", "s"])
+def test_scenario_tables_are_refused_at_their_key(tmp_path: Path, old: str, new: str, says: str, name: str) -> None:
+    """A scenario saved without ``.toml`` is named as a file too: ``s: cluster.nodes``, not ``s.cluster.nodes``
+    (as a table's key read)."""
+    p = tmp_path / name
     p.write_text(edit(old, new))
     with pytest.raises(ConfigError) as err:
         load_scenario(p)
-    assert str(err.value).startswith(f"{tmp_path}/{says}")
+    assert str(err.value).startswith(f"{tmp_path}/{name}{says.removeprefix('s.toml')}")
 
 
 def test_a_collapse_layout_that_does_not_suit_the_model_is_still_fine_while_the_chart_is_off(tmp_path: Path) -> None:
