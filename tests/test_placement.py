@@ -316,10 +316,10 @@ def test_fit_says_what_the_engine_holds_under_a_pipeline():
     r = CliRunner().invoke(main, ["fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "1000",
                                   "--layout", "compress:8:4096", "--json"])
     doc = json.loads(r.output)
-    # fit pages the full-resolution window in 16-token blocks (1,008 tokens' bytes); the engine's blocks hold
-    # 16 tokens at the compressed rate, 2 at full resolution (1,000: 63 + 438 blocks). When every sequence
-    # carried the window's 1,793 overhead blocks it held 114, not 425 (`BlockGeometry.overhead`)
-    assert (doc["max_streams"], doc["simulated_max_streams"]) == (423, 425)
+    # both page the full-resolution window in 16-token pages (1,008 tokens' bytes: 63 + 441 blocks of a
+    # sixteenth of a page). When every sequence carried the window's 1,793 overhead blocks the engine held
+    # 114, not 423; counted by the token (63 + 438 blocks), 425 (helper-138) (`BlockGeometry.overhead`)
+    assert (doc["max_streams"], doc["simulated_max_streams"]) == (423, 423)
     r = CliRunner().invoke(main, ["fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "1000",
                                   "--layout", "compress:8:4096"])
     assert r.exit_code == 0 and "virtual engines" not in r.output

@@ -6,18 +6,19 @@ whose bytes are linear in tokens (native, MLA, cross-layer, KV dtype) fit exactl
 ``block_tokens · bytes_per_token`` bytes. Sliding-window layers and windowed compression are not
 linear; they are approximated by the affine upper bound of `sequence_bytes`
 
-    sequence_bytes(n) ≤ m · n + c        for all n (equal once n is past every window)
+    sequence_bytes(n) ≤ paged(n) ≤ m · B · ceil(n / B) + c        for all n
 
-with ``m`` the marginal bytes per token (full-context layers only, divided by the compression
-ratio) and ``c`` the largest ``sequence_bytes(n) − m·n`` (taken at the windows' edges). A block
-then holds ``block_tokens · m`` bytes and a sequence carries overhead blocks for its sliding windows
-and full-resolution recent window: as many as the longest it will be needs,
+with ``paged(n)`` its bytes in pages of ``B = block_tokens`` entries a layer (as a paged pool holds a
+full-resolution window: `sequence_bytes` with ``block_tokens``), ``m`` the marginal bytes per token
+(full-context layers only, divided by the compression ratio) and ``c`` the largest ``paged(n) −
+m·B·ceil(n/B)``. A block then holds ``B · m`` bytes and a sequence carries overhead blocks for its
+sliding windows and full-resolution recent window: as many as the longest it will be needs,
 
-    overhead(T) = ceil(max_{t ≤ T} (sequence_bytes(t) − m·t) / block_bytes)     (at most ceil(c / block_bytes))
+    overhead(T) = ceil(max_{t ≤ T} (paged(t) − m·B·ceil(t/B)) / block_bytes)     (at most ceil(c / block_bytes))
 
 for a sequence that holds at most ``T`` KV tokens (its prompt plus output, or its retention cap). Its
-blocks at ``t ≤ T`` tokens, ``ceil(t / B) + overhead(T)``, are then at least ``sequence_bytes(t)``, and
-at its longest at most one block more than its bytes paged in blocks (both tested): under
+blocks at ``t ≤ T`` tokens, ``ceil(t / B) + overhead(T)``, are then at least ``paged(t)``, and at its
+longest at most one block more (both tested): under
 ``compress:8:4096``, Llama-3.1-8B's 1,050-token sequence takes 66 + 460 blocks of 262 kB (138 MB, its
 bytes), where one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug).
 Before its last token a sequence still holds the overhead of its longest, up to ``(ρ − 1)·(T − t)/B``
@@ -40,7 +41,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from simulator.engine.retention import NO_CAP
-from simulator.kv import KVLayout, _groups, bytes_per_token, sequence_bytes
+from simulator.kv import KVLayout, _entries, _groups, bytes_per_token, sequence_bytes
 from simulator.models import ModelSpec
 
 
@@ -84,26 +85,44 @@ def block_geometry(model: ModelSpec, layout: KVLayout, block_tokens: int) -> Blo
         return BlockGeometry(block_tokens=block_tokens, bytes_per_token=full_bpt, overhead_bytes=0.0,
                              overhead_blocks=0, cap_tokens=cap)
     edges = {win for _, win in groups if win} | {layout.compress_recent_tokens if w > 1 else 0}
-    edges |= {a + b for a in edges for b in edges}
-    candidates = [n for e in edges for n in range(e, e + w + 1)]
-    c = max(0.0, *(sequence_bytes(model, layout, n) - m * n for n in candidates))
-    c = 0.0 if c < 1e-6 * m else c
-    overhead_from = _overhead_from(model, layout, m, block_tokens, max(candidates)) if c else ()
+    if max(edges) == 0:  # no window: linear, blocks of B·m bytes hold it exactly
+        return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_bytes=0.0,
+                             overhead_blocks=0, cap_tokens=NO_CAP)
+    # past every window edge (and two together) the paged excess repeats every w blocks: one such period more
+    last = max(edges) * 2 + (w + 1) * block_tokens
+    overhead_from, c = _overhead_from(model, layout, m, block_tokens, last)
     return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_bytes=c,
                          overhead_blocks=len(overhead_from), cap_tokens=NO_CAP, overhead_from=overhead_from)
 
 
-def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: int, last: int) -> tuple[int, ...]:
-    """The tokens ``T`` at which ``overhead(T)`` (module docstring) steps up, scanning ``t = 0 .. last``
-    (past every window edge and its compression group, where ``c`` is reached): ``overhead(T) > j`` from the
-    first ``t`` whose excess ``sequence_bytes(t) − m·t`` passes ``j`` blocks (less than a millionth of a
-    token's bytes counts as none, and a block's billionth as within it)."""
+def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: int,
+                   last: int) -> tuple[tuple[int, ...], float]:
+    """The tokens ``T`` at which ``overhead(T)`` (module docstring) steps up, and ``c``, over ``t = 0 .. last``
+    (past every window edge and a period of its compression groups' pages): ``overhead(T) > j`` from the
+    first ``t`` whose excess ``paged(t) − B·m·ceil(t/B)`` passes ``j`` blocks (``paged``: `sequence_bytes` in
+    pages of ``B`` entries a layer, as a paged pool holds the full-resolution window; less than a millionth
+    of a token's bytes counts as none, and a block's billionth as within it).
+
+    The excess rises only where ``paged`` does, at a token that opens a page of some layer group (its
+    entries reach ``k·B + 1``; the other term only grows), so only those tokens are looked at: entries
+    ``v`` are reached at ``t = v`` at full resolution (``v ≤ r``, or no compression) and at ``t = r + (v −
+    r − 1)·w + 1`` past the recent window, a group with a sliding window ``W`` reaching none past ``W``."""
+    r, w = layout.compress_recent_tokens, layout.compress_ratio
+    opens: set[int] = set()
+    for _, window in _groups(model, layout):
+        for v in range(1, _entries(last, window, layout) + 1, block_tokens):
+            t = v if w == 1 or v <= r else r + (v - r - 1) * w + 1
+            if window and t > window:
+                break
+            opens.add(t)
     block = block_tokens * m
     steps: list[int] = []
-    for t in range(last + 1):
-        excess = sequence_bytes(model, layout, t) - m * t
+    most = 0.0
+    for t in sorted(opens):
+        excess = sequence_bytes(model, layout, t, block_tokens) - block * -(-t // block_tokens)
         if excess < 1e-6 * m:
             continue
+        most = max(most, excess)
         while excess / block - 1e-9 > len(steps):
             steps.append(t)
-    return tuple(steps)
+    return tuple(steps), most

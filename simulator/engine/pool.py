@@ -73,9 +73,15 @@ class BlockPool(DecodeSet):
         the request's output, or ``reserve_output_tokens`` if more, capped at the context left
         after the prompt as TensorRT-LLM caps ``max_tokens``): ``blocks(min(kv0 + left, cap)) −
         blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
-        req = seq.request
-        out = max(req.output_tokens, min(self.sched.reserve_output_tokens, self.max_context_tokens - req.prompt_tokens))
+        out = self._reserved_output(seq)
         return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap), 0) - self.geometry.blocks(kv0, 0)
+
+    def _reserved_output(self, seq: Seq) -> int:
+        """The output tokens admission "reserve" promises `seq`: its own, or ``reserve_output_tokens`` if more,
+        capped at the context left after the prompt."""
+        req = seq.request
+        left = self.max_context_tokens - req.prompt_tokens
+        return max(req.output_tokens, min(self.sched.reserve_output_tokens, left))
 
     def _reserve(self, seq: Seq, growth: int, kv0: int) -> None:
         """Promise `seq` `growth` blocks of decode growth from ``kv0`` KV tokens on."""

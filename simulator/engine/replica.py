@@ -171,8 +171,13 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         held = cap if cap < need else need  # max(prompt, min(need, cap)) by their rules, not calls (~850 instructions)
         if held < prompt:
             held = prompt
-        if self.geometry.overhead_blocks:  # a windowed layout: the overhead of the most KV tokens it will hold
-            seq.ov = self.geometry.overhead(held)
+        if self.geometry.overhead_blocks:  # a windowed layout: the overhead of the most KV tokens it will hold,
+            longest = held  # or that admission "reserve" promises it (the output it reserves)
+            if self.reserving:
+                longest = min(prompt + self._reserved_output(seq), cap)
+                if longest < prompt:
+                    longest = prompt
+            seq.ov = self.geometry.overhead(longest)
         ov = seq.ov
         blocks = self.geometry.blocks(held, ov)
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth

@@ -116,17 +116,19 @@ def test_property_prefix_cache_equivalence(blocks: int, seed: int, preemption: s
 @pytest.mark.parametrize("model, layout", [("Gemma-3-27B", "native"), ("Gemma-3-27B", "compress:4:256+fp8"),
                                            ("Llama-3.1-8B", "compress:8:4096"), ("Llama-3.1-8B", "mla+fp8")])
 def test_geometry_never_undercounts_sequence_bytes(model: str, layout: str) -> None:
-    """A sequence whose longest is T tokens holds at least its bytes at every t ≤ T, and at T at most one
-    block more than its bytes paged in blocks (every T up to past the windows, and some beyond)."""
+    """A sequence whose longest is T tokens holds at least its bytes paged in 16-token pages a layer at every
+    t ≤ T, and at T exactly those inside its windows, at most w − 1 blocks more past them (a compressed page
+    of 16 entries comes every 16·w tokens): every T up to past the windows, and some beyond."""
     spec, lay = get_model(model), parse_layout(layout)
     geo = block_geometry(spec, lay, B)
     for longest in [*range(0, 4200), 4500, 5000, 20000, 131072]:
         ov = geo.overhead(longest)
-        exact = sequence_bytes(spec, lay, longest)
-        assert geo.blocks(longest, ov) <= math.ceil(exact / geo.block_bytes - 1e-9) + 1
+        paged = math.ceil(sequence_bytes(spec, lay, longest, B) / geo.block_bytes - 1e-9)
+        past = longest > lay.compress_recent_tokens  # a compressed page past the window: up to w − 1 blocks more
+        assert paged <= geo.blocks(longest, ov) <= paged + (lay.compress_ratio - 1 if past else 0)
         for n in {0, 1, 15, 16, 17, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, longest // 2, longest}:
             if n <= longest:
-                assert geo.blocks(n, ov) * geo.block_bytes >= sequence_bytes(spec, lay, n) - 1e-6
+                assert geo.blocks(n, ov) * geo.block_bytes >= sequence_bytes(spec, lay, n, B) - 1e-6
     assert geo.overhead(10**6) == geo.overhead_blocks
     assert geo.blocks(10**6, geo.overhead_blocks) * geo.block_bytes <= (sequence_bytes(spec, lay, 10**6) * 1.001
                                                                          + geo.block_bytes * 2)
@@ -134,14 +136,15 @@ def test_geometry_never_undercounts_sequence_bytes(model: str, layout: str) -> N
 
 def test_windowed_overhead_follows_the_sequence_length() -> None:
     """compress:8:4096 on Llama-3.1-8B (131,072 B a token at full resolution, 16,384 compressed; 16-token
-    blocks of 262,144 B): a sequence of at most 1,050 tokens takes ceil(7·1,050/16) = 460 overhead blocks,
-    so 66 + 460 = 526 blocks at 1,050 tokens (its bytes: 1,050·131,072 = 525 blocks); one past the window
-    takes the whole window's ceil(7·4,096/16) = 1,792, plus one for the compression group it opens."""
+    blocks of 262,144 B): a sequence of at most 1,050 tokens holds 66 pages of 16 full-resolution tokens,
+    66·16·131,072 B = 528 blocks, so 528 − ceil(1,050/16) = 462 overhead blocks; at 4,096 tokens 256 pages
+    (2,048 blocks, 1,792 overhead); one more token opens a page of 16 compressed entries (2 MB, 8 blocks)
+    where its own share is one block: 1,799. One token takes a page (8 blocks): 7 overhead."""
     geo = block_geometry(get_model("Llama-3.1-8B"), parse_layout("compress:8:4096"), B)
     assert geo.block_bytes == 16 * 131_072 / 8
-    assert geo.overhead(1050) == 460 and geo.blocks(1050, 460) == 526
-    assert geo.overhead(4096) == 1792 and geo.overhead(4097) == geo.overhead_blocks == 1793
-    assert geo.overhead(0) == 0 and geo.overhead(1) == 1
+    assert geo.overhead(1050) == 462 and geo.blocks(1050, 462) == 528
+    assert geo.overhead(4096) == 1792 and geo.overhead(4097) == geo.overhead_blocks == 1799
+    assert geo.overhead(0) == 0 and geo.overhead(1) == 7
 
 
 def test_linear_layouts_are_exact_and_flow_into_the_pool() -> None:
