@@ -428,15 +428,13 @@ def test_cache_notes_say_what_each_tier_brought_back():
     tier brought nothing back."""
     from types import SimpleNamespace
 
-    from simulator.models import get_model
     from simulator.study import ScenarioRun
 
-    def run_of(params, reloaded, model="Llama-3.1-8B", layout="native"):
-        cache = SimpleNamespace(strategy="prefix", params=params, layout=layout)
+    def run_of(params, reloaded):
+        cache = SimpleNamespace(strategy="prefix", params=params)
         summary = {"prefix_hit_ratio_tokens": 0.9595, "cache_evicted_blocks": 35765,
                    "cache_reloaded_blocks": reloaded, "cache_bytes_up": reloaded * 5_242_880}
-        return SimpleNamespace(scenario=SimpleNamespace(cache=cache, model_spec=lambda: get_model(model),
-                                                        cluster=SimpleNamespace(block_tokens=16)),
+        return SimpleNamespace(scenario=SimpleNamespace(cache=cache),
                                results={"8xH100": SimpleNamespace(summary=summary)})
 
     both = ScenarioRun.cache_notes(run_of({"dram": True, "nvme": True}, 8369))  # type: ignore[arg-type]
@@ -444,15 +442,6 @@ def test_cache_notes_say_what_each_tier_brought_back():
                     "dram + nvme tiers brought back 8,369 blocks (43.9 GB)"]
     idle = ScenarioRun.cache_notes(run_of({"dram": True}, 0))  # type: ignore[arg-type]
     assert idle[0].endswith("; nothing came back from the dram tier, so it changed nothing at this load")
-    # a windowed layout: the cache counts a cached prefix at the full-context layers' bytes (Gemma-3-27B: 10
-    # global layers of 62, the rest in a 1,024-token sliding window: 62/10 = 6.2x inside it; compress:8: 8x)
-    gemma = ScenarioRun.cache_notes(run_of({}, 0, "Gemma-3-27B"))  # type: ignore[arg-type]
-    assert gemma[1] == ("Under native the pool counts a cached prefix at its full-context layers' bytes, but one "
-                        "inside the window holds up to 6.2× that (running sequences are counted in full): the prefix "
-                        "cache can keep more prefixes than memory holds, so its hit share is an upper bound here "
-                        "(simulator/engine/geometry.py)")
-    compressed = ScenarioRun.cache_notes(run_of({}, 0, layout="compress:8:4096"))  # type: ignore[arg-type]
-    assert len(compressed) == 2 and "holds up to 8× that" in compressed[1] and len(idle) == 1
 
 
 def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
@@ -464,3 +453,24 @@ def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
     note = ("- Note: the workload has 3 requests: a p99 over them lies between its 2 slowest, so one slow request "
             "can decide the headline's `meets SLO`; a longer run (workload.duration_s) would give p99s that stand.")
     assert note in text
+
+
+def test_a_windowed_layout_says_it_holds_its_full_length_window_from_admission():
+    """helper-136, helper-138: under admission "prompt" a compress:8:4096 sequence of 1,000 + 1,000 tokens holds
+    from admission ceil(1,000/16) = 63 blocks and the overhead of its 2,000 tokens (125 pages of 16 full-resolution
+    tokens, 1,000 blocks of 262 kB, less its 125: 875), 938 blocks where its prompt's 63 pages fill 504: 86% more
+    (on 1xH100 it ran 225 at once where native ran 408). Said where it is 10% or more, not under "reserve", and
+    not for a layout without windows."""
+    from simulator.kv import parse_layout
+    from simulator.models import get_model
+    from simulator.study import window_admission_note
+
+    model, layout = get_model("Llama-3.1-8B"), parse_layout("compress:8:4096")
+    note = window_admission_note(model, layout, 16, "prompt", [1000, 1000], [1000, 1000])
+    assert note is not None and note.startswith("a sequence holds from admission its window's overhead at its full "
+                                                "length (prompt + output), 86% more than its prompt's pages here")
+    assert window_admission_note(model, layout, 16, "reserve", [1000], [1000]) is None
+    assert window_admission_note(model, parse_layout("native"), 16, "prompt", [1000], [1000]) is None
+    assert window_admission_note(model, layout, 16, "prompt", [1000], [50]) is None  # 63 + 462 for 504: 4%
+    gemma = window_admission_note(get_model("Gemma-3-27B"), parse_layout("native"), 16, "prompt", [500], [1000])
+    assert gemma is not None  # its 1,024-token sliding window, full at 1,500 tokens: held from admission

@@ -175,10 +175,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "kv_blocks_per_replica; kvsim fit for the streams that fit); quality_debit_points: the levers' "
                        "stated accuracy loss on long-context benchmarks (simulator/data/levers.toml, retention.toml: "
                        "each source and how it was read), a guide", err=True)
-        from simulator.kv import parse_layout
-        from simulator.study import windowed_cache_note
-
-        spec = base.model if not isinstance(base.model, str) else get_model(base.model)
         for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
             name, policy = str(row["strategy"]), str(row["retention"])
             if row["offload_tiers"] and not row["cache_reloaded_blocks"]:
@@ -193,9 +189,16 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
-            if row["cache"] == "prefix" and (windowed := windowed_cache_note(spec, parse_layout(str(row["layout"])),
-                                                                             base.block_tokens)):
-                note(f"{name}: {windowed}")
+        from simulator.kv import parse_layout
+        from simulator.study import window_admission_note
+
+        model_spec = base.model if not isinstance(base.model, str) else get_model(base.model)
+        for name, label in zip(df["strategy"], df["layout"], strict=True):
+            early = window_admission_note(model_spec, parse_layout(str(label)), base.block_tokens,
+                                          base.scheduler.admission, [r.prompt_tokens for r in requests],
+                                          [r.output_tokens for r in requests])
+            if early is not None:
+                note(f"{name}: {early}")
         from simulator.planning import arrive_at_once, few_requests_note
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")
