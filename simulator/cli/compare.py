@@ -167,7 +167,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             echo_json(records(df[COLUMNS]))
         else:
             click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
-            click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed; memory_factor_per_gpu: "
+            click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed, at the workload's mean "
+                       "context (a window compresses only past it); memory_factor_per_gpu: "
                        f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "
                        "whole on every GPU); tokens_per_s: prompt and output tokens a second (the cost column is per "
                        "million output tokens: compare.csv has output_tokens_per_s); max_concurrency: the most "

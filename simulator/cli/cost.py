@@ -51,7 +51,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     replica on a node (--hardware) under a parallelism plan (default: TP over the node's GPUs)."""
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
-    from simulator.errors import must
+    from simulator.errors import ConfigError
     from simulator.kv import parse_layout, sequence_bytes
     from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
     from simulator.placement import ParallelPlan, kv_share
@@ -70,7 +70,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
         sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
-        must(n_prompt >= 1, "kvsim cost", "prompt", ">= 1 (give --prompt with --context 0)", n_prompt)
+        if n_prompt < 1:  # the prefill priced is of --prompt tokens, --context's by default
+            raise ConfigError(f"--prompt: must be >= 1; it defaults to --context, {context} here: give --prompt "
+                              f"(got {n_prompt})")
         _check_fits(node, model, plan, sm.layout, batch, context, prompt)  # a step that cannot run is no answer
         pf = sm.cost([(n_prompt, 0)])
         dec = sm.cost((), batch, batch * sm.priced_context(context))  # (a window longer than it: what it reads)

@@ -56,6 +56,11 @@ def test_cost_config_error_exits_2():
         ["--hardware", "H100", "--model", "Llama-3.1-8B", "--weight-dtype", "int3", "--batch", "1", "--context", "1"],
     )
     assert r.exit_code == 2 and "'int3' is not one of 'bf16', 'fp8', 'fp8-block', 'fp4', 'mxfp4', 'w4a16'" in r.output
+    # --context 0 prices a prefill of --prompt tokens, which defaults to it (helper-138: the message read as
+    # Python, "'prompt' must be >= 1")
+    r = CliRunner().invoke(cost, ["--model", "Llama-3.1-8B", "--batch", "1", "--context", "0"])
+    assert r.exit_code == 2 and r.output.strip() == (
+        "Error: --prompt: must be >= 1; it defaults to --context, 0 here: give --prompt (got 0)")
 
 
 def test_calibrate_published_writes_params(tmp_path):
