@@ -19,7 +19,7 @@ sliding windows and full-resolution recent window: as many as the longest it wil
 for a sequence that holds at most ``T`` KV tokens (its prompt plus output, or its retention cap). Its
 blocks at ``t ≤ T`` tokens, ``ceil(t / B) + overhead(T)``, are then at least ``paged(t)``, and at its
 longest at most one block more (both tested): under
-``compress:8:4096``, Llama-3.1-8B's 1,050-token sequence takes 66 + 460 blocks of 262 kB (138 MB, its
+``compress:8:4096``, Llama-3.1-8B's 1,050-token sequence takes 66 + 462 blocks of 262 kB (138 MB, its
 bytes), where one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug).
 Before its last token a sequence still holds the overhead of its longest, up to ``(ρ − 1)·(T − t)/B``
 blocks more than its bytes (``ρ·m`` a token's bytes inside the windows; ``ρ = w`` under
@@ -89,7 +89,8 @@ def block_geometry(model: ModelSpec, layout: KVLayout, block_tokens: int) -> Blo
         return BlockGeometry(block_tokens=block_tokens, bytes_per_token=full_bpt, overhead_bytes=0.0,
                              overhead_blocks=0, cap_tokens=cap)
     edges = {win for _, win in groups if win} | {layout.compress_recent_tokens if w > 1 else 0}
-    if max(edges) == 0:  # no window: linear, blocks of B·m bytes hold it exactly
+    if w == 1 and max(edges) == 0:  # no window: linear, blocks of B·m bytes hold it exactly (compress:w:0 is
+        # not: every token compressed, a page of B entries spans w·B tokens, its first token opens it)
         return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_bytes=0.0,
                              overhead_blocks=0, cap_tokens=NO_CAP)
     # past every window edge (and two together) the paged excess repeats every w blocks: one such period more

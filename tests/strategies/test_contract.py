@@ -181,3 +181,15 @@ def test_unknown_names_list_the_valid_ones() -> None:
         make_strategy("prefix", eviction="random")
     with pytest.raises(Exception, match="streaming-llm"):
         make_retention("window")
+
+
+def test_compression_of_every_token_carries_its_first_page() -> None:
+    """helper-139: ``compress:w:0`` (no full-resolution window: every token compressed) read as linear, so a
+    sequence of 1 token took one block of 16 compressed tokens' bytes (65,536 B under compress:32:0) where its
+    page of 16 entries holds 16 full tokens' (2,097,152 B): now w − 1 overhead blocks at its first token."""
+    spec = get_model("Llama-3.1-8B")
+    for w in (8, 32):
+        lay = parse_layout(f"compress:{w}:0")
+        geo = block_geometry(spec, lay, B)
+        assert geo.overhead(1) == geo.overhead_blocks == w - 1
+        assert geo.blocks(1, geo.overhead(1)) * geo.block_bytes == sequence_bytes(spec, lay, 1, B) == 16 * 131_072
