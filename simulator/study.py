@@ -21,7 +21,7 @@ from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import KVLayout, parse_layout, sequence_bytes
+from simulator.kv import KVLayout, _groups, bytes_per_token, parse_layout, sequence_bytes
 from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -78,7 +78,8 @@ class ScenarioRun:
                 note += (f"; the {tiers} brought back {back:,} blocks ({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back
                          else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
-        return notes
+        windowed = windowed_cache_note(sc.model_spec(), parse_layout(sc.cache.layout), sc.cluster.block_tokens)
+        return notes + ([windowed[0].upper() + windowed[1:]] if windowed else [])
 
     def layout_notes(self) -> list[str]:
         """Where the scenario's windowed layout holds much more at admission than its prompts' pages
@@ -184,6 +185,29 @@ def plan_label(config: EngineConfig) -> str:
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
 
 
+def windowed_cache_note(model: ModelSpec, layout: KVLayout, block_tokens: int) -> str | None:
+    """Where a prefix cache runs under a layout with a sliding or compression window: the pool counts a
+    cached prefix's blocks at the full-context layers' rate ``m`` (`simulator.engine.geometry`; the window's
+    overhead blocks are each running sequence's own), so an unreferenced prefix inside the window holds up to
+    ``ρ = bytes_per_token / m`` times the bytes it is counted at, and the cache may keep up to ρ× the prefixes
+    memory allows: the hit share is an upper bound (Gemma-3-27B's 1,000-token prefixes on 1xH100: 203 kept,
+    103 GB, in a 17 GB pool). The window is named as the model's (a sliding one) or the layout's (a
+    compression's). None without a window."""
+    from simulator.engine.geometry import block_geometry
+
+    geometry = block_geometry(model, layout, block_tokens)
+    if not geometry.overhead_blocks:
+        return None
+    ratio = bytes_per_token(model, layout) / geometry.bytes_per_token
+    windows = [f"{model.key}'s {window:,}-token sliding window" for _, window in _groups(model, layout) if window]
+    if layout.compress_ratio > 1:
+        windows.append(f"{layout.label}'s {layout.compress_recent_tokens:,}-token full-resolution window")
+    return (f"the pool counts a cached prefix at its full-context layers' bytes, but one inside "
+            f"{' and '.join(windows)} holds up to {ratio:.3g}× that (running sequences are counted in full): the "
+            "prefix cache can keep more prefixes than memory holds, so its hit share is an upper bound here "
+            "(simulator/engine/geometry.py)")
+
+
 WINDOW_EARLY_NOTE = 0.10  # say so where windowed sequences hold this much more than their prompts' pages at admission
 WINDOW_NOTE_SAMPLE = 5_000  # requests the note's mean is taken over, at most (evenly spaced: it is a guide)
 
@@ -194,9 +218,10 @@ def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int,
     `WINDOW_EARLY_NOTE` or more beyond their prompts' pages (the mean over up to `WINDOW_NOTE_SAMPLE`
     requests): a windowed sequence carries from admission the window overhead of its longest length
     (`simulator.engine.geometry`: ``ceil(p/B) + overhead(p + o)`` blocks, against ``ceil(paged(p) /
-    block_bytes)``), where native attention's blocks grow as it decodes, so when memory binds it admits fewer
-    at once than native, and its ``kv_utilization`` overstates its bytes (1,000 + 1,000 tokens on 1xH100: 225
-    against native's 408). Under "reserve" both hold their reserved length from admission. None otherwise."""
+    block_bytes)``), where full attention's blocks grow as it decodes, so when memory binds it admits fewer
+    at once than its bytes allow, and its ``kv_utilization`` overstates them (1,500 requests of 1,000 + 1,000
+    tokens at once on 1xH100, ``max_num_seqs`` 2,048: 225 at once under ``compress:8:4096``, 408 native).
+    Under "reserve" every layout holds its reserved length from admission. None otherwise."""
     from simulator.engine.geometry import block_geometry
 
     geo = block_geometry(model, layout, block_tokens)
@@ -211,9 +236,10 @@ def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int,
     if held < (1 + WINDOW_EARLY_NOTE) * pages:
         return None
     return (f"a sequence holds from admission its window's overhead at its full length (prompt + output), "
-            f"{held / pages - 1:.0%} more than its prompt's pages here (mean), where native attention's blocks grow "
-            "as it decodes: when memory binds it admits fewer at once than native and its kv_utilization overstates "
-            "its bytes (scheduler.admission = \"reserve\" holds both at their reserved length from admission)")
+            f"{held / pages - 1:.0%} more than its prompt's pages here (mean), where full attention's blocks grow "
+            "as it decodes: when memory binds it admits fewer at once than its bytes allow and its kv_utilization "
+            "overstates them (scheduler.admission = \"reserve\" holds every layout at its reserved length from "
+            "admission)")
 
 
 def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:

@@ -428,13 +428,15 @@ def test_cache_notes_say_what_each_tier_brought_back():
     tier brought nothing back."""
     from types import SimpleNamespace
 
+    from simulator.models import get_model
     from simulator.study import ScenarioRun
 
-    def run_of(params, reloaded):
-        cache = SimpleNamespace(strategy="prefix", params=params)
+    def run_of(params, reloaded, model="Llama-3.1-8B"):
+        cache = SimpleNamespace(strategy="prefix", params=params, layout="native")
         summary = {"prefix_hit_ratio_tokens": 0.9595, "cache_evicted_blocks": 35765,
                    "cache_reloaded_blocks": reloaded, "cache_bytes_up": reloaded * 5_242_880}
-        return SimpleNamespace(scenario=SimpleNamespace(cache=cache),
+        return SimpleNamespace(scenario=SimpleNamespace(cache=cache, model_spec=lambda: get_model(model),
+                                                        cluster=SimpleNamespace(block_tokens=16)),
                                results={"8xH100": SimpleNamespace(summary=summary)})
 
     both = ScenarioRun.cache_notes(run_of({"dram": True, "nvme": True}, 8369))  # type: ignore[arg-type]
@@ -442,6 +444,14 @@ def test_cache_notes_say_what_each_tier_brought_back():
                     "dram + nvme tiers brought back 8,369 blocks (43.9 GB)"]
     idle = ScenarioRun.cache_notes(run_of({"dram": True}, 0))  # type: ignore[arg-type]
     assert idle[0].endswith("; nothing came back from the dram tier, so it changed nothing at this load")
+    # a windowed layout: the cache counts a cached prefix at the full-context layers' bytes (Gemma-3-27B: 10
+    # global layers of 62, the rest in a 1,024-token sliding window: 62/10 = 6.2x inside it)
+    gemma = ScenarioRun.cache_notes(run_of({}, 0, "Gemma-3-27B"))  # type: ignore[arg-type]
+    assert gemma[1] == ("The pool counts a cached prefix at its full-context layers' bytes, but one inside "
+                        "Gemma-3-27B's 1,024-token sliding window holds up to 6.2× that (running sequences are "
+                        "counted in full): the prefix cache can keep more prefixes than memory holds, so its hit "
+                        "share is an upper bound here (simulator/engine/geometry.py)")
+    assert len(idle) == 1
 
 
 def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
@@ -459,8 +469,8 @@ def test_a_windowed_layout_says_it_holds_its_full_length_window_from_admission()
     """helper-136, helper-138: under admission "prompt" a compress:8:4096 sequence of 1,000 + 1,000 tokens holds
     from admission ceil(1,000/16) = 63 blocks and the overhead of its 2,000 tokens (125 pages of 16 full-resolution
     tokens, 1,000 blocks of 262 kB, less its 125: 875), 938 blocks where its prompt's 63 pages fill 504: 86% more
-    (on 1xH100 it ran 225 at once where native ran 408). Said where it is 10% or more, not under "reserve", and
-    not for a layout without windows."""
+    (1,500 of them at once on 1xH100, max_num_seqs 2,048: 225 at once where native ran 408). Said where it is 10%
+    or more, not under "reserve", and not for a layout without windows."""
     from simulator.kv import parse_layout
     from simulator.models import get_model
     from simulator.study import window_admission_note
