@@ -10,7 +10,6 @@ says something shorter instead.
 import numbers
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 SHOWN_CHARS = 80
 MAX_MESSAGE_CHARS = 290  # "Error: " + this stays under 300 characters
@@ -107,11 +106,18 @@ def at_key(where: str, key: str) -> str:
     return f"{where}: {key}" if _names_a_file(where) else f"{where}.{key}"
 
 
+class FileName(str):
+    """A file's name as a `where` (`at_key` names its keys after a colon), for a file without a suffix that
+    says so (a scenario saved as ``myscen``, whose keys read as a table's: ``myscen.cluster.nodes``). A
+    string made from it (``f"{where}: cluster"``) is a plain `str` again: only the file itself is one."""
+
+    __slots__ = ()
+
+
 def _names_a_file(where: str) -> bool:
-    """Whether `where` is a file's name: it ends in a file suffix, or it names an existing file (a scenario
-    saved without ``.toml``, which read as a table: ``myscen.cluster.nodes``); not a table inside a file
-    (``s.toml: cluster``) nor a flag (``--workload``)."""
-    return where.endswith(FILE_SUFFIXES) or (": " not in where and not where.startswith("-") and Path(where).is_file())
+    """Whether `where` is a file's name: it ends in a file suffix or is a `FileName` (not the file system's
+    say: a table ``cluster`` is no file because one of that name lies in the working folder)."""
+    return isinstance(where, FileName) or where.endswith(FILE_SUFFIXES)
 
 
 def placed(exc: ConfigError, where: str) -> ConfigError:

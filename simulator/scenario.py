@@ -38,6 +38,7 @@ from simulator.errors import (
     MAX_MESSAGE_CHARS,
     ConfigError,
     DoesNotFitError,
+    FileName,
     RuleError,
     at_key,
     must,
@@ -681,7 +682,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         if say is not None and kept:
             say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
-    scenario = parse_scenario(data, str(p))
+    scenario = parse_scenario(data, FileName(p))  # named as a file in errors, with or without .toml
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)

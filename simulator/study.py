@@ -90,7 +90,7 @@ class ScenarioRun:
             return []
         note = window_admission_note(sc.model_spec(), parse_layout(sc.cache.layout), sc.cluster.block_tokens,
                                      sc.scheduler.admission, frame.prompt_tokens.to_numpy(),
-                                     frame.output_tokens.to_numpy())
+                                     frame.output_tokens.to_numpy())  # (a scenario sets no retention)
         return [f"{parse_layout(sc.cache.layout).label}: {note}"] if note else []
 
     def headline(self) -> pd.DataFrame:
@@ -200,8 +200,9 @@ def windowed_cache_note(model: ModelSpec, layout: KVLayout, block_tokens: int) -
         return None
     ratio = bytes_per_token(model, layout) / geometry.bytes_per_token
     windows = [f"{model.key}'s {window:,}-token sliding window" for _, window in _groups(model, layout) if window]
-    if layout.compress_ratio > 1:
-        windows.append(f"{layout.label}'s {layout.compress_recent_tokens:,}-token full-resolution window")
+    if layout.compress_ratio > 1:  # compress:w:0 keeps no token at full resolution: its first page is the window
+        windows.append(f"{layout.label}'s {layout.compress_recent_tokens:,}-token full-resolution window"
+                       if layout.compress_recent_tokens else f"{layout.label}'s first page of compressed tokens")
     return (f"the pool counts a cached prefix at its full-context layers' bytes, but one inside "
             f"{' and '.join(windows)} holds up to {ratio:.3g}× that (running sequences are counted in full): the "
             "prefix cache can keep more prefixes than memory holds, so its hit share is an upper bound here "
@@ -213,7 +214,8 @@ WINDOW_NOTE_SAMPLE = 5_000  # requests the note's mean is taken over, at most (e
 
 
 def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int, admission: str,
-                          prompts: Sequence[int] | np.ndarray, outputs: Sequence[int] | np.ndarray) -> str | None:
+                          prompts: Sequence[int] | np.ndarray, outputs: Sequence[int] | np.ndarray,
+                          retention: str = "full") -> str | None:
     """A note where a layout with windows runs under admission "prompt" and its sequences hold at admission
     `WINDOW_EARLY_NOTE` or more beyond their prompts' pages (the mean over up to `WINDOW_NOTE_SAMPLE`
     requests): a windowed sequence carries from admission the window overhead of its longest length
@@ -221,19 +223,20 @@ def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int,
     block_bytes)``), where full attention's blocks grow as it decodes, so when memory binds it admits fewer
     at once than its bytes allow, and its ``kv_utilization`` overstates them (1,500 requests of 1,000 + 1,000
     tokens at once on 1xH100, ``max_num_seqs`` 2,048: 225 at once under ``compress:8:4096``, 408 native).
-    Under "reserve" every layout holds its reserved length from admission. None otherwise."""
+    Under "reserve" every layout holds its reserved length from admission. None otherwise, and under a
+    `retention` policy other than full (its cap bounds the overhead; not weighed here)."""
     from simulator.engine.geometry import block_geometry
 
     geo = block_geometry(model, layout, block_tokens)
-    if admission != "prompt" or not geo.overhead_blocks or not len(prompts):
-        return None
+    if admission != "prompt" or not geo.overhead_blocks or not len(prompts) or retention != "full":
+        return None  # (a retention cap bounds the overhead at the cap: not weighed here, so not said)
     step = max(1, len(prompts) // WINDOW_NOTE_SAMPLE)
     held = pages = 0
     for p, o in zip(list(prompts[::step]), list(outputs[::step]), strict=True):
         p, o = int(p), int(o)
         held += geo.blocks(p, geo.overhead(p + o))
         pages += math.ceil(sequence_bytes(model, layout, p, block_tokens) / geo.block_bytes - 1e-9)
-    if held < (1 + WINDOW_EARLY_NOTE) * pages:
+    if not pages or held < (1 + WINDOW_EARLY_NOTE) * pages:
         return None
     return (f"a sequence holds from admission its window's overhead at its full length (prompt + output), "
             f"{held / pages - 1:.0%} more than its prompt's pages here (mean), where full attention's blocks grow "

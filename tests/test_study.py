@@ -484,3 +484,18 @@ def test_a_windowed_layout_says_it_holds_its_full_length_window_from_admission()
     assert window_admission_note(model, layout, 16, "prompt", [1000], [50]) is None  # 63 + 462 for 504: 4%
     gemma = window_admission_note(get_model("Gemma-3-27B"), parse_layout("native"), 16, "prompt", [500], [1000])
     assert gemma is not None  # its 1,024-token sliding window, full at 1,500 tokens: held from admission
+
+
+def test_the_window_notes_say_what_compress_w_0_keeps_and_skip_a_retention_cap():
+    """helper-140: compress:8:0 (no token at full resolution) read "compress:8:0's 0-token full-resolution
+    window"; and the admission note weighed no retention cap (the engine's overhead stops at the cap)."""
+    from simulator.kv import parse_layout
+    from simulator.models import get_model
+    from simulator.study import window_admission_note, windowed_cache_note
+
+    model = get_model("Llama-3.1-8B")
+    note = windowed_cache_note(model, parse_layout("compress:8:0"), 16)
+    assert note is not None and "inside compress:8:0's first page of compressed tokens holds up to 8× that" in note
+    layout = parse_layout("compress:8:4096")
+    assert window_admission_note(model, layout, 16, "prompt", [1000], [1000]) is not None
+    assert window_admission_note(model, layout, 16, "prompt", [1000], [1000], retention="streaming-llm") is None

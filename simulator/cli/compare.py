@@ -197,7 +197,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         for name, label in zip(df["strategy"], df["layout"], strict=True):
             early = window_admission_note(model_spec, parse_layout(str(label)), base.block_tokens,
                                           base.scheduler.admission, [r.prompt_tokens for r in requests],
-                                          [r.output_tokens for r in requests])
+                                          [r.output_tokens for r in requests],
+                                          str(df.loc[df["strategy"] == name, "retention"].iloc[0]))
             if early is not None:
                 note(f"{name}: {early}")
             cached = df.loc[df["strategy"] == name, "cache"].iloc[0] == "prefix"

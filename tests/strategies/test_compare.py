@@ -94,6 +94,21 @@ def test_compare_chart_answers_which_set_is_cheapest_within_the_slos() -> None:
     plt.close(fig)
 
 
+def test_a_cost_tie_of_equal_debits_goes_to_the_cheaper_and_says_no_debit_decided_it() -> None:
+    """A Gemma-3-27B chat-4k compare put native ($46.4) first as "the cheapest within the SLOs (a tie on cost:
+    the smaller quality debit)" above prefix ($46.3) of the same 0-point debit: within a tie the cheaper of
+    equal debits goes first, and the tie note stays for where a debit put a dearer set first."""
+    rows = _rows().assign(strategy=["native", "prefix", "prefix+compress:8:4096", "a"],
+                          meets_slo=[True, True, True, False], usd_per_million_output_tokens=[46.4, 46.3, 46.3, 50.0],
+                          quality_debit_points=[0.0, 0.0, 2.5, 0.0], ttft_p99_s=[1.0, 1.0, 1.0, 20.0])
+    fig = compare_figure(rows, "Gemma-3-27B on 1× 8xH100 (tp 8): chat-4k")
+    cost = fig.axes[0]
+    assert [t.get_text().split("\n")[0] for t in cost.get_yticklabels()] == [
+        "prefix", "native", "prefix+compress:8:4096", "a"]
+    assert cost.texts[0].get_text() == "$46.3  ← the cheapest within the SLOs"
+    plt.close(fig)
+
+
 def test_cli_compare(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(compare, ["--workload", "chat-4k", "--duration-s", "20", "--strategy", "native,prefix+fp8",
