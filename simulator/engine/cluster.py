@@ -165,7 +165,8 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=pcie,
                            nvme_bytes=node.nvme_bytes / per_node,
                            nvme_bytes_per_s=min(pcie, node.nvme_bytes_per_s / per_node),
-                           prefill_s=_prefill_price(t))
+                           prefill_s=_prefill_price(t),
+                           window_overhead=geo.overhead if geo.overhead_blocks else None)
         for _ in range(pool.n_nodes // budget.nodes * budget.replicas * engines):
             replicas.append(Replica(
                 index=len(replicas), total_blocks=blocks, geometry=geo, retention=retention,

@@ -29,9 +29,13 @@ by the full per-token bytes with a per-sequence cap of ``ceil(sequence_bytes(win
 bytes_per_token)`` tokens. Either way the blocks of a sequence never under-count `sequence_bytes`
 (tested).
 
-A prefix cache's blocks are counted at ``m`` a token: an unreferenced prefix inside a window holds more
-(`simulator.study.windowed_cache_note` says how much, where it applies). Exact would need the cache to
-carry a window overhead per chain end, as sequences do.
+A prefix cache counts its blocks at ``m`` a token and, for each chain end it keeps (a leaf of its
+radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
+(`CacheContext.window_overhead`, `Node.extra`), so that a cached chain of ``d`` tokens, like a
+sequence, counts ``ceil(d / B) + overhead(d)`` blocks, at least ``sequence_bytes(d)`` (tested). A
+referenced chain end's window is its sequences' (``Seq.ov``) until they finish. Where an evicted tail
+moved to a lower tier, its window moves with it and the chain's head in HBM counts at ``m`` (a window
+that straddles the tiers is counted below).
 """
 
 from __future__ import annotations

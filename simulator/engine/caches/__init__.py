@@ -22,7 +22,10 @@ per-replica `CacheState` the scheduler talks to. Block accounting contract, in b
   multiple ≥ its hit) are now the cache's, of which ``kept_blocks`` are new to the cache (the
   others duplicated cached blocks: the replica frees them);
 - ``on_finish`` is told the sequence's private blocks and returns how many of them the cache
-  keeps (0 ≤ kept ≤ private_blocks); the replica frees the others;
+  keeps (0 ≤ kept ≤ private_blocks); the replica frees the others. Under a windowed layout
+  (`CacheContext.window_overhead`) the kept blocks include the window of the chain end the
+  sequence leaves, and ``kept_blocks`` of ``on_prefilled`` is net of a cached chain end's window
+  that the sequence's chain grew past (it may be negative): what the cache's HBM blocks grew by;
 - ``evictable_blocks`` are HBM cache blocks no running sequence references; ``evict(n)`` frees
   at least ``min(n, evictable_blocks())`` of them and at most ``evictable_blocks()`` (it may round
   up to whole leaves or chunks, as SGLang does), moving them down a tier where there is one, and
@@ -75,6 +78,11 @@ class CacheContext:
 
     ``prefill_s(new_tokens, context_tokens)`` is the timer's marginal prefill time; reload from
     a tier takes ``blocks · block_bytes / bandwidth``; the cache reloads when that is faster.
+
+    ``window_overhead(tokens)`` is, under a layout with sliding windows or windowed compression, the
+    overhead blocks a chain of ``tokens`` needs beside its ``ceil(tokens / block_tokens)``
+    (`BlockGeometry.overhead`: ``sequence_bytes(t) ≤ (ceil(t/B) + overhead(t)) · block_bytes``); a cache
+    that keeps chains counts it for each chain end it holds. None where blocks fit the bytes exactly.
     """
 
     block_bytes: float = 0.0
@@ -83,6 +91,7 @@ class CacheContext:
     nvme_bytes: float = 0.0
     nvme_bytes_per_s: float = 1.0
     prefill_s: Callable[[int, int], float] | None = None
+    window_overhead: Callable[[int], int] | None = None
 
 
 class CacheState(Protocol):

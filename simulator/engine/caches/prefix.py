@@ -15,6 +15,11 @@ there is reloaded at the tier's bandwidth when that is faster than recomputing i
 
 and the cache picks the cheapest of "reload tiers ≤ t, recompute the rest" over t. Reload time is
 paid in the admitting step (so in TTFT); moving blocks down is assumed overlapped with compute.
+
+Under a layout with sliding windows or windowed compression (`CacheContext.window_overhead`), a
+sequence that finishes leaves its chain's window, ``overhead(depth)`` blocks, on the leaf its chain
+ends at (from the overhead blocks it held itself, ``Seq.ov``), so that the pool never counts a cached
+chain below its bytes (`radix`'s docstring says how the tree keeps them).
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ class _PrefixState:
     def __init__(self, block_tokens: int, eviction: str, tiers: tuple[str, ...], ctx: CacheContext) -> None:
         self.B = block_tokens
         self.tiers = ("hbm", *tiers)
-        self.tree = RadixTree(block_tokens, eviction, len(self.tiers))
+        self.overhead = ctx.window_overhead  # None: a layout without windows (module docstring)
+        self.tree = RadixTree(block_tokens, eviction, len(self.tiers), self.overhead)
         self.counts = self.tree  # `CacheCounts`: the tree keeps `evictable` and `blocks` current
         self.ctx = ctx
         bb = ctx.block_bytes
@@ -87,6 +93,9 @@ class _PrefixState:
         # holds beside it (priorities are unique there), so offers that can only go stale are skipped;
         # FIFO's heap order breaks ties between a split node's halves by push order: it keeps every offer
         self._lean_offers = eviction != "fifo"
+        if self.overhead is not None:  # a windowed layout: its chain ends' windows (module docstring)
+            self.on_prefilled = self._windowed_prefilled  # type: ignore[method-assign]
+            self.on_finish = self._windowed_finish  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ lookups
     @staticmethod
@@ -131,6 +140,8 @@ class _PrefixState:
         tokens -= tail
         if not node.ref:
             free -= tail
+            if node.extra and not tail:  # a leaf matched whole: the admission pins its window too
+                return tokens, free // self.B + node.extra
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
@@ -151,6 +162,8 @@ class _PrefixState:
         if len(self.tiers) == 1:  # HBM only: every matched block is a hit
             tick, evictable = tree.tick, tree.evictable
             hbm = 0
+            if path[-1].extra and not path[-1].ref:  # a leaf's window (`RadixTree.pin`)
+                evictable -= path[-1].extra
             for node in path:  # tree.touch each, then tree.pin(path[-1]) (the same nodes), inlined
                 tick += 1
                 node.stamp = tick
@@ -208,9 +221,9 @@ class _PrefixState:
         return best_t
 
     def _promote(self, node: Node) -> int:
-        """Bring a lower-tier node into HBM (unreferenced); return its blocks."""
+        """Bring a lower-tier node into HBM (unreferenced); return its blocks (its window's too)."""
         self.tree.move(node, HBM)
-        return node.tokens // self.B
+        return node.tokens // self.B + node.extra
 
     def _reloaded(self, per_tier: list[int], best_t: int, name: str) -> int:
         return sum(per_tier[t] for t in range(1, best_t + 1) if self.tiers[t] == name)
@@ -248,6 +261,60 @@ class _PrefixState:
             tree.offer(seq.cache_node)  # type: ignore[arg-type]  # the last node, `_insert`'s
         seq.cache_node = None  # the sequence references nothing now
         return kept
+
+    def _windowed_prefilled(self, seq: Seq, tokens: int) -> tuple[int, int]:
+        """`on_prefilled` under a windowed layout: ``kept_blocks`` is what the cache's HBM blocks grew by, net
+        of the window of a cached chain end the sequence's prefix grew past (`RadixTree.add_child`; it may be
+        negative): the new end's window is the sequence's own (``Seq.ov``) while it runs, the cache's from
+        `on_finish`."""
+        n = tokens - tokens % self.B
+        if n <= seq.hit_tokens:
+            return seq.hit_tokens, 0
+        before = self.tree.blocks[HBM]
+        self._insert(seq, n, True, seq.cache_node)  # type: ignore[arg-type]  # (exact_end, start)
+        seq.cache_tokens = n  # (`_insert` set cache_node and cache_at)
+        return n, self.tree.blocks[HBM] - before
+
+    def _windowed_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
+        """`on_finish` under a windowed layout: the same insert, then the leaf the sequence's chain ends at
+        (where it inserted, or the node it referenced when it inserts nothing) gets its chain's window,
+        ``overhead(depth)`` blocks (`BlockGeometry.overhead`), unless it holds it already. Its sequence held
+        ``overhead(T) ≥ overhead(depth)`` of its own (T its longest, depth ≤ T), so the blocks kept stay
+        within `private_blocks`; they are the cache's HBM blocks' growth. A sequence with no private blocks
+        (swapped out, then recomputed) gives none: its chain end keeps no window (a rare under-count)."""
+        tree, B = self.tree, self.B
+        start = seq.cache_node
+        n = tokens - tokens % B
+        before = tree.blocks[HBM]
+        if n <= seq.hit_tokens or private_blocks <= 0:
+            seq.cache_node = None
+            if start is not None:
+                tree.unpin(start)  # type: ignore[arg-type]
+                if private_blocks > 0:
+                    self._give_window(start, seq.cache_tokens, private_blocks)  # type: ignore[arg-type]
+            return tree.blocks[HBM] - before
+        if self._lean_offers:
+            self._insert(seq, n, False, start, True)  # type: ignore[arg-type]  # (exact_end, start, release)
+        else:
+            if start is not None:
+                tree.unpin(start)  # type: ignore[arg-type]
+            self._insert(seq, n, exact_end=False, start=start)  # type: ignore[arg-type]
+            tree.offer(seq.cache_node)  # type: ignore[arg-type]  # the last node, `_insert`'s
+        end: Node = seq.cache_node  # type: ignore[assignment]
+        seq.cache_node = None
+        self._give_window(end, tree.depth(end), private_blocks - (tree.blocks[HBM] - before))
+        return tree.blocks[HBM] - before
+
+    def _give_window(self, node: Node, depth: int, room: int) -> None:
+        """Raise a leaf's window to ``overhead(depth)`` blocks, by at most `room` (none for an inner node:
+        the chains through it end below, with windows of their own)."""
+        if node.children or node is self.tree.root:
+            return
+        need = self.overhead(depth) - node.extra  # type: ignore[misc]  # (a windowed state's)
+        if need > room:
+            need = room
+        if need > 0:
+            self.tree.set_extra(node, node.extra + need)
 
     def _insert(self, seq: Seq, n: int, exact_end: bool, start: Node | None = None,
                 release: bool = False) -> int:
@@ -369,9 +436,9 @@ class _PrefixState:
             want = max(n_blocks - freed, EVICT_MIN_BLOCKS)
             if b > want:  # trim the leaf's tail
                 tree.split(victim, (b - want) * B)
-                b = want
+            hbm = tree.blocks[HBM]
             self._demote(victim)
-            freed += b
+            freed += hbm - tree.blocks[HBM]  # its blocks and window, less a window its parent takes (a leaf again)
         self.counters["evicted_blocks"] += freed
         return freed
 
@@ -379,7 +446,7 @@ class _PrefixState:
         """Move an unreferenced tier leaf one tier down, making room there; drop it from the last."""
         tree = self.tree
         t = node.tier
-        b = node.tokens // self.B
+        b = node.tokens // self.B + node.extra  # a leaf's window goes with it
         nxt = t + 1
         if nxt < len(self.tiers) and b <= self.cap[nxt]:
             while tree.blocks[nxt] + b > self.cap[nxt]:

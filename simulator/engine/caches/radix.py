@@ -39,6 +39,17 @@ creation gives LRU's order: a request that reaches a leaf grows new leaves below
 rarely accessed once created, and a parent, touched before each child was made, follows its last
 child out of either heap.) Clocks are logical (one tick per access, a touched path's blocks per
 `touch_path`; one per tier entry), so no simulated time is needed.
+
+Windows: under a layout with sliding windows or windowed compression (``overhead``, the block geometry's
+`BlockGeometry.overhead`) a chain of ``d`` tokens needs ``overhead(d)`` blocks beside its tokens' (blocks
+hold the full-context layers' bytes). A leaf carries them as ``extra`` (`set_extra`), counted in
+``blocks`` of its tier and in ``evictable`` while unreferenced in HBM; no inner node carries any (a chain
+through it ends below, with a window of its own), so of a referenced path only its end may: `pin`,
+`unpin`, `pin_below` and `touch_path` look at that one alone. A leaf's window goes with it when it moves
+or goes; a leaf that gets a child gives its window up (`add_child`: the new end's is its sequence's until
+the cache sets it); an unreferenced parent left a leaf takes its own chain's (`detach`, `drop_lru`); a
+trimmed leaf keeps its shorter chain's (`drop_lru`); a split leaves it on the lower half, the leaf.
+Without windows every ``extra`` is 0 and nothing of this runs but those checks.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 HBM, DRAM, NVME = 0, 1, 2
@@ -58,8 +70,9 @@ Key = tuple[Any, ...]  # a block's pieces, flattened: (sid, start, end, sid2, st
 class Node:
     """A run of whole blocks on one radix path."""
 
-    # born: when the node entered its tier (FIFO order); stamp: last access (LRU); hits: accesses (LFU)
-    __slots__ = ("born", "children", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
+    # born: when the node entered its tier (FIFO order); stamp: last access (LRU); hits: accesses (LFU);
+    # extra: window overhead blocks a leaf holds beside its tokens' (`RadixTree` docstring; 0 elsewhere)
+    __slots__ = ("born", "children", "extra", "hits", "key", "parent", "pieces", "ref", "stamp", "tier", "tokens")
 
     def __init__(self, parent: Node | None, key: Key, pieces: tuple[Piece, ...], tokens: int,
                  tier: int, stamp: int, born: int) -> None:
@@ -73,6 +86,7 @@ class Node:
         self.stamp = stamp
         self.born = born
         self.hits = 0
+        self.extra = 0
 
     def __repr__(self) -> str:
         return f"Node(tokens={self.tokens}, tier={self.tier}, ref={self.ref}, pieces={self.pieces})"
@@ -183,8 +197,10 @@ def block_key(pieces: tuple[Piece, ...], j: int, off: int, block_tokens: int) ->
 class RadixTree:
     """Block-granular prefix tree; counts blocks per tier and unreferenced HBM blocks."""
 
-    def __init__(self, block_tokens: int, eviction: str = "lru", n_tiers: int = 1) -> None:
+    def __init__(self, block_tokens: int, eviction: str = "lru", n_tiers: int = 1,
+                 overhead: Callable[[int], int] | None = None) -> None:
         self.B = block_tokens
+        self.overhead = overhead  # a chain's window overhead blocks by its tokens (None: a layout without windows)
         self.eviction = eviction
         self.root = Node(None, (), (), 0, HBM, 0, 0)
         self.root.ref = 1  # never evicted
@@ -320,6 +336,8 @@ class RadixTree:
         self.tick = stamp = self.tick + 1
         node = Node(parent, key, pieces, tokens, tier, stamp, next(self.entries))
         parent.children[key] = node
+        if parent.extra:  # no longer a chain end: its window is the new leaf's business (the caller sets it)
+            self.set_extra(parent, 0)
         b = tokens // B
         self.blocks[tier] += b
         if pin:
@@ -341,7 +359,7 @@ class RadixTree:
         while stack:
             n = stack.pop()
             stack.extend(n.children.values())
-            b = n.tokens // self.B
+            b = n.tokens // self.B + n.extra
             freed[n.tier] += b
             self.blocks[n.tier] -= b
             if n.tier == HBM and n.ref == 0:
@@ -350,8 +368,9 @@ class RadixTree:
         return freed
 
     def move(self, node: Node, tier: int) -> None:
-        """Move an unreferenced `node`'s blocks to `tier` (counts follow); it enters that tier now."""
-        b = node.tokens // self.B
+        """Move an unreferenced `node`'s blocks (its window's too) to `tier` (counts follow); it enters that
+        tier now."""
+        b = node.tokens // self.B + node.extra
         self.blocks[node.tier] -= b
         self.blocks[tier] += b
         self.evictable += b * ((tier == HBM) - (node.tier == HBM))
@@ -366,8 +385,29 @@ class RadixTree:
         assert parent is not None
         del parent.children[node.key]
         freed = self.remove(node)
+        if self.overhead is not None and not parent.children and not parent.ref and parent is not self.root:
+            # a chain end again: its window counts (a referenced one's is its sequences' until they finish)
+            self.set_extra(parent, self.overhead(self.depth(parent)))
         self.offer(parent)
         return freed
+
+    def depth(self, node: Node) -> int:
+        """Tokens from the root to the end of `node` (a node in the tree)."""
+        tokens = 0
+        n: Node | None = node
+        while n is not None:
+            tokens += n.tokens
+            n = n.parent
+        return tokens
+
+    def set_extra(self, node: Node, extra: int) -> None:
+        """Make `node`'s window overhead `extra` blocks, counted in its tier (and as evictable in HBM while
+        unreferenced)."""
+        d = extra - node.extra
+        node.extra = extra
+        self.blocks[node.tier] += d
+        if node.tier == HBM and not node.ref:
+            self.evictable += d
 
     # ------------------------------------------------------------------ access and pins
     def touch(self, node: Node) -> None:
@@ -393,6 +433,8 @@ class RadixTree:
         root = self.root
         stamp = self.tick + blocks
         self.tick = stamp
+        if release and node.extra and node.ref == 1:  # a leaf's window (only the path's end may be one)
+            self.evictable += node.extra
         n = node
         while n is not root:
             n.stamp = stamp
@@ -434,6 +476,8 @@ class RadixTree:
 
     def pin(self, node: Node) -> None:
         """Reference the path from `node` up to the root (one running sequence uses it)."""
+        if node.extra and not node.ref:  # a leaf's window (only the path's end may be one)
+            self.evictable -= node.extra
         n: Node | None = node
         while n is not None and n is not self.root:
             if n.ref == 0:
@@ -444,6 +488,8 @@ class RadixTree:
     def pin_below(self, node: Node, stop: Node) -> None:
         """`pin` the path from `node` up to `stop`, an ancestor, excluded (as ``pin(node)`` then
         ``unpin(stop)`` would leave the references, `stop` and above being referenced already)."""
+        if node.extra and not node.ref:  # a leaf's window (only the path's end may be one)
+            self.evictable -= node.extra
         n: Node | None = node
         while n is not stop and n is not None:
             if n.ref == 0:
@@ -457,6 +503,8 @@ class RadixTree:
         A node of the last tier with children is no tier leaf, so LRU and LFU pass it by without a call.
         """
         fifo, leaf_tier = self.eviction == "fifo", self._leaf_tier
+        if node.extra and node.ref == 1:  # a leaf's window (only the path's end may be one)
+            self.evictable += node.extra
         n: Node | None = node
         while n is not None and n is not self.root:
             n.ref -= 1
@@ -524,11 +572,15 @@ class RadixTree:
         (those of a trimmed node included) never changes which leaf goes next; nor do the heap's
         tie-breaks, which order only entries of equal stamps. So a trimmed victim keeps its entry
         (it is still first), and a stale entry's refresh or a parent left a leaf goes on the heap.
+
+        Under a windowed layout a victim frees its window too (``extra``; a trimmed one keeps
+        ``overhead(depth)`` of its shorter chain), and an unreferenced parent left a leaf takes the window
+        of its own chain (`set_extra`, ``added`` here): the freed count returned is net of it.
         """
         B = self.B
         heap, fresh = self.heaps[HBM], self.fresh[HBM]
-        freed = 0
-        while freed < n_blocks and (heap or fresh):
+        freed = added = 0
+        while freed - added < n_blocks and (heap or fresh):
             new = (not heap or fresh[0] < heap[0]) if fresh else False  # `_pop_first`'s choice, inlined
             stamp, _, node = fresh[0] if new else heap[0]
             parent = node.parent
@@ -540,18 +592,27 @@ class RadixTree:
                 heapq.heappush(heap, (node.stamp, next(self.tie), node))
                 continue
             b = node.tokens // B
-            want = n_blocks - freed
+            want = n_blocks - freed + added
             if want < min_blocks:
                 want = min_blocks
             if b > want:  # trim the leaf's tail; the head stays (as `split` then `detach` would leave it)
                 node.pieces = trim(node.pieces, want * B)
                 node.tokens -= want * B
+                if node.extra:  # its window shrinks to its shorter chain's (never grows: `overhead` rises)
+                    x = self.overhead(self.depth(node))  # type: ignore[misc]  # set where extras are
+                    want += node.extra - x
+                    node.extra = x
                 b = want
             else:
                 fresh.popleft() if new else heapq.heappop(heap)
                 del parent.children[node.key]
                 node.parent = None
+                b += node.extra
                 if parent is not self.root and not parent.ref and not parent.children:
+                    if self.overhead is not None and not parent.extra:  # a chain end again: its window counts
+                        x = self.blocks[HBM]
+                        self.set_extra(parent, self.overhead(self.depth(parent)))
+                        added += self.blocks[HBM] - x
                     heapq.heappush(heap, (parent.stamp, next(self.tie), parent))
             freed += b
         if freed:
@@ -559,7 +620,7 @@ class RadixTree:
             self.blocks[HBM] -= freed
             self.evictable -= freed
             self.dropped += freed
-        return freed
+        return freed - added
 
     def _fifo_victim(self, tier: int) -> Node | None:
         """The tier leaf that goes first for FIFO: the oldest unreferenced node of `tier`, or the
