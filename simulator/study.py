@@ -21,7 +21,7 @@ from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import KVLayout, _groups, bytes_per_token, parse_layout, sequence_bytes
+from simulator.kv import KVLayout, parse_layout, sequence_bytes
 from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -78,8 +78,7 @@ class ScenarioRun:
                 note += (f"; the {tiers} brought back {back:,} blocks ({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back
                          else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
-        windowed = windowed_cache_note(sc.model_spec(), parse_layout(sc.cache.layout), sc.cluster.block_tokens)
-        return notes + ([windowed[0].upper() + windowed[1:]] if windowed else [])
+        return notes
 
     def layout_notes(self) -> list[str]:
         """Where the scenario's windowed layout holds much more at admission than its prompts' pages
@@ -183,30 +182,6 @@ def plan_label(config: EngineConfig) -> str:
     if config.prefill_pool is None:
         return config.plan.label
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
-
-
-def windowed_cache_note(model: ModelSpec, layout: KVLayout, block_tokens: int) -> str | None:
-    """Where a prefix cache runs under a layout with a sliding or compression window: the pool counts a
-    cached prefix's blocks at the full-context layers' rate ``m`` (`simulator.engine.geometry`; the window's
-    overhead blocks are each running sequence's own), so an unreferenced prefix inside the window holds up to
-    ``ρ = bytes_per_token / m`` times the bytes it is counted at, and the cache may keep up to ρ× the prefixes
-    memory allows: the hit share is an upper bound (Gemma-3-27B's 1,000-token prefixes on 1xH100: 203 kept,
-    103 GB, in a 17 GB pool). The window is named as the model's (a sliding one) or the layout's (a
-    compression's). None without a window."""
-    from simulator.engine.geometry import block_geometry
-
-    geometry = block_geometry(model, layout, block_tokens)
-    if not geometry.overhead_blocks:
-        return None
-    ratio = bytes_per_token(model, layout) / geometry.bytes_per_token
-    windows = [f"{model.key}'s {window:,}-token sliding window" for _, window in _groups(model, layout) if window]
-    if layout.compress_ratio > 1:  # compress:w:0 keeps no token at full resolution: its first page is the window
-        windows.append(f"{layout.label}'s {layout.compress_recent_tokens:,}-token full-resolution window"
-                       if layout.compress_recent_tokens else f"{layout.label}'s first page of compressed tokens")
-    return (f"the pool counts a cached prefix at its full-context layers' bytes, but one inside "
-            f"{' and '.join(windows)} holds up to {ratio:.3g}× that (running sequences are counted in full): the "
-            "prefix cache can keep more prefixes than memory holds, so its hit share is an upper bound here "
-            "(simulator/engine/geometry.py)")
 
 
 WINDOW_EARLY_NOTE = 0.10  # say so where windowed sequences hold this much more than their prompts' pages at admission

@@ -191,7 +191,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
         from simulator.kv import parse_layout
-        from simulator.study import window_admission_note, windowed_cache_note
+        from simulator.study import window_admission_note
 
         model_spec = base.model if not isinstance(base.model, str) else get_model(base.model)
         for name, label in zip(df["strategy"], df["layout"], strict=True):
@@ -201,10 +201,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                                           str(df.loc[df["strategy"] == name, "retention"].iloc[0]))
             if early is not None:
                 note(f"{name}: {early}")
-            cached = df.loc[df["strategy"] == name, "cache"].iloc[0] == "prefix"
-            windowed = windowed_cache_note(model_spec, parse_layout(str(label)), base.block_tokens) if cached else None
-            if windowed is not None:
-                note(f"{name}: {windowed}")
         from simulator.planning import arrive_at_once, few_requests_note
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")

@@ -33,9 +33,10 @@ A prefix cache counts its blocks at ``m`` a token and, for each chain end it kee
 radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
 (`CacheContext.window_overhead`, `Node.extra`), so that a cached chain of ``d`` tokens, like a
 sequence, counts ``ceil(d / B) + overhead(d)`` blocks, at least ``sequence_bytes(d)`` (tested). A
-referenced chain end's window is its sequences' (``Seq.ov``) until they finish. Where an evicted tail
-moved to a lower tier, its window moves with it and the chain's head in HBM counts at ``m`` (a window
-that straddles the tiers is counted below).
+referenced chain end's window is its sequences' (``Seq.ov``) until they finish: a sequence admitted onto
+a whole chain end takes its window over, and one reloaded from a lower tier leaves it there. Where an
+evicted tail moved to a lower tier, its window moves with it and the chain's head in HBM counts at ``m``
+(a window that straddles the tiers is counted below).
 """
 
 from __future__ import annotations

@@ -157,3 +157,34 @@ def test_an_evicted_leafs_trim_and_its_parent_carry_their_chains_windows() -> No
     freed = tree.drop_lru(30, min_blocks=4)
     assert (freed, leaf.parent, top.tokens, top.extra) == (32, None, 128, 1)
     assert tree.blocks[HBM] == tree.evictable == 9
+
+
+@pytest.mark.parametrize("seed", [10, 30, 35, 38, 103, 124, 166, 190])
+def test_a_windowed_chain_reloaded_or_hit_keeps_the_pool_and_the_modes_alike(seed: int,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-139, on configurations drawn with a window or compression and the prefix cache over DRAM (maybe
+    NVMe) in small pools: a chain end reloaded into HBM brought its window beside the sequence's own, which
+    admission had not counted (used 63 of 60 blocks); and a hit leaf's window, pinned, was counted as taken
+    in the probe, so evicting that leaf during a planned jump opened room that stepping saw and the jump did
+    not (queue_s 6.2 s apart). A reloaded chain end now leaves its window behind and a sequence admitted onto
+    a whole chain end takes its window over (`_PrefixState._adopt`): after every plan and commit the used
+    count is exact and within the pool, and fast-forward equals stepping."""
+    rng = np.random.default_rng(seed)
+    layout = parse_layout(str(rng.choice(["compress:2:16", "compress:4:64", "compress:8:300", "compress:3:17+int4",
+                                          "fp8"])))
+    model = str(rng.choice(["Llama-3.1-8B", "Gemma-3-27B"]))  # fp8 on Gemma-3-27B: its sliding window alone
+    config = replace(_config(rng), model=model, layout=layout, cache="prefix",
+                     cache_params={"eviction": str(rng.choice(["lru", "lfu", "fifo"])), "dram": True,
+                                   "nvme": bool(rng.random() < 0.5)},
+                     kv_blocks=int(rng.choice([60, 150, 300, 800])), n_nodes=1, tp=8, pp=1, more_pools=())
+    config = replace(config, scheduler=replace(config.scheduler, queue_timeout_s=math.inf, max_num_seqs=64))
+    bad: list[Any] = []
+
+    def check(rep: Replica, where: str) -> None:
+        if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
+            bad.append((where, rep.used, expected_used(rep), rep.total_blocks))
+
+    after_plans_and_commits(monkeypatch, check)
+    reqs = _requests(rng, int(rng.choice([20, 60, 150])))
+    _fast_forward_equals_stepping(config, reqs, _timer(rng))
+    assert not bad, bad[:5]

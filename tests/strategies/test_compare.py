@@ -232,17 +232,3 @@ def test_compare_says_a_windowed_set_holds_its_full_length_window_from_admission
                      "grow as it decodes: when memory binds it admits fewer at once than its bytes allow and its "
                      "kv_utilization overstates them (scheduler.admission = \"reserve\" holds every layout at its "
                      "reserved length from admission)"]
-
-
-def test_compare_says_a_windowed_prefix_cache_may_keep_more_than_memory_holds() -> None:
-    """The pool counts a cached prefix at the full-context layers' bytes (`study.windowed_cache_note`): under a
-    window the prefix cache can keep up to 8x (compress:8) the prefixes memory holds. Only a set with both says
-    so, naming the window (helper-138: "under native" read as the layout's fault for Gemma's own window)."""
-    res = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "10",
-                                       "--strategy", "prefix,compress:8:4096,prefix+compress:8:4096"])
-    assert res.exit_code == 0, res.output
-    notes = [line for line in res.output.splitlines() if "the pool counts a cached prefix" in line]
-    assert notes == ["note: prefix+compress:8:4096: the pool counts a cached prefix at its full-context layers' "
-                     "bytes, but one inside compress:8:4096's 4,096-token full-resolution window holds up to 8× that "
-                     "(running sequences are counted in full): the prefix cache can keep more prefixes than memory "
-                     "holds, so its hit share is an upper bound here (simulator/engine/geometry.py)"]

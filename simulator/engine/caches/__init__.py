@@ -55,7 +55,7 @@ class Admission(NamedTuple):
     """What `CacheState.on_admit` found: hit tokens by tier and what reloading them costs."""
 
     hit_tokens: int = 0  # hbm + reloaded (dram + nvme), a block multiple
-    reload_blocks: int = 0  # HBM blocks the reload adds to the cache
+    reload_blocks: int = 0  # HBM blocks the admission adds to the cache: reloaded, less a window it takes over
     reload_s: float = 0.0  # transfer seconds, paid in the admitting step
     hbm_tokens: int = 0
     dram_tokens: int = 0

@@ -139,9 +139,7 @@ class _PrefixState:
         tail = node.tokens - last  # node: the path's last
         tokens -= tail
         if not node.ref:
-            free -= tail
-            if node.extra and not tail:  # a leaf matched whole: the admission pins its window too
-                return tokens, free // self.B + node.extra
+            free -= tail  # (a leaf matched whole gives its window up at admission, `_adopt`: not counted here)
         return tokens, free // self.B
 
     # ------------------------------------------------------------------ admission
@@ -160,10 +158,9 @@ class _PrefixState:
             path[-1] = tree.split(path[-1], last)
             j, off = seek(pieces, last, j, off)  # the walk stopped before the node it matched in part
         if len(self.tiers) == 1:  # HBM only: every matched block is a hit
+            adopted = self._adopt(path[-1]) if path[-1].extra else 0
             tick, evictable = tree.tick, tree.evictable
             hbm = 0
-            if path[-1].extra and not path[-1].ref:  # a leaf's window (`RadixTree.pin`)
-                evictable -= path[-1].extra
             for node in path:  # tree.touch each, then tree.pin(path[-1]) (the same nodes), inlined
                 tick += 1
                 node.stamp = tick
@@ -174,7 +171,7 @@ class _PrefixState:
                 node.ref += 1
             tree.tick, tree.evictable = tick, evictable
             seq.cache_node, seq.cache_tokens, seq.cache_at = path[-1], hbm, (j, off)
-            return _hbm_hit(hbm)
+            return _hbm_hit(hbm) if not adopted else Admission(hbm, -adopted, 0.0, hbm, 0, 0, 0)
         per_tier = [0] * len(self.tiers)
         for node in path:
             per_tier[node.tier] += node.tokens
@@ -191,6 +188,7 @@ class _PrefixState:
             hit_node = node
         if hit_node is None:
             return Admission(recomputed_tokens=sum(per_tier[1:]))
+        adopted = self._adopt(hit_node) if hit_node.extra else 0
         tree.pin(hit_node)
         seq.cache_node = hit_node
         seq.cache_tokens = hbm + sum(per_tier[1:best_t + 1])  # where hit_node ends (tiers rise along a path)
@@ -199,7 +197,7 @@ class _PrefixState:
         self.counters["bytes_up"] += reload_blocks * self.ctx.block_bytes
         reloaded = sum(per_tier[1:best_t + 1])
         return Admission(
-            hit_tokens=hbm + reloaded, reload_blocks=reload_blocks,
+            hit_tokens=hbm + reloaded, reload_blocks=reload_blocks - adopted,
             reload_s=sum(per_tier[t] // B * self.reload_s_per_block[t] for t in range(1, best_t + 1)),
             hbm_tokens=hbm, dram_tokens=self._reloaded(per_tier, best_t, "dram"),
             nvme_tokens=self._reloaded(per_tier, best_t, "nvme"),
@@ -220,10 +218,27 @@ class _PrefixState:
                 best_t, best_s = t, s
         return best_t
 
+    def _adopt(self, node: Node) -> int:
+        """The sequence admitted onto chain end `node` (a leaf with a window, which it pins) takes the window
+        over: its own overhead blocks (``Seq.ov ≥ overhead(depth)``) cover it while it runs and it gives the
+        chain end one when it finishes (`_windowed_finish`). An unreferenced leaf's window is freed (returned,
+        and taken off the admission's `reload_blocks`), so admission counts it as room, as `probe` does; one a
+        running sequence holds already stays. Were it pinned instead, evicting that leaf during a planned jump
+        would move the room admission sees, which stepping sees and a jump does not (helper-139)."""
+        if node.ref:
+            return 0
+        extra = node.extra
+        self.tree.set_extra(node, 0)
+        return extra
+
     def _promote(self, node: Node) -> int:
-        """Bring a lower-tier node into HBM (unreferenced); return its blocks (its window's too)."""
+        """Bring a lower-tier node into HBM (unreferenced); return its tokens' blocks. A chain end's window
+        stays behind: the sequence that reloads it or inserts through it carries its own (``Seq.ov``) while it
+        runs (its window brought into HBM unchecked by admission overfilled the pool: helper-139)."""
+        if node.extra:
+            self.tree.set_extra(node, 0)
         self.tree.move(node, HBM)
-        return node.tokens // self.B + node.extra
+        return node.tokens // self.B
 
     def _reloaded(self, per_tier: list[int], best_t: int, name: str) -> int:
         return sum(per_tier[t] for t in range(1, best_t + 1) if self.tiers[t] == name)
