@@ -188,3 +188,21 @@ def test_a_windowed_chain_reloaded_or_hit_keeps_the_pool_and_the_modes_alike(see
     reqs = _requests(rng, int(rng.choice([20, 60, 150])))
     _fast_forward_equals_stepping(config, reqs, _timer(rng))
     assert not bad, bad[:5]
+
+
+def test_a_chain_end_moved_down_a_tier_fits_it_with_the_window_it_gains_there() -> None:
+    """helper-141: moving a node to DRAM dropped its DRAM child to make room, which left the node a chain end
+    with a window of its own (3 blocks here) that the room made did not count: DRAM held 23 blocks of 20."""
+    from simulator.engine.caches import CacheContext
+    from simulator.engine.caches.prefix import _PrefixState
+
+    state = _PrefixState(16, "lru", ("dram",), CacheContext(block_bytes=1.0, dram_bytes=20.0,
+                                                           window_overhead=lambda tokens: tokens // 100))
+    tree = state.tree
+    top = tree.add_child(tree.root, ((1, 0, 320),), 320, HBM)  # 20 blocks
+    leaf = tree.add_child(top, ((2, 0, 160),), 160, HBM)  # 10 blocks, a chain of 480 tokens
+    tree.set_extra(leaf, 4)
+    state.evict(14)  # the leaf and its window go to DRAM: 14 of its 20 blocks
+    assert (tree.blocks[HBM], tree.blocks[1]) == (20, 14)
+    state.evict(20)  # top's 20 + its window 3 cannot fit beside the leaf: the leaf is dropped, then top dropped too
+    assert tree.blocks == [0, 0]

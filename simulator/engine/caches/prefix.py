@@ -469,6 +469,9 @@ class _PrefixState:
                 if victim is None:
                     break
                 self._demote(victim)
+                # a child of `node` dropped from that tier leaves it a chain end, with a window (helper-141: the
+                # tier then held a window past its capacity)
+                b = node.tokens // self.B + node.extra
             if tree.blocks[nxt] + b <= self.cap[nxt]:
                 tree.move(node, nxt)
                 self.counters["bytes_down"] += b * self.ctx.block_bytes
