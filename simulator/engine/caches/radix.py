@@ -41,15 +41,17 @@ child out of either heap.) Clocks are logical (one tick per access, a touched pa
 `touch_path`; one per tier entry), so no simulated time is needed.
 
 Windows: under a layout with sliding windows or windowed compression (``overhead``, the block geometry's
-`BlockGeometry.overhead`) a chain of ``d`` tokens needs ``overhead(d)`` blocks beside its tokens' (blocks
-hold the full-context layers' bytes). A leaf carries them as ``extra`` (`set_extra`), counted in
-``blocks`` of its tier and in ``evictable`` while unreferenced in HBM; no inner node carries any (a chain
-through it ends below, with a window of its own), so of a referenced path only its end may: `pin`,
+`BlockGeometry.overhead`) a chain of ``d`` tokens needs ``overhead(d)`` blocks beside its tokens'
+(blocks hold the full-context layers' bytes). A leaf carries them as ``extra`` (`set_extra`), counted in
+``blocks`` of its tier and in ``evictable`` while unreferenced in HBM; no inner node carries any (a
+chain through it ends below, with a window of its own), so of a referenced path only its end may: `pin`,
 `unpin`, `pin_below` and `touch_path` look at that one alone. A leaf's window goes with it when it moves
-or goes; a leaf that gets a child gives its window up (`add_child`: the new end's is its sequence's until
-the cache sets it); an unreferenced parent left a leaf takes its own chain's (`detach`, `drop_lru`); a
-trimmed leaf keeps its shorter chain's (`drop_lru`); a split leaves it on the lower half, the leaf.
-Without windows every ``extra`` is 0 and nothing of this runs but those checks.
+down a tier or goes (the prefix cache drops it when a reload brings the leaf back into HBM, or a
+sequence is admitted onto it: that sequence's own window covers it); a leaf that gets a child gives its
+window up (`add_child`: the new end's is its sequence's until the cache sets it); an unreferenced parent
+left a leaf takes its own chain's (`detach`, `drop_lru`); a trimmed leaf keeps its shorter chain's
+(`drop_lru`); a split leaves it on the lower half, the leaf. Without windows every ``extra`` is 0 and
+nothing of this runs but those checks.
 """
 
 from __future__ import annotations
