@@ -434,7 +434,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
                                    tpot_p99_s=tpot, meter=meter)
         meter.finish()
-        return _searched(plan, ttft, tpot, seed, workload)
+        return _searched(plan, ttft, tpot, seed, workload, scenario)
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
     workload = _workload(scenario, seed, meter, on_step)
     rows: list[dict[str, Any]] = []
@@ -457,7 +457,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
                                                                             [str(r["hardware"]) for r in rows])
     meter.finish()
-    return _searched(plan_frame(rows), ttft, tpot, seed, workload)
+    return _searched(plan_frame(rows), ttft, tpot, seed, workload, scenario)
 
 
 SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed")  # what a plan was searched for, on each row
@@ -472,14 +472,25 @@ def slo_line(plan: pd.DataFrame) -> str:
             f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} (seed {row.seed})")
 
 
-def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload) -> pd.DataFrame:
+def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload,
+              scenario: Scenario) -> pd.DataFrame:
     """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
-    CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``
-    and whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`)."""
+    CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``,
+    whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and in
+    ``attrs["window_note"]`` what a windowed layout holds at admission (`study.window_admission_note`, or
+    None): where memory binds, the node counts carry it."""
+    from simulator.kv import parse_layout
+    from simulator.study import window_admission_note
+
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
     reqs = workload.requests()
     plan.attrs["requests"] = len(reqs)
     plan.attrs["offline"] = arrive_at_once(reqs)
+    layout = parse_layout(scenario.cache.layout)
+    window = window_admission_note(scenario.model_spec(), layout, scenario.cluster.block_tokens,
+                                   scenario.scheduler.admission, [r.prompt_tokens for r in reqs],
+                                   [r.output_tokens for r in reqs])
+    plan.attrs["window_note"] = f"{layout.label}: {window}" if window else None
     return plan
 
 

@@ -486,3 +486,24 @@ def test_the_admission_note_skips_a_retention_cap():
     layout = parse_layout("compress:8:4096")
     assert window_admission_note(model, layout, 16, "prompt", [1000], [1000]) is not None
     assert window_admission_note(model, layout, 16, "prompt", [1000], [1000], retention="streaming-llm") is None
+
+
+def test_a_capacity_plan_of_a_windowed_layout_says_what_it_holds_at_admission(tmp_path):
+    """helper-138: `kvsim capacity` of a windowed layout under admission "prompt" said nothing of the window's
+    overhead its sequences hold from admission (1,000 + 1,000 tokens under compress:8:4096: 86% more than the
+    prompt's pages), which its node counts carry where memory binds; now the note `kvsim run` and `kvsim
+    compare` give. Not for a layout without windows."""
+    from tests.test_hostile_inputs import BASE
+
+    text = (BASE.replace('layout = "native"', 'layout = "compress:8:4096"').replace('strategy = "prefix"',
+                                                                                   'strategy = "none"')
+            .replace('hardware = ["8xH100"]', 'hardware = ["1xH100"]')
+            .replace('name = "chat-4k"', 'name = "synthetic"\ninput_tokens = 1000\noutput_tokens = 1000'))
+    sc = tmp_path / "w.toml"
+    sc.write_text(text)
+    r = CliRunner().invoke(main, ["capacity", str(sc)])
+    assert r.exit_code == 0, r.output
+    assert ("note: compress:8:4096: a sequence holds from admission its window's overhead at its full length "
+            "(prompt + output), 86% more than its prompt's pages here") in r.output
+    sc.write_text(text.replace('layout = "compress:8:4096"', 'layout = "native"'))
+    assert "from admission" not in CliRunner().invoke(main, ["capacity", str(sc)]).output
