@@ -18,16 +18,16 @@ sliding windows and full-resolution recent window: as many as the longest it wil
 
 for a sequence that holds at most ``T`` KV tokens (its prompt plus output, or its retention cap). Its
 blocks at ``t ≤ T`` tokens, ``ceil(t / B) + overhead(T)``, are then at least ``paged(t)``, and at its
-longest at most one block more (both tested): under
-``compress:8:4096``, Llama-3.1-8B's 1,050-token sequence takes 66 + 462 blocks of 262 kB (138 MB, its
-bytes), where one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug).
-Before its last token a sequence still holds the overhead of its longest, up to ``(ρ − 1)·(T − t)/B``
-blocks more than its bytes (``ρ·m`` a token's bytes inside the windows; ``ρ = w`` under
-``compress:w:r``), since the fast-forward counts one block per ``B`` tokens (growth at the window's rate
-would need phase counts of its own). A layout whose layers are all sliding (``m = 0``) is instead sized
-by the full per-token bytes with a per-sequence cap of ``ceil(sequence_bytes(window) /
-bytes_per_token)`` tokens. Either way the blocks of a sequence never under-count `sequence_bytes`
-(tested).
+longest exactly ``paged(T)`` inside the windows, at most ``w − 1`` blocks more past them (a compressed
+page of ``B`` entries comes every ``w·B`` tokens; both tested): under ``compress:8:4096``,
+Llama-3.1-8B's 1,050-token sequence takes 66 + 462 blocks of 262 kB (138.4 MB, its pages' bytes), where
+one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug). Before its
+last token a sequence still holds the overhead of its longest, up to ``(ρ − 1)·(T − t)/B`` blocks more
+than its bytes (``ρ·m`` a token's bytes inside the windows; ``ρ = w`` under ``compress:w:r``), since the
+fast-forward counts one block per ``B`` tokens (growth at the window's rate would need phase counts of
+its own). A layout whose layers are all sliding (``m = 0``) is instead sized by the full per-token bytes
+with a per-sequence cap of ``ceil(sequence_bytes(window) / bytes_per_token)`` tokens. Either way the
+blocks of a sequence never under-count `sequence_bytes` (tested).
 
 A prefix cache counts its blocks at ``m`` a token and, for each chain end it keeps (a leaf of its
 radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
@@ -56,7 +56,6 @@ class BlockGeometry:
 
     block_tokens: int
     bytes_per_token: float  # m: bytes one more token adds (full-context layers)
-    overhead_bytes: float  # c
     overhead_blocks: int  # a sequence's most: overhead(T) for T past every window
     cap_tokens: int  # KV tokens a sequence can hold at most (NO_CAP: no bound)
     # overhead_from[j]: the fewest tokens T with overhead(T) > j (ascending; overhead_blocks of them)
@@ -87,23 +86,21 @@ def block_geometry(model: ModelSpec, layout: KVLayout, block_tokens: int) -> Blo
     if m == 0:  # every layer is sliding: the KV stops growing at the window
         window = max(win for _, win in groups)
         cap = math.ceil(sequence_bytes(model, layout, window) / full_bpt)
-        return BlockGeometry(block_tokens=block_tokens, bytes_per_token=full_bpt, overhead_bytes=0.0,
-                             overhead_blocks=0, cap_tokens=cap)
+        return BlockGeometry(block_tokens=block_tokens, bytes_per_token=full_bpt, overhead_blocks=0,
+                             cap_tokens=cap)
     edges = {win for _, win in groups if win} | {layout.compress_recent_tokens if w > 1 else 0}
     if w == 1 and max(edges) == 0:  # no window: linear, blocks of B·m bytes hold it exactly (compress:w:0 is
         # not: every token compressed, a page of B entries spans w·B tokens, its first token opens it)
-        return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_bytes=0.0,
-                             overhead_blocks=0, cap_tokens=NO_CAP)
+        return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_blocks=0, cap_tokens=NO_CAP)
     # past every window edge (and two together) the paged excess repeats every w blocks: one such period more
     last = max(edges) * 2 + (w + 1) * block_tokens
-    overhead_from, c = _overhead_from(model, layout, m, block_tokens, last)
-    return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_bytes=c,
-                         overhead_blocks=len(overhead_from), cap_tokens=NO_CAP, overhead_from=overhead_from)
+    overhead_from = _overhead_from(model, layout, m, block_tokens, last)
+    return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_blocks=len(overhead_from),
+                         cap_tokens=NO_CAP, overhead_from=overhead_from)
 
 
-def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: int,
-                   last: int) -> tuple[tuple[int, ...], float]:
-    """The tokens ``T`` at which ``overhead(T)`` (module docstring) steps up, and ``c``, over ``t = 0 .. last``
+def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: int, last: int) -> tuple[int, ...]:
+    """The tokens ``T`` at which ``overhead(T)`` (module docstring) steps up, over ``t = 0 .. last``
     (past every window edge and a period of its compression groups' pages): ``overhead(T) > j`` from the
     first ``t`` whose excess ``paged(t) − B·m·ceil(t/B)`` passes ``j`` blocks (``paged``: `sequence_bytes` in
     pages of ``B`` entries a layer, as a paged pool holds the full-resolution window; less than a millionth
@@ -123,12 +120,10 @@ def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: i
             opens.add(t)
     block = block_tokens * m
     steps: list[int] = []
-    most = 0.0
     for t in sorted(opens):
         excess = sequence_bytes(model, layout, t, block_tokens) - block * -(-t // block_tokens)
         if excess < 1e-6 * m:
             continue
-        most = max(most, excess)
         while excess / block - 1e-9 > len(steps):
             steps.append(t)
-    return tuple(steps), most
+    return tuple(steps)
