@@ -282,13 +282,9 @@ class _PrefixState:
         of the window of a cached chain end the sequence's prefix grew past (`RadixTree.add_child`; it may be
         negative): the new end's window is the sequence's own (``Seq.ov``) while it runs, the cache's from
         `on_finish`."""
-        n = tokens - tokens % self.B
-        if n <= seq.hit_tokens:
-            return seq.hit_tokens, 0
         before = self.tree.blocks[HBM]
-        self._insert(seq, n, True, seq.cache_node)  # type: ignore[arg-type]  # (exact_end, start)
-        seq.cache_tokens = n  # (`_insert` set cache_node and cache_at)
-        return n, self.tree.blocks[HBM] - before
+        shared, _ = _PrefixState.on_prefilled(self, seq, tokens)  # (the class's: this one stands in for it)
+        return shared, self.tree.blocks[HBM] - before
 
     def _windowed_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         """`on_finish` under a windowed layout: the same insert, then the leaf the sequence's chain ends at

@@ -387,11 +387,19 @@ class RadixTree:
         assert parent is not None
         del parent.children[node.key]
         freed = self.remove(node)
-        if self.overhead is not None and not parent.children and not parent.ref and parent is not self.root:
-            # a chain end again: its window counts (a referenced one's is its sequences' until they finish)
-            self.set_extra(parent, self.overhead(self.depth(parent)))
+        self._end_again(parent)
         self.offer(parent)
         return freed
+
+    def _end_again(self, node: Node) -> int:
+        """`node` lost a child: left an unreferenced leaf under a windowed layout, it is a chain end again
+        and its own chain's window counts (a referenced one's is its sequences' until they finish). Returns
+        the blocks that adds to its tier."""
+        if self.overhead is None or node.children or node.ref or node is self.root or node.extra:
+            return 0
+        extra = self.overhead(self.depth(node))
+        self.set_extra(node, extra)
+        return extra
 
     def depth(self, node: Node) -> int:
         """Tokens from the root to the end of `node` (a node in the tree)."""
@@ -611,10 +619,7 @@ class RadixTree:
                 node.parent = None
                 b += node.extra
                 if parent is not self.root and not parent.ref and not parent.children:
-                    if self.overhead is not None and not parent.extra:  # a chain end again: its window counts
-                        x = self.blocks[HBM]
-                        self.set_extra(parent, self.overhead(self.depth(parent)))
-                        added += self.blocks[HBM] - x
+                    added += self._end_again(parent)  # (in HBM: a parent's tier is at most its child's)
                     heapq.heappush(heap, (parent.stamp, next(self.tie), parent))
             freed += b
         if freed:
