@@ -44,7 +44,7 @@ from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
-from simulator.study import node_kinds
+from simulator.study import node_kinds, scenario_window_note
 from simulator.units import figure, measure_against
 from workloads import Workload
 from workloads.request import Request
@@ -477,20 +477,14 @@ def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload:
     """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
     CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``,
     whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and in
-    ``attrs["window_note"]`` what a windowed layout holds at admission (`study.window_admission_note`, or
+    ``attrs["window_note"]`` what a windowed layout holds at admission (`study.scenario_window_note`, or
     None): where memory binds, the node counts carry it."""
-    from simulator.kv import parse_layout
-    from simulator.study import window_admission_note
-
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
     reqs = workload.requests()
     plan.attrs["requests"] = len(reqs)
     plan.attrs["offline"] = arrive_at_once(reqs)
-    layout = parse_layout(scenario.cache.layout)
-    window = window_admission_note(scenario.model_spec(), layout, scenario.cluster.block_tokens,
-                                   scenario.scheduler.admission, [r.prompt_tokens for r in reqs],
-                                   [r.output_tokens for r in reqs])
-    plan.attrs["window_note"] = f"{layout.label}: {window}" if window else None
+    plan.attrs["window_note"] = scenario_window_note(scenario, [r.prompt_tokens for r in reqs],
+                                                     [r.output_tokens for r in reqs])
     return plan
 
 

@@ -83,14 +83,11 @@ class ScenarioRun:
     def layout_notes(self) -> list[str]:
         """Where the scenario's windowed layout holds much more at admission than its prompts' pages
         (`window_admission_note`), once: every fleet ran the same requests."""
-        sc = self.scenario
         frame = next(iter(self.results.values())).requests if self.results else None
         if frame is None or "prompt_tokens" not in frame:
             return []
-        note = window_admission_note(sc.model_spec(), parse_layout(sc.cache.layout), sc.cluster.block_tokens,
-                                     sc.scheduler.admission, frame.prompt_tokens.to_numpy(),
-                                     frame.output_tokens.to_numpy())  # (a scenario sets no retention)
-        return [f"{parse_layout(sc.cache.layout).label}: {note}"] if note else []
+        note = scenario_window_note(self.scenario, frame.prompt_tokens.to_numpy(), frame.output_tokens.to_numpy())
+        return [note] if note else []
 
     def headline(self) -> pd.DataFrame:
         """One row per hardware kind: the figures a planner reads first.
@@ -218,6 +215,16 @@ def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int,
             "as it decodes: when memory binds it admits fewer at once than its bytes allow and its kv_utilization "
             "overstates them (scheduler.admission = \"reserve\" holds every layout at its reserved length from "
             "admission)")
+
+
+def scenario_window_note(scenario: Scenario, prompts: Sequence[int] | np.ndarray,
+                         outputs: Sequence[int] | np.ndarray) -> str | None:
+    """`window_admission_note` for a scenario's model, layout and admission (it sets no retention), named by
+    its layout: ``compress:8:4096: a sequence holds ...``."""
+    layout = parse_layout(scenario.cache.layout)
+    note = window_admission_note(scenario.model_spec(), layout, scenario.cluster.block_tokens,
+                                 scenario.scheduler.admission, prompts, outputs)
+    return f"{layout.label}: {note}" if note else None
 
 
 def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:

@@ -194,11 +194,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         from simulator.study import window_admission_note
 
         model_spec = base.model if not isinstance(base.model, str) else get_model(base.model)
-        for name, label in zip(df["strategy"], df["layout"], strict=True):
+        prompts, outputs = [r.prompt_tokens for r in requests], [r.output_tokens for r in requests]
+        for name, label, policy in zip(df["strategy"], df["layout"], df["retention"], strict=True):
             early = window_admission_note(model_spec, parse_layout(str(label)), base.block_tokens,
-                                          base.scheduler.admission, [r.prompt_tokens for r in requests],
-                                          [r.output_tokens for r in requests],
-                                          str(df.loc[df["strategy"] == name, "retention"].iloc[0]))
+                                          base.scheduler.admission, prompts, outputs, str(policy))
             if early is not None:
                 note(f"{name}: {early}")
         from simulator.planning import arrive_at_once, few_requests_note
