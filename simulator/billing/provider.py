@@ -75,7 +75,9 @@ class PrefillPrice:
         return self.tp * total
 
 
-_DEPLOYMENT = ("kv_pool_bytes", "prefill", "decode_tokens_per_s_per_stream", "ceiling_tokens_per_s_per_stream")
+# what `provider_costs_for` works out of a deployment and a file never sets (the cost model, the run's speeds)
+_WORKED_OUT = ("prefill", "decode_tokens_per_s_per_stream", "ceiling_tokens_per_s_per_stream")
+_DEPLOYMENT = ("kv_pool_bytes", *_WORKED_OUT)  # ... and the pool: none of them a non-negative figure to check
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,9 +109,7 @@ class ProviderCosts:
             must(self.kv_pool_bytes > 0, "ProviderCosts", "kv_pool_bytes", "> 0 bytes", self.kv_pool_bytes)
 
 
-# the keys a provider file sets: not the cost model, nor a deployment's own speeds
-_FILE_KEYS = frozenset(f.name for f in fields(ProviderCosts)) - {"prefill", "decode_tokens_per_s_per_stream",
-                                                                  "ceiling_tokens_per_s_per_stream"}
+_FILE_KEYS = frozenset(f.name for f in fields(ProviderCosts)) - set(_WORKED_OUT)  # the keys a provider file sets
 
 
 @cache
