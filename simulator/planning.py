@@ -44,7 +44,7 @@ from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
-from simulator.study import node_kinds, scenario_window_note
+from simulator.study import node_kinds
 from simulator.units import figure, measure_against
 from workloads import Workload
 from workloads.request import Request
@@ -434,7 +434,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
                                    tpot_p99_s=tpot, meter=meter)
         meter.finish()
-        return _searched(plan, ttft, tpot, seed, workload, scenario)
+        return _searched(plan, ttft, tpot, seed, workload)
     meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
     workload = _workload(scenario, seed, meter, on_step)
     rows: list[dict[str, Any]] = []
@@ -457,7 +457,7 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
                                                                             [str(r["hardware"]) for r in rows])
     meter.finish()
-    return _searched(plan_frame(rows), ttft, tpot, seed, workload, scenario)
+    return _searched(plan_frame(rows), ttft, tpot, seed, workload)
 
 
 SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed")  # what a plan was searched for, on each row
@@ -472,19 +472,14 @@ def slo_line(plan: pd.DataFrame) -> str:
             f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} (seed {row.seed})")
 
 
-def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload,
-              scenario: Scenario) -> pd.DataFrame:
+def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload) -> pd.DataFrame:
     """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
     CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``,
-    whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and in
-    ``attrs["window_note"]`` what a windowed layout holds at admission (`study.scenario_window_note`, or
-    None): where memory binds, the node counts carry it."""
+    and whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`)."""
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
     reqs = workload.requests()
     plan.attrs["requests"] = len(reqs)
     plan.attrs["offline"] = arrive_at_once(reqs)
-    plan.attrs["window_note"] = scenario_window_note(scenario, [r.prompt_tokens for r in reqs],
-                                                     [r.output_tokens for r in reqs])
     return plan
 
 

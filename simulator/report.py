@@ -319,8 +319,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           HEADLINE_COLUMNS,
           "".join(f"- {note}\n" for note in run.steady_notes()),
           "".join(f"- Note: {note}.\n" for note in [_few_requests(wl.n_requests, wl.duration_s <= 0)] if note),
-          "".join(f"- {note}\n" for note in run.cache_notes()),
-          "".join(f"- Note: {note}.\n" for note in run.layout_notes())]
+          "".join(f"- {note}\n" for note in run.cache_notes())]
     md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
                                                 sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]
     files.add(1)

@@ -5,7 +5,6 @@ the concurrency-collapse chart. The report and the CLI call these; so can a note
 from __future__ import annotations
 
 import contextlib
-import math
 import pickle
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +20,6 @@ from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import KVLayout, parse_layout, sequence_bytes
 from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -79,15 +77,6 @@ class ScenarioRun:
                          else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
         return notes
-
-    def layout_notes(self) -> list[str]:
-        """Where the scenario's windowed layout holds much more at admission than its prompts' pages
-        (`window_admission_note`), once: every fleet ran the same requests."""
-        frame = next(iter(self.results.values())).requests if self.results else None
-        if frame is None or "prompt_tokens" not in frame:
-            return []
-        note = scenario_window_note(self.scenario, frame.prompt_tokens.to_numpy(), frame.output_tokens.to_numpy())
-        return [note] if note else []
 
     def headline(self) -> pd.DataFrame:
         """One row per hardware kind: the figures a planner reads first.
@@ -179,52 +168,6 @@ def plan_label(config: EngineConfig) -> str:
     if config.prefill_pool is None:
         return config.plan.label
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
-
-
-WINDOW_EARLY_NOTE = 0.10  # say so where windowed sequences hold this much more than their prompts' pages at admission
-WINDOW_NOTE_SAMPLE = 5_000  # requests the note's mean is taken over, at most (evenly spaced: it is a guide)
-
-
-def window_admission_note(model: ModelSpec, layout: KVLayout, block_tokens: int, admission: str,
-                          prompts: Sequence[int] | np.ndarray, outputs: Sequence[int] | np.ndarray,
-                          retention: str = "full") -> str | None:
-    """A note where a layout with windows runs under admission "prompt" and its sequences hold at admission
-    `WINDOW_EARLY_NOTE` or more beyond their prompts' pages (the mean over up to `WINDOW_NOTE_SAMPLE`
-    requests): a windowed sequence carries from admission the window overhead of its longest length
-    (`simulator.engine.geometry`: ``ceil(p/B) + overhead(p + o)`` blocks, against ``ceil(paged(p) /
-    block_bytes)``), where full attention's blocks grow as it decodes, so when memory binds it admits fewer
-    at once than its bytes allow, and its ``kv_utilization`` overstates them (1,500 requests of 1,000 + 1,000
-    tokens at once on 1xH100, ``max_num_seqs`` 2,048: 225 at once under ``compress:8:4096``, 408 native).
-    Under "reserve" every layout holds its reserved length from admission. None otherwise, and under a
-    `retention` policy other than full (its cap bounds the overhead; not weighed here)."""
-    from simulator.engine.geometry import block_geometry
-
-    geo = block_geometry(model, layout, block_tokens)
-    if admission != "prompt" or not geo.overhead_blocks or not len(prompts) or retention != "full":
-        return None  # (a retention cap bounds the overhead at the cap: not weighed here, so not said)
-    step = max(1, len(prompts) // WINDOW_NOTE_SAMPLE)
-    held = pages = 0
-    for p, o in zip(list(prompts[::step]), list(outputs[::step]), strict=True):
-        p, o = int(p), int(o)
-        held += geo.blocks(p, geo.overhead(p + o))
-        pages += math.ceil(sequence_bytes(model, layout, p, block_tokens) / geo.block_bytes - 1e-9)
-    if not pages or held < (1 + WINDOW_EARLY_NOTE) * pages:
-        return None
-    return (f"a sequence holds from admission its window's overhead at its full length (prompt + output), "
-            f"{held / pages - 1:.0%} more than its prompt's pages here (mean), where full attention's blocks grow "
-            "as it decodes: when memory binds it admits fewer at once than its bytes allow and its kv_utilization "
-            "overstates them (scheduler.admission = \"reserve\" holds every layout at its reserved length from "
-            "admission)")
-
-
-def scenario_window_note(scenario: Scenario, prompts: Sequence[int] | np.ndarray,
-                         outputs: Sequence[int] | np.ndarray) -> str | None:
-    """`window_admission_note` for a scenario's model, layout and admission (it sets no retention), named by
-    its layout: ``compress:8:4096: a sequence holds ...``."""
-    layout = parse_layout(scenario.cache.layout)
-    note = window_admission_note(scenario.model_spec(), layout, scenario.cluster.block_tokens,
-                                 scenario.scheduler.admission, prompts, outputs)
-    return f"{layout.label}: {note}" if note else None
 
 
 def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:

@@ -190,16 +190,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
-        from simulator.kv import parse_layout
-        from simulator.study import window_admission_note
-
-        model_spec = base.model if not isinstance(base.model, str) else get_model(base.model)
-        prompts, outputs = [r.prompt_tokens for r in requests], [r.output_tokens for r in requests]
-        for name, label, policy in zip(df["strategy"], df["layout"], df["retention"], strict=True):
-            early = window_admission_note(model_spec, parse_layout(str(label)), base.block_tokens,
-                                          base.scheduler.admission, prompts, outputs, str(policy))
-            if early is not None:
-                note(f"{name}: {early}")
         from simulator.planning import arrive_at_once, few_requests_note
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")

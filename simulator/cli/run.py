@@ -219,16 +219,13 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
 
 def _say_plan_notes(plan: pd.DataFrame) -> None:
     """On stderr, beside a capacity plan's table: the SLOs and seed it was searched for (`planning.slo_line`),
-    a note where its p99s rest on a few requests (`planning.few_requests_note`), and one where a windowed
-    layout holds much more than its prompts' pages at admission (`study.window_admission_note`)."""
+    and a note where its p99s rest on a few requests (`planning.few_requests_note`)."""
     from simulator.planning import few_requests_note, slo_line
 
     click.echo(slo_line(plan), err=True)
     few = few_requests_note(plan.attrs.get("requests", 0), plan.attrs.get("offline", False))
     if few is not None:
         note(few)
-    if plan.attrs.get("window_note"):  # a windowed layout's admission, which the node counts carry where memory binds
-        note(plan.attrs["window_note"])
 
 
 def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:

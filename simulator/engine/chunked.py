@@ -75,8 +75,10 @@ class ChunkedRuns:
     kv_sum: int
     n_dec: int
     n_grow: int
+    o_grow: int
     win_top: int
     hist: list[int]
+    ohist: list[int]
     heap: list[tuple[int, int, int, Seq]]
     chunks: list[tuple[Seq, int]]
     rejoined: list[Seq]
@@ -166,7 +168,8 @@ class ChunkedRuns:
             count = last_step
         # a growing decoder takes at most ⌊(j − 1)/B⌋ + 1 blocks in j steps: when the free ones cover that for
         # all of them, G(count + 1) is not needed (as in `Replica._stable_steps`)
-        if n and count > 0 and self.n_grow * (count // B + 1) > free and blocks_crossed(hist, S, B, count + 1) > free:
+        if (n and count > 0 and (self.n_grow + self.o_grow) * (count // B + 1) > free
+                and blocks_crossed(hist, S, B, count + 1) > free):
             count = self._steps_with_blocks(count, free)  # some step's new blocks are not free
         if count <= 0:
             return None
@@ -403,6 +406,8 @@ class ChunkedRuns:
             float(cache)
         evictable_f = float(evictable)
         grow_f = float(n_grow)
+        ohist = self.ohist if self.o_grow else None  # windows growing (`Seq.ow`): overhead, not private
+        grown_ov = 0
         # the phase of `hist` whose decoders cross a block at step S (``−S mod B``) is one less at each step,
         # cyclically: counted down, not worked out (a negation and a remainder of ints a step, neither specialised)
         p = -S % B
@@ -422,10 +427,14 @@ class ChunkedRuns:
                 if grow:
                     blocks += grow
                     private += grow
+                    if ohist is not None:
+                        private -= ohist[p]
+                        grown_ov += ohist[p]
                 tokens += grow_f
                 p = p - 1 if p else B - 1
         S += k - 1
         used = int(blocks)
+        self.ov_running += grown_ov
         kv_sum = self.kv_sum + n_grow * (k - 1) if n_dec else self.kv_sum
         if self.win_top:
             self._grow_windows(k - 1)

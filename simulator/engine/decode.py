@@ -1,9 +1,14 @@
 """The decode set of a replica: running aggregates that make a stable batch O(changes).
 
 ``n_dec`` decoders, ``n_grow`` of them still growing (not at their retention cap), ``kv_sum``
-(Σ KV tokens at step ``S``), ``hist[p]`` = growing decoders with ``(kv − S) mod B = p`` (so
-``blocks_crossed(hist, S, B, j)`` counts the blocks j more steps need), and a heap of each
-decoder's next event: its completion, or the step its KV reaches its cap, whichever is first.
+(Σ KV tokens at step ``S``), ``hist[p]`` = the blocks growing decoders with ``(kv − S) mod B = p`` open
+each ``B`` tokens (so ``blocks_crossed(hist, S, B, j)`` counts the blocks j more steps need), and a heap of
+each decoder's next event: its completion, or the step its KV reaches its cap, whichever is first.
+A decoder opens one block every ``B`` tokens, and under a windowed layout ``1 + ow`` while its window's
+overhead grows (``Seq.ow = ρ``, `simulator.engine.geometry`'s growth line): ``ohist`` and ``o_grow`` hold
+those ``ow`` apart (they are overhead, ``ov_running``, not private blocks). Where the line's rate changes or
+it reaches the sequence's most is an event (`BlockGeometry.growth`: the growth takes the new rate, or stops
+and what the line holds past the most goes).
 At the cap a sequence leaves ``hist`` and stops adding context; the planner never jumps past an
 event, so fast-forward and stepping see the same states.
 
@@ -22,6 +27,7 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from simulator.engine.geometry import BlockGeometry
 from simulator.engine.sequence import Seq
 
 DECODE = 4  # a RUNNING sequence whose prefill is complete
@@ -32,6 +38,8 @@ class DecodeSet:
 
     B: int
     S: int
+    used: int
+    geometry: BlockGeometry
     running: dict[int, Seq]
     log_k: list[int]
     log_base: int
@@ -44,7 +52,10 @@ class DecodeSet:
         # private KV tokens of the running sequences = kv_sum + private_off, where private_off =
         # Σ_prefilling (prefill tokens − hit) − Σ_decoders hit (a shared prefix is the cache's)
         self.private_off = 0
-        self.hist = [0] * block_tokens  # growing decoders by (kv0 − base) mod B
+        self.hist = [0] * block_tokens  # blocks growing decoders open by (kv0 − base) mod B: 1 each, + `Seq.ow`
+        # the overhead blocks among them (`Seq.ow` by phase) and their sum: windowed sequences growing their window
+        self.ohist = [0] * block_tokens
+        self.o_grow = 0
         self.heap: list[tuple[int, int, int, Seq]] = []  # (event step, key, base, seq)
         # the window segments (module docstring): their upper ends, deficit lines and sums; win_top 0: none
         self.win_hi = [hi for hi, _, _ in discount]
@@ -72,11 +83,20 @@ class DecodeSet:
         left = seq.request.output_tokens - seq.gen0
         grow = seq.cap - kv0
         seq.capped = grow <= 0
+        ow = stop = 0
         if grow > 0:
             self.n_grow += 1
-            self.hist[(kv0 - S) % self.B] += 1
+            if seq.ov < seq.ovcap:  # its window's overhead grows with it (`BlockGeometry.held_overhead`)
+                ow, stop = self.geometry.growth(kv0, seq.ovcap)
+                p = (kv0 - S) % self.B
+                self.hist[p] += 1 + ow
+                self.ohist[p] += ow
+                self.o_grow += ow
+            else:
+                self.hist[(kv0 - S) % self.B] += 1
             if grow < left:  # `min` by its rule, without a call (~850 instructions)
                 left = grow
+        seq.ow = ow
         if kv0 + 1 < self.win_top:  # in a window segment: counted there, and the step it leaves it is an event
             a = kv0 + 1
             s = seq.win = bisect_right(self.win_hi, a)
@@ -86,7 +106,31 @@ class DecodeSet:
                 self.win_g[s] += 1
                 if self.win_hi[s] - a < left:
                     left = self.win_hi[s] - a
+        # an event once it has written `stop`: its growth takes the next piece's rate, or stops at its most (the
+        # line's excess going), unless no block opens after `stop` before its next event and the line holds no
+        # more than its most there: then nothing would change
+        if ow and stop - kv0 < left and (stop + self.B <= kv0 + left
+                                          or self.geometry.line(-(-stop // self.B)) > seq.ovcap):
+            left = stop - kv0
         heapq.heappush(self.heap, (S + left, seq.key, S, seq))
+
+    def overhead_held(self, seq: Seq) -> int:
+        """The overhead blocks `seq` holds at step S: ``Seq.ov``, and while decoding its ``ow`` a block it
+        opened since ``kv0`` (`Seq.base`), ``ow · (ceil(kv/B) − ceil(kv0/B))``."""
+        if not seq.ow:
+            return seq.ov
+        B = self.B
+        return seq.ov + seq.ow * (-(-seq.kv_tokens(self.S) // B) + -seq.kv0 // B)
+
+    def _stop_overhead(self, seq: Seq, p: int) -> None:
+        """`seq`, at phase `p`, stops growing its overhead: ``Seq.ov`` becomes what it holds now
+        (`overhead_held`). Its blocks stay counted (``used``, ``ov_running``: the commits added them)."""
+        ow = seq.ow
+        self.hist[p] -= ow
+        self.ohist[p] -= ow
+        self.o_grow -= ow
+        seq.ov = self.overhead_held(seq)
+        seq.ow = 0
 
     def _unwindow(self, seq: Seq, kv: int, growing: bool) -> None:
         """Take `seq`, at `kv` tokens, out of its window segment's sums."""
@@ -132,7 +176,10 @@ class DecodeSet:
         else:
             kv = seq.kv0 + steps
             self.n_grow -= 1
-            self.hist[(kv - S) % self.B] -= 1
+            p = (kv - S) % self.B
+            self.hist[p] -= 1
+            if seq.ow:
+                self._stop_overhead(seq, p)
         if seq.win >= 0:
             self._unwindow(seq, kv, not seq.capped)
         seq.gen0 += steps
@@ -161,7 +208,15 @@ class DecodeSet:
             # it grows (a capped decoder's only event is its completion): at its cap, or leaving its window segment
             kv = seq.kv_tokens(S)
             self.n_grow -= 1
-            self.hist[(kv - S) % self.B] -= 1
+            p = (kv - S) % self.B
+            self.hist[p] -= 1
+            if seq.ow:
+                self._stop_overhead(seq, p)
+                extra = seq.ov - seq.ovcap
+                if extra > 0:  # the growth line passed its most (`BlockGeometry.growth`): the rest goes
+                    seq.ov = seq.ovcap
+                    self.used -= extra
+                    self.ov_running -= extra
             if seq.win >= 0:
                 self._unwindow(seq, kv, True)
             seq.gen0 = gen

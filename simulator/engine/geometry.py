@@ -21,13 +21,23 @@ blocks at ``t ≤ T`` tokens, ``ceil(t / B) + overhead(T)``, are then at least `
 longest exactly ``paged(T)`` inside the windows, at most ``w − 1`` blocks more past them (a compressed
 page of ``B`` entries comes every ``w·B`` tokens; both tested): under ``compress:8:4096``,
 Llama-3.1-8B's 1,050-token sequence takes 66 + 462 blocks of 262 kB (138.4 MB, its pages' bytes), where
-one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug). Before its
-last token a sequence still holds the overhead of its longest, up to ``(ρ − 1)·(T − t)/B`` blocks more
-than its bytes (``ρ·m`` a token's bytes inside the windows; ``ρ = w`` under ``compress:w:r``), since the
-fast-forward counts one block per ``B`` tokens (growth at the window's rate would need phase counts of
-its own). A layout whose layers are all sliding (``m = 0``) is instead sized by the full per-token bytes
-with a per-sequence cap of ``ceil(sequence_bytes(window) / bytes_per_token)`` tokens. Either way the
-blocks of a sequence never under-count `sequence_bytes` (tested).
+one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug).
+
+A sequence does not hold ``overhead(T)`` from its admission, though, as full attention's blocks grow as it
+decodes: it holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/B)))`` at ``t`` tokens, where
+the growth line ``L(k) ≥ overhead(t)`` (for ``t`` in block ``k``) starts at ``L(0) = c`` and rises a whole
+number ``ρ`` of blocks each block the sequence opens, ``ρ`` changing only at a window's edge
+(`_growth_pieces`). A decoding sequence so takes ``1 + ρ`` blocks every ``B`` tokens (the fast-forward's
+block crossings, weighted: `simulator.engine.decode`), with an event where ``ρ`` changes or the line
+reaches ``overhead(T)`` (`growth`; the line's excess goes there). Under ``compress:w:r`` the window opens ``w −
+1`` blocks a block, so ``ρ = w − 1``, ``c = 0`` and a sequence holds its pages exactly at every length (as
+many 1,000 + 1,000-token sequences at once as native attention, tested); over a sliding window whose blocks
+open a fractional number of blocks (Gemma-3-27B's 5.2) the line lies up to 12 blocks above (``ρ = 5``, ``c =
+13``, of 333), with both 25 (``ρ`` 49, then 7). Under admission
+"reserve", a retention policy or on a prefill replica a sequence holds ``overhead(T)`` from admission (what
+it reserves, what a cap bounds, what a decode replica takes). A layout whose layers are all sliding (``m =
+0``) is instead sized by the full per-token bytes with a per-sequence cap of ``ceil(sequence_bytes(window) /
+bytes_per_token)`` tokens. Either way the blocks of a sequence never under-count `sequence_bytes` (tested).
 
 A prefix cache counts its blocks at ``m`` a token and, for each chain end it keeps (a leaf of its
 radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
@@ -42,7 +52,7 @@ evicted tail moved to a lower tier, its window moves with it and the chain's hea
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from simulator.engine.retention import NO_CAP
@@ -60,6 +70,10 @@ class BlockGeometry:
     cap_tokens: int  # KV tokens a sequence can hold at most (NO_CAP: no bound)
     # overhead_from[j]: the fewest tokens T with overhead(T) > j (ascending; overhead_blocks of them)
     overhead_from: tuple[int, ...] = ()
+    # the growth line ``L(k) ≥ overhead(t)`` for ``t`` in block ``k = ceil(t/B)`` (`held_overhead`; empty: none):
+    # pieces ``(k_end, L(k_end), rate)``, ascending in ``k_end``, ``L`` rising by ``rate`` a block up to ``k_end``
+    grow_pieces: tuple[tuple[int, int, int], ...] = ()
+    grow_rate: int = 0  # the most blocks of window a block opens (0: no window grows)
 
     @property
     def block_bytes(self) -> float:
@@ -68,6 +82,33 @@ class BlockGeometry:
     def overhead(self, longest: int) -> int:
         """Overhead blocks of a sequence that holds at most `longest` KV tokens (module docstring)."""
         return bisect_right(self.overhead_from, longest)
+
+    def line(self, k: int) -> int:
+        """The growth line at block `k` (module docstring): ``L(k_end) − rate·(k_end − k)`` on the piece that
+        holds `k`, rising at the last piece's rate past it."""
+        pieces = self.grow_pieces
+        i = bisect_left(pieces, (k,))
+        end, at_end, rate = pieces[i] if i < len(pieces) else pieces[-1]
+        return at_end - rate * (end - k)
+
+    def held_overhead(self, tokens: int, most: int) -> int:
+        """The overhead blocks a sequence holds at `tokens` KV tokens when its window grows as it does, up to
+        `most` (``overhead(T)`` of its longest): ``min(most, L(ceil(tokens/B)))``, at least ``overhead(tokens)``."""
+        line = self.line(-(-tokens // self.block_tokens))
+        return most if most < line else line
+
+    def growth(self, tokens: int, most: int) -> tuple[int, int]:
+        """``(rate, token)`` for a sequence at `tokens` KV tokens holding ``held_overhead(tokens, most) < most``:
+        the window blocks each block it opens next adds (its piece's rate), and the token after whose writing
+        that changes: the one opening its piece's last block, or the block where the line reaches `most`,
+        whichever comes first (a token ``(k − 1)·B + 1``)."""
+        B, pieces = self.block_tokens, self.grow_pieces
+        k = -(-tokens // B) + 1  # the next block it opens
+        i = bisect_left(pieces, (k,))
+        end, at_end, rate = pieces[i] if i < len(pieces) else (k, self.line(k), pieces[-1][2])
+        if at_end >= most:  # the line reaches `most` on this piece: at its first block k* with L(k*) ≥ most
+            end -= (at_end - most) // rate
+        return rate, (end - 1) * B + 1
 
     def blocks(self, tokens: int, overhead: int) -> int:
         """Blocks of a sequence holding `tokens` KV tokens, with `overhead` blocks (`overhead` of its
@@ -95,8 +136,58 @@ def block_geometry(model: ModelSpec, layout: KVLayout, block_tokens: int) -> Blo
     # past every window edge (and two together) the paged excess repeats every w blocks: one such period more
     last = max(edges) * 2 + (w + 1) * block_tokens
     overhead_from = _overhead_from(model, layout, m, block_tokens, last)
+    pieces = _growth_pieces(overhead_from, block_tokens, edges)
     return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_blocks=len(overhead_from),
-                         cap_tokens=NO_CAP, overhead_from=overhead_from)
+                         cap_tokens=NO_CAP, overhead_from=overhead_from, grow_pieces=pieces,
+                         grow_rate=max((rate for _, _, rate in pieces), default=0))
+
+
+def _growth_pieces(overhead_from: tuple[int, ...], block_tokens: int,
+                   edges: set[int]) -> tuple[tuple[int, int, int], ...]:
+    """The growth line (module docstring): ``L(k) ≥ overhead(t)`` for every ``t`` in block ``k = ceil(t/B)``,
+    continuous, from ``L(0) = c`` rising a whole number of blocks a block, its rate changing only at the window
+    edges (`edges`, in tokens: the blocks that hold them end its pieces) and ending where ``overhead`` last
+    steps up (``overhead(t_j) = j + 1`` at ``t_j = overhead_from[j]``). On each piece the rate is the mean
+    steps a block there, its floor or ceiling (at least 1), whichever leaves the line the fewer blocks above
+    the steps; each piece starts as high as the next one needs (a backward pass), so the line never has to
+    jump. Exact (``c = 0``) where each block opens a whole number of blocks of window, as under
+    ``compress:w:r`` (``w − 1``); Gemma-3-27B's sliding layers open 5.2 a block (5, from ``c = 13``)."""
+    if not overhead_from:
+        return ()
+    last = -(-overhead_from[-1] // block_tokens)
+    at_block = [0] * (last + 1)  # overhead once block k has opened
+    for j, t in enumerate(overhead_from):
+        at_block[-(-t // block_tokens)] = j + 1
+    for k in range(1, last + 1):
+        at_block[k] = max(at_block[k], at_block[k - 1])
+    ends = sorted({min(last, -(-e // block_tokens)) for e in edges if e > 0} | {last})
+    spans = list(zip([0, *ends], ends, strict=False))
+    chosen: list[tuple[int, int]] = []  # (rate, start needed) per piece
+    for lo, hi in spans:
+        mean = (at_block[hi] - at_block[lo]) / (hi - lo)
+        best: tuple[int, int, int] | None = None
+        for rate in sorted({max(1, math.floor(mean)), max(1, math.ceil(mean))}):
+            start = max(at_block[k] - rate * (k - lo) for k in range(lo, hi + 1))
+            slack = sum(start + rate * (k - lo) - at_block[k] for k in range(lo, hi + 1))
+            if best is None or slack < best[0]:
+                best = (slack, rate, start)
+        assert best is not None
+        chosen.append((best[1], best[2]))
+    need = 0  # backward: each piece starts at least where the next one must
+    starts = [0] * len(spans)
+    for i in range(len(spans) - 1, -1, -1):
+        (lo, hi), (rate, start) = spans[i], chosen[i]
+        starts[i] = max(start, need - rate * (hi - lo))
+        need = starts[i]
+    pieces: list[tuple[int, int, int]] = []
+    value = starts[0]
+    for (lo, hi), (rate, _) in zip(spans, chosen, strict=True):
+        value += rate * (hi - lo)
+        if pieces and pieces[-1][2] == rate:  # one piece where the rate does not change
+            pieces[-1] = (hi, value, rate)
+        else:
+            pieces.append((hi, value, rate))
+    return tuple(pieces)
 
 
 def _overhead_from(model: ModelSpec, layout: KVLayout, m: float, block_tokens: int, last: int) -> tuple[int, ...]:

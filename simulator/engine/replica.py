@@ -53,7 +53,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # the SimPy process's flags and jump in flight (`cluster`, `views`); a router's first-token hook (`cluster`)
         "proc", "wake", "on_first", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
         # `DecodeSet`, `BlockPool`
-        "n_dec", "n_grow", "ov_running", "hist", "win_hi", "win_c", "win_e", "win_top", "win_n", "win_g", "win_k",
+        "n_dec", "n_grow", "ov_running", "hist", "ohist", "o_grow", "grows_ov", "win_hi", "win_c", "win_e", "win_top",
+        "win_n", "win_g", "win_k",
         "n_preempt",
         # `Observation`'s time integrals
         "acc_s", "used_block_s", "cache_block_s", "evictable_block_s", "private_block_s", "private_token_s", "busy_s",
@@ -99,6 +100,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.times_out = not math.isinf(sched.queue_timeout_s)  # queued requests have deadlines
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")
+        # a windowed sequence admitted here holds the overhead blocks of its length so far, growing them as it decodes
+        # (`BlockGeometry.held_overhead`); under admission "reserve", a retention policy or in a disaggregated fleet
+        # it holds its longest's from admission (what it reserves, what a cap bounds, what a decode replica takes)
+        self.grows_ov = bool(geometry.grow_rate) and self.keeps_all and not self.reserving and role == BOTH
         self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
         self.fast_forward = fast_forward
         self.observer = observer
@@ -177,7 +182,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 longest = min(prompt + self._reserved_output(seq), cap)
                 if longest < prompt:
                     longest = prompt
-            seq.ov = self.geometry.overhead(longest)
+            seq.ov = seq.ovcap = self.geometry.overhead(longest)
         ov = seq.ov
         blocks = self.geometry.blocks(held, ov)
         if self.reserving:  # what admission will ask for: the prompt's blocks and the promised growth
@@ -293,6 +298,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         while self.swapped and not preempted and len(self.running) < cap_seqs:
             seq = self.swapped[0]
             grow = self._private(seq, seq.kv0 + 1)
+            if seq.ov < seq.ovcap and not seq.kv0 % B:  # its next token opens a block, and a window's growth
+                grow += self.geometry.growth(seq.kv0, seq.ovcap)[0]
             if grow > room:
                 if grow > room + self.counts.evictable:
                     break
@@ -328,6 +335,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 else:
                     max_hit = hbm = unref = 0
                 tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
+                if self.grows_ov:
+                    seq.ov = self.geometry.held_overhead(tokens, seq.ovcap)
                 full = self.geometry.blocks(tokens, seq.ov)
                 blocks = full - hbm // B
                 spare = room + (self.counts.evictable if self.shares else 0) - unref
@@ -384,7 +393,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # a growing decoder takes at most ⌊(k − 1)/B⌋ + 1 blocks in k steps (`blocks_crossed`): when the free ones
         # cover that for all of them, no k steps' shortage nor eviction needs G(k) (every jump of chat-4k and
         # chat-4k-prefix: G(k) and the deadlines' cut, which only lowers k, are then skipped)
-        if self.n_grow * ((k - 1) // B + 1) <= free:
+        if (self.n_grow + self.o_grow) * ((k - 1) // B + 1) <= free:
             return self._deadline_steps(k, now) if self.waiting and self.times_out else k
         evictable = self.counts.evictable if self.shares else 0
         avail = free + evictable
@@ -444,6 +453,13 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self.cache_block_s += cache * dt
             self.evictable_block_s += self.counts.evictable * dt
         self.private_block_s += (used - cache - self.ov_running) * dt + grow_s
+        if self.o_grow:  # windows growing (`Seq.ow`): their new blocks are overhead, not private
+            if n == 1:
+                self.ov_running += self.ohist[-self.S % B]
+            else:
+                og, og_s = growth_block_s(self.ohist, self.S, B, g0, d, n, self.jump_s)
+                self.ov_running += og
+                self.private_block_s -= og_s
         self.private_token_s += tokens
         self.busy_s += dt
         self.acc_s = end_s

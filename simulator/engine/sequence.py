@@ -23,9 +23,10 @@ class Seq:
     __slots__ = (
         "admit_s", "base", "blocks", "cache_at", "cache_node", "cache_tokens", "cap", "capped", "deadline_s",
         "decode_replica", "evicted", "exact", "extra_gaps", "first_hit", "first_s", "gen0", "hit_dram", "hit_hbm",
-        "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "ov", "pieces", "preemptions", "prefill_kv", "prefilled",
-        "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit", "routed", "seg_start",
-        "seg_steps", "state", "target", "transfer_bytes", "transfer_end_s", "transfer_start_s", "win",
+        "hit_nvme", "hit_tokens", "key", "kv0", "last_tok_s", "ov", "ovcap", "ow", "pieces", "preemptions",
+        "prefill_kv", "prefilled", "ranges", "recomputed", "rejoin_from_s", "replica", "request", "resume_hit",
+        "routed", "seg_start", "seg_steps", "state", "target", "transfer_bytes", "transfer_end_s", "transfer_start_s",
+        "win",
     )
 
     def __init__(self, request: Request, key: int, replica: int, timeout_s: float) -> None:
@@ -56,7 +57,11 @@ class Seq:
         self.ranges: list[tuple[int, int]] = []  # step-log segment ranges spent decoding
         self.extra_gaps: list[float] = []  # gaps across preemptions
         self.cap = 1 << 62  # most KV tokens while decoding (retention / layout)
-        self.ov = 0  # its overhead blocks (windowed layouts, `BlockGeometry.overhead` of the most it holds)
+        # its overhead blocks (windowed layouts): those it holds (at `base` while decoding), and the most it will,
+        # `BlockGeometry.overhead` of its longest; decoding, it grows them by `ow` a block it opens (0: it does not)
+        self.ov = 0
+        self.ovcap = 0
+        self.ow = 0
         self.capped = False
         self.win = -1  # its window segment while decoding (`simulator.engine.decode`), -1: none
         self.exact = True  # KV is the exact KV of its tokens: may use the prefix cache (False without one)

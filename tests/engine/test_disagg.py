@@ -42,7 +42,8 @@ def expected_used(rep: Replica) -> int:
     transfers, and the cache's HBM blocks."""
     total = 0
     for s in rep.running.values():
-        total += rep._private(s, s.kv_tokens(rep.S)) if s.state == DECODE else s.blocks
+        # a decoder's: `_private` at its tokens now, with the window it grew since its base (`overhead_held`)
+        total += rep._private(s, s.kv_tokens(rep.S)) + rep.overhead_held(s) - s.ov if s.state == DECODE else s.blocks
     total += sum(s.blocks for s in rep.handing.values())
     total += sum(rep.geometry.blocks(s.kv0, s.ov) for s in (*rep.incoming.values(), *rep.arrived))
     tree = getattr(rep.cache, "tree", None)

@@ -5,9 +5,9 @@ it reads once every window is full; a shorter one reads ``β·δ(a)`` less (`Ste
 The decode set keeps the deficits' sums per window segment (`simulator.engine.decode`); these tests
 hold the sums to a recount after every plan and commit, fast-forward to stepping on random
 configurations, and the engine's decode times to a full-attention model's where the windowed layout
-reads the same bytes. The KV pool gives each sequence the overhead blocks of its own longest length
-(`simulator.engine.geometry`): held to its bytes after every plan and commit on random configurations, and
-to full attention's sequence count inside the window.
+reads the same bytes. The KV pool gives each sequence the overhead blocks of its length so far, growing as
+it decodes up to its longest's (`simulator.engine.geometry`): held to its bytes after every plan and commit on
+random configurations, and to full attention's sequence count inside the window.
 """
 
 from __future__ import annotations
@@ -159,18 +159,21 @@ def test_a_sequence_crossing_the_compression_window_reads_its_compressed_bytes()
     assert _decode_s("Llama-3.1-8B", "compress:8:4096", 3990, 300, node) == pytest.approx(by_hand, rel=1e-9)
 
 
-@pytest.mark.parametrize(("prompt", "native", "compressed"), [(3000, 140, 138), (1000, 419, 402)])
-def test_a_windowed_pool_holds_about_as_many_sequences_as_their_bytes(prompt: int, native: int,
-                                                                      compressed: int) -> None:
+@pytest.mark.parametrize(("prompt", "output", "native", "compressed"),
+                         [(3000, 50, 140, 140), (1000, 50, 419, 419), (1000, 1000, 419, 419)])
+def test_a_windowed_pool_holds_as_many_sequences_as_their_bytes(prompt: int, output: int, native: int,
+                                                                compressed: int) -> None:
     """Inside its window ``compress:8:4096`` holds what native attention does, so a 1xH100 replica of
-    Llama-3.1-8B (its pool 8× native's blocks, of an eighth the bytes; room for 1,024 sequences) runs
-    about as many of 600 sequences at once. Every sequence carried the whole window's 1,793 overhead blocks
-    (helper-134): 3,000 + 50 tokens ran 106 at once where native ran 140, 1,000 + 50 ran 113 where native
-    ran 419. Now each carries its own longest's (`BlockGeometry.overhead`), from admission: at 3,000 tokens
-    188 + 1,337 blocks where its pages fill 1,504 (1.4% more), at 1,000 tokens 63 + 462 for 504 (4.2%)."""
-    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=50, segments=((i + 1, prompt),))
-            for i in range(600)]
-    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=65536)
+    Llama-3.1-8B (its pool 8× native's blocks, of an eighth the bytes; room for 1,024 sequences, 2,048 with
+    long outputs) runs as many sequences at once. Every sequence carried the whole window's 1,793 overhead
+    blocks (helper-134): 3,000 + 50 tokens ran 106 at once where native ran 140, 1,000 + 50 ran 113 where
+    native ran 419. Then each carried its own longest's from admission: 138 and 402, and 225 of 1,500 at
+    1,000 + 1,000 tokens. Now a sequence's window grows as it decodes, 7 blocks of 262 kB a block it opens
+    (`BlockGeometry.held_overhead`): its pages' bytes at every length, native's count at once."""
+    n = 1500 if output > 50 else 600
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=output, segments=((i + 1, prompt),))
+            for i in range(n)]
+    sched = SchedulerConfig(max_num_seqs=2048 if output > 50 else 1024, max_num_batched_tokens=65536)
     most_at_once = {}
     for layout in ("native", "compress:8:4096"):
         config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=parse_layout(layout), scheduler=sched)
@@ -202,12 +205,15 @@ def test_a_windowed_pool_counts_each_sequence_at_least_its_bytes(seed: int, exac
         geo = rep.geometry
         if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
             bad.append((where, "used", rep.used, expected_used(rep), rep.total_blocks))
-        if rep.ov_running != sum(s.ov for s in rep.running.values()):
+        if rep.ov_running != sum(rep.overhead_held(s) for s in rep.running.values()):
             bad.append((where, "ov_running", rep.ov_running))
         for s in rep.running.values():
             tokens = s.kv_tokens(rep.S) if s.state == DECODE else s.prefill_kv
-            if geo.blocks(tokens, s.ov) * geo.block_bytes < sequence_bytes(model, layout, tokens) - 1e-6:
-                bad.append((where, s.request.id, tokens, s.ov))
+            held = rep.overhead_held(s)
+            if geo.blocks(tokens, held) * geo.block_bytes < sequence_bytes(model, layout, tokens) - 1e-6:
+                bad.append((where, s.request.id, tokens, held))
+            if held > s.ovcap and s.state == DECODE:  # past its most only between a commit and its event
+                bad.append((where, "ov past its most", s.request.id, held, s.ovcap))
 
     after_plans_and_commits(monkeypatch, check)
     reqs = _requests(rng, int(rng.choice([20, 60, 150])))

@@ -215,20 +215,3 @@ def test_compare_chart_keeps_its_notes_inside_the_cost_panel(tmp_path) -> None:
     assert any(t.get_text() == "prefix+cross-layer:0.5\nquality debit 0.0988 pt" for t in cost.get_yticklabels())
     fig.savefig(tmp_path / "c.png", dpi=110)
     plt.close(fig)
-
-
-def test_compare_says_a_windowed_set_holds_its_full_length_window_from_admission(tmp_path) -> None:
-    """helper-136: outputs as long as the prompts (1,000 + 1,000 tokens), compress:8:4096 admits fewer at once
-    than native under admission "prompt", with no word: now a note, for that set only."""
-    wl = tmp_path / "w.toml"
-    wl.write_text('[workload]\nduration_s = 5\n[workload.spec]\nname = "synthetic"\ninput_tokens = 1000\n'
-                  "output_tokens = 1000\n")
-    res = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--workload", str(wl), "--strategy",
-                                       "native,compress:8:4096"])
-    assert res.exit_code == 0, res.output
-    notes = [line for line in res.output.splitlines() if "from admission" in line]
-    assert notes == ["note: compress:8:4096: a sequence holds from admission its window's overhead at its full length "
-                     "(prompt + output), 86% more than its prompt's pages here (mean), where full attention's blocks "
-                     "grow as it decodes: when memory binds it admits fewer at once than its bytes allow and its "
-                     "kv_utilization overstates them (scheduler.admission = \"reserve\" holds every layout at its "
-                     "reserved length from admission)"]

@@ -147,6 +147,37 @@ def test_windowed_overhead_follows_the_sequence_length() -> None:
     assert geo.overhead(0) == 0 and geo.overhead(1) == 7
 
 
+@pytest.mark.parametrize(("model", "layout", "pieces", "most_over"), [
+    ("Llama-3.1-8B", "compress:8:4096", ((257, 1799, 7),), 0),  # 7 blocks of window a block: exact
+    ("Gemma-3-27B", "native", ((64, 333, 5),), 12),  # 5.2 a block: from c = 333 − 5·64 = 13
+    ("Gemma-3-27B", "compress:8:4096", ((64, 3136, 49), (257, 4487, 7)), 25),  # its sliding window, then 7
+    ("Llama-3.1-8B", "compress:4:1000", ((63, 189, 3), (65, 191, 1)), 2),  # r = 1,000 ends inside block 63
+])
+def test_a_windows_growth_line_holds_its_pages_as_it_grows(model: str, layout: str,
+                                                          pieces: tuple[tuple[int, int, int], ...],
+                                                          most_over: int) -> None:
+    """A windowed sequence holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/16)))`` overhead
+    blocks at t ≤ T tokens: never under ``overhead(t)`` (so never under its bytes), at most `most_over` above,
+    and following it block by block as `growth` steps it (a piece's rate each block it opens, up to the token
+    where the rate changes or the line reaches overhead(T)), as the engine's decode set does."""
+    spec, lay = get_model(model), parse_layout(layout)
+    geo = block_geometry(spec, lay, B)
+    assert geo.grow_pieces == pieces and geo.grow_rate == max(rate for _, _, rate in pieces)
+    top = geo.overhead_blocks
+    over = [geo.held_overhead(t, top) - geo.overhead(t) for t in range(1, 6000)]
+    assert min(over) == 0 and max(over) == most_over
+    for t0, longest in [(1, 200), (500, 5000), (1000, 1001), (1017, 4200), (3000, 4097), (100, 100_000)]:
+        most = geo.overhead(longest)
+        held, t = geo.held_overhead(t0, most), t0
+        while t < longest:
+            rate, stop = geo.growth(t, most) if held < most else (0, longest)
+            while t < min(stop, longest):
+                t += 1
+                held += rate if t % B == 1 else 0  # a token opening a block brings `rate` blocks of window
+            held = min(held, most)  # the event at `stop`: what the line holds past the most goes
+            assert geo.overhead(t) <= held == geo.held_overhead(t, most)
+
+
 def test_linear_layouts_are_exact_and_flow_into_the_pool() -> None:
     spec = get_model("Llama-3-70B")
     for text in ("native", "fp8", "mla", "cross-layer:0.5"):

@@ -289,10 +289,11 @@ class _PrefixState:
     def _windowed_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
         """`on_finish` under a windowed layout: the same insert, then the leaf the sequence's chain ends at
         (where it inserted, or the node it referenced when it inserts nothing) gets its chain's window,
-        ``overhead(depth)`` blocks (`BlockGeometry.overhead`), unless it holds it already. Its sequence held
-        ``overhead(T) ≥ overhead(depth)`` of its own (T its longest, depth ≤ T), so the blocks kept stay
-        within `private_blocks`; they are the cache's HBM blocks' growth. A sequence with no private blocks
-        (swapped out, then recomputed) gives none: its chain end keeps no window (a rare under-count)."""
+        ``overhead(depth)`` blocks (`BlockGeometry.overhead`), unless it holds it already. Its sequence held at
+        least ``overhead(tokens) ≥ overhead(depth)`` of its own (`BlockGeometry.held_overhead`, depth ≤ tokens),
+        so the blocks kept stay within `private_blocks`; they are the cache's HBM blocks' growth. A sequence
+        with no private blocks (swapped out, then recomputed) gives none: its chain end keeps no window (a rare
+        under-count)."""
         tree, B = self.tree, self.B
         start = seq.cache_node
         n = tokens - tokens % B
