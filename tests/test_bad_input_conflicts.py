@@ -224,4 +224,4 @@ def test_a_ttl_named_twice_is_refused(tmp_path):
     """helper-131: ``[billing] ttls = ["5m", "5m"]`` ran as one TTL, silently."""
     p = scenario(tmp_path, BASE + '[billing]\nttls = ["5m", "1h", "300s"]\n')
     assert error(kvsim("run", p, "--out", tmp_path / "o"), str(p)) == (
-        f"Error: {p}: billing.ttls[2]: must name each TTL once (got '300s', as billing.ttls[0] '5m': 300 s)")
+        f"Error: {p}: billing.ttls: must name each TTL once (got '5m' and '300s', both 300 s)")

@@ -28,7 +28,7 @@ from simulator.cli.common import (
     warn,
 )
 from simulator.cli.options import Renamed, duration_option, seed_option
-from simulator.errors import ConfigError, RuleError, must, shown
+from simulator.errors import ConfigError, RuleError, must, must_differ, shown
 
 if TYPE_CHECKING:
     from simulator.billing.compare import TTLComparison
@@ -156,15 +156,15 @@ def _writes_note(prof: PriceProfile, ttls: list[float], bills: TTLComparison) ->
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     """``--ttl``'s seconds (the profile's when None); a TTL the profile does not sell is said as written."""
-    ttls: dict[float, str] = {t: "" for t in profile.ttl_s} if not text else {}
-    for item in text.split(",") if text else []:
+    items = text.split(",") if text else []
+    seconds = []
+    for item in items:
         try:
-            t = parse_ttl(item)
+            seconds.append(parse_ttl(item))
         except RuleError as exc:
             raise ConfigError(exc.at("--ttl", got=item)) from None
-        if t in ttls:  # (one row a TTL: a second would be dropped, silently)
-            raise ConfigError(f"--ttl: must name each TTL once (got {ttls[t]!r} and {item!r}, both {t:g} s)")
-        ttls[t] = item
+    must_differ(items, [f"{t:g} s" for t in seconds], "--ttl", "TTL")  # (one row a TTL: a second would be dropped)
+    ttls: dict[float, str] = dict(zip(seconds, items, strict=True)) if text else {t: "" for t in profile.ttl_s}
     chosen = sorted(t for t in ttls if t > 0)
     must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
     for t in chosen:
