@@ -6,9 +6,8 @@ each ``B`` tokens (so ``blocks_crossed(hist, S, B, j)`` counts the blocks j more
 each decoder's next event: its completion, or the step its KV reaches its cap, whichever is first.
 A decoder opens one block every ``B`` tokens, and under a windowed layout ``1 + ow`` while its window's
 overhead grows (``Seq.ow = ρ``, `simulator.engine.geometry`'s growth line): ``ohist`` and ``o_grow`` hold
-those ``ow`` apart (they are overhead, ``ov_running``, not private blocks). Where the line's rate changes or
-it reaches the sequence's most is an event (`BlockGeometry.growth`: the growth takes the new rate, or stops
-and what the line holds past the most goes).
+those ``ow`` apart (they are overhead, ``ov_running``, not private blocks). Where that rate changes is an
+event (`BlockGeometry.growth`: a piece of the growth line ends, or the sequence reaches its most).
 At the cap a sequence leaves ``hist`` and stops adding context; the planner never jumps past an
 event, so fast-forward and stepping see the same states.
 
@@ -38,7 +37,6 @@ class DecodeSet:
 
     B: int
     S: int
-    used: int
     geometry: BlockGeometry
     running: dict[int, Seq]
     log_k: list[int]
@@ -106,11 +104,9 @@ class DecodeSet:
                 self.win_g[s] += 1
                 if self.win_hi[s] - a < left:
                     left = self.win_hi[s] - a
-        # an event once it has written `stop`: its growth takes the next piece's rate, or stops at its most (the
-        # line's excess going), unless no block opens after `stop` before its next event and the line holds no
-        # more than its most there: then nothing would change
-        if ow and stop - kv0 < left and (stop + self.B <= kv0 + left
-                                          or self.geometry.line(-(-stop // self.B)) > seq.ovcap):
+        # an event once it has written `stop`, where its growth takes another rate or stops at its most, unless no
+        # block opens after `stop` before its next event: then nothing would change
+        if ow and stop + self.B <= kv0 + left:
             left = stop - kv0
         heapq.heappush(self.heap, (S + left, seq.key, S, seq))
 
@@ -212,11 +208,6 @@ class DecodeSet:
             self.hist[p] -= 1
             if seq.ow:
                 self._stop_overhead(seq, p)
-                extra = seq.ov - seq.ovcap
-                if extra > 0:  # the growth line passed its most (`BlockGeometry.growth`): the rest goes
-                    seq.ov = seq.ovcap
-                    self.used -= extra
-                    self.ov_running -= extra
             if seq.win >= 0:
                 self._unwindow(seq, kv, True)
             seq.gen0 = gen

@@ -27,17 +27,18 @@ A sequence does not hold ``overhead(T)`` from its admission, though, as full att
 decodes: it holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/B)))`` at ``t`` tokens, where
 the growth line ``L(k) ≥ overhead(t)`` (for ``t`` in block ``k``) starts at ``L(0) = c`` and rises a whole
 number ``ρ`` of blocks each block the sequence opens, ``ρ`` changing only at a window's edge
-(`_growth_pieces`). A decoding sequence so takes ``1 + ρ`` blocks every ``B`` tokens (the fast-forward's
-block crossings, weighted: `simulator.engine.decode`), with an event where ``ρ`` changes or the line
-reaches ``overhead(T)`` (`growth`; the line's excess goes there). Under ``compress:w:r`` the window opens ``w −
-1`` blocks a block, so ``ρ = w − 1``, ``c = 0`` and a sequence holds its pages exactly at every length (as
-many 1,000 + 1,000-token sequences at once as native attention, tested); over a sliding window whose blocks
-open a fractional number of blocks (Gemma-3-27B's 5.2) the line lies up to 12 blocks above (``ρ = 5``, ``c =
-13``, of 333), with both 25 (``ρ`` 49, then 7). Under admission
-"reserve", a retention policy or on a prefill replica a sequence holds ``overhead(T)`` from admission (what
-it reserves, what a cap bounds, what a decode replica takes). A layout whose layers are all sliding (``m =
-0``) is instead sized by the full per-token bytes with a per-sequence cap of ``ceil(sequence_bytes(window) /
-bytes_per_token)`` tokens. Either way the blocks of a sequence never under-count `sequence_bytes` (tested).
+(`_growth_pieces`). A decoding sequence so takes ``1 + ρ`` blocks every ``B`` tokens (the fast-forward's block
+crossings, weighted: `simulator.engine.decode`), with an event where ``ρ`` changes or the line reaches
+``overhead(T)`` (`growth`: where it would pass it, that block brings only what is left). Under
+``compress:w:r`` the window opens ``w − 1`` blocks a block, so ``ρ = w − 1``, ``c = 0`` and a sequence holds
+its pages exactly at every length (as many 1,000 + 1,000-token sequences at once as native attention, tested);
+over a sliding window whose blocks open a fractional number of blocks (Gemma-3-27B's 5.2) the line lies up to
+12 blocks above (``ρ = 5``, ``c = 13``, of 333), and under ``compress:8:4096`` up to 25 (``ρ = 49`` over
+the sliding window, then 7). Under admission "reserve" or a retention policy a sequence holds ``overhead(T)``
+from admission (what it reserves, what a cap bounds); a prefill replica hands its decode replica the prompt's,
+which grow there. A layout whose layers are all sliding (``m = 0``) is instead sized by the full per-token
+bytes with a per-sequence cap of ``ceil(sequence_bytes(window) / bytes_per_token)`` tokens. Either way the
+blocks of a sequence never under-count `sequence_bytes` (tested).
 
 A prefix cache counts its blocks at ``m`` a token and, for each chain end it keeps (a leaf of its
 radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
@@ -99,15 +100,22 @@ class BlockGeometry:
 
     def growth(self, tokens: int, most: int) -> tuple[int, int]:
         """``(rate, token)`` for a sequence at `tokens` KV tokens holding ``held_overhead(tokens, most) < most``:
-        the window blocks each block it opens next adds (its piece's rate), and the token after whose writing
-        that changes: the one opening its piece's last block, or the block where the line reaches `most`,
-        whichever comes first (a token ``(k − 1)·B + 1``)."""
+        the window blocks each block it opens next adds, and the token after whose writing that changes (one
+        opening a block, ``(k − 1)·B + 1``): its piece's rate up to the piece's last block, or up to the block
+        ``k*`` where the line reaches `most` when it reaches it exactly; where the line would pass `most`
+        there, its rate up to the block before ``k*``, then what is left to `most` for ``k*`` alone. So it
+        holds ``held_overhead`` after every block it opens, never more than `most` (a sequence whose whole
+        length fits a pool fits it at every length)."""
         B, pieces = self.block_tokens, self.grow_pieces
         k = -(-tokens // B) + 1  # the next block it opens
         i = bisect_left(pieces, (k,))
         end, at_end, rate = pieces[i] if i < len(pieces) else (k, self.line(k), pieces[-1][2])
-        if at_end >= most:  # the line reaches `most` on this piece: at its first block k* with L(k*) ≥ most
+        if at_end >= most:  # the line reaches `most` on this piece, first at block k* (L(k*) ≥ most)
             end -= (at_end - most) // rate
+            if self.line(end) > most:  # it would pass it there: the rate up to k* − 1, then the rest at k*
+                if end == k:
+                    return most - self.line(k - 1), (k - 1) * B + 1
+                end -= 1
         return rate, (end - 1) * B + 1
 
     def blocks(self, tokens: int, overhead: int) -> int:

@@ -81,6 +81,7 @@ class HandOff:
     if TYPE_CHECKING:
         def steps_done(self, now: float) -> int: ...
         def _join_decode(self, seq: Seq) -> None: ...
+        def _window_step(self, seq: Seq) -> int: ...
 
     def _init_handoff(self, role: str) -> None:
         self.role = role
@@ -151,13 +152,13 @@ class HandOff:
         """Whether `seq` (prefilled elsewhere, ``kv0`` tokens) may reserve its blocks here now."""
         if len(self.running) + len(self.incoming) + len(self.arrived) >= self.sched.max_num_seqs:
             return False
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov)
+        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov) + self._window_step(seq)
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
         return grow <= room + self.counts.evictable
 
     def reserve(self, seq: Seq, now: float) -> None:
         """Take `seq`'s blocks now (`can_hold` said yes), evicting cached blocks as needed."""
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov)
+        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov) + self._window_step(seq)
         room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
         d_used, d_cache, d_evictable = 0, 0, 0
         if grow > room:

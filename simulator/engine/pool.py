@@ -98,6 +98,13 @@ class BlockPool(DecodeSet):
         """`seq` leaves the decode set at `kv` KV tokens (`_unreserve` with what it grew)."""
         self._unreserve(seq, self.geometry.blocks(kv, seq.ov) - self.reserves[seq.key][1])
 
+    def _window_step(self, seq: Seq) -> int:
+        """The window blocks `seq`'s next token brings (besides its own block) when its window still grows
+        (``Seq.ov < Seq.ovcap``) and that token, ``kv0 + 1``, opens a block (`BlockGeometry.growth`), else 0."""
+        if seq.ov < seq.ovcap and not seq.kv0 % self.B:
+            return self.geometry.growth(seq.kv0, seq.ovcap)[0]
+        return 0
+
     def _private(self, seq: Seq, kv_tokens: int) -> int:
         """Blocks `seq` holds privately at `kv_tokens`: its blocks less its cached prefix."""
         cap = seq.cap  # `min` by its rule, as a conditional (a call of min() is ~850 instructions)

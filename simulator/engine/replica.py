@@ -101,9 +101,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")
         # a windowed sequence admitted here holds the overhead blocks of its length so far, growing them as it decodes
-        # (`BlockGeometry.held_overhead`); under admission "reserve", a retention policy or in a disaggregated fleet
-        # it holds its longest's from admission (what it reserves, what a cap bounds, what a decode replica takes)
-        self.grows_ov = bool(geometry.grow_rate) and self.keeps_all and not self.reserving and role == BOTH
+        # (`BlockGeometry.held_overhead`; a prefill replica's hands its decode replica the prompt's, which grow
+        # there); under admission "reserve" or a retention policy it holds its longest's from admission (what it
+        # reserves, what a cap bounds)
+        self.grows_ov = bool(geometry.grow_rate) and self.keeps_all and not self.reserving
         self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
         self.fast_forward = fast_forward
         self.observer = observer
@@ -297,9 +298,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         cap_seqs = self.sched.max_num_seqs - len(self.incoming)  # reserved sequences will run
         while self.swapped and not preempted and len(self.running) < cap_seqs:
             seq = self.swapped[0]
-            grow = self._private(seq, seq.kv0 + 1)
-            if seq.ov < seq.ovcap and not seq.kv0 % B:  # its next token opens a block, and a window's growth
-                grow += self.geometry.growth(seq.kv0, seq.ovcap)[0]
+            grow = self._private(seq, seq.kv0 + 1) + self._window_step(seq)
             if grow > room:
                 if grow > room + self.counts.evictable:
                     break

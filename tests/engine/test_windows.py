@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
+from simulator.engine import AffineTimer, EngineConfig, PoolConfig, SchedulerConfig, run
 from simulator.engine.cluster import cost_model_timer
 from simulator.engine.decode import DECODE
 from simulator.engine.geometry import block_geometry
@@ -179,6 +179,33 @@ def test_a_windowed_pool_holds_as_many_sequences_as_their_bytes(prompt: int, out
         config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=parse_layout(layout), scheduler=sched)
         most_at_once[layout] = run(config, reqs).summary["max_concurrency"]
     assert most_at_once == {"native": native, "compress:8:4096": compressed}
+
+
+def test_a_disaggregated_fleet_grows_a_windowed_sequence_on_its_decode_replica() -> None:
+    """A prefill replica hands its decode replica the prompt's window (`BlockGeometry.held_overhead`), which
+    grows there as the sequence decodes: 1,500 requests of 1,000 + 1,000 tokens at once on a 1xH100 prefill and
+    a 1xH100 decode replica run as many at once under ``compress:8:4096`` as under native attention (1,071;
+    483 when each sequence carried its longest's overhead from its prefill replica on)."""
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=1000, output_tokens=1000, segments=((i + 1, 1000),))
+            for i in range(1500)]
+    sched = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=65536)
+    most_at_once = {layout: run(EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=parse_layout(layout),
+                                             scheduler=sched, prefill_pool=PoolConfig(node="1xH100", tp=1)),
+                                reqs).summary["max_concurrency"]
+                    for layout in ("native", "compress:8:4096")}
+    assert most_at_once == {"native": 1071, "compress:8:4096": 1071}
+
+
+def test_a_windowed_sequence_that_fits_a_decode_replica_whole_fits_it_at_every_length() -> None:
+    """Gemma-3-27B's growth line lies above its sliding window's pages (5 blocks a block from 13: 123 at 352
+    tokens where the pages need 115). A 352 + 18-token request holds at most 24 + 125 blocks, so a decode
+    replica of 149 takes it; its first token opens a block, where the line would reach 128 (and 151 blocks in
+    all) were it not held to the 125 it needs at most (`BlockGeometry.growth`). When it was not, no decode replica
+    would hold it, and the request never ended (a drawn disaggregated configuration lost 8 of 20 requests so)."""
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=352, output_tokens=18, segments=((1, 352),))]
+    config = EngineConfig(model="Gemma-3-27B", node="8xH100", tp=8, kv_blocks=149, cache="none",
+                          scheduler=SchedulerConfig(watermark=0.0), prefill_pool=PoolConfig(node="8xH100", tp=8))
+    assert run(config, reqs).requests.outcome.tolist() == ["completed"]
 
 
 @pytest.mark.parametrize("seed", range(330, 350))

@@ -159,14 +159,18 @@ def test_a_windows_growth_line_holds_its_pages_as_it_grows(model: str, layout: s
     """A windowed sequence holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/16)))`` overhead
     blocks at t ≤ T tokens: never under ``overhead(t)`` (so never under its bytes), at most `most_over` above,
     and following it block by block as `growth` steps it (a piece's rate each block it opens, up to the token
-    where the rate changes or the line reaches overhead(T)), as the engine's decode set does."""
+    where the rate changes or the line reaches overhead(T), the block where it would pass it bringing only
+    what is left), as the engine's decode set does: never above overhead(T), so a sequence whose whole length
+    fits a pool fits it at every length (the line passed it for a block: a disaggregated fleet whose decode
+    replica's pool held the sequence's whole length never took it, and lost the request)."""
     spec, lay = get_model(model), parse_layout(layout)
     geo = block_geometry(spec, lay, B)
     assert geo.grow_pieces == pieces and geo.grow_rate == max(rate for _, _, rate in pieces)
     top = geo.overhead_blocks
     over = [geo.held_overhead(t, top) - geo.overhead(t) for t in range(1, 6000)]
     assert min(over) == 0 and max(over) == most_over
-    for t0, longest in [(1, 200), (500, 5000), (1000, 1001), (1017, 4200), (3000, 4097), (100, 100_000)]:
+    for t0, longest in [(1, 200), (500, 5000), (1000, 1001), (1017, 4200), (3000, 4097), (100, 100_000), (352, 370),
+                        (7, 1000)]:
         most = geo.overhead(longest)
         held, t = geo.held_overhead(t0, most), t0
         while t < longest:
@@ -174,8 +178,7 @@ def test_a_windows_growth_line_holds_its_pages_as_it_grows(model: str, layout: s
             while t < min(stop, longest):
                 t += 1
                 held += rate if t % B == 1 else 0  # a token opening a block brings `rate` blocks of window
-            held = min(held, most)  # the event at `stop`: what the line holds past the most goes
-            assert geo.overhead(t) <= held == geo.held_overhead(t, most)
+            assert geo.overhead(t) <= held == geo.held_overhead(t, most) <= most
 
 
 def test_linear_layouts_are_exact_and_flow_into_the_pool() -> None:
