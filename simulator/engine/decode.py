@@ -84,8 +84,8 @@ class DecodeSet:
         ow = stop = 0
         if grow > 0:
             self.n_grow += 1
-            if seq.ov < seq.ovcap:  # its window's overhead grows with it (`BlockGeometry.held_overhead`)
-                ow, stop = self.geometry.growth(kv0, seq.ovcap)
+            if seq.ov < seq.ovcap:  # its window's overhead grows with it (`BlockGeometry.growth`)
+                ow, stop = self.geometry.growth(kv0, seq.ov, seq.ovcap)
                 p = (kv0 - S) % self.B
                 self.hist[p] += 1 + ow
                 self.ohist[p] += ow

@@ -24,21 +24,23 @@ Llama-3.1-8B's 1,050-token sequence takes 66 + 462 blocks of 262 kB (138.4 MB, i
 one overhead for every sequence (the whole window's 1,793 blocks) charged it 3.5× (a bug).
 
 A sequence does not hold ``overhead(T)`` from its admission, though, as full attention's blocks grow as it
-decodes: it holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/B)))`` at ``t`` tokens, where
-the growth line ``L(k) ≥ overhead(t)`` (for ``t`` in block ``k``) starts at ``L(0) = c`` and rises a whole
-number ``ρ`` of blocks each block the sequence opens, ``ρ`` changing only at a window's edge
-(`_growth_pieces`). A decoding sequence so takes ``1 + ρ`` blocks every ``B`` tokens (the fast-forward's block
-crossings, weighted: `simulator.engine.decode`), with an event where ``ρ`` changes or the line reaches
-``overhead(T)`` (`growth`: where it would pass it, that block brings only what is left). Under
-``compress:w:r`` the window opens ``w − 1`` blocks a block, so ``ρ = w − 1``, ``c = 0`` and a sequence holds
-its pages exactly at every length (as many 1,000 + 1,000-token sequences at once as native attention, tested);
-over a sliding window whose blocks open a fractional number of blocks (Gemma-3-27B's 5.2) the line lies up to
-12 blocks above (``ρ = 5``, ``c = 13``, of 333), and under ``compress:8:4096`` up to 25 (``ρ = 49`` over
-the sliding window, then 7). Under admission "reserve" or a retention policy a sequence holds ``overhead(T)``
-from admission (what it reserves, what a cap bounds); a prefill replica hands its decode replica the prompt's,
-which grow there. A layout whose layers are all sliding (``m = 0``) is instead sized by the full per-token
-bytes with a per-sequence cap of ``ceil(sequence_bytes(window) / bytes_per_token)`` tokens. Either way the
-blocks of a sequence never under-count `sequence_bytes` (tested).
+decodes: admitted at ``t`` tokens it holds the overhead of the block ``t`` ends in (`block_overhead`: a
+window's step inside a block opens no block of its own), and each block it opens as it decodes brings a whole
+number of blocks of window (`growth`; the fast-forward's block crossings, weighted:
+`simulator.engine.decode`), up to ``overhead(T)``. The rate follows a growth line ``L(k) ≥ overhead`` at block
+``k``, from ``L(0) = c``, rising ``ρ`` blocks a block, ``ρ`` changing only at a window's edge
+(`_growth_pieces`): on or above the line a sequence rises at ``ρ``, below it at the steepest step of its piece
+until it meets it, and where it would pass ``overhead(T)`` that block brings only what is left, so it never
+holds more than ``overhead(T)`` nor less than ``overhead(t)``; an event where its rate changes. Under
+``compress:w:r`` the window opens ``w − 1`` blocks a block (``ρ = w − 1``, ``c = 0``): a sequence holds its
+pages exactly at every length (as many 1,000 + 1,000-token sequences at once as native attention, tested).
+Gemma-3-27B's sliding layers open 5.2 blocks a block (``ρ = 5`` from ``c = 13``; 6 below the line): up to 10
+blocks above its pages (25 under ``compress:8:4096``), none at admission. Under a retention policy a sequence
+holds ``overhead(T)`` from admission (its cap bounds it); a prefill replica hands its decode replica the
+prompt's window, which grows there, and admission "reserve" promises the growth. A layout whose layers are all
+sliding (``m = 0``) is instead sized by the full per-token bytes with a per-sequence cap of
+``ceil(sequence_bytes(window) / bytes_per_token)`` tokens. Either way the blocks of a sequence never
+under-count `sequence_bytes` (tested).
 
 A prefix cache counts its blocks at ``m`` a token and, for each chain end it keeps (a leaf of its
 radix tree no running sequence references), the chain's window: ``overhead(depth)`` blocks
@@ -71,10 +73,11 @@ class BlockGeometry:
     cap_tokens: int  # KV tokens a sequence can hold at most (NO_CAP: no bound)
     # overhead_from[j]: the fewest tokens T with overhead(T) > j (ascending; overhead_blocks of them)
     overhead_from: tuple[int, ...] = ()
-    # the growth line ``L(k) ≥ overhead(t)`` for ``t`` in block ``k = ceil(t/B)`` (`held_overhead`; empty: none):
-    # pieces ``(k_end, L(k_end), rate)``, ascending in ``k_end``, ``L`` rising by ``rate`` a block up to ``k_end``
-    grow_pieces: tuple[tuple[int, int, int], ...] = ()
-    grow_rate: int = 0  # the most blocks of window a block opens (0: no window grows)
+    # the growth line ``L(k) ≥ overhead(t)`` for ``t`` in block ``k = ceil(t/B)`` (`growth`; empty: none): pieces
+    # ``(k_end, L(k_end), rate, most)``, ascending in ``k_end``, ``L`` rising by ``rate`` a block up to ``k_end``, and
+    # ``most`` the most blocks of window one block there opens (`overhead`'s largest step up a block)
+    grow_pieces: tuple[tuple[int, int, int, int], ...] = ()
+    grow_rate: int = 0  # the most blocks of window a block opens anywhere (0: no window grows)
 
     @property
     def block_bytes(self) -> float:
@@ -89,32 +92,40 @@ class BlockGeometry:
         holds `k`, rising at the last piece's rate past it."""
         pieces = self.grow_pieces
         i = bisect_left(pieces, (k,))
-        end, at_end, rate = pieces[i] if i < len(pieces) else pieces[-1]
+        end, at_end, rate, _ = pieces[i] if i < len(pieces) else pieces[-1]
         return at_end - rate * (end - k)
 
-    def held_overhead(self, tokens: int, most: int) -> int:
-        """The overhead blocks a sequence holds at `tokens` KV tokens when its window grows as it does, up to
-        `most` (``overhead(T)`` of its longest): ``min(most, L(ceil(tokens/B)))``, at least ``overhead(tokens)``."""
-        line = self.line(-(-tokens // self.block_tokens))
+    def block_overhead(self, tokens: int, most: int) -> int:
+        """The overhead blocks a sequence of `tokens` KV tokens takes when its window grows as it does (`growth`),
+        up to `most` (``overhead(T)`` of its longest): the overhead of the last token of the block `tokens` ends
+        in, since a window's step inside a block comes with no block of its own (``compress:4:1000``'s at token
+        1,033, inside the block opened at 1,025)."""
+        line = self.overhead(-(-tokens // self.block_tokens) * self.block_tokens)
         return most if most < line else line
 
-    def growth(self, tokens: int, most: int) -> tuple[int, int]:
-        """``(rate, token)`` for a sequence at `tokens` KV tokens holding ``held_overhead(tokens, most) < most``:
-        the window blocks each block it opens next adds, and the token after whose writing that changes (one
-        opening a block, ``(k − 1)·B + 1``): its piece's rate up to the piece's last block, or up to the block
-        ``k*`` where the line reaches `most` when it reaches it exactly; where the line would pass `most`
-        there, its rate up to the block before ``k*``, then what is left to `most` for ``k*`` alone. So it
-        holds ``held_overhead`` after every block it opens, never more than `most` (a sequence whose whole
-        length fits a pool fits it at every length)."""
+    def growth(self, tokens: int, held: int, most: int) -> tuple[int, int]:
+        """``(rate, token)`` for a sequence at `tokens` KV tokens holding `held` overhead blocks, at least
+        `block_overhead` and less than `most` (``overhead(T)`` of its longest): the window blocks each
+        block it opens next adds, and the token after whose writing that changes (one opening a block, ``(k −
+        1)·B + 1``). Below the growth line it rises by the most a block of its piece opens, so that it stays
+        at or above ``overhead`` however the steps fall, until it meets the line; on or above the line, by
+        the line's rate; the rate changes where its piece ends. Where it would pass `most`, the rate holds up
+        to the block before and that block brings only what is left: it never holds more than `most` (a
+        sequence whose whole length fits a pool fits it at every length)."""
         B, pieces = self.block_tokens, self.grow_pieces
         k = -(-tokens // B) + 1  # the next block it opens
         i = bisect_left(pieces, (k,))
-        end, at_end, rate = pieces[i] if i < len(pieces) else (k, self.line(k), pieces[-1][2])
-        if at_end >= most:  # the line reaches `most` on this piece, first at block k* (L(k*) ≥ most)
-            end -= (at_end - most) // rate
-            if self.line(end) > most:  # it would pass it there: the rate up to k* − 1, then the rest at k*
-                if end == k:
-                    return most - self.line(k - 1), (k - 1) * B + 1
+        end, at_end, rate, steepest = pieces[i] if i < len(pieces) else (k, self.line(k), *pieces[-1][2:])
+        under = at_end - rate * (end - k + 1) - held  # how far below the line it is, before block k
+        if under > 0 and steepest > rate:  # rise by the steepest step until on the line: after j blocks
+            end = min(end, k - 1 - (-under // (steepest - rate)))
+            rate = steepest
+        n = -(-(most - held) // rate)  # blocks at this rate until it holds `most` or more
+        if k - 1 + n <= end:
+            end = k - 1 + n
+            if held + rate * n > most:  # it would pass `most` there: that block brings only what is left
+                if n == 1:
+                    return most - held, (k - 1) * B + 1
                 end -= 1
         return rate, (end - 1) * B + 1
 
@@ -147,11 +158,11 @@ def block_geometry(model: ModelSpec, layout: KVLayout, block_tokens: int) -> Blo
     pieces = _growth_pieces(overhead_from, block_tokens, edges)
     return BlockGeometry(block_tokens=block_tokens, bytes_per_token=m, overhead_blocks=len(overhead_from),
                          cap_tokens=NO_CAP, overhead_from=overhead_from, grow_pieces=pieces,
-                         grow_rate=max((rate for _, _, rate in pieces), default=0))
+                         grow_rate=max((steepest for *_, steepest in pieces), default=0))
 
 
 def _growth_pieces(overhead_from: tuple[int, ...], block_tokens: int,
-                   edges: set[int]) -> tuple[tuple[int, int, int], ...]:
+                   edges: set[int]) -> tuple[tuple[int, int, int, int], ...]:
     """The growth line (module docstring): ``L(k) ≥ overhead(t)`` for every ``t`` in block ``k = ceil(t/B)``,
     continuous, from ``L(0) = c`` rising a whole number of blocks a block, its rate changing only at the window
     edges (`edges`, in tokens: the blocks that hold them end its pieces) and ending where ``overhead`` last
@@ -187,14 +198,15 @@ def _growth_pieces(overhead_from: tuple[int, ...], block_tokens: int,
         (lo, hi), (rate, start) = spans[i], chosen[i]
         starts[i] = max(start, need - rate * (hi - lo))
         need = starts[i]
-    pieces: list[tuple[int, int, int]] = []
+    pieces: list[tuple[int, int, int, int]] = []
     value = starts[0]
     for (lo, hi), (rate, _) in zip(spans, chosen, strict=True):
         value += rate * (hi - lo)
-        if pieces and pieces[-1][2] == rate:  # one piece where the rate does not change
-            pieces[-1] = (hi, value, rate)
+        steepest = max(at_block[k] - at_block[k - 1] for k in range(lo + 1, hi + 1))
+        if pieces and pieces[-1][2:] == (rate, steepest):  # one piece where neither rate changes
+            pieces[-1] = (hi, value, rate, steepest)
         else:
-            pieces.append((hi, value, rate))
+            pieces.append((hi, value, rate, steepest))
     return tuple(pieces)
 
 

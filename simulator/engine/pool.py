@@ -72,9 +72,11 @@ class BlockPool(DecodeSet):
         """Blocks `seq` adds from ``kv0`` KV tokens and ``gen0`` generated to its last token (of
         the request's output, or ``reserve_output_tokens`` if more, capped at the context left
         after the prompt as TensorRT-LLM caps ``max_tokens``): ``blocks(min(kv0 + left, cap)) −
-        blocks(kv0)``, ``left = out − gen0`` tokens still to append."""
+        blocks(kv0)``, ``left = out − gen0`` tokens still to append, and the window's overhead blocks it may
+        still grow into (``Seq.ovcap − Seq.ov``: `BlockGeometry.growth`)."""
         out = self._reserved_output(seq)
-        return self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap), 0) - self.geometry.blocks(kv0, 0)
+        return (self.geometry.blocks(min(kv0 + max(0, out - gen0), seq.cap), 0) - self.geometry.blocks(kv0, 0)
+                + seq.ovcap - seq.ov)
 
     def _reserved_output(self, seq: Seq) -> int:
         """The output tokens admission "reserve" promises `seq`: its own, or ``reserve_output_tokens`` if more,
@@ -102,7 +104,7 @@ class BlockPool(DecodeSet):
         """The window blocks `seq`'s next token brings (besides its own block) when its window still grows
         (``Seq.ov < Seq.ovcap``) and that token, ``kv0 + 1``, opens a block (`BlockGeometry.growth`), else 0."""
         if seq.ov < seq.ovcap and not seq.kv0 % self.B:
-            return self.geometry.growth(seq.kv0, seq.ovcap)[0]
+            return self.geometry.growth(seq.kv0, seq.ov, seq.ovcap)[0]
         return 0
 
     def _private(self, seq: Seq, kv_tokens: int) -> int:

@@ -101,10 +101,10 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")
         # a windowed sequence admitted here holds the overhead blocks of its length so far, growing them as it decodes
-        # (`BlockGeometry.held_overhead`; a prefill replica's hands its decode replica the prompt's, which grow
-        # there); under admission "reserve" or a retention policy it holds its longest's from admission (what it
-        # reserves, what a cap bounds)
-        self.grows_ov = bool(geometry.grow_rate) and self.keeps_all and not self.reserving
+        # (`BlockGeometry.growth`; a prefill replica's hands its decode replica the prompt's, which grow there, and
+        # admission "reserve" promises the growth); under a retention policy it holds its longest's from admission
+        # (what a cap bounds)
+        self.grows_ov = bool(geometry.grow_rate) and self.keeps_all
         self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
         self.fast_forward = fast_forward
         self.observer = observer
@@ -334,8 +334,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
                 else:
                     max_hit = hbm = unref = 0
                 tokens = self._prefill_tokens(seq)  # KV tokens while it prefills, and their blocks
-                if self.grows_ov:
-                    seq.ov = self.geometry.held_overhead(tokens, seq.ovcap)
+                if self.grows_ov:  # the window of its tokens now, grown as it decodes (`BlockGeometry.growth`)
+                    seq.ov = self.geometry.block_overhead(tokens, seq.ovcap)
                 full = self.geometry.blocks(tokens, seq.ov)
                 blocks = full - hbm // B
                 spare = room + (self.counts.evictable if self.shares else 0) - unref

@@ -12,10 +12,14 @@ from simulator.engine.replica import Replica
 
 
 def expected_used(rep: Replica) -> int:
-    """Blocks the replica should count as used: sequences' private blocks plus the cache's HBM blocks."""
+    """Blocks `rep` should count as used: its sequences' private blocks (a decoder's at its tokens now, with
+    the window it grew since its base, `overhead_held`), those held for or reserved by KV transfers (a
+    disaggregated fleet), and the cache's HBM blocks."""
     total = 0
     for s in rep.running.values():
-        total += rep._private(s, s.kv_tokens(rep.S)) if s.state == DECODE else s.blocks
+        total += rep._private(s, s.kv_tokens(rep.S)) + rep.overhead_held(s) - s.ov if s.state == DECODE else s.blocks
+    total += sum(s.blocks for s in rep.handing.values())
+    total += sum(rep.geometry.blocks(s.kv0, s.ov) for s in (*rep.incoming.values(), *rep.arrived))
     tree = getattr(rep.cache, "tree", None)
     return total + (tree.blocks[0] if tree is not None else 0)
 

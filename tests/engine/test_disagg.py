@@ -26,6 +26,7 @@ from simulator.engine.cluster import Cluster, simulate
 from simulator.engine.decode import DECODE
 from simulator.engine.handoff import DECODE_ONLY, PREFILL
 from simulator.engine.replica import Replica
+from tests.engine.conftest import expected_used
 from tests.engine.helpers import poisson_requests, shared_prefix_requests
 from tests.engine.test_invariants import assert_same_records
 
@@ -35,19 +36,6 @@ SPLIT = EngineConfig(tp=4, kv_blocks=400, prefill_pool=PoolConfig(node="8xH100",
 TRANSFER_COLS = ["transfer_start_s", "transfer_end_s"]
 KV_FIGURES = ("kv_utilization", "kv_cache_share", "kv_evictable_share", "kv_referenced_utilization",
               "kv_fragmentation", "mean_concurrency")
-
-
-def expected_used(rep: Replica) -> int:
-    """Blocks `rep` should count: its sequences' private blocks, those held for or reserved by
-    transfers, and the cache's HBM blocks."""
-    total = 0
-    for s in rep.running.values():
-        # a decoder's: `_private` at its tokens now, with the window it grew since its base (`overhead_held`)
-        total += rep._private(s, s.kv_tokens(rep.S)) + rep.overhead_held(s) - s.ov if s.state == DECODE else s.blocks
-    total += sum(s.blocks for s in rep.handing.values())
-    total += sum(rep.geometry.blocks(s.kv0, s.ov) for s in (*rep.incoming.values(), *rep.arrived))
-    tree = getattr(rep.cache, "tree", None)
-    return total + (tree.blocks[0] if tree is not None else 0)
 
 
 @pytest.fixture

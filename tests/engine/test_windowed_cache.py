@@ -23,9 +23,8 @@ from simulator.engine.geometry import BlockGeometry
 from simulator.engine.replica import Replica
 from simulator.kv import KVLayout, parse_layout, sequence_bytes
 from simulator.models import ModelSpec, get_model
-from tests.engine.conftest import after_plans_and_commits
+from tests.engine.conftest import after_plans_and_commits, expected_used
 from tests.engine.test_differential import _config, _fast_forward_equals_stepping, _requests
-from tests.engine.test_disagg import expected_used
 from tests.engine.test_windows import _timer
 from workloads.request import Request
 

@@ -26,9 +26,8 @@ from simulator.engine.geometry import block_geometry
 from simulator.engine.replica import Replica
 from simulator.kv import parse_layout, sequence_bytes
 from simulator.models import get_model
-from tests.engine.conftest import after_plans_and_commits
+from tests.engine.conftest import after_plans_and_commits, expected_used
 from tests.engine.test_differential import _config, _fast_forward_equals_stepping, _requests
-from tests.engine.test_disagg import expected_used
 from workloads.request import Request
 
 WINDOW_SEEDS = range(300, 316)
@@ -169,7 +168,7 @@ def test_a_windowed_pool_holds_as_many_sequences_as_their_bytes(prompt: int, out
     blocks (helper-134): 3,000 + 50 tokens ran 106 at once where native ran 140, 1,000 + 50 ran 113 where
     native ran 419. Then each carried its own longest's from admission: 138 and 402, and 225 of 1,500 at
     1,000 + 1,000 tokens. Now a sequence's window grows as it decodes, 7 blocks of 262 kB a block it opens
-    (`BlockGeometry.held_overhead`): its pages' bytes at every length, native's count at once."""
+    (`BlockGeometry.growth`): its pages' bytes at every length, native's count at once."""
     n = 1500 if output > 50 else 600
     reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=output, segments=((i + 1, prompt),))
             for i in range(n)]
@@ -181,8 +180,26 @@ def test_a_windowed_pool_holds_as_many_sequences_as_their_bytes(prompt: int, out
     assert most_at_once == {"native": native, "compress:8:4096": compressed}
 
 
+@pytest.mark.parametrize(("prompt", "native", "full"), [(30, 999, 1047), (100, 295, 299), (400, 83, 83)])
+def test_short_sequences_under_a_sliding_window_fit_about_as_their_bytes_allow(prompt: int, native: int,
+                                                                             full: int) -> None:
+    """Inside Gemma-3-27B's 1,024-token sliding window its native layout holds the bytes of attending every
+    layer in full (``no-sliding``), so a 1xH100 replica runs about as many 1,200 requests of a short prompt and
+    20 output tokens at once. Its blocks hold 16 tokens of the 10 global layers, and the 52 sliding ones open
+    5.2 blocks a block: a 30-token prompt takes 2 + 11 blocks (its pages, `BlockGeometry.block_overhead`),
+    within a block's rounding of no-sliding's 2 of 6.2 times the bytes. When it was held to the growth line
+    from admission (2 + 23), native ran 564 at once at 30 tokens and 265 at 100 (helper-143)."""
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=20, segments=((i + 1, prompt),))
+            for i in range(1200)]
+    sched = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=65536)
+    most_at_once = {layout: run(EngineConfig(model="Gemma-3-27B", node="1xH100", tp=1, layout=parse_layout(layout),
+                                             cache="none", scheduler=sched), reqs).summary["max_concurrency"]
+                    for layout in ("native", "no-sliding")}
+    assert most_at_once == {"native": native, "no-sliding": full}
+
+
 def test_a_disaggregated_fleet_grows_a_windowed_sequence_on_its_decode_replica() -> None:
-    """A prefill replica hands its decode replica the prompt's window (`BlockGeometry.held_overhead`), which
+    """A prefill replica hands its decode replica the prompt's window (`BlockGeometry.block_overhead`), which
     grows there as the sequence decodes: 1,500 requests of 1,000 + 1,000 tokens at once on a 1xH100 prefill and
     a 1xH100 decode replica run as many at once under ``compress:8:4096`` as under native attention (1,071;
     483 when each sequence carried its longest's overhead from its prefill replica on)."""
@@ -197,13 +214,13 @@ def test_a_disaggregated_fleet_grows_a_windowed_sequence_on_its_decode_replica()
 
 
 def test_a_windowed_sequence_that_fits_a_decode_replica_whole_fits_it_at_every_length() -> None:
-    """Gemma-3-27B's growth line lies above its sliding window's pages (5 blocks a block from 13: 123 at 352
-    tokens where the pages need 115). A 352 + 18-token request holds at most 24 + 125 blocks, so a decode
-    replica of 149 takes it; its first token opens a block, where the line would reach 128 (and 151 blocks in
-    all) were it not held to the 125 it needs at most (`BlockGeometry.growth`). When it was not, no decode replica
-    would hold it, and the request never ended (a drawn disaggregated configuration lost 8 of 20 requests so)."""
-    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=352, output_tokens=18, segments=((1, 352),))]
-    config = EngineConfig(model="Gemma-3-27B", node="8xH100", tp=8, kv_blocks=149, cache="none",
+    """Gemma-3-27B's sliding layers open 5 or 6 blocks a block. A 352 + 16-token request holds at most 23 + 120
+    blocks, so a decode replica of 143 takes it; admitted with its prompt's 115, its first token opens a block
+    where the steepest step, 6, would make 121 (144 in all): that block brings the 5 left to 120
+    (`BlockGeometry.growth`). When a block could pass a sequence's most, no decode replica held such a request
+    and it never ended (a drawn disaggregated configuration lost 8 of 20 requests so)."""
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=352, output_tokens=16, segments=((1, 352),))]
+    config = EngineConfig(model="Gemma-3-27B", node="8xH100", tp=8, kv_blocks=143, cache="none",
                           scheduler=SchedulerConfig(watermark=0.0), prefill_pool=PoolConfig(node="8xH100", tp=8))
     assert run(config, reqs).requests.outcome.tolist() == ["completed"]
 

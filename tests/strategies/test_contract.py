@@ -148,37 +148,39 @@ def test_windowed_overhead_follows_the_sequence_length() -> None:
 
 
 @pytest.mark.parametrize(("model", "layout", "pieces", "most_over"), [
-    ("Llama-3.1-8B", "compress:8:4096", ((257, 1799, 7),), 0),  # 7 blocks of window a block: exact
-    ("Gemma-3-27B", "native", ((64, 333, 5),), 12),  # 5.2 a block: from c = 333 − 5·64 = 13
-    ("Gemma-3-27B", "compress:8:4096", ((64, 3136, 49), (257, 4487, 7)), 25),  # its sliding window, then 7
-    ("Llama-3.1-8B", "compress:4:1000", ((63, 189, 3), (65, 191, 1)), 2),  # r = 1,000 ends inside block 63
+    ("Llama-3.1-8B", "compress:8:4096", ((257, 1799, 7, 7),), 0),  # 7 blocks of window a block: exact
+    ("Gemma-3-27B", "native", ((64, 333, 5, 6),), 10),  # 5.2 a block: 6, then 5 along the line from c = 13
+    ("Gemma-3-27B", "compress:8:4096", ((64, 3136, 49, 49), (257, 4487, 7, 7)), 25),  # its sliding window, then 7
+    ("Llama-3.1-8B", "compress:4:1000", ((63, 189, 3, 3), (65, 191, 1, 2)), 2),  # r = 1,000 ends inside block 63
 ])
-def test_a_windows_growth_line_holds_its_pages_as_it_grows(model: str, layout: str,
-                                                          pieces: tuple[tuple[int, int, int], ...],
-                                                          most_over: int) -> None:
-    """A windowed sequence holds ``held_overhead(t, overhead(T)) = min(overhead(T), L(ceil(t/16)))`` overhead
-    blocks at t ≤ T tokens: never under ``overhead(t)`` (so never under its bytes), at most `most_over` above,
-    and following it block by block as `growth` steps it (a piece's rate each block it opens, up to the token
-    where the rate changes or the line reaches overhead(T), the block where it would pass it bringing only
-    what is left), as the engine's decode set does: never above overhead(T), so a sequence whose whole length
-    fits a pool fits it at every length (the line passed it for a block: a disaggregated fleet whose decode
-    replica's pool held the sequence's whole length never took it, and lost the request)."""
+def test_a_windows_growth_holds_its_pages_as_it_grows(model: str, layout: str,
+                                                      pieces: tuple[tuple[int, int, int, int], ...],
+                                                      most_over: int) -> None:
+    """A windowed sequence admitted at t0 tokens holds `block_overhead` (its block's overhead, at most
+    overhead(T) of its longest T), then as `growth` steps it each block it opens brings a piece's steepest
+    step while it is below the growth line and the line's rate on it, the block where it would pass
+    overhead(T) only what is left: at every length at least ``overhead(t)`` (so never under its bytes),
+    never above overhead(T) (a sequence whose whole length fits a pool fits it at every length: the line
+    passed it for a block once, and a disaggregated fleet lost a request so), at most `most_over` above
+    ``overhead(t)``, and exact at admission (`test_windows`: a short Gemma-3-27B prompt)."""
     spec, lay = get_model(model), parse_layout(layout)
     geo = block_geometry(spec, lay, B)
-    assert geo.grow_pieces == pieces and geo.grow_rate == max(rate for _, _, rate in pieces)
-    top = geo.overhead_blocks
-    over = [geo.held_overhead(t, top) - geo.overhead(t) for t in range(1, 6000)]
-    assert min(over) == 0 and max(over) == most_over
-    for t0, longest in [(1, 200), (500, 5000), (1000, 1001), (1017, 4200), (3000, 4097), (100, 100_000), (352, 370),
-                        (7, 1000)]:
-        most = geo.overhead(longest)
-        held, t = geo.held_overhead(t0, most), t0
-        while t < longest:
-            rate, stop = geo.growth(t, most) if held < most else (0, longest)
-            while t < min(stop, longest):
-                t += 1
-                held += rate if t % B == 1 else 0  # a token opening a block brings `rate` blocks of window
-            assert geo.overhead(t) <= held == geo.held_overhead(t, most) <= most
+    assert geo.grow_pieces == pieces and geo.grow_rate == max(steepest for *_, steepest in pieces)
+    over = 0
+    for t0 in [1, 7, 16, 17, 30, 100, 352, 500, 1000, 1023, 1024, 1025, 1033, 3000, 4095, 4096, 4097]:
+        for longest in [t0 + extra for extra in (0, 1, 15, 16, 17, 50, 200, 1000, 3000, 6000)]:
+            most = geo.overhead(longest)
+            held, t = geo.block_overhead(t0, most), t0
+            assert held == min(most, geo.overhead(-(-t0 // B) * B))
+            while t < longest:
+                rate, stop = geo.growth(t, held, most) if held < most else (0, longest)
+                assert stop > t
+                while t < min(stop, longest):
+                    t += 1
+                    held += rate if t % B == 1 else 0  # a token opening a block brings `rate` blocks of window
+                    assert geo.overhead(t) <= held <= most
+                    over = max(over, held - geo.overhead(t))
+    assert over == most_over
 
 
 def test_linear_layouts_are_exact_and_flow_into_the_pool() -> None:

@@ -290,7 +290,7 @@ class _PrefixState:
         """`on_finish` under a windowed layout: the same insert, then the leaf the sequence's chain ends at
         (where it inserted, or the node it referenced when it inserts nothing) gets its chain's window,
         ``overhead(depth)`` blocks (`BlockGeometry.overhead`), unless it holds it already. Its sequence held at
-        least ``overhead(tokens) ≥ overhead(depth)`` of its own (`BlockGeometry.held_overhead`, depth ≤ tokens),
+        least ``overhead(tokens) ≥ overhead(depth)`` of its own (`BlockGeometry.growth`, depth ≤ tokens),
         so the blocks kept stay within `private_blocks`; they are the cache's HBM blocks' growth. A sequence
         with no private blocks (swapped out, then recomputed) gives none: its chain end keeps no window (a rare
         under-count)."""
