@@ -103,14 +103,15 @@ _FAMILY = {"mha": "attention", "mqa": "attention", "gqa": "attention", "mla": "a
 _ARGS = {"native": 0, "mha": 0, "mqa": 0, "no-sliding": 0, "gqa": 1, "mla": 1, "cross-layer": 1, "compress": 2}
 
 
-def _whole(text: str, raw: str, arg: str, minimum: int) -> int:
-    """A lever's integer parameter (``gqa:2.5`` is refused, not run as ``gqa:2``)."""
+def _whole(text: str, raw: str, arg: str, minimum: int, what: str) -> int:
+    """A lever's integer parameter `what` (``gqa:2.5`` is refused, not run as ``gqa:2``)."""
     try:
         x = float(arg)
     except ValueError:
         x = math.nan
     if not (math.isfinite(x) and x == int(x) and x >= minimum):
-        raise ConfigError(f"layout {shown(text)}: {raw!r} needs an integer >= {minimum} (got {arg!r})")
+        lever = f"{raw!r}: " if raw != text else ""  # (a layout of one lever is named once)
+        raise ConfigError(f"layout {shown(text)}: {lever}{what} must be an integer >= {minimum} (got {arg!r})")
     return int(x)
 
 
@@ -132,6 +133,15 @@ def lever_family(part: str) -> str:
     return _FAMILY.get(name, "native" if name == "native" else "dtype")
 
 
+def _retention_hint(name: str) -> str:
+    """Where a retention policy named as a layout lever goes instead (none for any other name)."""
+    from simulator.engine.retention import retention_names
+
+    if name not in retention_names():
+        return ""
+    return f" (a retention policy: kvsim compare --strategy takes it, as fp8+{name})"
+
+
 def parse_layout(text: str) -> KVLayout:
     """Parse ``lever[+lever...]``: ``native``, ``mha``, ``mqa``, ``gqa:N``, ``mla[:rank]``,
     ``cross-layer[:fraction]`` (default 0.5), a KV dtype (``fp8``, ``int4``, ...),
@@ -148,6 +158,9 @@ def parse_layout(text: str) -> KVLayout:
     for raw in lever_parts(text, "layout", LEVERS):
         name, *args = raw.split(":")
         family = lever_family(raw)
+        if family == "dtype" and name not in kv_dtypes():  # (mxfp4 and w4a16 are weight formats only)
+            raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}{_retention_hint(name)}; "
+                              f"valid: {LEVERS}")
         if family != "native" and family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
                               "at most)")
@@ -163,9 +176,9 @@ def parse_layout(text: str) -> KVLayout:
             elif name == "gqa":
                 if not args:
                     raise ConfigError(f"layout {shown(text)}: 'gqa' needs its KV heads, as gqa:N")
-                layout = replace(layout, attention="gqa", kv_heads=_whole(text, raw, args[0], 1))
+                layout = replace(layout, attention="gqa", kv_heads=_whole(text, raw, args[0], 1, "gqa:N's KV heads N"))
             elif name == "mla":
-                rank = _whole(text, raw, args[0], 1) if args else MLA_STYLE_RANK
+                rank = _whole(text, raw, args[0], 1, "mla:rank's latent rank") if args else MLA_STYLE_RANK
                 layout = replace(layout, attention="mla", mla_rank=rank)
             elif name == "cross-layer":
                 try:
@@ -177,13 +190,13 @@ def parse_layout(text: str) -> KVLayout:
                                       f"(got {args[0]!r})")
                 layout = replace(layout, own_layer_fraction=f)
             elif name == "compress":
-                layout = replace(layout, compress_ratio=_whole(text, raw, args[0], 2) if args else 8,  # 1: none
-                                 compress_recent_tokens=_whole(text, raw, args[1], 0) if len(args) > 1 else 4096)
+                ratio = _whole(text, raw, args[0], 2, "compress:w:r's ratio w") if args else 8  # (1: none)
+                recent = (_whole(text, raw, args[1], 0, "compress:w:r's full-resolution window r") if len(args) > 1
+                          else 4096)
+                layout = replace(layout, compress_ratio=ratio, compress_recent_tokens=recent)
             elif name == "no-sliding":
                 layout = replace(layout, use_sliding_window=False)
-            else:
-                if name not in kv_dtypes():  # mxfp4 and w4a16 are weight formats only
-                    raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}; valid: {LEVERS}")
+            else:  # a KV dtype (an unknown name was refused above)
                 layout = replace(layout, kv_dtype=name)
         except ConfigError as exc:
             msg = str(exc)

@@ -150,7 +150,8 @@ def test_a_compression_window_longer_than_the_context_is_said_to_save_nothing():
     r = run("fit", "--model", "Llama-3.1-70B", "--context", "131072", "--layout", "compress:8:200000")
     assert "note: compress:8:200000 keeps the most recent 200,000 tokens whole" in r.output
     r = run("calc", "--context", "100", "--layout", "compress:1")
-    assert r.exit_code == 2 and "'compress:1' needs an integer >= 2 (got '1')" in r.output
+    assert r.exit_code == 2 and ("--layout: layout 'compress:1': compress:w:r's ratio w must be an integer >= 2 "
+                                 "(got '1')") in r.output
     assert json.loads(run("calc", "--model", "Llama-3.1-8B", "--context", "200000", "--json").output)[
         "beyond_max_context"]
     assert not json.loads(run("calc", "--model", "Llama-3.1-8B", "--context", "1000", "--json").output)[
@@ -217,3 +218,18 @@ def test_fit_says_why_a_plan_whose_weights_fit_has_no_streams(tmp_path):
     assert ("    TP16: no streams: node 8xH100n: a replica of 16 GPUs spans 2 nodes over the network, but the catalog "
             "gives no 'nic_bytes_per_s' for it") in r.output
     assert "TP2: no streams" not in r.output  # its weights fit, its KV holds no 128k stream: the table says so
+
+
+def test_an_unknown_lever_beside_a_kv_dtype_is_unknown_not_a_conflict():
+    """helper-143: ``--layout fp8+bogus`` said "'bogus' conflicts with 'fp8' (one dtype lever at most)" (an unknown
+    name read as a dtype), and a retention policy named as a lever got the same; both now say the lever is
+    unknown, the policy where it goes, at the option."""
+    r = run("fit", "--context", "100", "--layout", "fp8+bogus")
+    assert r.exit_code == 2
+    assert r.output.startswith("Error: --layout: layout 'fp8+bogus': unknown lever 'bogus'; valid:")
+    r = run("calc", "--context", "100", "--layout", "int4+snapkv")
+    assert r.exit_code == 2 and r.output.startswith(
+        "Error: --layout: layout 'int4+snapkv': unknown lever 'snapkv' (a retention policy: kvsim compare --strategy "
+        "takes it, as fp8+snapkv); valid:")
+    r = run("calc", "--context", "100", "--layout", "fp8+int4")  # a real conflict stays one
+    assert r.exit_code == 2 and "'int4' conflicts with 'fp8' (one dtype lever at most)" in r.output

@@ -237,14 +237,14 @@ def test_files_that_are_not_utf8_are_named_in_one_line(tmp_path, args, name):
 
 
 @pytest.mark.parametrize(("layout", "says"), [
-    ("gqa:nan", "layout 'gqa:nan': 'gqa:nan' needs an integer >= 1 (got 'nan')"),
-    ("gqa:2.5", "layout 'gqa:2.5': 'gqa:2.5' needs an integer >= 1 (got '2.5')"),
+    ("gqa:nan", "layout 'gqa:nan': gqa:N's KV heads N must be an integer >= 1 (got 'nan')"),
+    ("gqa:2.5", "layout 'gqa:2.5': gqa:N's KV heads N must be an integer >= 1 (got '2.5')"),
     ("cross-layer:1e-12", "layout 'cross-layer:1e-12': must keep at least one of Llama-3.1-70B's 80 layers, "
                           "a fraction >= 0.0125 (got 1e-12)"),
     ("cross-layer:nan", "needs a fraction of layers in (0, 1] (got 'nan')"),
     ("fp8+int4", "layout 'fp8+int4': 'int4' conflicts with 'fp8' (one dtype lever at most)"),
     ("mla+gqa:4", "'gqa:4' conflicts with 'mla' (one attention lever at most)"),
-    ("compress:8.5", "'compress:8.5' needs an integer >= 2"),
+    ("compress:8.5", "layout 'compress:8.5': compress:w:r's ratio w must be an integer >= 2"),
 ])
 def test_layout_values_are_refused_not_rounded_or_overridden(layout, says):
     assert says in error(kvsim("calc", "--context", "100", "--layout", layout), layout)

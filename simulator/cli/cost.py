@@ -68,7 +68,9 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         with at_option("--model", model_name):
             model = get_model(model_name)
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
-        sm = StepModel(gpu, model, parse_layout(layout), tp, params, plan=plan, node=node)
+        with at_option("--layout"):
+            lay = parse_layout(layout)
+        sm = StepModel(gpu, model, lay, tp, params, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
         if n_prompt < 1:  # the prefill priced is of --prompt tokens, --context's by default
             raise ConfigError(f"--prompt: must be >= 1; it defaults to --context, {context} here: give --prompt "

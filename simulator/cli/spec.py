@@ -120,7 +120,9 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
     ``--tp``, the share one GPU holds (its KV heads, or the whole MLA latent)."""
     with config_errors():
         model = _model(model_name, model_config)
-        lay = parse_layout(_layout(layout, kv_dtype))
+        text = _layout(layout, kv_dtype)  # (--kv-dtype's errors are its own)
+        with at_option("--layout"):
+            lay = parse_layout(text)
         fp = footprint(model, lay, context_tokens, batch, block_tokens)
         if tp:
             check_plan(model, ParallelPlan(tp=tp))  # the plan fit and the simulator would refuse, refused here too
@@ -188,7 +190,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         flags = " ".join([*([f"--tp {tp}"] if tp is not None else []), *([f"--pp {pp}"] if pp != 1 else [])])
         with at_option(flags or "--hardware"):  # replicas that do not tile the node, said at what set them
             span(node, plan)
-        lay = parse_layout(_layout(layout, kv_dtype))
+        text = _layout(layout, kv_dtype)  # (--kv-dtype's errors are its own)
+        with at_option("--layout"):
+            lay = parse_layout(text)
         try:
             budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         except DoesNotFitError as exc:  # the plans the weights do fit, as the plans table would show them
@@ -361,7 +365,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             keys = [cat.node(h).key for h in kinds]
         must_differ(kinds, keys, "--hardware", "node kind")
         texts = [x for x in layouts.split(",") if x]
-        must_differ(texts, [parse_layout(x).label for x in texts], "--layout", "KV layout")
+        with at_option("--layout"):
+            labels = [parse_layout(x).label for x in texts]
+        must_differ(texts, labels, "--layout", "KV layout")
         if plans is not None and tp is not None:
             raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
