@@ -169,6 +169,31 @@ def test_memory_floor_is_little_law_on_kv_over_the_slo_horizon():
         3920 * 2500 * 327_680 * 999 * t1 / ((100 + 2 + 999 * 0.05) * node_kv))
 
 
+def test_memory_floor_is_a_lower_bound_past_a_sliding_window():
+    """helper-143: the floor charged a request its bytes at the midpoint of its decode, which past a window
+    (where the bytes flatten) is more than their mean. Gemma-3-27B on 8xH100 (TP8, no prefix cache), 4,000
+    requests of 100 + 2,000 tokens over 10 s, SLOs TTFT 2 s and TPOT 5 ms: summed step by step, the byte-seconds
+    of all but the tails' 80 over T = 10 + 2 + 1,999 × 0.005 s need 1.80 nodes' KV budget, so no fleet of
+    fewer than 2 meets the SLOs; at the midpoint they read 2.17, a floor of 3. The floor takes each mean at the
+    ends of the decode (both concave) and is 2."""
+    from simulator.capacity import kv_budget
+    from simulator.cost import StepModel, load_params
+    from simulator.kv import sequence_bytes
+
+    sc = shortened("capacity-plan")
+    sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, name="Gemma-3-27B"),
+                             cache=dataclasses.replace(sc.cache, strategy="none"))
+    cfg, model = sc.engine_config("8xH100"), sc.model_spec()
+    sm = StepModel(cfg.node.gpu, model, cfg.layout, 8, load_params("H100"))
+    a, b = sm.decode_coefficients(1)
+    node_kv = kv_budget(cfg.node, model, memory_utilization=sc.cluster.memory_utilization).stage_kv_bytes(0) * 8
+    share = 3920 / ((10 + 2 + 1999 * 0.005) * node_kv)
+    summed = sum(sequence_bytes(model, cfg.layout, t) * (a + b * sm.priced_context(t)) for t in range(101, 2100))
+    midpoint = sequence_bytes(model, cfg.layout, 1100) * 1999 * (a + b * sm.priced_context(1100))
+    assert (round(summed * share, 2), round(midpoint * share, 2)) == (1.80, 2.17)
+    assert memory_floor_nodes(sc, "8xH100", _uniform(4000, 100, 2000, 10.0), 2.0, 0.005) == 2
+
+
 def test_capacity_of_an_offline_batch_starts_below_its_arrival_instant():
     """helper-131: `kvsim capacity trtllm-offline-1000-1000` answered 24 nodes of 1xH100, 'memory': the floor
     spread 3,000 requests' KV over the 1-second span of their arrival instant. One node serves them in its SLOs."""
