@@ -53,6 +53,21 @@ def test_the_collapse_legend_says_a_tokens_kv_and_what_each_gpu_holds() -> None:
     plt.close(ax.figure)
 
 
+def test_the_collapse_legend_tells_windowed_layouts_apart() -> None:
+    """helper-143: Gemma-3-27B's native, compress:8:4096 and no-sliding lines all read "508 kB/token" (every
+    layer's bytes, before windows). A windowed layout is said as what a token adds past its windows and what
+    they hold: native's 10 global layers take 8,192 B a token each (K and V, 16 heads of 128 dims), 81,920 B;
+    its 52 sliding layers hold 1,024 tokens each, 52 × 1,024 × 8,192 B = 436 MB; under TP8 an eighth of each."""
+    df = collapse_table(load_catalog(), get_model("Gemma-3-27B"), ["8xB200"], ["native", "compress:8:4096",
+                                                                              "no-sliding"])
+    ax = plot_collapse_panel(df)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["native (82 kB/token + 436 MB, 10 kB + 55 MB on each GPU)",
+                      "compress:8:4096 (10 kB/token + 733 MB, 1 kB + 92 MB on each GPU)",
+                      "no-sliding (508 kB/token, 63 kB on each GPU)"]
+    plt.close(ax.figure)
+
+
 def test_a_table_without_the_per_gpu_column_still_draws() -> None:
     """A collapse.csv written before the column (or a notebook's own frame) keeps the old label."""
     df = collapse_table(load_catalog(), L70, ["8xH100"], ["native"])

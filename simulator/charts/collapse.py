@@ -28,6 +28,9 @@ def layout_colour(label: str) -> str:
     return LAYOUT_COLOURS.get(label) or _MORE_COLOURS[zlib.crc32(label.encode()) % len(_MORE_COLOURS)]
 
 
+WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than this share of a token's is windowed
+
+
 @plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
                         simulated: pd.DataFrame | None = None) -> Axes:
@@ -45,8 +48,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
-        g = g[g["max_streams"] > 0]
         name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
+        g = g[g["max_streams"] > 0]
         key = (plans.index(plan), *g["max_streams"].astype(int))
         ls: Any = styles[plans.index(plan) % 4]
         lw = 1.8
@@ -102,11 +105,23 @@ def _per_token(g: pd.DataFrame) -> str:
     """A layout's KV a token and, where the table has it, what each GPU holds of it: ``328 kB/token,
     41 kB on each GPU``. Under TP8 GQA heads split eight ways but an MLA latent is whole on every GPU
     (``92 kB/token, 92 kB on each GPU``: eight copies a node), so a smaller token can hold fewer
-    streams: the GPU's figure is the one capacity reads."""
-    text = f"{g['bytes_per_token'].iloc[0] / 1e3:,.0f} kB/token"
-    if "bytes_per_token_per_gpu" not in g:  # a table from before the column (a CSV, a notebook's frame)
+    streams: the GPU's figure is the one capacity reads. A windowed layout (sliding layers, a compression's
+    full-resolution window) is said as what a token adds past its windows and what the windows hold,
+    ``82 kB/token + 436 MB`` (Gemma-3-27B; its ``bytes_per_token`` is every layer's, 508 kB, which native,
+    ``compress`` and ``no-sliding`` share): the two largest contexts' ``stream_bytes`` give both."""
+    per_token = float(g["bytes_per_token"].iloc[0])
+    share = float(g["bytes_per_token_per_gpu"].iloc[0]) / per_token if "bytes_per_token_per_gpu" in g else None
+    fixed = 0.0
+    if "stream_bytes" in g and len(g) >= 2:  # past every window a token adds the slope there, the rest is fixed
+        (n1, s1), (n2, s2) = g.sort_values("context_tokens")[["context_tokens", "stream_bytes"]].to_numpy()[-2:]
+        slope = (s2 - s1) / (n2 - n1)
+        if slope < WINDOWED_SLOPE * per_token:
+            per_token, fixed = slope, s2 - slope * n2
+    text = f"{per_token / 1e3:,.0f} kB/token" + (f" + {fixed / 1e6:,.0f} MB" if fixed else "")
+    if share is None:  # a table from before the column (a CSV, a notebook's frame)
         return text
-    return text + f", {g['bytes_per_token_per_gpu'].iloc[0] / 1e3:,.0f} kB on each GPU"
+    return text + f", {per_token * share / 1e3:,.0f} kB" + (f" + {fixed * share / 1e6:,.0f} MB" if fixed else "") \
+        + " on each GPU"
 
 
 def _legend_title(df: pd.DataFrame) -> str:
