@@ -72,7 +72,7 @@ def test_compare_chart_answers_which_set_is_cheapest_within_the_slos() -> None:
 
     from simulator.compare import MEETS_COLOUR, MISSES_COLOUR
 
-    fig = compare_figure(_rows(), "Llama-3.1-70B on 1× 8xH100 (tp 8): code-repo-128k")
+    fig = compare_figure(_rows(), "Llama-3.1-70B on 8xH100 (tp 8): code-repo-128k")
     cost, latency = fig.axes
     # those that meet first, the cost tie broken by the smaller quality debit; then those that miss, cheapest first
     assert [t.get_text().split("\n")[0] for t in cost.get_yticklabels()] == [
@@ -101,7 +101,7 @@ def test_a_cost_tie_of_equal_debits_goes_to_the_cheaper_and_says_no_debit_decide
     rows = _rows().assign(strategy=["native", "prefix", "prefix+compress:8:4096", "a"],
                           meets_slo=[True, True, True, False], usd_per_million_output_tokens=[46.4, 46.3, 46.3, 50.0],
                           quality_debit_points=[0.0, 0.0, 2.5, 0.0], ttft_p99_s=[1.0, 1.0, 1.0, 20.0])
-    fig = compare_figure(rows, "Gemma-3-27B on 1× 8xH100 (tp 8): chat-4k")
+    fig = compare_figure(rows, "Gemma-3-27B on 8xH100 (tp 8): chat-4k")
     cost = fig.axes[0]
     assert [t.get_text().split("\n")[0] for t in cost.get_yticklabels()] == [
         "prefix", "native", "prefix+compress:8:4096", "a"]
@@ -206,7 +206,7 @@ def test_compare_chart_keeps_its_notes_inside_the_cost_panel(tmp_path) -> None:
     frame into the latency panel; a quality debit read 0.0987654 pt."""
     rows = _rows().assign(usd_per_million_output_tokens=[55.4, 55.0, 55.1, 55.3], meets_slo=[True, False, True, True],
                           quality_debit_points=[0.0, 0.0, 0.0987654, 0.1])
-    fig = compare_figure(rows, "Llama-3.1-8B on 1× 1xH100 (tp 1): chat-4k")
+    fig = compare_figure(rows, "Llama-3.1-8B on 1xH100 (tp 1): chat-4k")
     cost = fig.axes[0]
     renderer = fig.canvas.get_renderer()
     right = cost.get_window_extent(renderer).x1
