@@ -181,6 +181,18 @@ def test_plot_sweep_draws_a_line_per_split_with_labels_and_units(serial):
     plt.close("all")
 
 
+def test_plot_sweep_leaves_a_layouts_points_unjoined():
+    """helper-143: a sweep over cache.layout joined native, compress:8:4096 and fp8 with lines, as if values lay
+    between layouts; a numeric key keeps its lines."""
+    df = pd.DataFrame({"hardware": ["8xH100"] * 3, "cache.layout": ["native", "compress:8:4096", "fp8"],
+                       "max_concurrency": [10, 12, 20], "meets_slo": [True] * 3})
+    ax = plot_sweep(df, "cache.layout", "max_concurrency")
+    assert [line.get_linestyle() for line in ax.lines] == ["None"] and ax.lines[0].get_marker() == "o"
+    numeric = plot_sweep(df.assign(**{"cluster.nodes": [1, 2, 3]}), "cluster.nodes", "max_concurrency")
+    assert numeric.lines[0].get_linestyle() == "-"
+    plt.close("all")
+
+
 # --- command ----------------------------------------------------------------------------------
 def test_parse_grid_and_plots():
     grid = parse_grid(("cluster.nodes=1,2", "cache.layout = native, fp8"))

@@ -41,7 +41,8 @@ _SLO_LINES = {"ttft_p99_s": ("slo_ttft_p99_s", "s"), "tpot_p99_s": ("slo_tpot_p9
 
 @plain_text
 def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axes | None = None) -> Axes:
-    """Metric `y` against swept key `x`, one line per hardware kind (and per `hue` value).
+    """Metric `y` against swept key `x`, one line per hardware kind (and per `hue` value); a key whose values
+    are not numbers (``cache.layout``) gets its points unjoined.
 
     Other swept keys that vary (``df.attrs["swept"]``, set by `simulator.sweep.run_sweep`) split
     lines too, so no line mixes points. A point that misses the SLOs (``meets_slo`` false) is
@@ -68,8 +69,10 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
         style = kinds.index(hw)  # a line style and marker per node kind, a colour per other split
         colour = colours.setdefault(rest, len(colours)) if rest else style
         parts = [str(hw)] + [f"{k}={v}" for k, v in zip(split[1:], rest, strict=True)]
-        ax.plot(g[x], g[y].astype(float) * scale, color=f"C{colour % 10}", ls=["-", "--", "-.", ":"][style % 4],
-                marker="osD^v"[style % 5], lw=1.8, label=", ".join(parts))
+        # categories (layouts, node kinds) are points, not a line: nothing lies between two layouts (helper-143)
+        ls = ["-", "--", "-.", ":"][style % 4] if numeric_x else "none"
+        ax.plot(g[x], g[y].astype(float) * scale, color=f"C{colour % 10}", ls=ls, marker="osD^v"[style % 5], lw=1.8,
+                ms=6 if numeric_x else 9, label=", ".join(parts))
     _mark_misses(ax, df, x, y, scale)
     slo_attr, unit = _SLO_LINES.get(y, ("", ""))
     slo = df.attrs.get(slo_attr)
