@@ -74,8 +74,8 @@ class BlockGeometry:
     # overhead_from[j]: the fewest tokens T with overhead(T) > j (ascending; overhead_blocks of them)
     overhead_from: tuple[int, ...] = ()
     # the growth line ``L(k) ≥ overhead(t)`` for ``t`` in block ``k = ceil(t/B)`` (`growth`; empty: none): pieces
-    # ``(k_end, L(k_end), rate, most)``, ascending in ``k_end``, ``L`` rising by ``rate`` a block up to ``k_end``, and
-    # ``most`` the most blocks of window one block there opens (`overhead`'s largest step up a block)
+    # ``(k_end, L(k_end), rate, steepest)``, ascending in ``k_end``, ``L`` rising by ``rate`` a block up to ``k_end``,
+    # and ``steepest`` the most blocks of window one block there opens (`overhead`'s largest step up a block)
     grow_pieces: tuple[tuple[int, int, int, int], ...] = ()
     grow_rate: int = 0  # the most blocks of window a block opens anywhere (0: no window grows)
 
