@@ -174,13 +174,15 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             cap = seq.cap = min(self.retention.cap_tokens(prompt), self.geometry.cap_tokens)
             seq.exact = (self.retention.kept_after_prefill(prompt, prompt) == prompt and need - 1 <= cap
                          and self.shares)
-        held = cap if cap < need else need  # max(prompt, min(need, cap)) by their rules, not calls (~850 instructions)
+        # the most KV tokens it holds: its last token's KV is never stored (it ends the request), so prompt + output − 1
+        # at most (helper-144: one more promised a compress:8:4096 sequence 7 window blocks it never took)
+        held = cap if cap < need - 1 else need - 1  # max(prompt, min(need − 1, cap)) by their rules, not calls
         if held < prompt:
             held = prompt
         if self.geometry.overhead_blocks:  # a windowed layout: the overhead of the most KV tokens it will hold,
             longest = held  # or that admission "reserve" promises it (the output it reserves)
             if self.reserving:
-                longest = min(prompt + self._reserved_output(seq), cap)
+                longest = min(prompt + self._reserved_output(seq) - 1, cap)
                 if longest < prompt:
                     longest = prompt
             seq.ov = seq.ovcap = self.geometry.overhead(longest)

@@ -266,6 +266,22 @@ def test_a_windowed_pool_counts_each_sequence_at_least_its_bytes(seed: int, exac
 
 
 
+@pytest.mark.parametrize(("prompt", "output", "most"), [(17, 2000, 209), (1001, 1000, 211)])
+def test_a_windowed_reservation_promises_no_window_past_its_last_stored_token(prompt: int, output: int,
+                                                                              most: int) -> None:
+    """helper-144: admission "reserve" promised a windowed sequence the window of prompt + output tokens, where
+    its last token's KV is never stored (it ends the request): at 17 + 2,000 and 1,001 + 1,000 tokens that is
+    one block more, 7 blocks of window under ``compress:8:4096``, never taken, and 208 and 209 ran at once where
+    native attention ran 209 and 211 on the same bytes (600 requests at once on 1xH100)."""
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=output, segments=((i + 1, prompt),))
+            for i in range(600)]
+    sched = SchedulerConfig(max_num_seqs=4096, max_num_batched_tokens=65536, admission="reserve")
+    most_at_once = {layout: run(EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=parse_layout(layout),
+                                             cache="none", scheduler=sched), reqs).summary["max_concurrency"]
+                    for layout in ("native", "compress:8:4096")}
+    assert most_at_once == {"native": most, "compress:8:4096": most}
+
+
 def test_a_windowed_reservation_promises_the_overhead_of_what_it_reserves() -> None:
     """Admission "reserve" promises each sequence its blocks up to ``reserve_output_tokens`` (2,000 here, past
     its own 50): the window's overhead up to there too, as native attention's blocks. A 1xH100 replica of
