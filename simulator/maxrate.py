@@ -45,7 +45,7 @@ import pandas as pd
 from simulator.engine import EngineConfig, Result, SteadyWindow, StepTimer, run
 from simulator.engine.steady import NOT_STEADY, RUN_LONGER
 from simulator.errors import ConfigError, must
-from simulator.planning import meets_slo
+from simulator.planning import keeps_up
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
 from simulator.study import fleet_nodes
@@ -86,7 +86,7 @@ class Trial:
     @classmethod
     def of(cls, rate_scale: float, result: Result, ttft_p99_s: float, tpot_p99_s: float) -> Trial:
         s = result.summary
-        ok = not s["steady_queue_growing"] and meets_slo(result, ttft_p99_s, tpot_p99_s)
+        ok = keeps_up(result, ttft_p99_s, tpot_p99_s)
         return cls(rate_scale=rate_scale, ok=ok, steady=bool(s["steady_state"]),
                    offered_requests_per_s=s["offered_requests_per_s"],
                    sustained_requests_per_s=s["sustained_requests_per_s"],

@@ -46,8 +46,8 @@ from simulator.planning import (
     NoFleet,
     fleet_headroom,
     headroom_cost,
+    keeps_up,
     latency_line,
-    meets_slo,
     memory_floor_nodes,
     never_served,
     no_fleet_row,
@@ -149,7 +149,7 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
         return s["completed"] > 0 and s["timed_out"] == 0 and not s["tpot_p99_s"] > tpot_p99_s
 
     def slo_ok(r: Result) -> bool:
-        return meets_slo(r, ttft_p99_s, tpot_p99_s)
+        return keeps_up(r, ttft_p99_s, tpot_p99_s)
 
     floor = memory_floor_nodes(scenario, hardware, workload, ttft_p99_s, tpot_p99_s)
     try:

@@ -146,6 +146,9 @@ def test_figure_against_shows_a_figure_on_its_side_of_the_limit(x, limit, shown)
      "TTFT p99 0.3 s, TPOT p99 10 ms: fails (45 rejected, 2 timed out)"),
     ({"ttft_p99_s": math.nan, "tpot_p99_s": math.nan, "completed": 0, "timed_out": 0, "rejected": 0},
      "TTFT p99 n/a, TPOT p99 n/a: fails (none completed)"),
+    # within both p99s but falling behind its load fails too (helper-145: the xPyD search answered such a fleet)
+    ({"ttft_p99_s": 0.79, "tpot_p99_s": 0.0095, "completed": 9_300, "timed_out": 0, "rejected": 0,
+      "steady_queue_growing": True}, "TTFT p99 0.79 s, TPOT p99 9.5 ms: fails (its queue grows)"),
 ])
 def test_a_search_line_says_its_verdict_and_why(summary, line):
     from types import SimpleNamespace
