@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, DoesNotFitError, must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, sequence_bytes
-from simulator.models import ModelSpec
+from simulator.models import ModelSpec, weight_precision
 from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
 from simulator.units import GB
 
@@ -103,7 +103,7 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
             where = f"stage {s + 1} of {plan.pp}, " if plan.pp > 1 else ""
             raise DoesNotFitError(
                 f"{model.key} does not fit {plan.label} on {node.key}: {where}one GPU holds weights of "
-                f"{st.weight_bytes / GB:.1f} GB ({weight_dtype or model.weight_dtype}), more than its usable "
+                f"{st.weight_bytes / GB:.1f} GB ({weight_dtype or weight_precision(model)}), more than its usable "
                 f"{usable / GB:.1f} GB ({memory_utilization:g} × {node.gpu.hbm_bytes / GB:.0f} GB) "
                 f"by {(st.weight_bytes - usable) / GB:.1f} GB"
                 + (f" ({(st.weight_bytes - usable) * plan.tp / GB:.1f} GB over the stage's {plan.tp} GPUs)"

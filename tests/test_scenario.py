@@ -70,7 +70,7 @@ def test_admission_policy_reaches_the_engine(tmp_path):
     (("tp = 1", "tp = 'one'"), "s.toml: cluster.tp: must be an integer (got 'one')"),
     (("tp = 1", "tp = 0"), "s.toml: cluster.tp: must be >= 1 (got 0)"),
     (('name = "Llama-3.1-8B"', 'name = "DeepSeek-V3"'),
-     "DeepSeek-V3 does not fit TP1 on 8xH100: one GPU holds weights of 672.9 GB (fp8), "
+     "DeepSeek-V3 does not fit TP1 on 8xH100: one GPU holds weights of 672.9 GB (fp8-block), "
      "more than its usable 72.0 GB (0.9 × 80 GB) by 600.9 GB"),
     (('name = "Llama-3.1-8B"', 'name = "Llama-9"'), "unknown model 'Llama-9'"),
     (('hardware = ["8xH100"]', 'hardware = ["8xA100"]'), "unknown node '8xA100'; valid: 8xH100"),
