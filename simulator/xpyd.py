@@ -303,8 +303,8 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
                                                                        [f"{r['hardware']} {r['fleet']}" for r in rows])
     cols = ["hardware", "fleet", "nodes", "prefill_nodes", "decode_nodes", "memory_floor_nodes", "usd_per_hour",
             "usd_per_million_output_tokens", "ttft_p99_s", "tpot_p99_s", "decode_kv_utilization", "link_utilization",
-            "binding", "headroom_scale", "headroom_capped", "simulations"]
-    return plan_frame(rows, cols)
+            "binding", "headroom_scale", "headroom_capped", "simulations", "search_note"]
+    return plan_frame([{"search_note": "", **r} for r in rows], cols)
 
 
 __all__ = ["SplitPlan", "ample_prefill_nodes", "plan_disaggregated", "plan_split_capacity"]

@@ -235,3 +235,25 @@ def test_a_split_run_without_its_aggregated_fleet_does_not_describe_one(tmp_path
     assert fig.get_suptitle() == "dd: disaggregated fleets against the SLOs"
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["disaggregated (xPyD)", "misses an SLO"]
     assert "aggregated:" not in fig.axes[2].get_title()
+
+
+def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so():
+    """helper-145: `kvsim capacity disaggregated` answered 29 nodes of 8xH100 from runs whose TPOT p99 read 51.7 ms
+    at 24 nodes, 52.2 at 28, 43.8 at 29 and 46.1 at 30 against 50 ms: near the SLO one seed's noise decided the
+    count, with no word. A note now names the runs near the SLO and the sweep over seeds that shows their spread;
+    a search whose p99s fall with nodes, or rise only far from the SLO, gets none."""
+    from simulator.planning import noisy_search_note
+
+    tpot = {1: 0.0997, 2: 0.130, 4: 0.0904, 8: 0.0604, 16: 0.0542, 24: 0.0517, 28: 0.0522, 29: 0.0438, 30: 0.0461,
+            32: 0.0445}
+    runs = {n: {"tpot_p99_s": t, "ttft_p99_s": 0.1} for n, t in tpot.items()}
+    assert noisy_search_note("disaggregated", "8xH100", runs, 10.0, 0.05) == (
+        "8xH100: the search's TPOT p99 did not fall steadily with nodes near its SLO of 50 ms (60.4 ms at 8, 54.2 ms "
+        "at 16, 51.7 ms at 24, 52.2 ms at 28, 43.8 ms at 29, 46.1 ms at 30, 44.5 ms at 32 nodes): the node count rests "
+        "on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
+        "cluster.nodes=8,16,24,28,29,30,32 --grid seed=0,1,2 shows their spread")
+    steady = {n: {"tpot_p99_s": 0.2 / n, "ttft_p99_s": 0.1} for n in (1, 2, 4, 8)}
+    assert noisy_search_note("s", "8xH100", steady, 10.0, 0.05) == ""
+    far = {1: {"tpot_p99_s": 0.13, "ttft_p99_s": 0.1}, 2: {"tpot_p99_s": 0.2, "ttft_p99_s": 0.1},
+           4: {"tpot_p99_s": 0.03, "ttft_p99_s": 0.1}}  # rose at 2 nodes, far above the SLO: no verdict at stake
+    assert noisy_search_note("s", "8xH100", far, 10.0, 0.05) == ""

@@ -54,7 +54,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from simulator.errors import ConfigError
     from simulator.kv import parse_layout, sequence_bytes
     from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
-    from simulator.placement import ParallelPlan, kv_share, span
+    from simulator.placement import ParallelPlan, check_plan, kv_share, span
 
     with config_errors():
         with at_option("--catalog", catalog):  # a missing file; its content's errors name it
@@ -70,12 +70,12 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
         with at_option("--layout"):
             lay = parse_layout(layout)
-        # a plan that does not tile the node, or the model, said at the flags that set it (as kvsim fit says it)
-        flags = " ".join([f"--tp {tp}", *([f"--pp {pp}"] if pp != 1 else []), *([f"--ep {ep}"] if ep != 1 else []),
-                          *(["--dp-attention"] if dp_attention else [])])
-        with at_option(flags):
-            sm = StepModel(gpu, model, lay, tp, params, plan=plan, node=node)
+        # a plan that does not tile the node, said at the flags that set it (as kvsim fit says it; a rule of the
+        # model's, `check_plan`'s, names its own option: --tp, --ep)
+        check_plan(model, plan)
+        with at_option(" ".join([f"--tp {tp}", *([f"--pp {pp}"] if pp != 1 else [])])):
             span(node, plan)
+        sm = StepModel(gpu, model, lay, tp, params, plan=plan, node=node)
         n_prompt = context if prompt is None else prompt
         if n_prompt < 1:  # the prefill priced is of --prompt tokens, --context's by default
             raise ConfigError(f"--prompt: must be >= 1; it defaults to --context, {context} here: give --prompt "

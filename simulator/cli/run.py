@@ -219,13 +219,16 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
 
 def _say_plan_notes(plan: pd.DataFrame) -> None:
     """On stderr, beside a capacity plan's table: the SLOs and seed it was searched for (`planning.slo_line`),
-    and a note where its p99s rest on a few requests (`planning.few_requests_note`)."""
+    a note where its p99s rest on a few requests (`planning.few_requests_note`), and one where a kind's search read
+    a p99 that rose with nodes near its SLO (`planning.noisy_search_note`)."""
     from simulator.planning import few_requests_note, slo_line
 
     click.echo(slo_line(plan), err=True)
     few = few_requests_note(plan.attrs.get("requests", 0), plan.attrs.get("offline", False))
     if few is not None:
         note(few)
+    for line in plan.attrs.get("search_notes", []):
+        note(line)
 
 
 def _headroom_shown(plan: pd.DataFrame) -> pd.DataFrame:
