@@ -257,3 +257,8 @@ def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so():
     far = {1: {"tpot_p99_s": 0.13, "ttft_p99_s": 0.1}, 2: {"tpot_p99_s": 0.2, "ttft_p99_s": 0.1},
            4: {"tpot_p99_s": 0.03, "ttft_p99_s": 0.1}}  # rose at 2 nodes, far above the SLO: no verdict at stake
     assert noisy_search_note("s", "8xH100", far, 10.0, 0.05) == ""
+    # a run that fails on its TTFT is no answer whatever its TPOT reads (the demo's search: 1 node, TTFT p99 258 s,
+    # TPOT 105 ms; 3 nodes 2.32 s and 123 ms; 4 nodes 80.2 ms against 100)
+    demo = {1: {"tpot_p99_s": 0.105, "ttft_p99_s": 258.0}, 2: {"tpot_p99_s": 0.131, "ttft_p99_s": 29.5},
+            3: {"tpot_p99_s": 0.123, "ttft_p99_s": 2.32}, 4: {"tpot_p99_s": 0.0802, "ttft_p99_s": 0.513}}
+    assert noisy_search_note("default", "8xH100", demo, 10.0, 0.1) == ""
