@@ -344,7 +344,7 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                                       f"{hardware}: {hi} node(s)", seed, ttft_p99_s, tpot_p99_s, meter, on_step,
                                       headroom_guess(hi, unit, headroom_hint))
     s = best.summary
-    noisy = noisy_search_note(scenario.where, hardware, {n: r.summary for n, r in cache.items()}, ttft_p99_s,
+    noisy = noisy_search_note(scenario.argument, hardware, {n: r.summary for n, r in cache.items()}, ttft_p99_s,
                               tpot_p99_s)
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
                      usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
@@ -357,12 +357,13 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
 NOISY_BAND = 0.8, 1.25  # a p99 within these shares of its SLO is near it: noise there can decide a verdict
 
 
-def noisy_search_note(where: str, hardware: str, runs: Mapping[int, Mapping[str, Any]], ttft_p99_s: float,
+def noisy_search_note(scenario: str, hardware: str, runs: Mapping[int, Mapping[str, Any]], ttft_p99_s: float,
                       tpot_p99_s: float) -> str:
-    """A note where the search's runs (node count -> summary) read a p99 that rose as nodes were added, both near
-    its SLO (`NOISY_BAND`): more nodes should only lower it, so the difference is one seed's noise, and near the
-    SLO that noise decides which count meets it (helper-145: `kvsim capacity disaggregated`'s 8xH100 read TPOT p99
-    51.7 ms at 24 nodes, 52.2 at 28, 43.8 at 29 and 46.1 at 30 against 50 ms, and answered 29). "" otherwise."""
+    """A note where the search's runs (node count -> summary) of `scenario` (as a command names it:
+    `Scenario.argument`) read a p99 that rose as nodes were added, both near its SLO (`NOISY_BAND`): more nodes
+    should only lower it, so the difference is one seed's noise, and near the SLO that noise decides which count
+    meets it (helper-145: `kvsim capacity disaggregated`'s 8xH100 read TPOT p99 51.7 ms at 24 nodes, 52.2 at 28,
+    43.8 at 29 and 46.1 at 30 against 50 ms, and answered 29). "" otherwise."""
     counts = sorted(runs)
     slos = {"tpot_p99_s": tpot_p99_s, "ttft_p99_s": ttft_p99_s}
     for key, slo, unit, scale in (("tpot_p99_s", tpot_p99_s, "ms", 1e3), ("ttft_p99_s", ttft_p99_s, "s", 1.0)):
@@ -376,7 +377,7 @@ def noisy_search_note(where: str, hardware: str, runs: Mapping[int, Mapping[str,
             read = ", ".join(f"{figure(runs[n][key] * scale)} {unit} at {n}" for n in near)
             return (f"{hardware}: the search's {key[:4].upper()} p99 did not fall steadily with nodes near its SLO of "
                     f"{figure(slo * scale)} {unit} ({read} nodes): the node count rests on this seed's runs; "
-                    f"kvsim sweep {where} --grid cluster.hardware={hardware} --grid cluster.nodes="
+                    f"kvsim sweep {scenario} --grid cluster.hardware={hardware} --grid cluster.nodes="
                     f"{','.join(map(str, near))} --grid seed=0,1,2 shows their spread")
     return ""
 

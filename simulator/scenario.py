@@ -261,6 +261,14 @@ class Scenario:
     def where(self) -> str:
         return self.path or f"scenario {self.name!r}"
 
+    @property
+    def argument(self) -> str:
+        """How a command line names this scenario: a shipped one by its name (``disaggregated``, not its path in
+        the installed package), any other by its file, or by its name when it has none."""
+        if self.path and Path(self.path).parent.resolve() == SCENARIO_DIR.resolve():
+            return Path(self.path).stem
+        return self.path or self.name
+
     def model_spec(self) -> ModelSpec:
         """The model as served: the catalog's or the config.json's, in ``[model] weight_dtype``."""
         m = self.model

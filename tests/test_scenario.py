@@ -303,3 +303,12 @@ def test_a_scenario_skips_a_traces_malformed_rows_when_asked(tmp_path):
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (
         f"Error: {sc}: workload.skip_bad_rows: must be false for a generated workload (it skips a trace's "
         "malformed rows) (got True)")
+
+
+def test_a_scenario_is_named_as_a_command_line_names_it(tmp_path):
+    """A note that suggests a command (`planning.noisy_search_note`) named a shipped scenario by its path inside the
+    installed package: a shipped one is its name, any other its file."""
+    assert load_scenario("disaggregated").argument == "disaggregated"
+    own = tmp_path / "mine.toml"
+    own.write_text('name = "mine"\n')
+    assert load_scenario(own).argument == str(own)
