@@ -133,13 +133,14 @@ def lever_family(part: str) -> str:
     return _FAMILY.get(name, "native" if name == "native" else "dtype")
 
 
-def _retention_hint(name: str) -> str:
-    """Where a retention policy named as a layout lever goes instead (none for any other name)."""
+def _retention_hint(name: str, text: str) -> str:
+    """Where a retention policy named as a lever of the layout `text` goes instead: a strategy set of the layout's
+    other levers and the policy (``gqa:2+h2o``); none for any other name."""
     from simulator.engine.retention import retention_names
 
     if name not in retention_names():
         return ""
-    return f" (a retention policy: kvsim compare --strategy takes it, as fp8+{name})"
+    return f" (a retention policy: kvsim compare --strategy takes it, as {shown(str(text))})"
 
 
 def parse_layout(text: str) -> KVLayout:
@@ -159,7 +160,7 @@ def parse_layout(text: str) -> KVLayout:
         name, *args = raw.split(":")
         family = lever_family(raw)
         if family == "dtype" and name not in kv_dtypes():  # (mxfp4 and w4a16 are weight formats only)
-            raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}{_retention_hint(name)}; "
+            raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}{_retention_hint(name, text)}; "
                               f"valid: {LEVERS}")
         if family != "native" and family in seen:
             raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "

@@ -27,6 +27,7 @@ For one node kind the search starts at the memory floor and grows:
 from __future__ import annotations
 
 import math
+import shlex
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -344,8 +345,8 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
                                       f"{hardware}: {hi} node(s)", seed, ttft_p99_s, tpot_p99_s, meter, on_step,
                                       headroom_guess(hi, unit, headroom_hint))
     s = best.summary
-    noisy = noisy_search_note(scenario.argument, hardware, {n: r.summary for n, r in cache.items()}, ttft_p99_s,
-                              tpot_p99_s)
+    noisy = noisy_search_note(scenario, hardware, {n: r.summary for n, r in cache.items()}, ttft_p99_s, tpot_p99_s,
+                              hi - unit)
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
                      usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
                      usd_per_million_output_tokens=s["usd_per_million_output_tokens"],
@@ -357,13 +358,14 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
 NOISY_BAND = 0.8, 1.25  # a p99 within these shares of its SLO is near it: noise there can decide a verdict
 
 
-def noisy_search_note(scenario: str, hardware: str, runs: Mapping[int, Mapping[str, Any]], ttft_p99_s: float,
-                      tpot_p99_s: float) -> str:
-    """A note where the search's runs (node count -> summary) of `scenario` (as a command names it:
-    `Scenario.argument`) read a p99 that rose as nodes were added, both near its SLO (`NOISY_BAND`): more nodes
-    should only lower it, so the difference is one seed's noise, and near the SLO that noise decides which count
-    meets it (helper-145: `kvsim capacity disaggregated`'s 8xH100 read TPOT p99 51.7 ms at 24 nodes, 52.2 at 28,
-    43.8 at 29 and 46.1 at 30 against 50 ms, and answered 29). "" otherwise."""
+def noisy_search_note(scenario: Scenario, hardware: str, runs: Mapping[int, Mapping[str, Any]], ttft_p99_s: float,
+                      tpot_p99_s: float, below: int) -> str:
+    """A note where the search's runs (node count -> summary) read a p99 that rose as nodes were added, both near its
+    SLO (`NOISY_BAND`), and the run one replica below the answer (`below` nodes: the one that decided the count) read
+    it near the SLO too: more nodes should only lower a p99, so the rise is one seed's noise, and there that noise
+    decided the count (helper-145: `kvsim capacity disaggregated`'s 8xH100 read TPOT p99 51.7 ms at 24 nodes, 52.2 at
+    28, 43.8 at 29 and 46.1 at 30 against 50 ms, and answered 29). It names the sweep over seeds that shows the
+    spread, at the SLOs and length searched (`sweep_over_seeds`). "" otherwise."""
     counts = sorted(runs)
     slos = {"tpot_p99_s": tpot_p99_s, "ttft_p99_s": ttft_p99_s}
     for key, slo, unit, scale in (("tpot_p99_s", tpot_p99_s, "ms", 1e3), ("ttft_p99_s", ttft_p99_s, "s", 1.0)):
@@ -373,13 +375,26 @@ def noisy_search_note(scenario: str, hardware: str, runs: Mapping[int, Mapping[s
         near = [n for n in counts if NOISY_BAND[0] * slo <= runs[n][key] <= NOISY_BAND[1] * slo
                 and not runs[n].get(other, 0.0) > slos[other] and not runs[n].get("timed_out", 0)
                 and not runs[n].get("rejected", 0) and not runs[n].get("steady_queue_growing", False)]
-        if any(runs[b][key] > runs[a][key] for a, b in pairwise(near)):
+        if below in near and any(runs[b][key] > runs[a][key] for a, b in pairwise(near)):
             read = ", ".join(f"{figure(runs[n][key] * scale)} {unit} at {n}" for n in near)
             return (f"{hardware}: the search's {key[:4].upper()} p99 did not fall steadily with nodes near its SLO of "
                     f"{figure(slo * scale)} {unit} ({read} nodes): the node count rests on this seed's runs; "
-                    f"kvsim sweep {scenario} --grid cluster.hardware={hardware} --grid cluster.nodes="
-                    f"{','.join(map(str, near))} --grid seed=0,1,2 shows their spread")
+                    + sweep_over_seeds(scenario, hardware, near, ttft_p99_s, tpot_p99_s) + " shows their spread")
     return ""
+
+
+def sweep_over_seeds(scenario: Scenario, hardware: str, nodes: Sequence[int], ttft_p99_s: float,
+                     tpot_p99_s: float) -> str:
+    """The `kvsim sweep` command line that reruns `nodes` of `hardware` at three seeds, at the SLOs and workload
+    length searched (`kvsim capacity` may have overridden the scenario's), its scenario as a command names it
+    (`Scenario.argument`, shell-quoted); "a sweep over seeds" for a scenario built in code, which no command loads."""
+    if not scenario.path:
+        return "a sweep over seeds"
+    grid = [f"cluster.hardware={hardware}", f"cluster.nodes={','.join(map(str, nodes))}", "seed=0,1,2",
+            f"slo.ttft_p99_s={ttft_p99_s:g}", f"slo.tpot_p99_s={tpot_p99_s:g}"]
+    if math.isfinite(scenario.workload.duration_s):
+        grid.append(f"workload.duration_s={scenario.workload.duration_s:g}")
+    return "kvsim sweep " + " ".join([shlex.quote(scenario.argument), *(f"--grid {g}" for g in grid)])
 
 
 def _binding(nodes: int, floor: int, below: Result | None, unit: int = 1) -> str:

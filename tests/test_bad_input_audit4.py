@@ -244,6 +244,11 @@ def test_a_name_that_does_not_resolve_is_said_at_the_key_that_gave_it(tmp_path: 
     # helper-145: kvsim cost said the node's rule with no option in the line (kvsim fit named the flags)
     (["cost", "--model", "Llama-3.1-70B", "--tp", "4", "--pp", "3", "--batch", "1", "--context", "9"],
      "--tp 4 --pp 3: node 8xH100: 'tp × pp' must be a multiple of the node's 8 GPUs or a divisor of them (got 12)"),
+    (["cost", "--model", "Llama-3.1-70B", "--tp", "3", "--batch", "1", "--context", "9"],
+     "--tp: plan TP3 for Llama-3.1-70B: must be a divisor of the 64 query heads (got 3)"),  # the model's rule first
+    (["collapse", "--layout", "native,fp8+x"], "--layout: layout 'fp8+x': unknown lever 'x'; valid: native, "),
+    (["cost", "--layout", "compress:1", "--batch", "1", "--context", "9"],
+     "--layout: layout 'compress:1': compress:w:r's ratio w must be an integer >= 2 (got '1')"),
 ])
 def test_an_option_naming_nothing_known_is_said_at_its_flag(args: list[str], says: str) -> None:
     assert error(kvsim(*args), "--", "folder").startswith(f"Error: {says}")

@@ -230,6 +230,6 @@ def test_an_unknown_lever_beside_a_kv_dtype_is_unknown_not_a_conflict():
     r = run("calc", "--context", "100", "--layout", "int4+snapkv")
     assert r.exit_code == 2 and r.output.startswith(
         "Error: --layout: layout 'int4+snapkv': unknown lever 'snapkv' (a retention policy: kvsim compare --strategy "
-        "takes it, as fp8+snapkv); valid:")
+        "takes it, as 'int4+snapkv'); valid:")
     r = run("calc", "--context", "100", "--layout", "fp8+int4")  # a real conflict stays one
     assert r.exit_code == 2 and "'int4' conflicts with 'fp8' (one dtype lever at most)" in r.output

@@ -237,28 +237,67 @@ def test_a_split_run_without_its_aggregated_fleet_does_not_describe_one(tmp_path
     assert "aggregated:" not in fig.axes[2].get_title()
 
 
-def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so():
+def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so(tmp_path):
     """helper-145: `kvsim capacity disaggregated` answered 29 nodes of 8xH100 from runs whose TPOT p99 read 51.7 ms
     at 24 nodes, 52.2 at 28, 43.8 at 29 and 46.1 at 30 against 50 ms: near the SLO one seed's noise decided the
-    count, with no word. A note now names the runs near the SLO and the sweep over seeds that shows their spread;
-    a search whose p99s fall with nodes, or rise only far from the SLO, gets none."""
+    count, with no word. A note now names the runs near the SLO and the sweep over seeds, at the SLOs and length
+    searched, that shows their spread. None where the p99s fall with nodes, rise only far from the SLO, or the run
+    below the answer was not near it (helper-146: 4 nodes at 70 ms, 5 at 44, 6 at 45: noise decided nothing)."""
     from simulator.planning import noisy_search_note
 
+    sc = load_scenario("disaggregated")
     tpot = {1: 0.0997, 2: 0.130, 4: 0.0904, 8: 0.0604, 16: 0.0542, 24: 0.0517, 28: 0.0522, 29: 0.0438, 30: 0.0461,
             32: 0.0445}
     runs = {n: {"tpot_p99_s": t, "ttft_p99_s": 0.1} for n, t in tpot.items()}
-    assert noisy_search_note("disaggregated", "8xH100", runs, 10.0, 0.05) == (
+    assert noisy_search_note(sc, "8xH100", runs, 10.0, 0.05, 28) == (
         "8xH100: the search's TPOT p99 did not fall steadily with nodes near its SLO of 50 ms (60.4 ms at 8, 54.2 ms "
         "at 16, 51.7 ms at 24, 52.2 ms at 28, 43.8 ms at 29, 46.1 ms at 30, 44.5 ms at 32 nodes): the node count rests "
         "on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
-        "cluster.nodes=8,16,24,28,29,30,32 --grid seed=0,1,2 shows their spread")
+        "cluster.nodes=8,16,24,28,29,30,32 --grid seed=0,1,2 --grid slo.ttft_p99_s=10 --grid slo.tpot_p99_s=0.05 "
+        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread")
     steady = {n: {"tpot_p99_s": 0.2 / n, "ttft_p99_s": 0.1} for n in (1, 2, 4, 8)}
-    assert noisy_search_note("s", "8xH100", steady, 10.0, 0.05) == ""
+    assert noisy_search_note(sc, "8xH100", steady, 10.0, 0.05, 4) == ""
     far = {1: {"tpot_p99_s": 0.13, "ttft_p99_s": 0.1}, 2: {"tpot_p99_s": 0.2, "ttft_p99_s": 0.1},
            4: {"tpot_p99_s": 0.03, "ttft_p99_s": 0.1}}  # rose at 2 nodes, far above the SLO: no verdict at stake
-    assert noisy_search_note("s", "8xH100", far, 10.0, 0.05) == ""
+    assert noisy_search_note(sc, "8xH100", far, 10.0, 0.05, 2) == ""
     # a run that fails on its TTFT is no answer whatever its TPOT reads (the demo's search: 1 node, TTFT p99 258 s,
     # TPOT 105 ms; 3 nodes 2.32 s and 123 ms; 4 nodes 80.2 ms against 100)
     demo = {1: {"tpot_p99_s": 0.105, "ttft_p99_s": 258.0}, 2: {"tpot_p99_s": 0.131, "ttft_p99_s": 29.5},
             3: {"tpot_p99_s": 0.123, "ttft_p99_s": 2.32}, 4: {"tpot_p99_s": 0.0802, "ttft_p99_s": 0.513}}
-    assert noisy_search_note("default", "8xH100", demo, 10.0, 0.1) == ""
+    assert noisy_search_note(sc, "8xH100", demo, 10.0, 0.1, 3) == ""
+    bisect = {3: {"tpot_p99_s": 0.09, "ttft_p99_s": 0.1}, 4: {"tpot_p99_s": 0.07, "ttft_p99_s": 0.1},
+              5: {"tpot_p99_s": 0.044, "ttft_p99_s": 0.1}, 6: {"tpot_p99_s": 0.045, "ttft_p99_s": 0.1}}
+    assert noisy_search_note(sc, "8xH100", bisect, 10.0, 0.05, 4) == ""
+    own = tmp_path / "my scen.toml"  # a file of one's own, quoted for the shell
+    own.write_text('name = "mine"\n')
+    note = noisy_search_note(load_scenario(own), "8xH100", runs, 10.0, 0.05, 28)
+    assert f"kvsim sweep '{own}' --grid cluster.hardware=8xH100" in note
+
+
+def test_the_headroom_fails_a_run_whose_queue_grows(monkeypatch):
+    """helper-146: no test held the searches to `keeps_up`. The headroom's bisection over the load, its runs stubbed:
+    every run meets both p99s, and the queue grows from 1.3× the load on: the headroom is below 1.3, not the
+    2.8× the p99s alone would give."""
+    from types import SimpleNamespace
+
+    import simulator.planning as planning
+    from simulator.progress import Meter
+    from simulator.scenario import Scenario
+
+    sc = load_scenario("capacity-plan")
+    scales: list[float] = []
+    load = Scenario.load_workload
+
+    def load_noting(self, seed, rate_scale=1.0, **kw):  # the scale each run is offered
+        scales.append(rate_scale)
+        return load(self, seed, rate_scale=rate_scale, **kw)
+
+    def stub(config, workload, seed, **kw):
+        return SimpleNamespace(summary={"completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": 0.1,
+                                        "tpot_p99_s": 0.01, "steady_queue_growing": scales[-1] >= 1.3})
+
+    monkeypatch.setattr(Scenario, "load_workload", load_noting)
+    monkeypatch.setattr(planning, "run", stub)
+    scale, capped = planning.fleet_headroom(sc, sc.engine_config("8xH100"), "8xH100: 1 node(s)", 0, 1.0, 0.05,
+                                           Meter(None), None, 2.0)
+    assert 1.0 <= scale < 1.3 and not capped and max(scales) > 2

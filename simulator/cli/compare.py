@@ -201,7 +201,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             name = Path(workload_spec).name
             span = (f", {duration_s:g} s" if duration_s and duration_s != math.inf else "") + (
                 f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
-            fleet = hardware if n_nodes == 1 else f"{n_nodes}× {hardware}"  # (one node: "1× 1xH100" read oddly)
+            kind = base.node.key if isinstance(base.node, NodeSpec) else hardware  # the node, not as typed (H100)
+            fleet = kind if n_nodes == 1 else f"{n_nodes}× {kind}"  # (one node: "1× 1xH100" read oddly)
             fig = compare_figure(df, f"{model} on {fleet} (tp {tp}): {name}{span}, "
                                      f"{len(requests):,} requests, seed {seed}")
             fig.savefig(out / "compare.png", dpi=110)
