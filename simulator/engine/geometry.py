@@ -100,8 +100,8 @@ class BlockGeometry:
         up to `most` (``overhead(T)`` of its longest): the overhead of the last token of the block `tokens` ends
         in, since a window's step inside a block comes with no block of its own (``compress:4:1000``'s at token
         1,033, inside the block opened at 1,025)."""
-        line = self.overhead(-(-tokens // self.block_tokens) * self.block_tokens)
-        return most if most < line else line
+        held = self.overhead(-(-tokens // self.block_tokens) * self.block_tokens)
+        return most if most < held else held
 
     def growth(self, tokens: int, held: int, most: int) -> tuple[int, int]:
         """``(rate, token)`` for a sequence at `tokens` KV tokens holding `held` overhead blocks, at least

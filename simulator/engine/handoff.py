@@ -152,14 +152,19 @@ class HandOff:
         """Whether `seq` (prefilled elsewhere, ``kv0`` tokens) may reserve its blocks here now."""
         if len(self.running) + len(self.incoming) + len(self.arrived) >= self.sched.max_num_seqs:
             return False
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov) + self._window_step(seq)
-        room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
+        grow, room = self._hold_needs(seq, now)
         return grow <= room + self.counts.evictable
+
+    def _hold_needs(self, seq: Seq, now: float) -> tuple[int, int]:
+        """``(grow, room)``: the blocks `seq` holds here once its first decode step has written its next token
+        (that token's window blocks too: `_window_step`), and the blocks free now beyond those the step in
+        flight takes and the watermark (`can_hold` and `reserve` ask the same)."""
+        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov) + self._window_step(seq)
+        return grow, self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
 
     def reserve(self, seq: Seq, now: float) -> None:
         """Take `seq`'s blocks now (`can_hold` said yes), evicting cached blocks as needed."""
-        grow = self.geometry.blocks(min(seq.kv0 + 1, seq.cap), seq.ov) + self._window_step(seq)
-        room = self.total_blocks - self.used - self.pending_blocks(now) - self.watermark_blocks
+        grow, room = self._hold_needs(seq, now)
         d_used, d_cache, d_evictable = 0, 0, 0
         if grow > room:
             used0, cache0, evictable0 = self.used, self.counts.blocks[0], self.counts.evictable
