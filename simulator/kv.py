@@ -134,8 +134,8 @@ def lever_family(part: str) -> str:
 
 
 def _retention_hint(name: str, text: str) -> str:
-    """Where a retention policy named as a lever of the layout `text` goes instead: a strategy set of the layout's
-    other levers and the policy (``gqa:2+h2o``); none for any other name."""
+    """Where a retention policy named as a lever of the layout `text` goes instead: `text` itself, as a strategy set
+    of ``kvsim compare --strategy`` (``gqa:2+h2o``); none for any other name."""
     from simulator.engine.retention import retention_names
 
     if name not in retention_names():
