@@ -116,6 +116,15 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
     return line + ("fails" if s["completed"] else "fails (none completed)")
 
 
+def short_verdict(line: str) -> str:
+    """A failed run's `latency_line` without its plain ``fails`` but with what else failed it: ``TTFT p99 6.49 s,
+    TPOT p99 14.3 ms``, ``TTFT p99 1.2 s, TPOT p99 40 ms: its queue grows`` (a `NoFleet`'s short reason, where
+    "fails" goes without saying; helper-146: a fleet whose p99s met the SLOs read as if it had met them)."""
+    head, _, verdict = line.rpartition(": ")
+    why = verdict.removeprefix("fails")
+    return f"{head}: {why.strip()[1:-1]}" if why else head
+
+
 class NoFleet(ConfigError):
     """No fleet of a node kind meets the SLOs: the message says why in full; `short` in a few words, for the
     plan's ``binding`` column (`plan_capacity` keeps the other kinds' answers)."""
@@ -322,12 +331,14 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
             lo, hi = hi, hi * 2
             if hi * unit > MAX_NODES:
                 s = sim(lo * unit).summary
+                grows = meets_slo(sim(lo * unit), ttft_p99_s, tpot_p99_s)  # and fails `keeps_up`
                 raise NoFleet(
                     f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
-                    f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out); {lo * unit} nodes give TTFT p99 "
-                    f"{s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out",
+                    f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out, a queue that does not grow); "
+                    f"{lo * unit} nodes give TTFT p99 {s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, "
+                    f"{s['timed_out']} timed out" + (", and their queue grows" if grows else ""),
                     short=f"none of up to {MAX_NODES} nodes ({lo * unit}: "
-                          f"{latency_line(sim(lo * unit), ttft_p99_s, tpot_p99_s).rpartition(':')[0]})")
+                          f"{short_verdict(latency_line(sim(lo * unit), ttft_p99_s, tpot_p99_s))})")
             expect(lo, hi, False)
         expect(lo, hi, True)
         while hi - lo > 1:
@@ -358,40 +369,74 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
 NOISY_BAND = 0.8, 1.25  # a p99 within these shares of its SLO is near it: noise there can decide a verdict
 
 
-def noisy_search_note(scenario: Scenario, hardware: str, runs: Mapping[int, Mapping[str, Any]], ttft_p99_s: float,
-                      tpot_p99_s: float, below: int) -> str:
-    """A note where the search's runs (node count -> summary) read a p99 that rose as nodes were added, both near its
-    SLO (`NOISY_BAND`), and the run one replica below the answer (`below` nodes: the one that decided the count) read
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """What one search's runs varied, for `noisy_search_note`: the node kind and the fleet (``xPyD``, or none: the
+    aggregated one), the search (``the search``, ``the decode pool's search``), the count it searched (``nodes``,
+    ``decode nodes``) and what was held beside it (``, beside 2 prefill nodes``), what it answered (``the node
+    count``), the scenario key a sweep varies for it and the grid items that hold the rest (the other pool's size),
+    the p99s its verdict weighs, and whether a growing queue fails its runs (`keeps_up`; the xPyD decode pool's
+    search weighs TPOT alone, `plan_disaggregated`)."""
+
+    hardware: str
+    fleet: str = ""
+    key: str = "cluster.nodes"
+    search: str = "the search"
+    nodes: str = "nodes"
+    beside: str = ""
+    answer: str = "the node count"
+    fixed: tuple[str, ...] = ()
+    weighs: tuple[str, ...] = ("tpot_p99_s", "ttft_p99_s")
+    steady: bool = True
+
+    @property
+    def label(self) -> str:
+        """``8xH100``, ``8xH100 xPyD``: the fleet the note is about."""
+        return f"{self.hardware} {self.fleet}" if self.fleet else self.hardware
+
+
+def noisy_search_note(scenario: Scenario, searched: Searched | str, runs: Mapping[int, Mapping[str, Any]],
+                      ttft_p99_s: float, tpot_p99_s: float, below: int) -> str:
+    """A note where the search's runs (count -> summary) read a p99 that rose as nodes were added, both near its
+    SLO (`NOISY_BAND`), and the run one replica below the answer (`below`: the one that decided the count) read
     it near the SLO too: more nodes should only lower a p99, so the rise is one seed's noise, and there that noise
     decided the count (helper-145: `kvsim capacity disaggregated`'s 8xH100 read TPOT p99 51.7 ms at 24 nodes, 52.2 at
     28, 43.8 at 29 and 46.1 at 30 against 50 ms, and answered 29). It names the sweep over seeds that shows the
-    spread, at the SLOs and length searched (`sweep_over_seeds`). "" otherwise."""
+    spread, at the SLOs and length searched (`sweep_over_seeds`). "" otherwise. `searched`: what the search varied
+    (`Searched`; a node kind alone: the aggregated fleet's node count)."""
+    sought = Searched(searched) if isinstance(searched, str) else searched
     counts = sorted(runs)
     slos = {"tpot_p99_s": tpot_p99_s, "ttft_p99_s": ttft_p99_s}
-    for key, slo, unit, scale in (("tpot_p99_s", tpot_p99_s, "ms", 1e3), ("ttft_p99_s", ttft_p99_s, "s", 1.0)):
-        other = "ttft_p99_s" if key == "tpot_p99_s" else "tpot_p99_s"
-        # the runs this p99 decides: near its SLO, and meeting everything else (a run failing on another count
-        # is no answer whatever this p99 reads: the demo's 1-node run, TTFT p99 258 s)
+    for key in ("tpot_p99_s", "ttft_p99_s"):
+        if key not in sought.weighs:
+            continue
+        slo = slos[key]
+        unit, scale = ("ms", 1e3) if key == "tpot_p99_s" else ("s", 1.0)
+        # the runs this p99 decides: near its SLO, and meeting everything else the search weighs (a run failing on
+        # another count is no answer whatever this p99 reads: the demo's 1-node run, TTFT p99 258 s)
         near = [n for n in counts if NOISY_BAND[0] * slo <= runs[n][key] <= NOISY_BAND[1] * slo
-                and not runs[n].get(other, 0.0) > slos[other] and not runs[n].get("timed_out", 0)
-                and not runs[n].get("rejected", 0) and not runs[n].get("steady_queue_growing", False)]
+                and not any(runs[n].get(other, 0.0) > slos[other] for other in sought.weighs if other != key)
+                and not runs[n].get("timed_out", 0) and not runs[n].get("rejected", 0)
+                and not (sought.steady and runs[n].get("steady_queue_growing", False))]
         if below in near and any(runs[b][key] > runs[a][key] for a, b in pairwise(near)):
             read = ", ".join(f"{figure(runs[n][key] * scale)} {unit} at {n}" for n in near)
-            return (f"{hardware}: the search's {key[:4].upper()} p99 did not fall steadily with nodes near its SLO of "
-                    f"{figure(slo * scale)} {unit} ({read} nodes): the node count rests on this seed's runs; "
-                    + sweep_over_seeds(scenario, hardware, near, ttft_p99_s, tpot_p99_s) + " shows their spread")
+            return (f"{sought.label}: {sought.search}'s {key[:4].upper()} p99 did not fall steadily with "
+                    f"{sought.nodes} near its SLO of {figure(slo * scale)} {unit} ({read} {sought.nodes}"
+                    f"{sought.beside}): {sought.answer} rests on this seed's runs; "
+                    + sweep_over_seeds(scenario, sought, near, ttft_p99_s, tpot_p99_s) + " shows their spread")
     return ""
 
 
-def sweep_over_seeds(scenario: Scenario, hardware: str, nodes: Sequence[int], ttft_p99_s: float,
+def sweep_over_seeds(scenario: Scenario, searched: Searched, nodes: Sequence[int], ttft_p99_s: float,
                      tpot_p99_s: float) -> str:
-    """The `kvsim sweep` command line that reruns `nodes` of `hardware` at three seeds, at the SLOs and workload
-    length searched (`kvsim capacity` may have overridden the scenario's), its scenario as a command names it
-    (`Scenario.argument`, shell-quoted); "a sweep over seeds" for a scenario built in code, which no command loads."""
+    """The `kvsim sweep` command line that reruns `nodes` (the count `searched` varied, the rest held) at three
+    seeds, at the SLOs and workload length searched (`kvsim capacity` may have overridden the scenario's), its
+    scenario as a command names it (`Scenario.argument`, shell-quoted); "a sweep over seeds" for a scenario built in
+    code, which no command loads."""
     if not scenario.path:
         return "a sweep over seeds"
-    grid = [f"cluster.hardware={hardware}", f"cluster.nodes={','.join(map(str, nodes))}", "seed=0,1,2",
-            f"slo.ttft_p99_s={ttft_p99_s:g}", f"slo.tpot_p99_s={tpot_p99_s:g}"]
+    grid = [f"cluster.hardware={searched.hardware}", *searched.fixed, f"{searched.key}={','.join(map(str, nodes))}",
+            "seed=0,1,2", f"slo.ttft_p99_s={ttft_p99_s:g}", f"slo.tpot_p99_s={tpot_p99_s:g}"]
     if math.isfinite(scenario.workload.duration_s):
         grid.append(f"workload.duration_s={scenario.workload.duration_s:g}")
     return "kvsim sweep " + " ".join([shlex.quote(scenario.argument), *(f"--grid {g}" for g in grid)])
@@ -542,7 +587,8 @@ def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload:
     whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and the rows' search notes in
     ``attrs["search_notes"]`` (`noisy_search_note`)."""
     if "search_note" in plan:  # said beside the table (`noisy_search_note`), not a column of it
-        plan.attrs["search_notes"] = [str(x) for x in plan.pop("search_note") if isinstance(x, str) and x]
+        plan.attrs["search_notes"] = [line for x in plan.pop("search_note") if isinstance(x, str)
+                                      for line in x.splitlines()]  # (an xPyD row's: one a pool, `_noisy_split`)
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
     reqs = workload.requests()
     plan.attrs["requests"] = len(reqs)

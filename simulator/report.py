@@ -343,6 +343,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "`memory_floor_nodes` is the analytic lower bound from KV memory alone; `headroom_scale` is the "
                "load multiplier the fleet takes before an SLO breaks; where `headroom_capped` is True it met the "
                "SLOs at every multiplier tried, so the figure is a lower bound (it may take more).\n",
+               *(f"Note: {line}\n" for line in capacity.attrs.get("search_notes", [])),  # `noisy_search_note`
                "![capacity](" + _save(capacity_figure(capacity, sc.name), out / "capacity.png") + ")\n"]
         files.add(1)
     files.finish()

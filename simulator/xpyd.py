@@ -27,7 +27,7 @@ Both pools count whole replicas (a multi-node plan's span). What binds the answe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from simulator.planning import (
     MAX_NODES,
     MEMORY_BOUND_UTILIZATION,
     NoFleet,
+    Searched,
     fleet_headroom,
     headroom_cost,
     keeps_up,
@@ -52,6 +53,7 @@ from simulator.planning import (
     never_served,
     no_fleet_row,
     no_kind_fits,
+    noisy_search_note,
     plan_fleet,
     plan_frame,
 )
@@ -86,6 +88,7 @@ class SplitPlan:
     link_utilization: float
     binding: str
     simulations: int
+    search_note: str = ""  # where one seed's noise near an SLO may have decided a pool's size (`_noisy_split`)
 
 
 def ample_prefill_nodes(scenario: Scenario, hardware: str, workload: Workload) -> int:
@@ -165,6 +168,7 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
                       f"({tpot_p99_s:g} s) with {ample} prefill nodes",
                       left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS + then),
                       short=f"no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO") * unit_d
+        searched_d = d
         while True:
             meter.expect(PREFILL_PRIOR_RUNS + then)
             p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
@@ -196,11 +200,37 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     if not binding:
         binding.append("none (one replica a pool suffices)" if (p, d) == (unit_p, unit_d)
                        else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
-    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", nodes=p + d, prefill_nodes=p, decode_nodes=d,
+    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=_noisy_split(
+                         scenario, hardware, cache, (ample, searched_d, unit_d) if d == searched_d else None,
+                         (p, d, unit_p), ttft_p99_s, tpot_p99_s), nodes=p + d, prefill_nodes=p, decode_nodes=d,
                      memory_floor_nodes=floor, usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
                      usd_per_million_output_tokens=s["usd_per_million_output_tokens"], ttft_p99_s=s["ttft_p99_s"],
                      tpot_p99_s=s["tpot_p99_s"], decode_kv_utilization=s["decode_kv_utilization"],
                      link_utilization=s["link_utilization"], binding=", ".join(binding), simulations=len(cache))
+
+
+def _noisy_split(scenario: Scenario, hardware: str, cache: Mapping[tuple[int, int], Result],
+                 decode: tuple[int, int, int] | None, prefill: tuple[int, int, int], ttft_p99_s: float,
+                 tpot_p99_s: float) -> str:
+    """`noisy_search_note` for each search of `plan_disaggregated` that may have decided its fleet, one line each:
+    the decode pool's (`decode`: the prefill nodes it ran beside, its answer, a decode replica's nodes; None where
+    the fleet grew past its answer, so that a run of the prefill search decided it), over TPOT alone as it weighs,
+    and the prefill pool's (`prefill`: its answer, the decode nodes it ran beside, a prefill replica's nodes)."""
+    notes = []
+    if decode is not None:
+        p, d, unit = decode
+        notes.append(noisy_search_note(scenario, Searched(
+            hardware, "xPyD", "disaggregation.decode_nodes", "the decode pool's search", "decode nodes",
+            f", beside {p} prefill nodes", "the decode pool's size",
+            ("disaggregation.compare_aggregated=false", f"disaggregation.prefill_nodes={p}"), ("tpot_p99_s",), False),
+            {k: r.summary for (pp, k), r in cache.items() if pp == p}, ttft_p99_s, tpot_p99_s, d - unit))
+    p, d, unit = prefill
+    notes.append(noisy_search_note(scenario, Searched(
+        hardware, "xPyD", "disaggregation.prefill_nodes", "the prefill pool's search", "prefill nodes",
+        f", beside {d} decode nodes", "the prefill pool's size",
+        ("disaggregation.compare_aggregated=false", f"disaggregation.decode_nodes={d}")),
+        {k: r.summary for (k, dd), r in cache.items() if dd == d}, ttft_p99_s, tpot_p99_s, p - unit))
+    return "\n".join(n for n in notes if n)
 
 
 def _decode_binding(below: Result | None, at_floor: bool, max_num_seqs: int) -> str:

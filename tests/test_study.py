@@ -441,7 +441,7 @@ tpot_p99_s = 0.1
     r = CliRunner().invoke(main, ["capacity", str(sc), "--hardware", "8xH100"])
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (
         f"Error: {sc}: 8xH100: no fleet of up to 256 nodes meets the SLOs (p99 TTFT <= 5 s, p99 TPOT <= 0.1 s, none "
-        "timed out); 256 nodes give TTFT p99 6.49 s, TPOT p99 0.0143 s, 0 timed out")
+        "timed out, a queue that does not grow); 256 nodes give TTFT p99 6.49 s, TPOT p99 0.0143 s, 0 timed out")
     r = CliRunner().invoke(main, ["capacity", str(sc), "--slo-ttft-p99-s", "0.001"])
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (  # every kind named, grouped by reason (helper-118)
         f"Error: {sc}: no fleet of any node kind meets the SLOs: 8xH100, 8xB200: none of up to 256 nodes "

@@ -301,3 +301,86 @@ def test_the_headroom_fails_a_run_whose_queue_grows(monkeypatch):
     scale, capped = planning.fleet_headroom(sc, sc.engine_config("8xH100"), "8xH100: 1 node(s)", 0, 1.0, 0.05,
                                            Meter(None), None, 2.0)
     assert 1.0 <= scale < 1.3 and not capped and max(scales) > 2
+
+
+def test_a_fleet_whose_queue_grows_at_every_size_says_so_in_its_row(monkeypatch):
+    """helper-146: a kind no fleet of which keeps its queue from growing said so only in its search lines: the
+    row's short reason cut the verdict, "(256: TTFT p99 0.1 s, TPOT p99 10 ms)", p99s within the SLOs, as if it
+    had met them. The search's runs stubbed: both p99s met at every size, the queue growing."""
+    from types import SimpleNamespace
+
+    import simulator.planning as planning
+    from simulator.planning import NoFleet, short_verdict
+
+    def stub(config, workload, seed, **kw):
+        return SimpleNamespace(summary={"completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": 0.1,
+                                        "tpot_p99_s": 0.01, "steady_queue_growing": True})
+
+    monkeypatch.setattr(planning, "run", stub)
+    sc = load_scenario("capacity-plan")
+    with pytest.raises(NoFleet) as err:
+        planning.plan_fleet(sc, "8xH100", sc.load_workload(0), ttft_p99_s=2.0, tpot_p99_s=0.05, seed=0)
+    assert err.value.short == "none of up to 256 nodes (256: TTFT p99 0.1 s, TPOT p99 10 ms: its queue grows)"
+    assert str(err.value).endswith(
+        "8xH100: no fleet of up to 256 nodes meets the SLOs (p99 TTFT <= 2 s, p99 TPOT <= 0.05 s, none timed out, a "
+        "queue that does not grow); 256 nodes give TTFT p99 0.1 s, TPOT p99 0.01 s, 0 timed out, and their queue "
+        "grows")
+    # a run that failed a p99 reads as before; what else failed it stays
+    assert short_verdict("TTFT p99 6.49 s, TPOT p99 14.3 ms: fails") == "TTFT p99 6.49 s, TPOT p99 14.3 ms"
+    assert short_verdict("TTFT p99 9 s, TPOT p99 1 ms: fails (3 timed out)") == \
+        "TTFT p99 9 s, TPOT p99 1 ms: 3 timed out"
+
+
+def test_an_xpyd_search_whose_p99_rose_with_nodes_near_its_slo_says_so(tmp_path):
+    """helper-146: the xPyD rows never got the note the aggregated search gives (`noisy_search_note`). The decode
+    pool's search weighs TPOT alone, beside the ample prefill pool (here 4 nodes), so a run failing its TTFT is still
+    one it decides; the prefill pool's weighs both p99s beside the decode pool it sized. Each note names the sweep
+    that reruns its pool's sizes at three seeds, the other pool held, without the aggregated fleet beside."""
+    from types import SimpleNamespace
+
+    from simulator.xpyd import _noisy_split
+
+    sc = load_scenario("disaggregated")
+    run = lambda tpot, ttft=1.0: SimpleNamespace(summary={"tpot_p99_s": tpot, "ttft_p99_s": ttft,  # noqa: E731
+                                                          "completed": 9, "timed_out": 0, "rejected": 0})
+    # decode: 1 fails TPOT far above, 2 near and failing, 3 near and meeting, 4 above 3's (noise); TTFT fails at 2
+    cache = {(4, 1): run(0.09), (4, 2): run(0.052, ttft=30.0), (4, 3): run(0.045), (4, 4): run(0.048),
+             (1, 3): run(0.047, ttft=12.0), (2, 3): run(0.046, ttft=4.0)}
+    note = _noisy_split(sc, "8xH100", cache, (4, 3, 1), (2, 3, 1), 10.0, 0.05)
+    assert note == (
+        "8xH100 xPyD: the decode pool's search's TPOT p99 did not fall steadily with decode nodes near its SLO of "
+        "50 ms (52 ms at 2, 45 ms at 3, 48 ms at 4 decode nodes, beside 4 prefill nodes): the decode pool's size "
+        "rests on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
+        "disaggregation.compare_aggregated=false --grid disaggregation.prefill_nodes=4 --grid "
+        "disaggregation.decode_nodes=2,3,4 --grid seed=0,1,2 --grid slo.ttft_p99_s=10 --grid slo.tpot_p99_s=0.05 "
+        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread")
+    # the decode pool grew past its search's answer: the prefill search decided it, and its runs fell steadily
+    assert _noisy_split(sc, "8xH100", cache, None, (2, 3, 1), 10.0, 0.05) == ""
+    # prefill: TTFT near its SLO at 1 to 4 prefill nodes (failing at 1), rising at 4 (TPOT met): its own note, with
+    # the decode pool held
+    cache.update({(1, 3): run(0.047, ttft=10.5), (2, 3): run(0.046, ttft=9.5), (3, 3): run(0.0455, ttft=8.0),
+                  (4, 3): run(0.045, ttft=9.8)})
+    lines = _noisy_split(sc, "8xH100", cache, None, (2, 3, 1), 10.0, 0.05).splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "8xH100 xPyD: the prefill pool's search's TTFT p99 did not fall steadily with prefill nodes near its SLO of "
+        "10 s (10.5 s at 1, 9.5 s at 2, 8 s at 3, 9.8 s at 4 prefill nodes, beside 3 decode nodes): the prefill pool's "
+        "size rests on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
+        "disaggregation.compare_aggregated=false --grid disaggregation.decode_nodes=3 --grid "
+        "disaggregation.prefill_nodes=1,2,3,4 --grid seed=0,1,2")
+
+
+def test_the_run_report_carries_the_capacity_searchs_notes(tmp_path, monkeypatch):
+    """helper-146: `kvsim run`'s summary.md left out the note `kvsim run` prints on stderr where one seed's runs
+    decided a node count (`noisy_search_note`, stubbed here to fire on every kind)."""
+    import simulator.planning as planning
+
+    monkeypatch.setattr(planning, "noisy_search_note", lambda sc, hw, *a: f"{hw}: one seed decided it")
+    sc = tmp_path / "s.toml"
+    sc.write_text('name = "s"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                  '[workload]\nduration_s = 10\n[workload.spec]\nname = "chat-4k"\n'
+                  '[report]\ncapacity = true\ncollapse = false\nbreakeven = false\n')
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "note: 8xH100: one seed decided it" in r.stderr
+    md = (tmp_path / "o" / "summary.md").read_text()
+    assert "\nNote: 8xH100: one seed decided it\n" in md.split("## Capacity plan")[1]
