@@ -55,6 +55,7 @@ from workloads.workload import say_left_out
 
 MIN_SCALE = 1 / 1024
 MAX_SCALE = 1024.0
+DEFAULT_SEEDS = 3  # a max rate's and an offline throughput's seeds, unless told (the spread needs more than one)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,7 +300,7 @@ def fleet_config(scenario: Scenario, hardware: str, fleet: str | None,
     return label, config, fleet_nodes(config)
 
 
-def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = 3,
+def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = DEFAULT_SEEDS,
              seed: int | None = None, rel_tol: float = 0.05, ttft_p99_s: float | None = None,
              tpot_p99_s: float | None = None,
              duration_s: float | None = None, window: SteadyWindow | None = None,
@@ -400,8 +401,9 @@ def all_at_once(workload: Workload) -> Workload:
                                   seed=workload.seed)
 
 
-def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None, seeds: int = 3,
-                       seed: int | None = None, duration_s: float | None = None, window: SteadyWindow | None = None,
+def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet: str | None = None,
+                       seeds: int = DEFAULT_SEEDS, seed: int | None = None, duration_s: float | None = None,
+                       window: SteadyWindow | None = None,
                        timer: StepTimer | None = None, on_step: Callable[[str], None] | None = None,
                        progress: Progress | None = None) -> pd.DataFrame:
     """One `OfflineRun` row per seed: the scenario's requests (of `duration_s` of arrivals) all at t = 0,

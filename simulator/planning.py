@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
@@ -282,63 +282,121 @@ def memory_floor_nodes(scenario: Scenario, hardware: str, workload: Workload, tt
     return budget.nodes * max(1, math.ceil(byte_seconds * frac / span / per_unit))
 
 
-def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float, tpot_p99_s: float,
-               seed: int, on_step: Callable[[str], None] | None = None, meter: Meter | None = None,
+Draws = Sequence[tuple[int, Workload]]  # a search's seeds, each with the workload drawn at it (`plan_capacity`)
+
+
+K = TypeVar("K")  # what a search varies: a node count, an xPyD split
+
+
+class SeedRuns(Generic[K]):
+    """A search's runs of each fleet it tries (`K`: a node count, an xPyD split) at each of its draws (`Draws`: a
+    seed and its workload), made as a verdict asks for them: `meets` runs a fleet's seeds in order while they pass,
+    so that a fleet failing at its first seed costs one run and one that meets costs one a seed. `simulate` runs a
+    fleet at a seed's workload (and says so)."""
+
+    def __init__(self, draws: Draws, simulate: Callable[[K, int, Workload], Result]) -> None:
+        self.draws = draws
+        self.simulate = simulate
+        self.runs: dict[K, list[Result]] = {}
+
+    def at(self, key: K, i: int = 0) -> Result:
+        """`key`'s run at the `i`-th draw, run now if it has not been."""
+        got = self.runs.setdefault(key, [])
+        while len(got) <= i:
+            seed, workload = self.draws[len(got)]
+            got.append(self.simulate(key, seed, workload))
+        return got[i]
+
+    def meets(self, key: K, ok: Callable[[Result], bool]) -> bool:
+        """Whether `key` passes `ok` at every draw (its runs made in seed order until one fails)."""
+        return all(ok(self.at(key, i)) for i in range(len(self.draws)))
+
+    def failed(self, key: K, ok: Callable[[Result], bool]) -> Result | None:
+        """`key`'s first run that failed `ok` (what stopped a smaller fleet: `_binding`), if it ran one."""
+        return next((r for r in self.runs.get(key, []) if not ok(r)), None)
+
+    def __len__(self) -> int:
+        """The simulations made."""
+        return sum(map(len, self.runs.values()))
+
+
+def across_seeds(results: Sequence[Result]) -> dict[str, float]:
+    """A fleet's plan figures over its runs at a search's seeds: the p99s the largest (the fleet meets the SLOs at
+    every seed), $/hour, $ per million output tokens and KV utilisation their means; one run's own figures."""
+    s = [r.summary for r in results]
+    mean = lambda f: math.fsum(map(f, s)) / len(s)  # noqa: E731
+    return {"usd_per_hour": mean(lambda x: x["cost_usd"] / x["makespan_s"] * 3600),
+            "usd_per_million_output_tokens": mean(lambda x: x["usd_per_million_output_tokens"]),
+            "ttft_p99_s": max(x["ttft_p99_s"] for x in s), "tpot_p99_s": max(x["tpot_p99_s"] for x in s),
+            "kv_utilization": mean(lambda x: x["kv_utilization"])}
+
+
+def seed_tag(seeds: int, seed: int) -> str:
+    """``, seed 1`` in a search's line of progress where it runs several seeds; nothing where one."""
+    return f", seed {seed}" if seeds > 1 else ""
+
+
+def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: float, tpot_p99_s: float,
+               on_step: Callable[[str], None] | None = None, meter: Meter | None = None,
                headroom_hint: float | None = None) -> FleetPlan:
-    """The smallest node count of `hardware` that meets the SLOs for `workload`.
+    """The smallest node count of `hardware` that meets the SLOs at every one of `draws` (a seed and the workload
+    drawn at it; one, usually): the row's p99s are the largest over them, its costs their means (`across_seeds`).
 
     `meter` (`simulator.progress.Meter`) is told the work in runs of the workload: each run costs
     one, a headroom run its load scale (and as much again times `GENERATE_COST` for generating its
     workload); the search's runs still to come are `search_runs_left`, the headroom's
     `headroom_cost` at `headroom_guess` for the fleet the search has reached (`headroom_hint`, say
     another node kind's headroom, where the fleet is one replica; `FLEET_PRIOR` is the whole
-    estimate before it starts).
+    estimate before it starts), each times the seeds (a fleet that fails at its first seed costs less).
     """
-    floor = memory_floor_nodes(scenario, hardware, workload, ttft_p99_s, tpot_p99_s)
-    cache: dict[int, Result] = {}
+    floor = max(memory_floor_nodes(scenario, hardware, w, ttft_p99_s, tpot_p99_s) for _, w in draws)
+    meter = meter or Meter(None)
+    seeds = len(draws)
+
+    def simulate(n: int, seed: int, workload: Workload) -> Result:
+        r = run(scenario.engine_config(hardware, n_nodes=n), workload, seed, progress=meter.piece(1.0),
+                total_requests=len(workload.requests()))
+        meter.add(1.0)
+        meter.inform()
+        if on_step:
+            on_step(f"{hardware}: {n} node(s){seed_tag(len(draws), seed)} -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
+        never_served(r, f"{scenario.where}: {hardware}")  # none would be: a replica rejects what it cannot hold
+        return r
+
+    runs = SeedRuns(draws, simulate)
     try:
         if floor > MAX_NODES:
             raise NoFleet(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
                           f"memory alone needs {floor:,} nodes for this load",
                           short=f"KV memory alone needs {floor:,} nodes, over {MAX_NODES}")
-        meter = meter or Meter(None)
-        n_requests = len(workload.requests())
-
-        def sim(n: int) -> Result:
-            if n in cache:
-                return cache[n]
-            r = cache[n] = run(scenario.engine_config(hardware, n_nodes=n), workload, seed,
-                               progress=meter.piece(1.0), total_requests=n_requests)
-            meter.add(1.0)
-            meter.inform()
-            if on_step:
-                on_step(f"{hardware}: {n} node(s) -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
-            return r
 
         def expect(lo: int, hi: int, found: bool) -> None:
             guess = headroom_guess(hi * unit, unit, headroom_hint)
-            meter.expect(search_runs_left(lo, hi, found)
-                         + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, guess))
+            meter.expect(seeds * (search_runs_left(lo, hi, found)
+                                  + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, guess)))
 
         # the search counts whole replicas: `unit` nodes each (1, or the nodes a multi-node plan spans)
         unit = kv_budget(scenario.engine_config(hardware).node, scenario.model_spec(),  # type: ignore[arg-type]
                          memory_utilization=scenario.cluster.memory_utilization, plan=scenario.plan).nodes
-        ok = lambda k: keeps_up(sim(k * unit), ttft_p99_s, tpot_p99_s)  # noqa: E731
+        keeps = lambda r: keeps_up(r, ttft_p99_s, tpot_p99_s)  # noqa: E731
+        ok = lambda k: runs.meets(k * unit, keeps)  # noqa: E731
         lo, hi = floor // unit - 1, floor // unit
         expect(lo, hi, False)
-        never_served(sim(hi * unit), f"{scenario.where}: {hardware}")
         while not ok(hi):
             lo, hi = hi, hi * 2
             if hi * unit > MAX_NODES:
-                s = sim(lo * unit).summary
-                grows = meets_slo(sim(lo * unit), ttft_p99_s, tpot_p99_s)  # and fails `keeps_up`
+                last = runs.failed(lo * unit, keeps)
+                assert last is not None  # `ok` failed at it
+                s = last.summary
+                grows = meets_slo(last, ttft_p99_s, tpot_p99_s)  # and fails `keeps_up`
+                at = f"{lo * unit}{seed_tag(seeds, draws[len(runs.runs[lo * unit]) - 1][0])}"
                 raise NoFleet(
                     f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
                     f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out, a queue that does not grow); "
-                    f"{lo * unit} nodes give TTFT p99 {s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, "
+                    f"{at} nodes give TTFT p99 {s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, "
                     f"{s['timed_out']} timed out" + (", and their queue grows" if grows else ""),
-                    short=f"none of up to {MAX_NODES} nodes ({lo * unit}: "
-                          f"{short_verdict(latency_line(sim(lo * unit), ttft_p99_s, tpot_p99_s))})")
+                    short=f"none of up to {MAX_NODES} nodes ({at}: "
+                          f"{short_verdict(latency_line(last, ttft_p99_s, tpot_p99_s))})")
             expect(lo, hi, False)
         expect(lo, hi, True)
         while hi - lo > 1:
@@ -346,24 +404,18 @@ def plan_fleet(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p9
             lo, hi = (lo, mid) if ok(mid) else (mid, hi)
             expect(lo, hi, True)
     except NoFleet as exc:  # what the search simulated, for the plan's row of this kind (`no_fleet_row`)
-        exc.floor, exc.simulations = floor, len(cache)
+        exc.floor, exc.simulations = floor, len(runs)
         raise
     hi *= unit
-    best = sim(hi)
-    below = cache.get(hi - unit)
-    binding = _binding(hi, floor, below, unit)
-    headroom, capped = fleet_headroom(scenario, scenario.engine_config(hardware, n_nodes=hi),
-                                      f"{hardware}: {hi} node(s)", seed, ttft_p99_s, tpot_p99_s, meter, on_step,
-                                      headroom_guess(hi, unit, headroom_hint))
-    s = best.summary
-    noisy = noisy_search_note(scenario, hardware, {n: r.summary for n, r in cache.items()}, ttft_p99_s, tpot_p99_s,
-                              hi - unit)
-    return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor,
-                     usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
-                     usd_per_million_output_tokens=s["usd_per_million_output_tokens"],
-                     ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], kv_utilization=s["kv_utilization"],
+    binding = _binding(hi, floor, runs.failed(hi - unit, keeps), unit)
+    headroom, capped, headroom_runs = fleet_headroom(scenario, scenario.engine_config(hardware, n_nodes=hi),
+                                      f"{hardware}: {hi} node(s)", [sd for sd, _ in draws], ttft_p99_s, tpot_p99_s,
+                                      meter, on_step, headroom_guess(hi, unit, headroom_hint))
+    noisy = noisy_search_note(scenario, hardware, {n: r[0].summary for n, r in runs.runs.items()}, ttft_p99_s,
+                              tpot_p99_s, hi - unit) if seeds == 1 else ""  # several: the count meets at each
+    return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor, **across_seeds(runs.runs[hi]),
                      binding=binding, headroom_scale=headroom, headroom_capped=capped,
-                     simulations=len(cache) + HEADROOM_STEPS, search_note=noisy)
+                     simulations=len(runs) + headroom_runs, search_note=noisy)
 
 
 NOISY_BAND = 0.8, 1.25  # a p99 within these shares of its SLO is near it: noise there can decide a verdict
@@ -423,7 +475,8 @@ def noisy_search_note(scenario: Scenario, searched: Searched | str, runs: Mappin
             return (f"{sought.label}: {sought.search}'s {key[:4].upper()} p99 did not fall steadily with "
                     f"{sought.nodes} near its SLO of {figure(slo * scale)} {unit} ({read} {sought.nodes}"
                     f"{sought.beside}): {sought.answer} rests on this seed's runs; "
-                    + sweep_over_seeds(scenario, sought, near, ttft_p99_s, tpot_p99_s) + " shows their spread")
+                    + sweep_over_seeds(scenario, sought, near, ttft_p99_s, tpot_p99_s) + " shows their spread; "
+                    "kvsim capacity --seeds 3 finds a count that meets the SLOs at three seeds")
     return ""
 
 
@@ -484,32 +537,40 @@ def headroom_guess(nodes: int, unit: int = 1, hint: float | None = None) -> floa
 FLEET_PRIOR = 1 + headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, headroom_guess(1))
 
 
-def fleet_headroom(scenario: Scenario, config: EngineConfig, label: str, seed: int, ttft: float, tpot: float,
-                   meter: Meter, on_step: Callable[[str], None] | None, guess: float) -> tuple[float, bool]:
+def fleet_headroom(scenario: Scenario, config: EngineConfig, label: str, seeds: Sequence[int], ttft: float,
+                   tpot: float, meter: Meter, on_step: Callable[[str], None] | None,
+                   guess: float) -> tuple[float, bool, int]:
     """Largest rate multiplier in [1, HEADROOM_MAX_SCALE] at which the fleet of `config` (`label` in `on_step`'s
-    lines: ``8xH100: 2 node(s)``, ``8xH100-1P2D``) still meets the SLOs (`guess`: the one expected, for
-    `meter`), and whether every run met them (then the multiplier is only a lower bound: the search
-    stopped below its ceiling, not at a failure)."""
+    lines: ``8xH100: 2 node(s)``, ``8xH100-1P2D``) still meets the SLOs at every one of `seeds` (each multiplier's
+    runs in seed order until one fails; `guess`: the multiplier expected, for `meter`), whether every run met them
+    (then the multiplier is only a lower bound: the search stopped below its ceiling, not at a failure), and the
+    runs it made."""
     lo, hi = 1.0, HEADROOM_MAX_SCALE
     failed = False
+    made = 0
     for step in range(HEADROOM_STEPS):
         guess = min(max(guess, lo), hi)  # what the runs so far allow
-        meter.expect(headroom_cost(lo, hi, HEADROOM_STEPS - step, guess))
+        meter.expect(len(seeds) * headroom_cost(lo, hi, HEADROOM_STEPS - step, guess))
         mid = math.sqrt(lo * hi)
-        wl = scenario.load_workload(seed, rate_scale=mid, allow_empty=True)  # a search trial, as max_rate's
-        meter.add(GENERATE_COST * mid)
-        r = run(config, wl, seed, progress=meter.piece(mid), total_requests=len(wl.requests()))
-        meter.add(mid)
-        ok = keeps_up(r, ttft, tpot)
-        if on_step:
-            on_step(f"{label} at {mid:.3g}× the load -> {latency_line(r, ttft, tpot)}")
+        ok = True
+        for seed in seeds:
+            wl = scenario.load_workload(seed, rate_scale=mid, allow_empty=True)  # a search trial, as max_rate's
+            meter.add(GENERATE_COST * mid)
+            r = run(config, wl, seed, progress=meter.piece(mid), total_requests=len(wl.requests()))
+            meter.add(mid)
+            made += 1
+            ok = keeps_up(r, ttft, tpot)
+            if on_step:
+                on_step(f"{label} at {mid:.3g}× the load{seed_tag(len(seeds), seed)} -> {latency_line(r, ttft, tpot)}")
+            if not ok:
+                break
         lo, hi = (mid, hi) if ok else (lo, mid)
         failed |= not ok
-    return lo, not failed
+    return lo, not failed, made
 
 
 def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft_p99_s: float | None = None,
-                  tpot_p99_s: float | None = None, seed: int | None = None,
+                  tpot_p99_s: float | None = None, seed: int | None = None, seeds: int = 1,
                   on_step: Callable[[str], None] | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """One `FleetPlan` row per node kind, for the scenario's workload and SLOs (or those given); with a
     ``[disaggregation]`` section, an aggregated and a disaggregated row per kind
@@ -518,12 +579,16 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     `hardware` lists node kinds (None: the scenario's ``cluster.hardware``), at least one, each once; a
     GPU name alone is its largest node and the rows name the node (``["H100"]`` -> ``8xH100``:
     `simulator.study.node_kinds`). `seed` is an integer >= 0 (None: the scenario's); the SLOs
-    finite seconds > 0 (None: the scenario's).
+    finite seconds > 0 (None: the scenario's). `seeds` >= 1: each fleet is run at ``seed, seed + 1, …`` (each its own
+    workload draw and engine seed) and meets the SLOs only where it does at every one (`plan_fleet`), so that no
+    one seed's noise decides a count (`noisy_search_note`); the meter expects each search to cost that many
+    times as much (a fleet that fails at its first seed costs one run).
     A kind no fleet of which meets the SLOs (`NoFleet`) has a row with no node count, cost or headroom, its
     ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
     left, the first kind's `NoFleet` is raised.
-    Each row ends with the SLOs and seed searched for (`SEARCH_COLUMNS`); ``attrs["requests"]`` is the
-    workload's request count and ``attrs["offline"]`` whether they all arrive at once (`few_requests_note`).
+    Each row ends with the SLOs, seed and seeds searched for (`SEARCH_COLUMNS`); ``attrs["requests"]`` is the
+    first seed's workload's request count and ``attrs["offline"]`` whether they all arrive at once
+    (`few_requests_note`).
     `on_step` receives a line per simulation; `progress` the fraction done, weighed by the requests
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
@@ -532,28 +597,30 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "plan_capacity")
+    must(isinstance(seeds, int) and seeds >= 1, "plan_capacity", "seeds", "an integer >= 1", seeds)
     kinds = node_kinds(scenario, hardware, "plan_capacity: hardware")
     ttft = scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s
     tpot = scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s
     if scenario.disaggregation is not None:  # aggregated and xPyD fleets side by side
         from simulator.xpyd import SPLIT_PRIOR, plan_split_capacity
 
-        meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR, SPLIT_PRIOR] * len(kinds)], quiet=True)
-        workload = _workload(scenario, seed, meter, on_step)
-        plan = plan_split_capacity(scenario, kinds, workload, seed=seed, on_step=on_step, ttft_p99_s=ttft,
-                                   tpot_p99_s=tpot, meter=meter)
+        meter = Meter(progress, [GENERATE_COST * seeds, *[FLEET_PRIOR * seeds, SPLIT_PRIOR * seeds] * len(kinds)],
+                      quiet=True)
+        draws = _draws(scenario, seed, seeds, meter, on_step)
+        plan = plan_split_capacity(scenario, kinds, draws, on_step=on_step, ttft_p99_s=ttft, tpot_p99_s=tpot,
+                                   meter=meter)
         meter.finish()
-        return _searched(plan, ttft, tpot, seed, workload)
-    meter = Meter(progress, [GENERATE_COST, *[FLEET_PRIOR] * len(kinds)], quiet=True)  # until a run ends
-    workload = _workload(scenario, seed, meter, on_step)
+        return _searched(plan, ttft, tpot, draws)
+    meter = Meter(progress, [GENERATE_COST * seeds, *[FLEET_PRIOR * seeds] * len(kinds)], quiet=True)
+    draws = _draws(scenario, seed, seeds, meter, on_step)
     rows: list[dict[str, Any]] = []
     failed: list[NoFleet] = []
     hint = None  # the last kind's headroom
     for i, hw in enumerate(kinds):
         meter.next_stage(alike=len(kinds) - 1 - i)  # each kind to come expected to cost what this one does
         try:
-            fleet = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft, tpot_p99_s=tpot, seed=seed, on_step=on_step,
-                               meter=meter, headroom_hint=hint)
+            fleet = plan_fleet(scenario, hw, draws, ttft_p99_s=ttft, tpot_p99_s=tpot, on_step=on_step, meter=meter,
+                               headroom_hint=hint)
         except NoFleet as exc:  # this kind's row says why; the other kinds keep their answers
             failed.append(exc)
             rows.append(no_fleet_row(hw, exc))
@@ -566,42 +633,49 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,
                                                                             [str(r["hardware"]) for r in rows])
     meter.finish()
-    return _searched(plan_frame(rows), ttft, tpot, seed, workload)
+    return _searched(plan_frame(rows), ttft, tpot, draws)
 
 
-SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed")  # what a plan was searched for, on each row
+SEARCH_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s", "seed", "seeds")  # what a plan was searched for, on each row
 
 
 def slo_line(plan: pd.DataFrame) -> str:
     """What a plan's node counts meet, in words: ``capacity plan for SLOs TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms
-    (seed 0)``, from its `SEARCH_COLUMNS`."""
+    (seed 0)``, ``(seeds 0-2: each count meets them at every one)``, from its `SEARCH_COLUMNS`."""
     row = plan.iloc[0]
     tpot = row.slo_tpot_p99_s
+    seeds = int(row.get("seeds", 1))
+    at = (f"seeds {row.seed}-{row.seed + seeds - 1}: each count meets them at every one" if seeds > 1
+          else f"seed {row.seed}")
     return (f"capacity plan for SLOs TTFT p99 ≤ {figure(row.slo_ttft_p99_s)} s, TPOT p99 ≤ "
-            f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} (seed {row.seed})")
+            f"{f'{figure(tpot * 1e3)} ms' if tpot < 1 else f'{figure(tpot)} s'} ({at})")
 
 
-def _searched(plan: pd.DataFrame, ttft: float, tpot: float, seed: int, workload: Workload) -> pd.DataFrame:
-    """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs and the seed, so that a
-    CSV or JSON says which SLOs its node counts meet), the workload's request count in ``attrs["requests"]``,
-    whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and the rows' search notes in
-    ``attrs["search_notes"]`` (`noisy_search_note`)."""
+def _searched(plan: pd.DataFrame, ttft: float, tpot: float, draws: Draws) -> pd.DataFrame:
+    """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs, the first seed and the seeds,
+    so that a CSV or JSON says which SLOs its node counts meet), the first seed's workload's request count in
+    ``attrs["requests"]``, whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and the
+    rows' search notes in ``attrs["search_notes"]`` (`noisy_search_note`)."""
     if "search_note" in plan:  # said beside the table (`noisy_search_note`), not a column of it
         plan.attrs["search_notes"] = [line for x in plan.pop("search_note") if isinstance(x, str)
                                       for line in x.splitlines()]  # (an xPyD row's: one a pool, `_noisy_split`)
-    plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"] = ttft, tpot, seed
-    reqs = workload.requests()
+    plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"], plan["seeds"] = ttft, tpot, draws[0][0], len(draws)
+    reqs = draws[0][1].requests()
     plan.attrs["requests"] = len(reqs)
     plan.attrs["offline"] = arrive_at_once(reqs)
     return plan
 
 
-def _workload(scenario: Scenario, seed: int, meter: Meter, on_step: Callable[[str], None] | None) -> Workload:
-    """The scenario's workload, checked against the model's context (the meter's first stage); `on_step` is
-    told the trace rows that pass skipped, if any (the search replays the others)."""
-    workload = scenario.load_workload(seed)
-    scenario.check_context(workload)
-    if on_step is not None:
-        say_left_out(workload, on_step)
-    meter.add(GENERATE_COST)
-    return workload
+def _draws(scenario: Scenario, seed: int, seeds: int, meter: Meter, on_step: Callable[[str], None] | None) -> Draws:
+    """The scenario's workload at each of `seeds` seeds from `seed` on, each checked against the model's context
+    (the meter's first stage); `on_step` is told the trace rows that pass skipped, if any (the search replays the
+    others: the first seed's said, a trace's rows the same at every seed)."""
+    draws = []
+    for sd in range(seed, seed + seeds):
+        workload = scenario.load_workload(sd)
+        scenario.check_context(workload)
+        if on_step is not None and sd == seed:
+            say_left_out(workload, on_step)
+        meter.add(GENERATE_COST)
+        draws.append((sd, workload))
+    return draws

@@ -43,8 +43,11 @@ from simulator.planning import (
     HEADROOM_STEPS,
     MAX_NODES,
     MEMORY_BOUND_UTILIZATION,
+    Draws,
     NoFleet,
     Searched,
+    SeedRuns,
+    across_seeds,
     fleet_headroom,
     headroom_cost,
     keeps_up,
@@ -56,6 +59,7 @@ from simulator.planning import (
     noisy_search_note,
     plan_fleet,
     plan_frame,
+    seed_tag,
 )
 from simulator.progress import Meter, search_runs_left
 from simulator.scenario import Scenario
@@ -116,15 +120,17 @@ def ample_prefill_nodes(scenario: Scenario, hardware: str, workload: Workload) -
     return budget.nodes * max(1, math.ceil(schedulers / per_unit))
 
 
-def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *, ttft_p99_s: float,
-                       tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None,
-                       meter: Meter | None = None, then: float = 0.0) -> SplitPlan:
-    """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring).
+def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: float, tpot_p99_s: float,
+                       on_step: Callable[[str], None] | None = None, meter: Meter | None = None,
+                       then: float = 0.0) -> SplitPlan:
+    """The smallest xPyD fleet decoding on `hardware` that meets the SLOs (module docstring) at every one of `draws`
+    (a seed and the workload drawn at it; one, usually): the row's p99s are the largest over them, its costs and
+    utilisations their means (`simulator.planning.across_seeds`).
 
     `meter` (`simulator.progress.Meter`) is told the work in runs of the workload: the decode
     search's runs left (`search_runs_left`) and `PREFILL_PRIOR_RUNS` for the prefill search until
-    it starts, then its own runs left, each plus `then`, the work its caller does next (the answer's
-    headroom: `plan_split_capacity`; `SPLIT_PRIOR` is the estimate before anything ran)."""
+    it starts, then its own runs left, each times the seeds, plus `then`, the work its caller does next (the
+    answer's headroom: `plan_split_capacity`; `SPLIT_PRIOR` is the estimate before anything ran)."""
     model = scenario.model_spec()
     cfg = scenario.disaggregated_config(hardware)
     assert cfg.prefill_pool is not None and isinstance(cfg.node, NodeSpec) and isinstance(cfg.prefill_pool.node,
@@ -132,20 +138,23 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     mu = scenario.cluster.memory_utilization
     unit_d = kv_budget(cfg.node, model, memory_utilization=mu, plan=scenario.plan).nodes
     unit_p = kv_budget(cfg.prefill_pool.node, model, memory_utilization=mu, plan=scenario.prefill_plan).nodes
-    cache: dict[tuple[int, int], Result] = {}
     meter = meter or Meter(None)
-    n_requests = len(workload.requests())
+    seeds = len(draws)
 
-    def sim(p: int, d: int) -> Result:
-        if (p, d) not in cache:
-            r = cache[(p, d)] = run(scenario.disaggregated_config(hardware, p, d), workload, seed,
-                                    progress=meter.piece(1.0), total_requests=n_requests)
-            meter.add(1.0)
-            if on_step:
-                s = r.summary
-                on_step(f"{scenario.fleet_label(hardware, p, d)}: decode KV {100 * s['decode_kv_utilization']:.0f}%, "
-                        f"links {100 * s['link_utilization']:.0f}% -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
-        return cache[(p, d)]
+    def simulate(key: tuple[int, int], seed: int, workload: Workload) -> Result:
+        p, d = key
+        r = run(scenario.disaggregated_config(hardware, p, d), workload, seed, progress=meter.piece(1.0),
+                total_requests=len(workload.requests()))
+        meter.add(1.0)
+        if on_step:
+            s = r.summary
+            on_step(f"{scenario.fleet_label(hardware, p, d)}{seed_tag(seeds, seed)}: decode KV "
+                    f"{100 * s['decode_kv_utilization']:.0f}%, links {100 * s['link_utilization']:.0f}% -> "
+                    f"{latency_line(r, ttft_p99_s, tpot_p99_s)}")
+        never_served(r, f"{scenario.where}: {hardware}")  # none would be: a replica rejects what it cannot hold
+        return r
+
+    runs = SeedRuns(draws, simulate)
 
     def decode_ok(r: Result) -> bool:
         s = r.summary
@@ -154,59 +163,62 @@ def plan_disaggregated(scenario: Scenario, hardware: str, workload: Workload, *,
     def slo_ok(r: Result) -> bool:
         return keeps_up(r, ttft_p99_s, tpot_p99_s)
 
-    floor = memory_floor_nodes(scenario, hardware, workload, ttft_p99_s, tpot_p99_s)
+    floor = max(memory_floor_nodes(scenario, hardware, w, ttft_p99_s, tpot_p99_s) for _, w in draws)
     try:
         if max(1, floor // unit_d) > MAX_NODES // unit_d:
             raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode nodes "
                           f"meets the SLOs: the decode pool's KV memory alone needs {floor:,} nodes for this load",
                           short=f"KV memory alone needs {floor:,} decode nodes, over {MAX_NODES}")
-        ample = ample_prefill_nodes(scenario, hardware, workload)
+        ample = max(ample_prefill_nodes(scenario, hardware, w) for _, w in draws)
         ample = -(-ample // unit_p) * unit_p
-        never_served(sim(ample, max(1, floor // unit_d) * unit_d), f"{scenario.where}: {hardware}")  # none would
-        d = _smallest(lambda k: decode_ok(sim(ample, k * unit_d)), max(1, floor // unit_d), MAX_NODES // unit_d,
+        d = _smallest(lambda k: runs.meets((ample, k * unit_d), decode_ok), max(1, floor // unit_d),
+                      MAX_NODES // unit_d,
                       f"{scenario.where}: {hardware}: no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO "
                       f"({tpot_p99_s:g} s) with {ample} prefill nodes",
-                      left=lambda n: meter.expect(n + PREFILL_PRIOR_RUNS + then),
+                      left=lambda n: meter.expect(seeds * (n + PREFILL_PRIOR_RUNS) + then),
                       short=f"no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO") * unit_d
         searched_d = d
         while True:
-            meter.expect(PREFILL_PRIOR_RUNS + then)
-            p = _smallest(lambda k, d=d: slo_ok(sim(k * unit_p, d)), 1, MAX_NODES // unit_p,  # type: ignore[misc]
+            meter.expect(seeds * PREFILL_PRIOR_RUNS + then)
+            p = _smallest(lambda k, d=d: runs.meets((k * unit_p, d), slo_ok), 1,  # type: ignore[misc]
+                          MAX_NODES // unit_p,
                           f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
                           f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
-                          ok_hint=ample // unit_p if slo_ok(sim(ample, d)) else None,
-                          left=lambda n: meter.expect(n + then),
+                          ok_hint=ample // unit_p if runs.meets((ample, d), slo_ok) else None,
+                          left=lambda n: meter.expect(seeds * n + then),
                           short=f"no prefill pool of up to {MAX_NODES} nodes meets the SLOs with {d} decode "
                                 "nodes") * unit_p
-            if slo_ok(sim(p, d)):
+            if runs.meets((p, d), slo_ok):
                 break
             d += unit_d  # the total once more: the smaller prefill pool failed after all
             if d > MAX_NODES:
                 raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
                               "nodes meets the SLOs", short=f"none of up to {MAX_NODES} decode nodes")
     except NoFleet as exc:  # what the search simulated, for the plan's row (`no_fleet_row`)
-        exc.floor, exc.simulations = floor, len(cache)
+        exc.floor, exc.simulations = floor, len(runs)
         raise
-    best = sim(p, d)
-    s = best.summary
+    best = runs.runs[(p, d)]  # every seed's: it met at each
     binding = []
-    if p > unit_p and not slo_ok(sim(p - unit_p, d)):
+    if p > unit_p and not runs.meets((p - unit_p, d), slo_ok):
         binding.append("prefill compute")
-    below = cache.get((ample, d - unit_d))
-    if d > unit_d and (d == floor or (below is not None and not decode_ok(below))):
+    below = runs.failed((ample, d - unit_d), decode_ok)  # the decode pool one replica smaller, where it failed
+    if d > unit_d and (d == floor or below is not None):
         binding.append(_decode_binding(below, d == floor, scenario.scheduler.max_num_seqs))
-    if s["link_utilization"] >= NETWORK_BOUND_UTILIZATION:
+    link = math.fsum(r.summary["link_utilization"] for r in best) / len(best)
+    if link >= NETWORK_BOUND_UTILIZATION:
         binding.append("network")
     if not binding:
         binding.append("none (one replica a pool suffices)" if (p, d) == (unit_p, unit_d)
                        else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
-    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=_noisy_split(
-                         scenario, hardware, cache, (ample, searched_d, unit_d) if d == searched_d else None,
-                         (p, d, unit_p), ttft_p99_s, tpot_p99_s), nodes=p + d, prefill_nodes=p, decode_nodes=d,
-                     memory_floor_nodes=floor, usd_per_hour=s["cost_usd"] / s["makespan_s"] * 3600,
-                     usd_per_million_output_tokens=s["usd_per_million_output_tokens"], ttft_p99_s=s["ttft_p99_s"],
-                     tpot_p99_s=s["tpot_p99_s"], decode_kv_utilization=s["decode_kv_utilization"],
-                     link_utilization=s["link_utilization"], binding=", ".join(binding), simulations=len(cache))
+    figures = across_seeds(best)
+    del figures["kv_utilization"]  # the decode pool's, below: what says whether memory binds it
+    noisy = _noisy_split(scenario, hardware, {k: r[0] for k, r in runs.runs.items()},
+                         (ample, searched_d, unit_d) if d == searched_d else None, (p, d, unit_p), ttft_p99_s,
+                         tpot_p99_s) if seeds == 1 else ""  # several: the fleet meets at each
+    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=noisy, nodes=p + d, prefill_nodes=p,
+                     decode_nodes=d, memory_floor_nodes=floor, **figures,
+                     decode_kv_utilization=math.fsum(r.summary["decode_kv_utilization"] for r in best) / len(best),
+                     link_utilization=link, binding=", ".join(binding), simulations=len(runs))
 
 
 def _noisy_split(scenario: Scenario, hardware: str, cache: Mapping[tuple[int, int], Result],
@@ -275,10 +287,11 @@ def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_h
     return hi
 
 
-def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload, *, ttft_p99_s: float,
-                        tpot_p99_s: float, seed: int, on_step: Callable[[str], None] | None = None,
+def plan_split_capacity(scenario: Scenario, kinds: list[str], draws: Draws, *, ttft_p99_s: float,
+                        tpot_p99_s: float, on_step: Callable[[str], None] | None = None,
                         meter: Meter | None = None) -> pd.DataFrame:
-    """Aggregated and disaggregated fleets of each kind side by side at the same SLOs: one row each.
+    """Aggregated and disaggregated fleets of each kind side by side at the same SLOs, each meeting them at every
+    one of `draws` (a seed and its workload: `simulator.planning.plan_capacity`'s): one row each.
 
     ``decode_kv_utilization`` is the KV use of the pool that decodes: the decode pool's of an xPyD
     fleet (what says whether memory binds it), the whole fleet's (`FleetPlan.kv_utilization`) of an
@@ -303,8 +316,8 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
     for hw in kinds:
         meter.next_stage()
         try:
-            agg = plan_fleet(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, seed=seed,
-                             on_step=on_step, meter=meter)
+            agg = plan_fleet(scenario, hw, draws, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s, on_step=on_step,
+                             meter=meter)
         except NoFleet as exc:
             rows.append(no_fleet(hw, "aggregated", exc))
             agg_headroom = math.sqrt(HEADROOM_MAX_SCALE)  # the middle of the range, as `headroom_guess` with no hint
@@ -315,18 +328,19 @@ def plan_split_capacity(scenario: Scenario, kinds: list[str], workload: Workload
                          "link_utilization": math.nan})
             agg_headroom = agg.headroom_scale
         meter.next_stage()
-        headroom_prior = headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, agg_headroom)
+        headroom_prior = len(draws) * headroom_cost(1.0, HEADROOM_MAX_SCALE, HEADROOM_STEPS, agg_headroom)
         try:
-            split = plan_disaggregated(scenario, hw, workload, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s,
-                                       seed=seed, on_step=on_step, meter=meter, then=headroom_prior)
+            split = plan_disaggregated(scenario, hw, draws, ttft_p99_s=ttft_p99_s, tpot_p99_s=tpot_p99_s,
+                                       on_step=on_step, meter=meter, then=headroom_prior)
         except NoFleet as exc:
             rows.append(no_fleet(hw, "xPyD", exc))
             continue
         config = scenario.disaggregated_config(hw, split.prefill_nodes, split.decode_nodes)
-        headroom, capped = fleet_headroom(scenario, config, scenario.fleet_label(hw, split.prefill_nodes,
-                                                                                 split.decode_nodes),
-                                          seed, ttft_p99_s, tpot_p99_s, meter, on_step, agg_headroom)
-        rows.append({**asdict(split), "simulations": split.simulations + HEADROOM_STEPS, "headroom_scale": headroom,
+        headroom, capped, made = fleet_headroom(scenario, config, scenario.fleet_label(hw, split.prefill_nodes,
+                                                                                       split.decode_nodes),
+                                                [sd for sd, _ in draws], ttft_p99_s, tpot_p99_s, meter, on_step,
+                                                agg_headroom)
+        rows.append({**asdict(split), "simulations": split.simulations + made, "headroom_scale": headroom,
                      "headroom_capped": capped})
     if len(failed) == len(rows):  # no fleet at all: the one's reason in full, or each one's in short
         raise failed[0] if len(failed) == 1 else no_kind_fits(scenario.where, failed,

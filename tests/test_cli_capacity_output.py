@@ -48,8 +48,8 @@ def test_a_headroom_never_seen_to_fail_is_shown_as_a_lower_bound(tmp_path):
     doc = json.loads(kvsim("capacity", p, "--json").stdout)[0]
     assert doc["headroom_capped"] is True and 7.4 < doc["headroom_scale"] < 7.6
     csv = (tmp_path / "o" / "capacity.csv").read_text().splitlines()
-    assert csv[0].endswith("headroom_scale,headroom_capped,simulations,slo_ttft_p99_s,slo_tpot_p99_s,seed")
-    assert csv[1].endswith(",True,6,2.0,0.1,0")  # and what the plan was searched for (helper-131)
+    assert csv[0].endswith("headroom_scale,headroom_capped,simulations,slo_ttft_p99_s,slo_tpot_p99_s,seed,seeds")
+    assert csv[1].endswith(",True,6,2.0,0.1,0,1")  # and what the plan was searched for (helper-131)
     assert "capacity plan for SLOs TTFT p99 ≤ 2 s, TPOT p99 ≤ 100 ms (seed 0)" in r.stderr
 
 

@@ -11,11 +11,10 @@ from tests.test_hostile_inputs import error, kvsim, outcome, scenario
 
 # --- capacity: the options of --max-rate / --offline ----------------------------------------------
 @pytest.mark.parametrize(("args", "says"), [
-    (["--seeds", "5"], "--seeds 5: applies only with --max-rate or --offline, not to the fleet search"),
     (["--warmup-fraction", "0.2"], "--warmup-fraction 0.2: applies only with --max-rate or --offline"),
     (["--rel-tol", "0.1"], "--rel-tol 0.1: applies only with --max-rate, not to the fleet search"),
     (["--offline", "--rel-tol", "0.1"], "--rel-tol 0.1: applies only with --max-rate, not to --offline"),
-    (["--seeds", "3"], "--seeds 3: applies only with"),  # the default value, given: refused all the same
+    (["--warmup-fraction", "0.1"], "--warmup-fraction 0.1: applies only with"),  # the default, given: refused
 ])
 def test_capacity_refuses_mode_options_without_their_mode(tmp_path, args, says):
     r = kvsim("capacity", scenario(tmp_path), *args)

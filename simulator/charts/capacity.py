@@ -72,8 +72,10 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     what = ["aggregated vs disaggregated"] if split else []
     if "slo_ttft_p99_s" in plan:  # what the node counts meet (`planning.SEARCH_COLUMNS`)
         tpot = float(plan.slo_tpot_p99_s.iloc[0])
+        seed, seeds = int(plan.seed.iloc[0]), int(plan.seeds.iloc[0]) if "seeds" in plan else 1
         what.append(f"fleets that meet TTFT p99 ≤ {plan.slo_ttft_p99_s.iloc[0]:g} s, "
-                    f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}, seed {plan.seed.iloc[0]}")
+                    f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}"
+                    + (f" at each of seeds {seed}-{seed + seeds - 1}" if seeds > 1 else f", seed {seed}"))
     fig.suptitle(f"Capacity plan: {title}" + (f" ({'; '.join(what)})" if what else ""))
     fig.tight_layout()
     return fig

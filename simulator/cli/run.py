@@ -142,8 +142,9 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 @click.option("--out", type=OutPath(), help="write capacity.csv and capacity.png here")
 @click.option("--max-rate", is_flag=True, help="instead: the highest rate the scenario's fleet sustains at the SLOs")
 @click.option("--offline", is_flag=True, help="instead: throughput with every request arriving at t = 0")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="--max-rate/--offline only: repeat over this many seeds")
+@click.option("--seeds", type=click.IntRange(min=1),
+              help="run each fleet at this many seeds from --seed on (each its own workload draw): a node count "
+                   "must meet the SLOs at every one (default 1; 3 with --max-rate/--offline, which repeat over them)")
 @click.option("--rel-tol", type=PositiveFinite(1, ": a share, 0.05 for 5%"), default=0.05, show_default=True,
               help="--max-rate only: bisect until the bracket's hi/lo ≤ 1 + this (0.05: 5%)")
 @duration_option("seconds of arrivals a run, in every mode (default: the scenario's workload.duration_s)")
@@ -154,7 +155,7 @@ def run_cmd(scenario: Path | None, out: Path, seed: int | None, trace: Path | No
 def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99: float | None,
                  hardware: str | None, seed: int | None, trace: Path | None, usd_per_gpu_hour: str | None,
                  out: Path | None,
-                 max_rate: bool = False, offline: bool = False, seeds: int = 3, rel_tol: float = 0.05,
+                 max_rate: bool = False, offline: bool = False, seeds: int | None = None, rel_tol: float = 0.05,
                  duration_s: float | None = None, warmup_fraction: float = 0.1, as_json: bool = False) -> None:
     """The smallest fleet of each node kind that meets the SLOs at SCENARIO's load (with a
     [disaggregation] section: the smallest aggregated and xPyD fleets side by side).
@@ -163,14 +164,16 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     [disaggregation]), the highest arrival
     rate that meets the SLOs, by bisection over seeds; with --offline: the throughput when every
     request arrives at once. Both report sustained figures over the steady-state window.
-    --seeds and --warmup-fraction apply only to them, --rel-tol only to --max-rate: given
-    without, they are refused.
+    --warmup-fraction applies only to them, --rel-tol only to --max-rate: given without, they are
+    refused. --seeds N sizes each fleet to meet the SLOs at N seeds (N times the runs at most), so that no
+    one seed's luck decides a count.
     """
     from dataclasses import replace
 
     _refuse_mode_options(max_rate, offline)
 
     from simulator.charts import capacity_figure, close_figure
+    from simulator.maxrate import DEFAULT_SEEDS
     from simulator.planning import plan_capacity
 
     sc = priced(load_scenario(scenario, trace=trace, say=note), usd_per_gpu_hour)
@@ -193,7 +196,8 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     _say_prices(sc)
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
-            _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline, seeds=seeds,
+            _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline,
+                           seeds=DEFAULT_SEEDS if seeds is None else seeds,
                            seed=seed, rel_tol=rel_tol, ttft=slo_ttft_p99, tpot=slo_tpot_p99, duration=duration_s,
                            warmup_fraction=warmup_fraction, as_json=as_json, folder=folder)
             if folder:
@@ -201,7 +205,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             return
         with progress_bar("capacity search") as bar:
             plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
-                                 on_step=bar.note, progress=bar)
+                                 seeds=seeds or 1, on_step=bar.note, progress=bar)
         if as_json:
             echo_json(records(plan))
         else:
@@ -251,8 +255,7 @@ def _refuse_mode_options(max_rate: bool, offline: bool) -> None:
     """Refuse an option of --max-rate/--offline given on the command line without its mode (it
     would change nothing)."""
     ctx = click.get_current_context()
-    needs = {"seeds": ("--seeds", max_rate or offline, "--max-rate or --offline"),
-             "warmup_fraction": ("--warmup-fraction", max_rate or offline, "--max-rate or --offline"),
+    needs = {"warmup_fraction": ("--warmup-fraction", max_rate or offline, "--max-rate or --offline"),
              "rel_tol": ("--rel-tol", max_rate, "--max-rate")}
     for name, (flag, applies, modes) in needs.items():
         if not applies and on_command_line(name):
