@@ -193,8 +193,9 @@ class BlockPool(DecodeSet):
         if self.swapped:
             seq = self.swapped.popleft()
             self.host_used -= seq.blocks
-            if seq.exact:
-                self.cache.on_finish(seq, seq.kv0, 0)  # unpin; nothing of it is in HBM
+            if seq.exact:  # unpin; nothing of it is in HBM but its cached prefix, whose chain end takes the window
+                # its host copy held (a windowed layout's `_windowed_finish`: at most the free blocks; none elsewhere)
+                self.used += self.cache.on_finish(seq, seq.hit_tokens, self.total_blocks - self.used)
             self._to_recompute(seq)
             return
         seq = self.waiting.popleft()

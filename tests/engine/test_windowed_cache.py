@@ -205,3 +205,47 @@ def test_a_chain_end_moved_down_a_tier_fits_it_with_the_window_it_gains_there() 
     assert (tree.blocks[HBM], tree.blocks[1]) == (20, 14)
     state.evict(20)  # top's 20 + its window 3 cannot fit beside the leaf: the leaf is dropped, then top dropped too
     assert tree.blocks == [0, 0]
+
+
+def test_a_swapped_sequence_recomputed_to_unblock_a_replica_leaves_its_chain_end_its_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-148: two requests swapped out, neither able to come back beside the other's pinned prompt, so the
+    replica drops request 0's host copy and recomputes it (`BlockPool._unblock_empty_replica`); that unpinned its
+    320-token chain end with no window (`on_finish` with no private blocks), and request 0 came back onto a
+    trimmed 64-token end whose window no one held (`resume_hit_tokens` 64). Now the chain end takes its window
+    from the free blocks; every unreferenced leaf carries its chain's window at every plan and commit, the used
+    count exact."""
+    from simulator.engine import SchedulerConfig
+    from simulator.engine.pool import BlockPool
+
+    layout = parse_layout("compress:4:64")
+    config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, layout=layout, cache="prefix", kv_blocks=100,
+                          block_tokens=16,
+                          scheduler=SchedulerConfig(preemption="swap", watermark=0.1, max_num_seqs=8))
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=320, output_tokens=600, segments=((1, 320),)),
+            Request(id=1, arrival_s=0.001, prompt_tokens=480, output_tokens=600, segments=((2, 480),))]
+    bad: list[Any] = []
+    unblocks: list[tuple[int, int]] = []
+
+    def check(rep: Replica, where: str) -> None:
+        tree, geo = rep.cache.tree, rep.geometry  # type: ignore[attr-defined]
+        if not 0 <= rep.used <= rep.total_blocks or expected_used(rep) != rep.used:
+            bad.append((where, "used", rep.used, expected_used(rep)))
+        bad.extend((where, d, leaf.extra, geo.overhead(d)) for leaf, d in _leaves(tree)
+                   if not leaf.ref and leaf.extra < geo.overhead(d))
+
+    unblock = BlockPool._unblock_empty_replica
+
+    def unblock_seen(self: Any, now: float) -> None:
+        unblock(self, now)
+        ends = [(d, leaf.extra) for leaf, d in _leaves(self.cache.tree) if not leaf.ref]
+        unblocks.extend(ends)
+
+    after_plans_and_commits(monkeypatch, check)
+    monkeypatch.setattr(BlockPool, "_unblock_empty_replica", unblock_seen)
+    result = run(config, reqs)
+    assert unblocks == [(320, 15)]  # the chain end of request 0's prompt, with overhead(320) = 15 blocks
+    assert not bad, bad[:5]
+    s = result.summary
+    assert s["completed"] == 2 and s["resume_hit_tokens"] == 0
+    assert s["kv_utilization"] == pytest.approx(0.87496, abs=1e-5)  # 0.87644 while the window went uncounted

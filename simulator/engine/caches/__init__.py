@@ -115,7 +115,10 @@ class CacheState(Protocol):
         ...
 
     def on_finish(self, seq: Seq, tokens: int, private_blocks: int) -> int:
-        """`seq` gives back its blocks (finished, or preempted to recompute); return how many are kept."""
+        """`seq` gives back its blocks (finished, or preempted to recompute); return how many are kept.
+        `private_blocks` are the HBM blocks it holds beyond its cached prefix, which the cache may keep; a
+        swapped sequence recomputed to unblock an idle replica holds none, and passes `tokens` = its hit
+        tokens with the pool's free blocks, which a windowed cache's chain end may take for its window."""
         ...
 
     def evictable_blocks(self) -> int:

@@ -291,9 +291,10 @@ class _PrefixState:
         (where it inserted, or the node it referenced when it inserts nothing) gets its chain's window,
         ``overhead(depth)`` blocks (`BlockGeometry.overhead`), unless it holds it already. Its sequence held at
         least ``overhead(tokens) ≥ overhead(depth)`` of its own (`BlockGeometry.growth`, depth ≤ tokens),
-        so the blocks kept stay within `private_blocks`; they are the cache's HBM blocks' growth. A sequence
-        with no private blocks (swapped out, then recomputed) gives none: its chain end keeps no window (a rare
-        under-count)."""
+        so the blocks kept stay within `private_blocks`; they are the cache's HBM blocks' growth. A swapped
+        sequence recomputed to unblock an idle replica (`BlockPool._unblock_empty_replica`) holds no HBM block:
+        its caller passes its hit tokens and the pool's free blocks, and the chain end it referenced takes its
+        window from them (helper-148: it kept none, so a later request adopted no window there)."""
         tree, B = self.tree, self.B
         start = seq.cache_node
         n = tokens - tokens % B
