@@ -11,8 +11,9 @@ Which share of hits compares with ``p*``: the prefix input of the cached tokens 
 ``r R + w W`` with a cache against ``R + W`` without (``R`` read, ``W`` written tokens), so the
 cache pays on them iff ``R / (R + W) > p*``. That token share is ``share_cached_tokens_read``;
 ``share_requests_with_read`` (requests that read anything) is a different measure and is not
-compared with ``p*``. Storage fees and the plain input beyond the cached prefixes are outside
-this comparison.
+compared with ``p*``. A profile that bills storage (Gemini, whose TTL is fixed at the write) stores each
+written token one TTL, ``S_T`` of its plain price, so its ``p*`` takes a write of ``w + S_T``
+(`compare_ttls`); the plain input beyond the cached prefixes is outside this comparison.
 
 A profile that caches only at explicit breakpoints caches nothing for requests that mark none
 (a trace of block hashes, say); `TTLComparison.uncached_reason` says so.
@@ -27,8 +28,8 @@ from numbers import Real
 import numpy as np
 import pandas as pd
 
-from simulator.billing.breakeven import breakeven_hit_probability
 from simulator.billing.ledger import BillResult, bill_many
+from simulator.billing.numeric import poisson_breakeven
 from simulator.billing.profiles import PriceProfile, parse_ttl
 from simulator.errors import must
 from workloads.request import Request
@@ -83,8 +84,11 @@ def compare_ttls(
     whole bill, output included (context: how much of the bill caching touches);
     ``share_prompt_tokens_read = R / prompt tokens``
     and ``share_cached_tokens_read = R / (R + W)`` (NaN where nothing was cached), the share to
-    compare with ``breakeven_p_hit``. `percentiles` are each in [0, 100] (``gap_percentiles_s``
-    names them ``p50``, ``p90``, ...).
+    compare with ``breakeven_p_hit``, ``p* = (w' − 1) / (w' − r)`` with ``w' = w + S_T``, a write dearer by the
+    storage of one TTL (`simulator.billing.numeric.poisson_breakeven`: exact for a TTL without storage or fixed
+    at the write, whose every write stores its tokens one TTL: the cached input costs less than plain input iff
+    the share is above it; helper-147: Gemini's read 0, storage left out). `percentiles` are each in [0, 100]
+    (``gap_percentiles_s`` names them ``p50``, ``p90``, ...).
     """
     for p in percentiles:
         must(isinstance(p, Real) and 0 <= p <= 100, "compare_ttls", "percentiles", "numbers in [0, 100]",
@@ -103,7 +107,6 @@ def compare_ttls(
     rows = []
     for t, res in results.items():
         tot = res.totals
-        w = profile.write_multiplier(t) if t > 0 else 1.0
         read, cached = int(tot["read_tokens"]), int(tot["read_tokens"] + tot["write_tokens"])
         prompt = int(res.frame["prompt_tokens"].sum())
         rows.append({
@@ -117,7 +120,7 @@ def compare_ttls(
             "share_prompt_tokens_read": read / prompt if prompt else float("nan"),
             "share_gaps_below_ttl": float(np.mean(gaps < t)) if gaps.size else float("nan"),
             "share_cached_tokens_read": read / cached if cached else float("nan"),
-            "breakeven_p_hit": breakeven_hit_probability(profile.read_multiplier, w) if t else float("nan"),
+            "breakeven_p_hit": poisson_breakeven(profile, t)[1] if t else float("nan"),
         })  # fmt: skip
     pct = pd.Series(
         np.percentile(gaps, percentiles) if gaps.size else [float("nan")] * len(percentiles),

@@ -284,7 +284,7 @@ def breakeven(
     --seed, --duration-s, --write-latency-s and --skip-bad-rows shape the --workload replay: without --workload
     they are refused.
     This prices the customer's bill; the provider's side (the KV a TTL holds in memory against the prefill it
-    saves) is in `kvsim run`'s report of a scenario with [report] breakeven = true (`kvsim run ttl-breakeven`).
+    saves) is in `kvsim run`'s report ([report] breakeven, on by default: `kvsim run ttl-breakeven`).
     """
     from simulator.billing import charts
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows

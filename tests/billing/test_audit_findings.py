@@ -231,3 +231,22 @@ def test_a_pool_size_must_be_positive():
         ProviderCosts(**{**{f: 1.0 for f in ("kv_bytes_per_token", "bytes_per_stream", "revenue_usd_per_stream_s",
                                               "dram_usd_per_gb_hour", "ssd_usd_per_gb_hour",
                                               "prefill_gpu_s_per_token", "usd_per_gpu_s")}, "kv_pool_bytes": 0.0})
+
+
+@pytest.mark.parametrize("rate_per_s", [1 / 30, 1 / 400, 1 / 3000])
+def test_with_storage_the_break_even_share_counts_one_ttl_of_it(rate_per_s):
+    """helper-147: under Gemini (writes at the input price, storage billed one TTL from the write) the simulated
+    bills' ``breakeven_p_hit`` read 0, ``(w − 1) / (w − r)`` with ``w = 1``, beside a 1-hour TTL that lost
+    money at a cached-token share of 0.88. With the write dearer by one TTL's storage, ``w' = 1 + S_T``
+    (``S_T = 4.5 · 1 h / 1.25 = 3.6`` for 1 h, 0.3 for 5 min), ``p* = (w' − 1) / (w' − r)``: 0.8272 and 0.2852,
+    as `kvsim breakeven`'s own table gives, and the TTL saves exactly where the share is above it."""
+    from simulator.billing.profiles import get_profile
+
+    gemini = get_profile("gemini", "gemini-2.5-pro")
+    reqs = poisson_stream(np.random.default_rng(7), rate_per_s, 200, 20_000)
+    rows = compare_ttls(reqs, gemini, ["5m", "1h"]).summary.set_index("ttl")
+    assert rows.loc["1h"].breakeven_p_hit == pytest.approx(3.6 / (4.6 - 0.248))
+    assert rows.loc["5m"].breakeven_p_hit == pytest.approx(0.3 / (1.3 - 0.248))
+    for ttl in ("5m", "1h"):
+        row = rows.loc[ttl]
+        assert (row.savings_usd > 0) == (row.share_cached_tokens_read > row.breakeven_p_hit)
