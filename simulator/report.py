@@ -169,17 +169,20 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason, costs
 
 
-def provider_inputs(costs: ProviderCosts) -> tuple[pd.DataFrame, str]:
+def provider_inputs(costs: ProviderCosts, hit_ratio: float = 0.0) -> tuple[pd.DataFrame, str]:
     """The figures the provider table is priced from (`deployment_costs`), as a one-row frame
-    (``breakeven_provider_inputs.csv``) and a sentence for the report: with them and the table's GB-hours,
+    (``breakeven_provider_inputs.csv``) and a sentence for the report (`hit_ratio`: the share of prompt tokens
+    the fleet's prefix cache served, which its output ceiling's prefills leave out): with them and the table's
+    GB-hours,
     ``holding_hbm_usd = kv_gb_hours · 3600 · GB / bytes_per_stream · revenue_usd_per_stream_s``,
     ``holding_dram_usd = kv_gb_hours · dram_usd_per_gb_hour`` (SSD alike)."""
     row = {f.name: getattr(costs, f.name) for f in dataclasses.fields(costs) if f.name != "prefill"}
     decode, ceiling = costs.decode_tokens_per_s_per_stream, costs.ceiling_tokens_per_s_per_stream
     speeds = "its decode speed at the output price, at most the fleet's output ceiling a stream"
     if decode is not None and ceiling is not None:  # which of the two binds, and both figures
+        prefilled = ("after what the prefix cache served" if hit_ratio > 0 else "whole (no prefix cache hit)")
         speeds = (f"the fleet's output ceiling, {figure(ceiling)} tokens a second a stream with its prompts prefilled "
-                  f"after what the prefix cache served, which is under its decode speed of {figure(decode)}; at the "
+                  f"{prefilled}, which is under its decode speed of {figure(decode)}; at the "
                   "output price" if ceiling < decode else
                   f"its decode speed of {figure(decode)} tokens a second at the output price, under the fleet's output "
                   f"ceiling of {figure(ceiling)} a stream")
@@ -381,7 +384,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         meter.add(1 - BREAKEVEN_CHART_SHARE)
         be.to_csv(out / "breakeven.csv", index=False)
         provider.to_csv(out / "breakeven_provider.csv", index=False)
-        inputs, inputs_line = provider_inputs(costs)
+        first = next(iter(run.results.values())).summary  # the provider side's fleet
+        inputs, inputs_line = provider_inputs(costs, first["prefix_hit_ratio_tokens"])
         inputs.to_csv(out / "breakeven_provider_inputs.csv", index=False)
         title = f"Prompt-cache savings by TTL for this workload ({sc.billing.profile})"
         if uncached:
@@ -393,7 +397,12 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         ax = plot_savings_vs_ttl(be, title=title)
         pool = provider.kv_pool_gb.iloc[0]
         unknown_reuse = wl.prefix_note if wl.n_reuses is None else ""  # a trace with no prefix ids: every TTL's worth
+        unserved = first["timed_out"] + first["rejected"]
         md += ["## Prompt-cache TTL break-even\n", "Customer side: the workload billed under each TTL.\n",
+               f"Every request is billed as sent: on {provider.hardware.iloc[0]}, {unserved:,} of "
+               f"{first['requests']:,} got no answer (timed out or rejected), and the provider's revenue below "
+               "counts them too.\n"
+               if unserved else "",
                f"{uncached}\n" if uncached else "",
                _table(be),
                "`share_requests_with_read` is the share of requests that read any cached token; "
@@ -410,7 +419,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "displaced concurrency on HBM (a displaced stream earning its decode speed, at most the fleet's "
                "output ceiling over the streams its pool holds; as if the pool were full: an upper bound; this "
                "fleet's time-mean KV "
-               f"use is {100 * next(iter(run.results.values())).summary['kv_utilization']:.1f}%) or as DRAM/SSD "
+               f"use is {100 * first['kv_utilization']:.1f}%) or as DRAM/SSD "
                "capacity, against the prefill GPU time that hits save; margins are against no caching. "
                + (f"The fleet's KV pool is {pool:,.0f} GB: `kv_peak_gb` is the most KV the cache holds at once "
                   "and `kv_peak_over_pool` its ratio to the pool; `kv_gb_hours_over_pool` compares the GB-hours "

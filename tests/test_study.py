@@ -478,3 +478,22 @@ def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
     note = ("- Note: the workload has 3 requests: a p99 over them lies between its 2 slowest, so one slow request "
             "can decide the headline's `meets SLO`; a longer run (workload.duration_s) would give p99s that stand.")
     assert note in text
+
+
+def test_the_ttl_bills_say_how_many_requests_got_no_answer(tmp_path):
+    """helper-147: the report's TTL bills and the provider's revenue count every request of the workload, and
+    nothing said so where the fleet timed out half of them; the provider's inputs said prompts were "prefilled
+    after what the prefix cache served" on a fleet with no prefix cache."""
+    sc = tmp_path / "t.toml"
+    sc.write_text('name = "t"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                  '[cache]\nstrategy = "none"\n[scheduler]\nqueue_timeout_s = 0.5\n[workload]\nduration_s = 20\n'
+                  'rate_scale = 400\n[workload.spec]\nname = "chat-4k"\n[report]\ncollapse = false\n')
+    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "o" / "summary.md").read_text()
+    fleet = json.loads((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"]
+    unserved = fleet["timed_out"] + fleet["rejected"]
+    assert unserved > fleet["requests"] / 2
+    assert (f"Every request is billed as sent: on 8xH100, {unserved:,} of {fleet['requests']:,} got no answer "
+            "(timed out or rejected), and the provider's revenue below counts them too.") in md
+    assert "with its prompts prefilled whole (no prefix cache hit)" in md and "what the prefix cache served" not in md
