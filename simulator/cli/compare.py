@@ -164,9 +164,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         with progress_bar(label) as bar:
             df = compare_strategies(base, requests, specs, seed, progress=bar)
         if as_json:
-            echo_json(records(df[COLUMNS]))
+            echo_json(records(df[[*COLUMNS, "timed_out", "rejected"]]))
         else:
-            click.echo(df[COLUMNS].to_string(index=False, float_format=figure))
+            unanswered = [c for c in ("timed_out", "rejected") if df[c].any()]  # said where any set has them
+            click.echo(df[[*COLUMNS, *unanswered]].to_string(index=False, float_format=figure))
             click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed, at the workload's mean "
                        "context (a window compresses only past it); memory_factor_per_gpu: "
                        f"what one GPU holds of it under {base.plan.label} (both against MHA bf16 KV; an MLA latent is "

@@ -215,3 +215,25 @@ def test_compare_chart_keeps_its_notes_inside_the_cost_panel(tmp_path) -> None:
     assert any(t.get_text() == "prefix+cross-layer:0.5\nquality debit 0.0988 pt" for t in cost.get_yticklabels())
     fig.savefig(tmp_path / "c.png", dpi=110)
     plt.close(fig)
+
+
+def test_a_set_that_left_requests_unanswered_says_how_many(tmp_path: Path) -> None:
+    """helper-147: `kvsim compare`'s table had no count of the requests a set timed out (only compare.csv), and
+    its chart said "misses TTFT and TPOT and timeouts" where half the requests had timed out. The table gains
+    `timed_out` (and `rejected`) where any set has them; the chart's note counts them."""
+    from simulator.compare import _missed
+
+    row = pd.Series({"ttft_p99_s": 68.1, "slo_ttft_s": 15.0, "tpot_p99_s": 0.5, "slo_tpot_s": 0.1, "timed_out": 173,
+                     "rejected": 2})
+    assert _missed(row) == "TTFT and TPOT and 173 timed out and 2 rejected"
+    sc = tmp_path / "t.toml"
+    sc.write_text('name = "t"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                  '[scheduler]\nqueue_timeout_s = 0.5\n[workload]\nduration_s = 20\nrate_scale = 400\n'
+                  '[workload.spec]\nname = "chat-4k"\n')
+    r = CliRunner().invoke(compare, [str(sc), "--strategy", "native,fp8"])
+    assert r.exit_code == 0, r.output
+    header, *rows = r.stdout.splitlines()
+    assert header.split()[-2:] == ["completed", "timed_out"]  # (none rejected: no `rejected` column)
+    for line in rows:
+        completed, timed_out = (int(x.replace(",", "")) for x in line.split()[-2:])
+        assert timed_out > completed > 0  # 4,294 requests, most timed out
