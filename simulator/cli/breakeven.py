@@ -156,15 +156,19 @@ def _writes_note(prof: PriceProfile, ttls: list[float], bills: TTLComparison) ->
 
 def _ttls(profile: PriceProfile, text: str | None) -> list[float]:
     """``--ttl``'s seconds (the profile's when None); a TTL the profile does not sell is said as written."""
-    items = text.split(",") if text else []
+    items = text.split(",") if text is not None else []  # '' is an empty item, not the default (helper-147)
     seconds = []
     for item in items:
         try:
             seconds.append(parse_ttl(item))
         except RuleError as exc:
             raise ConfigError(exc.at("--ttl", got=item)) from None
+        # no cache is every table's baseline: a 0 among TTLs would be dropped without a word (helper-147)
+        must(seconds[-1] > 0 or len(items) == 1, "--ttl", "ttl", "TTLs > 0 (no cache, 'none', is every table's "
+             "baseline already)", item)
     must_differ(items, [f"{t:g} s" for t in seconds], "--ttl", "TTL")  # (one row a TTL: a second would be dropped)
-    ttls: dict[float, str] = dict(zip(seconds, items, strict=True)) if text else {t: "" for t in profile.ttl_s}
+    ttls: dict[float, str] = (dict(zip(seconds, items, strict=True)) if text is not None
+                              else {t: "" for t in profile.ttl_s})
     chosen = sorted(t for t in ttls if t > 0)
     must(bool(chosen), "--ttl", "ttl", "at least one TTL > 0", text)
     for t in chosen:

@@ -83,6 +83,12 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
         (["--ttl", "10m"], "--ttl: must be one of 5m, 1h (the TTLs anthropic/sonnet-4 sells) (got '10m')"),
         # helper-131: a TTL named twice was one row, silently
         (["--ttl", "5m,300s"], "--ttl: must name each TTL once (got '5m' and '300s', both 300 s)"),
+        # helper-147: '' ran every TTL sold, and a 0 among TTLs was dropped, both without a word
+        (["--ttl", ""], "--ttl: must be like 5m, 1h, 90s or none (got '')"),
+        (["--profile", "gemini", "--ttl", "0s,1h"],
+         "--ttl: must be TTLs > 0 (no cache, 'none', is every table's baseline already) (got '0s')"),
+        (["--ttl", "none,5m"], "--ttl: must be TTLs > 0 (no cache, 'none', is every table's baseline already) "
+                               "(got 'none')"),
         (["--gaps", "nosuch:scale=1"], "'gaps' must be a file or a scipy.stats continuous distribution"),
         (["--gaps", "/no/such/gaps.txt"], "--gaps: no such file '/no/such/gaps.txt' (nor a scipy.stats distribution"),
         (["--gaps", "/"], "--gaps: '/' is a folder, not a file of gaps"),  # helper-132: it said "no such file"
