@@ -3,6 +3,7 @@ faults: rows logged as points finish, --resume, failed points, killed workers, s
 
 import csv
 import dataclasses
+import io
 import multiprocessing
 import os
 import signal
@@ -456,3 +457,20 @@ def test_a_signal_stops_the_workers_keeps_the_finished_rows_and_leaves_no_proces
     [row] = _rows(log)  # 10 s of chat-4k at 5× its base rate is 18 requests (seed 0), all served
     assert (row["point"], row["workload.duration_s"], row["requests"], row["completed"], row["error"]) == (
         "0", "10.0", "18", "18", "")
+
+
+def test_a_sweep_names_the_points_whose_p99s_rest_on_a_few_requests(tiny):
+    """helper-147: `kvsim compare` and `kvsim capacity` say where a p99 rests on fewer than 200 requests; a sweep
+    printed ``meets_slo True`` over 24 without a word. One such point is said in full, several by their points
+    and the fewest."""
+    res = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.duration_s=5,10,200", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(io.StringIO(res.stdout), sep=r"\s+")
+    few = df[df.requests < 200]
+    assert len(few) == 2 and few.point.tolist() == [0, 1] and df.requests.iloc[2] >= 200
+    top = 1 + few.requests.iloc[0] - 1 - int(0.99 * (few.requests.iloc[0] - 1))
+    assert (f"note: points 0, 1 ran fewer than 200 requests (the fewest, {few.requests.iloc[0]}, at point 0): a p99 "
+            f"over them lies between its {top} slowest, so one slow request can decide its meets_slo; a longer run "
+            "(workload.duration_s) would give p99s that stand") in res.stderr
+    res = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.duration_s=5,200", "--workers", "1"])
+    assert "note: point 0: the workload has " in res.stderr

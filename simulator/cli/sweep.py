@@ -26,6 +26,7 @@ from simulator.cli.common import (
     Stopped,
     echo_json,
     handle_errors,
+    note,
     records,
     refuse_links,
     stop_on_signals,
@@ -169,6 +170,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         echo_json(records(shown))
     else:
         _echo_table(shown.drop(columns=quiet))
+    _say_few_requests(df)
     if out:
         _write(df, out, charts)
     if len(failed):
@@ -178,6 +180,27 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
             error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
         where = f"their rows in {log} carry the error" if log else "their rows carry the error"
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+def _say_few_requests(df: pd.DataFrame) -> None:
+    """A note on stderr naming the points whose p99s, and so ``meets_slo``, rest on fewer than `FEW_FOR_P99`
+    requests (`planning.few_requests_note`, as `kvsim compare` and `kvsim capacity` say it; helper-147: a sweep
+    said ``meets_slo True`` over 24 requests without a word)."""
+    from simulator.planning import FEW_FOR_P99, few_requests_note
+
+    ran = df[df.error == ""].drop_duplicates("point")
+    few = ran[(ran.requests > 0) & (ran.requests < FEW_FOR_P99)]
+    if few.empty:
+        return
+    fewest = few.sort_values("requests", kind="stable").iloc[0]
+    least = int(fewest.requests)
+    said = few_requests_note(least, decides="its meets_slo", longer="workload.duration_s")
+    points = ", ".join(map(str, few.point))
+    if len(few) == 1:
+        note(f"point {points}: {said}")
+    else:  # the fewest's figures stand for all
+        note(f"points {points} ran fewer than {FEW_FOR_P99} requests (the fewest, {least:,}, at point "
+             f"{fewest.point}): {str(said).split(': ', 1)[1]}")
 
 
 def _say_left_out(df: pd.DataFrame) -> list[str]:
