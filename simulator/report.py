@@ -162,7 +162,7 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     sc = run.scenario
     b = sc.billing
     profile = get_profile(b.profile, b.tier or None)
-    comparison = compare_ttls(run.workload, profile, ["none", *b.ttls])
+    comparison = compare_ttls(run.workload, profile, ["none", *b.chosen_ttls(profile.ttl_names)])
     hw, result = next(iter(run.results.items()))
     costs = deployment_costs(result, profile)
     provider = provider_table(comparison, costs).assign(hardware=hw)

@@ -13,7 +13,7 @@ workload (a generator table or a trace path), the SLOs, the price profile and th
     [router]     name = "least-tokens"
     [workload]   duration_s = 600  rate_scale = 1.0  [workload.spec] name = "chat-4k" ...
     [slo]        ttft_p99_s = 2.0  tpot_p99_s = 0.1
-    [billing]    profile = "anthropic"  ttls = ["5m", "1h"]
+    [billing]    profile = "anthropic"  ttls: every TTL the profile sells
     [report]     capacity = false  collapse = true  breakeven = true
     [disaggregation]  prefill_nodes = 2  decode_nodes = 4  prefill_hardware = ""  prefill_tp = 8
                  short_prompt_tokens = 0  compare_aggregated = true   # optional: xPyD fleets
@@ -202,13 +202,22 @@ class SLOSection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BillingSection:
+    """The price profile the TTL study bills under, and its TTLs (none given: every TTL the profile sells, as
+    `kvsim breakeven` takes them; helper-147: the default ``["5m", "1h"]`` gave a Gemini report a 5m row, and an
+    OpenAI one an error naming ``billing.ttls[1]``, a TTL no one wrote)."""
+
     profile: str = "anthropic"
     tier: str = ""
-    ttls: tuple[str, ...] = ("5m", "1h")
+    ttls: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        must(len(self.ttls) >= 1, "billing", "ttls", 'a non-empty list of cache TTLs, e.g. ["5m", "1h"]',
-             list(self.ttls))
+        must(self.ttls is None or len(self.ttls) >= 1, "billing", "ttls",
+             'a non-empty list of cache TTLs, e.g. ["5m", "1h"] (or no key: every TTL the profile sells)',
+             None if self.ttls is None else list(self.ttls))
+
+    def chosen_ttls(self, sold: Sequence[str]) -> tuple[str, ...]:
+        """The TTLs written, or `sold` (the profile's ``ttl_names``) where the key is absent."""
+        return tuple(sold) if self.ttls is None else self.ttls
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -492,14 +501,15 @@ class Scenario:
             except ConfigError as exc:
                 raise ConfigError(f"{key}: {exc}") from None
         seconds = []
-        for i, ttl in enumerate(b.ttls):
+        ttls = b.chosen_ttls(profile.ttl_names)
+        for i, ttl in enumerate(ttls):
             try:
                 seconds.append(parse_ttl(ttl))
                 profile.write_multiplier(seconds[-1])
             except RuleError as exc:
                 raise ConfigError(exc.at(f"billing.ttls[{i}]", got=ttl)) from None
         # (one row a TTL: a second would be dropped, silently)
-        must_differ([str(t) for t in b.ttls], [f"{t:g} s" for t in seconds], "billing.ttls", "TTL")
+        must_differ([str(t) for t in ttls], [f"{t:g} s" for t in seconds], "billing.ttls", "TTL")
 
     def _plan_key(self, part: str, pool: str) -> str:
         """The scenario key that set `part` (tp, pp, ep, dp_attention) of the `pool`'s plan ("decode": the

@@ -312,3 +312,19 @@ def test_a_scenario_is_named_as_a_command_line_names_it(tmp_path):
     own = tmp_path / "mine.toml"
     own.write_text('name = "mine"\n')
     assert load_scenario(own).argument == str(own)
+
+
+def test_billing_without_ttls_takes_the_ttls_its_profile_sells(tmp_path):
+    """helper-147: a `[billing]` table without ``ttls`` took ``["5m", "1h"]`` whatever its profile, as
+    `kvsim breakeven` does not (a Gemini report grew a 5m row no one asked for); an empty list is still refused."""
+    from simulator.billing import get_profile
+
+    for profile, sold in (("gemini", ("1h",)), ("openai", ("5m",)), ("anthropic", ("5m", "1h"))):
+        sc = tmp_path / f"{profile}.toml"
+        sc.write_text(f'name = "b"\n[billing]\nprofile = "{profile}"\n')
+        scenario = load_scenario(sc)
+        assert scenario.billing.chosen_ttls(get_profile(profile).ttl_names) == sold
+    sc.write_text('name = "b"\n[billing]\nttls = []\n')
+    with pytest.raises(ConfigError, match=r"billing\.ttls: must be a non-empty list of cache TTLs, e\.g\. \[\"5m\", "
+                                          r"\"1h\"\] \(or no key: every TTL the profile sells\) \(got \[\]\)"):
+        load_scenario(sc)
