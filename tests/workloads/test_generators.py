@@ -104,7 +104,9 @@ def test_code_repo_shares_repository_prefix_and_bursts() -> None:
     g_arr = np.array(gaps)
     assert np.median(g_arr) < 15  # tool calls seconds apart
     assert np.mean(g_arr >= 30) > 0.03  # and idle gaps of minutes between bursts
-    assert all(r.cache_breakpoints == (1, 2, len(r.segments)) for r in reqs)
+    # after the repository, the task and the prompt's end; turn 0 ends at the task (helper-147: it read (1, 2, 2))
+    assert all(r.cache_breakpoints == ((1, 2) if r.turn == 0 else (1, 2, len(r.segments))) for r in reqs)
+    assert any(r.turn == 0 for r in reqs) and all(len(r.segments) == 2 for r in reqs if r.turn == 0)
 
 
 def test_code_repo_commits_change_the_context_id() -> None:

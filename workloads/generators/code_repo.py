@@ -9,7 +9,7 @@ few seconds apart, then an idle gap of minutes, then the next burst. Each turn's
     [repo@version] + [task] + (output_k, tool_result_k)...   (history grows by leading ids)
 
 A task stops at the first turn whose prompt would exceed ``max_prompt_tokens``.
-Cache breakpoints: after the repository, after the task, and at the end: ``(1, 2, n)``.
+Cache breakpoints: after the repository, after the task, and at the end: ``(1, 2, n)`` (turn 0: ``(1, 2)``).
 """
 
 from __future__ import annotations
@@ -191,7 +191,9 @@ class CodeRepo128k:
                         Request(
                             id=0, arrival_s=t, prompt_tokens=used, output_tokens=answer,
                             segments=segments, session_id=s, turn=turn, output_segment_id=out_id,
-                            cache_breakpoints=(1, 2, len(segments)), source=self.name,
+                            # (turn 0 ends at the task: its two breakpoints are one, helper-147)
+                            cache_breakpoints=(1, 2, len(segments)) if len(segments) > 2 else (1, 2),
+                            source=self.name,
                         )
                     )
                     segments = (*segments, (out_id, answer))
