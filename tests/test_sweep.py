@@ -191,6 +191,8 @@ def test_plot_sweep_leaves_a_layouts_points_unjoined():
     assert [line.get_linestyle() for line in ax.lines] == ["None"] and ax.lines[0].get_marker() == "o"
     numeric = plot_sweep(df.assign(**{"cluster.nodes": [1, 2, 3]}), "cluster.nodes", "max_concurrency")
     assert numeric.lines[0].get_linestyle() == "-"
+    seeds = plot_sweep(df.assign(seed=[0, 1, 2]), "seed", "max_concurrency")  # draws, not a trend (helper-147)
+    assert seeds.lines[0].get_linestyle() == "None"
     plt.close("all")
 
 

@@ -59,7 +59,8 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     split = ["hardware", *([hue] if hue and hue != "hardware" else [])]
     split += [k for k in df.attrs.get("swept", []) if k not in (x, *split, "cluster.hardware")
               and k in df and df[k].nunique() > 1]
-    numeric_x = pd.api.types.is_numeric_dtype(df[x])
+    # a seed is a draw, not a quantity: its points are not a trend either (helper-147)
+    numeric_x = pd.api.types.is_numeric_dtype(df[x]) and x != "seed"
     kinds = list(dict.fromkeys(df["hardware"]))
     colours: dict[tuple[object, ...], int] = {}
     for keys, g in df.groupby(split, sort=False):
@@ -69,7 +70,7 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
         style = kinds.index(hw)  # a line style and marker per node kind, a colour per other split
         colour = colours.setdefault(rest, len(colours)) if rest else style
         parts = [str(hw)] + [f"{k}={v}" for k, v in zip(split[1:], rest, strict=True)]
-        # categories (layouts, node kinds) are points, not a line: nothing lies between two layouts (helper-143)
+        # categories (layouts, node kinds, seeds) are points, not a line: nothing lies between two layouts (helper-143)
         ls = ["-", "--", "-.", ":"][style % 4] if numeric_x else "none"
         ax.plot(g[x], g[y].astype(float) * scale, color=f"C{colour % 10}", ls=ls, marker="osD^v"[style % 5], lw=1.8,
                 ms=6 if numeric_x else 9, label=", ".join(parts))
