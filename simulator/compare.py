@@ -205,6 +205,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "usd_per_million_tokens": s["cost_usd"] / tokens * 1e6 if tokens else math.nan,
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
             "goodput_fraction": s["goodput_fraction"], "timed_out": s["timed_out"], "rejected": s["rejected"],
+            "queue_grows": bool(s["steady_queue_growing"]),  # falls behind its load (`planning.keeps_up`)
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),

@@ -79,10 +79,14 @@ METRICS: tuple[str, ...] = (
     "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "rejected", "timed_out", "ttft_p50_s",
     "ttft_p99_s",
     "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization",
-    "usd_per_hour", "usd_per_million_output_tokens", "meets_slo",
+    "usd_per_hour", "usd_per_million_output_tokens", "meets_slo", "queue_grows",
 )
 #: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
-NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected")
+NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows")
+#: True/False columns: ``meets_slo`` (the p99s, nothing rejected or timed out: `planning.meets_slo`) and
+#: ``queue_grows``, the waiting queue grew through the steady window (``steady_queue_growing``): the fleet falls
+#: behind its load, so a longer run would read worse p99s (`kvsim capacity` fails such a run: `planning.keeps_up`).
+FLAGS = ("meets_slo", "queue_grows")
 #: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
 TRAILER: tuple[str, ...] = ("error", "digest")
 _ERROR_CHARS = 500  # longest error kept in the ``error`` column
@@ -343,6 +347,7 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
             "usd_per_hour": s["cost_usd"] / s["makespan_s"] * 3600 if s["makespan_s"] else math.nan,
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
             "meets_slo": meets_slo(r, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
+            "queue_grows": bool(s["steady_queue_growing"]),
         }
         rows.append({**labels, "hardware": hw, **{k: _plain_value(v) for k, v in metrics.items()}})
     return rows
@@ -814,7 +819,7 @@ def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str)
 
     for m in METRICS:
         v = row[m]
-        if m == "meets_slo":
+        if m in FLAGS:
             if not isinstance(v, bool):
                 raise bad(m, "True or False")
         elif m in _COUNTS:

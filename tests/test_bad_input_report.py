@@ -113,7 +113,8 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
 # --- empty lists and points the study would drop ---------------------------------------------------
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("breakeven = false", "breakeven = true\n[billing]\nttls = []",
-     """ttls: must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (got [])"""),
+     """ttls: must be a non-empty list of cache TTLs, e.g. ["5m", "1h"] (or no key: every TTL the profile """
+     """sells) (got [])"""),
     ("breakeven = false", "breakeven = false\n[billing]\nttls = []", "billing.ttls: must be a non-empty list"),
     ('hardware = ["8xH100"]', "hardware = []", "cluster.hardware: must be a non-empty list (got [])"),  # was (got ())
     ("collapse = false", "collapse = true\ncollapse_points = []",

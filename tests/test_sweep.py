@@ -4,6 +4,7 @@ faults: rows logged as points finish, --resume, failed points, killed workers, s
 import csv
 import dataclasses
 import io
+import json
 import multiprocessing
 import os
 import signal
@@ -476,3 +477,22 @@ def test_a_sweep_names_the_points_whose_p99s_rest_on_a_few_requests(tiny):
             "(workload.duration_s) would give p99s that stand") in res.stderr
     res = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.duration_s=5,200", "--workers", "1"])
     assert "note: point 0: the workload has " in res.stderr
+
+
+def test_a_sweep_says_where_the_queue_grew(tiny):
+    """A point whose waiting queue grew through the steady window falls behind its load: its p99s hold for this
+    run's length only. `queue_grows` says so (printed where a point has one), and a note names the points;
+    `meets_slo` still weighs the p99s alone (`kvsim capacity` fails such a run)."""
+    res = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.rate_scale=5,400", "--grid",
+                                     "workload.duration_s=20", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(io.StringIO(res.stdout), sep=r"\s+")
+    assert df.queue_grows.tolist() == [False, True]
+    assert "note: point 1 (8xH100): the waiting queue grew through the steady window (column queue_grows)" in \
+        res.stderr
+    calm = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.rate_scale=5", "--grid",
+                                      "workload.duration_s=20", "--workers", "1", "--json"])
+    assert json.loads(calm.stdout)[0]["queue_grows"] is False  # always in --json
+    plain = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.rate_scale=5", "--grid",
+                                       "workload.duration_s=20", "--workers", "1"])
+    assert "queue_grows" not in plain.stdout and "queue grew" not in plain.stderr

@@ -173,7 +173,7 @@ def test_resume_refuses_a_row_cut_short(swept):
     lines[2] = lines[2].rsplit(",", 2)[0] + "\n"
     log.write_text("".join(lines))
     msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
-    assert "line 3: --resume: has 20 fields where the header has 22" in msg and "digest" not in msg
+    assert "line 3: --resume: has 21 fields where the header has 23" in msg and "digest" not in msg
 
 
 def test_resume_accepts_a_byte_order_mark(swept):

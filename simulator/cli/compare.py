@@ -164,9 +164,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         with progress_bar(label) as bar:
             df = compare_strategies(base, requests, specs, seed, progress=bar)
         if as_json:
-            echo_json(records(df[[*COLUMNS, "timed_out", "rejected"]]))
+            echo_json(records(df[[*COLUMNS, "timed_out", "rejected", "queue_grows"]]))
         else:
-            unanswered = [c for c in ("timed_out", "rejected") if df[c].any()]  # said where any set has them
+            unanswered = [c for c in ("timed_out", "rejected", "queue_grows") if df[c].any()]  # where any set has one
             click.echo(df[[*COLUMNS, *unanswered]].to_string(index=False, float_format=figure))
             click.echo(f"memory_factor: a sequence's KV in all, every GPU's share summed, at the workload's mean "
                        "context (a window compresses only past it); memory_factor_per_gpu: "
@@ -191,6 +191,13 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
+        grew = [str(name) for name, grows in zip(df.strategy, df.queue_grows, strict=True) if grows]
+        if grew:  # meets_slo weighs the p99s alone: a set falling behind its load reads better than it would
+            met = [name for name, ok in zip(df.strategy, df.meets_slo, strict=True) if ok and name in grew]
+            note(f"{', '.join(grew)}: the waiting queue grew through the steady window (column queue_grows): the "
+                 "fleet falls behind this load, and a longer run would read worse p99s"
+                 + (f"; {', '.join(map(str, met))} read meets_slo True, which weighs the p99s alone (kvsim capacity "
+                    "fails such a run)" if met else ""))
         from simulator.planning import arrive_at_once, few_requests_note
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")

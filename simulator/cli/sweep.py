@@ -165,12 +165,15 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         click.echo(f"reused {df.attrs['reused_points']} finished points from {log}", err=True)
     failed = df[df.error != ""].drop_duplicates("point")
     quiet = _say_left_out(df)
+    if not (df.queue_grows == True).any():  # noqa: E712  # (a failed point's cell is empty): said where it is
+        quiet.append("queue_grows")
     shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
     if as_json:
         echo_json(records(shown))
     else:
         _echo_table(shown.drop(columns=quiet))
     _say_few_requests(df)
+    _say_queue_grew(df)
     if out:
         _write(df, out, charts)
     if len(failed):
@@ -180,6 +183,21 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
             error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
         where = f"their rows in {log} carry the error" if log else "their rows carry the error"
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+def _say_queue_grew(df: pd.DataFrame) -> None:
+    """A note on stderr naming the points (and kinds) whose waiting queue grew through the steady window: their
+    fleet falls behind the load, so their p99s, and a ``meets_slo`` True, hold for this run's length only
+    (`kvsim capacity` fails such a run; ``meets_slo`` weighs the p99s alone)."""
+    grew = df[df.queue_grows == True]  # noqa: E712  # (a failed point's cell is empty)
+    if grew.empty:
+        return
+    which = ", ".join(f"{p} ({hw})" for p, hw in zip(grew.point, grew.hardware, strict=True))
+    met = int(grew.meets_slo.sum())
+    note(f"point{'s' if len(grew) > 1 else ''} {which}: the waiting queue grew through the steady window (column "
+         "queue_grows): the fleet falls behind its load, and a longer run would read worse p99s"
+         + (f"; {met} of them read meets_slo True, which weighs the p99s alone (kvsim capacity fails such a run)"
+            if met else ""))
 
 
 def _say_few_requests(df: pd.DataFrame) -> None:

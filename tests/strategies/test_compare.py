@@ -233,7 +233,8 @@ def test_a_set_that_left_requests_unanswered_says_how_many(tmp_path: Path) -> No
     r = CliRunner().invoke(compare, [str(sc), "--strategy", "native,fp8"])
     assert r.exit_code == 0, r.output
     header, *rows = r.stdout.splitlines()
-    assert header.split()[-2:] == ["completed", "timed_out"]  # (none rejected: no `rejected` column)
+    assert header.split()[-3:] == ["completed", "timed_out", "queue_grows"]  # (none rejected: no such column)
     for line in rows:
-        completed, timed_out = (int(x.replace(",", "")) for x in line.split()[-2:])
-        assert timed_out > completed > 0  # 4,294 requests, most timed out
+        completed, timed_out = (int(x.replace(",", "")) for x in line.split()[-3:-1])
+        assert timed_out > completed > 0 and line.split()[-1] == "True"  # 4,294 requests, most timed out
+    assert "note: native, fp8: the waiting queue grew through the steady window (column queue_grows)" in r.stderr
