@@ -292,11 +292,14 @@ class SeedRuns(Generic[K]):
     """A search's runs of each fleet it tries (`K`: a node count, an xPyD split) at each of its draws (`Draws`: a
     seed and its workload), made as a verdict asks for them: `meets` runs a fleet's seeds in order while they pass,
     so that a fleet failing at its first seed costs one run and one that meets costs one a seed. `simulate` runs a
-    fleet at a seed's workload (and says so)."""
+    fleet at a seed's workload (and says so); `check` sees each run once it is counted (`never_served`: a run it
+    refuses is still one of the search's simulations, helper-149)."""
 
-    def __init__(self, draws: Draws, simulate: Callable[[K, int, Workload], Result]) -> None:
+    def __init__(self, draws: Draws, simulate: Callable[[K, int, Workload], Result],
+                 check: Callable[[Result], None] = lambda _r: None) -> None:
         self.draws = draws
         self.simulate = simulate
+        self.check = check
         self.runs: dict[K, list[Result]] = {}
 
     def at(self, key: K, i: int = 0) -> Result:
@@ -305,7 +308,12 @@ class SeedRuns(Generic[K]):
         while len(got) <= i:
             seed, workload = self.draws[len(got)]
             got.append(self.simulate(key, seed, workload))
+            self.check(got[-1])
         return got[i]
+
+    def seed_of(self, key: K, run: Result) -> int:
+        """The seed `run`, one of `key`'s, was made at."""
+        return self.draws[next(i for i, r in enumerate(self.runs[key]) if r is run)][0]
 
     def meets(self, key: K, ok: Callable[[Result], bool]) -> bool:
         """Whether `key` passes `ok` at every draw (its runs made in seed order until one fails)."""
@@ -360,10 +368,10 @@ def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: f
         meter.inform()
         if on_step:
             on_step(f"{hardware}: {n} node(s){seed_tag(len(draws), seed)} -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
-        never_served(r, f"{scenario.where}: {hardware}")  # none would be: a replica rejects what it cannot hold
         return r
 
-    runs = SeedRuns(draws, simulate)
+    # a replica rejects what it can never hold: no fleet of the kind would serve it
+    runs = SeedRuns(draws, simulate, lambda r: never_served(r, f"{scenario.where}: {hardware}"))
     try:
         if floor > MAX_NODES:
             raise NoFleet(f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs: KV "
@@ -389,13 +397,14 @@ def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: f
                 assert last is not None  # `ok` failed at it
                 s = last.summary
                 grows = meets_slo(last, ttft_p99_s, tpot_p99_s)  # and fails `keeps_up`
-                at = f"{lo * unit}{seed_tag(seeds, draws[len(runs.runs[lo * unit]) - 1][0])}"
+                at_seed = f" at seed {runs.seed_of(lo * unit, last)}" if seeds > 1 else ""
                 raise NoFleet(
                     f"{scenario.where}: {hardware}: no fleet of up to {MAX_NODES} nodes meets the SLOs (p99 TTFT <= "
                     f"{ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s, none timed out, a queue that does not grow); "
-                    f"{at} nodes give TTFT p99 {s['ttft_p99_s']:.3g} s, TPOT p99 {s['tpot_p99_s']:.3g} s, "
-                    f"{s['timed_out']} timed out" + (", and their queue grows" if grows else ""),
-                    short=f"none of up to {MAX_NODES} nodes ({at}: "
+                    f"{lo * unit} nodes{at_seed} give TTFT p99 {s['ttft_p99_s']:.3g} s, TPOT p99 "
+                    f"{s['tpot_p99_s']:.3g} s, {s['timed_out']} timed out"
+                    + (", and their queue grows" if grows else ""),
+                    short=f"none of up to {MAX_NODES} nodes ({lo * unit}{at_seed}: "
                           f"{short_verdict(latency_line(last, ttft_p99_s, tpot_p99_s))})")
             expect(lo, hi, False)
         expect(lo, hi, True)
@@ -476,8 +485,23 @@ def noisy_search_note(scenario: Scenario, searched: Searched | str, runs: Mappin
                     f"{sought.nodes} near its SLO of {figure(slo * scale)} {unit} ({read} {sought.nodes}"
                     f"{sought.beside}): {sought.answer} rests on this seed's runs; "
                     + sweep_over_seeds(scenario, sought, near, ttft_p99_s, tpot_p99_s) + " shows their spread; "
-                    "kvsim capacity --seeds 3 finds a count that meets the SLOs at three seeds")
+                    + capacity_over_seeds(scenario, sought.hardware, ttft_p99_s, tpot_p99_s)
+                    + " finds a count that meets the SLOs at three seeds")
     return ""
+
+
+def capacity_over_seeds(scenario: Scenario, hardware: str, ttft_p99_s: float, tpot_p99_s: float) -> str:
+    """The `kvsim capacity` command line that sizes `hardware` at three seeds (`plan_capacity`'s `seeds`), at the
+    SLOs and workload length searched, as `sweep_over_seeds` names its scenario (helper-149: the note named
+    ``kvsim capacity --seeds 3`` alone, no scenario, SLOs or length); "kvsim capacity --seeds 3" for a scenario
+    built in code."""
+    if not scenario.path:
+        return "kvsim capacity --seeds 3"
+    args = [shlex.quote(scenario.argument), "--hardware", hardware, "--seeds", "3", "--slo-ttft-p99-s",
+            f"{ttft_p99_s:g}", "--slo-tpot-p99-s", f"{tpot_p99_s:g}"]
+    if math.isfinite(scenario.workload.duration_s):
+        args += ["--duration-s", f"{scenario.workload.duration_s:g}"]
+    return "kvsim capacity " + " ".join(args)
 
 
 def sweep_over_seeds(scenario: Scenario, searched: Searched, nodes: Sequence[int], ttft_p99_s: float,
@@ -597,7 +621,8 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
         must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "plan_capacity")
-    must(isinstance(seeds, int) and seeds >= 1, "plan_capacity", "seeds", "an integer >= 1", seeds)
+    must(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1, "plan_capacity", "seeds",
+         "an integer >= 1", seeds)
     kinds = node_kinds(scenario, hardware, "plan_capacity: hardware")
     ttft = scenario.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s
     tpot = scenario.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s

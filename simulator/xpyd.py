@@ -10,9 +10,10 @@ aggregated (`simulator.planning.plan_fleet`) and disaggregated, by simulation:
    starts at the decode pool's KV memory floor (`planning.memory_floor_nodes`: decode holds the KV)
    and doubles, then bisects;
 2. **prefill** (with that decode pool): the fewest prefill nodes that meet every SLO (p99 TTFT,
-   p99 TPOT, nothing rejected or timed out), from one replica up, doubling then bisecting;
-3. **check the total**: if that pair fails (a smaller prefill pool changes what reaches decode), the
-   decode pool grows a replica at a time and prefill is searched again.
+   p99 TPOT, nothing rejected or timed out, a queue that does not grow), from one replica up, doubling then
+   bisecting. Each size is tried with that decode pool, so the pair answered meets the SLOs: a smaller prefill
+   pool that changed what reaches decode failed its own run. (A third step grew the decode pool where the pair
+   failed; it never could, helper-149, and is gone.)
 
 Both pools count whole replicas (a multi-node plan's span). What binds the answer:
 
@@ -151,10 +152,10 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
             on_step(f"{scenario.fleet_label(hardware, p, d)}{seed_tag(seeds, seed)}: decode KV "
                     f"{100 * s['decode_kv_utilization']:.0f}%, links {100 * s['link_utilization']:.0f}% -> "
                     f"{latency_line(r, ttft_p99_s, tpot_p99_s)}")
-        never_served(r, f"{scenario.where}: {hardware}")  # none would be: a replica rejects what it cannot hold
         return r
 
-    runs = SeedRuns(draws, simulate)
+    # a replica rejects what it can never hold: no fleet of the kind would serve it
+    runs = SeedRuns(draws, simulate, lambda r: never_served(r, f"{scenario.where}: {hardware}"))
 
     def decode_ok(r: Result) -> bool:
         s = r.summary
@@ -177,23 +178,14 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
                       f"({tpot_p99_s:g} s) with {ample} prefill nodes",
                       left=lambda n: meter.expect(seeds * (n + PREFILL_PRIOR_RUNS) + then),
                       short=f"no decode pool of up to {MAX_NODES} nodes meets the TPOT SLO") * unit_d
-        searched_d = d
-        while True:
-            meter.expect(seeds * PREFILL_PRIOR_RUNS + then)
-            p = _smallest(lambda k, d=d: runs.meets((k * unit_p, d), slo_ok), 1,  # type: ignore[misc]
-                          MAX_NODES // unit_p,
-                          f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
-                          f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
-                          ok_hint=ample // unit_p if runs.meets((ample, d), slo_ok) else None,
-                          left=lambda n: meter.expect(seeds * n + then),
-                          short=f"no prefill pool of up to {MAX_NODES} nodes meets the SLOs with {d} decode "
-                                "nodes") * unit_p
-            if runs.meets((p, d), slo_ok):
-                break
-            d += unit_d  # the total once more: the smaller prefill pool failed after all
-            if d > MAX_NODES:
-                raise NoFleet(f"{scenario.where}: {hardware}: no disaggregated fleet of up to {MAX_NODES} decode "
-                              "nodes meets the SLOs", short=f"none of up to {MAX_NODES} decode nodes")
+        meter.expect(seeds * PREFILL_PRIOR_RUNS + then)
+        # (`_smallest` answers a size that met the SLOs, or the ample pool, checked to: the fleet meets them)
+        p = _smallest(lambda k: runs.meets((k * unit_p, d), slo_ok), 1, MAX_NODES // unit_p,
+                      f"{scenario.where}: {hardware}: no prefill pool of up to {MAX_NODES} nodes meets the SLOs "
+                      f"(p99 TTFT <= {ttft_p99_s:g} s, p99 TPOT <= {tpot_p99_s:g} s) with {d} decode nodes",
+                      ok_hint=ample // unit_p if runs.meets((ample, d), slo_ok) else None,
+                      left=lambda n: meter.expect(seeds * n + then),
+                      short=f"no prefill pool of up to {MAX_NODES} nodes meets the SLOs with {d} decode nodes") * unit_p
     except NoFleet as exc:  # what the search simulated, for the plan's row (`no_fleet_row`)
         exc.floor, exc.simulations = floor, len(runs)
         raise
@@ -212,9 +204,8 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
                        else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
     figures = across_seeds(best)
     del figures["kv_utilization"]  # the decode pool's, below: what says whether memory binds it
-    noisy = _noisy_split(scenario, hardware, {k: r[0] for k, r in runs.runs.items()},
-                         (ample, searched_d, unit_d) if d == searched_d else None, (p, d, unit_p), ttft_p99_s,
-                         tpot_p99_s) if seeds == 1 else ""  # several: the fleet meets at each
+    noisy = _noisy_split(scenario, hardware, {k: r[0] for k, r in runs.runs.items()}, (ample, d, unit_d),
+                         (p, d, unit_p), ttft_p99_s, tpot_p99_s) if seeds == 1 else ""  # several: it meets at each
     return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=noisy, nodes=p + d, prefill_nodes=p,
                      decode_nodes=d, memory_floor_nodes=floor, **figures,
                      decode_kv_utilization=math.fsum(r.summary["decode_kv_utilization"] for r in best) / len(best),
@@ -222,20 +213,17 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
 
 
 def _noisy_split(scenario: Scenario, hardware: str, cache: Mapping[tuple[int, int], Result],
-                 decode: tuple[int, int, int] | None, prefill: tuple[int, int, int], ttft_p99_s: float,
+                 decode: tuple[int, int, int], prefill: tuple[int, int, int], ttft_p99_s: float,
                  tpot_p99_s: float) -> str:
-    """`noisy_search_note` for each search of `plan_disaggregated` that may have decided its fleet, one line each:
-    the decode pool's (`decode`: the prefill nodes it ran beside, its answer, a decode replica's nodes; None where
-    the fleet grew past its answer, so that a run of the prefill search decided it), over TPOT alone as it weighs,
-    and the prefill pool's (`prefill`: its answer, the decode nodes it ran beside, a prefill replica's nodes)."""
-    notes = []
-    if decode is not None:
-        p, d, unit = decode
-        notes.append(noisy_search_note(scenario, Searched(
-            hardware, "xPyD", "disaggregation.decode_nodes", "the decode pool's search", "decode nodes",
-            f", beside {p} prefill nodes", "the decode pool's size",
-            ("disaggregation.compare_aggregated=false", f"disaggregation.prefill_nodes={p}"), ("tpot_p99_s",), False),
-            {k: r.summary for (pp, k), r in cache.items() if pp == p}, ttft_p99_s, tpot_p99_s, d - unit))
+    """`noisy_search_note` for each search of `plan_disaggregated`, one line each: the decode pool's (`decode`: the
+    prefill nodes it ran beside, its answer, a decode replica's nodes), over TPOT alone as it weighs, and the
+    prefill pool's (`prefill`: its answer, the decode nodes it ran beside, a prefill replica's nodes)."""
+    p, d, unit = decode
+    notes = [noisy_search_note(scenario, Searched(
+        hardware, "xPyD", "disaggregation.decode_nodes", "the decode pool's search", "decode nodes",
+        f", beside {p} prefill nodes", "the decode pool's size",
+        ("disaggregation.compare_aggregated=false", f"disaggregation.prefill_nodes={p}"), ("tpot_p99_s",), False),
+        {k: r.summary for (pp, k), r in cache.items() if pp == p}, ttft_p99_s, tpot_p99_s, d - unit)]
     p, d, unit = prefill
     notes.append(noisy_search_note(scenario, Searched(
         hardware, "xPyD", "disaggregation.prefill_nodes", "the prefill pool's search", "prefill nodes",

@@ -254,8 +254,9 @@ def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so(tmp_path):
         "at 16, 51.7 ms at 24, 52.2 ms at 28, 43.8 ms at 29, 46.1 ms at 30, 44.5 ms at 32 nodes): the node count rests "
         "on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
         "cluster.nodes=8,16,24,28,29,30,32 --grid seed=0,1,2 --grid slo.ttft_p99_s=10 --grid slo.tpot_p99_s=0.05 "
-        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread; kvsim capacity --seeds 3 finds a "
-        "count that meets the SLOs at three seeds")
+        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread; kvsim capacity disaggregated "
+        "--hardware 8xH100 --seeds 3 --slo-ttft-p99-s 10 --slo-tpot-p99-s 0.05 --duration-s "
+        f"{sc.workload.duration_s:g} finds a count that meets the SLOs at three seeds")
     steady = {n: {"tpot_p99_s": 0.2 / n, "ttft_p99_s": 0.1} for n in (1, 2, 4, 8)}
     assert noisy_search_note(sc, "8xH100", steady, 10.0, 0.05, 4) == ""
     far = {1: {"tpot_p99_s": 0.13, "ttft_p99_s": 0.1}, 2: {"tpot_p99_s": 0.2, "ttft_p99_s": 0.1},
@@ -273,6 +274,7 @@ def test_a_search_whose_p99_rose_with_nodes_near_its_slo_says_so(tmp_path):
     own.write_text('name = "mine"\n')
     note = noisy_search_note(load_scenario(own), "8xH100", runs, 10.0, 0.05, 28)
     assert f"kvsim sweep '{own}' --grid cluster.hardware=8xH100" in note
+    assert f"kvsim capacity '{own}' --hardware 8xH100 --seeds 3 --slo-ttft-p99-s 10" in note
 
 
 def test_the_headroom_fails_a_run_whose_queue_grows(monkeypatch):
@@ -326,6 +328,17 @@ def test_a_fleet_whose_queue_grows_at_every_size_says_so_in_its_row(monkeypatch)
         "8xH100: no fleet of up to 256 nodes meets the SLOs (p99 TTFT <= 2 s, p99 TPOT <= 0.05 s, none timed out, a "
         "queue that does not grow); 256 nodes give TTFT p99 0.1 s, TPOT p99 0.01 s, 0 timed out, and their queue "
         "grows")
+    # at two seeds, the one that stopped the fleet is named (helper-149: it read "256, seed 1 nodes give")
+    monkeypatch.setattr(planning, "run", lambda config, workload, seed, **kw: SimpleNamespace(summary={
+        "completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": 0.1, "tpot_p99_s": 0.01,
+        "steady_queue_growing": seed == 1}))
+    with pytest.raises(NoFleet) as err:
+        planning.plan_fleet(sc, "8xH100", [(0, sc.load_workload(0)), (1, sc.load_workload(1))], ttft_p99_s=2.0,
+                            tpot_p99_s=0.05)
+    assert err.value.short == ("none of up to 256 nodes (256 at seed 1: TTFT p99 0.1 s, TPOT p99 10 ms: its queue "
+                               "grows)")
+    assert "; 256 nodes at seed 1 give TTFT p99 0.1 s, TPOT p99 0.01 s, 0 timed out, and their queue grows" in \
+        str(err.value)
     # a run that failed a p99 reads as before; what else failed it stays
     assert short_verdict("TTFT p99 6.49 s, TPOT p99 14.3 ms: fails") == "TTFT p99 6.49 s, TPOT p99 14.3 ms"
     assert short_verdict("TTFT p99 9 s, TPOT p99 1 ms: fails (3 timed out)") == \
@@ -354,16 +367,15 @@ def test_an_xpyd_search_whose_p99_rose_with_nodes_near_its_slo_says_so(tmp_path)
         "rests on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
         "disaggregation.compare_aggregated=false --grid disaggregation.prefill_nodes=4 --grid "
         "disaggregation.decode_nodes=2,3,4 --grid seed=0,1,2 --grid slo.ttft_p99_s=10 --grid slo.tpot_p99_s=0.05 "
-        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread; kvsim capacity --seeds 3 finds a "
-        "count that meets the SLOs at three seeds")
-    # the decode pool grew past its search's answer: the prefill search decided it, and its runs fell steadily
-    assert _noisy_split(sc, "8xH100", cache, None, (2, 3, 1), 10.0, 0.05) == ""
+        f"--grid workload.duration_s={sc.workload.duration_s:g} shows their spread; kvsim capacity disaggregated "
+        "--hardware 8xH100 --seeds 3 --slo-ttft-p99-s 10 --slo-tpot-p99-s 0.05 --duration-s "
+        f"{sc.workload.duration_s:g} finds a count that meets the SLOs at three seeds")
     # prefill: TTFT near its SLO at 1 to 4 prefill nodes (failing at 1), rising at 4 (TPOT met): its own note, with
-    # the decode pool held
+    # the decode pool held, after the decode pool's
     cache.update({(1, 3): run(0.047, ttft=10.5), (2, 3): run(0.046, ttft=9.5), (3, 3): run(0.0455, ttft=8.0),
                   (4, 3): run(0.045, ttft=9.8)})
-    lines = _noisy_split(sc, "8xH100", cache, None, (2, 3, 1), 10.0, 0.05).splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
+    lines = _noisy_split(sc, "8xH100", cache, (4, 3, 1), (2, 3, 1), 10.0, 0.05).splitlines()
+    assert len(lines) == 2 and lines[0] == note and lines[1].startswith(
         "8xH100 xPyD: the prefill pool's search's TTFT p99 did not fall steadily with prefill nodes near its SLO of "
         "10 s (10.5 s at 1, 9.5 s at 2, 8 s at 3, 9.8 s at 4 prefill nodes, beside 3 decode nodes): the prefill pool's "
         "size rests on this seed's runs; kvsim sweep disaggregated --grid cluster.hardware=8xH100 --grid "
@@ -437,3 +449,70 @@ def test_a_search_over_seeds_finds_a_count_that_meets_the_slos_at_each(monkeypat
     assert fig.get_suptitle() == ("Capacity plan: s (fleets that meet TTFT p99 ≤ 2 s, TPOT p99 ≤ 60 ms at each of "
                                   "seeds 0-1)")
     close_figure(fig)
+
+
+def test_a_fleet_that_rejects_requests_counts_the_run_that_said_so(monkeypatch):
+    """helper-149: with the rejection check inside the search's runs, the run that found a replica rejecting what it
+    can never hold raised before it was counted: the kind's row read 0 simulations where 1 ran. Stubbed: every run
+    rejects; the search stops at its first, with `never_served`'s reason, and counts it (at 2 seeds too)."""
+    from types import SimpleNamespace
+
+    import simulator.planning as planning
+    from simulator.planning import NoFleet
+
+    def stub(config, workload, seed, **kw):
+        return SimpleNamespace(summary={"completed": 0, "timed_out": 0, "rejected": 3, "requests": 3,
+                                        "ttft_p99_s": math.nan, "tpot_p99_s": math.nan,
+                                        "steady_queue_growing": False},
+                               requests=pd.DataFrame({"outcome": ["rejected"] * 3,
+                                                      "reason": ["needs 9 > 5 blocks"] * 3}))
+
+    monkeypatch.setattr(planning, "run", stub)
+    monkeypatch.setattr(planning, "memory_floor_nodes", lambda *a: 1)
+    sc = load_scenario("capacity-plan")
+    for seeds in (1, 2):
+        draws = [(sd, sc.load_workload(sd)) for sd in range(seeds)]
+        with pytest.raises(NoFleet) as err:
+            planning.plan_fleet(sc, "8xH100", draws, ttft_p99_s=2.0, tpot_p99_s=0.05)
+        assert err.value.simulations == 1 and err.value.short == "3 requests no replica can hold (rejected)"
+        assert "3 of 3 requests can never be served by a replica of this plan (the first: needs 9 > 5 blocks)" in \
+            str(err.value)
+
+
+def test_an_xpyd_search_over_seeds_sizes_each_pool_for_every_seed(monkeypatch):
+    """`--seeds` for xPyD fleets (helper-149: no test). Runs stubbed: TPOT p99 0.1 s / decode nodes, 10 ms more at
+    seed 1, against 50 ms; TTFT 12 s / prefill nodes against 10 s. One seed answers 2P2D; seeds 0-1 answer 2P3D
+    (2 decode nodes read 60 ms at seed 1), the row's TPOT the worst seed's, its utilisations the seeds' means, and
+    the decode binding read from the run that failed (seed 1's, its pool 85% full: memory)."""
+    from types import SimpleNamespace
+
+    from simulator import xpyd
+
+    def stub(config, workload, seed, **kw):
+        p, d = config.prefill_pool.n_nodes, config.n_nodes
+        return SimpleNamespace(
+            summary={"completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": 12.0 / p,
+                     "tpot_p99_s": 0.1 / d + 0.01 * seed, "steady_queue_growing": False, "cost_usd": p + d,
+                     "makespan_s": 3600.0, "usd_per_million_output_tokens": 2.0 + seed, "kv_utilization": 0.3,
+                     "decode_kv_utilization": 0.2 + 0.65 * seed, "link_utilization": 0.1 * (1 + seed),
+                     "handoff_wait_p99_s": 0.0},
+            requests=pd.DataFrame({"preemptions": [0], "decode_replica": [0], "transfer_start_s": [1.0]}),
+            timeseries=pd.DataFrame({"replica": [0], "running": [1]}))
+
+    monkeypatch.setattr(xpyd, "run", stub)
+    monkeypatch.setattr(xpyd, "memory_floor_nodes", lambda *a: 1)
+    monkeypatch.setattr(xpyd, "ample_prefill_nodes", lambda *a: 4)
+    sc = load_scenario("disaggregated")
+    one = xpyd.plan_disaggregated(sc, "8xH100", [(0, sc.load_workload(0))], ttft_p99_s=10.0, tpot_p99_s=0.05)
+    assert (one.prefill_nodes, one.decode_nodes, one.tpot_p99_s) == (2, 2, pytest.approx(0.05))
+    lines: list[str] = []
+    two = xpyd.plan_disaggregated(sc, "8xH100", [(0, sc.load_workload(0)), (1, sc.load_workload(1))],
+                                  ttft_p99_s=10.0, tpot_p99_s=0.05, on_step=lines.append)
+    assert (two.prefill_nodes, two.decode_nodes) == (2, 3) and two.fleet == "2P3D"
+    assert two.tpot_p99_s == pytest.approx(0.1 / 3 + 0.01) and two.ttft_p99_s == pytest.approx(6.0)
+    assert two.decode_kv_utilization == pytest.approx(0.525) and two.link_utilization == pytest.approx(0.15)
+    # 2 decode nodes failed at seed 1, its pool 85% full there (20% at seed 0, which met): memory binds
+    assert two.binding == "prefill compute, decode memory" and two.search_note == ""  # several seeds: no noise note
+    assert lines[:2] == ["8xH100-4P1D, seed 0: decode KV 20%, links 10% -> TTFT p99 3 s, TPOT p99 100 ms: fails",
+                         "8xH100-4P2D, seed 0: decode KV 20%, links 10% -> TTFT p99 3 s, TPOT p99 50 ms: meets"]
+    assert two.simulations == len(lines)

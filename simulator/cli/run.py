@@ -203,6 +203,9 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             if folder:
                 folder.finish()
             return
+        if seeds and seeds > 1 and sc.workload.trace:  # a trace is one draw (helper-149)
+            note(f"--seeds {seeds}: a trace is the same requests at every seed; only the engine's seed differs (a "
+                 "random router's draws), so each fleet reruns one workload")
         with progress_bar("capacity search") as bar:
             plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
                                  seeds=seeds or 1, on_step=bar.note, progress=bar)
