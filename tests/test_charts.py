@@ -187,6 +187,23 @@ def test_layout_colours_do_not_depend_on_the_order_drawn():
     assert colours[("native", "mla", "fp8")] == colours[("mla", "fp8", "native")]
 
 
+def test_a_line_that_reaches_no_stream_is_marked_where_it_stops():
+    """helper-145: on a log axis a layout's line that reaches 0 streams just stopped, as if the chart ended there.
+    A mark in its colour sits on the x axis at its first context with none, with one legend entry for all marks."""
+    from simulator.charts.collapse import NO_STREAM
+
+    df = _analytic(["native", "mla"])
+    df.loc[(df.layout == "native") & (df.context_tokens == 131072), "max_streams"] = 0
+    ax = plot_collapse_panel(df)
+    marks = [line for line in ax.lines if line.get_marker() == "v"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [131072]
+    assert marks[0].get_color() == layout_colour("native") and marks[0].get_label() == NO_STREAM
+    native = next(line for line in ax.lines if line.get_label().startswith("native"))
+    assert list(native.get_xdata()) == [1024, 4096]  # the line itself stops at its last stream
+    assert ax.get_legend_handles_labels()[1][-1] == NO_STREAM  # after the lines' entries
+    plt.close(ax.figure)
+
+
 def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
     simulated = pd.DataFrame({"hardware": "8xH100", "context_tokens": [4096, 131072], "analytic_streams": [144, 4],
                               "peak_streams": [150, 4], "mean_streams": [110.0, 3.6], "goodput_rps": [1.0, 0.0],

@@ -32,6 +32,10 @@ def layout_colour(label: str) -> str:
 WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than this share of a token's is windowed
 
 
+# the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour)
+NO_STREAM = "no stream fits from here on (in its line's colour)"
+
+
 @plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
                         simulated: pd.DataFrame | None = None) -> Axes:
@@ -48,8 +52,10 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     plans = list(dict.fromkeys(df["plan"]))
     styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
+    stops: list[tuple[int, str]] = []  # (the first context with no stream, the colour) of each line that reaches 0
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
         name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
+        none = g.loc[g["max_streams"] <= 0, "context_tokens"]  # a log axis has no 0: marked at its foot instead
         g = g[g["max_streams"] > 0]
         key = (plans.index(plan), *g["max_streams"].astype(int))
         ls: Any = styles[plans.index(plan) % 4]
@@ -61,6 +67,11 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
             drawn[key] = str(layout)
         ax.plot(g["context_tokens"], g["max_streams"], color=layout_colour(str(layout)), ls=ls, lw=lw, label=name,
                 zorder=3 if lw > 1.8 else 2)
+        if len(none):  # where the line stops: its first context with no stream, on the x axis (helper-145)
+            stops.append((int(none.min()), layout_colour(str(layout))))
+    for i, (context, colour) in enumerate(stops):  # after the lines: the legend's entry comes after theirs
+        ax.plot([context], [0.0], marker="v", ms=9, color=colour, ls="none", transform=ax.get_xaxis_transform(),
+                clip_on=False, zorder=4, label=None if i else NO_STREAM)
     first_layout = df["layout"].iloc[0]
     first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
     native = first.set_index("context_tokens")["max_streams"]
