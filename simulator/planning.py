@@ -417,9 +417,9 @@ def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: f
         raise
     hi *= unit
     binding = _binding(hi, floor, runs.failed(hi - unit, keeps), unit)
-    headroom, capped, headroom_runs = fleet_headroom(scenario, scenario.engine_config(hardware, n_nodes=hi),
-                                      f"{hardware}: {hi} node(s)", [sd for sd, _ in draws], ttft_p99_s, tpot_p99_s,
-                                      meter, on_step, headroom_guess(hi, unit, headroom_hint))
+    headroom, capped, headroom_runs = fleet_headroom(
+        scenario, scenario.engine_config(hardware, n_nodes=hi), f"{hardware}: {hi} node(s)", [sd for sd, _ in draws],
+        ttft_p99_s, tpot_p99_s, meter, on_step, headroom_guess(hi, unit, headroom_hint))
     noisy = noisy_search_note(scenario, hardware, {n: r[0].summary for n, r in runs.runs.items()}, ttft_p99_s,
                               tpot_p99_s, hi - unit) if seeds == 1 else ""  # several: the count meets at each
     return FleetPlan(hardware=hardware, nodes=hi, memory_floor_nodes=floor, **across_seeds(runs.runs[hi]),
