@@ -7,8 +7,9 @@ left out: a file of step times may have no ``tokens_per_s`` column at all)::
 
 Every value is checked when the file is read, each error naming the file, the row and the column:
 ``tp`` and ``batch`` whole numbers >= 1, ``new_tokens`` and ``context`` whole numbers >= 0,
-``measured_s``/``tokens_per_s`` finite and > 0, and the row must price (a known GPU and model, a
-plan the model's shapes allow, weights that fit).
+``measured_s``/``tokens_per_s`` finite and > 0, a ``decode`` row's ``new_tokens`` 0 or 1, and the row must
+price (a known GPU and model, a plan the model's shapes allow, weights that fit) and, for a whole step
+(``prefill``, ``decode``), hold its batch's KV beside the weights in its GPUs' HBM (`_check_holds`).
 
 ``phase``:
 - ``prefill``: one step prefilling ``batch`` chunks of ``new_tokens`` after ``context`` each;
@@ -123,8 +124,13 @@ def read_rows(path: Path) -> pd.DataFrame:
             raise ConfigError(f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest")
         if pd.notna(r["split"]) and r["split"] not in ("train", "test"):
             raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {shown(r['split'])})")
+        if r["phase"] == "decode" and pd.notna(r["new_tokens"]) and int(r["new_tokens"]) > 1:
+            raise ConfigError(f"{where}: 'new_tokens' must be 0 or 1 for phase 'decode' (a decode step adds one "
+                              "token a sequence; phase 'prefill' or 'attention_decode' takes more) (got "
+                              f"{shown(r['new_tokens'])})")
         try:  # a row the model cannot price (unknown GPU or model, a plan its shapes rule out) fails here
             value = predict_row(r, load_params(load_catalog().gpu(str(r["gpu"])).key))
+            _check_holds(r)
         except KvsimError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if not (math.isfinite(value) and value > 0):
@@ -153,6 +159,23 @@ def _check_numbers(r: pd.Series, where: str) -> None:
             x = pd.to_numeric(v, errors="coerce")
             if not (pd.notna(x) and math.isfinite(x) and x > 0):
                 raise ConfigError(f"{where}: {c!r} must be a finite number > 0 (got {shown(v)})")
+
+
+def _check_holds(r: pd.Series) -> None:
+    """A whole step's sequences must fit its GPUs: the weights and ``batch`` sequences' KV at ``context +
+    new_tokens`` tokens within their whole HBM (`simulator.capacity.check_batch` at a memory utilisation of 1: a
+    step that was measured ran, so it fit), else `DoesNotFitError` saying by how much (helper-150: a decode row at
+    999,999,999 tokens, a petabyte of KV, was fitted at 41,761 times its time, exit 0). An attention kernel's row
+    is one layer's and a throughput row runs its own batch: not checked."""
+    from simulator.capacity import check_batch, kv_budget
+
+    if r["phase"] not in ("prefill", "decode"):
+        return
+    model = get_model(str(r["model"]))
+    layout = parse_layout(str(r["layout"])) if pd.notna(r["layout"]) else parse_layout("native")
+    budget = kv_budget(load_catalog().node(str(r["gpu"])), model, int(r["tp"]), 1.0,
+                       weight_dtype=None if pd.isna(r["dtype"]) else str(r["dtype"]))
+    check_batch(budget, model, layout, _int(r["context"], 0) + _int(r["new_tokens"], 0), int(r["batch"]))
 
 
 def _int(v: Any, default: int) -> int:

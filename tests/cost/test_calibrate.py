@@ -15,7 +15,8 @@ HEAD = "gpu,model,tp,phase,batch,new_tokens,context,measured_s,tokens_per_s,sour
 
 
 def _synthetic(tmp_path, truth):
-    shapes = [("decode", b, 0, c) for b in (1, 8, 64) for c in (512, 4096, 32768)]
+    # (batches that fit an H100 beside the weights: 64 × 32,768 tokens would be 275 GB of KV, which calibrate refuses)
+    shapes = [("decode", b, 0, c) for b in (1, 8, 64) for c in (512, 4096, 32768 if b < 64 else 6144)]
     shapes += [("prefill", 1, n, 0) for n in (256, 2048, 8192)]
     lines = []
     for phase, b, n, c in shapes:
@@ -294,3 +295,24 @@ def test_a_measurement_written_as_not_a_number_is_refused_as_such(tmp_path, valu
     f.write_text(SHORT_HEAD + f"H100,Llama-3.1-8B,1,decode,1,1,1024,{value},x\n")
     with pytest.raises(ConfigError, match=rf"n\.csv:2: 'measured_s' must be a finite number > 0 \(got '?{value}'?\)$"):
         read_rows(f)
+
+
+def test_a_step_no_gpu_could_hold_or_a_decode_of_several_tokens_is_refused(tmp_path):
+    """helper-150: a decode row at 999,999,999 tokens (batch 8 of Llama-3.1-8B: a petabyte of KV on one H100) was
+    fitted at 41,761 times its figure, exit 0, and a decode row's new_tokens of 5 was read as 1 without a word.
+    A whole step's weights and KV must fit its GPUs' whole HBM (a measured step ran); an attention kernel's row
+    is one layer's and is not held to it."""
+    f = tmp_path / "big.csv"
+    f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,decode,8,1,999999999,0.008,me\n")
+    with pytest.raises(ConfigError, match=r"big\.csv:2: Llama-3\.1-8B does not fit TP1 on 8xH100 at batch 8 × "
+                                          r"1,000,000,000 tokens: .* by 1048512\.1 GB; 0 sequences fit$"):
+        read_rows(f)
+    f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,prefill,64,8192,32768,0.9,me\n")  # 64 × 40k: 344 GB
+    with pytest.raises(ConfigError, match=r"big\.csv:2: .* at batch 64 × 40,960 tokens: .* by 279\.7 GB; "
+                                          r"11 sequences fit"):
+        read_rows(f)
+    f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,decode,8,5,1000,0.008,me\n")
+    with pytest.raises(ConfigError, match=r"big\.csv:2: 'new_tokens' must be 0 or 1 for phase 'decode' .* \(got 5"):
+        read_rows(f)
+    f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,attention_decode,64,1,131072,0.001,me\n")  # one layer: 34 GB
+    assert len(read_rows(f)) == 1
