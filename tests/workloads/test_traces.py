@@ -50,6 +50,13 @@ def test_azure_bad_row_stops_with_file_line_field(tmp_path: Path) -> None:
         read_trace(p, format="azure").requests()
     assert str(e.value) == ("nocol.csv: the header lacks column 'GeneratedTokens' (azure needs TIMESTAMP, "
                             "ContextTokens, GeneratedTokens; got 'TIMESTAMP, ContextTokens')")
+    # kvsim's own format too (helper-150: each row read as short of 'source', and --skip-bad-rows skipped them all)
+    p = write(tmp_path, "nat.csv", "id,arrival_s,prompt_tokens,output_tokens,segments\n0,0.0,10,5,1:10\n")
+    with pytest.raises(ConfigError) as e:
+        read_trace(p).requests()
+    assert str(e.value) == ("nat.csv: the header lacks column 'session_id' (kvsim's own format needs id, arrival_s, "
+                            "session_id, turn, prompt_tokens, output_tokens, output_segment_id, segments, "
+                            "cache_breakpoints, source; got 'id, arrival_s, prompt_tokens, output_tokens, segments')")
 
 
 def test_bad_rows_skipped_and_counted(tmp_path: Path) -> None:

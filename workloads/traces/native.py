@@ -22,7 +22,16 @@ from typing import Any
 from simulator.errors import ConfigError, shown
 from simulator.files import shown_path
 from workloads.request import Request
-from workloads.traces._rows import FieldError, as_float, as_int, check_on_error, get, guarded, text_lines
+from workloads.traces._rows import (
+    FieldError,
+    as_float,
+    as_int,
+    check_on_error,
+    csv_rows,
+    get,
+    guarded,
+    text_lines,
+)
 from workloads.workload import ReadStats, Workload, format_segments
 
 WRITE_SUFFIXES = (".csv", ".jsonl")  # what `write_workload` writes: the formats `read_trace` reads back
@@ -133,18 +142,16 @@ def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
     path = Path(path)
 
     def rows() -> Iterator[tuple[int, Any]]:
+        if path.suffix.lower() != ".jsonl":  # a header short of a column is the file's error, said once (helper-150)
+            yield from csv_rows(path, COLUMNS, "kvsim's own format")
+            return
         with path.open(newline="", encoding="utf-8-sig") as f:
-            if path.suffix.lower() == ".jsonl":
-                for line_no, line in enumerate(text_lines(path, f), start=1):
-                    if line.strip():
-                        try:
-                            yield line_no, json.loads(line)
-                        except (json.JSONDecodeError, RecursionError):
-                            yield line_no, _BadLine(line.strip())
-            else:
-                reader = csv.DictReader(text_lines(path, f))
-                for row in reader:
-                    yield reader.line_num, row
+            for line_no, line in enumerate(text_lines(path, f), start=1):
+                if line.strip():
+                    try:
+                        yield line_no, json.loads(line)
+                    except (json.JSONDecodeError, RecursionError):
+                        yield line_no, _BadLine(line.strip())
 
     def run(stats: ReadStats) -> Iterator[Request]:
         def parse(_n: int, row: Any) -> Request:
