@@ -36,7 +36,8 @@ from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import lever_parts, parse_layout
+from simulator.kv import check_layout, lever_parts, parse_layout
+from simulator.models import ModelSpec, get_model
 from simulator.progress import Meter, Progress
 from workloads.request import Request
 from workloads.summary import offered_rate_per_s
@@ -133,6 +134,12 @@ def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) ->
     first: dict[str, str] = {}
     resolved: list[str] = []
     configs = [parse_strategy_set(spec, base) for spec in specs]
+    model = base.model if isinstance(base.model, ModelSpec) else get_model(base.model)
+    for spec, config in zip(specs, configs, strict=True):  # a lever this model cannot take, said at its set
+        try:
+            check_layout(model, config.layout)
+        except ConfigError as exc:
+            raise ConfigError(f"{where} {spec}: {exc}") from None
     for config in configs:
         built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
                       make_retention(config.retention, **config.retention_params)))

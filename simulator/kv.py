@@ -252,6 +252,15 @@ def own_layers(model: ModelSpec, layout: KVLayout) -> int:
     return n
 
 
+def check_layout(model: ModelSpec, layout: KVLayout) -> KVLayout:
+    """`layout` if `model` can take it (a GQA lever's KV heads divide its query heads, an MLA model keeps its own
+    latent rank, cross-layer sharing keeps a layer), else its `ConfigError`: for a command to say at its option as
+    soon as the model is known (helper-150: `kvsim calc --layout gqa:3` said it at no option)."""
+    values_per_token_per_layer(model, layout)
+    own_layers(model, layout)
+    return layout
+
+
 def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
     """Bytes one token adds to the cache when every layer holds it (no window caps).
 

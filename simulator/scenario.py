@@ -682,6 +682,10 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     data = read_toml(p, missing=_not_found(p))
     if trace is not None:
         must(Path(trace).is_file(), "load_scenario", "trace", "an existing trace file", shown_path(trace))
+        if Path(trace).suffix.lower() == ".toml":  # a generator's spec, which load_workload would generate
+            raise ConfigError(f"--trace: must be a trace file (CSV or JSONL: kvsim's own, Azure, BurstGPT, Mooncake; "
+                              f"kvsim workload describe reads it), not a TOML workload spec; put a generated "
+                              f"workload in the scenario's [workload] table (got {shown_path(trace)})")
         table = data.get("workload")
         old: dict[str, Any] = table if isinstance(table, dict) else {}
         w = {k: v for k, v in old.items() if k not in ("spec", "trace")}  # the trace replaces the file's workload

@@ -120,3 +120,45 @@ def test_calibrate_refuses_free_with_aiconfigurator():
     r = kvsim("calibrate", "--from-aiconfigurator", "--free", "step_overhead_s")
     line = error(r, "--free")
     assert "--free step_overhead_s applies only to FILE" in line
+
+
+# --- helper-150: options and values said at the option that gave them -------------------------------
+def test_workload_describe_and_generate_refuse_a_seed_for_a_trace(tmp_path):
+    """A trace replays as recorded: `--seed` on one changed nothing and was taken without a word (`--format` on a
+    generator is refused); at its default value too, when given."""
+    from simulator.scenario import SCENARIO_DIR
+
+    trace = SCENARIO_DIR / "traces" / "chat-sample.csv"
+    for args in (("describe", trace, "--seed", "5"), ("generate", trace, "--out", tmp_path / "o.csv", "--seed", "0")):
+        r = kvsim("workload", *args)
+        assert error(r, "--seed") == (f"Error: --seed {args[-1]}: applies to a generated workload, not to the trace "
+                                      f"file {trace}, which replays as recorded (drop it)")
+    assert outcome(kvsim("workload", "describe", "chat-4k", "--seed", "5", "--duration-s", "10")) is None
+
+
+def test_trace_refuses_a_toml_workload_spec(tmp_path):
+    """`--trace` replays a trace: a generator's TOML was generated and simulated without a note."""
+    spec = tmp_path / "mix.toml"
+    spec.write_text('[workload]\nname = "chat-4k"\n')
+    r = kvsim("run", "trace-replay", "--trace", spec)
+    assert "--trace: must be a trace file (CSV or JSONL" in error(r, "--trace") and "(got " in r.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ("calc", "--model", "Llama-3-70B", "--context", "100", "--layout", "gqa:3"),
+    ("fit", "--model", "Llama-3-70B", "--hardware", "8xH100", "--context", "100", "--layout", "gqa:3"),
+    ("collapse", "--model", "Llama-3-70B", "--hardware", "8xH100", "--layout", "native,gqa:3"),
+    ("cost", "--model", "Llama-3-70B", "--hardware", "8xH100", "--batch", "1", "--context", "100", "--layout",
+     "gqa:3"),
+])
+def test_a_layout_the_model_cannot_take_is_said_at_layout(command):
+    """`kvsim calc --layout gqa:3` said "layout 'gqa:3': ..." at no option; fit and collapse named a plan's rule
+    (tp against 3 KV heads) first."""
+    assert error(kvsim(*command), "--layout") == ("Error: --layout: layout 'gqa:3': 'kv_heads' must be a divisor of "
+                                                  "Llama-3-70B's n_heads=64 (got 3)")
+
+
+def test_a_strategy_set_the_model_cannot_take_is_said_at_its_set():
+    r = kvsim("compare", "chat-4k-h100", "--strategy", "native,gqa:3", "--duration-s", "5")
+    assert error(r, "--strategy") == ("Error: --strategy gqa:3: layout 'gqa:3': 'kv_heads' must be a divisor of "
+                                      "Llama-3.1-70B's n_heads=64 (got 3)")

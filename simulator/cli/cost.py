@@ -52,7 +52,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import ConfigError
-    from simulator.kv import parse_layout, sequence_bytes
+    from simulator.kv import check_layout, parse_layout, sequence_bytes
     from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
     from simulator.placement import ParallelPlan, check_plan, kv_share, span
 
@@ -69,7 +69,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
             model = get_model(model_name)
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
         with at_option("--layout"):
-            lay = parse_layout(layout)
+            lay = check_layout(model, parse_layout(layout))
         # a plan that does not tile the node, said at the flags that set it (as kvsim fit says it; a rule of the
         # model's, `check_plan`'s, names its own option: --tp, --ep)
         check_plan(model, plan)

@@ -15,6 +15,7 @@ from simulator.cli.common import (
     echo_json,
     handle_errors,
     naming,
+    on_command_line,
     records,
     stopped_cleanly,
     warn,
@@ -51,6 +52,7 @@ def describe(
     if spec in GENERATORS and (format_ is not None or skip_bad_rows):  # options of a trace's reader: no effect here
         flag = f"--format {format_}" if format_ is not None else "--skip-bad-rows"
         raise ConfigError(f"{flag}: applies to a trace file, not to the generator {spec!r} (drop it)")
+    _refuse_seed_for_trace(spec, seed)
     w = load_workload(
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop",
         name="SPEC")
@@ -64,6 +66,18 @@ def describe(
         click.echo(summary.to_frame().to_string(index=False))
         if summary.prefix_note:  # why the prefix figures are unknown (NaN alone reads as a fault), or what they cover
             click.echo(f"note: {summary.prefix_note}")
+
+
+def _refuse_seed_for_trace(spec: str, seed: int) -> None:
+    """Refuse ``--seed`` given for a trace file (not a generator's name or a TOML spec): a trace replays as
+    recorded, so the seed would change nothing (helper-150: it was taken without a word, where ``--format`` on a
+    generator is refused)."""
+    from workloads.generators import GENERATORS
+
+    path = Path(spec)
+    if on_command_line("seed") and spec not in GENERATORS and path.is_file() and path.suffix.lower() != ".toml":
+        raise ConfigError(f"--seed {seed}: applies to a generated workload, not to the trace file "
+                          f"{shown_path(path)}, which replays as recorded (drop it)")
 
 
 @workload.command("generate")
@@ -82,6 +96,7 @@ def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: b
     interrupted or failed generation leaves no partial file, and a link at --out is replaced, not
     written through."""
     check_suffix(out, "--out")  # before generating anything
+    _refuse_seed_for_trace(spec, seed)
     where = f"--out {shown_path(out)}"
     inputs = _inputs(spec)
     with naming(where):  # a name too long, a folder without access: said with --out
