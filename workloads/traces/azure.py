@@ -4,7 +4,8 @@ CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``; timestamps are datetime strings
 ``2023-11-16 18:15:46.6805900`` (7 fractional digits, read to the microsecond; an offset
 like ``+00:00`` is honoured, naive times are taken as UTC). Arrival times are seconds after
 the first row. The trace says nothing about shared prefixes: each prompt is one segment of
-its own, id ``-(line number)`` (negative ids never collide with generated or trace hash ids).
+its own, id ``-(n + 1)`` for the n-th row kept, counted from 0 as the request ids are (negative ids never
+collide with generated or trace hash ids).
 """
 
 from __future__ import annotations
