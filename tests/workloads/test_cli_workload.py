@@ -132,6 +132,15 @@ def test_generate_refuses_a_suffix_it_does_not_write(tmp_path: Path, name: str, 
                         f"reads back; got {suffix})\n")
 
 
+def test_generate_refuses_a_name_that_is_a_suffix_alone(tmp_path: Path) -> None:
+    """helper-150: `--out .csv` said "got 'no suffix'" of a name that reads as one (a hidden file, to pathlib)."""
+    out = tmp_path / ".csv"
+    r = CliRunner().invoke(workload, ["generate", "chat-4k", "--out", str(out), "--duration-s", "5"])
+    assert r.exit_code == 2 and not out.exists()
+    assert r.output == (f"Error: --out '{out}': needs a name before its suffix, e.g. 'requests.csv' (a name that is "
+                        "the suffix alone has none)\n")
+
+
 def test_write_workload_refuses_an_unknown_suffix_before_writing(tmp_path: Path) -> None:
     from simulator.errors import ConfigError
     from workloads import load_workload, write_workload

@@ -54,8 +54,11 @@ def _row(r: Request) -> dict[str, Any]:
 def check_suffix(path: str | Path, where: str = "write_workload") -> Path:
     """`path`, if its suffix names a format `write_workload` writes (`WRITE_SUFFIXES`, any case);
     otherwise `ConfigError` naming `where`, the path and the suffixes allowed (a ``.parquet`` name
-    must not hold CSV)."""
+    must not hold CSV; a name that is a suffix alone, ``.csv``, is said to want a name before it)."""
     path = Path(path)
+    if path.name.lower() in WRITE_SUFFIXES:  # '.csv' alone: a hidden file, no suffix (helper-150: "got 'no suffix'")
+        raise ConfigError(f"{where} '{shown_path(path)}': needs a name before its suffix, e.g. "
+                          f"'requests{path.name}' (a name that is the suffix alone has none)")
     if path.suffix.lower() not in WRITE_SUFFIXES:
         raise ConfigError(f"{where} '{shown_path(path)}': must end in {' or '.join(WRITE_SUFFIXES)} (kvsim's request "
                           f"formats, which it reads back; got {shown(path.suffix or 'no suffix')})")
