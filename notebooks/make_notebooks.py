@@ -508,7 +508,10 @@ CONCURRENCY_COLLAPSE = [
         ## 2. What each lever buys
 
         `footprint` gives the bytes of a stream and each lever's factor against an MHA, bf16, all-layers
-        baseline; the factors multiply to the total. Halving the bytes doubles the streams at every context.
+        baseline; the factors multiply to the total. A lever that halves what each GPU holds doubles the streams
+        at every context (fp8, cross-layer sharing). An MLA latent does the reverse under TP8: it is a single
+        KV "head", whole on every GPU (92 kB a token on each, against GQA's 41 kB), so `mla` holds fewer streams
+        than native although its bytes in all are 0.28 of them (section 3 shows the plan that fixes it).
     """),
     code("""
         from simulator import footprint, parse_layout
@@ -517,6 +520,9 @@ CONCURRENCY_COLLAPSE = [
             fp = footprint(model, parse_layout(text), 131072)
             print(f"{text:18} {fp.sequence_bytes / 1e9:7.2f} GB per 128k stream",
                   {k: round(v, 3) for k, v in fp.factors.items() if v != 1})
+        at_128k = table[(table.hardware == "8xH100") & (table.context_tokens == 131072)].set_index("layout").max_streams
+        assert at_128k["fp8"] == 2 * at_128k["native"] and at_128k["mla"] < at_128k["native"]
+        at_128k
     """),
     md("""
         ## 3. The parallelism plan: TP or DP attention for an MLA model
@@ -690,7 +696,8 @@ BRING_YOUR_OWN_TRACE = [
 
         from simulator.report import write_report
 
-        out = write_report(run, Path(tempfile.mkdtemp()) / "my-trace-report")
+        scratch = tempfile.TemporaryDirectory()  # removed when the kernel ends
+        out = write_report(run, Path(scratch.name) / "my-trace-report")
         assert (out / "summary.md").is_file() and (out / hw / "requests.csv").is_file()
         print("\\n".join(sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())))
         print((out / "summary.md").read_text().split("## Headline")[0])
@@ -705,7 +712,7 @@ BRING_YOUR_OWN_TRACE = [
     code("""
         import json
 
-        path = Path(tempfile.mkdtemp()) / "my_trace.jsonl"
+        path = Path(scratch.name) / "my_trace.jsonl"
         rows = [
             {"timestamp": 0, "input_length": 1500, "output_length": 50, "hash_ids": [1, 2, 3]},
             {"timestamp": 2000, "input_length": 1100, "output_length": 80, "hash_ids": [1, 2, 4]},
