@@ -36,7 +36,7 @@ from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import check_layout, lever_parts, parse_layout
+from simulator.kv import KVLayout, check_layout, lever_parts, parse_layout
 from simulator.models import ModelSpec, get_model
 from simulator.progress import Meter, Progress
 from workloads.request import Request
@@ -213,6 +213,8 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
             "goodput_fraction": s["goodput_fraction"], "timed_out": s["timed_out"], "rejected": s["rejected"],
             "queue_grows": bool(s["steady_queue_growing"]),  # falls behind its load (`planning.keeps_up`)
+            # the completed requests whose KV passed a compression's full-resolution window (NaN without one)
+            "compressed_share": compressed_share(config.layout, done),
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
@@ -281,6 +283,15 @@ def _ranked(df: pd.DataFrame) -> pd.DataFrame:
     tier = cost.where(~(meets & (cost <= floor * (1 + TIE))), floor)  # the cheapest ones' cost, as one
     return df.assign(_miss=~meets, _tier=tier, _cost=cost).sort_values(
         ["_miss", "_tier", "quality_debit_points", "_cost"], kind="stable").drop(columns=["_miss", "_tier", "_cost"])
+
+
+def compressed_share(layout: KVLayout, done: pd.DataFrame) -> float:
+    """The share of `done` (completed requests) whose ``prompt + output − 1`` KV tokens passed the
+    full-resolution window of `layout`'s compression (``compress:w:r``: ``> r``), the only ones it compresses and
+    charges its debit (`simulator.levers.window_debit_points`); NaN for a layout without one, or none done."""
+    if not (layout.compress_ratio > 1 and layout.compress_recent_tokens > 0) or not len(done):
+        return math.nan
+    return float((done.prompt_tokens + done.output_tokens - 1 > layout.compress_recent_tokens).mean())
 
 
 def _missed(row: pd.Series) -> str:

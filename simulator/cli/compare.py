@@ -183,6 +183,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 note(f"{name}: no block came back from {row['offload_tiers']!s} "
                      f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
                      "load")
+            if row["compressed_share"] == 0:  # (NaN: no compression) a window no sequence passed (helper-151)
+                note(f"{name}: no completed request's KV passed {row['layout']}'s full-resolution window, so it "
+                     "compressed nothing and ran as full KV (its debit, charged a request past the window, is 0)")
             if policy != "full" and not row["retention_evicted_tokens"]:
                 note(f"{name}: {policy} evicted nothing (every sequence fits its budget), so it ran as full KV")
             elif row["cache"] == "prefix" and policy != "full" and not row["prefix_hit_ratio_tokens"]:

@@ -63,7 +63,7 @@ from simulator.engine.timeouts import Timeout, after
 from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
-from simulator.levers import layout_debit_points
+from simulator.levers import window_debit_points
 from simulator.models import ModelSpec, get_model
 from simulator.placement import ParallelPlan
 from workloads.request import Request
@@ -505,8 +505,10 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     kept: list[tuple[Any, ...]] = []
     sink = kept if records is None else records
     n_records = [0]
-    layout_debit = layout_debit_points(config.layout, config.model if isinstance(config.model, ModelSpec)
-                                       else get_model(config.model))
+    # the layout's levers' debit, a compression's only for a sequence whose KV passed its window (`past`)
+    layout_debit, window_debit = window_debit_points(config.layout, config.model if isinstance(config.model, ModelSpec)
+                                                     else get_model(config.model))
+    past = config.layout.compress_recent_tokens + 1 if window_debit else 0  # prompt + output > it: compressed
     retention_debit = debit_points(config.retention)
     total = total_requests if total_requests is not None else (
         len(requests) if hasattr(requests, "__len__") else None)  # type: ignore[arg-type]
@@ -540,7 +542,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
             end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit,
+            seq.evicted, layout_debit + (window_debit if r.prompt_tokens + r.output_tokens > past else 0.0)
+            + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit,
             seq.transfer_start_s, seq.transfer_end_s, seq.transfer_bytes, seq.decode_replica)))
         if progress is not None and total:
             n_records[0] += 1

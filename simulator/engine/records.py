@@ -31,7 +31,8 @@ class RequestRecord(NamedTuple):
     own KV: recompute savings, not prefix hits); ``recomputed_tokens`` were found in a lower tier but
     recomputed (faster than reloading); ``evicted_tokens`` are the tokens whose KV retention
     dropped (``prompt + output − 1 − kept``); ``quality_debit_points`` adds the layout levers'
-    debits and, when it evicted anything, the retention policy's.
+    debits (a compression's only where its ``prompt + output − 1`` KV tokens passed the full-resolution
+    window: `simulator.levers.window_debit_points`) and, when it evicted anything, the retention policy's.
 
     In a disaggregated fleet ``replica`` is the prefill replica (where it was routed, queued and
     admitted: ``queue_s``, ``ttft_s``) and ``decode_replica`` the one it decoded on; the gap from its

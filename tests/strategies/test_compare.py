@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -238,3 +239,26 @@ def test_a_set_that_left_requests_unanswered_says_how_many(tmp_path: Path) -> No
         completed, timed_out = (int(x.replace(",", "")) for x in line.split()[-3:-1])
         assert timed_out > completed > 0 and line.split()[-1] == "True"  # 4,294 requests, most timed out
     assert "note: native, fp8: the waiting queue grew through the steady window (column queue_grows)" in r.stderr
+
+
+def test_a_compression_charges_its_debit_only_where_it_compressed(tmp_path: Path) -> None:
+    """helper-151: `compress:8:16384` on chat-4k compressed nothing (no sequence passed its 16,384-token
+    full-resolution window), read like native in every figure, and was charged its 2.5-point debit, with no
+    note, where a retention policy that evicted nothing is charged 0 and said so. A request is charged the
+    compression's debit only where its prompt + output − 1 KV tokens pass the window: here 2 of 4."""
+    requests = [Request(id=i, arrival_s=i * 0.5, prompt_tokens=p, output_tokens=20, segments=((i, p),))
+                for i, p in enumerate((500, 1500, 800, 3000))]
+    df = compare_strategies(BASE, requests, ["native", "compress:8:1000", "compress:8:16384", "fp8+compress:8:1000"],
+                            seed=0, timer=AffineTimer()).set_index("strategy")
+    assert df.quality_debit_points.to_dict() == pytest.approx(
+        {"native": 0.0, "compress:8:1000": 2.5 / 2, "compress:8:16384": 0.0, "fp8+compress:8:1000": 0.1 + 2.5 / 2})
+    assert df.compressed_share["compress:8:1000"] == 0.5 and df.compressed_share["compress:8:16384"] == 0
+    assert np.isnan(df.compressed_share["native"])
+    sc = tmp_path / "c.toml"
+    sc.write_text('name = "c"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                  '[workload]\nduration_s = 20\n[workload.spec]\nname = "chat-4k"\n')
+    r = CliRunner().invoke(compare, [str(sc), "--strategy", "native,compress:8:16384"])
+    assert r.exit_code == 0, r.output
+    assert ("note: compress:8:16384: no completed request's KV passed compress:8:16384's full-resolution window, "
+            "so it compressed nothing and ran as full KV (its debit, charged a request past the window, is 0)"
+            ) in r.stderr
