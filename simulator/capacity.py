@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, DoesNotFitError, must
+from simulator.errors import ConfigError, DoesNotFitError, is_whole, must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, sequence_bytes
 from simulator.models import ModelSpec, weight_precision
 from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
@@ -91,6 +91,8 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
     when not given; a `tp` given beside a `plan` must be the plan's); raises `DoesNotFitError` naming
     the GPU and the GB short when weights don't fit. Weights in a format the GPU has no tensor cores for
     (fp4 on a Hopper) fit as stored: the GPU runs their GEMMs weight-only (`simulator.models.gemm_dtype`)."""
+    must(isinstance(node, NodeSpec), "kv_budget", "node", "a NodeSpec, e.g. load_catalog().node('8xH100')", node)
+    must(isinstance(model, ModelSpec), "kv_budget", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
     must(plan is None or tp is None or tp == plan.tp, "kv_budget", "tp", f"the plan's tp ({plan and plan.tp}) "
          "or None when a plan is given", tp)
     plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)
@@ -168,8 +170,11 @@ def check_batch(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_to
 def max_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, context_tokens: int,
                 block_tokens: int = DEFAULT_BLOCK_TOKENS) -> int:
     """Concurrent sequences of `context_tokens` on the ``budget.nodes`` nodes:
-    ``replicas · groups · min_s floor(kv_budget_s / kv_s(n))``."""
-    must(context_tokens >= 1, "max_streams", "context_tokens", ">= 1", context_tokens)
+    ``replicas · groups · min_s floor(kv_budget_s / kv_s(n))``. `context_tokens` and `block_tokens` are integers
+    >= 1, as `simulator.kv.footprint` takes them (helper-152: a block of 0 or -16 tokens, or 1.5 tokens of
+    context, gave streams)."""
+    for key, value in (("context_tokens", context_tokens), ("block_tokens", block_tokens)):
+        must(is_whole(value, minimum=1), "max_streams", key, "an integer >= 1", value)
     per_group = sequences_per_group(budget, model, layout or KVLayout(), context_tokens, block_tokens)
     return budget.replicas * budget.plan.kv_groups * per_group
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from hardware.catalog import Catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, gpu_sequence_bytes, kv_budget, max_streams
-from simulator.errors import DoesNotFitError, must, must_differ
+from simulator.errors import DoesNotFitError, is_whole, must, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan
@@ -44,6 +44,9 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given). A kind and plan
     whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message);
     with none left, that error is raised."""
+    for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
+        must(not isinstance(names, str), "collapse", key, f"a list of names, e.g. [{shown(names)}]", names)
+    must(is_whole(block_tokens, minimum=1), "collapse", "block_tokens", "an integer >= 1", block_tokens)
     must(len(hardware) >= 1, "collapse", "hardware", "at least one node kind, e.g. 8xH100 (comma-separated)",
          ",".join(hardware))
     must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
@@ -54,6 +57,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     must_differ(layouts, [x.label for x in parsed], "collapse: layouts", "KV layout")
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
     contexts = context_grid() if contexts is None else contexts
+    for n in contexts:  # each an integer >= 1 (1000.5 tokens was read as 1,000)
+        must(is_whole(n, minimum=1), "collapse", "contexts", "integers >= 1", n)
     rows = []
     left_out: list[str] = []
     for node in nodes:

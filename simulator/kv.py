@@ -266,6 +266,8 @@ def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
 
     ``ceil(L·f) · values_per_token_per_layer · bytes_per_value``; Llama-3-70B bf16: 327,680.
     """
+    must(isinstance(model, ModelSpec), "bytes_per_token", "model", "a ModelSpec, e.g. get_model('Llama-3-70B')",
+         model)
     layout = layout or KVLayout()
     per_layer = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
     return own_layers(model, layout) * per_layer

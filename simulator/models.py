@@ -390,6 +390,8 @@ def get_model(name: str, extra: Path | None = None, *, path: bool = False) -> Mo
     """A model by catalog name (case-insensitive), or by path to a HF ``config.json``; with `path` (a
     ``--model-config`` or ``model.config``), only the file: a folder there is refused even when a catalog
     model has its name (a download folder named after the model)."""
+    must(isinstance(name, str) and bool(name.strip()), "get_model", "name",
+         "a catalog model's name or a path to a config.json", name)  # None, '' (helper-152)
     if path:
         _refuse_folder(name)
         return from_hf_config(Path(name))

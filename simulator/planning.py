@@ -155,7 +155,7 @@ def no_kind_fits(where: str, failed: list[NoFleet], labels: list[str]) -> NoFlee
         reasons.setdefault(exc.short.split(" (")[0], []).append(label)
     return NoFleet(f"{where}: no fleet of any node kind meets the SLOs: " + "; ".join(
         f"{', '.join(names)}: {reason}" for reason, names in reasons.items())
-        + " (--hardware with one kind says why in full)", short="no fleet")
+        + " (one kind alone, --hardware or plan_capacity's hardware, says why in full)", short="no fleet")
 
 
 def plan_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
@@ -609,7 +609,8 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     times as much (a fleet that fails at its first seed costs one run).
     A kind no fleet of which meets the SLOs (`NoFleet`) has a row with no node count, cost or headroom, its
     ``binding`` ``no fleet: <why>`` (`no_fleet_row`; the counts are pandas' nullable ``Int64``); with no kind
-    left, the first kind's `NoFleet` is raised.
+    left, a `NoFleet` is raised: the kind's own, its reason in full, where one was searched, else one naming every
+    kind's reason in short (`no_kind_fits`; helper-152: this said the first kind's).
     Each row ends with the SLOs, seed and seeds searched for (`SEARCH_COLUMNS`); ``attrs["requests"]`` is the
     first seed's workload's request count and ``attrs["offline"]`` whether they all arrive at once
     (`few_requests_note`).

@@ -24,6 +24,7 @@ Every error names the file, the key path, the value and the rule, in one line.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
@@ -750,6 +751,13 @@ def _check_overrides(overrides: Mapping[str, Any]) -> None:
         if key not in valid:
             raise ConfigError(f"load_scenario: unknown override {shown(key)}; valid: {', '.join(valid)} "
                               "(whole fields, e.g. cluster=replace(s.cluster, nodes=2))")
+    hints = typing.get_type_hints(Scenario)
+    for key, value in overrides.items():  # a field's own type (helper-152: cluster=5 failed deep inside)
+        kinds = tuple(t for t in (typing.get_args(hints[key]) or (hints[key],)) if t is not type(None))
+        if key == "seed" or (value is None and len(kinds) < len(typing.get_args(hints[key]))):
+            continue
+        must(isinstance(value, kinds), "load_scenario", key, f"a {kinds[0].__name__}" + (
+            f", e.g. replace(scenario.{key}, ...)" if kinds[0] is not str else ""), value)
     if "seed" in overrides:
         from simulator.engine.result import must_seed  # the engine's rule; it needs pandas
 

@@ -204,3 +204,54 @@ def test_run_given_a_workloads_method_says_so_in_one_line():
         run(sc.engine_config(), 7, 1)
     assert run(sc.engine_config(), wl, 1).summary["requests"] == len(wl.requests())
     assert simulator.PoolConfig.__name__ == "PoolConfig"  # the prefill pool's type, exported (helper-117)
+
+
+# --- helper-152: the wrong type or value, refused in one line naming it ---------------------------------------
+def test_wrong_types_are_refused_in_one_line_naming_the_argument():
+    """Each failed deep inside with a Python error (AttributeError, TypeError, OverflowError) or gave a made-up
+    number; a string where the API takes an object is the usual slip, the TOML files being strings."""
+    from simulator.billing import breakeven_reuse_rate
+    from simulator.capacity import max_streams
+    from simulator.collapse import collapse_table
+    from simulator.engine import EngineConfig
+    from simulator.kv import bytes_per_token
+    from workloads import load_workload
+
+    cat, model = load_catalog(), get_model("Llama-3.1-70B")
+    budget = kv_budget(cat.node("8xH100"), model)
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=10, segments=((1, 100),))]
+    assert refused(EngineConfig, layout="fp8") == \
+        "EngineConfig: 'layout' must be a KVLayout, e.g. parse_layout('fp8') (got 'fp8')"
+    assert refused(kv_budget, "8xH100", model).startswith("kv_budget: 'node' must be a NodeSpec")
+    assert refused(bytes_per_token, "Llama-3.1-70B").startswith("bytes_per_token: 'model' must be a ModelSpec")
+    assert refused(compare_ttls, reqs, "anthropic/sonnet-4").startswith(
+        "compare_ttls: 'profile' must be a PriceProfile")
+    assert refused(breakeven_reuse_rate, "300", 0.1, 1.25) == \
+        "breakeven_reuse_rate: 'ttl_s' must be a finite number of seconds > 0 (got '300')"
+    assert refused(breakeven_reuse_rate, 300, 0.1, float("inf")) == \
+        "breakeven: 'write_multiplier' must be a finite number >= 1 (got inf)"
+    for name in (None, ""):
+        assert refused(get_model, name) == \
+            f"get_model: 'name' must be a catalog model's name or a path to a config.json (got {name!r})"
+    assert refused(load_workload, "chat-4k", seed=1.5) == \
+        "load_workload: 'seed' must be an integer >= 0 (the same seed, the same workload) (got 1.5)"
+    assert refused(load_workload, "chat-4k", on_error="ignore") == \
+        "load_workload: 'on_error' must be 'stop' or 'skip' (got 'ignore')"
+    assert refused(load_scenario, "default", cluster=5) == \
+        "load_scenario: 'cluster' must be a ClusterSection, e.g. replace(scenario.cluster, ...) (got 5)"
+    for bad in ({"block_tokens": 0}, {"block_tokens": -16}):
+        assert refused(max_streams, budget, model, None, 1000, **bad) == \
+            f"max_streams: 'block_tokens' must be an integer >= 1 (got {bad['block_tokens']})"
+    assert refused(max_streams, budget, model, None, 1.5) == \
+        "max_streams: 'context_tokens' must be an integer >= 1 (got 1.5)"
+    assert refused(collapse_table, cat, model, hardware="8xH100").startswith(
+        "collapse: 'hardware' must be a list of names, e.g. ['8xH100']")
+    assert refused(collapse_table, cat, model, hardware=["8xH100"], contexts=[1000.5, 2000]) == \
+        "collapse: 'contexts' must be integers >= 1 (got 1000.5)"
+
+
+def test_a_price_profile_is_named_as_its_key_prints_it():
+    """`get_profile("anthropic/sonnet-4")`, the key tables and errors print, was refused; "" gave the default."""
+    assert get_profile("anthropic/sonnet-4") == get_profile("anthropic", "sonnet-4")
+    assert get_profile("OpenAI/gpt-4o").key == "openai/gpt-4o"
+    assert refused(get_profile, "") == "price profile: must be a profile's name, e.g. 'anthropic' (got '')"

@@ -445,7 +445,7 @@ tpot_p99_s = 0.1
     r = CliRunner().invoke(main, ["capacity", str(sc), "--slo-ttft-p99-s", "0.001"])
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (  # every kind named, grouped by reason (helper-118)
         f"Error: {sc}: no fleet of any node kind meets the SLOs: 8xH100, 8xB200: none of up to 256 nodes "
-        "(--hardware with one kind says why in full)")
+        "(one kind alone, --hardware or plan_capacity's hardware, says why in full)")
 
 
 def test_cache_notes_say_what_each_tier_brought_back():

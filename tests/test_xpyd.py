@@ -192,7 +192,7 @@ def test_split_plan_keeps_a_row_for_a_fleet_no_size_of_which_meets_the_slos(monk
     close_figure(fig)
     monkeypatch.setattr(xpyd, "plan_disaggregated", no_aggregated)
     with pytest.raises(NoFleet, match=r"disaggregated.toml: no fleet of any node kind meets the SLOs: 8xH100 "
-                                      r"aggregated, 8xH100 xPyD: TTFT p99 6.5 s however many nodes \(--hardware"):
+                                      r"aggregated, 8xH100 xPyD: TTFT p99 6.5 s however many nodes \(one kind alone"):
         xpyd.plan_split_capacity(sc, ["8xH100"], [(0, None)], ttft_p99_s=10.0, tpot_p99_s=0.05)
 
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import ConfigError, at_key, must, shown
+from simulator.errors import ConfigError, at_key, is_whole, must, shown
 from simulator.files import read_toml, shown_path
 from simulator.limits import check_expected_requests, check_horizon
 from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
 from workloads.generators.mixture import NEEDS_COMPONENTS
 from workloads.traces import read_trace
+from workloads.traces._rows import check_on_error
 from workloads.workload import SKIPPED_WHY, Workload
 
 # a scenario's [workload] (`simulator.scenario.WorkloadSection`): its keys, and the seconds a generator
@@ -126,7 +127,9 @@ def load_workload(
     """
     where = "load_workload"
     called = name or f"{where}: spec"  # what `spec` is called: "SPEC: no such file ..."
-    must(seed >= 0, where, "seed", ">= 0", seed)
+    # an integer >= 0 (1.5 failed in numpy's SeedSequence); a reader's on_error, for a generator too (helper-152)
+    must(is_whole(seed), where, "seed", "an integer >= 0 (the same seed, the same workload)", seed)
+    check_on_error(on_error, where)
     if duration_s is not None:
         check_horizon(duration_s, where)
     must(math.isfinite(rate_scale) and rate_scale > 0, where, "rate_scale", "finite and > 0", rate_scale)

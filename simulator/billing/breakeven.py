@@ -21,13 +21,25 @@ request under either kind of TTL with the storage of one TTL ``S_T`` (`storage_p
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 from simulator.errors import must
 
 
 def _check(read_multiplier: float, write_multiplier: float) -> None:
-    must(0 <= read_multiplier < 1, "breakeven", "read_multiplier", "in [0, 1)", read_multiplier)
-    must(write_multiplier >= 1, "breakeven", "write_multiplier", ">= 1", write_multiplier)
+    """The multipliers are numbers (helper-152: "300" failed in a comparison, infinity gave NaN): a read in
+    [0, 1), a write finite and >= 1."""
+    real = lambda v: isinstance(v, Real) and not isinstance(v, bool)  # noqa: E731
+    must(real(read_multiplier) and 0 <= read_multiplier < 1, "breakeven", "read_multiplier", "a number in [0, 1)",
+         read_multiplier)
+    must(real(write_multiplier) and 1 <= write_multiplier < math.inf, "breakeven", "write_multiplier",
+         "a finite number >= 1", write_multiplier)
+
+
+def _ttl(ttl_s: float, where: str) -> None:
+    """A TTL is a finite number of seconds > 0."""
+    must(isinstance(ttl_s, Real) and not isinstance(ttl_s, bool) and 0 < ttl_s < math.inf, where, "ttl_s",
+         "a finite number of seconds > 0", ttl_s)
 
 
 def hit_probability_poisson(rate_per_s: float, ttl_s: float) -> float:
@@ -56,7 +68,7 @@ def breakeven_hit_probability(read_multiplier: float, write_multiplier: float) -
 def breakeven_reuse_rate(ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
     """Poisson reuse rate (per second) above which caching with TTL ``T`` pays:
     ``λ* = -ln(1 - p*) / T``. Anthropic 5 min: ``0.2451 / 300 s`` = one reuse per 20.4 min."""
-    must(ttl_s > 0, "breakeven_reuse_rate", "ttl_s", "> 0", ttl_s)
+    _ttl(ttl_s, "breakeven_reuse_rate")
     p_star = breakeven_hit_probability(read_multiplier, write_multiplier)
     return -math.log1p(-p_star) / ttl_s
 
@@ -130,7 +142,7 @@ def breakeven_fixed_ttl(ttl_s: float, read_multiplier: float, write_multiplier: 
     ``λ* = (w + S_T - 1) / ((1 - r) T)``, where the hit share is ``p* = x* / (1 + x*)``, ``x* = λ* T``:
     ``(w' - 1) / (w' - r)`` with ``w' = w + S_T``, as for a sliding TTL with the write dearer by its storage.
     Gemini 2.5 Pro, 1 h (``w = 1``, ``r = 0.248``, ``S_T = 3.6``): ``x* = 4.787``, 4.79 reuses an hour."""
-    must(ttl_s > 0, "breakeven_fixed_ttl", "ttl_s", "> 0", ttl_s)
+    _ttl(ttl_s, "breakeven_fixed_ttl")
     _check(read_multiplier, write_multiplier)
     x = (write_multiplier + storage - 1.0) / (1.0 - read_multiplier)
     return x / ttl_s, x / (1.0 + x)
@@ -162,7 +174,7 @@ def keepalive_cost_rate(
     The one initial write is amortised away over an unbounded horizon.
     """
     must(rate_per_s > 0, "keepalive_cost_rate", "rate_per_s", "> 0", rate_per_s)
-    must(ttl_s > 0, "keepalive_cost_rate", "ttl_s", "> 0", ttl_s)
+    _ttl(ttl_s, "keepalive_cost_rate")
     c = read_multiplier if ping_cost is None else ping_cost
     return rate_per_s * read_multiplier + c * rate_per_s / math.expm1(rate_per_s * ttl_s)
 
@@ -176,7 +188,7 @@ def keepalive_breakeven_rate(ttl_s: float, read_multiplier: float, write_multipl
     ``ln(1.15 / 1.05) / 300 s`` = one request per 55.0 min.
     """
     _check(read_multiplier, write_multiplier)
-    must(ttl_s > 0, "keepalive_breakeven_rate", "ttl_s", "> 0", ttl_s)
+    _ttl(ttl_s, "keepalive_breakeven_rate")
     r, w = read_multiplier, write_multiplier
     if w <= 2 * r:
         return math.inf

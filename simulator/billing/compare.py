@@ -90,6 +90,8 @@ def compare_ttls(
     the share is above it; helper-147: Gemini's read 0, storage left out). `percentiles` are each in [0, 100]
     (``gap_percentiles_s`` names them ``p50``, ``p90``, ...).
     """
+    must(isinstance(profile, PriceProfile), "compare_ttls", "profile", "a PriceProfile, e.g. "
+         "get_profile('anthropic', 'sonnet-4')", profile)
     for p in percentiles:
         must(isinstance(p, Real) and 0 <= p <= 100, "compare_ttls", "percentiles", "numbers in [0, 100]",
              list(percentiles))

@@ -179,7 +179,13 @@ class ProfileCatalog:
 
     def get(self, profile: str | None = None, tier: str | None = None) -> PriceProfile:
         """The tier `tier` of `profile`, its name in any case (defaults: the catalog's default profile and its
-        default tier)."""
+        default tier); ``"anthropic/sonnet-4"``, a `PriceProfile.key` as the tables print it, names both (helper-152:
+        it was refused). An empty name is refused, not the default."""
+        if profile is not None and (not isinstance(profile, str) or not profile.strip()):
+            raise ConfigError(f"price profile: must be a profile's name, e.g. {self.default_profile!r} (got "
+                              f"{profile!r})")
+        if profile is not None and "/" in profile and tier is None:
+            profile, tier = profile.split("/", 1)
         name = self.profile_key(profile)
         if name is None:
             raise ConfigError(f"unknown price profile {(profile or self.default_profile)!r}; valid: "

@@ -116,7 +116,8 @@ class EngineConfig:
     (`simulator.engine.caches`), ``retention`` the per-sequence retention policy
     (`simulator.engine.retention`), each with its parameters.
     A request is *good* (counts to goodput) when ``ttft ≤ slo_ttft_s`` and its mean TPOT
-    ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``.
+    ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s`` (0: a row a
+    step). ``layout`` is a `KVLayout` (``parse_layout("fp8")`` of a layout's text).
     """
 
     model: str | ModelSpec = DEFAULT_MODEL
@@ -151,6 +152,8 @@ class EngineConfig:
         must(self.tp >= 1, w, "tp", ">= 1", self.tp)
         self.plan  # noqa: B018  # validates the first pool's plan
         must(self.block_tokens >= 1, w, "block_tokens", ">= 1", self.block_tokens)
+        # (helper-152: a layout's text failed deep in a run, an AttributeError)
+        must(isinstance(self.layout, KVLayout), w, "layout", "a KVLayout, e.g. parse_layout('fp8')", self.layout)
         must(0 < self.memory_utilization <= 1, w, "memory_utilization", "in (0, 1]", self.memory_utilization)
         must(self.kv_blocks >= 0, w, "kv_blocks", ">= 0", self.kv_blocks)
         must(self.slo_ttft_s > 0, w, "slo_ttft_s", "> 0", self.slo_ttft_s)

@@ -40,9 +40,10 @@ def no_prefix_ids(fmt: str) -> str:
             "prefix_hit_share and the reuse gaps are unknown, not zero")
 
 
-def check_on_error(on_error: str) -> None:
+def check_on_error(on_error: str, where: str = "read_trace") -> None:
+    """Refuse an `on_error` that is neither ``"stop"`` nor ``"skip"``, said at `where`."""
     if on_error not in ON_ERROR:
-        raise ConfigError(f"read_trace: 'on_error' must be 'stop' or 'skip' (got {on_error!r})")
+        raise ConfigError(f"{where}: 'on_error' must be 'stop' or 'skip' (got {on_error!r})")
 
 
 def get(row: dict[str, T], key: str) -> T:
