@@ -93,6 +93,27 @@ def _cache_line(sc: Scenario) -> str:
     return f"{sc.cache.strategy} ({eviction} eviction, {tiers_phrase(sc.cache.params) or 'no offload tier'})"
 
 
+def _layout_line(sc: Scenario) -> str:
+    """The KV layout each fleet runs and what its levers cost, for the report's preamble (helper-151: a run under
+    ``fp8+cross-layer:0.5`` read as lossless, no word of its layout or its 1.1-point debit): ``fp8+cross-layer:0.5
+    (levers fp8 0.1 points, cross-layer 1 point and retraining: a stated accuracy debit of 1.1 points on
+    long-context benchmarks, simulator/data/levers.toml)``; a compression's debit only where a request's KV
+    passed its window (`simulator.levers.window_debit_points`)."""
+    from simulator.levers import layout_levers
+
+    layout = parse_layout(sc.cache.layout)
+    levers = layout_levers(layout, sc.model_spec())
+    if not levers:
+        return f"{layout.label} (no lever: no accuracy debit)"
+    each = ", ".join(f"{lv.name} {figure(lv.debit_points)} point{'s' * (lv.debit_points != 1)}"
+                     + (" and retraining" if lv.retrain else "")
+                     + (f" (a request whose KV passed its {layout.compress_recent_tokens:,}-token window)"
+                        if lv.name == "compress" else "") for lv in levers)
+    total = sum(lv.debit_points for lv in levers)
+    return (f"{layout.label} (lever{'s' * (len(levers) > 1)} {each}: a stated accuracy debit of up to "
+            f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml)")
+
+
 def _missing(x: object) -> bool:
     """A missing cell: None, NaN or pandas' NA (a string, list or number otherwise)."""
     return x is None or x is pd.NA or (isinstance(x, float) and x != x)
@@ -308,7 +329,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
              f"{100 * wl.prefix_hit_share:.1f}% of prompt tokens repeat an earlier prefix"
              + (f" ({wl.prefix_note})" if wl.prefix_note else "") + ".\n"),
           f"SLOs: p99 TTFT ≤ {sc.slo.ttft_p99_s:g} s, p99 TPOT ≤ {sc.slo.tpot_p99_s * 1e3:g} ms. "
-          f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}. KV cache: {_cache_line(sc)}.\n",
+          f"Scheduler: {_scheduler_line(sc.scheduler)}. Router: {_router_line(sc)}. KV cache: {_cache_line(sc)}. "
+          f"KV layout: {_layout_line(sc)}.\n",
           f"{price_note(sc.priced_nodes())}.\n",
           "## Headline\n", _table(headline),
           (("Sustained throughput is over the steady-state window (every request arrives at t = 0 here: the window "

@@ -497,3 +497,20 @@ def test_the_ttl_bills_say_how_many_requests_got_no_answer(tmp_path):
     assert (f"Every request is billed as sent: on 8xH100, {unserved:,} of {fleet['requests']:,} got no answer "
             "(timed out or rejected), and the provider's revenue below counts them too.") in md
     assert "with its prompts prefilled whole (no prefix cache hit)" in md and "what the prefix cache served" not in md
+
+
+def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
+    """helper-151: a run under ``fp8+cross-layer:0.5`` wrote a report with no word of its layout or its 1.1-point
+    debit (summary.json held them): it read as a lossless bf16 result."""
+    for layout, says in (
+            ("fp8+cross-layer:0.5", "KV layout: cross-layer:0.5+fp8 (levers cross-layer 1 point and retraining, fp8 "
+                                    "0.1 points: a stated accuracy debit of up to 1.1 points on long-context "
+                                    "benchmarks, simulator/data/levers.toml)."),
+            ("native", "KV layout: native (no lever: no accuracy debit).")):
+        sc = tmp_path / "l.toml"
+        sc.write_text(f'name = "l"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                      f'[cache]\nlayout = "{layout}"\n[workload]\nduration_s = 10\n'
+                      '[report]\ncollapse = false\nbreakeven = false\n')
+        r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
+        assert r.exit_code == 0, r.output
+        assert says in (tmp_path / "o" / "summary.md").read_text()
