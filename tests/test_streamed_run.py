@@ -403,8 +403,8 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
     assert outcome(r) is None
     assert f"warning: workload: {note}" in r.stderr.splitlines()
     assert f"Workload: 54 requests, {note}, over 0.5 min" in (tmp_path / "o" / "summary.md").read_text()
-    assert "watermark 0.01. Router: least-tokens. KV cache: prefix (lru eviction, no offload tier).\n" in (
-        tmp_path / "o" / "summary.md").read_text()
+    assert ("watermark 0.01. Router: least-tokens. KV cache: prefix (lru eviction, no offload tier). KV layout: "
+            "native (no lever: no accuracy debit).\n") in (tmp_path / "o" / "summary.md").read_text()
     # an Azure trace's reuse is unknown, so is the best TTL (it had read "customer → none": helper-128)
     assert "Best TTL: unknown: the azure trace format carries no prefix ids" in (
         tmp_path / "o" / "summary.md").read_text()
