@@ -65,7 +65,7 @@ from simulator.errors import ConfigError
 from simulator.kv import KVLayout
 from simulator.levers import window_debit_points
 from simulator.models import ModelSpec, get_model
-from simulator.placement import ParallelPlan
+from simulator.placement import ParallelPlan, kv_share
 from workloads.request import Request
 
 TimerFactory = Callable[..., StepTimer]
@@ -161,16 +161,20 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         check_tiers(config.cache_params, node, "EngineConfig")
         host_bytes = node.host_dram_bytes / per_node
         host_blocks = int(host_bytes // geo.block_bytes)
-        pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node
-        ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=pcie,
+        pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node  # an engine's share of its node's GPU links
+        # into HBM, every attention rank that holds a block takes its own copy over its own link: an MLA latent
+        # whole on each of TP8's ranks is 8 copies of a block, GQA's heads split over them one (helper-151: MLA's
+        # reloads and swap-ins were priced as one copy, 8x fast); out, one copy leaves
+        load = pcie / (kv_share(model, config.layout, plan.attention_tp) * plan.attention_tp)
+        ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=load,
                            nvme_bytes=node.nvme_bytes / per_node,
-                           nvme_bytes_per_s=min(pcie, node.nvme_bytes_per_s / per_node),
+                           nvme_bytes_per_s=min(load, node.nvme_bytes_per_s / per_node),
                            prefill_s=_prefill_price(t),
                            window_overhead=geo.overhead if geo.overhead_blocks else None)
         for _ in range(pool.n_nodes // budget.nodes * budget.replicas * engines):
             replicas.append(Replica(
                 index=len(replicas), total_blocks=blocks, geometry=geo, retention=retention,
-                swap_bytes_per_s=pcie,
+                swap_bytes_per_s=pcie, swap_in_bytes_per_s=load,
                 host_blocks=host_blocks, max_context_tokens=model.max_context_tokens, timer=t,
                 cache=strategy.bind(config.block_tokens, blocks, ctx), sched=config.scheduler,
                 fast_forward=config.fast_forward, observer=observer,

@@ -45,7 +45,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     __slots__ = (  # noqa: RUF023  (grouped by the part that sets them, not sorted)
         # its own: configuration, queues, counters and the step log (`Observation` reads the log)
         "index", "local", "role", "total_blocks", "geometry", "retention", "keeps_all", "shares", "full_cap", "B",
-        "swap_s_per_block", "host_blocks", "max_context_tokens", "timer", "coefs", "cache", "sched", "watermark_blocks",
+        "swap_s_per_block", "swap_in_s_per_block", "host_blocks", "max_context_tokens", "timer", "coefs", "cache",
+        "sched", "watermark_blocks",
         "times_out", "counts", "reserving", "reserved", "reserves", "fast_forward", "observer", "sample_interval_s",
         "samples", "last_sample_s", "waiting", "swapped", "running", "prefilling", "chunks", "rejoined", "S", "kv_sum",
         "private_off", "heap", "used", "host_used", "outstanding_tokens", "carried_swap_s", "g0", "d", "k", "log_g0",
@@ -72,7 +73,8 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     def __init__(self, *, index: int, total_blocks: int, geometry: BlockGeometry, retention: RetentionPolicy,
                  swap_bytes_per_s: float, host_blocks: int, max_context_tokens: int, timer: StepTimer,
                  cache: CacheState, sched: SchedulerConfig, fast_forward: bool, observer: Observer,
-                 sample_interval_s: float, samples: RowSink, role: str = BOTH) -> None:
+                 sample_interval_s: float, samples: RowSink, role: str = BOTH,
+                 swap_in_bytes_per_s: float | None = None) -> None:
         self.index = index
         self.local = index  # index among the replicas its router chooses from (its pool's role)
         self.total_blocks = total_blocks
@@ -83,7 +85,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.keeps_all = isinstance(retention, FullRetention)
         self.full_cap = min(NO_CAP, geometry.cap_tokens)
         self.B = geometry.block_tokens
+        # out: one copy of a block leaves; in: every GPU that holds it takes its own (`cluster.build_cluster`)
         self.swap_s_per_block = geometry.block_bytes / swap_bytes_per_s
+        self.swap_in_s_per_block = geometry.block_bytes / (swap_in_bytes_per_s or swap_bytes_per_s)
         self.host_blocks = host_blocks
         self.max_context_tokens = max_context_tokens
         self.timer = timer
@@ -311,7 +315,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
             self.host_used -= seq.blocks
             self.used += seq.blocks
             room -= grow
-            swap_s += seq.blocks * self.swap_s_per_block
+            swap_s += seq.blocks * self.swap_in_s_per_block
             seq.rejoin_from_s = seq.last_tok_s
             self._join_decode(seq)
             self.ov_running += seq.ov

@@ -69,3 +69,25 @@ def test_every_request_ends_once_under_a_plan(plan):
     slow = run(replace(cfg, fast_forward=False), reqs, seed=1).requests
     assert list(fast.replica) == list(slow.replica)
     assert fast.ttft_s.to_numpy() == pytest.approx(slow.ttft_s.to_numpy(), rel=1e-9)
+
+
+@pytest.mark.parametrize(("model", "layout", "dp", "copies"), [
+    ("Llama-3.1-70B", "native", False, 1),  # 8 KV heads split over TP8's ranks: one copy of a block in all
+    ("Llama-3.1-70B", "mla", False, 8),  # a latent whole on each of the 8 ranks: 8 copies
+    ("DeepSeek-V3", "native", True, 1),  # DP attention: each GPU its own pool, one link each
+])
+def test_a_block_brought_into_hbm_crosses_a_link_for_every_copy_held(model, layout, dp, copies):
+    """helper-151: a DRAM reload and a swap-in were priced at one copy of a block over the engine's links,
+    so an MLA latent, whole on each of TP8's GPUs, came back 8 times too fast (2.9 µs a 1.47 MB block where each
+    GPU takes its own copy over its own 64 GB/s link, 23 µs). A swap-out writes one copy."""
+    from simulator.engine.cluster import build_cluster
+    from simulator.kv import parse_layout
+
+    config = EngineConfig(model=model, node="8xH200", tp=8, dp_attention=dp, ep=8 if dp else 1,
+                          layout=parse_layout(layout), cache="prefix", cache_params={"dram": True})
+    r = build_cluster(config, None, lambda *a: None, []).replicas[0]
+    links = 64e9 * (1 if dp else 8)  # an engine's GPUs' PCIe links (H200: 64 GB/s each)
+    one_copy = r.geometry.block_bytes / links
+    assert r.cache.reload_s_per_block[1] == pytest.approx(copies * one_copy)
+    assert r.swap_in_s_per_block == pytest.approx(copies * one_copy)
+    assert r.swap_s_per_block == pytest.approx(one_copy)
