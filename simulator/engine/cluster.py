@@ -50,6 +50,7 @@ from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import KVBudget, blocks_per_group, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine.caches import CacheContext, make_strategy
+from simulator.engine.caches.prefix import dram_share
 from simulator.engine.config import EngineConfig
 from simulator.engine.disagg import Transfers, build_transfers
 from simulator.engine.geometry import BlockGeometry, block_geometry
@@ -160,7 +161,11 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         per_node = budget.replicas * engines / budget.nodes  # engines on one node's DRAM, NVMe and PCIe
         check_tiers(config.cache_params, node, "EngineConfig")
         host_bytes = node.host_dram_bytes / per_node
-        host_blocks = int(host_bytes // geo.block_bytes)
+        # swap space: the host DRAM a prefix cache's tier does not take (helper-151: both took it all, up to 150%)
+        params = dict(config.cache_params) if config.cache == "prefix" else {}
+        fraction = params.get("dram_fraction")
+        tier_share = dram_share(bool(params.get("dram")), None if fraction is None else float(fraction))  # type: ignore[arg-type]
+        host_blocks = int(host_bytes * (1 - tier_share) // geo.block_bytes)
         pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node  # an engine's share of its node's GPU links
         # into HBM, every attention rank that holds a block takes its own copy over its own link: an MLA latent
         # whole on each of TP8's ranks is 8 copies of a block, GQA's heads split over them one (helper-151: MLA's

@@ -91,3 +91,21 @@ def test_a_block_brought_into_hbm_crosses_a_link_for_every_copy_held(model, layo
     assert r.cache.reload_s_per_block[1] == pytest.approx(copies * one_copy)
     assert r.swap_in_s_per_block == pytest.approx(copies * one_copy)
     assert r.swap_s_per_block == pytest.approx(one_copy)
+
+
+def test_swap_space_is_the_host_dram_a_cache_tier_does_not_take():
+    """helper-151: a prefix cache's DRAM tier took `dram_fraction` of the host DRAM and swap space all of it, so the
+    two could claim 150%. Swap now has the rest; without a DRAM tier, all of it."""
+    from simulator.engine.cluster import build_cluster
+
+    def replica(**params):
+        config = EngineConfig(model="Llama-3.1-70B", node="8xH100", tp=8, cache="prefix", cache_params=params,
+                              scheduler=SchedulerConfig(preemption="swap"))
+        return build_cluster(config, None, lambda *a: None, []).replicas[0]
+
+    host = CAT.node("8xH100").host_dram_bytes
+    bb = replica().geometry.block_bytes
+    assert replica().host_blocks == int(host // bb)
+    assert replica(dram=True).host_blocks == int(host * 0.5 // bb)  # the default share, DRAM_FRACTION
+    tiered = replica(dram=True, dram_fraction=0.25)
+    assert tiered.host_blocks == int(host * 0.75 // bb) and tiered.cache.cap[1] == int(host * 0.25 // bb)

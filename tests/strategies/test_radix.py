@@ -222,8 +222,8 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
 
     ctx = CacheContext(block_bytes=100.0, dram_bytes=3000.0, nvme_bytes=6000.0, dram_bytes_per_s=1e4,
                        nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 0.01 * tokens)
-    states = [make_strategy("prefix", eviction=eviction, dram_fraction=1.0, **tiers).bind(B, 1000, ctx)
-              for _ in range(3)]
+    fraction = {"dram_fraction": 1.0} if tiers.get("dram") else {}  # (a DRAM tier's share: with one only)
+    states = [make_strategy("prefix", eviction=eviction, **fraction, **tiers).bind(B, 1000, ctx) for _ in range(3)]
     states[1]._lean_offers = False  # the reference: every offer, and the general eviction (not `drop_lru`,
     vars(states[1]).pop("evict", None)  # which a one-tier LRU state binds as its `evict`)
     states[2].tree._fresh = False  # the fast paths with every entry on the heap

@@ -489,6 +489,15 @@ class _PrefixState:
         return out
 
 
+DRAM_FRACTION = 0.5  # the share of a replica's host DRAM a prefix cache's DRAM tier takes unless told
+
+
+def dram_share(dram: bool, fraction: float | None) -> float:
+    """The share of host DRAM a prefix cache's tier takes: `fraction` (default `DRAM_FRACTION`) with a DRAM tier,
+    none without; swap space is the rest (`cluster.build_cluster`)."""
+    return (DRAM_FRACTION if fraction is None else fraction) if dram else 0.0
+
+
 @register_strategy
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefixCache:
@@ -504,22 +513,27 @@ class PrefixCache:
         Keep blocks evicted from HBM in host DRAM, then NVMe (sizes and bandwidths from the
         node spec, split evenly over the node's replicas).
     dram_fraction : float
-        Share of the replica's host DRAM given to the cache tier (the rest is swap space).
+        Share of the replica's host DRAM given to the cache tier, with ``dram`` only (default
+        `DRAM_FRACTION`); the rest is swap space (`cluster.build_cluster`: the two never share a byte).
     """
 
     name: ClassVar[str] = "prefix"
     eviction: str = "lru"
     dram: bool = False
     nvme: bool = False
-    dram_fraction: float = 0.5
+    dram_fraction: float | None = None
 
     def __post_init__(self) -> None:
         must(self.eviction in EVICTION_POLICIES, "PrefixCache", "eviction", f"one of {', '.join(EVICTION_POLICIES)}",
              self.eviction)
-        must(0 < self.dram_fraction <= 1, "PrefixCache", "dram_fraction", "in (0, 1]", self.dram_fraction)
+        # a fraction of a tier that is not there changed nothing, without a word (helper-151)
+        must(self.dram_fraction is None or self.dram, "PrefixCache", "dram_fraction",
+             "given with dram = true (the share of host DRAM its tier takes)", self.dram_fraction)
+        must(self.dram_fraction is None or 0 < self.dram_fraction <= 1, "PrefixCache", "dram_fraction", "in (0, 1]",
+             self.dram_fraction)
 
     def bind(self, block_tokens: int, total_blocks: int, context: CacheContext | None = None) -> _PrefixState:
         ctx = context or CacheContext()
         tiers = tuple(t for t, on in (("dram", self.dram), ("nvme", self.nvme)) if on)
-        ctx = replace(ctx, dram_bytes=ctx.dram_bytes * self.dram_fraction)
+        ctx = replace(ctx, dram_bytes=ctx.dram_bytes * dram_share(self.dram, self.dram_fraction))
         return _PrefixState(block_tokens, self.eviction, tiers, ctx)
