@@ -36,7 +36,7 @@ from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
-from simulator.kv import KVLayout, check_layout, lever_parts, parse_layout
+from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
 from simulator.models import ModelSpec, get_model
 from simulator.progress import Meter, Progress
 from workloads.request import Request
@@ -286,12 +286,14 @@ def _ranked(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compressed_share(layout: KVLayout, done: pd.DataFrame) -> float:
-    """The share of `done` (completed requests) whose ``prompt + output − 1`` KV tokens passed the
-    full-resolution window of `layout`'s compression (``compress:w:r``: ``> r``), the only ones it compresses and
-    charges its debit (`simulator.levers.window_debit_points`); NaN for a layout without one, or none done."""
-    if not (layout.compress_ratio > 1 and layout.compress_recent_tokens > 0) or not len(done):
+    """The share of `done` (completed requests) that `layout`'s compression compressed (`simulator.kv.compresses`:
+    the ``prompt + output − 1`` KV tokens a request kept, less what retention dropped, past its full-resolution
+    window), the only ones charged its debit (`simulator.levers.window_debit_points`); NaN for a layout without
+    one, or none done."""
+    if compresses(layout, 0) is None or not len(done):
         return math.nan
-    return float((done.prompt_tokens + done.output_tokens - 1 > layout.compress_recent_tokens).mean())
+    kept = done.prompt_tokens + done.output_tokens - 1 - done.evicted_tokens
+    return float((kept > layout.compress_recent_tokens).mean())
 
 
 def _missed(row: pd.Series) -> str:

@@ -205,11 +205,21 @@ def parse_layout(text: str) -> KVLayout:
     return layout
 
 
+def compresses(layout: KVLayout, kv_tokens: int) -> bool | None:
+    """Whether `layout`'s compression (``compress:w:r``) compresses any of a sequence holding `kv_tokens` tokens
+    of KV: those past its ``r`` most recent, which it keeps whole (``r = 0``: every one); None for a layout with
+    no compression. The one test the quality debit (`simulator.levers.window_debit_points`, the engine's
+    records), `simulator.compare.compressed_share` and `idle_compression` share."""
+    if layout.compress_ratio <= 1:
+        return None
+    return kv_tokens > layout.compress_recent_tokens
+
+
 def idle_compression(layout: KVLayout, context_tokens: int) -> str:
     """A note where `layout`'s windowed compression keeps all of a `context_tokens` sequence whole (its recent
     window is at least that long), so it saves nothing there; else ``""``."""
     r = layout.compress_recent_tokens
-    if layout.compress_ratio <= 1 or context_tokens > r:
+    if compresses(layout, context_tokens) is not False:
         return ""
     return (f"compress:{layout.compress_ratio}:{r} keeps the most recent {r:,} tokens whole: at {context_tokens:,} "
             "tokens it compresses nothing")

@@ -57,13 +57,13 @@ def layout_debit_points(layout: KVLayout, model: ModelSpec | None = None) -> flo
 
 
 def window_debit_points(layout: KVLayout, model: ModelSpec | None = None) -> tuple[float, float]:
-    """`layout_debit_points` in two parts: what every sequence pays, and what only a sequence whose KV passed
-    the compression's full-resolution window pays (``compress:w:r``: below ``r`` tokens nothing is compressed,
-    so nothing is lost; helper-151: chat-4k under ``compress:8:16384`` was charged 2.5 points, identical to
-    native in every other figure). The second is 0 without a compression lever."""
+    """`layout_debit_points` in two parts: what every sequence pays, and what only a sequence the compression
+    compressed pays (`simulator.kv.compresses`: its KV, after what a retention policy dropped, past the
+    ``r``-token full-resolution window of ``compress:w:r``; below it nothing is compressed, so nothing is lost;
+    helper-151: chat-4k under ``compress:8:16384`` was charged 2.5 points, identical to native in every other
+    figure). The second is 0 without a compression lever."""
     parts = layout_levers(layout, model)
-    windowed = sum(lv.debit_points for lv in parts if lv.name == "compress") \
-        if layout.compress_ratio > 1 and layout.compress_recent_tokens > 0 else 0.0
+    windowed = sum(lv.debit_points for lv in parts if lv.name == "compress")
     return round(sum(lv.debit_points for lv in parts) - windowed, 6), round(windowed, 6)
 
 

@@ -96,22 +96,31 @@ def _cache_line(sc: Scenario) -> str:
 def _layout_line(sc: Scenario) -> str:
     """The KV layout each fleet runs and what its levers cost, for the report's preamble (helper-151: a run under
     ``fp8+cross-layer:0.5`` read as lossless, no word of its layout or its 1.1-point debit): ``fp8+cross-layer:0.5
-    (levers fp8 0.1 points, cross-layer 1 point and retraining: a stated accuracy debit of 1.1 points on
-    long-context benchmarks, simulator/data/levers.toml)``; a compression's debit only where a request's KV
-    passed its window (`simulator.levers.window_debit_points`)."""
-    from simulator.levers import layout_levers
+    (levers fp8 0.1 points, cross-layer 1 point and retraining: a stated accuracy debit of up to 1.1 points on
+    long-context benchmarks, simulator/data/levers.toml)``; a compression's debit only where it compressed
+    (`simulator.levers.window_debit_points`). A part that changes the model with no entry there (``gqa:4``,
+    ``mqa``: fewer KV heads) is said to have no stated debit, not none (helper-153)."""
+    from simulator.levers import layout_levers, levers
 
     layout = parse_layout(sc.cache.layout)
-    levers = layout_levers(layout, sc.model_spec())
-    if not levers:
-        return f"{layout.label} (no lever: no accuracy debit)"
+    chosen = layout_levers(layout, sc.model_spec())
+    unpriced = [p for p in layout.label.split("+") if p.split(":")[0] in UNPRICED_PARTS and p.split(":")[0]
+                not in levers()]
+    unstated = (f"; simulator/data/levers.toml states no debit for {', '.join(unpriced)}, fewer KV heads than the "
+                "model was trained with") if unpriced else ""
+    if not chosen:
+        return f"{layout.label} (" + ("no lever: no accuracy debit" if not unpriced else unstated[2:]) + ")"
     each = ", ".join(f"{lv.name} {figure(lv.debit_points)} point{'s' * (lv.debit_points != 1)}"
                      + (" and retraining" if lv.retrain else "")
                      + (f" (a request whose KV passed its {layout.compress_recent_tokens:,}-token window)"
-                        if lv.name == "compress" else "") for lv in levers)
-    total = sum(lv.debit_points for lv in levers)
-    return (f"{layout.label} (lever{'s' * (len(levers) > 1)} {each}: a stated accuracy debit of up to "
-            f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml)")
+                        if lv.name == "compress" and layout.compress_recent_tokens > 0 else "") for lv in chosen)
+    total = sum(lv.debit_points for lv in chosen)
+    return (f"{layout.label} (lever{'s' * (len(chosen) > 1)} {each}: a stated accuracy debit of up to "
+            f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml{unstated})")
+
+
+# layout parts that change what a model was trained with but that simulator/data/levers.toml prices no debit for
+UNPRICED_PARTS = ("gqa", "mqa")
 
 
 def _missing(x: object) -> bool:

@@ -514,3 +514,15 @@ def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
         r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
         assert r.exit_code == 0, r.output
         assert says in (tmp_path / "o" / "summary.md").read_text()
+    # a part with no entry in levers.toml is said to have none stated, not to cost nothing; a compression of every
+    # token has no window to name (helper-153)
+    from dataclasses import replace
+
+    from simulator.report import _layout_line
+
+    base = load_scenario("default")
+    line = lambda layout: _layout_line(replace(base, cache=replace(base.cache, layout=layout)))  # noqa: E731
+    assert line("gqa:4") == ("gqa:4 (simulator/data/levers.toml states no debit for gqa:4, fewer KV heads than the "
+                             "model was trained with)")
+    assert line("compress:8:0") == ("compress:8:0 (lever compress 2.5 points and retraining: a stated accuracy debit "
+                                    "of up to 2.5 points on long-context benchmarks, simulator/data/levers.toml)")

@@ -514,10 +514,11 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     kept: list[tuple[Any, ...]] = []
     sink = kept if records is None else records
     n_records = [0]
-    # the layout's levers' debit, a compression's only for a sequence whose KV passed its window (`past`)
+    # the layout's levers' debit, a compression's only for a sequence it compressed (`kv.compresses`: the KV it
+    # kept, its prompt + output - 1 tokens less what retention dropped, past the window `keep`)
     layout_debit, window_debit = window_debit_points(config.layout, config.model if isinstance(config.model, ModelSpec)
                                                      else get_model(config.model))
-    past = config.layout.compress_recent_tokens + 1 if window_debit else 0  # prompt + output > it: compressed
+    keep = config.layout.compress_recent_tokens + 1 if window_debit else 0
     retention_debit = debit_points(config.retention)
     total = total_requests if total_requests is not None else (
         len(requests) if hasattr(requests, "__len__") else None)  # type: ignore[arg-type]
@@ -551,7 +552,8 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
             end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (window_debit if r.prompt_tokens + r.output_tokens > past else 0.0)
+            seq.evicted, layout_debit + (window_debit if r.prompt_tokens + r.output_tokens - seq.evicted > keep
+                                         else 0.0)
             + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit,
             seq.transfer_start_s, seq.transfer_end_s, seq.transfer_bytes, seq.decode_replica)))
         if progress is not None and total:

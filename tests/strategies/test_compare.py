@@ -248,12 +248,17 @@ def test_a_compression_charges_its_debit_only_where_it_compressed(tmp_path: Path
     compression's debit only where its prompt + output − 1 KV tokens pass the window: here 2 of 4."""
     requests = [Request(id=i, arrival_s=i * 0.5, prompt_tokens=p, output_tokens=20, segments=((i, p),))
                 for i, p in enumerate((500, 1500, 800, 3000))]
-    df = compare_strategies(BASE, requests, ["native", "compress:8:1000", "compress:8:16384", "fp8+compress:8:1000"],
-                            seed=0, timer=AffineTimer()).set_index("strategy")
+    sets = ["native", "compress:8:1000", "compress:8:16384", "fp8+compress:8:1000", "compress:8:0",
+            "streaming-llm:500", "compress:8:1000+streaming-llm:500"]
+    df = compare_strategies(BASE, requests, sets, seed=0, timer=AffineTimer()).set_index("strategy")
+    # (compress:8:0 compresses every token; under streaming-llm:500 a sequence keeps 504 tokens, under the window:
+    # nothing compressed, the retention policy's 8 points alone, helper-153)
     assert df.quality_debit_points.to_dict() == pytest.approx(
-        {"native": 0.0, "compress:8:1000": 2.5 / 2, "compress:8:16384": 0.0, "fp8+compress:8:1000": 0.1 + 2.5 / 2})
-    assert df.compressed_share["compress:8:1000"] == 0.5 and df.compressed_share["compress:8:16384"] == 0
-    assert np.isnan(df.compressed_share["native"])
+        {"native": 0.0, "compress:8:1000": 2.5 / 2, "compress:8:16384": 0.0, "fp8+compress:8:1000": 0.1 + 2.5 / 2,
+         "compress:8:0": 2.5, "streaming-llm:500": 8.0, "compress:8:1000+streaming-llm:500": 8.0})
+    assert df.compressed_share.to_dict() == pytest.approx(
+        {"native": np.nan, "compress:8:1000": 0.5, "compress:8:16384": 0.0, "fp8+compress:8:1000": 0.5,
+         "compress:8:0": 1.0, "streaming-llm:500": np.nan, "compress:8:1000+streaming-llm:500": 0.0}, nan_ok=True)
     sc = tmp_path / "c.toml"
     sc.write_text('name = "c"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
                   '[workload]\nduration_s = 20\n[workload.spec]\nname = "chat-4k"\n')
