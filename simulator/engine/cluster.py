@@ -50,7 +50,7 @@ from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import KVBudget, blocks_per_group, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine.caches import CacheContext, make_strategy
-from simulator.engine.caches.prefix import dram_share
+from simulator.engine.caches.prefix import PrefixCache, dram_share
 from simulator.engine.config import EngineConfig
 from simulator.engine.disagg import Transfers, build_transfers
 from simulator.engine.geometry import BlockGeometry, block_geometry
@@ -162,14 +162,15 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
         check_tiers(config.cache_params, node, "EngineConfig")
         host_bytes = node.host_dram_bytes / per_node
         # swap space: the host DRAM a prefix cache's tier does not take (helper-151: both took it all, up to 150%)
-        params = dict(config.cache_params) if config.cache == "prefix" else {}
-        fraction = params.get("dram_fraction")
-        tier_share = dram_share(bool(params.get("dram")), None if fraction is None else float(fraction))  # type: ignore[arg-type]
+        tier_share = dram_share(strategy.dram, strategy.dram_fraction) if isinstance(strategy, PrefixCache) else 0.0
         host_blocks = int(host_bytes * (1 - tier_share) // geo.block_bytes)
         pcie = node.gpus * node.gpu.pcie_bytes_per_s / per_node  # an engine's share of its node's GPU links
-        # into HBM, every attention rank that holds a block takes its own copy over its own link: an MLA latent
-        # whole on each of TP8's ranks is 8 copies of a block, GQA's heads split over them one (helper-151: MLA's
-        # reloads and swap-ins were priced as one copy, 8x fast); out, one copy leaves
+        # Into HBM, every attention rank that holds a block takes its own copy over its own link: the copies are
+        # kv_share x attention_tp, 1 where the KV heads split over the ranks (8 heads on TP8), more where ranks
+        # hold the same heads (Qwen3-235B's 4 on TP8: 2; mqa: 8) or a latent whole (MLA on TP8: 8) (helper-151:
+        # reloads and swap-ins were priced as one copy). Out, one copy leaves, in slices over the ranks' links,
+        # and the host keeps one (as SGLang's hierarchical cache writes an MLA latent once; vLLM's swap space
+        # is per GPU, each rank writing and keeping its own copy)
         load = pcie / (kv_share(model, config.layout, plan.attention_tp) * plan.attention_tp)
         ctx = CacheContext(block_bytes=geo.block_bytes, dram_bytes=host_bytes, dram_bytes_per_s=load,
                            nvme_bytes=node.nvme_bytes / per_node,

@@ -71,22 +71,25 @@ def test_every_request_ends_once_under_a_plan(plan):
     assert fast.ttft_s.to_numpy() == pytest.approx(slow.ttft_s.to_numpy(), rel=1e-9)
 
 
-@pytest.mark.parametrize(("model", "layout", "dp", "copies"), [
-    ("Llama-3.1-70B", "native", False, 1),  # 8 KV heads split over TP8's ranks: one copy of a block in all
-    ("Llama-3.1-70B", "mla", False, 8),  # a latent whole on each of the 8 ranks: 8 copies
-    ("DeepSeek-V3", "native", True, 1),  # DP attention: each GPU its own pool, one link each
+@pytest.mark.parametrize(("model", "layout", "tp", "dp", "copies"), [
+    ("Llama-3.1-70B", "native", 8, False, 1),  # 8 KV heads split over TP8's ranks: one copy of a block in all
+    ("Llama-3.1-70B", "mla", 8, False, 8),  # a latent whole on each of the 8 ranks: 8 copies
+    ("Llama-3.1-70B", "mqa", 8, False, 8),  # one KV head, on every rank
+    ("Qwen3-235B-A22B", "native", 8, False, 2),  # 4 KV heads on 8 ranks: each head on two (helper-153)
+    ("Llama-3.1-70B", "native", 16, False, 2),  # TP16 over two nodes: 8 heads on 16 ranks, 16 links
+    ("DeepSeek-V3", "native", 8, True, 1),  # DP attention: each GPU its own pool, one link each
 ])
-def test_a_block_brought_into_hbm_crosses_a_link_for_every_copy_held(model, layout, dp, copies):
+def test_a_block_brought_into_hbm_crosses_a_link_for_every_copy_held(model, layout, tp, dp, copies):
     """helper-151: a DRAM reload and a swap-in were priced at one copy of a block over the engine's links,
     so an MLA latent, whole on each of TP8's GPUs, came back 8 times too fast (2.9 µs a 1.47 MB block where each
     GPU takes its own copy over its own 64 GB/s link, 23 µs). A swap-out writes one copy."""
     from simulator.engine.cluster import build_cluster
     from simulator.kv import parse_layout
 
-    config = EngineConfig(model=model, node="8xH200", tp=8, dp_attention=dp, ep=8 if dp else 1,
+    config = EngineConfig(model=model, node="8xH200", n_nodes=tp // 8, tp=tp, dp_attention=dp, ep=8 if dp else 1,
                           layout=parse_layout(layout), cache="prefix", cache_params={"dram": True})
     r = build_cluster(config, None, lambda *a: None, []).replicas[0]
-    links = 64e9 * (1 if dp else 8)  # an engine's GPUs' PCIe links (H200: 64 GB/s each)
+    links = 64e9 * (1 if dp else tp)  # an engine's GPUs' PCIe links (H200: 64 GB/s each)
     one_copy = r.geometry.block_bytes / links
     assert r.cache.reload_s_per_block[1] == pytest.approx(copies * one_copy)
     assert r.swap_in_s_per_block == pytest.approx(copies * one_copy)
@@ -109,3 +112,28 @@ def test_swap_space_is_the_host_dram_a_cache_tier_does_not_take():
     assert replica(dram=True).host_blocks == int(host * 0.5 // bb)  # the default share, DRAM_FRACTION
     tiered = replica(dram=True, dram_fraction=0.25)
     assert tiered.host_blocks == int(host * 0.75 // bb) and tiered.cache.cap[1] == int(host * 0.25 // bb)
+
+
+def test_a_run_pays_the_swap_in_price_of_every_copy(monkeypatch):
+    """helper-153: no test failed if the engine charged a swap-in at the swap-out price (one copy). An MLA latent
+    under TP8 swapped out and in: the run at the engine's prices ends later than the same run with swap-ins
+    priced as one copy (the old, 8x fast, price), and it did swap."""
+    import simulator.engine.cluster as cluster
+    from simulator.kv import parse_layout
+
+    reqs = poisson_requests(60, 20.0, (200, 600), (100, 300), seed=3)
+    config = EngineConfig(model="Llama-3.1-70B", node="8xH200", tp=8, layout=parse_layout("mla"), kv_blocks=120,
+                          scheduler=SchedulerConfig(preemption="swap", max_num_seqs=64))
+    priced = run(config, reqs, seed=0)
+    build = cluster.build_cluster
+
+    def one_copy(*args, **kwargs):  # every replica's swap-in at its swap-out price
+        built = build(*args, **kwargs)
+        for r in built.replicas:
+            r.swap_in_s_per_block = r.swap_s_per_block
+        return built
+
+    monkeypatch.setattr(cluster, "build_cluster", one_copy)
+    cheap = run(config, reqs, seed=0)
+    assert priced.requests.preemptions.sum() > 20 and priced.summary["completed"] == 60
+    assert priced.summary["makespan_s"] > cheap.summary["makespan_s"]
