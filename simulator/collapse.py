@@ -35,6 +35,14 @@ def context_grid(min_tokens: int = 2**10, max_tokens: int = 2**20) -> np.ndarray
     return np.unique(np.round(2.0**exps).astype(np.int64))
 
 
+def _whole(value: object, key: str) -> int:
+    """`value` as an int where it is a whole number >= 1 (``1024`` or ``1024.0``), else `collapse`'s error at `key`."""
+    whole = is_whole(value, minimum=1) or (isinstance(value, float | np.floating) and float(value).is_integer()
+                                            and value >= 1)
+    must(bool(whole), "collapse", key, "whole numbers >= 1" if key == "contexts" else "a whole number >= 1", value)
+    return int(value)  # type: ignore[call-overload]
+
+
 def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] = DEFAULT_HARDWARE,
                    layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
                    tp: int | None = None, memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
@@ -46,7 +54,7 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     with none left, that error is raised."""
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
         must(not isinstance(names, str), "collapse", key, f"a list of names, e.g. [{shown(names)}]", names)
-    must(is_whole(block_tokens, minimum=1), "collapse", "block_tokens", "an integer >= 1", block_tokens)
+    block_tokens = _whole(block_tokens, "block_tokens")
     must(len(hardware) >= 1, "collapse", "hardware", "at least one node kind, e.g. 8xH100 (comma-separated)",
          ",".join(hardware))
     must(len(layouts) >= 1, "collapse", "layouts", "at least one KV layout, e.g. native (comma-separated)",
@@ -56,9 +64,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     must_differ(hardware, [n.key for n in nodes], "collapse: hardware", "node kind")
     must_differ(layouts, [x.label for x in parsed], "collapse: layouts", "KV layout")
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
-    contexts = context_grid() if contexts is None else contexts
-    for n in contexts:  # each an integer >= 1 (1000.5 tokens was read as 1,000)
-        must(is_whole(n, minimum=1), "collapse", "contexts", "integers >= 1", n)
+    # each a whole number >= 1, as np.logspace gives them too (1000.5 tokens was read as 1,000; 1024.0 is 1,024)
+    contexts = context_grid() if contexts is None else np.array([_whole(n, "contexts") for n in contexts])
     rows = []
     left_out: list[str] = []
     for node in nodes:

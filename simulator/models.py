@@ -7,6 +7,7 @@ same schema, or a Hugging Face ``config.json`` (`from_hf_config`).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -390,6 +391,8 @@ def get_model(name: str, extra: Path | None = None, *, path: bool = False) -> Mo
     """A model by catalog name (case-insensitive), or by path to a HF ``config.json``; with `path` (a
     ``--model-config`` or ``model.config``), only the file: a folder there is refused even when a catalog
     model has its name (a download folder named after the model)."""
+    if isinstance(name, os.PathLike):  # a Path to a config.json (helper-153: refused for a few commits)
+        name = os.fspath(name)
     must(isinstance(name, str) and bool(name.strip()), "get_model", "name",
          "a catalog model's name or a path to a config.json", name)  # None, '' (helper-152)
     if path:

@@ -247,7 +247,15 @@ def test_wrong_types_are_refused_in_one_line_naming_the_argument():
     assert refused(collapse_table, cat, model, hardware="8xH100").startswith(
         "collapse: 'hardware' must be a list of names, e.g. ['8xH100']")
     assert refused(collapse_table, cat, model, hardware=["8xH100"], contexts=[1000.5, 2000]) == \
-        "collapse: 'contexts' must be integers >= 1 (got 1000.5)"
+        "collapse: 'contexts' must be whole numbers >= 1 (got 1000.5)"
+    # whole numbers as np.logspace gives them are taken (helper-153: 1024.0 was refused)
+    import numpy as np
+
+    assert collapse_table(cat, model, hardware=["8xH100"], layouts=["native"], contexts=np.array([1024.0, 4096.0]),
+                          block_tokens=16.0).max_streams.tolist() == [1296, 324]
+    for half in ("anthropic/", "/sonnet-4"):
+        assert refused(get_profile, half) == ("price profile: must be 'profile/tier', both named, e.g. "
+                                              f"'anthropic/sonnet-4' (got {half!r})")
 
 
 def test_a_price_profile_is_named_as_its_key_prints_it():

@@ -181,3 +181,10 @@ def test_a_config_without_its_context_length_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="missing 'max_position_embeddings'"):
         get_model(str(write(tmp_path, cfg)))
     assert get_model(str(write(tmp_path, {**cfg, "n_positions": 2048}))).max_context_tokens == 2048  # GPT-2's name
+
+
+def test_a_config_json_is_read_from_a_path_object(tmp_path):
+    """helper-153: a `Path` to a config.json (with ``path=True``, as ``--model-config`` passes it) was refused for a
+    few commits by the check that a name is a non-empty string."""
+    p = write(tmp_path, LLAMA31_8B)
+    assert get_model(p, path=True).n_layers == 32 and get_model(p).n_layers == 32

@@ -186,6 +186,9 @@ class ProfileCatalog:
                               f"{profile!r})")
         if profile is not None and "/" in profile and tier is None:
             profile, tier = profile.split("/", 1)
+            if not profile.strip() or not tier.strip():  # 'anthropic/' or '/sonnet-4' (helper-153: the default)
+                raise ConfigError(f"price profile: must be 'profile/tier', both named, e.g. 'anthropic/sonnet-4' (got "
+                                  f"{profile + '/' + tier!r})")
         name = self.profile_key(profile)
         if name is None:
             raise ConfigError(f"unknown price profile {(profile or self.default_profile)!r}; valid: "

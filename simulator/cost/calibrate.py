@@ -48,7 +48,7 @@ from simulator.cost.fit import fit_params
 from simulator.cost.params import FITTABLE, CostParams, load_params
 from simulator.cost.step_model import StepModel
 from simulator.cost.throughput import throughput_tokens_per_s
-from simulator.errors import ConfigError, KvsimError, shown
+from simulator.errors import ConfigError, DoesNotFitError, KvsimError, shown
 from simulator.files import read_text
 from simulator.kv import parse_layout
 from simulator.models import get_model
@@ -175,7 +175,11 @@ def _check_holds(r: pd.Series) -> None:
     layout = parse_layout(str(r["layout"])) if pd.notna(r["layout"]) else parse_layout("native")
     budget = kv_budget(load_catalog().node(str(r["gpu"])), model, int(r["tp"]), 1.0,
                        weight_dtype=None if pd.isna(r["dtype"]) else str(r["dtype"]))
-    check_batch(budget, model, layout, _int(r["context"], 0) + _int(r["new_tokens"], 0), int(r["batch"]))
+    try:
+        check_batch(budget, model, layout, _int(r["context"], 0) + _int(r["new_tokens"], 0), int(r["batch"]))
+    except DoesNotFitError as exc:  # the format has no DP attention, whose GPUs each hold their own (helper-153)
+        raise DoesNotFitError(f"{exc} (the row is priced as tensor parallel: a step measured under DP attention, "
+                              "each GPU holding its own sequences, is not one this format can state)") from None
 
 
 def _int(v: Any, default: int) -> int:

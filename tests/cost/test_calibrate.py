@@ -305,7 +305,9 @@ def test_a_step_no_gpu_could_hold_or_a_decode_of_several_tokens_is_refused(tmp_p
     f = tmp_path / "big.csv"
     f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,decode,8,1,999999999,0.008,me\n")
     with pytest.raises(ConfigError, match=r"big\.csv:2: Llama-3\.1-8B does not fit TP1 on 8xH100 at batch 8 × "
-                                          r"1,000,000,000 tokens: .* by 1048512\.1 GB; 0 sequences fit$"):
+                                          r"1,000,000,000 tokens: .* by 1048512\.1 GB; 0 sequences fit \(the row is "
+                                          r"priced as tensor parallel: a step measured under DP attention, each GPU "
+                                          r"holding its own sequences, is not one this format can state\)$"):
         read_rows(f)
     f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,prefill,64,8192,32768,0.9,me\n")  # 64 × 40k: 344 GB
     with pytest.raises(ConfigError, match=r"big\.csv:2: .* at batch 64 × 40,960 tokens: .* by 279\.7 GB; "
