@@ -35,6 +35,7 @@ class BlockPool(DecodeSet):
     host_blocks: int
     outstanding_tokens: int
     swap_s_per_block: float
+    full_cap: int
     total_blocks: int
     geometry: BlockGeometry
     retention: RetentionPolicy
@@ -135,6 +136,15 @@ class BlockPool(DecodeSet):
         if n_blocks > 0 and self.counts.evictable:
             self.used -= self.cache.evict(n_blocks)
 
+    def _note_evicted(self, seq: Seq, tokens: int, held: int) -> None:
+        """``seq.evicted``, the tokens whose KV retention dropped, at least what a sequence of `tokens` holding
+        `held` misses: its most (`full_cap`: a model whose every layer slides holds its window alone, which is no
+        eviction, helper-154) less `held`; the largest over its life, a recompute restoring what was dropped."""
+        cap = self.full_cap
+        dropped = (tokens if tokens < cap else cap) - held
+        if dropped > seq.evicted:
+            seq.evicted = dropped
+
     # ----------------------------------------------------------------- preemption
     def _preempt(self, now: float) -> float:
         """Preempt the newest running sequence; return the swap-out seconds it costs."""
@@ -156,6 +166,9 @@ class BlockPool(DecodeSet):
                 self.swapped.append(seq)
                 return blocks * self.swap_s_per_block
             tokens = seq.kv0
+            # what retention dropped so far stays dropped for the tokens it generated, though the recompute
+            # restores the KV (helper-154: a request recomputed at its last token read 0 evicted)
+            self._note_evicted(seq, seq.request.prompt_tokens + seq.gen0 - 1, kv)
         else:
             if self.reserving:
                 self._unreserve(seq, 0)

@@ -551,7 +551,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
 
     def _release(self, seq: Seq, tokens: int, blocks: int, end_s: float) -> None:
         r = seq.request
-        seq.evicted = r.prompt_tokens + r.output_tokens - 1 - tokens
+        self._note_evicted(seq, r.prompt_tokens + r.output_tokens - 1, tokens)
         kept = self.cache.on_finish(seq, tokens, blocks) if seq.exact else 0
         self.used -= blocks - kept
         self._end(seq, "completed", "", end_s)

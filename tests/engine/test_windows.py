@@ -296,3 +296,24 @@ def test_a_windowed_reservation_promises_the_overhead_of_what_it_reserves() -> N
                                              scheduler=sched), reqs).summary["max_concurrency"]
                     for layout in ("native", "compress:8:4096")}
     assert most_at_once == {"native": 140, "compress:8:4096": 140}
+
+
+def test_a_model_whose_every_layer_slides_evicts_nothing_by_its_window():
+    """helper-154: a model whose every layer is windowed (Mistral-7B-v0.1's config: a sliding window, no full
+    layer) holds its window alone, and that was counted as retention's evictions: every sequence past the window
+    read evicted tokens, and a StreamingLLM whose 4,000-token window dropped nothing was charged its 8 points.
+    Here Llama-3.1-8B with every layer sliding over 1,024 tokens, 30 prompts of 1,500-3,000 tokens."""
+    from dataclasses import replace as with_fields
+
+    from simulator.engine import EngineConfig, run
+    from simulator.models import get_model
+    from tests.engine.helpers import poisson_requests
+
+    model = with_fields(get_model("Llama-3.1-8B"), sliding_window=1024, sliding_window_pattern=0)
+    reqs = poisson_requests(30, 2.0, (1500, 3000), (20, 100), seed=1)
+    for retention, params in (("full", {}), ("streaming-llm", {"window_tokens": 4000})):
+        result = run(EngineConfig(model=model, node="1xH100", tp=1, retention=retention, retention_params=params),
+                     reqs, seed=0)
+        done = result.requests[result.requests.outcome == "completed"]
+        assert len(done) == 30 and (done.evicted_tokens == 0).all() and (done.quality_debit_points == 0).all()
+        assert result.summary["retention_evicted_tokens"] == 0
