@@ -208,8 +208,9 @@ def parse_layout(text: str) -> KVLayout:
 def compresses(layout: KVLayout, kv_tokens: int) -> bool | None:
     """Whether `layout`'s compression (``compress:w:r``) compresses any of a sequence holding `kv_tokens` tokens
     of KV: those past its ``r`` most recent, which it keeps whole (``r = 0``: every one); None for a layout with
-    no compression. The one test the quality debit (`simulator.levers.window_debit_points`, the engine's
-    records), `simulator.compare.compressed_share` and `idle_compression` share."""
+    no compression. The test `simulator.compare.compressed_share` and `idle_compression` make, and the engine's
+    records make inline (``prompt + output − evicted > r + 1``, the same) for the quality debit
+    (`simulator.levers.window_debit_points`)."""
     if layout.compress_ratio <= 1:
         return None
     return kv_tokens > layout.compress_recent_tokens

@@ -29,6 +29,7 @@ from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
 from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
+from simulator.placement import kv_heads
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse, tiers_phrase
 from simulator.units import GB, figure
@@ -102,18 +103,19 @@ def _layout_line(sc: Scenario) -> str:
     ``mqa``: fewer KV heads) is said to have no stated debit, not none (helper-153)."""
     from simulator.levers import layout_levers, levers
 
-    layout = parse_layout(sc.cache.layout)
-    chosen = layout_levers(layout, sc.model_spec())
+    layout, model = parse_layout(sc.cache.layout), sc.model_spec()
+    chosen = layout_levers(layout, model)
+    # fewer KV heads than the model's (gqa:4 of 8, mqa); gqa:8 of 8 is the model as trained (helper-154)
     unpriced = [p for p in layout.label.split("+") if p.split(":")[0] in UNPRICED_PARTS and p.split(":")[0]
-                not in levers()]
+                not in levers() and kv_heads(model, layout) < model.n_kv_heads]
     unstated = (f"; simulator/data/levers.toml states no debit for {', '.join(unpriced)}, fewer KV heads than the "
                 "model was trained with") if unpriced else ""
     if not chosen:
         return f"{layout.label} (" + ("no lever: no accuracy debit" if not unpriced else unstated[2:]) + ")"
     each = ", ".join(f"{lv.name} {figure(lv.debit_points)} point{'s' * (lv.debit_points != 1)}"
-                     + (" and retraining" if lv.retrain else "")
                      + (f" (a request whose KV passed its {layout.compress_recent_tokens:,}-token window)"
-                        if lv.name == "compress" and layout.compress_recent_tokens > 0 else "") for lv in chosen)
+                        if lv.name == "compress" and layout.compress_recent_tokens > 0 else "")
+                     + (" and retraining" if lv.retrain else "") for lv in chosen)
     total = sum(lv.debit_points for lv in chosen)
     return (f"{layout.label} (lever{'s' * (len(chosen) > 1)} {each}: a stated accuracy debit of up to "
             f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml{unstated})")

@@ -524,5 +524,6 @@ def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
     line = lambda layout: _layout_line(replace(base, cache=replace(base.cache, layout=layout)))  # noqa: E731
     assert line("gqa:4") == ("gqa:4 (simulator/data/levers.toml states no debit for gqa:4, fewer KV heads than the "
                              "model was trained with)")
+    assert line("gqa:8") == "gqa:8 (no lever: no accuracy debit)"  # Llama-3.1-70B's own 8 heads (helper-154)
     assert line("compress:8:0") == ("compress:8:0 (lever compress 2.5 points and retraining: a stated accuracy debit "
                                     "of up to 2.5 points on long-context benchmarks, simulator/data/levers.toml)")

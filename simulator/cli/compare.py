@@ -185,7 +185,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                      "load")
             if row["compressed_share"] == 0:  # (NaN: no compression) a window no sequence passed (helper-151)
                 note(f"{name}: no completed request's KV passed {row['layout']}'s full-resolution window, so it "
-                     "compressed nothing and ran as full KV (its debit, charged a request past the window, is 0)")
+                     "compressed nothing and ran uncompressed (its debit, charged a request past the window, is 0)")
             if policy != "full" and not row["retention_evicted_tokens"]:
                 note(f"{name}: {policy} evicted nothing (every sequence fits its budget), so it ran as full KV")
             elif row["cache"] == "prefix" and policy != "full" and not row["prefix_hit_ratio_tokens"]:

@@ -265,5 +265,5 @@ def test_a_compression_charges_its_debit_only_where_it_compressed(tmp_path: Path
     r = CliRunner().invoke(compare, [str(sc), "--strategy", "native,compress:8:16384"])
     assert r.exit_code == 0, r.output
     assert ("note: compress:8:16384: no completed request's KV passed compress:8:16384's full-resolution window, "
-            "so it compressed nothing and ran as full KV (its debit, charged a request past the window, is 0)"
+            "so it compressed nothing and ran uncompressed (its debit, charged a request past the window, is 0)"
             ) in r.stderr
