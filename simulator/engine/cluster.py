@@ -553,7 +553,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
             r.id, r.arrival_s, seq.replica, seq.admit_s - r.arrival_s, seq.first_s - r.arrival_s, mean, p99,
             end_s, end_s - r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_hit, seq.preemptions,
             outcome, reason, seq.admit_s, seq.hit_hbm, seq.hit_dram, seq.hit_nvme, seq.recomputed,
-            seq.evicted, layout_debit + (window_debit if r.prompt_tokens + r.output_tokens - seq.evicted > keep
+            seq.evicted, layout_debit + (window_debit if keep and r.prompt_tokens + r.output_tokens - seq.evicted > keep
                                          else 0.0)
             + (retention_debit if seq.evicted > 0 else 0.0), seq.resume_hit,
             seq.transfer_start_s, seq.transfer_end_s, seq.transfer_bytes, seq.decode_replica)))
