@@ -37,7 +37,6 @@ from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
-from simulator.models import ModelSpec, get_model
 from simulator.progress import Meter, Progress
 from workloads.request import Request
 from workloads.summary import offered_rate_per_s
@@ -105,9 +104,8 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
 def check_context(config: EngineConfig, requests: Sequence[Request], what: str = "compare") -> None:
     """Every request's prompt + output fits the model's context window (as `kvsim run` requires):
     a longer one could never run, and a comparison of nothing completed is no answer."""
-    from simulator.models import ModelSpec, get_model
 
-    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    model = config.model_spec()
     longest = max((r.prompt_tokens + r.output_tokens for r in requests), default=0)
     if longest > model.max_context_tokens:
         raise ConfigError(f"{what}: workload requests must fit {model.key}'s context of {model.max_context_tokens:,} "
@@ -134,7 +132,7 @@ def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) ->
     first: dict[str, str] = {}
     resolved: list[str] = []
     configs = [parse_strategy_set(spec, base) for spec in specs]
-    model = base.model if isinstance(base.model, ModelSpec) else get_model(base.model)
+    model = base.model_spec()
     for spec, config in zip(specs, configs, strict=True):  # a lever this model cannot take, said at its set
         try:
             check_layout(model, config.layout)
@@ -246,9 +244,8 @@ def gpu_kv_bytes_per_token(config: EngineConfig) -> tuple[float, float, float]:
     from hardware.catalog import load_catalog
     from simulator.capacity import gpu_sequence_bytes, kv_budget
     from simulator.kv import bytes_per_token
-    from simulator.models import get_model
 
-    model = config.model if not isinstance(config.model, str) else get_model(config.model)
+    model = config.model_spec()
     node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
     budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=config.plan)
     stage_bytes = [gpu_sequence_bytes(budget, model, config.layout, 1, s) for s in range(len(budget.stages))]

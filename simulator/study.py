@@ -332,11 +332,10 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
     """
     from simulator.capacity import kv_budget, max_streams, sustained_requests_per_s
     from simulator.cost import StepModel, load_params
-    from simulator.models import get_model
 
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     node = config.node if not isinstance(config.node, str) else load_catalog().node(config.node)
-    model = config.model if not isinstance(config.model, str) else get_model(config.model)
+    model = config.model_spec()
     budget = kv_budget(node, model, memory_utilization=config.memory_utilization, plan=config.plan)
     # one replica's nodes (one node, or the nodes a multi-node plan spans)
     flood = replace(config, n_nodes=budget.nodes, more_pools=(), sample_interval_s=0.0,

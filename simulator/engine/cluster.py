@@ -65,7 +65,7 @@ from simulator.engine.timer import StepTimer
 from simulator.errors import ConfigError
 from simulator.kv import KVLayout
 from simulator.levers import window_debit_points
-from simulator.models import ModelSpec, get_model
+from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan, kv_share
 from workloads.request import Request
 
@@ -120,7 +120,7 @@ class Cluster:
 def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
                   observer: Callable[..., None], samples: RowSink) -> Cluster:
     """Replicas for every pool: KV pool from `kv_budget`, timer, cache state, host swap space."""
-    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    model = config.model_spec()
     geo: BlockGeometry = block_geometry(model, config.layout, config.block_tokens)
     strategy = make_strategy(config.cache, **dict(config.cache_params))
     retention = make_retention(config.retention, **dict(config.retention_params))
@@ -517,8 +517,7 @@ def simulate(config: EngineConfig, requests: Iterable[Request], seed: int | np.r
     n_records = [0]
     # the layout's levers' debit, a compression's only for a sequence it compressed (`kv.compresses`: the KV it
     # kept, its prompt + output - 1 tokens less what retention dropped, past the window `keep`)
-    layout_debit, window_debit = window_debit_points(config.layout, config.model if isinstance(config.model, ModelSpec)
-                                                     else get_model(config.model))
+    layout_debit, window_debit = window_debit_points(config.layout, config.model_spec())
     keep = config.layout.compress_recent_tokens + 1 if window_debit else 0
     retention_debit = debit_points(config.retention)
     total = total_requests if total_requests is not None else (

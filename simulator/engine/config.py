@@ -10,7 +10,7 @@ from hardware.catalog import NodeSpec
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
-from simulator.models import DEFAULT_MODEL, ModelSpec
+from simulator.models import DEFAULT_MODEL, ModelSpec, get_model
 from simulator.placement import ParallelPlan
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -166,6 +166,11 @@ class EngineConfig:
         else:  # a decode replica takes KV from the link, not from its queue: nothing to reserve at
             must(self.scheduler.admission == "prompt", w, "scheduler.admission",
                  '"prompt" in a disaggregated fleet (reserve is not modelled there)', self.scheduler.admission)
+
+    def model_spec(self) -> ModelSpec:
+        """The model served: ``model`` itself, or the one its name gives (`simulator.models.get_model`: the
+        catalog's, or a config.json's)."""
+        return self.model if isinstance(self.model, ModelSpec) else get_model(self.model)
 
     @property
     def pools(self) -> tuple[PoolConfig, ...]:

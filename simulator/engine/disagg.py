@@ -37,7 +37,6 @@ from simulator.engine.link import Link
 from simulator.engine.replica import Replica
 from simulator.engine.routers import pick_min
 from simulator.engine.sequence import Seq
-from simulator.models import ModelSpec, get_model
 
 if TYPE_CHECKING:
     from hardware.catalog import NodeSpec
@@ -142,7 +141,7 @@ def build_transfers(env: Any, config: EngineConfig, reps: list[Replica], pool_of
     ``pp`` schedulers in flight on a replica's GPUs: each gets ``1/pp`` of it), the latency the larger
     of the two nodes'; bytes a transfer carries from `simulator.capacity.kv_transfer` (its nodes checked
     by the probe of each link here, then `kv_link_bytes` a transfer, memoised)."""
-    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    model = config.model_spec()
     pp = [pool.pp for pool in config.pools]
     decode = [r for r in reps if r.role == DECODE_ONLY]
     p_pool = len(config.pools)  # the prefill pool, last

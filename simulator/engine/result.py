@@ -29,7 +29,6 @@ from simulator.engine.timer import StepTimer
 from simulator.engine.traffic import COLUMN, TrafficClasses
 from simulator.errors import ConfigError, is_whole, must, shown
 from simulator.kv import footprint
-from simulator.models import ModelSpec, get_model
 from simulator.units import GB, HOUR_S
 from workloads.request import Request
 
@@ -215,7 +214,7 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
         for k, v in rep.cache.stats().items():
             stats[k] = stats.get(k, 0) + v
     out.update({f"cache_{k}": v for k, v in stats.items()})
-    model = config.model if isinstance(config.model, ModelSpec) else get_model(config.model)
+    model = config.model_spec()
     ctx = int((done.prompt_tokens + done.output_tokens).mean()) if len(done) else 4096
     out["layout_factors"] = footprint(model, config.layout, max(ctx, 1), 1, config.block_tokens).factors
     return out
