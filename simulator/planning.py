@@ -328,15 +328,16 @@ class SeedRuns(Generic[K]):
         return sum(map(len, self.runs.values()))
 
 
-def across_seeds(results: Sequence[Result]) -> dict[str, float]:
+def across_seeds(results: Sequence[Result], means: Sequence[str] = ("kv_utilization",)) -> dict[str, float]:
     """A fleet's plan figures over its runs at a search's seeds: the p99s the largest (the fleet meets the SLOs at
-    every seed), $/hour, $ per million output tokens and KV utilisation their means; one run's own figures."""
+    every seed), $/hour, $ per million output tokens and the summary's `means` (its utilisations) their means;
+    one run's own figures."""
     s = [r.summary for r in results]
     mean = lambda f: math.fsum(map(f, s)) / len(s)  # noqa: E731
     return {"usd_per_hour": mean(lambda x: x["cost_usd"] / x["makespan_s"] * 3600),
             "usd_per_million_output_tokens": mean(lambda x: x["usd_per_million_output_tokens"]),
             "ttft_p99_s": max(x["ttft_p99_s"] for x in s), "tpot_p99_s": max(x["tpot_p99_s"] for x in s),
-            "kv_utilization": mean(lambda x: x["kv_utilization"])}
+            **{key: mean(lambda x, key=key: x[key]) for key in means}}
 
 
 def seed_tag(seeds: int, seed: int) -> str:
@@ -367,7 +368,7 @@ def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: f
         meter.add(1.0)
         meter.inform()
         if on_step:
-            on_step(f"{hardware}: {n} node(s){seed_tag(len(draws), seed)} -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
+            on_step(f"{hardware}: {n} node(s){seed_tag(seeds, seed)} -> {latency_line(r, ttft_p99_s, tpot_p99_s)}")
         return r
 
     # a replica rejects what it can never hold: no fleet of the kind would serve it

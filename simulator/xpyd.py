@@ -196,20 +196,18 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
     below = runs.failed((ample, d - unit_d), decode_ok)  # the decode pool one replica smaller, where it failed
     if d > unit_d and (d == floor or below is not None):
         binding.append(_decode_binding(below, d == floor, scenario.scheduler.max_num_seqs))
-    link = math.fsum(r.summary["link_utilization"] for r in best) / len(best)
-    if link >= NETWORK_BOUND_UTILIZATION:
+    # the decode pool's KV use (what says whether memory binds it) and its links', each over the seeds
+    figures = across_seeds(best, ("decode_kv_utilization", "link_utilization"))
+    if figures["link_utilization"] >= NETWORK_BOUND_UTILIZATION:
         binding.append("network")
     if not binding:
         binding.append("none (one replica a pool suffices)" if (p, d) == (unit_p, unit_d)
                        else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
-    figures = across_seeds(best)
-    del figures["kv_utilization"]  # the decode pool's, below: what says whether memory binds it
     noisy = _noisy_split(scenario, hardware, {k: r[0] for k, r in runs.runs.items()}, (ample, d, unit_d),
                          (p, d, unit_p), ttft_p99_s, tpot_p99_s) if seeds == 1 else ""  # several: it meets at each
     return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=noisy, nodes=p + d, prefill_nodes=p,
-                     decode_nodes=d, memory_floor_nodes=floor, **figures,
-                     decode_kv_utilization=math.fsum(r.summary["decode_kv_utilization"] for r in best) / len(best),
-                     link_utilization=link, binding=", ".join(binding), simulations=len(runs))
+                     decode_nodes=d, memory_floor_nodes=floor, **figures, binding=", ".join(binding),
+                     simulations=len(runs))
 
 
 def _noisy_split(scenario: Scenario, hardware: str, cache: Mapping[tuple[int, int], Result],
