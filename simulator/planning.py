@@ -116,6 +116,16 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
     return line + ("fails" if s["completed"] else "fails (none completed)")
 
 
+def queue_grew_note(which: str, met: str, load: str = "its load") -> str:
+    """The note `kvsim compare` and `kvsim sweep` give where runs' waiting queues grew through the steady window
+    (their ``queue_grows``; `which`: the sets or points): their fleets fall behind `load`, and where some read
+    ``meets_slo`` True (`met`: which, ``""`` for none), that verdict weighs the p99s alone, as `keeps_up` does not."""
+    return (f"{which}: the waiting queue grew through the steady window (column queue_grows): the fleet falls behind "
+            f"{load}, and a longer run would read worse p99s"
+            + (f"; {met} read meets_slo True, which weighs the p99s alone (kvsim capacity fails such a run)"
+               if met else ""))
+
+
 def short_verdict(line: str) -> str:
     """A failed run's `latency_line` without its plain ``fails`` but with what else failed it: ``TTFT p99 6.49 s,
     TPOT p99 14.3 ms``, ``TTFT p99 1.2 s, TPOT p99 40 ms: its queue grows`` (a `NoFleet`'s short reason, where

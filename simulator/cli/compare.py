@@ -194,14 +194,12 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             if row["debit_unsourced_at"] and row["retention_evicted_tokens"]:
                 note(f"{name}: {policy}'s debit was measured with {row['debit_unsourced_at']!s} kept a sequence, "
                      "not at this budget (a smaller one loses more): its debit is a guide, not a figure")
+        from simulator.planning import arrive_at_once, few_requests_note, queue_grew_note
+
         grew = [str(name) for name, grows in zip(df.strategy, df.queue_grows, strict=True) if grows]
         if grew:  # meets_slo weighs the p99s alone: a set falling behind its load reads better than it would
-            met = [name for name, ok in zip(df.strategy, df.meets_slo, strict=True) if ok and name in grew]
-            note(f"{', '.join(grew)}: the waiting queue grew through the steady window (column queue_grows): the "
-                 "fleet falls behind this load, and a longer run would read worse p99s"
-                 + (f"; {', '.join(map(str, met))} read meets_slo True, which weighs the p99s alone (kvsim capacity "
-                    "fails such a run)" if met else ""))
-        from simulator.planning import arrive_at_once, few_requests_note
+            met = [str(name) for name, ok in zip(df.strategy, df.meets_slo, strict=True) if ok and name in grew]
+            note(queue_grew_note(", ".join(grew), ", ".join(met), "this load"))
 
         few = few_requests_note(len(requests), arrive_at_once(requests), decides="meets_slo", longer="--duration-s")
         if few is not None:  # meets_slo rests on a p99 over them (helper-134)

@@ -188,16 +188,15 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
 def _say_queue_grew(df: pd.DataFrame) -> None:
     """A note on stderr naming the points (and kinds) whose waiting queue grew through the steady window: their
     fleet falls behind the load, so their p99s, and a ``meets_slo`` True, hold for this run's length only
-    (`kvsim capacity` fails such a run; ``meets_slo`` weighs the p99s alone)."""
+    (`kvsim capacity` fails such a run; ``meets_slo`` weighs the p99s alone: `planning.queue_grew_note`)."""
+    from simulator.planning import queue_grew_note
+
     grew = df[df.queue_grows == True]  # noqa: E712  # (a failed point's cell is empty)
     if grew.empty:
         return
     which = ", ".join(f"{p} ({hw})" for p, hw in zip(grew.point, grew.hardware, strict=True))
     met = int(grew.meets_slo.sum())
-    note(f"point{'s' if len(grew) > 1 else ''} {which}: the waiting queue grew through the steady window (column "
-         "queue_grows): the fleet falls behind its load, and a longer run would read worse p99s"
-         + (f"; {met} of them read meets_slo True, which weighs the p99s alone (kvsim capacity fails such a run)"
-            if met else ""))
+    note(queue_grew_note(f"point{'s' if len(grew) > 1 else ''} {which}", f"{met} of them" if met else ""))
 
 
 def _say_few_requests(df: pd.DataFrame) -> None:
