@@ -17,6 +17,7 @@ from simulator.placement import kv_share, stage_layers
 from simulator.planning import meets_slo, memory_floor_nodes, plan_capacity
 from simulator.scenario import SCENARIO_DIR, load_scenario
 from simulator.study import run_scenario, simulated_collapse
+from tests.reports import run_report
 
 SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
 
@@ -201,17 +202,8 @@ def test_capacity_of_an_offline_batch_starts_below_its_arrival_instant():
     assert memory_floor_nodes(sc, "1xH100", sc.load_workload(), sc.slo.ttft_p99_s, sc.slo.tpot_p99_s) == 1
 
 
-def run_report(tmp_path, name, text, *args):
-    """`kvsim run` of the scenario `text` (written to `name`) with `args`, its report in ``tmp_path/rep``."""
-    scenario, out = tmp_path / name, tmp_path / "rep"
-    scenario.write_text(text)
-    r = CliRunner().invoke(main, ["run", str(scenario), "--out", str(out), *args])
-    assert r.exit_code == 0, r.output
-    return out
-
-
 def test_run_command_writes_the_report(tmp_path):
-    out = run_report(tmp_path, "tiny.toml", """
+    _, out = run_report(tmp_path, "tiny.toml", """
 name = "tiny"
 description = "tiny"
 [model]
@@ -253,7 +245,7 @@ breakeven = true
 def test_an_offline_runs_report_says_its_own_steady_window(tmp_path):
     """helper-121: an offline run's summary.md described the arrival-span window ("everything after the last
     arrival left out as drain") and "0 req/s offered"; its window ends when the queue empties."""
-    out = run_report(tmp_path, "off.toml", """
+    _, out = run_report(tmp_path, "off.toml", """
 name = "off"
 [model]
 name = "Llama-3.1-8B"
@@ -321,7 +313,7 @@ def test_run_command_replays_a_given_trace(tmp_path):
 
 
 def test_run_command_reports_both_fleets(tmp_path):
-    out = run_report(tmp_path, "split.toml", """
+    _, out = run_report(tmp_path, "split.toml", """
 name = "split"
 description = "split"
 [model]
@@ -473,7 +465,7 @@ def test_a_report_of_few_requests_says_its_p99s_rest_on_the_slowest(tmp_path):
     """helper-134: `kvsim run` of a handful of requests judged `meets SLO` on their slowest, with no word."""
     from tests.test_hostile_inputs import BASE  # a small scenario with the report's studies off
 
-    out = run_report(tmp_path, "few.toml", BASE.replace("duration_s = 5\n", "duration_s = 10\n"))
+    _, out = run_report(tmp_path, "few.toml", BASE.replace("duration_s = 5\n", "duration_s = 10\n"))
     text = (out / "summary.md").read_text()
     note = ("- Note: the workload has 3 requests: a p99 over them lies between its 2 slowest, so one slow request "
             "can decide the headline's `meets SLO`; a longer run (workload.duration_s) would give p99s that stand.")
@@ -484,14 +476,12 @@ def test_the_ttl_bills_say_how_many_requests_got_no_answer(tmp_path):
     """helper-147: the report's TTL bills and the provider's revenue count every request of the workload, and
     nothing said so where the fleet timed out half of them; the provider's inputs said prompts were "prefilled
     after what the prefix cache served" on a fleet with no prefix cache."""
-    sc = tmp_path / "t.toml"
-    sc.write_text('name = "t"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
-                  '[cache]\nstrategy = "none"\n[scheduler]\nqueue_timeout_s = 0.5\n[workload]\nduration_s = 20\n'
-                  'rate_scale = 400\n[workload.spec]\nname = "chat-4k"\n[report]\ncollapse = false\n')
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 0, r.output
-    md = (tmp_path / "o" / "summary.md").read_text()
-    fleet = json.loads((tmp_path / "o" / "8xH100" / "summary.json").read_text())["summary"]
+    _, out = run_report(tmp_path, "t.toml",
+                        'name = "t"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                        '[cache]\nstrategy = "none"\n[scheduler]\nqueue_timeout_s = 0.5\n[workload]\nduration_s = 20\n'
+                        'rate_scale = 400\n[workload.spec]\nname = "chat-4k"\n[report]\ncollapse = false\n')
+    md = (out / "summary.md").read_text()
+    fleet = json.loads((out / "8xH100" / "summary.json").read_text())["summary"]
     unserved = fleet["timed_out"] + fleet["rejected"]
     assert unserved > fleet["requests"] / 2
     assert (f"Every request is billed as sent: on 8xH100, {unserved:,} of {fleet['requests']:,} got no answer "
@@ -507,13 +497,10 @@ def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
                                     "0.1 points: a stated accuracy debit of up to 1.1 points on long-context "
                                     "benchmarks, simulator/data/levers.toml)."),
             ("native", "KV layout: native (no lever: no accuracy debit).")):
-        sc = tmp_path / "l.toml"
-        sc.write_text(f'name = "l"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
-                      f'[cache]\nlayout = "{layout}"\n[workload]\nduration_s = 10\n'
-                      '[report]\ncollapse = false\nbreakeven = false\n')
-        r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
-        assert r.exit_code == 0, r.output
-        assert says in (tmp_path / "o" / "summary.md").read_text()
+        _, out = run_report(tmp_path, "l.toml", f'name = "l"\n[model]\nname = "Llama-3.1-70B"\n[cluster]\nhardware = '
+                            f'["8xH100"]\ntp = 8\n[cache]\nlayout = "{layout}"\n[workload]\nduration_s = 10\n'
+                            '[report]\ncollapse = false\nbreakeven = false\n')
+        assert says in (out / "summary.md").read_text()
     # a part with no entry in levers.toml is said to have none stated, not to cost nothing; a compression of every
     # token has no window to name (helper-153)
     from dataclasses import replace

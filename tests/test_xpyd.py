@@ -12,6 +12,7 @@ from simulator.errors import ConfigError
 from simulator.planning import meets_slo, plan_capacity
 from simulator.scenario import load_scenario
 from simulator.xpyd import _smallest, ample_prefill_nodes
+from tests.reports import run_report
 
 SPLIT = """
 name = "split"
@@ -220,17 +221,15 @@ def test_a_split_run_without_its_aggregated_fleet_does_not_describe_one(tmp_path
     short_prompt_tokens = 0 "prompts of at most 0 tokens prefill on the decode pool"."""
     from simulator.charts.run import fleet_figure
 
-    sc = tmp_path / "dd.toml"
-    sc.write_text('name = "dd"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
-                  '[workload]\nduration_s = 20\n[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n'
-                  'compare_aggregated = false\n[report]\ncollapse = false\nbreakeven = false\n')
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 0, r.output
-    md = (tmp_path / "o" / "summary.md").read_text()
+    _, out = run_report(tmp_path, "dd.toml",
+                        'name = "dd"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                        '[workload]\nduration_s = 20\n[disaggregation]\nprefill_nodes = 1\ndecode_nodes = 1\n'
+                        'compare_aggregated = false\n[report]\ncollapse = false\nbreakeven = false\n')
+    md = (out / "summary.md").read_text()
     assert "## Disaggregated fleets\n" in md and "(aggregated)" not in md
     assert "Each kind as 1 prefill + 1 decode nodes (plans: prefill TP8, decode TP8; every prompt prefills on the " \
            "prefill pool)." in md
-    fleets = pd.read_csv(tmp_path / "o" / "fleets.csv")
+    fleets = pd.read_csv(out / "fleets.csv")
     fig = fleet_figure(fleets, "dd", 2.0, 0.1)
     assert fig.get_suptitle() == "dd: disaggregated fleets against the SLOs"
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["disaggregated (xPyD)", "misses an SLO"]
@@ -389,14 +388,12 @@ def test_the_run_report_carries_the_capacity_searchs_notes(tmp_path, monkeypatch
     import simulator.planning as planning
 
     monkeypatch.setattr(planning, "noisy_search_note", lambda sc, hw, *a: f"{hw}: one seed decided it")
-    sc = tmp_path / "s.toml"
-    sc.write_text('name = "s"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
-                  '[workload]\nduration_s = 10\n[workload.spec]\nname = "chat-4k"\n'
-                  '[report]\ncapacity = true\ncollapse = false\nbreakeven = false\n')
-    r = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 0, r.output
+    r, out = run_report(tmp_path, "s.toml",
+                        'name = "s"\n[model]\nname = "Llama-3.1-8B"\n[cluster]\nhardware = ["8xH100"]\ntp = 8\n'
+                        '[workload]\nduration_s = 10\n[workload.spec]\nname = "chat-4k"\n'
+                        '[report]\ncapacity = true\ncollapse = false\nbreakeven = false\n')
     assert "note: 8xH100: one seed decided it" in r.stderr
-    md = (tmp_path / "o" / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
     assert "\nNote: 8xH100: one seed decided it\n" in md.split("## Capacity plan")[1]
 
 
