@@ -266,9 +266,9 @@ def own_layers(model: ModelSpec, layout: KVLayout) -> int:
 def check_layout(model: ModelSpec, layout: KVLayout) -> KVLayout:
     """`layout` if `model` can take it (a GQA lever's KV heads divide its query heads, an MLA model keeps its own
     latent rank, cross-layer sharing keeps a layer), else its `ConfigError`: for a command to say at its option as
-    soon as the model is known (helper-150: `kvsim calc --layout gqa:3` said it at no option)."""
-    values_per_token_per_layer(model, layout)
-    own_layers(model, layout)
+    soon as the model is known (helper-150: `kvsim calc --layout gqa:3` said it at no option): its bytes a token,
+    which those rules decide (`bytes_per_token`)."""
+    bytes_per_token(model, layout)
     return layout
 
 

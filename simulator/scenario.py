@@ -47,7 +47,7 @@ from simulator.errors import (
     shown,
 )
 from simulator.files import said_at, shown_path
-from simulator.kv import bytes_per_token, parse_layout
+from simulator.kv import check_layout, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
 from simulator.placement import ParallelPlan, tiles_nodes
@@ -439,7 +439,7 @@ class Scenario:
             try:
                 layout = parse_layout(text)
                 if i == 0 or self.report.collapse:  # suits the model where it will be used
-                    bytes_per_token(model, layout)
+                    check_layout(model, layout)
             except ConfigError as exc:
                 raise ConfigError(f"{key}: {exc}") from None
             labels.append(layout.label)
