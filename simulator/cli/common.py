@@ -10,13 +10,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
 from simulator import jsonout
 from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, KvsimError, RuleError, is_code_name, shown
 from simulator.files import said_at, shown_path
+
+if TYPE_CHECKING:
+    from simulator.kv import KVLayout
+    from simulator.models import ModelSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -87,6 +91,15 @@ def config_errors() -> Iterator[None]:
 
 
 at_option = said_at  # a value of an option that does not resolve, said at its flag (``--hardware: ...``)
+
+
+def model_layout(model: ModelSpec, text: str) -> KVLayout:
+    """``--layout``'s `text` parsed and suited to `model` (`simulator.kv.check_layout`), its error said at
+    ``--layout`` (calc, fit, collapse, cost)."""
+    from simulator.kv import check_layout, parse_layout
+
+    with at_option("--layout"):
+        return check_layout(model, parse_layout(text))
 
 
 def _at_option(exc: RuleError) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, at_option, config_errors, echo_json, naming, on_command_line
+from simulator.cli.common import OutPath, at_option, config_errors, echo_json, model_layout, naming, on_command_line
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -52,7 +52,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import ConfigError
-    from simulator.kv import check_layout, parse_layout, sequence_bytes
+    from simulator.kv import sequence_bytes
     from simulator.models import get_model, weight_only_note, weight_precision, with_weight_precision
     from simulator.placement import ParallelPlan, check_plan, kv_share, span
 
@@ -68,8 +68,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         with at_option("--model", model_name):
             model = get_model(model_name)
         model = with_weight_precision(model, weight_dtype, "--weight-dtype")
-        with at_option("--layout"):
-            lay = check_layout(model, parse_layout(layout))
+        lay = model_layout(model, layout)
         # a plan that does not tile the node, said at the flags that set it (as kvsim fit says it; a rule of the
         # model's, `check_plan`'s, names its own option: --tp, --ep)
         check_plan(model, plan)

@@ -26,6 +26,7 @@ from simulator.cli.common import (
     at_option,
     config_errors,
     echo_json,
+    model_layout,
     note,
     records,
     stopped_cleanly,
@@ -42,7 +43,7 @@ from simulator.cli.options import (
     plan_options,
 )
 from simulator.errors import ConfigError, DoesNotFitError, must_differ, shown
-from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, check_layout, footprint, idle_compression, parse_layout
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression
 from simulator.levers import layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
     ModelSpec,
@@ -121,8 +122,7 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
     with config_errors():
         model = _model(model_name, model_config)
         text = _layout(layout, kv_dtype)  # (--kv-dtype's errors are its own)
-        with at_option("--layout"):
-            lay = check_layout(model, parse_layout(text))
+        lay = model_layout(model, text)
         fp = footprint(model, lay, context_tokens, batch, block_tokens)
         if tp:
             check_plan(model, ParallelPlan(tp=tp))  # the plan fit and the simulator would refuse, refused here too
@@ -191,8 +191,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         with at_option(flags or "--hardware"):  # replicas that do not tile the node, said at what set them
             span(node, plan)
         text = _layout(layout, kv_dtype)  # (--kv-dtype's errors are its own)
-        with at_option("--layout"):
-            lay = check_layout(model, parse_layout(text))
+        lay = model_layout(model, text)
         try:
             budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
         except DoesNotFitError as exc:  # the plans the weights do fit, as the plans table would show them
@@ -365,8 +364,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             keys = [cat.node(h).key for h in kinds]
         must_differ(kinds, keys, "--hardware", "node kind")
         texts = [x for x in layouts.split(",") if x]
-        with at_option("--layout"):
-            labels = [check_layout(model, parse_layout(x)).label for x in texts]
+        labels = [model_layout(model, x).label for x in texts]
         must_differ(texts, labels, "--layout", "KV layout")
         if plans is not None and tp is not None:
             raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
