@@ -31,14 +31,14 @@ from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
 from simulator.placement import kv_heads
 from simulator.progress import Meter, Phases, Progress
-from simulator.study import ScenarioRun, SchedulerConfig, simulated_collapse, tiers_phrase
+from simulator.study import ScenarioRun, SchedulerConfig, fleet_nodes, plan_label, simulated_collapse, tiers_phrase
 from simulator.units import GB, figure
 from workloads.workload import cut_note, skipped_note
 
 if TYPE_CHECKING:
     from simulator.billing.profiles import PriceProfile
     from simulator.billing.provider import ProviderCosts
-    from simulator.engine import Result
+    from simulator.engine import EngineConfig, Result
     from simulator.scenario import Scenario
 
 DPI = 110
@@ -92,6 +92,12 @@ def _cache_line(sc: Scenario) -> str:
         return "none (every prompt prefilled whole)"
     eviction = dict(sc.cache.params).get("eviction", "lru")
     return f"{sc.cache.strategy} ({eviction} eviction, {tiers_phrase(sc.cache.params) or 'no offload tier'})"
+
+
+def _fleet_key(hardware: str, config: EngineConfig) -> str:
+    """A fleet as a chart's legend names it: ``8xH100 (2 nodes, tp8)``."""
+    n = fleet_nodes(config)
+    return f"{hardware} ({n} node{'s' * (n != 1)}, {plan_label(config)})"
 
 
 def _layout_line(sc: Scenario) -> str:
@@ -356,8 +362,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           "".join(f"- {note}\n" for note in run.steady_notes()),
           "".join(f"- Note: {note}.\n" for note in [_few_requests(wl.n_requests, wl.duration_s <= 0)] if note),
           "".join(f"- {note}\n" for note in run.cache_notes())]
-    md += ["![latency](" + _save(latency_figure({hw: r.requests for hw, r in run.results.items()},
-                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s), out / "latency.png") + ")\n"]
+    md += ["![latency](" + _save(latency_figure({_fleet_key(hw, r.config): r.requests for hw, r in run.results.items()},
+                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s,
+                                                f"{sc.name}: {sc.model_spec().key}, latency of the completed requests "
+                                                f"(seed {run.seed})"), out / "latency.png") + ")\n"]
     files.add(1)
     md += ["![timeseries](" + _save(timeseries_figure(
                {hw: r.timeseries for hw, r in run.results.items()},
@@ -365,7 +373,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                {hw: r.config.block_tokens for hw, r in run.results.items()},
                {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
                {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()},
-               {hw: SplitPools.of(r.summary) for hw, r in run.results.items()}), out / "timeseries.png")
+               {hw: SplitPools.of(r.summary) for hw, r in run.results.items()},
+               f"{sc.name}: {sc.model_spec().key}"), out / "timeseries.png")
            + ")\n"]
     files.add(1)
     if sc.disaggregation is not None:

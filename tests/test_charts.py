@@ -259,3 +259,24 @@ def test_latency_axes_label_plain_numbers_that_never_collide():
     ttft.set_xlim(0.2, 0.5)
     assert labels(ttft) == ["0.2", "0.3", "0.4", "0.5"]
     plt.close(fig)
+
+
+def test_latency_and_timeseries_charts_name_the_scenario_model_and_fleets():
+    """The report's latency chart said "TTFT distribution" over lines named "8xH100": no scenario, model, node
+    count or plan (last session's note). Its title names them now, and each line its fleet's nodes and plan."""
+    from simulator.charts import latency_figure
+    from simulator.engine import EngineConfig
+    from simulator.report import _fleet_key
+
+    assert _fleet_key("8xH100", EngineConfig(n_nodes=2)) == "8xH100 (2 nodes, TP8)"
+    assert _fleet_key("8xB200", EngineConfig(node="8xB200", n_nodes=1, tp=4)) == "8xB200 (1 node, TP4)"
+    frame = pd.DataFrame({"outcome": ["completed"] * 3, "ttft_s": [0.1, 0.2, 0.3], "tpot_mean_s": [0.01, 0.02, 0.03]})
+    fig = latency_figure({"8xH100 (2 nodes, TP8)": frame}, 2.0, 0.1, "default: Llama-3.1-70B, latency (seed 0)")
+    assert fig.get_suptitle() == "default: Llama-3.1-70B, latency (seed 0)"
+    for ax in fig.axes:
+        assert ax.get_legend().get_texts()[0].get_text() == "8xH100 (2 nodes, TP8)"
+    plt.close(fig)
+    fig = timeseries_figure({"8xH100": SAMPLES}, {"8xH100": 200}, 16, {"8xH100": 0.84}, {"8xH100": 0.6},
+                            subject="default: Llama-3.1-70B")
+    assert fig.get_suptitle().startswith("default: Llama-3.1-70B: KV memory, queue and GPU utilisation over time")
+    plt.close(fig)

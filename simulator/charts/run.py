@@ -36,8 +36,10 @@ def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
 
 
 @plain_text
-def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
-    """TTFT and TPOT distributions (CDFs) of completed requests, one line per hardware kind."""
+def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float,
+                   title: str | None = None) -> Figure:
+    """TTFT and TPOT distributions (CDFs) of completed requests, one line per frame (a fleet, or a traffic
+    class), labelled by its key; `title`, what they are of (the scenario, model and fleets), over both panels."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
     for hw, df in frames.items():
         done = df[df.outcome == "completed"]
@@ -54,6 +56,8 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
         ax.legend(fontsize=8, loc="lower right")
     a.set(xlabel="time to first token (s, log)", title="TTFT distribution")
     b.set(xlabel="mean time per output token (ms, log)", title="TPOT distribution")
+    if title:
+        fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -133,7 +137,7 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
                       block_tokens: dict[str, int] | int = 16,
                       kv_utilization: dict[str, float] | None = None,
                       kv_cache_share: dict[str, float] | None = None,
-                      split: dict[str, SplitPools | None] | None = None) -> Figure:
+                      split: dict[str, SplitPools | None] | None = None, subject: str | None = None) -> Figure:
     """What each fleet's replicas hold and do over time (10 s means over its replicas).
 
     One panel per fleet: the KV pool in two stacked bands, the blocks running sequences hold and
@@ -142,7 +146,8 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
     prefix cache) draws one band. A disaggregated fleet (`split`) draws its decode pool's bands, each of its
     replicas against its own blocks, and its prefill pool's use as a line: the two pools' shares of different
     pools, which one mean over all replicas would blur. Below: waiting requests, the step's MFU and its
-    HBM-bandwidth use, one colour per fleet. Legends sit right of the panels, off the data.
+    HBM-bandwidth use, one colour per fleet. Legends sit right of the panels, off the data. `subject` (the
+    scenario and model) heads the title.
     """
     fleets = [hw for hw, ts in frames.items() if not ts.empty]
     n = len(fleets)
@@ -199,7 +204,8 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
     note = ("" if not any(approximate) else
             "\n≈: sequences' share estimated from the tokens they hold (a prefix several of them share counts once "
             "for each); the cache's is the rest in use")
-    fig.suptitle("KV memory, queue and GPU utilisation over time (10 s means over each fleet's replicas)" + note,
+    fig.suptitle((f"{subject}: " if subject else "")
+                 + "KV memory, queue and GPU utilisation over time (10 s means over each fleet's replicas)" + note,
                  fontsize=11)
     fig.tight_layout()
     return fig
