@@ -265,7 +265,8 @@ CAPACITY_PLANNING = [
         if SCENARIO == "default":  # agents' long prompts take longer to the first token than chat turns
             assert set(by_class.index) == {"chat-4k", "code-repo-128k"}
             assert by_class.ttft_p99_s["code-repo-128k"] > by_class.ttft_p99_s["chat-4k"]
-        fig = latency_figure(dict(tuple(done.groupby("source"))), scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s)
+        fig = latency_figure(dict(tuple(done.groupby("source"))), scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s,
+                             f"{scenario.name} on {nodes} {HW} node{'s' * (nodes != 1)}: each traffic class's latency")
         by_class
     """),
 ]
