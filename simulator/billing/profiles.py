@@ -24,7 +24,7 @@ PROFILE_FILE = Path(__file__).parent / "profiles.toml"
 CACHING_MODES = ("explicit", "automatic")
 # Bounds a price file is held to: past them a figure is a typo, and float arithmetic breaks down (a write
 # multiplier of 1e17 makes the break-even hit probability round to 1, and its reuse rate ln 0).
-MAX_USD_PER_MTOK = 1e6  # a dollar a token, ~1,700× the dearest list price shipped (600 $/MTok output)
+MAX_USD_PER_MTOK = 1e6  # a dollar a token, ~13,000× the dearest list price shipped (75 $/MTok output, Opus 4)
 MAX_WRITE_MULTIPLIER = 100.0  # list prices write at 1× to 2× the input price (profiles.toml)
 _TTL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d)?\s*$")
 _TTL_UNIT_S = {None: 1.0, "s": 1.0, "m": MINUTE_S, "min": MINUTE_S, "h": HOUR_S, "d": 24 * HOUR_S}
