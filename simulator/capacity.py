@@ -265,7 +265,9 @@ def compare_plans(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_to
                                      max_streams=0, streams_per_node=0.0, fits=False, why=str(exc)))
             continue
         seq = [gpu_sequence_bytes(b, model, layout, context_tokens, s, block_tokens) for s in range(len(b.stages))]
-        s = min(range(len(seq)), key=lambda i: (b.stage_kv_bytes(i) // seq[i], i))  # the binding stage
+        # the binding stage: the fewest streams; among stages that tie, the heaviest weights (helper-155: the
+        # lighter one was shown)
+        s = min(range(len(seq)), key=lambda i: (b.stage_kv_bytes(i) // seq[i], -b.stages[i].weight_bytes, i))
         streams = max_streams(b, model, layout, context_tokens, block_tokens)
         rows.append(PlanCapacity(
             plan=plan.label, gpus=plan.gpus, nodes=b.nodes, weight_bytes_per_gpu=b.stages[s].weight_bytes,

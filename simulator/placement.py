@@ -2,13 +2,13 @@
 
 A replica runs ``tp`` GPUs per pipeline stage and ``pp`` stages (``tp · pp`` GPUs, on one node or
 spanning several). Stage ``s`` owns the layers ``[a_s, b_s)`` (split as evenly as possible, the
-first stages taking the remainder), ``m_s`` of them MoE layers (a model's dense layers come
-first). One GPU of stage ``s`` holds, in weight bytes::
+stages before the last taking the remainder, as vLLM does: `stage_layers`), ``m_s`` of them MoE
+layers (a model's dense layers come first). One GPU of stage ``s`` holds, in weight bytes::
 
     weights_s = bytes(attn) · L_s · ((attention − kv_proj − latent_proj) / tp_attn + kv_proj · h_gpu / h
                                      + latent_proj)
               + bytes(rest) · L_s · other / tp + bytes(dtype) · m_s · routed_experts / tp
-              + bytes(outer) · ( [s = 0] · embeddings + [s = pp − 1] · lm_head ) / tp
+              + bytes(outer) · ( [s = 0] · embeddings / tp_attn + [s = pp − 1] · lm_head / tp )
 
 with ``outer = models.outer_weight_dtype(dtype)``: the embeddings and LM head of a quantised format
 (fp8, fp4, mxfp4, w4a16) stay in bf16, as quantised checkpoints keep them; ``attn`` and ``rest`` are
@@ -18,7 +18,11 @@ attention's format, and the rest's too when it is routers and norms (`models.att
 ``kv_budget_s = hbm · memory_utilization − weights_s``. ``tp_attn`` is the attention's tensor parallelism: ``tp``,
 or 1 under DP attention (MLA's down-projections ``latent_proj`` are whole on every rank, as
 vLLM's replicated ``q_a_proj`` and ``kv_a_proj``), where each GPU runs attention for its own sequences
-with every head and the whole attention weights (SGLang and vLLM ``--enable-dp-attention``).
+with every head and the whole attention weights, and the whole input embedding: SGLang's
+``--enable-dp-attention`` (its ``VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())``), whose LM
+head and dense MLPs stay split over the ``tp`` GPUs (by default; helper-155: the embedding was split too, which
+overstated DeepSeek-V3's DP8 attention on 8×H200 at 32k by 8 streams). vLLM's DP ranks of TP1 hold their dense
+MLPs and LM head whole as well: more weights a GPU than this plan, which does not model them.
 Routed experts are split over the stage's ``tp`` GPUs by tensor (``ep = 1``) or expert
 parallelism (``ep > 1``): the bytes per GPU are the same, the kernels and traffic differ
 (`simulator.cost.step_model`). ``h`` is the layout's KV heads and ``h_gpu`` those one GPU holds:
@@ -31,7 +35,7 @@ A sequence of ``n`` tokens costs on one GPU of stage ``s``::
 
 and a replica holds ``groups · min_s floor(kv_budget_s / kv_s(n))`` sequences: capacity is the
 binding GPU, not a pooled sum; ``groups = tp`` under DP attention (each GPU its own sequences),
-else 1. DeepSeek-V3 (fp8) on 8×H200 at 32k: TP8 holds 18 sequences, DP8 attention 112.
+else 1. DeepSeek-V3 (fp8) on 8×H200 at 32k: TP8 holds 18 sequences, DP8 attention 104.
 """
 
 from __future__ import annotations
@@ -173,11 +177,14 @@ def kv_share(model: ModelSpec, layout: KVLayout, attention_tp: int) -> float:
 
 
 def stage_layers(n_layers: int, pp: int) -> list[tuple[int, int]]:
-    """``[a_s, b_s)`` per stage: ``n_layers // pp`` each, the first ``n_layers % pp`` one more."""
+    """``[a_s, b_s)`` per stage: ``n_layers // pp`` each, and the ``r = n_layers % pp`` left over one each to
+    the ``r`` stages before the last (vLLM's `get_pp_indices`: the first stage holds the embeddings, the last
+    the LM head). DeepSeek-V3's 61 layers over 4 stages: 15, 15, 16, 15 (helper-155: the first stages took
+    them, 16, 15, 15, 15, putting the extra layer on the stage of the 3 dense layers, the lighter one)."""
     base, extra = divmod(n_layers, pp)
     bounds, a = [], 0
     for s in range(pp):
-        b = a + base + (1 if s < extra else 0)
+        b = a + base + (1 if pp - 1 - extra <= s < pp - 1 else 0)
         bounds.append((a, b))
         a = b
     return bounds
@@ -203,11 +210,12 @@ def stages(model: ModelSpec, plan: ParallelPlan, weight_dtype: str | None = None
     bounds = stage_layers(model.n_layers, plan.pp)
     for s, (a, b) in enumerate(bounds):
         moe = max(0, b - max(a, first_moe))
-        embed = (model.embedding_params if s == 0 else 0.0) + (head_params if s == len(bounds) - 1 else 0.0)
+        embed = ((model.embedding_params / plan.attention_tp if s == 0 else 0.0)
+                 + (head_params / plan.tp if s == len(bounds) - 1 else 0.0))
         out.append(Stage(
             first_layer=a, layers=b - a, moe_layers=moe, attention_bytes=(b - a) * attn_per_layer * ab,
             other_bytes=(b - a) * model.other_params_per_layer / plan.tp * rb,
-            expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed / plan.tp * ob))
+            expert_bytes=moe * model.routed_expert_params / plan.tp * wb, embedding_bytes=embed * ob))
     return tuple(out)
 
 
@@ -251,9 +259,11 @@ def candidate_plans(node: NodeSpec, model: ModelSpec, max_nodes: int = 2) -> lis
     g = node.gpus
     ep = g if model.is_moe and model.n_experts % g == 0 else 1
     plans = [ParallelPlan(tp=t) for t in sorted((t for t in range(1, g + 1) if g % t == 0), reverse=True)]
-    plans.append(ParallelPlan(tp=g, dp_attention=True, ep=ep))
+    dp = g > 1  # DP attention over one GPU is TP1 (helper-155: 1xH100 listed both)
+    plans += [ParallelPlan(tp=g, dp_attention=True, ep=ep)] * dp
     for k in range(2, max_nodes + 1):
-        plans += [ParallelPlan(tp=g * k), ParallelPlan(tp=g, pp=k), ParallelPlan(tp=g, pp=k, dp_attention=True, ep=ep)]
+        plans += [ParallelPlan(tp=g * k), ParallelPlan(tp=g, pp=k)] + [ParallelPlan(tp=g, pp=k, dp_attention=True,
+                                                                                   ep=ep)] * dp
     out = []
     for p in plans:
         try:

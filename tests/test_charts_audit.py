@@ -222,5 +222,5 @@ def test_two_plans_titles_stay_within_their_panels() -> None:
     for ax in fig.axes:
         title, panel = ax.title.get_window_extent(), ax.get_window_extent()
         assert panel.x0 - 5 <= title.x0 and title.x1 <= panel.x1 + 5, ax.get_title()
-    assert fig.axes[0].get_title().startswith("8xH200: KV budget per GPU\n42 GB (TP8), 33 GB (DP8-attention EP8)")
+    assert fig.axes[0].get_title().startswith("8xH200: KV budget per GPU\n42 GB (TP8), 31 GB (DP8-attention EP8)")
     plt.close(fig)

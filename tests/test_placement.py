@@ -48,13 +48,16 @@ def test_deepseek_v3_tp8_on_8xh200_holds_the_whole_latent_on_every_gpu():
 
 
 def test_deepseek_v3_dp8_attention_ep8_on_8xh200():
-    # DP attention: every GPU holds the whole attention, 61 · 187.105M = 11.4134 GB, instead of 2.2347:
-    # weights 84.9147 − 2.2347 + 11.4134 = 94.093 GB, KV 126.9 − 94.093 = 32.807 GB a GPU; each GPU
-    # holds its own sequences: 8 · floor(32.807 / 2.3027) = 8 · 14 = 112 streams
+    # DP attention: every GPU holds the whole attention, 61 · 187.105M = 11.4134 GB, instead of 2.2347, and the
+    # whole input embedding, as SGLang does (helper-155): 129,280 · 7,168 · 2 B = 1.8534 GB instead of an eighth,
+    # 0.2317 (the LM head stays split: 0.2317): weights 84.9147 − 2.2347 + 11.4134 − 0.2317 + 1.8534 = 95.715 GB,
+    # KV 126.9 − 95.715 = 31.185 GB a GPU; each GPU holds its own sequences: 8 · floor(31.185 / 2.3027) = 8 · 13
+    # = 104 streams (112 with the embedding split)
     b = kv_budget(H200, DSV3, plan=ParallelPlan(tp=8, dp_attention=True, ep=8))
-    assert b.stages[0].weight_bytes / GB == pytest.approx(94.093, abs=1e-3)
-    assert b.stage_kv_bytes(0) / GB == pytest.approx(32.807, abs=1e-3)
-    assert max_streams(b, DSV3, None, 32_768) == 112
+    assert b.stages[0].embedding_bytes / GB == pytest.approx(1.8534 + 0.2317, abs=1e-4)
+    assert b.stages[0].weight_bytes / GB == pytest.approx(95.715, abs=1e-3)
+    assert b.stage_kv_bytes(0) / GB == pytest.approx(31.185, abs=1e-3)
+    assert max_streams(b, DSV3, None, 32_768) == 104
 
 
 def test_llama3_70b_tp16_over_two_nodes_replicates_kv_heads():
@@ -92,7 +95,7 @@ def test_stage_sequence_bytes_add_up_to_the_sequence():
     # Gemma-3-27B (5 local : 1 global) over 4 stages: the stages' layers add up to the whole
     gemma = get_model("Gemma-3-27B")
     bounds = stage_layers(gemma.n_layers, 4)
-    assert bounds == [(0, 16), (16, 32), (32, 47), (47, 62)]
+    assert bounds == [(0, 15), (15, 31), (31, 47), (47, 62)]  # vLLM's: the remainder to the stages before the last
     for n in (100, 5000, 200_000):
         parts = sum(sequence_bytes(gemma, KVLayout(), n, 16, r) for r in bounds)
         assert parts == pytest.approx(sequence_bytes(gemma, KVLayout(), n, 16))
@@ -114,7 +117,7 @@ def test_candidate_plans_and_side_by_side():
     labels = [p.label for p in plans]
     assert labels == ["TP8", "TP4", "TP2", "TP1", "DP8-attention EP8", "TP16", "TP8 PP2", "DP8-attention PP2 EP8"]
     rows = {r.plan: r for r in compare_plans(H200, DSV3, KVLayout(), 32_768, plans)}
-    assert rows["TP8"].max_streams == 18 and rows["DP8-attention EP8"].max_streams == 112
+    assert rows["TP8"].max_streams == 18 and rows["DP8-attention EP8"].max_streams == 104
     assert not rows["TP4"].fits and rows["TP4"].max_streams == 0 and "does not fit" in rows["TP4"].why
     # DP attention helps only where KV is replicated: Llama-3-70B has 8 heads for 8 GPUs already
     l70 = {r.plan: r for r in compare_plans(H100, L70, KVLayout(), 4096, candidate_plans(H100, L70))}
@@ -157,7 +160,7 @@ def test_fit_prints_per_gpu_arithmetic_and_plans():
     assert r.exit_code == 0, r.output
     assert "per GPU: 141 GB × 0.9 − weights 84.91 GB" in r.output and "= KV 41.99 GB" in r.output
     assert "max streams at 32,768 tokens: 18" in r.output
-    assert "DP8-attention EP8" in r.output and "112" in r.output
+    assert "DP8-attention EP8" in r.output and "104" in r.output
     r = CliRunner().invoke(main, ["fit", "--hardware", "8xH100", "--model", "Llama-3.1-405B", "--context", "131072",
                                   "--pp", "2", "--json"])
     assert r.exit_code == 0, r.output
@@ -184,7 +187,7 @@ def test_collapse_draws_tp_and_dp_attention_for_an_mla_model(tmp_path):
     plans = default_plans(8, DSV3)
     assert plans == [ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)]
     df = collapse_table(CAT, DSV3, ["8xH200"], ["native"], contexts=np.array([32_768]), plans=plans)
-    assert list(df.plan) == ["TP8", "DP8-attention EP8"] and list(df.max_streams) == [18, 112]
+    assert list(df.plan) == ["TP8", "DP8-attention EP8"] and list(df.max_streams) == [18, 104]
     # a multi-node plan's streams are per node: TP8 PP2 holds 5 streams of 128k on 2 nodes -> 2 a node
     df = collapse_table(CAT, L405, ["8xH100"], ["native"], contexts=np.array([131_072]),
                         plans=[ParallelPlan(tp=8, pp=2)])
@@ -242,7 +245,7 @@ def test_kv_link_bytes_is_kv_transfers_link_bytes():
 
 
 def test_fit_names_the_plans_that_hold_a_target_with_no_lever():
-    """helper-114: DP8-attention EP8 holds 112 streams of DeepSeek-V3 at 32k on one 8xH200, where TP8 holds 18;
+    """helper-114: DP8-attention EP8 holds 104 streams of DeepSeek-V3 at 32k on one 8xH200, where TP8 holds 18;
     a target of 64 named only lossy levers."""
     import json
 
@@ -250,8 +253,8 @@ def test_fit_names_the_plans_that_hold_a_target_with_no_lever():
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     assert "target 64 × 32,768 tokens does NOT fit on plan TP8.\n  plans above that hold it with no lever (no " \
-           "quality debit): DP8-attention EP8 (112 streams on 1 node); TP8 PP2 (73 streams on 2 nodes); " \
-           "DP8-attention PP2 EP8 (552 streams on 2 nodes)\n" in r.output
+           "quality debit): DP8-attention EP8 (104 streams on 1 node); TP8 PP2 (73 streams on 2 nodes); " \
+           "DP8-attention PP2 EP8 (536 streams on 2 nodes)\n" in r.output
     doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
     assert doc["plans_that_fit"] == ["DP8-attention EP8", "TP8 PP2", "DP8-attention PP2 EP8"]
     assert not doc["fits"] and doc["max_streams"] == 18
@@ -334,12 +337,43 @@ def test_fit_of_weights_that_do_not_fit_names_the_plans_they_fit():
                         "more than its usable 72.0 GB (0.9 × 80 GB) by 29.5 GB (235.7 GB over the stage's 8 GPUs); "
                         "plans whose weights fit: TP8 PP2 (2 nodes), TP16 (2 nodes)\n")  # most streams first
     r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--context", "8192"])
+    # nor do fp8's 410 GB or fp4's 234 GB fit the plans of up to 2 nodes of 72 GB (helper-155: it said "try fp8")
     assert r.exit_code == 2 and r.output.rstrip().endswith(
-        "; no plan kvsim fit compares holds them; try fp8 weights (--weight-dtype fp8)")
+        "; no plan kvsim fit compares holds them, nor with fp8 or fp4 weights")
+    # 2 x 4xH100: bf16 TP8 holds 811.7 / 8 = 101.5 GB a GPU, over 72; fp8 (410.1 GB) 51.3: the hint names it
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "4xH100", "--context", "8192"])
+    assert r.exit_code == 2 and r.output.rstrip().endswith(
+        "; no plan kvsim fit compares holds them; with fp8 weights (--weight-dtype fp8) TP8 (2 nodes) does")
     # fp8 weights already: no such advice (helper-118); more plans than FIT_PLANS_NAMED: the rest counted
     r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--context", "8192",
                                   "--weight-dtype", "fp8"])
-    assert r.exit_code == 2 and r.output.rstrip().endswith("; no plan kvsim fit compares holds them")
+    assert r.exit_code == 2 and r.output.rstrip().endswith("; no plan kvsim fit compares holds them, nor with fp4 "
+                                                           "weights")
     r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-70B", "--hardware", "8xH100", "--context", "8192",
                                   "--tp", "1"])
     assert r.exit_code == 2 and r.output.rstrip().endswith(" and 4 more") and len(r.output) < 290
+
+
+def test_placement_follows_vllm_and_sglang_helper_155():
+    """helper-155's four: vLLM's pipeline split (the remainder to the stages before the last), the heavier of two
+    stages that tie shown as the binding GPU, DP attention over one GPU not listed beside TP1, and the weights-do-
+    not-fit error's plans ordered by streams a node (TP8 on one node was behind "and 4 more")."""
+    # 61 layers over 4 stages: 15, 15, 16, 15 (vLLM's get_pp_indices); the first stage held 16 with the 3 dense
+    assert stage_layers(61, 4) == [(0, 15), (15, 30), (30, 46), (46, 61)]
+    assert stage_layers(80, 3) == [(0, 27), (27, 54), (54, 80)] and stage_layers(61, 2) == [(0, 31), (31, 61)]
+    # TP8 PP2 on 8xH200 at 32k: both stages hold 73 streams; the table shows stage 2's 43.84 GB, not stage 1's 41.07
+    row = {r.plan: r for r in compare_plans(H200, DSV3, KVLayout(), 32_768, candidate_plans(H200, DSV3))}["TP8 PP2"]
+    sts = stages(DSV3, ParallelPlan(tp=8, pp=2))
+    assert row.weight_bytes_per_gpu == sts[1].weight_bytes > sts[0].weight_bytes
+    assert row.weight_bytes_per_gpu / GB == pytest.approx(43.84, abs=5e-3)
+    assert [p.label for p in candidate_plans(CAT.node("1xH100"), L70)] == ["TP1", "TP2", "TP1 PP2"]
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-70B", "--hardware", "8xH100", "--context", "4096",
+                                  "--tp", "1"])
+    # streams a node at 4k: TP8 PP2 375.5, TP8 324, DP8-attention PP2 313 (TP16: 187)
+    assert r.exit_code == 2 and "plans whose weights fit: TP8 PP2 (2 nodes), TP8 (1 node), DP8-attention PP2 " \
+                                "(2 nodes) and 4 more" in r.output
+    # under DP attention a sequence's latent is on one GPU, not on every rank
+    r = CliRunner().invoke(main, ["fit", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--context", "32768",
+                                  "--dp-attention", "--ep", "8"])
+    assert "a 32,768-token stream holds 2.303 GB here (the whole MLA latent, on the one GPU whose attention serves " \
+           "it) -> 13 per KV pool" in r.output

@@ -13,6 +13,7 @@ from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import (
     DEFAULT_MEMORY_UTILIZATION,
     KVBudget,
+    PlanCapacity,
     blocks_per_group,
     compare_plans,
     gpu_sequence_bytes,
@@ -231,7 +232,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         return
     click.echo(f"{model.key} ({weight_precision(model)} weights) on {node.key}, plan {plan.label}: "
                f"{budget.replicas} replica(s) on {unit}, layout {lay.label}")
-    what = "the whole MLA latent on every attention rank" if is_latent(model, lay) else \
+    what = ("the whole MLA latent, on the one GPU whose attention serves it" if plan.dp_attention else
+            "the whole MLA latent on every attention rank") if is_latent(model, lay) else \
         f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
     for s, st, kv, seq in per_stage:
         name = f"  stage {s + 1} (layers {st.layer_range[0]}-{st.layer_range[1] - 1}) per GPU" if plan.pp > 1 \
@@ -295,21 +297,32 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 
 
 FIT_PLANS_NAMED = 3  # plans a weights-do-not-fit error names (the line's length: `MAX_MESSAGE_CHARS`)
+NARROWER_WEIGHTS = ("fp8", "fp4")  # the weight formats a weights-do-not-fit error tries, in this order
 
 
 def _plans_that_hold(node: NodeSpec, model: ModelSpec, layout: KVLayout, context_tokens: int,
                      memory_utilization: float, block_tokens: int) -> str:
     """What a weights-do-not-fit error suggests: the plans `candidate_plans` compares whose weights fit (the
-    first `FIT_PLANS_NAMED`, most KV first), or, with none, fp8 weights where they are wider than that."""
-    fitting = sorted((p for p in compare_plans(node, model, layout, context_tokens, candidate_plans(node, model),
-                                               memory_utilization, block_tokens) if p.kv_bytes_per_gpu > 0),
-                     key=lambda p: -p.max_streams)
-    if fitting:
-        named = ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})" for p in fitting[:FIT_PLANS_NAMED])
-        more = len(fitting) - FIT_PLANS_NAMED
+    first `FIT_PLANS_NAMED`, most streams a node first, then fewest nodes), or, with none, the first narrower
+    weight format (fp8, then fp4) under which one does, or that none does (helper-155: "try fp8 weights" was
+    said where fp8's weights fit no plan either)."""
+
+    def fitting(spec: ModelSpec) -> list[PlanCapacity]:
+        rows = compare_plans(node, spec, layout, context_tokens, candidate_plans(node, spec), memory_utilization,
+                             block_tokens)
+        return sorted((p for p in rows if p.kv_bytes_per_gpu > 0), key=lambda p: (-p.streams_per_node, p.nodes))
+
+    if held := fitting(model):
+        named = ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})" for p in held[:FIT_PLANS_NAMED])
+        more = len(held) - FIT_PLANS_NAMED
         return f"plans whose weights fit: {named}" + (f" and {more} more" if more > 0 else "")
-    wide = dtype(model.weight_dtype).bytes_per_value > dtype("fp8").bytes_per_value
-    return "no plan kvsim fit compares holds them" + ("; try fp8 weights (--weight-dtype fp8)" if wide else "")
+    narrower = [w for w in NARROWER_WEIGHTS if dtype(w).bytes_per_value < dtype(model.weight_dtype).bytes_per_value]
+    for w in narrower:
+        if held := fitting(with_weight_precision(model, w)):
+            p = held[0]
+            return (f"no plan kvsim fit compares holds them; with {w} weights (--weight-dtype {w}) "
+                    f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)}) does")
+    return "no plan kvsim fit compares holds them" + (f", nor with {' or '.join(narrower)} weights" if narrower else "")
 
 
 def _engine_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout, context_tokens: int,
@@ -394,7 +407,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     csv, png = out / "collapse.csv", out / "collapse.png"
     with stopped_cleanly("collapse", folder):  # Ctrl-C: exit 130, one line, no partial output
         df.to_csv(csv, index=False)
-        fig = collapse_figure(df, model.key, model.max_context_tokens)
+        fig = collapse_figure(df, model, model.max_context_tokens)
         fig.savefig(png, dpi=110)
         close_figure(fig)
         folder.finish()
