@@ -509,7 +509,7 @@ CONCURRENCY_COLLAPSE = [
     code("""
         from simulator.charts import collapse_figure
 
-        fig = collapse_figure(table, model.key, model.max_context_tokens)
+        fig = collapse_figure(table, model, model.max_context_tokens)
     """),
     md("""
         ## 2. What each lever buys
@@ -552,7 +552,7 @@ CONCURRENCY_COLLAPSE = [
         at = plans[plans.context_tokens.isin([4096, 32768, 131072])]
         pivot = at.pivot_table(index=["layout", "context_tokens"], columns="plan", values="max_streams")
         assert (pivot["DP8-attention EP8"] > 5 * pivot["TP8"]).all()
-        fig = collapse_figure(plans, deepseek.key, deepseek.max_context_tokens)
+        fig = collapse_figure(plans, deepseek, deepseek.max_context_tokens)
         pivot
     """),
     md("""
@@ -593,7 +593,7 @@ CONCURRENCY_COLLAPSE = [
         short = simulated.iloc[0]
         assert short.offered_rps * short.prefill_s > 0.5
         assert short.mean_streams < 0.5 * min(short.analytic_streams, scenario.scheduler.max_num_seqs)
-        fig = collapse_figure(table[(table.hardware == HW) & (table.layout == "native")], model.key,
+        fig = collapse_figure(table[(table.hardware == HW) & (table.layout == "native")], model,
                               model.max_context_tokens, simulated)
         simulated
     """),

@@ -413,7 +413,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "the share of requests that meet the SLOs (goodput).\n",
                "".join(f"- left out: {why}\n" for why in analytic.attrs.get("left_out", [])),
                _table(simulated),
-               "![collapse](" + _save(collapse_figure(analytic, model.key, model.max_context_tokens, simulated),
+               "![collapse](" + _save(collapse_figure(analytic, model, model.max_context_tokens, simulated,
+                                                      (sc.slo.ttft_p99_s, sc.slo.tpot_p99_s)),
                                       out / "collapse.png") + ")\n"]
         meter.finish()
     if sc.report.breakeven:

@@ -204,6 +204,39 @@ def test_a_line_that_reaches_no_stream_is_marked_where_it_stops():
     plt.close(ax.figure)
 
 
+def test_no_stream_marks_tell_the_plans_apart_and_sit_above_the_tick_labels():
+    """helper-158: native TP8's and native DP8's marks, both blue, could not be told apart, and a mark centred on
+    the x axis sat on its tick labels. The first plan's marks are filled, the others' hollow, each plan an entry;
+    they sit inside the axes, whose foot is lowered under the one-stream level to make room."""
+    df = pd.concat([_analytic(["native"]), _analytic(["native"]).assign(plan="DP8-attention EP8")])
+    df.loc[df.context_tokens == 131072, "max_streams"] = 0
+    ax = plot_collapse_panel(df)
+    marks = [line for line in ax.lines if line.get_marker() == "v"]
+    assert [m.get_markerfacecolor() for m in marks] == [layout_colour("native"), "white"]
+    assert [m.get_label() for m in marks] == [
+        "no stream fits from here on, TP8 (filled, its line's colour)",
+        "no stream fits from here on, DP8-attention EP8 (hollow, its line's colour)"]
+    assert all(m.get_ydata()[0] > 0 for m in marks)  # axes fraction: above the x axis's line
+    assert ax.get_ylim()[0] <= 0.3  # a log axis: room under the level of 1 stream
+    plt.close(ax.figure)
+
+
+def test_the_collapse_title_says_the_weights_and_the_goodput_legend_the_slos():
+    """helper-158: the title left out the weights' precision the KV budget depends on, and the goodput panels gave
+    no SLO (concurrency-collapse's are 2 s and 100 ms, not the default's 10 s)."""
+    from simulator.models import get_model
+
+    simulated = pd.DataFrame({"hardware": "8xH100", "context_tokens": [4096, 131072], "analytic_streams": [144, 4],
+                              "peak_streams": [150, 4], "mean_streams": [110.0, 3.6], "goodput_rps": [1.0, 0.0],
+                              "goodput_fraction": [0.2, 0.0], "layout": "mla"})
+    fig = collapse_figure(_analytic(["mla", "native"]), get_model("DeepSeek-V3"), 131072, simulated, (2.0, 0.1))
+    assert fig.get_suptitle().startswith("Concurrency collapse: DeepSeek-V3 (fp8-block weights)\n")
+    assert fig.axes[1].get_legend().get_title().get_text() == "requests meeting\n(TTFT ≤ 2 s, TPOT ≤ 100 ms)"
+    assert "goodput = share of requests meeting both SLOs (TTFT ≤ 2 s, TPOT ≤ 100 ms)." in \
+        fig.texts[-1].get_text().replace("\n", " ")
+    plt.close(fig)
+
+
 def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
     simulated = pd.DataFrame({"hardware": "8xH100", "context_tokens": [4096, 131072], "analytic_streams": [144, 4],
                               "peak_streams": [150, 4], "mean_streams": [110.0, 3.6], "goodput_rps": [1.0, 0.0],

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from simulator.charts.base import plain_text, tokens_tick
+from simulator.models import ModelSpec, weight_precision
 from simulator.units import GB
 
 #: A colour per KV layout (its label, `simulator.kv` ``Layout.label``), whatever list, order or chart draws
@@ -32,8 +33,10 @@ def layout_colour(label: str) -> str:
 WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than this share of a token's is windowed
 
 
-# the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour)
+# the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour;
+# with several plans, a plan's marks are filled as its line is solid, hollow for the others, each plan an entry)
 NO_STREAM = "no stream fits from here on (in its line's colour)"
+NO_STREAM_FOOT = 0.3  # the streams axis's foot where a line reaches no stream: its marks sit under the 1
 
 
 @plain_text
@@ -52,7 +55,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     plans = list(dict.fromkeys(df["plan"]))
     styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
-    stops: list[tuple[int, str]] = []  # (the first context with no stream, the colour) of each line that reaches 0
+    stops: list[tuple[int, str, int]] = []  # (the first context with no stream, the colour, the plan's index)
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
         name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
         none = g.loc[g["max_streams"] <= 0, "context_tokens"]  # a log axis has no 0: marked at its foot instead
@@ -68,10 +71,18 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         ax.plot(g["context_tokens"], g["max_streams"], color=layout_colour(str(layout)), ls=ls, lw=lw, label=name,
                 zorder=3 if lw > 1.8 else 2)
         if len(none):  # where the line stops: its first context with no stream, on the x axis (helper-145)
-            stops.append((int(none.min()), layout_colour(str(layout))))
-    for i, (context, colour) in enumerate(stops):  # after the lines: the legend's entry comes after theirs
-        ax.plot([context], [0.0], marker="v", ms=9, color=colour, ls="none", transform=ax.get_xaxis_transform(),
-                clip_on=False, zorder=4, label=None if i else NO_STREAM)
+            stops.append((int(none.min()), layout_colour(str(layout)), plans.index(plan)))
+    named: set[int] = set()
+    if stops:  # room under the one-stream level for the marks (a log axis: a third of a stream), autoscaled still
+        ax.update_datalim([(stops[0][0], NO_STREAM_FOOT)])
+    for context, colour, p in stops:  # after the lines: the legend's entries come after theirs
+        # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels);
+        # the first plan's filled, the others' hollow (two plans' marks of one colour could not be told apart)
+        label = None if p in named else NO_STREAM if len(plans) == 1 else \
+            f"no stream fits from here on, {plans[p]} (" + ("filled" if not p else "hollow") + ", its line's colour)"
+        named.add(p)
+        ax.plot([context], [0.03], marker="v", ms=9, color=colour, mfc=colour if not p else "white", mew=1.5,
+                ls="none", transform=ax.get_xaxis_transform(), clip_on=False, zorder=4, label=label)
     first_layout = df["layout"].iloc[0]
     first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
     native = first.set_index("context_tokens")["max_streams"]
@@ -147,14 +158,19 @@ def _legend_title(df: pd.DataFrame) -> str:
     return "KV layout" + (f" (under {plans[0]})" if plans[0] and "bytes_per_token_per_gpu" in df else "")
 
 
-def _goodput_caption(sim: pd.DataFrame) -> str:
+def slo_text(slo: tuple[float, float] | None) -> str:
+    """``TTFT ≤ 2 s, TPOT ≤ 100 ms`` (the SLOs a request's goodput counts), or "" without them."""
+    return "" if slo is None else f"TTFT ≤ {slo[0]:g} s, TPOT ≤ {slo[1] * 1e3:g} ms"
+
+
+def _goodput_caption(sim: pd.DataFrame, slo: tuple[float, float] | None = None) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
-    and ``tpot_ok_fraction`` when the frame has them)."""
+    and ``tpot_ok_fraction`` when the frame has them); `slo` (TTFT s, TPOT s) names the SLOs."""
     text = ("Goodput panels (under each kind's streams): one node offered 80% of the request rate it sustains (a "
             "request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) streams: "
             "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the "
             "scenario's scheduler and SLOs); "
-            "goodput = share of requests meeting both p99 SLOs.")
+            "goodput = share of requests meeting both SLOs" + (f" ({slo_text(slo)})" if slo else "") + ".")
     if {"ttft_ok_fraction", "tpot_ok_fraction"} <= set(sim.columns) and len(sim.dropna(subset=["goodput_fraction"])):
         ttft_miss = float((1 - sim.ttft_ok_fraction).mean())
         tpot_miss = float((1 - sim.tpot_ok_fraction).mean())
@@ -179,12 +195,13 @@ LEGEND_FONT = 9
 
 
 @plain_text
-def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None = None,
-                    simulated: pd.DataFrame | None = None) -> Figure:
+def collapse_figure(df: pd.DataFrame, model: str | ModelSpec, max_context_tokens: int | None = None,
+                    simulated: pd.DataFrame | None = None, slo: tuple[float, float] | None = None) -> Figure:
     """One panel per hardware kind, sharing the y axis, at most `PANELS_PER_ROW` a row; `simulated`
     adds measured streams per kind and, when it carries goodput, a row under each row of panels with
     the share of requests meeting the SLOs (and, with ``ttft_ok_fraction``/``tpot_ok_fraction``, each
-    SLO's share), captioned with why.
+    SLO's share), captioned with why; `slo` (TTFT s, TPOT s) names the SLOs there. A `ModelSpec` for `model`
+    titles it with its weights' precision (the KV budget depends on it: ``DeepSeek-V3 (fp8-block weights)``).
 
     The panels draw the same layouts, so one legend serves them: right of a single panel; under the
     panels when there are several, in as many columns as the width holds. Width: one panel 7 inches
@@ -229,10 +246,11 @@ def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None
     below = len(kinds) > 1
     width_in = panels_in if below else panels_in + column_in
     style: dict[str, Any] = {"fontsize": LEGEND_FONT, "title_fontsize": LEGEND_FONT}
-    legends = _legends_under(fig, merged, _legend_title(df), lows, width_in, column_in) if below else []
+    legends = _legends_under(fig, merged, _legend_title(df), lows, width_in, column_in, _meeting(slo)) if below \
+        else []
     boxes = [leg.get_window_extent(fig.canvas.get_renderer()) for leg in legends]  # type: ignore[attr-defined]
     legend_h_in = max((box.height for box in boxes), default=0.0) / fig.dpi + (0.15 if legends else 0.0)
-    caption = _goodput_caption(simulated) if with_goodput and simulated is not None else ""
+    caption = _goodput_caption(simulated, slo) if with_goodput and simulated is not None else ""
     if caption:
         import textwrap
 
@@ -241,7 +259,8 @@ def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None
     height_in = panels_h_in + legend_h_in + caption_in
     fig.set_size_inches(width_in, height_in)
     sep = " " if cols > 1 else "\n"  # one panel is too narrow for the subtitle on one line
-    fig.suptitle(f"Concurrency collapse: {model}\nmax concurrent streams per node vs context length{sep}"
+    name = model if isinstance(model, str) else f"{model.key} ({weight_precision(model)} weights)"
+    fig.suptitle(f"Concurrency collapse: {name}\nmax concurrent streams per node vs context length{sep}"
                  "(KV budget = usable HBM − weights, on the binding GPU)", fontsize=12)
     fig.text(0.01, 0.05 / height_in, caption, fontsize=9, va="bottom", ha="left", color="0.2")
     # a legend at the right comes after the layout, which would otherwise widen the panel to its widest entry
@@ -254,22 +273,27 @@ def collapse_figure(df: pd.DataFrame, model: str, max_context_tokens: int | None
         where: dict[str, Any] = {"loc": "upper left", "borderaxespad": 0, "bbox_to_anchor": (1.03, 1.0), **style}
         tops[0].legend(list(merged.values()), list(merged), title=_legend_title(df), **where)
         if lows:
-            lows[0].legend(title="requests meeting", **where)
+            lows[0].legend(title=_meeting(slo), **where)
     return fig
 
 
+def _meeting(slo: tuple[float, float] | None) -> str:
+    """The goodput panels' legend title: ``requests meeting`` and the SLOs (helper-158: none was named)."""
+    return "requests meeting" + (f"\n({slo_text(slo)})" if slo else "")
+
+
 def _legends_under(fig: Figure, merged: dict[str, Any], title: str, lows: list[Axes], width_in: float,
-                   column_in: float) -> list[Any]:
+                   column_in: float, meeting: str = "requests meeting") -> list[Any]:
     """The figure legends that go under the panels, made (to be measured) but not yet placed: the
     layouts' in as many columns of `column_in` as `width_in` holds beside the goodput panels' legend
     (when there are goodput panels), and that legend."""
     style: dict[str, Any] = {"fontsize": LEGEND_FONT, "title_fontsize": LEGEND_FONT, "loc": "lower left"}
     low = lows[0].get_legend_handles_labels() if lows else ([], [])
-    low_in = LEGEND_PAD_IN + _widest_in(fig, [*low[1], "requests meeting"]) if lows else 0.0
+    low_in = LEGEND_PAD_IN + _widest_in(fig, [*low[1], *meeting.split("\n")]) if lows else 0.0
     ncol = max(1, min(len(merged), int((width_in - low_in - 0.3) // column_in)))
     legends = [fig.legend(list(merged.values()), list(merged), title=title, ncol=ncol, **style)]
     if lows:
-        legends.append(fig.legend(*low, title="requests meeting", **style))
+        legends.append(fig.legend(*low, title=meeting, **style))
     return legends
 
 
