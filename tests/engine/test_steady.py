@@ -8,6 +8,7 @@ its first token) and ``o × 10 ms`` end to end when it never waits.
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -153,3 +154,20 @@ def test_a_long_window_finds_an_overload_of_a_few_percent() -> None:
     assert "(17,142 admitted of 18,000 queued there: it grew by 858, more than 402)" in s["steady_state_warning"]
     s = run(BATCH_1, evenly(20000, 5.0, 20), seed=0, timer=STEP).summary
     assert s["steady_state"] and not s["steady_queue_growing"]
+
+
+def test_a_growing_queue_tells_its_growth_from_the_requests_that_timed_out_waiting() -> None:
+    """helper-156: under a queue timeout the warning's "it grew by" counted every queued request not admitted,
+    6,382 of whose 6,508 had timed out waiting (the queue itself grew by ~620). 20,000 arrive evenly at 10 a second
+    to a replica that serves 5, each waiting at most 5 s: the window's 18,000 queued see 9,000 admitted (5 a second
+    over its 1,800 s); the queue holds at most 5 s of arrivals, 50 requests (25 more at the window's end than at
+    its start, counted so), and the rest, 8,975, time out waiting."""
+    timed = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=1, queue_timeout_s=5.0))
+    s = run(timed, evenly(20000, 10.0, 20), seed=0, timer=STEP).summary
+    assert s["steady_queue_growing"] and not s["steady_state"]
+    warning = s["steady_state_warning"]
+    admitted, queued, unadmitted, grew, left = (int(x.replace(",", "")) for x in re.search(
+        r"\(([\d,]+) admitted of ([\d,]+) queued there: ([\d,]+) not admitted, more than [\d,]+: the queue grew by "
+        r"([\d,]+) and ([\d,]+) timed out waiting\)", warning).groups())
+    assert queued == 18000 and unadmitted == queued - admitted == grew + left
+    assert (admitted, grew, left) == (9000, 25, 8975)
