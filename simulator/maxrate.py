@@ -74,6 +74,7 @@ class Trial:
     warning: str = ""  # the steady window's (`steady_state_warning`); "" when steady
     too_short: bool = False  # the run was too short to tell (`steady_too_short`)
     queue_growing: bool = False  # the queue grew through the window (`steady_queue_growing`): it fails
+    arrival_span_s: float = math.nan  # first to last arrival of the run's workload
 
     @property
     def unsteady_label(self) -> str:
@@ -94,7 +95,13 @@ class Trial:
                    sustained_output_tokens_per_s=s["sustained_output_tokens_per_s"],
                    ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"],
                    warning=s["steady_state_warning"], too_short=bool(s["steady_too_short"]),
-                   queue_growing=bool(s["steady_queue_growing"]))
+                   queue_growing=bool(s["steady_queue_growing"]), arrival_span_s=_arrival_span(result))
+
+
+def _arrival_span(result: Result) -> float:
+    """Seconds from the run's first arrival to its last (NaN without a request)."""
+    arrival = result.requests["arrival_s"]
+    return float(arrival.max() - arrival.min()) if len(arrival) else math.nan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,6 +208,7 @@ class SeedAnswer:
     simulations: int
     too_short: bool = False  # the run at ``lo`` was too short to tell (`Trial.too_short`): no answer
     steady_warning: str = ""  # that run's steady-window warning
+    arrival_span_s: float = math.nan  # that run's first to last arrival (`Trial.arrival_span_s`)
 
 
 def _spread(xs: Sequence[float]) -> dict[str, float]:
@@ -220,6 +228,7 @@ class MaxRate:
     rel_tol: float
     duration_s: float
     answers: tuple[SeedAnswer, ...]
+    trace: bool = False  # the workload replays a trace: a longer run needs a longer trace, not --duration-s
 
     @property
     def requests_per_s(self) -> dict[str, float]:
@@ -241,23 +250,33 @@ class MaxRate:
         short = next((a for a in self.answers if a.too_short), None)
         if short:  # the answer would be an artefact of the run's length: say so instead
             why = short.steady_warning.removeprefix(NOT_STEADY).removesuffix(RUN_LONGER)  # the reason alone
-            lines = [f"{self.hardware} × {self.nodes} node(s): runs of {self._run_length()} are too short to tell the "
-                     f"max rate; raise --duration-s (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
+            # a trace at a rate scale holds the arrivals it holds: --duration-s only cuts it (helper-156: "raise
+            # --duration-s" was said of a 598 s trace that ×39.74 made 15 s long, at --duration-s 3000 as at 600)
+            lines = [f"{self.hardware} × {self.nodes} node(s): " + (
+                f"the trace is too short to tell the max rate: at rate ×{short.lo_scale:.4g} its arrivals span "
+                f"{short.arrival_span_s:,.1f} s; a longer trace is needed" if self.trace else
+                f"runs of {self._run_length()} are too short to tell the max rate; raise --duration-s")
+                + f" (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
         else:
             lines = [f"{self.hardware} × {self.nodes} node(s) sustains {r['mean']:,.3g} req/s, {o['mean']:,.0f} output "
                      f"tok/s at p99 TTFT ≤ {self.ttft_p99_s:g} s, p99 TPOT ≤ {self.tpot_p99_s * 1e3:g} ms "
                      + (f"(mean of {n} seeds: {r['min']:,.3g}-{r['max']:,.3g} req/s, spread {r['spread']:.1%})"
                         if n > 1 else "(1 seed)")]
         for a in self.answers:
+            # a run too short to tell measured no sustained rate (helper-156: "sustained 0 req/s, 2,060 output tok/s")
+            held = ("sustained: too short to tell" if a.too_short else
+                    f"sustained {a.requests_per_s:,.3g} req/s, {a.output_tokens_per_s:,.0f} output tok/s")
             lines.append(f"  seed {a.seed}: met at rate ×{a.lo_scale:.4g} ({a.lo_requests_per_s:,.3g} req/s offered), "
-                         f"failed at ×{a.hi_scale:.4g} ({a.hi_requests_per_s:,.3g} req/s); sustained "
-                         f"{a.requests_per_s:,.3g} req/s, {a.output_tokens_per_s:,.0f} output tok/s "
+                         f"failed at ×{a.hi_scale:.4g} ({a.hi_requests_per_s:,.3g} req/s); {held} "
                          f"({a.simulations} runs of {self._run_length()})")
         return lines
 
     def _run_length(self) -> str:
-        """What each run replays: ``600 s``, or ``the whole trace`` (a replay with no ``duration_s``: inf)."""
-        return f"{self.duration_s:g} s" if math.isfinite(self.duration_s) else "the whole trace"
+        """What each run replays: ``600 s``, ``the whole trace`` (a replay with no ``duration_s``: inf), or ``the
+        trace up to 600 s`` (a trace is cut there, and at a high rate scale may end long before)."""
+        if not math.isfinite(self.duration_s):
+            return "the whole trace"
+        return f"the trace up to {self.duration_s:g} s" if self.trace else f"{self.duration_s:g} s"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: an unbounded bracket end (nothing failed, or nothing met) is None."""
@@ -371,12 +390,12 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
             ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
             simulations=len(b.trials), too_short=best.too_short if best else False,
-            steady_warning=best.warning if best else ""))
+            steady_warning=best.warning if best else "", arrival_span_s=best.arrival_span_s if best else nan))
         first_cost = first_cost or spent[0]
         meter.next_stage(later=[first_cost] * (seeds - 1 - k))
     meter.finish()
     return MaxRate(hardware=label, nodes=nodes, ttft_p99_s=ttft, tpot_p99_s=tpot, rel_tol=rel_tol,
-                   duration_s=sc.workload.duration_s, answers=tuple(answers))
+                   duration_s=sc.workload.duration_s, answers=tuple(answers), trace=bool(sc.workload.trace))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -433,9 +452,11 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet
                          makespan_output_tokens_per_s=s["output_tokens_per_s"],
                          steady_state_warning=s["steady_state_warning"])
         if on_step:
-            on_step(f"{label} seed {sd}: {row.requests:,} requests at t = 0 -> {row.requests_per_s:,.3g} req/s, "
-                    f"{row.output_tokens_per_s:,.0f} output tok/s sustained over [{row.steady_window_start_s:,.0f}, "
-                    f"{row.steady_window_end_s:,.0f}] s")
+            held = (f"{row.requests_per_s:,.3g} req/s, {row.output_tokens_per_s:,.0f} output tok/s sustained over "
+                    f"[{row.steady_window_start_s:,.0f}, {row.steady_window_end_s:,.0f}] s"
+                    if math.isfinite(row.requests_per_s) else  # no steady window (helper-156: "nan req/s")
+                    f"no sustained rate ({row.steady_state_warning.removeprefix(NOT_STEADY)})")
+            on_step(f"{label} seed {sd}: {row.requests:,} requests at t = 0 -> {held}")
         rows.append({"hardware": label, "nodes": nodes, **asdict(row)})
     meter.finish()
     return pd.DataFrame(rows)

@@ -111,6 +111,17 @@ def test_max_rate_is_deterministic_per_seed_and_reports_each_seed() -> None:
     assert [x.too_short for x in a.answers] == [False, True] and a.as_dict()["too_short"] is True
     assert a.describe()[0].startswith("8xH100 × 1 node(s): runs of 60 s are too short to tell the max rate; "
                                       "raise --duration-s (seed 2 at rate ×3.364: ")
+    # a trace holds the arrivals it holds: --duration-s only cuts it, so a longer trace is what is needed, and the
+    # line says how long the run's arrivals were (helper-156: "raise --duration-s" of a trace that ×39.74 made 15 s)
+    span = a.answers[1].arrival_span_s
+    assert 50 < span < 60
+    lines = dataclasses.replace(a, trace=True).describe()
+    assert lines[0].startswith(f"8xH100 × 1 node(s): the trace is too short to tell the max rate: at rate ×3.364 its "
+                               f"arrivals span {span:,.1f} s; a longer trace is needed (seed 2 at rate ×3.364: ")
+    assert lines[1].endswith(f"({a.answers[0].simulations} runs of the trace up to 60 s)")
+    # the seed too short to tell measured no sustained rate: said so, not a figure (helper-156)
+    assert "; sustained 0" not in lines[2] and "; sustained: too short to tell (" in lines[2]
+    assert "; sustained: too short" not in lines[1]
 
 
 def test_offline_throughput_puts_every_request_at_t0() -> None:
@@ -231,3 +242,19 @@ def test_a_search_line_says_why_a_run_is_not_steady():
     assert Trial(steady=False, too_short=True, **base).unsteady_label == ", too short to tell"
     assert Trial(steady=False, queue_growing=True, **base | {"ok": False}).unsteady_label == ", queue growing"
     assert Trial(steady=False, **base).unsteady_label == ", not steady"  # no steady window at all
+
+
+def test_offline_runs_too_short_for_a_window_say_no_rate_and_a_trace_says_its_seeds_are_one_draw() -> None:
+    """helper-156: 4 requests of a trace at t = 0 printed "nan req/s, nan output tok/s" on the progress line and NaN
+    in the table; and --seeds on a trace said that every seed replays one workload in the fleet search only."""
+    from pathlib import Path
+
+    trace = Path(__file__).parents[1] / "scenarios" / "traces" / "chat-sample.csv"
+    r = CliRunner().invoke(main, ["capacity", "trace-replay", "--trace", str(trace), "--offline", "--seeds", "2",
+                                  "--duration-s", "20"])
+    assert r.exit_code == 0, r.output
+    assert "note: --seeds 2: a trace is the same requests at every seed" in r.output
+    assert "8xH100 seed 0: 4 requests at t = 0 -> no sustained rate (no steady window: " in r.output
+    assert "nan" not in r.output.lower()
+    row = next(line for line in r.output.splitlines() if line.strip().startswith("8xH100      1     0"))
+    assert row.split()[7:9] == ["n/a", "n/a"]  # requests_per_s, output_tokens_per_s

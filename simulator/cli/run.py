@@ -48,7 +48,9 @@ def _say_prices(sc: Scenario) -> None:
 
 
 def _echo_table(df: pd.DataFrame) -> None:
-    click.echo(df.to_string(index=False, float_format=figure))
+    """`df` as text, its floats as `figure` writes them and a figure none was measured for as ``n/a`` (helper-156: an
+    offline run too short for a steady window printed ``NaN`` req/s)."""
+    click.echo(df.to_string(index=False, float_format=figure, na_rep="n/a"))
 
 
 @click.command("run")
@@ -194,6 +196,9 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
     for line in default_tp_notes(sc):  # of the kinds this search runs
         note(line)
     _say_prices(sc)
+    if seeds and seeds > 1 and sc.workload.trace:  # a trace is one draw (helper-149; --max-rate's too, helper-156)
+        note(f"--seeds {seeds}: a trace is the same requests at every seed; only the engine's seed differs (a "
+             "random router's draws), so each fleet reruns one workload")
     with stopped_cleanly("capacity", folder):
         if max_rate or offline:
             _max_rate_mode(sc, kinds or [n.key for n in sc.nodes()], max_rate=max_rate, offline=offline,
@@ -203,9 +208,6 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
             if folder:
                 folder.finish()
             return
-        if seeds and seeds > 1 and sc.workload.trace:  # a trace is one draw (helper-149)
-            note(f"--seeds {seeds}: a trace is the same requests at every seed; only the engine's seed differs (a "
-                 "random router's draws), so each fleet reruns one workload")
         with progress_bar("capacity search") as bar:
             plan = plan_capacity(sc, hardware=kinds, ttft_p99_s=slo_ttft_p99, tpot_p99_s=slo_tpot_p99, seed=seed,
                                  seeds=seeds or 1, on_step=bar.note, progress=bar)
