@@ -130,7 +130,7 @@ CAPACITY_PLANNING = [
 
         plan = plan_capacity(scenario, hardware=HARDWARE)
         assert (plan.nodes >= plan.memory_floor_nodes).all()  # a simulation never beats the memory bound
-        fig = capacity_figure(plan, scenario.name)
+        fig = capacity_figure(plan, scenario.subject())
         plan[["hardware", "nodes", "memory_floor_nodes", "binding", "usd_per_hour", "usd_per_million_output_tokens",
               "ttft_p99_s", "tpot_p99_s", "kv_utilization", "headroom_scale"]]
     """),

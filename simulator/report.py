@@ -302,7 +302,7 @@ def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
             "step in flight; KV: share of the pool's blocks in use; link: share of time a decode replica's ingress "
             "link moves KV (all in %, time means).\n",
             _table(shown.drop(columns=["disaggregated", "ttft_p99_of_slo", "tpot_p99_of_slo", "meets_slo"])),
-            "![fleets](" + _save(fleet_figure(fleets, sc.name, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
+            "![fleets](" + _save(fleet_figure(fleets, sc.subject(), sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
                                  out / "fleets.png") + ")\n"]
 
 
@@ -362,10 +362,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           "".join(f"- {note}\n" for note in run.steady_notes()),
           "".join(f"- Note: {note}.\n" for note in [_few_requests(wl.n_requests, wl.duration_s <= 0)] if note),
           "".join(f"- {note}\n" for note in run.cache_notes())]
-    md += ["![latency](" + _save(latency_figure({_fleet_key(hw, r.config): r.requests for hw, r in run.results.items()},
-                                                sc.slo.ttft_p99_s, sc.slo.tpot_p99_s,
-                                                f"{sc.name}: {sc.model_spec().key}, latency of the completed requests "
-                                                f"(seed {run.seed})"), out / "latency.png") + ")\n"]
+    latency = latency_figure({_fleet_key(hw, r.config): r.requests for hw, r in run.results.items()},
+                             sc.slo.ttft_p99_s, sc.slo.tpot_p99_s,
+                             f"{sc.subject()}: latency of the completed requests (seed {run.seed})")
+    md += ["![latency](" + _save(latency, out / "latency.png") + ")\n"]
     files.add(1)
     md += ["![timeseries](" + _save(timeseries_figure(
                {hw: r.timeseries for hw, r in run.results.items()},
@@ -374,7 +374,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
                {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()},
                {hw: SplitPools.of(r.summary) for hw, r in run.results.items()},
-               f"{sc.name}: {sc.model_spec().key}"), out / "timeseries.png")
+               sc.subject()), out / "timeseries.png")
            + ")\n"]
     files.add(1)
     if sc.disaggregation is not None:
@@ -389,7 +389,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "load multiplier the fleet takes before an SLO breaks; where `headroom_capped` is True it met the "
                "SLOs at every multiplier tried, so the figure is a lower bound (it may take more).\n",
                *(f"Note: {line}\n" for line in capacity.attrs.get("search_notes", [])),  # `noisy_search_note`
-               "![capacity](" + _save(capacity_figure(capacity, sc.name), out / "capacity.png") + ")\n"]
+               "![capacity](" + _save(capacity_figure(capacity, sc.subject()), out / "capacity.png") + ")\n"]
         files.add(1)
     files.finish()
     if sc.report.collapse:

@@ -49,7 +49,14 @@ from simulator.errors import (
 from simulator.files import said_at, shown_path
 from simulator.kv import check_layout, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
-from simulator.models import DEFAULT_MODEL, WEIGHT_PRECISIONS, ModelSpec, get_model, with_weight_precision
+from simulator.models import (
+    DEFAULT_MODEL,
+    WEIGHT_PRECISIONS,
+    ModelSpec,
+    get_model,
+    weight_precision,
+    with_weight_precision,
+)
 from simulator.placement import ParallelPlan, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
@@ -286,6 +293,21 @@ class Scenario:
         with said_at("model.config" if m.config else "model.name", path):
             model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
+
+    def subject(self) -> str:
+        """What a chart of the scenario's runs is of (helper-158: the capacity and fleet charts named the scenario
+        alone): ``default: Llama-3.1-70B (bf16 weights), chat-4k + code-repo-128k, 600 s of arrivals``; a trace by
+        its file's name, replayed whole or up to ``duration_s``."""
+        w = self.workload
+        if w.trace:
+            what = Path(w.trace).name + (f", its first {w.duration_s:g} s" if math.isfinite(w.duration_s) else "")
+        else:
+            parts = w.spec.get("components") if w.spec.get("name") == "mixture" else None
+            names = [str(c.get("name", "?")) for c in parts] if isinstance(parts, list) else [str(w.spec.get("name"))]
+            what = " + ".join(names) + f", {w.duration_s:g} s of arrivals"
+        model = self.model_spec()
+        return (f"{self.name}: {model.key} ({weight_precision(model)} weights), {what}"
+                + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1 else ""))
 
     def hardware_catalog(self) -> Catalog:
         """The catalog the scenario names its nodes from: the shipped one, extended by `cluster.catalog`, priced

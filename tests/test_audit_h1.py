@@ -73,6 +73,13 @@ def test_fleets_chart_hatches_by_meets_slo():
     fig = fleet_figure(fleets, "t", 10.0, 0.05)
     cost = fig.axes[0]
     assert [bar.get_hatch() or "" for bar in cost.patches[:2]] == ["", "//"]
+    # helper-158: the aggregated fleet's prefill and decode bars were one figure twice, and the shares' axis ran to
+    # 150% to make room for the legend: its figures are in the decode bars alone, the axis ends at 105%
+    where = fig.axes[2]
+    heights = [[round(bar.get_height(), 9) for bar in where.containers[j]] for j in range(5)]
+    assert heights == [[0.0, 50.0], [50.0, 50.0], [0.0, 50.0], [50.0, 50.0], [50.0, 50.0]]
+    assert where.get_ylim() == (0.0, 105.0) and fig.get_suptitle() == (
+        "t\naggregated vs disaggregated fleets at the same SLOs")
     plt.close(fig)
 
 

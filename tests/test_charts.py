@@ -104,6 +104,19 @@ def test_timeseries_of_a_disaggregated_fleet_tells_its_two_pools_apart():
     prefill = next(line for line in kv.lines if line.get_label() == "prefill pool: blocks in use")
     assert prefill.get_ydata().tolist() == [80.0, 50.0]
     plt.close(fig)
+    # helper-158: the utilisation panels averaged the two pools into one line, the queue panel of no queue ran from
+    # -0.04 to 0.04, and a decode pool that caches nothing named the cache's band in its legend
+    ts = ts.assign(mfu=[0.1, 0.1, 0.6, 0.1, 0.1, 0.5], kv_evictable_blocks=0)
+    fig = timeseries_figure({"8xH100-1P2D": ts}, {"8xH100-1P2D": 200}, 16, {"8xH100-1P2D": 0.4},
+                            {"8xH100-1P2D": 1.0}, {"8xH100-1P2D": pools})
+    kv, queue, mfu, _ = fig.axes
+    assert {line.get_label(): list(line.get_ydata().round(9)) for line in mfu.lines} == {
+        "8xH100-1P2D decode pool": [10.0, 10.0], "8xH100-1P2D prefill pool": [60.0, 50.0]}
+    assert [t.get_text() for t in kv.get_legend().get_texts()] == [
+        "held by running sequences", "prefill pool: blocks in use", "the whole pool"]
+    assert queue.get_ylim() == (0.0, 1.0) and [t.get_text() for t in queue.texts] == ["no request waited, on any fleet"]
+    assert "idle time left out" in mfu.get_title(loc="left")
+    plt.close(fig)
 
 
 def matplotlib_rgb(colour: str) -> tuple[float, ...]:
@@ -311,5 +324,5 @@ def test_latency_and_timeseries_charts_name_the_scenario_model_and_fleets():
     plt.close(fig)
     fig = timeseries_figure({"8xH100": SAMPLES}, {"8xH100": 200}, 16, {"8xH100": 0.84}, {"8xH100": 0.6},
                             subject="default: Llama-3.1-70B")
-    assert fig.get_suptitle().startswith("default: Llama-3.1-70B: KV memory, queue and GPU utilisation over time")
+    assert fig.get_suptitle().startswith("default: Llama-3.1-70B\nKV memory, queue and GPU utilisation over time")
     plt.close(fig)

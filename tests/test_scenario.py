@@ -328,3 +328,16 @@ def test_billing_without_ttls_takes_the_ttls_its_profile_sells(tmp_path):
     with pytest.raises(ConfigError, match=r"billing\.ttls: must be a non-empty list of cache TTLs, e\.g\. \[\"5m\", "
                                           r"\"1h\"\] \(or no key: every TTL the profile sells\) \(got \[\]\)"):
         load_scenario(sc)
+
+
+def test_a_scenario_says_what_its_charts_are_of():
+    """helper-158: the capacity, fleets and run charts named the scenario alone, not the model, its weights, the
+    workload or how long it ran (a 60 s run's plan read as the README's 600 s one)."""
+    from simulator.scenario import load_scenario
+
+    assert load_scenario("default").subject() == (
+        "default: Llama-3.1-70B (bf16 weights), chat-4k + code-repo-128k, 600 s of arrivals")
+    assert load_scenario("capacity-plan").subject() == (
+        "capacity-plan: Llama-3.1-70B (bf16 weights), chat-4k, 600 s of arrivals at 20× its rate")
+    assert load_scenario("trace-replay").subject() == (
+        "trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, its first 600 s")

@@ -231,7 +231,7 @@ def test_a_split_run_without_its_aggregated_fleet_does_not_describe_one(tmp_path
            "prefill pool)." in md
     fleets = pd.read_csv(out / "fleets.csv")
     fig = fleet_figure(fleets, "dd", 2.0, 0.1)
-    assert fig.get_suptitle() == "dd: disaggregated fleets against the SLOs"
+    assert fig.get_suptitle() == "dd\ndisaggregated fleets against the SLOs"
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["disaggregated (xPyD)", "misses an SLO"]
     assert "aggregated:" not in fig.axes[2].get_title()
 
@@ -443,8 +443,8 @@ def test_a_search_over_seeds_finds_a_count_that_meets_the_slos_at_each(monkeypat
     from simulator.charts import capacity_figure, close_figure
 
     fig = capacity_figure(two, "s")
-    assert fig.get_suptitle() == ("Capacity plan: s (fleets that meet TTFT p99 ≤ 2 s, TPOT p99 ≤ 60 ms at each of "
-                                  "seeds 0-1)")
+    assert fig.get_suptitle() == ("Capacity plan: s\nfleets that meet TTFT p99 ≤ 2 s, TPOT p99 ≤ 60 ms at each of "
+                                  "seeds 0-1")
     close_figure(fig)
 
 

@@ -76,6 +76,6 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
         what.append(f"fleets that meet TTFT p99 ≤ {plan.slo_ttft_p99_s.iloc[0]:g} s, "
                     f"TPOT p99 ≤ {f'{tpot * 1e3:g} ms' if tpot < 1 else f'{tpot:g} s'}"
                     + (f" at each of seeds {seed}-{seed + seeds - 1}" if seeds > 1 else f", seed {seed}"))
-    fig.suptitle(f"Capacity plan: {title}" + (f" ({'; '.join(what)})" if what else ""))
+    fig.suptitle(f"Capacity plan: {title}" + (f"\n{'; '.join(what)}" if what else ""))
     fig.tight_layout()
     return fig

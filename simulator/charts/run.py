@@ -165,6 +165,8 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
                                 cache=cached)
         approximate.append(not exact)
         approx = "" if exact else "≈ "
+        if pools is not None and cached and not (bands.cache > 0).any():  # a decode pool that caches nothing
+            cached = False  # (helper-158: its legend named a band it never drew)
         a.stackplot(bands.minute, bands.sequences, *([bands.cache] if cached else []),
                     colors=[SEQUENCE_COLOUR, CACHE_COLOUR], alpha=0.9,
                     labels=[f"{approx}held by running sequences",
@@ -184,18 +186,29 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
             title = f"{hw}: KV pool per replica" + (f", {100 * mean:.0f}% in use on average (the headline's KV util)"
                                                    if mean is not None else "")
         a.set_title(title, fontsize=10, loc="left")
-        g = bin_means(ts, ["waiting", *(["mfu", "hbm_bw_util"] if "mfu" in ts else [])])
+        g = bin_means(ts, ["waiting"])
         colour = f"C{i % 10}"
         b.plot(g.index, g.waiting, label=hw, color=colour)
-        if "mfu" in g:
-            c.plot(g.index, 100 * g.mfu, label=hw, color=colour)
-            d.plot(g.index, 100 * g.hbm_bw_util, label=hw, color=colour)
+        if "mfu" in ts:  # a disaggregated fleet's two pools apart (helper-158: one mean of both read as either)
+            parts = [(ts, hw, "-")] if pools is None else [
+                (decode, f"{hw} decode pool", "-"), (ts[ts.replica >= pools.first_prefill], f"{hw} prefill pool", "--")]
+            for rows, label, style in parts:
+                u = bin_means(rows, ["mfu", "hbm_bw_util"])
+                # a bin where no step ran is NaN: a point between two such bins is drawn as a dot, not lost
+                c.plot(u.index, 100 * u.mfu, label=label, color=colour, ls=style, marker=".", ms=4)
+                d.plot(u.index, 100 * u.hbm_bw_util, label=label, color=colour, ls=style, marker=".", ms=4)
     b.set(ylabel="waiting requests\nper replica")
+    b.set_ylim(0, max(1.0, b.get_ylim()[1]))  # no queue: 0 to 1, not ±0.04 (helper-158)
+    if not any((line.get_ydata() > 0).any() for line in b.lines):  # the fleets' lines lie on one another at 0
+        b.text(0.5, 0.5, "no request waited, on any fleet", transform=b.transAxes, ha="center", va="center",
+               fontsize=9, color="0.3")
     b.set_title("queue", fontsize=10, loc="left")
     c.set(ylabel="MFU\n(% of peak FLOP/s)")
-    c.set_title("GPU compute use of the step as formed (model FLOPs utilisation)", fontsize=10, loc="left")
+    c.set_title("GPU compute use while a step runs (model FLOPs utilisation of the step as formed; idle time left "
+                "out, a gap where no step ran)", fontsize=10, loc="left")
     d.set(xlabel="simulated time (min)", ylabel="HBM bandwidth\n(% of peak bytes/s)")
-    d.set_title("GPU memory-bandwidth use of the step as formed", fontsize=10, loc="left")
+    d.set_title("GPU memory-bandwidth use while a step runs (of the step as formed; idle time left out)", fontsize=10,
+                loc="left")
     for ax in (c, d):
         ax.set_ylim(0, 105)
     for (ax,) in axes:
@@ -204,10 +217,12 @@ def timeseries_figure(frames: dict[str, pd.DataFrame], blocks_per_replica: dict[
     note = ("" if not any(approximate) else
             "\n≈: sequences' share estimated from the tokens they hold (a prefix several of them share counts once "
             "for each); the cache's is the rest in use")
-    fig.suptitle((f"{subject}: " if subject else "")
+    fig.suptitle((f"{subject}\n" if subject else "")
                  + "KV memory, queue and GPU utilisation over time (10 s means over each fleet's replicas)" + note,
                  fontsize=11)
-    fig.tight_layout()
+    # the title's lines clear of the first panel's title (helper-158: they touched)
+    lines = note.count("\n") + bool(subject)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.12 * (1 + lines) / fig.get_size_inches()[1]))
     return fig
 
 
@@ -245,15 +260,20 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
              ("prefill_kv", "KV used (cache incl.): prefill"), ("decode_kv", "KV used (cache incl.): decode"),
              ("link_util", "KV link utilisation")]
     w = 0.8 / len(parts)
+    split = fleets.disaggregated.astype(bool).to_numpy()
     for j, (col, label) in enumerate(parts):
-        c.bar(x - 0.4 + w * (j + 0.5), 100 * fleets[col].fillna(0.0), w, label=label, color=f"C{j + 5}")
-    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 150),
-          title="Where time and memory go" + ("\n(aggregated: every replica prefills and decodes)" if both else ""))
-    c.legend(fontsize=8, loc="upper center", ncol=2)
+        # an aggregated fleet's prefill and decode figures are one figure twice (every replica does both): drawn
+        # once, in the decode bars (helper-158: two bars of one measurement)
+        values = fleets[col].where(split | (not col.startswith("prefill")))
+        c.bar(x - 0.4 + w * (j + 0.5), 100 * values.fillna(0.0), w, label=label, color=f"C{j + 5}")
+    c.set(xticks=x, ylabel="time-mean share (%)", ylim=(0, 105),
+          title="Where time and memory go" + ("\n(aggregated: every replica prefills and decodes, its figures in "
+                                              "the decode bars)" if both else ""))
+    c.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the bars (to 100%)
     for ax in (a, b, c):
         ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{title}: aggregated vs disaggregated fleets at the same SLOs" if both else
-                 f"{title}: disaggregated fleets against the SLOs")
+    fig.suptitle(f"{title}\naggregated vs disaggregated fleets at the same SLOs" if both else
+                 f"{title}\ndisaggregated fleets against the SLOs")
     fig.tight_layout()
     return fig

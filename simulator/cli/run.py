@@ -219,7 +219,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if out and folder:
             folder.clear({"capacity.csv", "capacity.png"})
             plan.to_csv(out / "capacity.csv", index=False)
-            fig = capacity_figure(plan, sc.name)
+            fig = capacity_figure(plan, sc.subject())
             fig.savefig(out / "capacity.png", dpi=110)
             close_figure(fig)
             folder.finish()
