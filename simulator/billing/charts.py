@@ -162,10 +162,11 @@ def plot_gap_cdf(
     the share of *all* uses that hit is above ``p*``, and every prefix's first use is a miss whatever the TTL:
     the two agree for one long-lived prefix (the Poisson tables), not for a workload whose prefixes are
     mostly used once (its bill's ``share_cached_tokens_read`` is what compares with ``p*``: `compare_ttls`).
+    The legend sits right of the axes, off the curve and the lines.
 
     With no gap above 0 there is no curve: the chart says so in its title and on the axes
     rather than listing "reuse gaps" in a legend over an empty plot."""
-    ax = _axes(ax, (8.0, 5.0))
+    ax = _axes(ax, (11.0, 5.0))
     g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
     g = g[g > 0]
     if g.size:
@@ -192,7 +193,7 @@ def plot_gap_cdf(
     ax.set_title(title or "Reuse gaps: a TTL catches the reuses left of its line\n(it pays where the share of "
                  "all uses that hit, first uses counted as misses, is above its p*)", fontsize=11)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
     return ax
 
 

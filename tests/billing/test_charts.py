@@ -39,3 +39,15 @@ def test_savings_and_gap_charts(sonnet, tmp_path):
     ax = plot_gap_cdf(gaps, ttl_rows(sonnet, [300.0, 3600.0]))
     assert "minutes" in ax.get_xlabel()
     ax.figure.savefig(tmp_path / "g.png", dpi=60)
+
+
+def test_gap_chart_legend_sits_off_the_axes(sonnet):
+    # helper-158: the upper-left legend covered the CDF's steps of a code-repo-128k replay (0.1-0.3 min,
+    # y 0.77-0.85); it now sits right of the axes, where no curve or line can run under it
+    gaps = np.array([1.5, 2.0, 2.5, 5.0, 7.0, 48.0, 74.0])
+    ax = plot_gap_cdf(gaps, ttl_rows(sonnet, [300.0, 3600.0]))
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    axes = ax.get_window_extent()
+    assert legend.x0 >= axes.x1
+    assert legend.x1 <= ax.figure.bbox.x1  # and whole on the figure
