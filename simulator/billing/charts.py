@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -153,30 +154,56 @@ def plot_savings_vs_ttl(summary: pd.DataFrame, *, title: str | None = None, ax: 
     return ax
 
 
+def _dist_cdf_points(dist: Any, ttls_s: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """A frozen distribution's CDF on a log grid (gaps in minutes): from its 0.1st to its 99.9th percentile,
+    widened to a tenth of the shortest TTL and twice the longest, so each TTL's line crosses the curve."""
+    lo = float(dist.ppf(1e-3))
+    hi = float(dist.ppf(1 - 1e-3))
+    lo = min(lo if lo > 0 else hi * 1e-6, *[t / 10 for t in ttls_s])
+    hi = max(hi, *[t * 2 for t in ttls_s])
+    x = np.geomspace(lo, hi, 400)
+    return x / 60.0, np.asarray(dist.cdf(x), dtype=float)
+
+
 @plain_text
 def plot_gap_cdf(
-    gaps_s: np.ndarray, ttls: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None
+    gaps_s: Any,
+    ttls: pd.DataFrame,
+    *,
+    hits: pd.DataFrame | None = None,
+    label: str = "reuse gaps",
+    title: str | None = None,
+    ax: Axes | None = None,
 ) -> Axes:
-    """Empirical CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``. `ttls` is
-    `numeric.ttl_rows`. The CDF at a TTL is the share of *reuses* it catches (a sliding TTL); a TTL pays where
+    """CDF of reuse gaps (minutes, log x) with each TTL and its break-even ``p*``. `gaps_s` is a sample of
+    gaps in seconds (its empirical CDF, a step curve) or a frozen ``scipy.stats`` distribution of them (its
+    CDF, a smooth curve named `label`); `ttls` is `numeric.ttl_rows`. `hits` (`numeric.gaps_rows`) marks each
+    TTL's ``p_hit = F(TTL)`` on the curve, its value in the legend. The legend sits right of the axes, off
+    the curve and the lines.
+
+    The CDF at a TTL is the share of *reuses* it catches (a sliding TTL); a TTL pays where
     the share of *all* uses that hit is above ``p*``, and every prefix's first use is a miss whatever the TTL:
     the two agree for one long-lived prefix (the Poisson tables), not for a workload whose prefixes are
     mostly used once (its bill's ``share_cached_tokens_read`` is what compares with ``p*``: `compare_ttls`).
-    The legend sits right of the axes, off the curve and the lines.
 
     With no gap above 0 there is no curve: the chart says so in its title and on the axes
     rather than listing "reuse gaps" in a legend over an empty plot."""
     ax = _axes(ax, (11.0, 5.0))
-    g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
-    g = g[g > 0]
-    if g.size:
-        ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label="reuse gaps")
-    else:
-        ax.text(0.5, 0.5, "no reuse gaps: no prefix was used twice", transform=ax.transAxes, ha="center",
-                va="center", fontsize=11, color="0.3")
-        title = title or "Reuse gaps: none observed (nothing to compare with the TTLs)"
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, row in enumerate(ttls.to_dict("records")):
+    rows = ttls.to_dict("records")
+    if hasattr(gaps_s, "cdf"):  # a distribution
+        x, y = _dist_cdf_points(gaps_s, [float(r["ttl_s"]) for r in rows])
+        ax.plot(x, y, color="k", lw=1.8, label=label)
+    else:
+        g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
+        g = g[g > 0]
+        if g.size:
+            ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label=label)
+        else:
+            ax.text(0.5, 0.5, "no reuse gaps: no prefix was used twice", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=11, color="0.3")
+            title = title or "Reuse gaps: none observed (nothing to compare with the TTLs)"
+    for i, row in enumerate(rows):
         c = colors[i % len(colors)]
         ax.axvline(row["ttl_s"] / 60.0, color=c, ls="--", lw=1.2, label=f"TTL {row['ttl']}")
         ax.axhline(
@@ -186,6 +213,14 @@ def plot_gap_cdf(
             lw=1.2,
             label=f"break-even p* ({row['ttl']}) = {row['breakeven_p_hit']:.3f}",
         )
+    if hits is not None:
+        for row in hits.to_dict("records"):
+            ttl = next((r for r in rows if r["ttl"] == row["ttl"]), None)
+            if ttl is None:
+                continue
+            c = colors[rows.index(ttl) % len(colors)]
+            ax.plot([ttl["ttl_s"] / 60.0], [row["p_hit"]], "o", ms=8, color=c, mec="k", zorder=5,
+                    clip_on=False, label=f"p_hit ({row['ttl']}) = {row['p_hit']:.4g}, the gaps table's")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("Gap since the previous use of the prefix (minutes, log scale)")

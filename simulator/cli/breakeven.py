@@ -113,6 +113,10 @@ BILL_SAVINGS_NOTE = ("savings_usd = total_usd(none) − total_usd(TTL); savings_
                      "input_usd(none), the saving on the input bill without a cache; savings_pct_of_bill = 100 × "
                      "savings_usd / total_usd(none), the same saving as a share of the whole bill, output included")
 
+# gaps.png's title under --gaps: one long-lived prefix, so the CDF at a TTL is its p_hit (numeric.gaps_rows)
+GAPS_TITLE = ("Reuse gaps, {profile}: a sliding TTL catches the gaps left of its line\n(p_hit = share of gaps "
+              "shorter than the TTL, the gaps table's; caching pays where p_hit is above p*)")
+
 # numeric.breakeven_scale's definition, printed under the table
 SCALE_NOTE = ("breakeven_scale c: every gap stretched c times puts caching at break-even, P(gap < TTL/c) = "
               "breakeven_p_hit (c > 1: it pays with that margin; c < 1: reuse must come 1/c times as often); "
@@ -409,7 +413,13 @@ def breakeven(
                 written.append("savings.png")
                 if reason:  # no candidate prefix, so no gap was observed: an empty chart would read as data
                     gaps, skipped = None, f" (no gaps.png: {reason.split(':')[0]}, so there are no reuse gaps)"
-            if gaps is not None and not hasattr(gaps, "cdf"):
+            if gaps is not None and "gaps" in frames:  # --gaps, a distribution or a file: its p_hit marked
+                label = (f"reuse gaps: {gaps_spec}" if hasattr(gaps, "cdf")
+                         else f"reuse gaps: {Path(str(gaps_spec)).name} ({gaps.size:,} gaps)")
+                charts.save_png(charts.plot_gap_cdf(gaps, table, hits=frames["gaps"], label=label,
+                                                    title=GAPS_TITLE.format(profile=prof.key)), out / "gaps.png")
+                written.append("gaps.png")
+            elif gaps is not None:  # --workload's observed gaps
                 charts.save_png(charts.plot_gap_cdf(gaps, table), out / "gaps.png")
                 written.append("gaps.png")
             folder.finish()

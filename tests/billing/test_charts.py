@@ -51,3 +51,24 @@ def test_gap_chart_legend_sits_off_the_axes(sonnet):
     axes = ax.get_window_extent()
     assert legend.x0 >= axes.x1
     assert legend.x1 <= ax.figure.bbox.x1  # and whole on the figure
+
+
+def test_gap_chart_of_a_distribution_marks_each_ttls_p_hit(sonnet):
+    # helper-158: a --gaps distribution had no chart; its CDF is drawn, each TTL's p_hit = F(TTL) marked on it
+    from scipy import stats
+
+    from simulator.billing.numeric import gaps_rows
+
+    dist = stats.expon(scale=120)  # p_hit(5m) = 1 - e^-2.5 = 0.917915; p_hit(1h) = 1 - e^-30
+    ttls = [300.0, 3600.0]
+    ax = plot_gap_cdf(dist, ttl_rows(sonnet, ttls), hits=gaps_rows(sonnet, ttls, dist), label="reuse gaps: expon")
+    curve = next(ln for ln in ax.lines if ln.get_label() == "reuse gaps: expon")
+    x, y = curve.get_xdata(), curve.get_ydata()
+    assert x.min() <= 0.5 and x.max() >= 120.0  # a tenth of 5 min to twice 1 h: both TTLs cross it
+    assert np.interp(5.0, x, y) == pytest.approx(0.917915, abs=1e-3)
+    dots = [v for ln in ax.lines if ln.get_marker() == "o" for v in (ln.get_xdata()[0], ln.get_ydata()[0])]
+    assert dots == pytest.approx([5.0, 0.917915, 60.0, 1.0], abs=1e-6)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["reuse gaps: expon", "TTL 5m", "break-even p* (5m) = 0.217", "TTL 1h",
+                      "break-even p* (1h) = 0.526", "p_hit (5m) = 0.9179, the gaps table's",
+                      "p_hit (1h) = 1, the gaps table's"]

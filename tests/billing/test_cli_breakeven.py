@@ -42,6 +42,37 @@ def test_gaps_distribution_and_file(tmp_path):
     assert (tmp_path / "o" / "gaps.png").exists()
 
 
+def test_a_gaps_distribution_draws_gaps_png(tmp_path, monkeypatch):
+    # helper-158: --gaps lognorm:... wrote gaps.csv but no chart of it (breakeven.png is Poisson only);
+    # gaps.png now draws its CDF with each TTL's p_hit from the gaps table
+    from simulator.billing import charts
+
+    drawn = {}
+    real = charts.save_png
+
+    def keep(ax, path, dpi=120):
+        drawn[path.name] = ([t.get_text() for t in ax.get_legend().get_texts()], ax.get_title())
+        return real(ax, path, dpi)
+
+    monkeypatch.setattr(charts, "save_png", keep)
+    out = tmp_path / "d"
+    r = run("--gaps", "lognorm:s=1.2,scale=60", "--prefix-tokens", "20000", "--profile", "gemini", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert "wrote breakeven.csv, crossovers.csv, gaps.csv, breakeven.png, gaps.png to" in r.output
+    assert (out / "gaps.png").stat().st_size > 10_000
+    legend, title = drawn["gaps.png"]
+    assert legend == ["reuse gaps: lognorm:s=1.2,scale=60", "TTL 1h", "break-even p* (1h) = 0.827",
+                      "p_hit (1h) = 0.9997, the gaps table's"]  # the gaps table's p_hit, 0.9997
+    assert title.startswith("Reuse gaps, gemini/gemini-2.5-pro: a sliding TTL catches")
+    # a file of gaps: its name and count, p_hit 0.6 (3 of 5 gaps under 5 min)
+    f = tmp_path / "gaps.txt"
+    f.write_text("10\n100\n200\n400\n1000\n")
+    r = run("--gaps", str(f), "--ttl", "5m", "--out", str(tmp_path / "f"))
+    assert r.exit_code == 0, r.output
+    assert drawn["gaps.png"][0][0] == "reuse gaps: gaps.txt (5 gaps)"
+    assert drawn["gaps.png"][0][-1] == "p_hit (5m) = 0.6, the gaps table's"
+
+
 def test_gaps_with_a_prefix_cost_usd(tmp_path):
     # expon gaps of mean 120 s under 5m: p = 1 - e^-2.5 = 0.917915, cost 0.1 p + 1.25 (1 - p) = 0.194398;
     # 20,000 tokens x $3/MTok = $0.06 a request without a cache, so $0.0116639 with it
