@@ -421,6 +421,7 @@ TTL_BREAKEVEN = [
     """),
     code("""
         from simulator import run_scenario
+        from simulator.billing.charts import plot_provider_costs
         from simulator.billing.provider import best_ttls, provider_table
         from simulator.report import deployment_costs
 
@@ -440,11 +441,8 @@ TTL_BREAKEVEN = [
             peak = cached.kv_peak_over_pool  # the share of the KV pool each TTL's cache fills at its peak
             assert peak["5m"] < peak["1h"] and 0.5 < peak["1h"] < 1
 
-        bars = {"prefill_saved_usd": "prefill GPU time the hits save", "holding_hbm_usd": "holding its KV in HBM "
-                "(streams displaced)", "holding_dram_usd": "holding it in host DRAM", "holding_ssd_usd": "on SSD"}
-        ax = cached[list(bars)].rename(columns=bars).plot.bar(
-            logy=True, rot=0, figsize=(9, 4.5), title=f"Provider, {hw}: what a TTL saves and what holding its KV costs")
-        ax.set(xlabel="TTL", ylabel="USD over the replay (log)")
+        # dots labelled with their values: a bar on a log axis measures from an arbitrary floor
+        plot_provider_costs(cached, title=f"Provider, {hw}: what a TTL saves and what holding its KV costs")
         provider.round(4)
     """),
     md("""

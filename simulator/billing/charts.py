@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from simulator.charts import plain_text
 
@@ -229,6 +230,62 @@ def plot_gap_cdf(
                  "all uses that hit, first uses counted as misses, is above its p*)", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
+    return ax
+
+
+# the provider chart's rows, top to bottom: provider_table's column and what it is
+PROVIDER_ROWS = {
+    "prefill_saved_usd": "prefill GPU time\nthe hits save",
+    "holding_hbm_usd": "holding its KV in HBM\n(streams displaced)",
+    "holding_dram_usd": "holding it\nin host DRAM",
+    "holding_ssd_usd": "holding it\non SSD",
+}
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.0f}" if v >= 100 else f"${v:.3g}"
+
+
+@plain_text
+def plot_provider_costs(table: pd.DataFrame, *, title: str | None = None, ax: Axes | None = None) -> Axes:
+    """The provider's side of each TTL (`provider.provider_table`, its ``none`` row dropped): the prefill
+    GPU time its hits save against what holding its KV costs in HBM, host DRAM and on SSD, in USD over the
+    replay, as a dot plot on a log x axis (the figures span decades; a bar's length on a log axis
+    would only measure the distance from an arbitrary floor). One dot per TTL in a row, each labelled
+    with its value. A value of 0 (or NaN) has no place on a log axis:
+    its label, at the left edge, says so. The TTLs' legend sits right of the axes."""
+    ax = _axes(ax, (10.0, 4.5))
+    t = table.set_index("ttl") if "ttl" in table.columns else table
+    t = t.drop(index="none", errors="ignore")
+    ttls = [str(x) for x in t.index]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = "os^Dv"
+    rows = list(PROVIDER_ROWS)
+    step = 0.5 / max(len(ttls), 1)
+    for r, column in enumerate(rows):
+        values = [float(v) for v in t[column]]
+        for i, (ttl, v) in enumerate(zip(ttls, values, strict=True)):
+            y = r + (i - (len(ttls) - 1) / 2) * step
+            if not (np.isfinite(v) and v > 0):
+                ax.annotate(f"{ttl}: {'0' if v == 0 else 'n/a'} (not on a log axis)", (0.0, y),
+                            xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points",
+                            va="center", fontsize=8, color=colors[i % len(colors)])
+                continue
+            ax.plot([v], [y], markers[i % len(markers)], ms=8, color=colors[i % len(colors)], mec="k", zorder=3)
+            ax.annotate(_usd(v), (v, y), xytext=(7, 0), textcoords="offset points", va="center", fontsize=9)
+    every = t[rows].to_numpy(dtype=float).ravel()
+    every = every[np.isfinite(every) & (every > 0)]
+    if every.size:
+        ax.set_xlim(every.min() / 3, every.max() * 8)  # room for the labels right of the dots
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(rows)), [PROVIDER_ROWS[c] for c in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first row on top
+    ax.set_xlabel("USD over the replay (log scale)")
+    ax.set_title(title or "Provider: what a TTL saves and what holding its KV costs")
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+    handles = [Line2D([], [], marker=markers[i % len(markers)], ls="", ms=8, color=colors[i % len(colors)], mec="k",
+                      label=f"TTL {ttl}") for i, ttl in enumerate(ttls)]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, title="cache TTL")
     return ax
 
 

@@ -72,3 +72,30 @@ def test_gap_chart_of_a_distribution_marks_each_ttls_p_hit(sonnet):
     assert labels == ["reuse gaps: expon", "TTL 5m", "break-even p* (5m) = 0.217", "TTL 1h",
                       "break-even p* (1h) = 0.526", "p_hit (5m) = 0.9179, the gaps table's",
                       "p_hit (1h) = 1, the gaps table's"]
+
+
+def test_provider_chart_is_a_labelled_dot_plot_with_its_legend_off_the_axes():
+    # helper-158: the notebook's log-scale bars had no meaningful baseline and their legend covered the 1h HBM
+    # bar, the biggest; each figure is now a dot labelled with its value, the legend right of the axes
+    import pandas as pd
+
+    from simulator.billing.charts import plot_provider_costs
+
+    table = pd.DataFrame({"ttl": ["none", "5m", "1h"], "prefill_saved_usd": [0.0, 2.52, 2.62],
+                          "holding_hbm_usd": [0.0, 62.0, 565.0], "holding_dram_usd": [0.0, 0.0214, 0.195],
+                          "holding_ssd_usd": [0.0, 0.000258, 0.0]})
+    ax = plot_provider_costs(table, title="Provider, 8xH100")
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "USD over the replay (log scale)"
+    assert not ax.patches  # no bars
+    dots = [(ln.get_xdata()[0], ln.get_marker()) for ln in ax.lines]
+    assert dots == [(2.52, "o"), (2.62, "s"), (62.0, "o"), (565.0, "s"), (0.0214, "o"), (0.195, "s"),
+                    (0.000258, "o")]  # the none row dropped; 1h's SSD 0 has no dot on a log axis, but a word
+    assert [t.get_text() for t in ax.texts] == ["$2.52", "$2.62", "$62", "$565", "$0.0214", "$0.195", "$0.000258",
+                                                "1h: 0 (not on a log axis)"]
+    assert [t.get_text().replace("\n", " ") for t in ax.get_yticklabels()] == [
+        "prefill GPU time the hits save", "holding its KV in HBM (streams displaced)", "holding it in host DRAM",
+        "holding it on SSD"]
+    assert ax.get_xlim()[0] < 0.000258 and ax.get_xlim()[1] > 565.0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TTL 5m", "TTL 1h"]
+    ax.figure.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
