@@ -392,6 +392,26 @@ def fleets(sc: Scenario) -> tuple[str, ...]:
     return tuple(labels)
 
 
+def sweep_setting(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> str:
+    """The model and fleet a sweep's charts are of, as compare's title names them, less what the grid
+    sweeps (the chart's axis or legend names that): ``Llama-3.1-70B on 2× 8xH100, tp 8``; with
+    ``cluster.nodes`` swept ``Llama-3.1-70B on 8xH100, tp 8``, with ``model.name`` swept ``2× 8xH100,
+    tp 8``. Several node kinds are joined by " / "; a disaggregated scenario's fleet is its node
+    kinds alone (each row's ``hardware`` names its prefill and decode nodes)."""
+    c = scenario.cluster
+    kinds = "" if "cluster.hardware" in grid else " / ".join(node.key for node in scenario.nodes())
+    nodes = None if "cluster.nodes" in grid or scenario.disaggregation is not None else c.nodes
+    if kinds:  # (one node: "1× 8xH100" reads oddly, as in compare's title)
+        fleet = f"{nodes}× {kinds}" if nodes and nodes > 1 else kinds
+    else:
+        fleet = f"{nodes} node{'s' * (nodes != 1)}" if nodes else ""
+    plan = ", ".join([*([] if "cluster.tp" in grid else [f"tp {c.tp}"]),
+                      *([f"pp {c.pp}"] if c.pp > 1 and "cluster.pp" not in grid else [])])
+    model = "" if "model.name" in grid else scenario.model.name
+    text = " on ".join(part for part in (model, fleet) if part)
+    return f"{text}, {plan}" if text and plan else text
+
+
 def resumable_points(scenario: Scenario, grid: Mapping[str, Sequence[Any]],
                      points: Sequence[tuple[Mapping[str, Any], Scenario]],
                      csv_path: str | os.PathLike[str]) -> list[int]:
@@ -440,8 +460,8 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
         Columns ``point`` (grid index), the swept keys, ``hardware``, `METRICS`, ``error`` (""
         when the point ran; its metrics are empty otherwise) and ``digest``; rows in grid order
         whatever ran them. ``attrs["swept"]`` lists the swept keys, ``attrs["scenario"]`` the
-        scenario's name, ``attrs["slo_*"]`` its SLOs, ``attrs["reused_points"]`` how many points
-        came from the log.
+        scenario's name, ``attrs["setting"]`` its model and fleet (`sweep_setting`), ``attrs["slo_*"]``
+        its SLOs, ``attrs["reused_points"]`` how many points came from the log.
 
     Raises
     ------
@@ -497,7 +517,8 @@ def run_sweep(scenario: Scenario, grid: Mapping[str, Sequence[Any]], workers: in
     if log:
         log.rewrite(rows)
     df = pd.DataFrame(rows, columns=columns)
-    df.attrs.update(swept=list(grid), scenario=scenario.name, slo_ttft_p99_s=scenario.slo.ttft_p99_s,
+    df.attrs.update(swept=list(grid), scenario=scenario.name, setting=sweep_setting(scenario, grid),
+                    slo_ttft_p99_s=scenario.slo.ttft_p99_s,
                     slo_tpot_p99_s=scenario.slo.tpot_p99_s, reused_points=reused)
     return df
 
