@@ -6,10 +6,15 @@ collapse charts small enough to read whole.
    memory, but under TP8 the latent is whole on every GPU (92 kB a token on each, GQA 41 kB), so MLA
    holds fewer streams. The figures now say they are totals and give the per-GPU one beside them.
 2. The sweep's cost chart drew the cheapest point (goodput 0.17, p99 TTFT 223 s) like the others.
+   A later review (helper-158): a share's axis cut at 0.6, a line hidden under another, raw keys in
+   the legend, a legend beside the plot on some charts and inside it on others, a linear axis over
+   two decades, a cost axis from 12.9, titles without the model or fleet.
 3. The collapse chart of three node kinds was 2,354 px wide.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -25,8 +30,11 @@ from simulator.compare import compare_strategies
 from simulator.engine import EngineConfig
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
+from simulator.scenario import load_scenario
+from simulator.sweep import sweep_setting
 from workloads import load_workload
 
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 L70 = get_model("Llama-3.1-70B")  # 80 layers, 8 KV heads of 128 (K and V), bf16: 327,680 B a token
 
 
@@ -172,6 +180,76 @@ def test_a_sweep_where_every_point_meets_or_failed_has_no_miss_entry() -> None:
         assert not ax.collections
         assert not any("misses" in t.get_text() for t in ax.get_legend().get_texts())
         plt.close(ax.figure)
+
+
+def _grid(goodput: list[float]) -> pd.DataFrame:
+    """The chart review's sweep: nodes 1, 2, 4 at loads 10, 20, 40 (load 10's goodput equal to load 20's)."""
+    df = pd.DataFrame({"hardware": "8xH100", "cluster.nodes": [1, 2, 4] * 3,
+                       "workload.rate_scale": [10.0] * 3 + [20.0] * 3 + [40.0] * 3, "goodput_fraction": goodput,
+                       "ttft_p99_s": [0.09, 0.07, 0.06, 0.19, 0.08, 0.07, 9.4, 0.14, 0.08],
+                       "meets_slo": [g == 1.0 for g in goodput]})
+    df.attrs.update(swept=["cluster.nodes", "workload.rate_scale"], scenario="chat-4k-h100",
+                    setting="Llama-3.1-70B on 8xH100, tp 8", slo_ttft_p99_s=2.0)
+    return df
+
+
+def test_a_share_is_drawn_on_0_to_1_and_a_line_under_another_is_named() -> None:
+    """helper-158: goodput's axis began at 0.6 (one miss filled the height) and load 10's line lay hidden
+    under load 20's (both 1.0 everywhere); the legend read ``8xH100, workload.rate_scale=10.0``."""
+    ax = plot_sweep(_grid([1.0] * 6 + [0.62, 1.0, 1.0]), "cluster.nodes", "goodput_fraction")
+    assert ax.get_ylim() == (0.0, 1.05)
+    lines = ax.lines
+    assert [line.get_label() for line in lines] == [
+        "8xH100, load 10×", "8xH100, load 20× (the same as load 10×)", "8xH100, load 40×"]
+    assert len({line.get_marker() for line in lines}) == 3  # a marker each
+    assert lines[0].get_markersize() > lines[1].get_markersize() > lines[2].get_markersize()
+    assert lines[1].get_markerfacecolor() == "none" and lines[1].get_linestyle() == "--"  # gaps: the line under shows
+    assert ax.get_legend().get_title().get_text() == "node kind / load"
+    assert ax.get_title() == "chat-4k-h100 (Llama-3.1-70B on 8xH100, tp 8): goodput vs nodes per fleet"
+    plt.close(ax.figure)
+
+
+def test_the_legend_sits_under_the_plot_at_any_number_of_entries() -> None:
+    """helper-158: five entries (the TTFT chart's SLO line the fifth) moved the legend right of the plot,
+    which shrank to half the figure, while four stayed inside it, over the lines; now both go under it."""
+    for metric, entries in (("goodput_fraction", 4), ("ttft_p99_s", 5)):
+        fig, ax = plt.subplots(figsize=(9.5, 5.6))
+        plot_sweep(_grid([1.0] * 6 + [0.62, 1.0, 1.0]), "cluster.nodes", metric, ax=ax)
+        fig.tight_layout()
+        fig.canvas.draw()
+        legend = ax.get_legend()
+        assert len(legend.get_texts()) == entries
+        box, plot = legend.get_window_extent(), ax.get_window_extent()
+        assert box.y1 < plot.y0  # under the axes (and their tick labels), not beside or over them
+        assert plot.width > 0.8 * fig.bbox.width  # the plot keeps the figure's width
+        plt.close(fig)
+
+
+def test_a_layouts_latency_over_a_decade_is_logarithmic_and_its_cost_starts_at_0() -> None:
+    """helper-158: mla-vs-gqa's p99 TTFT (7.7 s native, 168 s mla) was linear, the native point on the 5 s SLO
+    line; its cost axis began at 12.9, so a 24% difference filled the height. Each point also says its value."""
+    df = pd.DataFrame({"hardware": "8xH100", "cache.layout": ["native", "mla"], "ttft_p99_s": [7.68, 168.0],
+                       "usd_per_million_output_tokens": [14.9, 18.5], "meets_slo": [False, False]})
+    df.attrs.update(swept=["cache.layout"], scenario="mla-vs-gqa", setting="Llama-3.1-70B on 2× 8xH100, tp 8",
+                    slo_ttft_p99_s=5.0)
+    ttft = plot_sweep(df, "cache.layout", "ttft_p99_s")
+    assert ttft.get_yscale() == "log" and ttft.get_ylabel() == "p99 time to first token (s), log"
+    assert ttft.get_ylim()[0] < 5.0  # the SLO line in view, under the native point
+    assert [t.get_text() for t in ttft.texts] == ["7.68", "168"]
+    assert ttft.get_title() == "mla-vs-gqa (Llama-3.1-70B on 2× 8xH100, tp 8): p99 time to first token vs KV layout"
+    cost = plot_sweep(df, "cache.layout", "usd_per_million_output_tokens")
+    assert cost.get_yscale() == "linear" and cost.get_ylim()[0] == 0.0 and cost.get_ylim()[1] >= 18.5 * 1.08
+    # under a decade stays linear (5.01 s against 23 s: the value label tells 5.01 from the SLO's 5)
+    near = plot_sweep(df.assign(ttft_p99_s=[5.01, 23.0]), "cache.layout", "ttft_p99_s")
+    assert near.get_yscale() == "linear" and [t.get_text() for t in near.texts] == ["5.01", "23"]
+    plt.close("all")
+
+
+def test_a_sweeps_setting_names_the_model_and_fleet_less_what_it_sweeps() -> None:
+    sc = load_scenario(SCENARIOS / "mla-vs-gqa.toml")
+    assert sweep_setting(sc, {"cache.layout": ["native", "mla"]}) == "Llama-3.1-70B on 2× 8xH100, tp 8"
+    assert sweep_setting(sc, {"cluster.nodes": [1, 2]}) == "Llama-3.1-70B on 8xH100, tp 8"
+    assert sweep_setting(sc, {"model.name": ["a"], "cluster.tp": [4, 8]}) == "2× 8xH100"
 
 
 # --- 3. the collapse chart's size -------------------------------------------------------------

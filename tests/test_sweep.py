@@ -172,13 +172,14 @@ def test_a_local_dask_cluster_gives_the_serial_frame(tiny, serial):
 def test_plot_sweep_draws_a_line_per_split_with_labels_and_units(serial):
     ax = plot_sweep(serial, "workload.rate_scale", "ttft_p99_s")
     labels = [line.get_label() for line in ax.lines]
-    assert labels == ["8xH100, cluster.nodes=1", "8xH100, cluster.nodes=2", "p99 SLO 2 s"]
+    assert labels == ["8xH100, 1 node", "8xH100, 2 nodes", "p99 SLO 2 s"]  # not cluster.nodes=1 (helper-158)
     assert ax.get_xlabel() == "load (× the workload's base rate)"
     assert ax.get_ylabel().startswith("p99 time to first token (s)")
-    assert ax.get_title() == "tiny: p99 time to first token vs load"
-    assert ax.get_legend() is not None
+    assert ax.get_title() == "tiny (Llama-3.1-70B on 8xH100, tp 8): p99 time to first token vs load"
+    assert ax.get_legend().get_title().get_text() == "node kind / nodes per fleet"
     tpot = plot_sweep(serial, "cluster.nodes", "tpot_p99_s", hue="workload.rate_scale")
     assert "(ms)" in tpot.get_ylabel()
+    assert [line.get_label() for line in tpot.lines][:2] == ["8xH100, load 5×", "8xH100, load 40×"]
     assert tpot.lines[0].get_ydata()[0] == pytest.approx(serial.tpot_p99_s.iloc[0] * 1e3)
     plt.close("all")
 

@@ -285,7 +285,7 @@ def _write(df: pd.DataFrame, out: Path, charts: list[tuple[str, str]]) -> None:
         df.to_parquet(out / "sweep.parquet", index=False)
         written.append(out / "sweep.parquet")
     for metric, key in charts:
-        fig, ax = plt.subplots(figsize=(9.5, 4.8))
+        fig, ax = plt.subplots(figsize=(9.5, 5.6))
         plot_sweep(df, key, metric, ax=ax)
         path = out / f"sweep-{metric}-vs-{key}.png"
         fig.tight_layout()
