@@ -170,6 +170,11 @@ def collapse_study(run: ScenarioRun, progress: Progress | None = None) -> tuple[
                               memory_utilization=sc.cluster.memory_utilization, block_tokens=sc.cluster.block_tokens,
                               plans=plans)
     points = [n for n in sc.report.collapse_points if n <= model.max_context_tokens]
+    beyond = [n for n in sc.report.collapse_points if n > model.max_context_tokens]
+    if beyond:  # said, not dropped without a word (helper-159)
+        analytic.attrs["left_out"] = [*analytic.attrs.get("left_out", []), (
+            f"report.collapse_points {', '.join(f'{n:,}' for n in beyond)}: beyond {model.key}'s window of "
+            f"{model.max_context_tokens:,} tokens, not simulated")]
     configs = [sc.engine_config(hw) for hw in kinds]
     meter = Meter(progress, [len(configs)])
     sims = []

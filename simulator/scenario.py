@@ -245,6 +245,8 @@ class ReportSection:
         for x in n:
             must(1 <= x <= MAX_COLLAPSE_CONTEXT, "report", "collapse_points",
                  f"context lengths in 1..{MAX_COLLAPSE_CONTEXT:,} tokens", x)
+        # a context written twice was simulated twice (helper-159), as collapse_layouts refuses a layout twice
+        must_differ([str(x) for x in n], [str(x) for x in n], "report.collapse_points", "context")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -664,6 +666,21 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     return scenario
 
 
+def _check_unused_nodes(data: Mapping[str, Any], scenario: Scenario) -> None:
+    """A file's ``cluster.nodes`` beside ``[disaggregation] compare_aggregated = false``: no aggregated fleet runs,
+    so it sizes nothing, and a count there that is not the xPyD fleet's would be silently dropped (helper-159:
+    ``nodes = 5`` ran a 2-node 1P1D fleet and said nothing). Read from the file's own table, where a key left out
+    is told from one written (a sweep re-parses every field, the default ``nodes`` included)."""
+    d, c = scenario.disaggregation, data.get("cluster")
+    if d is None or d.compare_aggregated or not isinstance(c, Mapping) or "nodes" not in c:
+        return
+    total = d.prefill_nodes + d.decode_nodes
+    if scenario.cluster.nodes != total:
+        raise ConfigError(f"{scenario.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "
+                          f"{total}, or be left out, when compare_aggregated is false (no aggregated fleet runs; the "
+                          f"xPyD fleet's nodes are those two) (got {scenario.cluster.nodes})")
+
+
 def _not_found(path: Path) -> str:
     """What follows the path when `path` is no file: a shipped scenario's file named by a path that is
     not there (``scenarios/default.toml`` outside a checkout) runs by its name; otherwise the shipped
@@ -726,6 +743,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
             say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, FileName(p))  # named as a file in errors, with or without .toml
+    _check_unused_nodes(data, scenario)
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)

@@ -110,6 +110,17 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
     assert df.layout.iloc[0] == "cross-layer:0.5" and (df.layout == "cross-layer:0.5").any()
 
 
+def test_collapse_points_beyond_the_window_are_said_not_dropped(tmp_path):
+    """helper-159: collapse_points = [1024, 200000] on Llama-3.1-8B (window 131,072) simulated 1024 alone and said
+    nothing of 200000; the report now names it among what the study left out."""
+    p = scenario(tmp_path, edit("collapse = false", "collapse = true\ncollapse_points = [1024, 200000]"))
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert outcome(r) is None
+    assert list(pd.read_csv(tmp_path / "o" / "collapse_simulated.csv").context_tokens.unique()) == [1024]
+    assert ("- left out: report.collapse_points 200,000: beyond Llama-3.1-8B's window of 131,072 tokens, not "
+            "simulated\n") in (tmp_path / "o" / "summary.md").read_text()
+
+
 # --- empty lists and points the study would drop ---------------------------------------------------
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("breakeven = false", "breakeven = true\n[billing]\nttls = []",
@@ -121,6 +132,9 @@ def test_the_runs_layout_spelt_as_a_collapse_layout_is_drawn_once(tmp_path):
      "report.collapse_points: must be 1 to 16 contexts (each is two simulations) (got [])"),
     ("collapse = false", "collapse = true\ncollapse_points = [1048576]",
      "report.collapse_points: must hold a context within Llama-3.1-8B's window of 131,072 tokens (got [1048576])"),
+    # helper-159: a context written twice was simulated twice, two rows of it in collapse_simulated.csv
+    ("collapse = false", "collapse = true\ncollapse_points = [1024, 1024]",
+     "report.collapse_points: must name each context once (got '1024' twice)"),
 ])
 def test_empty_lists_are_refused_before_the_run(tmp_path, old, new, says):
     p = scenario(tmp_path, edit(old, new))

@@ -146,6 +146,10 @@ def test_disaggregation_section(tmp_path):
      "disaggregation.short_prompt_tokens: must be >= 0 (got -1)"),
     (("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = 1"),
      "s.toml: disaggregation.compare_aggregated: must be true or false (got 1)"),
+    # helper-159: with no aggregated fleet, a cluster.nodes that is not the xPyD fleet's was dropped without a word
+    (("decode_nodes = 2", "decode_nodes = 1\ncompare_aggregated = false"),
+     "s.toml: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = 2, or be left out, when "
+     "compare_aggregated is false (no aggregated fleet runs; the xPyD fleet's nodes are those two) (got 3)"),
 ])
 def test_bad_disaggregation_fails_in_one_line(tmp_path, edit, msg):
     p = write(tmp_path, DISAGG.replace(*edit))
@@ -341,3 +345,11 @@ def test_a_scenario_says_what_its_charts_are_of():
         "capacity-plan: Llama-3.1-70B (bf16 weights), chat-4k, 600 s of arrivals at 20× its rate")
     assert load_scenario("trace-replay").subject() == (
         "trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, its first 600 s")
+
+
+def test_cluster_nodes_may_be_left_out_or_match_when_no_aggregated_fleet_runs(tmp_path):
+    """The rule above reads the file: nodes left out (its default 1) or equal to the xPyD fleet's pass."""
+    unset = DISAGG.replace("nodes = 3\n", "").replace("decode_nodes = 2", "decode_nodes = 1\ncompare_aggregated = false")
+    assert "nodes = 3" not in unset and load_scenario(write(tmp_path, unset)).cluster.nodes == 1
+    equal = DISAGG.replace("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = false")
+    assert load_scenario(write(tmp_path, equal)).cluster.nodes == 3
