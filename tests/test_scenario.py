@@ -349,7 +349,8 @@ def test_a_scenario_says_what_its_charts_are_of():
 
 def test_cluster_nodes_may_be_left_out_or_match_when_no_aggregated_fleet_runs(tmp_path):
     """The rule above reads the file: nodes left out (its default 1) or equal to the xPyD fleet's pass."""
-    unset = DISAGG.replace("nodes = 3\n", "").replace("decode_nodes = 2", "decode_nodes = 1\ncompare_aggregated = false")
+    unset = DISAGG.replace("nodes = 3\n", "").replace("decode_nodes = 2",
+                                                        "decode_nodes = 1\ncompare_aggregated = false")
     assert "nodes = 3" not in unset and load_scenario(write(tmp_path, unset)).cluster.nodes == 1
     equal = DISAGG.replace("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = false")
     assert load_scenario(write(tmp_path, equal)).cluster.nodes == 3
