@@ -110,3 +110,28 @@ def test_the_library_refuses_a_strategy_set_named_twice_too():
     with pytest.raises(ConfigError, match=r"compare: 'strategies': must name each strategy set once \(got 'fp8' and "
                                           r"'native\+fp8', both layout fp8"):
         compare_strategies(EngineConfig(), [], ["fp8", "native+fp8"])
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["collapse", "--model", "Llama-3.1-8B", "--hardware", "1xH100,"],
+     "--hardware: must be a comma list of node kinds with no empty item, e.g. 8xH100,8xB200 (got '1xH100,')"),
+    (["collapse", "--model", "Llama-3.1-8B", "--hardware", "1xH100,,8xH100"],
+     "--hardware: must be a comma list of node kinds with no empty item"),
+    (["collapse", "--model", "Llama-3.1-8B", "--layout", "native,"],
+     "--layout: must be a comma list of KV layouts with no empty item, e.g. native,fp8 (got 'native,')"),
+    (["collapse", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--plan", "tp1,"],
+     "--plan: must be a comma list of plans with no empty item, e.g. tp8,dp8+ep8 (got 'tp1,')"),
+    (["breakeven", "--rate", "1,"], "--rate: must be a comma list of rates with no empty item, e.g. 0.5,2 (got '1,')"),
+    (["breakeven", "--rate", "1,1"], "--rate: must name each rate once (got '1' twice)"),
+    (["breakeven", "--rate", "1,1.0"], "--rate: must name each rate once (got '1' and '1.0', both 1.0)"),
+])
+def test_an_empty_or_repeated_item_of_a_comma_list_is_refused(args, says):
+    """helper-159: ``--hardware 1xH100,``, ``--layout native,``, ``--plan tp1,``, ``--strategy native,,fp8`` and
+    ``--rate 1,`` dropped their empty item, and ``--rate 1,1`` billed rate 1 twice, where ``--ttl 5m,`` and
+    ``--grid cluster.nodes=1,`` refused theirs: every comma list refuses both now (`cli.common.comma_items`)."""
+    assert says in error(kvsim(*args), args[-2])
+
+
+def test_compare_refuses_an_empty_strategy_set_among_others(tmp_path):
+    line = error(kvsim("compare", scenario(tmp_path), "--strategy", "native,,fp8"), "--strategy")
+    assert "--strategy: must be a comma list of strategy sets with no empty item" in line and "comparing" not in line

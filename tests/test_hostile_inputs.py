@@ -333,7 +333,7 @@ def test_collapse_out_onto_a_file_and_no_hardware(tmp_path):
     f.write_text("x")
     assert error(kvsim("collapse", "--out", f, "--hardware", "8xH100", "--layout", "native"), str(f))
     line = error(kvsim("collapse", "--out", tmp_path / "c", "--hardware", ","), "hardware")
-    assert "--hardware: must be at least one node kind" in line
+    assert "--hardware: must name at least one node kind, comma-separated, e.g. 8xH100,8xB200 (got ',')" in line
 
 
 def test_dollar_signs_in_names_are_drawn_as_written(tmp_path):

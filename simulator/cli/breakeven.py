@@ -20,6 +20,7 @@ from simulator.cli.common import (
     OutPath,
     OutputFolder,
     at_option,
+    comma_items,
     config_errors,
     echo_json,
     on_command_line,
@@ -35,12 +36,15 @@ if TYPE_CHECKING:
 
 
 def _floats(text: str, what: str) -> list[float]:
+    """`text`'s comma-separated numbers, each finite and > 0, each once (helper-159: ``--rate 1,`` dropped its
+    empty item, ``--rate 1,1`` billed rate 1 twice)."""
+    items = comma_items(text, f"--{what}", what, "0.5,2")
     try:
-        values = [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in items]
     except ValueError:
         raise ConfigError(f"--{what}: must be a number or a comma list of numbers (got {shown(text)})") from None
-    must(bool(values) and all(math.isfinite(v) and v > 0 for v in values), "breakeven", what,
-         "finite and > 0 each", text)
+    must(all(math.isfinite(v) and v > 0 for v in values), "breakeven", what, "finite and > 0 each", text)
+    must_differ(items, [f"{v!r}" for v in values], f"--{what}", "rate")
     return values
 
 

@@ -93,6 +93,21 @@ def config_errors() -> Iterator[None]:
 at_option = said_at  # a value of an option that does not resolve, said at its flag (``--hardware: ...``)
 
 
+def comma_items(text: str, option: str, what: str, example: str) -> list[str]:
+    """`text`'s comma-separated items, each stripped: ``--hardware`` names node kinds (`what`: ``node kind``). An
+    empty item (``a,``, ``,a``, ``a,,b``) is refused, naming `option` and an `example` of the list (helper-159:
+    ``--hardware``, ``--layout``, ``--plan``, ``--strategy`` and ``--rate`` left it out while ``--ttl`` and
+    ``--grid`` refused it); so is a list of none."""
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise ConfigError(f"{option}: must name at least one {what}, comma-separated, e.g. {example} "
+                          f"(got {shown(text)})")
+    if not all(items):
+        raise ConfigError(f"{option}: must be a comma list of {what}s with no empty item, e.g. {example} "
+                          f"(got {shown(text)})")
+    return items
+
+
 def model_layout(model: ModelSpec, text: str) -> KVLayout:
     """``--layout``'s `text` parsed and suited to `model` (`simulator.kv.check_layout`), its error said at
     ``--layout`` (calc, fit, collapse, cost)."""

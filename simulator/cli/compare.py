@@ -14,6 +14,7 @@ from simulator.cli.common import (
     OutPath,
     OutputFolder,
     at_option,
+    comma_items,
     echo_json,
     handle_errors,
     note,
@@ -53,13 +54,9 @@ STRATEGY_EXAMPLE = "native,fp8,prefix+fp8"
 
 
 def _strategy_sets(text: str) -> list[str]:
-    """``--strategy`` `text`'s comma-separated sets, each stripped, empty items left out (as
-    ``--hardware`` leaves them); none at all is ``--strategy``'s error, before anything runs."""
-    specs = [s.strip() for s in text.split(",") if s.strip()]
-    if not specs:
-        raise ConfigError(f"--strategy: must name at least one strategy set, comma-separated, each '+'-joined "
-                          f"levers, e.g. {STRATEGY_EXAMPLE} (got {shown(text)})")
-    return specs
+    """``--strategy`` `text`'s comma-separated sets, each stripped; an empty item, or none at all, is
+    ``--strategy``'s error before anything runs (`comma_items`)."""
+    return comma_items(text, "--strategy", "strategy set", f"{STRATEGY_EXAMPLE}, each '+'-joined levers")
 
 
 def _workload_spec(text: str) -> str:

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from simulator.cli.common import OutPath, at_option, config_errors, echo_json, model_layout, naming, on_command_line
+from simulator.cli.common import (
+    OutPath,
+    at_option,
+    comma_items,
+    config_errors,
+    echo_json,
+    model_layout,
+    naming,
+    on_command_line,
+)
 from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layout_option, model_option, plan_options
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
@@ -373,10 +382,9 @@ def _fit_csv(
     file: Path, base: dict[str, CostParams], free: str | None, today: str
 ) -> tuple[dict[str, CostParams], dict[str, dict[str, Any]]]:
     from simulator.cost.calibrate import calibrate as run
-    from simulator.errors import must
 
-    names = tuple(f.strip() for f in free.split(",") if f.strip()) if free is not None else None
-    must(names is None or bool(names), "kvsim calibrate", "--free", "parameters to fit, comma-separated", free)
+    names = tuple(comma_items(free, "--free", "parameter", "step_overhead_s,decode_memory_eff")) \
+        if free is not None else None
     cal = run(_read(file), base, names)
     rows = cal.rows
     cols = ["gpu", "model", "tp", "phase", "batch", "new_tokens", "context", "holdout", "rel_error"]

@@ -13,6 +13,7 @@ from simulator.cli.common import (
     OUTPUTS,
     OutPath,
     OutputFolder,
+    comma_items,
     echo_json,
     handle_errors,
     note,
@@ -287,10 +288,7 @@ def _with_hardware(sc: Scenario, text: str) -> Scenario:
     """`sc` on the node kinds of ``--hardware`` `text` (comma-separated): at least one, each once."""
     from dataclasses import replace
 
-    names = tuple(h for h in text.split(",") if h)
-    if not names:
-        raise ConfigError(f"--hardware: must name at least one node kind, comma-separated, e.g. H100,B200 "
-                          f"(got {shown(text)})")
+    names = tuple(comma_items(text, "--hardware", "node kind", "H100,B200"))
     from simulator.study import node_kinds  # the API's rule: each kind once, by its node key
 
     return replace(sc, cluster=replace(sc.cluster, hardware=tuple(node_kinds(sc, names, "--hardware"))))

@@ -25,6 +25,7 @@ from simulator.cli.common import (
     OutPath,
     OutputFolder,
     at_option,
+    comma_items,
     config_errors,
     echo_json,
     model_layout,
@@ -372,18 +373,18 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         model = _model(model_name, model_config, weight_dtype)
         with at_option("--catalog", catalog):
             cat = load_catalog(catalog)
-        kinds = [h for h in hardware.split(",") if h]
+        kinds = comma_items(hardware, "--hardware", "node kind", "8xH100,8xB200")
         with at_option("--hardware"):
             keys = [cat.node(h).key for h in kinds]
         must_differ(kinds, keys, "--hardware", "node kind")
-        texts = [x for x in layouts.split(",") if x]
+        texts = comma_items(layouts, "--layout", "KV layout", "native,fp8")
         labels = [model_layout(model, x).label for x in texts]
         must_differ(texts, labels, "--layout", "KV layout")
         if plans is not None and tp is not None:
             raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
                               f"(--plan tp{tp} draws TP{tp}, and --plan takes a comma list)")
         if plans:
-            names = [p for p in plans.split(",") if p]
+            names = comma_items(plans, "--plan", "plan", "tp8,dp8+ep8")
             with at_option("--plan"):  # its errors quote the plan as written (plan 'tp8+pp0')
                 chosen = [parse_plan(p) for p in names]
             must_differ(names, [p.label for p in chosen], "--plan", "plan")
