@@ -267,3 +267,30 @@ def test_a_refused_input_leaves_no_out_folder(tmp_path, args, said):
     out = tmp_path / "out" / "here"
     error(kvsim(*args, "--out", out), said)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_folder_is_listed_only_where_the_command_writes(tmp_path, monkeypatch):
+    """helper-159: `kvsim run --out /` simulated, then walked the whole disk to list what it wrote and stopped at
+    ``/proc/1/cwd: Permission denied`` (``--out ~`` walked the home folder). The listing walks only the entries
+    the command writes: a folder of the user's beside them is never entered."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    out = tmp_path / "home"
+    (out / "photos" / "2026").mkdir(parents=True)
+    (out / "photos" / "2026" / "a.jpg").write_bytes(b"x")
+    entered: list[Path] = []
+    rglob = Path.rglob
+
+    def watched(self: Path, pattern: str, *args: object, **kwargs: object):
+        entered.append(self)
+        return rglob(self, pattern, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "rglob", watched)
+    r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--layout", "native",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert not any(p == out or out / "photos" in (p, *p.parents) for p in entered)
+    assert sorted((out / MANIFEST).read_text().splitlines()) == ["collapse\tcollapse.csv", "collapse\tcollapse.png"]
+    assert (out / "photos" / "2026" / "a.jpg").read_bytes() == b"x"

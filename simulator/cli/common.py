@@ -207,8 +207,20 @@ def _result_folder(entry: Path) -> bool:
     return entry.is_dir() and (entry / "summary.json").is_file() and any(entry.glob("requests.*"))
 
 
-def _files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != MANIFEST}
+def _files(root: Path, names: Iterable[str]) -> set[str]:
+    """The files at or under the entries `names` of `root` (what a command writes there: its `OUTPUTS`, a run's
+    per-fleet folders), not the rest of the folder (helper-159: ``--out /`` walked the whole disk after the
+    simulation and stopped at ``/proc/1/cwd: Permission denied``; ``--out ~`` walked the home folder)."""
+    found: set[str] = set()
+    for name in names:
+        entry = root / name
+        if entry.is_symlink():  # never followed (`refuse_links`)
+            continue
+        if entry.is_file():
+            found.add(name)
+        elif entry.is_dir():
+            found.update(str(p.relative_to(root)) for p in entry.rglob("*") if p.is_file() and not p.is_symlink())
+    return found
 
 
 class OutPath(click.Path):
@@ -350,6 +362,7 @@ class OutputFolder:
     def __init__(self, path: Path, command: str, option: str = "--out") -> None:
         self.path, self.command, self.option = path, command, option
         self._before: set[str] | None = None
+        self._names: set[str] = set()  # the entries the command writes (`clear`)
         self._others: list[tuple[str, str]] = []
 
     def _manifest(self) -> list[tuple[str, str]]:
@@ -405,6 +418,7 @@ class OutputFolder:
         """Right before the first write: refuse a name in `writes` (default: the command's `OUTPUTS`)
         that another command listed or that is a symbolic link, then remove this command's earlier files."""
         stale = self._checked(writes)  # the folder's checks again: it may have changed while the command computed
+        self._names = set(OUTPUTS.get(self.command, frozenset()) if writes is None else writes)
         p = self.path
         root = p.resolve()
         for rel in stale:
@@ -412,11 +426,11 @@ class OutputFolder:
             if f.is_file() and root in f.parents:  # never outside the folder
                 f.unlink()
                 _remove_empty(f.parent, root)
-        self._before = _files(p)
+        self._before = _files(p, self._names)
         return p
 
     def _written(self) -> list[str]:
-        return sorted(_files(self.path) - (self._before or set()))
+        return sorted(_files(self.path, self._names) - (self._before or set()))
 
     def finish(self) -> None:
         """List what the command wrote (every file that was not there before it ran)."""
