@@ -54,14 +54,18 @@ class GPUSpec:
 
     def __post_init__(self) -> None:
         where = f"GPUSpec({self.key})"
-        for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s"):
+        # inf is refused as NaN is (helper-159: hbm_bytes = inf reached capacity as a NaN traceback, a price of
+        # inf printed "$/h inf"); a price of 0 is refused as cluster.usd_per_gpu_hour and --usd-per-gpu-hour
+        # refuse it (it priced every run at $0). fp8_flops and fp4_flops may be 0: no tensor cores of that dtype
+        for f in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops", "nvlink_bytes_per_s", "pcie_bytes_per_s",
+                  "usd_per_gpu_hour"):
             v = getattr(self, f)
-            must(v > 0, where, f, "> 0", v)
+            must(math.isfinite(v) and v > 0, where, f, "a finite number > 0", v)
         must(type(self.nvswitch_reduce) is bool, where, "nvswitch_reduce", "true or false", self.nvswitch_reduce)
         must(type(self.sm_count) is int and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
-        for f in ("fp8_flops", "fp4_flops", "usd_per_gpu_hour"):
+        for f in ("fp8_flops", "fp4_flops"):
             v = getattr(self, f)
-            must(v >= 0, where, f, ">= 0", v)
+            must(math.isfinite(v) and v >= 0, where, f, "a finite number >= 0 (0: no tensor cores of that dtype)", v)
         must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
 
     def has_tensor_cores(self, dtype: str) -> bool:
@@ -116,9 +120,15 @@ class NodeSpec:
     def __post_init__(self) -> None:
         where = f"NodeSpec({self.key})"
         must(self.gpus >= 1, where, "gpus", ">= 1", self.gpus)
+        # 0 is none (no host DRAM or NVMe for an offload tier: `check_tiers` refuses the tier) or unknown (the NIC);
+        # inf is refused (helper-159: it was taken silently)
         for f in ("host_dram_bytes", "nvme_bytes", "nvme_bytes_per_s", "nic_bytes_per_s", "nic_latency_s"):
             v = getattr(self, f)
-            must(v >= 0, where, f, ">= 0", v)
+            must(math.isfinite(v) and v >= 0, where, f, "a finite number >= 0", v)
+        # NVMe with no read bandwidth would reload an nvme tier's blocks in bytes / 0 (helper-159: a ZeroDivisionError
+        # traceback from the prefix cache): a catalog that gives the drives gives their bandwidth too
+        must(not (self.nvme_bytes > 0 and self.nvme_bytes_per_s == 0), where, "nvme_bytes_per_s",
+             "> 0 where nvme_bytes is (the drives' read bandwidth)", self.nvme_bytes_per_s)
         # a NIC with no latency would move KV in bytes / bandwidth alone: a catalog that gives one gives both
         must(not (self.nic_bytes_per_s > 0 and self.nic_latency_s == 0), where, "nic_latency_s",
              "> 0 where nic_bytes_per_s is (a message's latency over the NIC)", self.nic_latency_s)

@@ -209,7 +209,7 @@ def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
 
     node = "[node.4xZ1]\ngpu = \"Z1\"\ngpus = 4\nhost_dram_bytes = 1e12\nnvme_bytes = 1e12\nnvme_bytes_per_s = 1e9\n" \
            "nic_bytes_per_s = 50e9\nnic_latency_s = 5e-6\nnvlink_domain_gpus = 4\nsource = \"me\"\n"
-    cases = [(("hbm_bytes = 80e9", "hbm_bytes = -1"), "gpu.Z1.hbm_bytes: must be > 0 (got -1)"),
+    cases = [(("hbm_bytes = 80e9", "hbm_bytes = -1"), "gpu.Z1.hbm_bytes: must be a finite number > 0 (got -1)"),
              (("sm_count = 132", "sm_count = 132.5"), "gpu.Z1.sm_count: must be an integer (got 132.5)"),
              (("usd_per_gpu_hour = 2.99", "usd_per_gpu_hour = nan"),
               "gpu.Z1.usd_per_gpu_hour: must be a number (got nan)"),
@@ -224,8 +224,8 @@ def test_gpu_and_node_catalog_errors_name_the_file_entry_and_key(tmp_path):
         assert f"{cat}: {says}" in line and "Spec(" not in line, line
     cat.write_text(GPU_Z1.replace("hbm_bytes = 80e9", "hbm_bytes = -1"))
     p = scenario(tmp_path, edit('hardware = ["8xH100"]', 'hardware = ["8xH100"]\ncatalog = "cat.toml"'))
-    assert "cat.toml: gpu.Z1.hbm_bytes: must be > 0 (got -1)" in error(kvsim("run", p, "--out", tmp_path / "o"),
-                                                                          str(p))
+    line = error(kvsim("run", p, "--out", tmp_path / "o"), str(p))
+    assert "cat.toml: gpu.Z1.hbm_bytes: must be a finite number > 0 (got -1)" in line
 
 
 def test_model_catalog_errors_name_the_file_entry_and_key(tmp_path):

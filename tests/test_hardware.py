@@ -93,7 +93,7 @@ def test_bad_catalog_files_name_file_and_key(tmp_path, body, msg):
 def test_negative_figure_rejected(tmp_path):
     f = tmp_path / "neg.toml"
     f.write_text(CAT_TEXT.replace("hbm_bytes = 48e9", "hbm_bytes = -1.0"))
-    with pytest.raises(ConfigError, match=r"hbm_bytes: must be > 0 \(got -1.0\)"):
+    with pytest.raises(ConfigError, match=r"hbm_bytes: must be a finite number > 0 \(got -1.0\)"):
         load_catalog(f)
 
 
