@@ -76,6 +76,13 @@ def prepare_generator(spec: dict[str, Any], *, duration_s: float | None = None, 
     return gen, duration
 
 
+def not_a_folder(called: str, spec: str | Path) -> str:
+    """The error for a folder given as a workload (``--workload``, ``SPEC``, `load_workload`'s `spec`): said as
+    ``--gaps`` and `simulator.files.read_bytes` say one, ``<called>: 'DIR' is a folder, not a file (...)``."""
+    return (f"{called}: '{shown_path(spec)}' is a folder, not a file (a workload is a generator name "
+            f"({', '.join(by_name())}), a TOML file with [workload] or a trace file)")
+
+
 def load_workload(
     spec: dict[str, Any] | str | Path,
     *,
@@ -142,6 +149,8 @@ def load_workload(
         spec = {"name": spec}
     if isinstance(spec, str | Path):
         path = Path(spec)
+        if path.is_dir():  # helper-159: said "no such file" of a folder that is there
+            raise ConfigError(not_a_folder(called, spec))
         if not path.is_file():
             others = sorted(set(GENERATORS) - set(by_name()))
             if path.suffix or len(path.parts) > 1:  # a file name or a path, not a misspelt generator: say so

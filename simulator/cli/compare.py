@@ -62,7 +62,10 @@ def _strategy_sets(text: str) -> list[str]:
 def _workload_spec(text: str) -> str:
     """``--workload`` `text`: a generator name or an existing file, else ``--workload``'s error."""
     from workloads.generators import by_name
+    from workloads.load import not_a_folder
 
+    if text not in by_name() and Path(text).is_dir():
+        raise ConfigError(not_a_folder("--workload", text))
     if text not in by_name() and not Path(text).is_file():  # a mixture needs its components: a TOML file
         raise ConfigError(f"--workload: must be a generator name ({', '.join(by_name())}), a TOML file "
                           f"with [workload] or a trace file (got {shown(text)})")
