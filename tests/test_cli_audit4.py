@@ -135,3 +135,15 @@ def test_an_empty_or_repeated_item_of_a_comma_list_is_refused(args, says):
 def test_compare_refuses_an_empty_strategy_set_among_others(tmp_path):
     line = error(kvsim("compare", scenario(tmp_path), "--strategy", "native,,fp8"), "--strategy")
     assert "--strategy: must be a comma list of strategy sets with no empty item" in line and "comparing" not in line
+
+
+@pytest.mark.parametrize(("tp", "says"), [
+    ("2", "--nodes: must be a multiple of the 2 1xH100 nodes one TP2 replica (--tp 2) spans (got 1)"),
+    ("3", "--tp: plan TP3 for Llama-3.1-8B: 'tp' must be a divisor of the 32 query heads (got 3)"),
+])
+def test_compare_says_a_plan_that_spans_more_nodes_at_its_options(tp, says):
+    """helper-159: `compare --hardware 1xH100 --tp 2` said 'EngineConfig: n_nodes of 1xH100 must be ...', the
+    engine's field, not the options; a TP the model cannot take is said before its nodes are counted."""
+    line = error(kvsim("compare", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k",
+                       "--duration-s", "10", "--strategy", "native", "--tp", tp), says.split(":")[0])
+    assert says in line and "EngineConfig" not in line

@@ -149,7 +149,7 @@ def load_workload(
         spec = {"name": spec}
     if isinstance(spec, str | Path):
         path = Path(spec)
-        if path.is_dir():  # helper-159: said "no such file" of a folder that is there
+        if str(spec).strip() and path.is_dir():  # helper-159: said "no such file" of a folder that is there ("": ".")
             raise ConfigError(not_a_folder(called, spec))
         if not path.is_file():
             others = sorted(set(GENERATORS) - set(by_name()))

@@ -43,6 +43,8 @@ from simulator.engine import EngineConfig
 from simulator.errors import ConfigError, shown
 from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
+from simulator.placement import check_plan
+from simulator.placement import span as replica_span
 from simulator.units import figure
 from workloads import load_workload
 from workloads.workload import say_left_out
@@ -64,7 +66,7 @@ def _workload_spec(text: str) -> str:
     from workloads.generators import by_name
     from workloads.load import not_a_folder
 
-    if text not in by_name() and Path(text).is_dir():
+    if text.strip() and text not in by_name() and Path(text).is_dir():  # ("" is ".", no folder named)
         raise ConfigError(not_a_folder("--workload", text))
     if text not in by_name() and not Path(text).is_file():  # a mixture needs its components: a TOML file
         raise ConfigError(f"--workload: must be a generator name ({', '.join(by_name())}), a TOML file "
@@ -149,6 +151,12 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             spec = get_model(model_name)
         base = EngineConfig(model=with_weight_precision(spec, weight_dtype, "--weight-dtype"),
                             node=node, n_nodes=n_nodes, tp=tp)
+        with at_option("--tp"):  # the plan suits the model before its nodes are counted
+            check_plan(base.model_spec(), base.plan)
+        spans = replica_span(node, base.plan).nodes  # said at the options, not as the engine's field (helper-159)
+        if n_nodes % spans:
+            raise ConfigError(f"--nodes: must be a multiple of the {spans} {node.key} nodes one TP{tp} replica "
+                              f"(--tp {tp}) spans (got {n_nodes})")
         check_distinct_sets(specs, base, "--strategy")
         workload = load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
                                  rate_scale=rate_scale, name="--workload")
