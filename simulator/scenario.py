@@ -420,8 +420,9 @@ class Scenario:
         w = self.workload
         spec: Any = str(self._resolve(w.trace)) if w.trace else dict(w.spec)
         if w.trace and not Path(spec).is_file():  # a trace key names a file: no generator names to suggest
-            raise ConfigError(f"{self.where}: workload.trace: no such file '{shown_path(spec)}' (a path relative "
-                              "to the scenario's folder)")
+            said = (f"'{shown_path(spec)}' is a folder, not a trace file" if Path(spec).is_dir()  # (helper-162)
+                    else f"no such file '{shown_path(spec)}'")
+            raise ConfigError(f"{self.where}: workload.trace: {said} (a path relative to the scenario's folder)")
         try:
             return load_workload(spec, seed=self.seed if seed is None else seed,
                                  duration_s=None if w.duration_s == math.inf else w.duration_s,

@@ -354,3 +354,14 @@ def test_cluster_nodes_may_be_left_out_or_match_when_no_aggregated_fleet_runs(tm
     assert "nodes = 3" not in unset and load_scenario(write(tmp_path, unset)).cluster.nodes == 1
     equal = DISAGG.replace("decode_nodes = 2", "decode_nodes = 2\ncompare_aggregated = false")
     assert load_scenario(write(tmp_path, equal)).cluster.nodes == 3
+
+
+def test_a_trace_key_naming_a_folder_says_so(tmp_path):
+    """helper-162: workload.trace naming a folder said 'no such file' of a folder that is there."""
+    (tmp_path / "dir.csv").mkdir()
+    p = tmp_path / "s.toml"
+    p.write_text('name = "t"\n[workload]\ntrace = "dir.csv"\n')
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p).load_workload()
+    assert str(err.value).endswith(f"workload.trace: '{tmp_path / 'dir.csv'}' is a folder, not a trace file (a path "
+                                   "relative to the scenario's folder)")
