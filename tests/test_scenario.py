@@ -363,5 +363,7 @@ def test_a_trace_key_naming_a_folder_says_so(tmp_path):
     p.write_text('name = "t"\n[workload]\ntrace = "dir.csv"\n')
     with pytest.raises(ConfigError) as err:
         load_scenario(p).load_workload()
-    assert str(err.value).endswith(f"workload.trace: '{tmp_path / 'dir.csv'}' is a folder, not a trace file (a path "
-                                   "relative to the scenario's folder)")
+    from simulator.files import shown_path
+
+    assert str(err.value).endswith(f"workload.trace: '{shown_path(tmp_path / 'dir.csv')}' is a folder, not a trace "
+                                   "file (a path relative to the scenario's folder)")
