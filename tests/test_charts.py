@@ -326,3 +326,36 @@ def test_latency_and_timeseries_charts_name_the_scenario_model_and_fleets():
                             subject="default: Llama-3.1-70B")
     assert fig.get_suptitle().startswith("default: Llama-3.1-70B\nKV memory, queue and GPU utilisation over time")
     plt.close(fig)
+
+
+def test_a_line_within_a_few_percent_of_another_says_so():
+    """helper-158: DeepSeek-V3's fp8 line (35 kB a token) lay under cross-layer:0.5's (36 kB), 1,165 against 1,148
+    streams at 1k, with no word of it; a line within 5% (or a stream) of one drawn before is marked as one."""
+    rows = [{"hardware": "8xH200", "plan": "TP8", "layout": layout, "context_tokens": n, "kv_budget_bytes": 3.4e11,
+             "kv_budget_bytes_per_gpu": 4.2e10, "bytes_per_token": per_token, "max_streams": streams}
+            for layout, per_token, counts in (("fp8", 35_136, (1165, 291, 9)), ("cross-layer:0.5", 36_288,
+                                                                                (1148, 287, 8)),
+                                              ("native", 70_272, (582, 145, 4)))
+            for n, streams in zip((1024, 4096, 131072), counts, strict=True)]
+    ax = plot_collapse_panel(pd.DataFrame(rows))
+    labels = [line.get_label() for line in ax.lines]
+    assert labels[1].endswith("\n  ≈ the line of fp8 (within 5%)") and "≈" not in labels[0] + labels[2]
+    plt.close(ax.figure)
+
+
+def test_collapse_of_an_mla_model_leaves_its_own_layouts_out_of_the_defaults(tmp_path):
+    """helper-158: DeepSeek-V3's default chart drew mla and mla+fp8, its own layouts, over native's and fp8's lines
+    (12 lines for 8); left out of the defaults with a note, drawn when --layout names them."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--json", "--out",
+                                  str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    assert "note: mla and mla+fp8 left out of the default layouts: DeepSeek-V3's own attention is MLA" in r.output
+    r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200",
+                                  "--layout", "native,mla", "--json", "--out", str(tmp_path / "b")])
+    import json
+
+    assert {row["layout"] for row in json.loads(r.stdout)} == {"native", "mla"}

@@ -63,9 +63,14 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         key = (plans.index(plan), *g["max_streams"].astype(int))
         ls: Any = styles[plans.index(plan) % 4]
         lw = 1.8
+        near = next((other for k, other in drawn.items() if _near(k, key)), None) if key not in drawn else None
         if key in drawn:  # the same streams as a layout drawn before: say so, and let both show
             name += f"\n  = the same line as {drawn[key]}"  # its own line: the entry stays narrow
             ls, lw = (0, (2, 3)), 3.0
+        elif near is not None:  # within a few percent: as hidden under it (helper-158: fp8's under cross-layer's)
+            name += f"\n  ≈ the line of {near} (within {NEAR_SHARE:.0%})"
+            ls, lw = (0, (2, 3)), 3.0
+            drawn[key] = str(layout)
         else:
             drawn[key] = str(layout)
         ax.plot(g["context_tokens"], g["max_streams"], color=layout_colour(str(layout)), ls=ls, lw=lw, label=name,
@@ -122,6 +127,16 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(title=_legend_title(df), fontsize=8, title_fontsize=8, loc="upper right")
     return ax
+
+
+NEAR_SHARE = 0.05  # two lines of one plan this close at every context are drawn as one that hides the other
+
+
+def _near(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether two lines (`plot_collapse_panel`'s keys: the plan's index, then the streams at each context with
+    any) are one plan's and within `NEAR_SHARE` (or one stream) of each other at every context."""
+    return len(a) == len(b) and a[0] == b[0] and all(abs(x - y) <= max(1.0, NEAR_SHARE * max(x, y))
+                                                     for x, y in zip(a[1:], b[1:], strict=True))
 
 
 def _per_token(g: pd.DataFrame) -> str:
