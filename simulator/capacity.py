@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, DoesNotFitError, is_whole, must
-from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, sequence_bytes
+from simulator.errors import ConfigError, DoesNotFitError, is_number, is_whole, must
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, check_layout_arg, sequence_bytes
 from simulator.models import ModelSpec, weight_precision
 from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
 from simulator.units import GB
@@ -96,7 +96,8 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
     must(plan is None or tp is None or tp == plan.tp, "kv_budget", "tp", f"the plan's tp ({plan and plan.tp}) "
          "or None when a plan is given", tp)
     plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)
-    must(0 < memory_utilization <= 1, "kv_budget", "memory_utilization", "in (0, 1]", memory_utilization)
+    must(is_number(memory_utilization) and 0 < memory_utilization <= 1, "kv_budget", "memory_utilization",
+         "a number in (0, 1]", memory_utilization)  # "0.9" failed in the comparison (helper-159)
     sp = span(node, plan)
     usable = node.gpu.hbm_bytes * memory_utilization
     sts = stages(model, plan, weight_dtype)
@@ -173,9 +174,13 @@ def max_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, con
     ``replicas · groups · min_s floor(kv_budget_s / kv_s(n))``. `context_tokens` and `block_tokens` are integers
     >= 1, as `simulator.kv.footprint` takes them (helper-152: a block of 0 or -16 tokens, or 1.5 tokens of
     context, gave streams)."""
+    must(isinstance(budget, KVBudget), "max_streams", "budget", "a KVBudget, e.g. kv_budget(load_catalog()"
+         ".node('8xH100'), model)", budget)
+    must(isinstance(model, ModelSpec), "max_streams", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
+    layout = check_layout_arg(layout, "max_streams")
     for key, value in (("context_tokens", context_tokens), ("block_tokens", block_tokens)):
         must(is_whole(value, minimum=1), "max_streams", key, "an integer >= 1", value)
-    per_group = sequences_per_group(budget, model, layout or KVLayout(), context_tokens, block_tokens)
+    per_group = sequences_per_group(budget, model, layout, context_tokens, block_tokens)
     return budget.replicas * budget.plan.kv_groups * per_group
 
 
@@ -203,7 +208,7 @@ def max_context(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, bat
     ``MAX_SEARCH_CONTEXT_TOKENS`` (a layout with only sliding-window layers never fills up).
     """
     must(batch >= 1, "max_context", "batch", ">= 1", batch)
-    layout = layout or KVLayout()
+    layout = check_layout_arg(layout, "max_context")
     per_group = -(-batch // (budget.replicas * budget.plan.kv_groups))
 
     def fits(n: int) -> bool:

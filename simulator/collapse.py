@@ -11,7 +11,7 @@ what ``kvsim collapse`` writes as CSV.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given). A kind and plan
     whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message);
     with none left, that error is raised."""
+    must(isinstance(catalog, Catalog), "collapse", "catalog", "a Catalog, e.g. load_catalog()", catalog)
+    must(isinstance(model, ModelSpec), "collapse", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
         must(not isinstance(names, str), "collapse", key, f"a list of names, e.g. [{shown(names)}]", names)
     block_tokens = _whole(block_tokens, "block_tokens")
@@ -65,7 +67,12 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     must_differ(layouts, [x.label for x in parsed], "collapse: layouts", "KV layout")
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
     # each a whole number >= 1, as np.logspace gives them too (1000.5 tokens was read as 1,000; 1024.0 is 1,024)
+    must(contexts is None or (isinstance(contexts, Iterable) and not isinstance(contexts, str)), "collapse", "contexts",
+         "a list of context lengths, e.g. [4096] (None: 1k to 1M)", contexts)
     contexts = context_grid() if contexts is None else np.array([_whole(n, "contexts") for n in contexts])
+    # (helper-159: none at all failed as an IndexError)
+    must(len(contexts) >= 1, "collapse", "contexts", "at least one context length, e.g. [4096] (None: 1k to 1M)",
+         [int(n) for n in contexts])
     rows = []
     left_out: list[str] = []
     for node in nodes:

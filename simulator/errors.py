@@ -148,6 +148,16 @@ def is_whole(value: object, minimum: int = 0) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum
 
 
+def is_number(value: object) -> bool:
+    """Whether `value` is a real number (``numbers.Real``, a bool not; NaN and infinity are numbers, a rule
+    says whether it takes them): a quantity given where a string ``"0.9"`` fails in a comparison.
+
+    >>> is_number(0.9), is_number(2), is_number(True), is_number("0.9")
+    (True, True, False, False)
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def must_differ(names: Sequence[str], resolved: Sequence[str], where: str, what: str) -> None:
     """Raise `ConfigError` when two of `names` resolve to the same thing: ``resolved[i]`` is what
     ``names[i]`` names once aliases and spellings are resolved (``H100`` -> ``8xH100``, ``native+fp8``

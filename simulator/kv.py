@@ -272,6 +272,14 @@ def check_layout(model: ModelSpec, layout: KVLayout) -> KVLayout:
     return layout
 
 
+def check_layout_arg(layout: KVLayout | None, where: str) -> KVLayout:
+    """`layout` as an API function `where` takes it: a `KVLayout`, or None for the model as it ships. A layout's
+    text is refused, as `EngineConfig` refuses it (helper-159: ``"fp8"`` failed as an AttributeError)."""
+    must(layout is None or isinstance(layout, KVLayout), where, "layout",
+         "a KVLayout or None, e.g. parse_layout('fp8')", layout)
+    return layout or KVLayout()
+
+
 def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
     """Bytes one token adds to the cache when every layer holds it (no window caps).
 
@@ -279,7 +287,7 @@ def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
     """
     must(isinstance(model, ModelSpec), "bytes_per_token", "model", "a ModelSpec, e.g. get_model('Llama-3-70B')",
          model)
-    layout = layout or KVLayout()
+    layout = check_layout_arg(layout, "bytes_per_token")
     per_layer = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
     return own_layers(model, layout) * per_layer
 
@@ -355,7 +363,8 @@ def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, ba
     product of the factors equals ``batch_bytes / mha_bf16_batch_bytes`` exactly. `context_tokens`,
     `batch` and `block_tokens` are integers >= 1 (as ``kvsim calc`` takes them).
     """
-    layout = layout or KVLayout()
+    must(isinstance(model, ModelSpec), "footprint", "model", "a ModelSpec, e.g. get_model('Llama-3-70B')", model)
+    layout = check_layout_arg(layout, "footprint")
     for key, value in (("context_tokens", context_tokens), ("batch", batch), ("block_tokens", block_tokens)):
         must(is_whole(value, minimum=1), "footprint", key, "an integer >= 1", value)
     values_per_token_per_layer(model, layout)  # refused under its own name, not a step's ('gqa:3+no-sliding')

@@ -263,3 +263,39 @@ def test_a_price_profile_is_named_as_its_key_prints_it():
     assert get_profile("anthropic/sonnet-4") == get_profile("anthropic", "sonnet-4")
     assert get_profile("OpenAI/gpt-4o").key == "openai/gpt-4o"
     assert refused(get_profile, "") == "price profile: must be a profile's name, e.g. 'anthropic' (got '')"
+
+
+# --- helper-159: more of the wrong types, refused in one line naming the argument ------------------------------
+def test_the_analytic_calls_refuse_a_layouts_text_and_objects_of_the_wrong_kind():
+    """A layout's text failed as ``'str' object has no attribute 'attention'``, a budget's as one on 'plan', no
+    catalog as one on 'node', no contexts as an IndexError and a memory share's text as a TypeError; a layout is
+    a `KVLayout` here as in `EngineConfig` (``parse_layout`` reads its text)."""
+    import numpy as np
+
+    from simulator.capacity import max_streams
+    from simulator.collapse import collapse_table
+    from simulator.kv import bytes_per_token, parse_layout
+
+    cat, model = load_catalog(), get_model("Llama-3.1-8B")
+    budget = kv_budget(cat.node("8xH100"), model)
+    rule = "'layout' must be a KVLayout or None, e.g. parse_layout('fp8') (got 'fp8')"
+    assert refused(footprint, model, "fp8", 1024) == f"footprint: {rule}"
+    assert refused(bytes_per_token, model, "fp8") == f"bytes_per_token: {rule}"
+    assert refused(max_streams, budget, model, "fp8", 1024) == f"max_streams: {rule}"
+    assert refused(max_streams, "x", model, parse_layout("fp8"), 1024) == (
+        "max_streams: 'budget' must be a KVBudget, e.g. kv_budget(load_catalog().node('8xH100'), model) (got 'x')")
+    assert refused(max_streams, budget, "Llama-3.1-8B", None, 1024).startswith(
+        "max_streams: 'model' must be a ModelSpec")
+    assert refused(footprint, "Llama-3.1-8B", None, 1024).startswith("footprint: 'model' must be a ModelSpec")
+    assert refused(kv_budget, cat.node("8xH100"), model, memory_utilization="0.9") == \
+        "kv_budget: 'memory_utilization' must be a number in (0, 1] (got '0.9')"
+    assert refused(collapse_table, cat, model, ["1xH100"], contexts=np.array([])) == \
+        "collapse: 'contexts' must be at least one context length, e.g. [4096] (None: 1k to 1M) (got [])"
+    assert refused(collapse_table, cat, model, ["1xH100"], contexts=4096) == \
+        "collapse: 'contexts' must be a list of context lengths, e.g. [4096] (None: 1k to 1M) (got 4096)"
+    assert refused(collapse_table, None, model) == \
+        "collapse: 'catalog' must be a Catalog, e.g. load_catalog() (got None)"
+    assert refused(collapse_table, cat, "Llama-3.1-8B").startswith("collapse: 'model' must be a ModelSpec")
+    # the same numbers as before for a layout or none
+    assert footprint(model, parse_layout("fp8"), 1024).bytes_per_token == bytes_per_token(model, parse_layout("fp8"))
+    assert max_streams(budget, model, None, 1024) == max_streams(budget, model, parse_layout("native"), 1024)
