@@ -41,12 +41,12 @@ from simulator.capacity import block_share, kv_budget
 from simulator.cost import StepModel, load_params
 from simulator.engine import EngineConfig, Result, run
 from simulator.engine.result import must_seed
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, is_number, must
 from simulator.kv import sequence_bytes
 from simulator.limits import MAX_CAPACITY_NODES
 from simulator.progress import GENERATE_COST, Meter, Progress, search_runs_left
 from simulator.scenario import Scenario
-from simulator.study import node_kinds
+from simulator.study import must_scenario, node_kinds
 from simulator.units import figure, measure_against
 from workloads import Workload
 from workloads.request import Request
@@ -629,8 +629,10 @@ def plan_capacity(scenario: Scenario, *, hardware: list[str] | None = None, ttft
     simulated (`plan_fleet`), from the end of the first simulation on (before it the estimate is
     only the priors: `FLEET_PRIOR` a kind).
     """
+    must_scenario(scenario, "plan_capacity")
     for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
-        must(slo is None or 0 < slo < math.inf, "capacity", key, "a finite number of seconds > 0", slo)
+        must(slo is None or (is_number(slo) and 0 < slo < math.inf), "capacity", key, "a finite number of seconds > 0",
+             slo)
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "plan_capacity")
     must(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1, "plan_capacity", "seeds",

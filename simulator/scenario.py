@@ -28,6 +28,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -714,6 +715,11 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     ``cluster=replace(s.cluster, nodes=2)``; a dotted key such as ``cluster.nodes`` is no name), ``seed``
     an integer >= 0; the result is validated as the file is.
     """
+    # a file's path or a name (helper-159: 5 failed in Path() as a TypeError)
+    for key, value in (("path", path), ("trace", trace)):
+        must(value is None or isinstance(value, str | PathLike), "load_scenario", key,
+             "a file's path (a str or Path)" if key == "trace" else
+             "a scenario file or a shipped scenario's name (None: the default)", value)
     must(path is None or str(path).strip() != "", "load_scenario", "path",
          "a scenario file or a shipped scenario's name (None: the default)", path)
     _check_overrides(overrides)

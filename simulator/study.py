@@ -9,6 +9,7 @@ import pickle
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from os import PathLike
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from simulator.engine import EngineConfig, Result, run
 from simulator.engine.caches import offload_tiers
 from simulator.engine.config import PoolConfig, SchedulerConfig
 from simulator.engine.result import must_seed
-from simulator.errors import ConfigError, must_differ, shown
+from simulator.errors import ConfigError, must, must_differ, shown
 from simulator.limits import MAX_REQUESTS
 from simulator.models import ModelSpec, weight_only_note, weight_precision
 from simulator.progress import GENERATE_COST, Meter, Progress
@@ -172,6 +173,22 @@ def plan_label(config: EngineConfig) -> str:
     return f"P {config.prefill_pool.plan.label} / D {config.plan.label}"
 
 
+def must_scenario(scenario: Scenario, where: str) -> None:
+    """Refuse a `scenario` that is no `Scenario` (helper-159: a scenario file's name failed as an AttributeError on
+    ``'str' object has no attribute 'seed'``): a file or shipped name is read by `load_scenario` first."""
+    example = shown(str(scenario)) if isinstance(scenario, str | PathLike) else "'default'"
+    must(isinstance(scenario, Scenario), where, "scenario", f"a Scenario, e.g. load_scenario({example})", scenario)
+
+
+def must_stream_folder(stream_to: str | Path, where: str) -> None:
+    """Refuse a `stream_to` that is no path, or whose nearest existing part is a file (it failed at the first
+    fleet's run as a NotADirectoryError): a folder, new or existing."""
+    must(isinstance(stream_to, str | PathLike), where, "stream_to", "a folder's path (a str or Path)", stream_to)
+    existing = next((p for p in (Path(stream_to), *Path(stream_to).parents) if p.exists()), None)
+    must(existing is None or existing.is_dir(), where, "stream_to", "a folder, new or existing, not a file" + (
+        "" if existing == Path(stream_to) else f" (its part {shown(str(existing))} is one)"), str(stream_to))
+
+
 def node_kinds(scenario: Scenario, hardware: Sequence[str] | None, where: str) -> list[str]:
     """The catalog's node keys (``cluster.catalog``'s too) of the kinds `hardware` names, the scenario's
     own when None. A GPU name alone is its largest node (``H100`` -> ``8xH100``): results are keyed and
@@ -223,6 +240,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, hardware: Seque
     `before_writing`, when given, is called with the fleets' labels (the results' keys: a streamed run's
     folders) once the workload is read and checked, before the first fleet's run (which, streamed, writes).
     """
+    must_scenario(scenario, "run_scenario")
+    if stream_to is not None:  # before the workload is read
+        must_stream_folder(stream_to, "run_scenario")
     seed = scenario.seed if seed is None else seed
     must_seed(seed, "run_scenario")
     kinds = node_kinds(scenario, hardware, "run_scenario: hardware")

@@ -299,3 +299,28 @@ def test_the_analytic_calls_refuse_a_layouts_text_and_objects_of_the_wrong_kind(
     # the same numbers as before for a layout or none
     assert footprint(model, parse_layout("fp8"), 1024).bytes_per_token == bytes_per_token(model, parse_layout("fp8"))
     assert max_streams(budget, model, None, 1024) == max_streams(budget, model, parse_layout("native"), 1024)
+
+
+def test_a_scenarios_file_name_is_no_scenario_and_stream_to_is_a_folder(short, tmp_path):
+    """`run_scenario("b.toml")` failed as ``'str' object has no attribute 'seed'``, `load_scenario(5)` as Path()'s
+    TypeError, and a `stream_to` that is a file as a NotADirectoryError at the first fleet's run."""
+    for fn in (run_scenario, plan_capacity):
+        assert refused(fn, "b.toml") == \
+            f"{fn.__name__}: 'scenario' must be a Scenario, e.g. load_scenario('b.toml') (got 'b.toml')"
+    assert refused(run_scenario, None).startswith(
+        "run_scenario: 'scenario' must be a Scenario, e.g. load_scenario('default') (got None)")
+    assert refused(load_scenario, 5) == ("load_scenario: 'path' must be a scenario file or a shipped scenario's "
+                                         "name (None: the default) (got 5)")
+    assert refused(load_scenario, "default", trace=5) == \
+        "load_scenario: 'trace' must be a file's path (a str or Path) (got 5)"
+    a_file = tmp_path / "out.csv"
+    a_file.write_text("")
+    assert refused(run_scenario, short, stream_to=a_file) == \
+        f"run_scenario: 'stream_to' must be a folder, new or existing, not a file (got {str(a_file)!r})"
+    assert refused(run_scenario, short, stream_to=a_file / "runs") == (
+        f"run_scenario: 'stream_to' must be a folder, new or existing, not a file (its part {str(a_file)!r} is one) "
+        f"(got {str(a_file / 'runs')!r})")
+    assert refused(run_scenario, short, stream_to=5) == \
+        "run_scenario: 'stream_to' must be a folder's path (a str or Path) (got 5)"
+    assert refused(plan_capacity, short, ttft_p99_s="1") == \
+        "capacity: 'ttft_p99_s' must be a finite number of seconds > 0 (got '1')"
