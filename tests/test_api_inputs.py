@@ -324,3 +324,20 @@ def test_a_scenarios_file_name_is_no_scenario_and_stream_to_is_a_folder(short, t
         "run_scenario: 'stream_to' must be a folder's path (a str or Path) (got 5)"
     assert refused(plan_capacity, short, ttft_p99_s="1") == \
         "capacity: 'ttft_p99_s' must be a finite number of seconds > 0 (got '1')"
+
+
+def test_load_workload_takes_numbers_and_a_format_only_for_a_trace():
+    """``duration_s="10"`` and ``rate_scale="2"`` failed in a comparison (TypeError); ``format="azure"`` beside a
+    generator's name was ignored without a word (`kvsim workload describe --format` refuses it)."""
+    from workloads import load_workload
+
+    assert refused(load_workload, "chat-4k", duration_s="10") == ("load_workload: 'duration_s' must be a number "
+                                                                 "(or None: the generator's default or the whole "
+                                                                 "trace) (got '10')")
+    for key in ("rate_scale", "start_s", "time_scale"):
+        assert refused(load_workload, "chat-4k", **{key: "2"}) == f"load_workload: {key!r} must be a number (got '2')"
+    assert refused(load_workload, "chat-4k", format="azure") == ("load_workload: 'format' must be None for a "
+                                                                "generated workload (it names a trace file's format) "
+                                                                "(got 'azure')")
+    assert refused(load_workload, {"name": "chat-4k"}, format="kvsim").startswith("load_workload: 'format' must be")
+    assert len(load_workload("chat-4k", duration_s=10, rate_scale=2).requests()) > 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import ConfigError, at_key, is_whole, must, shown
+from simulator.errors import ConfigError, at_key, is_number, is_whole, must, shown
 from simulator.files import read_toml, shown_path
 from simulator.limits import check_expected_requests, check_horizon
 from workloads.generators import GENERATORS, by_name, expected_requests, generator_from_dict, runs_by_name
@@ -137,6 +137,11 @@ def load_workload(
     # an integer >= 0 (1.5 failed in numpy's SeedSequence); a reader's on_error, for a generator too (helper-152)
     must(is_whole(seed), where, "seed", "an integer >= 0 (the same seed, the same workload)", seed)
     check_on_error(on_error, where)
+    # numbers, not their text (helper-159: duration_s="10" and rate_scale="2" failed in a comparison)
+    for key, value in (("duration_s", duration_s), ("rate_scale", rate_scale), ("start_s", start_s),
+                       ("time_scale", time_scale)):
+        must((value is None and key == "duration_s") or is_number(value), where, key,
+             "a number" + " (or None: the generator's default or the whole trace)" * (key == "duration_s"), value)
     if duration_s is not None:
         check_horizon(duration_s, where)
     must(math.isfinite(rate_scale) and rate_scale > 0, where, "rate_scale", "finite and > 0", rate_scale)
@@ -182,6 +187,8 @@ def load_workload(
             return replay
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: 'spec' must be a table, a name or a path (got {shown(spec)})")
+    # a trace file's format: a generator has none (helper-159: it was ignored without a word)
+    must(format is None, where, "format", "None for a generated workload (it names a trace file's format)", format)
     if start_s != 0 or time_scale != 1:  # a generator has no window to shift or speed up
         raise ConfigError(f"{where}: 'start_s' and 'time_scale' apply to a trace replay, not to a generated "
                           f"workload (got start_s={start_s:g}, time_scale={time_scale:g}); use duration_s and "
