@@ -341,3 +341,25 @@ def test_load_workload_takes_numbers_and_a_format_only_for_a_trace():
                                                                 "(got 'azure')")
     assert refused(load_workload, {"name": "chat-4k"}, format="kvsim").startswith("load_workload: 'format' must be")
     assert len(load_workload("chat-4k", duration_s=10, rate_scale=2).requests()) > 0
+
+
+def test_compare_ttls_takes_lists_and_each_ttl_once():
+    """None or a number as the requests or percentiles failed as "not iterable"; a TTL's text was read letter by
+    letter (``got 'm'``); a TTL named twice, or none, was taken where ``--ttl`` and ``billing.ttls`` refuse both."""
+    sonnet = get_profile("anthropic", "sonnet-4")
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=10, segments=((1, 100),))]
+    assert refused(compare_ttls, reqs, sonnet, percentiles=50) == \
+        "compare_ttls: 'percentiles' must be a list of numbers in [0, 100], e.g. [50, 99] (got 50)"
+    assert refused(compare_ttls, None, sonnet) == \
+        "compare_ttls: 'requests' must be an iterable of Requests, e.g. load_workload('chat-4k') (got None)"
+    for ttls in ("5m", []):
+        assert refused(compare_ttls, reqs, sonnet, ttls=ttls) == \
+            f"compare_ttls: 'ttls' must be a non-empty list of TTLs, e.g. ['none', '5m', '1h'] (got {ttls!r})"
+    assert refused(compare_ttls, reqs, sonnet, ttls=["5m", "5m"]) == \
+        "compare_ttls: ttls: must name each TTL once (got '5m' twice)"
+    assert refused(compare_ttls, reqs, sonnet, ttls=["5m", 300]) == \
+        "compare_ttls: ttls: must name each TTL once (got '5m' and '300', both 300 s)"
+    assert refused(compare_ttls, reqs, sonnet, ttls=[None]) == \
+        "compare_ttls: 'ttls' must be TTLs like '5m', '1h', 'none' or seconds (got None)"
+    cmp = compare_ttls(reqs, sonnet, ("none", 300.0), percentiles=(50,))
+    assert cmp.summary.ttl.tolist() == ["none", "5m"] and cmp.gap_percentiles_s.index.tolist() == ["p50"]

@@ -31,7 +31,7 @@ import pandas as pd
 from simulator.billing.ledger import BillResult, bill_many
 from simulator.billing.numeric import poisson_breakeven
 from simulator.billing.profiles import PriceProfile, parse_ttl
-from simulator.errors import must
+from simulator.errors import must, must_differ, shown
 from workloads.request import Request
 
 DEFAULT_TTLS = ("none", "5m", "1h")
@@ -92,10 +92,23 @@ def compare_ttls(
     """
     must(isinstance(profile, PriceProfile), "compare_ttls", "profile", "a PriceProfile, e.g. "
          "get_profile('anthropic', 'sonnet-4')", profile)
+    # (helper-159: None or a number failed as "not iterable", a string was read letter by letter, a TTL named twice
+    # or none at all was taken, where the CLI's --ttl and billing.ttls refuse both)
+    must(isinstance(requests, Iterable) and not isinstance(requests, str | bytes), "compare_ttls", "requests",
+         "an iterable of Requests, e.g. load_workload('chat-4k')", requests)
+    must(isinstance(percentiles, Iterable) and not isinstance(percentiles, str), "compare_ttls", "percentiles",
+         "a list of numbers in [0, 100], e.g. [50, 99]", percentiles)
     for p in percentiles:
         must(isinstance(p, Real) and 0 <= p <= 100, "compare_ttls", "percentiles", "numbers in [0, 100]",
              list(percentiles))
-    ttls_s = sorted({0.0, *(parse_ttl(t) for t in ttls)})
+    must(isinstance(ttls, Iterable) and not isinstance(ttls, str) and len(ttls := list(ttls)) >= 1, "compare_ttls",
+         "ttls", f"a non-empty list of TTLs, e.g. {shown(list(DEFAULT_TTLS))}", ttls)
+    for t in ttls:
+        must(isinstance(t, str | int | float) and not isinstance(t, bool), "compare_ttls", "ttls",
+             "TTLs like '5m', '1h', 'none' or seconds", t)
+    seconds = [parse_ttl(t) for t in ttls]
+    must_differ([str(t) for t in ttls], [f"{t:g} s" for t in seconds], "compare_ttls: ttls", "TTL")
+    ttls_s = sorted({0.0, *seconds})
     marked = [0]
 
     def counted(reqs: Iterable[Request]) -> Iterable[Request]:
