@@ -9,12 +9,13 @@ Every error is a `ConfigError` of the form ``<where>.<key>: must be ... (got ...
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import types
 import typing
 from collections.abc import Collection, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from simulator.errors import ConfigError, at_key, placed, shown
+from simulator.errors import ConfigError, RuleError, at_key, is_number, placed, shown
 
 C = TypeVar("C")
 
@@ -90,6 +91,66 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: must be a string (got {shown(value)})")
         return value
     return value  # Any
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """`cls`'s field types, read once a class (``__post_init__`` asks at every construction)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _holds(tp: Any, value: Any) -> bool:
+    """Whether `value` already has type `tp` as `build` would give it: an int where a float is asked, a list where
+    a tuple (numpy's integers and floats are numbers too); a field typed `Any` or a class of its own holds anything
+    that is one."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_holds(arg, value) for arg in get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is tuple:
+        return isinstance(value, list | tuple) and all(_holds(get_args(tp)[0], v) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, Mapping)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if tp is float:
+        return is_number(value)
+    if tp is str:
+        return isinstance(value, str)
+    return tp is Any or not isinstance(tp, type) or isinstance(value, tp)
+
+
+def _rule(tp: Any, value: Any) -> str:
+    """What a field of type `tp` must be, as a rule says it (``an integer``, ``a list of strings, e.g. ['8xH100']``,
+    ``an integer or None``)."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("None" if a is type(None) else _rule(a, value) for a in get_args(tp))
+    if origin is tuple:
+        item = {int: "integers", float: "numbers", str: "strings"}.get(get_args(tp)[0], "values")
+        return f"a list of {item}" + (f", e.g. [{shown(value)}]" if isinstance(value, str) else "")
+    if origin is dict or tp is dict:
+        return "a table (a dict)"
+    return _type_name(tp) if isinstance(tp, type) and tp in (bool, int, float, str) else (
+        f"a {getattr(tp, '__name__', tp)}")
+
+
+def check_types(obj: Any, where: str) -> None:
+    """Raise `RuleError` at the first field of dataclass `obj` whose value lacks its field's type: what `build`
+    checks of a table, for an object built in code (``dataclasses.replace(s.cluster, nodes="2")``, whose rules
+    would fail on Python's ``'>='`` comparison error, or ``hardware="8xH100"``, read letter by letter). Call it
+    first in ``__post_init__``, before the rules compare."""
+    for name, tp in _hints(type(obj)).items():
+        value = getattr(obj, name)
+        if not _holds(tp, value):
+            raise RuleError(where, name, _rule(tp, value), value)
 
 
 def coerce(tp: Any, value: Any, where: str) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
-from simulator.config import SET_BY_KVSIM, build
+from simulator.config import SET_BY_KVSIM, build, check_types
 from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig
 from simulator.errors import (
     MAX_MESSAGE_CHARS,
@@ -77,6 +77,7 @@ class ModelSection:
     weight_dtype: str = ""  # bf16, fp8, fp8-block, fp4, mxfp4 or w4a16; "": as the model was released
 
     def __post_init__(self) -> None:
+        check_types(self, "model")
         if self.weight_dtype:
             must(self.weight_dtype in WEIGHT_PRECISIONS, "model", "weight_dtype",
                  f"one of {', '.join(WEIGHT_PRECISIONS)} (or absent: as released)", self.weight_dtype)
@@ -102,6 +103,7 @@ class ClusterSection:
     usd_per_gpu_hour: Any = None  # a price for every GPU, or a table GPU = price; None: the catalog's
 
     def __post_init__(self) -> None:
+        check_types(self, "cluster")  # (helper-159: nodes="2" failed in '>=', hardware="8xH100" was read by letter)
         must(len(self.hardware) >= 1, "cluster", "hardware", "a non-empty list", self.hardware)
         must(self.nodes >= 1, "cluster", "nodes", ">= 1", self.nodes)
         must(self.nodes <= MAX_NODES, "cluster", "nodes", f"at most {MAX_NODES:,} (kvsim's fleet limit)", self.nodes)
@@ -133,6 +135,7 @@ class DisaggregationSection:
 
     def __post_init__(self) -> None:
         w = "disaggregation"
+        check_types(self, w)
         for key in ("prefill_nodes", "decode_nodes"):
             n = getattr(self, key)
             must(1 <= n <= MAX_NODES, w, key, f"in 1..{MAX_NODES:,} (kvsim's fleet limit)", n)
@@ -155,11 +158,17 @@ class CacheSection:
     strategy: str = "prefix"
     params: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_types(self, "cache")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterSection:
     name: str = "least-tokens"
     params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_types(self, "router")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,6 +191,7 @@ class WorkloadSection:
     skip_bad_rows: bool = False
 
     def __post_init__(self) -> None:
+        check_types(self, "workload")
         if not (self.trace and self.duration_s == math.inf):  # inf: a whole trace
             check_horizon(self.duration_s, "workload")
         must(0 < self.rate_scale < math.inf, "workload", "rate_scale", "finite and > 0", self.rate_scale)
@@ -202,6 +212,7 @@ class SLOSection:
     tpot_p99_s: float = 0.1
 
     def __post_init__(self) -> None:
+        check_types(self, "slo")
         for key in ("ttft_p99_s", "tpot_p99_s"):
             slo = getattr(self, key)
             must(slo > 0, "slo", key, "> 0", slo)
@@ -220,6 +231,7 @@ class BillingSection:
     ttls: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        check_types(self, "billing")
         must(self.ttls is None or len(self.ttls) >= 1, "billing", "ttls",
              'a non-empty list of cache TTLs, e.g. ["5m", "1h"] (or no key: every TTL the profile sells)',
              None if self.ttls is None else list(self.ttls))
@@ -240,6 +252,7 @@ class ReportSection:
     breakeven: bool = True  # TTL break-even of the workload under the price profile
 
     def __post_init__(self) -> None:
+        check_types(self, "report")
         n = self.collapse_points
         must(1 <= len(n) <= MAX_COLLAPSE_POINTS, "report", "collapse_points",
              f"1 to {MAX_COLLAPSE_POINTS} contexts (each is two simulations)", list(n))
@@ -270,6 +283,7 @@ class Scenario:
     path: str = field(default="", metadata=SET_BY_KVSIM)  # the file read, never a key in it
 
     def __post_init__(self) -> None:
+        check_types(self, "scenario")
         must(self.seed >= 0, "scenario", "seed", ">= 0", self.seed)
 
     # --- resolution -------------------------------------------------------------------------

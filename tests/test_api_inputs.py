@@ -363,3 +363,33 @@ def test_compare_ttls_takes_lists_and_each_ttl_once():
         "compare_ttls: 'ttls' must be TTLs like '5m', '1h', 'none' or seconds (got None)"
     cmp = compare_ttls(reqs, sonnet, ("none", 300.0), percentiles=(50,))
     assert cmp.summary.ttl.tolist() == ["none", "5m"] and cmp.gap_percentiles_s.index.tolist() == ["p50"]
+
+
+def test_scenario_sections_built_in_code_check_their_types():
+    """`dataclasses.replace` skips `build`'s type checks: ``hardware="1xH100"`` was taken and run as the kinds
+    '1', 'x', ... (``unknown node '1'``), ``max_num_seqs=1.5`` ran, and text in a number failed in '>='. A
+    section's ``__post_init__`` checks the types before its rules compare."""
+    from simulator.engine import SchedulerConfig
+
+    sc = load_scenario("default")
+    replace = dataclasses.replace
+    assert refused(replace, sc.cluster, hardware="1xH100") == \
+        "cluster: 'hardware' must be a list of strings, e.g. ['1xH100'] (got '1xH100')"
+    assert refused(replace, sc.cluster, hardware=["8xH100", 8]).startswith("cluster: 'hardware' must be a list of")
+    assert refused(replace, sc.cluster, nodes="2") == "cluster: 'nodes' must be an integer (got '2')"
+    assert refused(replace, sc.cluster, nodes=1.5) == "cluster: 'nodes' must be an integer (got 1.5)"
+    assert refused(replace, sc.workload, duration_s="10") == "workload: 'duration_s' must be a number (got '10')"
+    assert refused(replace, sc.slo, ttft_p99_s="1") == "slo: 'ttft_p99_s' must be a number (got '1')"
+    assert refused(replace, sc, seed="1") == "scenario: 'seed' must be an integer (got '1')"
+    assert refused(replace, sc.billing, ttls="5m") == \
+        "billing: 'ttls' must be a list of strings, e.g. ['5m'] or None (got '5m')"
+    assert refused(replace, sc.report, capacity="yes") == "report: 'capacity' must be true or false (got 'yes')"
+    assert refused(replace, sc.cache, params=None) == "cache: 'params' must be a table (a dict) (got None)"
+    assert refused(SchedulerConfig, max_num_seqs=1.5) == "SchedulerConfig: 'max_num_seqs' must be an integer (got 1.5)"
+    assert refused(SchedulerConfig, max_num_seqs="4") == "SchedulerConfig: 'max_num_seqs' must be an integer (got '4')"
+    # what build gives and what code writes is taken: a list for a tuple, an int for a float, numpy's integers
+    import numpy as np
+
+    assert replace(sc.cluster, hardware=["8xH100"], nodes=np.int64(2)).nodes == 2
+    assert replace(sc.workload, duration_s=10).duration_s == 10
+    assert SchedulerConfig(max_num_seqs=np.int64(4), watermark=0).max_num_seqs == 4

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from hardware.catalog import NodeSpec
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
+from simulator.config import check_types
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
 from simulator.models import DEFAULT_MODEL, ModelSpec, get_model
@@ -63,6 +64,7 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         w = "SchedulerConfig"
+        check_types(self, w)  # (helper-159: max_num_seqs=1.5 ran, "4" failed in '>=')
         must(self.max_num_seqs >= 1, w, "max_num_seqs", ">= 1", self.max_num_seqs)
         budget = self.max_num_batched_tokens
         must(budget >= 1, w, "max_num_batched_tokens", ">= 1", budget)
