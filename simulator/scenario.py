@@ -682,19 +682,20 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     return scenario
 
 
-def _check_unused_nodes(data: Mapping[str, Any], scenario: Scenario) -> None:
-    """A file's ``cluster.nodes`` beside ``[disaggregation] compare_aggregated = false``: no aggregated fleet runs,
-    so it sizes nothing, and a count there that is not the xPyD fleet's would be silently dropped (helper-159:
-    ``nodes = 5`` ran a 2-node 1P1D fleet and said nothing). Read from the file's own table, where a key left out
-    is told from one written (a sweep re-parses every field, the default ``nodes`` included)."""
+def _unused_nodes_note(data: Mapping[str, Any], scenario: Scenario) -> str:
+    """What a file's ``cluster.nodes`` beside ``[disaggregation] compare_aggregated = false`` sizes, where it is not
+    the xPyD fleet's nodes: the aggregated fleet `kvsim compare` and the capacity searches run, not `kvsim run`'s,
+    which runs the xPyD fleet alone (helper-159: ``nodes = 5`` beside a 1P1D fleet said nothing of it). Read from
+    the file's own table, where a key left out is told from one written. "" where there is nothing to say."""
     d, c = scenario.disaggregation, data.get("cluster")
     if d is None or d.compare_aggregated or not isinstance(c, Mapping) or "nodes" not in c:
-        return
+        return ""
     total = d.prefill_nodes + d.decode_nodes
-    if scenario.cluster.nodes != total:
-        raise ConfigError(f"{scenario.where}: cluster.nodes must equal disaggregation.prefill_nodes + decode_nodes = "
-                          f"{total}, or be left out, when compare_aggregated is false (no aggregated fleet runs; the "
-                          f"xPyD fleet's nodes are those two) (got {scenario.cluster.nodes})")
+    if scenario.cluster.nodes == total:
+        return ""
+    return (f"cluster.nodes = {scenario.cluster.nodes} sizes the aggregated fleet kvsim compare and the capacity "
+            f"searches run; with compare_aggregated = false kvsim run runs the {d.prefill_nodes}P{d.decode_nodes}D "
+            f"fleet alone ({total} nodes)")
 
 
 def _not_found(path: Path) -> str:
@@ -764,7 +765,8 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
             say(f"{named} replays under {p.name}'s workload keys {', '.join(kept)}")
         data = {**data, "workload": {**w, "trace": str(Path(trace).resolve())}}
     scenario = parse_scenario(data, FileName(p))  # named as a file in errors, with or without .toml
-    _check_unused_nodes(data, scenario)
+    if say is not None and (unused := _unused_nodes_note(data, scenario)):
+        say(unused)
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)
