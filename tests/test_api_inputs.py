@@ -301,7 +301,7 @@ def test_the_analytic_calls_refuse_a_layouts_text_and_objects_of_the_wrong_kind(
     assert max_streams(budget, model, None, 1024) == max_streams(budget, model, parse_layout("native"), 1024)
 
 
-def test_a_scenarios_file_name_is_no_scenario_and_stream_to_is_a_folder(short, tmp_path):
+def test_a_scenarios_file_name_is_no_scenario_and_stream_to_is_a_folder(short, tmp_path, monkeypatch):
     """`run_scenario("b.toml")` failed as ``'str' object has no attribute 'seed'``, `load_scenario(5)` as Path()'s
     TypeError, and a `stream_to` that is a file as a NotADirectoryError at the first fleet's run."""
     for fn in (run_scenario, plan_capacity):
@@ -313,7 +313,8 @@ def test_a_scenarios_file_name_is_no_scenario_and_stream_to_is_a_folder(short, t
                                          "name (None: the default) (got 5)")
     assert refused(load_scenario, "default", trace=5) == \
         "load_scenario: 'trace' must be a file's path (a str or Path) (got 5)"
-    a_file = tmp_path / "out.csv"
+    monkeypatch.chdir(tmp_path)  # a short path: a long one (pytest -n's folders) is cut in the one-line error
+    a_file = Path("out.csv")
     a_file.write_text("")
     assert refused(run_scenario, short, stream_to=a_file) == \
         f"run_scenario: 'stream_to' must be a folder, new or existing, not a file (got {str(a_file)!r})"
