@@ -176,6 +176,45 @@ def test_capacity_labels_stay_apart_for_split_fleets():
     plt.close(fig)
 
 
+def test_capacity_chart_gives_each_fleet_its_headroom():
+    """helper-158: `kvsim capacity capacity-plan --duration-s 90 --hardware H100,H200,B200` needs 1 node of each
+    kind, so the bars all read 1; the headrooms that tell the fleets apart (2.48×, 2.83×, 3.44×) were only in the
+    table. Each nodes bar now carries its headroom above its number: one the search never saw fail as a lower
+    bound (≥), none for a kind with no fleet (NaN), for plain and xPyD plans alike."""
+    import math
+
+    from simulator.charts.capacity import headroom_label
+
+    plan = pd.DataFrame({"hardware": ["8xH100", "8xH200", "8xB200", "8xGB200"], "nodes": [1, 1, 1, math.nan],
+                         "memory_floor_nodes": [1, 1, 1, 1], "usd_per_hour": [23.9, 30.3, 47.9, math.nan],
+                         "usd_per_million_output_tokens": [2.47, 3.07, 4.84, math.nan],
+                         "binding": ["none (1 node suffices)"] * 3 + ["no fleet: TTFT"],
+                         "headroom_scale": [2.483715624146968, 2.8284271247461903, 7.5, math.nan],
+                         "headroom_capped": [False, False, True, None]})
+    fig = capacity_figure(plan, "capacity-plan")
+    _texts_apart(fig)
+    size = fig.axes[0]
+    assert [t.get_text() for t in size.texts if t.get_text()] == [
+        "1", "1", "1", "1", "1", "1", "1", "2.48× headroom", "2.83× headroom", "≥ 7.5× headroom",
+        "no fleet\nmeets the\nSLOs"]
+    assert size.get_title() == "Fleet size, and its headroom\n(the multiple of the load at which it still meets the SLOs)"
+    assert size.get_ylim() == pytest.approx((0, 1 * 1.45 + 0.8))  # room for the headroom's line under the legend
+    plt.close(fig)
+    assert headroom_label(math.nan, None) == "" and headroom_label(1.0, False) == "1× headroom"
+    split = pd.DataFrame({
+        "hardware": ["8xH100", "8xH100"], "fleet": ["aggregated", "1P2D"], "nodes": [33, 3], "prefill_nodes": [0, 1],
+        "memory_floor_nodes": [2, 2], "usd_per_hour": [789.0, 71.8], "usd_per_million_output_tokens": [30.1, 2.7],
+        "binding": ["compute", "prefill compute"], "headroom_scale": [1.07, 2.5], "headroom_capped": [False, False]})
+    fig = capacity_figure(split, "disaggregated")
+    _texts_apart(fig)
+    size = fig.axes[0]
+    assert [t.get_text() for t in size.texts][-2:] == ["1.07× headroom", "2.5× headroom"]
+    assert size.get_ylim() == pytest.approx((0, 33 * 1.6 + 0.8))  # the legend's third entry (prefill nodes) above the labels too
+    legend = size.get_legend().get_window_extent()
+    assert all(t.get_window_extent().y1 < legend.y0 for t in size.texts if t.get_text())
+    plt.close(fig)
+
+
 # --- collapse: colours follow the layout; the goodput row says what ran and why ------------------
 
 def _analytic(layouts: list[str]) -> pd.DataFrame:

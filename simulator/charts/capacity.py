@@ -12,6 +12,15 @@ from simulator.charts.base import plain_text
 from simulator.units import figure
 
 
+def headroom_label(headroom: float, capped: object) -> str:
+    """A fleet's headroom (``headroom_scale``: the multiple of the scenario's load it still meets the SLOs at) as
+    its bar's second label, ``2.83× headroom``; one the search never saw fail (``headroom_capped``), a lower
+    bound, ``≥ 7.5× headroom``; none (NaN: no fleet) as nothing."""
+    if headroom is None or pd.isna(headroom):
+        return ""
+    return ("≥ " if capped is not None and not pd.isna(capped) and bool(capped) else "") + f"{figure(headroom)}× headroom"
+
+
 def _binding_label(why: str, width: int) -> str:
     """A capacity plan's binding constraint as a tick-label line: ``binds: compute``, or what suffices."""
     import textwrap
@@ -28,7 +37,10 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     at the bottom of its bar, and names each bar's fleet.
 
     Each bar carries only its number; what binds goes under the kind's name, one tick label a group,
-    so that labels never run into each other however many fleets tie.
+    so that labels never run into each other however many fleets tie. A plan with a ``headroom_scale`` column
+    writes each fleet's headroom above its number (`headroom_label`): where every kind needs the same nodes, what
+    tells the fleets apart (helper-158: three bars of 1 node each, and the 2.48×, 2.83× and 3.44× of the table
+    nowhere on the chart).
     """
     split = "fleet" in plan
     n = len(plan)
@@ -48,12 +60,19 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
                   label="memory floor (analytic" + ("; xPyD: its decode pool)" if split else ")"))
     for bars, column in ((nodes, "nodes"), (floor, "memory_floor_nodes")):
         a.bar_label(bars, labels=["" if v != v else f"{v:,.0f}" for v in counts[column]], padding=2, fontsize=9)
-    a.set(xticks=x, ylabel="nodes", title="Fleet size")
+    headroom = ([headroom_label(h, c) for h, c in zip(plan.headroom_scale, plan.headroom_capped, strict=True)]
+                if "headroom_capped" in plan else [headroom_label(h, False) for h in plan.headroom_scale]
+                if "headroom_scale" in plan else [""] * n)
+    if any(headroom):  # a line above the bar's number (9 pt, 2 pt off the bar)
+        a.bar_label(nodes, labels=headroom, padding=14, fontsize=8, color="0.15")
+    a.set(xticks=x, ylabel="nodes", title="Fleet size" + (", and its headroom\n(the multiple of the load at which it "
+                                                          "still meets the SLOs)" if any(headroom) else ""))
     top = float(np.nanmax([counts["nodes"].max(), counts["memory_floor_nodes"].max(), 1.0]))
     for i in np.flatnonzero(none):
         a.text(x[i] - 0.2, 0.05 * top, "no fleet\nmeets the\nSLOs", ha="center", va="bottom", fontsize=8,
                color="C3", rotation=0)
-    a.set_ylim(0, top * 1.3 + 0.8)  # room for the numbers and the legend above the tallest bar
+    # room above the tallest bar for its numbers, its headroom's line and the legend's 2 or 3 entries (helper-158)
+    a.set_ylim(0, top * (1.3 + 0.15 * any(headroom) + 0.15 * bool(split and prefill.any())) + 0.8)
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=8, loc="upper left")
     cost = b.bar(x, plan.usd_per_hour.fillna(0), 0.6, color="C2")
