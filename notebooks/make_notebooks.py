@@ -651,9 +651,11 @@ BRING_YOUR_OWN_TRACE = [
             edges = np.delete(edges, -2)
         counts, _ = np.histogram(frame.arrival_s, bins=edges)
         left.stairs(counts / np.diff(edges), edges)
-        left.set(title="arrivals per second (10 s bins)", xlabel="time (s)", ylabel="requests per second")
-        frame.prompt_tokens.plot.hist(bins=40, ax=right, title="prompt tokens", logy=True)
+        left.set(title="arrivals per second (10 s bins)", xlabel="time into the trace (s)",
+                 ylabel="requests per second")
+        frame.prompt_tokens.plot.hist(bins=40, ax=right, title="prompt tokens per request (40 bins)", logy=True)
         right.set(xlabel="prompt tokens per request", ylabel="requests (log scale)")
+        fig.suptitle(f"{TRACE.name}: {len(frame):,} requests arriving over {last:,.0f} s")
         workload.summary().to_frame()
     """),
     md("""
@@ -693,7 +695,9 @@ BRING_YOUR_OWN_TRACE = [
         run = run_scenario(scenario)
         hw, result = next(iter(run.results.items()))
         assert result.summary["requests"] == len(workload.requests())  # every logged request replayed
-        fig = latency_figure({hw: result.requests}, scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s)
+        fig = latency_figure({hw: result.requests}, scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s,
+                             f"{scenario.subject()}, replayed {SPEEDUP:g}× as fast, on {hw}: latency of the "
+                             f"{result.summary['completed']:,} completed requests")
         run.headline().T
     """),
     code("""

@@ -346,6 +346,40 @@ def test_latency_axes_label_plain_numbers_that_never_collide():
     plt.close(fig)
 
 
+def test_a_latency_axis_of_two_to_three_decades_labels_the_2s_and_5s():
+    """helper-158: bring_your_own_trace.ipynb's TTFT axis spans 0.012 to ~3 s (2.4 decades, past the 2 that
+    label 2, 3 and 5), so only 0.1 and 1 were labelled and the bulk of its requests (0.012-0.07 s) had no
+    labelled tick. An axis of up to 3 decades labels the ticks of leading digit 2 and 5 too, apart."""
+    import numpy as np
+
+    from simulator.charts import latency_figure
+
+    n = 600
+    frame = pd.DataFrame({"outcome": ["completed"] * n, "ttft_s": np.geomspace(0.015, 0.07, n),
+                          "tpot_mean_s": np.geomspace(0.011, 0.014, n)})
+    fig = latency_figure({"8xH100": frame}, 2.0, 0.1, "chat-sample.csv on 8xH100")
+    ttft = fig.axes[0]
+
+    def labels() -> list[str]:
+        fig.canvas.draw()
+        lo, hi = ttft.get_xlim()
+        ticks = [*ttft.xaxis.get_major_ticks(), *ttft.xaxis.get_minor_ticks()]
+        shown = sorted((t.get_loc(), t.label1) for t in ticks if t.label1.get_text() and lo <= t.get_loc() <= hi)
+        boxes = [label.get_window_extent() for _, label in shown]
+        assert all(a.x1 + 3 < b.x0 for a, b in itertools.pairwise(boxes)), "labels touch"
+        return [label.get_text() for _, label in shown]
+
+    lo, hi = ttft.get_xlim()
+    assert 2.2 < np.log10(hi / lo) < 3  # 0.012 to ~2.6: the SLO's line at 2 s widens it
+    assert labels() == ["0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"]
+    ttft.set_xlim(0.01, 3)  # 2.5 decades
+    assert labels() == ["0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"]
+    ttft.set_xlim(0.01, 10)  # 3 decades, the most that label the 2s and 5s
+    assert labels() == ["0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10"]
+    plt.close(fig)
+
+
+
 def test_latency_and_timeseries_charts_name_the_scenario_model_and_fleets():
     """The report's latency chart said "TTFT distribution" over lines named "8xH100": no scenario, model, node
     count or plan (last session's note). Its title names them now, and each line its fleet's nodes and plan."""

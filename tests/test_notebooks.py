@@ -68,3 +68,21 @@ def test_notebook_executes_and_draws_its_charts(path, tmp_path, installed):
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and DRAWS.search(cell.source):
             assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"{path.name}, cell {i}: no image"
+
+
+def test_the_trace_overview_names_the_trace():
+    """helper-158: bring_your_own_trace.ipynb's overview chart was titled "arrivals per second" and "prompt
+    tokens", naming no trace; its first two code cells, run here as the notebook runs them, now title it with the
+    trace's file name, its request count and its span."""
+    import matplotlib.pyplot as plt
+
+    cells = [src for kind, src in _generator().BRING_YOUR_OWN_TRACE if kind == "code"][:2]
+    namespace: dict = {}
+    for src in cells:
+        exec(compile(src, "bring_your_own_trace.ipynb", "exec"), namespace)
+    fig, left, right = namespace["fig"], namespace["left"], namespace["right"]
+    assert fig.get_suptitle() == "chat-sample.csv: 656 requests arriving over 599 s"
+    assert left.get_title() == "arrivals per second (10 s bins)" and left.get_xlabel() == "time into the trace (s)"
+    assert right.get_title() == "prompt tokens per request (40 bins)"
+    assert right.get_xlabel() == "prompt tokens per request" and right.get_ylabel() == "requests (log scale)"
+    plt.close(fig)

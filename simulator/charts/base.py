@@ -66,22 +66,29 @@ def tokens_tick(x: float, _pos: int = 0) -> str:
 MINOR_LABEL_DECADES = 2.0
 #: Those between-decade ticks labelled (their leading digit), so that labels never collide; all under half a decade.
 MINOR_LABEL_DIGITS = (2, 3, 5)
+#: An axis wider than `MINOR_LABEL_DECADES` but at most this many decades (a TTFT of 0.012 to 3 s: 2.4) labels
+#: fewer of them, `WIDE_MINOR_LABEL_DIGITS`; a wider one its powers of ten alone.
+WIDE_MINOR_LABEL_DECADES = 3.0
+WIDE_MINOR_LABEL_DIGITS = (2, 5)
 
 
 def plain_log_ticks(axis: Any) -> None:
     """Label the log-scaled `axis` (``ax.xaxis``) in plain numbers: 0.1, 1, 20, 300, where matplotlib writes
     10⁻¹ and 2×10¹ and, on an axis of about a decade, prints 3×10¹ over 4×10¹. Powers of ten are always
     labelled; the ticks between them when the axis spans at most `MINOR_LABEL_DECADES` decades, those of
-    leading digit `MINOR_LABEL_DIGITS` (every one under half a decade)."""
+    leading digit `MINOR_LABEL_DIGITS` (every one under half a decade); on an axis of up to
+    `WIDE_MINOR_LABEL_DECADES` decades those of leading digit `WIDE_MINOR_LABEL_DIGITS` (0.01 0.02 0.05 0.1 0.2
+    0.5 1 2: helper-158, an axis of 0.012 to 3 s labelled only 0.1 and 1, none where most requests lay)."""
     from matplotlib.ticker import FuncFormatter
 
     def minor(x: float, _pos: int = 0) -> str:
         lo, hi = axis.get_view_interval()
         decades = math.log10(hi / lo) if lo > 0 and hi > lo else math.inf
-        if decades > MINOR_LABEL_DECADES:
+        if decades > WIDE_MINOR_LABEL_DECADES:
             return ""
         digit = round(x / 10 ** math.floor(math.log10(x) + 1e-9))
-        return f"{x:g}" if decades < 0.5 or digit in MINOR_LABEL_DIGITS else ""
+        digits = MINOR_LABEL_DIGITS if decades <= MINOR_LABEL_DECADES else WIDE_MINOR_LABEL_DIGITS
+        return f"{x:g}" if decades < 0.5 or digit in digits else ""
 
     axis.set_major_formatter(FuncFormatter(lambda x, _pos=0: f"{x:g}"))
     axis.set_minor_formatter(FuncFormatter(minor))
