@@ -253,6 +253,7 @@ CAPACITY_PLANNING = [
     code("""
         from simulator import run_scenario
         from simulator.charts import latency_figure
+        from simulator.charts.run import SPARSE_CDF_POINTS
 
         nodes = int(plan.set_index("hardware").nodes[HW])
         sized = dataclasses.replace(scenario, cluster=dataclasses.replace(scenario.cluster, nodes=nodes))
@@ -265,8 +266,12 @@ CAPACITY_PLANNING = [
         if SCENARIO == "default":  # agents' long prompts take longer to the first token than chat turns
             assert set(by_class.index) == {"chat-4k", "code-repo-128k"}
             assert by_class.ttft_p99_s["code-repo-128k"] > by_class.ttft_p99_s["chat-4k"]
-        fig = latency_figure(dict(tuple(done.groupby("source"))), scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s,
-                             f"{scenario.name} on {nodes} {HW} node{'s' * (nodes != 1)}: each traffic class's latency")
+        # each class's count in its legend: a class of a few requests (drawn as points) is not a distribution
+        classes = {f"{name} ({len(rows):,} request{'s' * (len(rows) != 1)})": rows
+                   for name, rows in done.groupby("source")}
+        fig = latency_figure(classes, scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s,
+                             f"{scenario.name} on {nodes} {HW} node{'s' * (nodes != 1)}: each traffic class's latency "
+                             f"({len(done):,} completed requests; a class of under {SPARSE_CDF_POINTS} drawn as points)")
         by_class
     """),
 ]

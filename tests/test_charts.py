@@ -379,6 +379,34 @@ def test_a_latency_axis_of_two_to_three_decades_labels_the_2s_and_5s():
     plt.close(fig)
 
 
+def test_a_class_of_few_requests_is_drawn_as_points_and_many_as_a_line():
+    """helper-158: capacity_planning.ipynb's 14 code-repo-128k requests were joined by straight lines, as if a
+    distribution of many. Under `SPARSE_CDF_POINTS` requests a CDF is its points (markers, no line); a class of
+    many stays the line the report draws."""
+    import numpy as np
+
+    from simulator.charts import latency_figure
+    from simulator.charts.run import SPARSE_CDF_POINTS
+
+    assert SPARSE_CDF_POINTS == 50
+
+    def frame(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"outcome": ["completed"] * n, "ttft_s": np.geomspace(0.05, 3, n),
+                             "tpot_mean_s": np.geomspace(0.02, 0.03, n)})
+
+    fig = latency_figure({"chat-4k (1,238 requests)": frame(1238), "code-repo-128k (14 requests)": frame(14),
+                          "at the limit (50 requests)": frame(50)}, 10.0, 0.1)
+    for ax in fig.axes:
+        chat, code, limit = ax.lines[:3]
+        assert chat.get_label() == "chat-4k (1,238 requests)" and chat.get_linestyle() == "-"
+        assert chat.get_marker() in ("None", None, "") and len(chat.get_xdata()) == 1238
+        assert code.get_label() == "code-repo-128k (14 requests)" and code.get_linestyle() == "None"
+        assert code.get_marker() == "o" and len(code.get_xdata()) == 14
+        assert limit.get_linestyle() == "-"  # 50 points: a line
+        assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == [
+            "chat-4k (1,238 requests)", "code-repo-128k (14 requests)"]
+    plt.close(fig)
+
 
 def test_latency_and_timeseries_charts_name_the_scenario_model_and_fleets():
     """The report's latency chart said "TTFT distribution" over lines named "8xH100": no scenario, model, node

@@ -20,13 +20,22 @@ shipped scenario's run completes (its chart is drawn from every point); a day of
 would take matplotlib some 270 MB a line (`kvsim run --stream`)."""
 
 
+#: A CDF of fewer points than this is drawn as its points (markers), not a line: a line through 14 requests reads
+#: as a distribution of many (helper-158, the capacity notebook's code-repo-128k class).
+SPARSE_CDF_POINTS = 50
+
+
 def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
     """The empirical CDF of `values` (NaN left out): the i-th smallest of n at height i / n, every one of
-    them up to `CDF_POINTS`, else `CDF_POINTS` of them evenly spaced in rank, the first and last included."""
+    them up to `CDF_POINTS`, else `CDF_POINTS` of them evenly spaced in rank, the first and last included.
+    Under `SPARSE_CDF_POINTS` values, a marker each and no line joining them."""
     v = np.sort(values.to_numpy(dtype=float))
     v = v[:len(v) - int(np.isnan(v).sum())]  # NaN sorts last
     n = len(v)
     if not n:
+        return
+    if n < SPARSE_CDF_POINTS:
+        ax.plot(v, np.arange(1, n + 1) / n, ls="none", marker="o", ms=4, label=label)
         return
     if n <= CDF_POINTS:
         ax.plot(v, np.arange(1, n + 1) / n, lw=1.8, label=label)
@@ -39,7 +48,8 @@ def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
 def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_s: float,
                    title: str | None = None) -> Figure:
     """TTFT and TPOT distributions (CDFs) of completed requests, one line per frame (a fleet, or a traffic
-    class), labelled by its key; `title`, what they are of (the scenario, model and fleets), over both panels."""
+    class), labelled by its key; `title`, what they are of (the scenario, model and fleets), over both panels.
+    A frame of fewer than `SPARSE_CDF_POINTS` completed requests is drawn as points (`_cdf`)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
     for hw, df in frames.items():
         done = df[df.outcome == "completed"]
