@@ -271,7 +271,7 @@ CAPACITY_PLANNING = [
                    for name, rows in done.groupby("source")}
         fig = latency_figure(classes, scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s,
                              f"{scenario.name} on {nodes} {HW} node{'s' * (nodes != 1)}: each traffic class's latency "
-                             f"({len(done):,} completed requests; a class of under {SPARSE_CDF_POINTS} drawn as points)")
+                             f"({len(done):,} completed requests; a class of under {SPARSE_CDF_POINTS} as points)")
         by_class
     """),
 ]
@@ -421,8 +421,8 @@ TTL_BREAKEVEN = [
         holding the whole pool forgoes at most what the fleet could produce.
         `provider_costs_for` derives those prices from the deployment: KV bytes per token from the model and
         layout, each request's prefill saving from the cost model, a stream's revenue from the simulated
-        decode speed (capped so) at the profile's output price, and the GPU's $/hour. (The report of `kvsim run` does the
-        same through `simulator.report.deployment_costs`, which the next cell calls.)
+        decode speed (capped so) at the profile's output price, and the GPU's $/hour. (The report of `kvsim run`
+        does the same through `simulator.report.deployment_costs`, which the next cell calls.)
     """),
     code("""
         from simulator import run_scenario

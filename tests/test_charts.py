@@ -197,7 +197,8 @@ def test_capacity_chart_gives_each_fleet_its_headroom():
     assert [t.get_text() for t in size.texts if t.get_text()] == [
         "1", "1", "1", "1", "1", "1", "1", "2.48× headroom", "2.83× headroom", "≥ 7.5× headroom",
         "no fleet\nmeets the\nSLOs"]
-    assert size.get_title() == "Fleet size, and its headroom\n(the multiple of the load at which it still meets the SLOs)"
+    assert size.get_title() == ("Fleet size, and its headroom\n"
+                                "(the multiple of the load at which it still meets the SLOs)")
     assert size.get_ylim() == pytest.approx((0, 1 * 1.45 + 0.8))  # room for the headroom's line under the legend
     plt.close(fig)
     assert headroom_label(math.nan, None) == "" and headroom_label(1.0, False) == "1× headroom"
@@ -209,7 +210,8 @@ def test_capacity_chart_gives_each_fleet_its_headroom():
     _texts_apart(fig)
     size = fig.axes[0]
     assert [t.get_text() for t in size.texts][-2:] == ["1.07× headroom", "2.5× headroom"]
-    assert size.get_ylim() == pytest.approx((0, 33 * 1.6 + 0.8))  # the legend's third entry (prefill nodes) above the labels too
+    # the legend's third entry (prefill nodes) above the labels too
+    assert size.get_ylim() == pytest.approx((0, 33 * 1.6 + 0.8))
     legend = size.get_legend().get_window_extent()
     assert all(t.get_window_extent().y1 < legend.y0 for t in size.texts if t.get_text())
     plt.close(fig)

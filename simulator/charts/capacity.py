@@ -16,9 +16,10 @@ def headroom_label(headroom: float, capped: object) -> str:
     """A fleet's headroom (``headroom_scale``: the multiple of the scenario's load it still meets the SLOs at) as
     its bar's second label, ``2.83× headroom``; one the search never saw fail (``headroom_capped``), a lower
     bound, ``≥ 7.5× headroom``; none (NaN: no fleet) as nothing."""
-    if headroom is None or pd.isna(headroom):
+    if headroom is None or headroom != headroom:
         return ""
-    return ("≥ " if capped is not None and not pd.isna(capped) and bool(capped) else "") + f"{figure(headroom)}× headroom"
+    lower_bound = capped is True or (isinstance(capped, (bool, np.bool_)) and bool(capped))  # None, NaN: no
+    return ("≥ " if lower_bound else "") + f"{figure(headroom)}× headroom"
 
 
 def _binding_label(why: str, width: int) -> str:
