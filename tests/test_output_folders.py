@@ -294,3 +294,23 @@ def test_an_out_folder_is_listed_only_where_the_command_writes(tmp_path, monkeyp
     assert not any(p == out or out / "photos" in (p, *p.parents) for p in entered)
     assert sorted((out / MANIFEST).read_text().splitlines()) == ["collapse\tcollapse.csv", "collapse\tcollapse.png"]
     assert (out / "photos" / "2026" / "a.jpg").read_bytes() == b"x"
+
+
+def test_every_file_a_command_writes_is_among_the_names_it_lists():
+    """helper-164: OUTPUTS['run'] lacked fleets.png, which every disaggregated report writes; once the listing read
+    only the names a command writes (87bcfb6), a fleets.png was never listed, so a later run into the folder left
+    it beside a report without fleets. Every name report.py and the commands write (``out / "name"``) is listed."""
+    import re
+
+    from simulator.cli.common import OUTPUTS
+
+    root = Path(__file__).parents[1] / "simulator"
+    written = {(path.stem, name) for path in [root / "report.py", *root.glob("cli/*.py")]
+               for name in re.findall(r'out / "([\w.]+\.(?:png|csv|md|json))"', path.read_text())}
+    assert ("report", "fleets.png") in written
+    # the module -> the commands whose folders it writes (sweep keeps its own folder's rules: --resume)
+    commands = {"report": ("run",), "run": ("run", "capacity"), "spec": ("collapse",), "breakeven": ("breakeven",),
+                "compare": ("compare",), "sweep": ()}
+    unlisted = sorted((module, name) for module, name in written if commands[module]
+                      and not any(name in OUTPUTS[c] for c in commands[module]))
+    assert unlisted == []

@@ -193,7 +193,7 @@ OUTPUTS = {
     "run": frozenset({"summary.md", "headline.csv", "scenario.json", "latency.png", "timeseries.png", "collapse.csv",
                       "collapse.png", "collapse_simulated.csv", "breakeven.csv", "breakeven.png",
                       "breakeven_provider.csv",
-                      "breakeven_provider_inputs.csv", "capacity.csv", "capacity.png", "fleets.csv"}),
+                      "breakeven_provider_inputs.csv", "capacity.csv", "capacity.png", "fleets.csv", "fleets.png"}),
     "capacity": frozenset({"capacity.csv", "capacity.png", "max_rate.csv", "offline.csv"}),
     "compare": frozenset({"compare.csv", "compare.png"}),
     "collapse": frozenset({"collapse.csv", "collapse.png"}),
