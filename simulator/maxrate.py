@@ -98,6 +98,9 @@ class Trial:
                    queue_growing=bool(s["steady_queue_growing"]), arrival_span_s=_arrival_span(result))
 
 
+TRACE_CUT_SHARE = 0.9  # a trace whose scaled arrivals span this share of duration_s or more was cut there
+
+
 def _arrival_span(result: Result) -> float:
     """Seconds from the run's first arrival to its last (NaN without a request)."""
     arrival = result.requests["arrival_s"]
@@ -252,9 +255,11 @@ class MaxRate:
             why = short.steady_warning.removeprefix(NOT_STEADY).removesuffix(RUN_LONGER)  # the reason alone
             # a trace at a rate scale holds the arrivals it holds: --duration-s only cuts it (helper-156: "raise
             # --duration-s" was said of a 598 s trace that ×39.74 made 15 s long, at --duration-s 3000 as at 600)
+            # ... unless --duration-s cut it: its arrivals then span about that long (helper-164)
+            ended = self.trace and not short.arrival_span_s >= TRACE_CUT_SHARE * self.duration_s
             lines = [f"{self.hardware} × {self.nodes} node(s): " + (
                 f"the trace is too short to tell the max rate: at rate ×{short.lo_scale:.4g} its arrivals span "
-                f"{short.arrival_span_s:,.1f} s; a longer trace is needed" if self.trace else
+                f"{short.arrival_span_s:,.1f} s; a longer trace is needed" if ended else
                 f"runs of {self._run_length()} are too short to tell the max rate; raise --duration-s")
                 + f" (seed {short.seed} at rate ×{short.lo_scale:.4g}: {why})"]
         else:
