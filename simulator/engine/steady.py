@@ -242,14 +242,18 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
                    f"fewer than {w.min_completions}{longer}")
     elif growing:
         bound = math.floor(min((1 - w.min_admission_ratio) * queued, w.max_growth_sigmas * math.sqrt(queued)) + 1e-9)
-        # of the queued never admitted there, those that timed out waiting left the queue (helper-156: 6,382 of a
-        # "grew by 6,508" had, while the queue itself grew by ~620)
-        left = int((in_window & np.isnan(admit) & (requests.outcome == "timed_out").to_numpy()
-                    & (requests.end_s.to_numpy(dtype=float) <= end)).sum())
+        # requests that timed out waiting in the window left the queue (helper-156: 6,382 of a "grew by 6,508" had,
+        # while the queue itself grew by ~620), whenever they arrived (helper-164: those queued before the window
+        # count too): queued − admitted − timed out is the queue's change through the window
+        ended = requests.end_s.to_numpy(dtype=float)
+        left = int((np.isnan(admit) & (requests.outcome == "timed_out").to_numpy() & (ended > start)
+                    & (ended <= end)).sum())
+        change = grew - left
         growth = (f"it grew by {grew:,}, more than {bound:,}" if not left else
-                  f"{grew:,} not admitted, more than {bound:,}: the queue grew by {grew - left:,} and {left:,} timed "
-                  "out waiting")
-        warning = (f"{NOT_STEADY}the queue grew through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
+                  f"{grew:,} more queued than admitted, more than {bound:,}: {left:,} timed out waiting and the queue "
+                  + (f"grew by {change:,}" if change >= 0 else f"shrank by {-change:,}"))
+        what = "the queue grew" if not left else "arrivals outran admissions"  # timed out: the queue may not grow
+        warning = (f"{NOT_STEADY}{what} through the window [{start:,.1f}, {end:,.1f}] s ({admissions:,} "
                    f"admitted of {queued:,} queued there: {growth})")
     elif filling:
         warning = (f"{NOT_STEADY}the batch was still filling through the window [{start:,.1f}, {end:,.1f}] s "

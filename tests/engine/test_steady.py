@@ -7,6 +7,7 @@ its first token) and ``o × 10 ms`` end to end when it never waits.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -158,16 +159,25 @@ def test_a_long_window_finds_an_overload_of_a_few_percent() -> None:
 
 def test_a_growing_queue_tells_its_growth_from_the_requests_that_timed_out_waiting() -> None:
     """helper-156: under a queue timeout the warning's "it grew by" counted every queued request not admitted,
-    6,382 of whose 6,508 had timed out waiting (the queue itself grew by ~620). 20,000 arrive evenly at 10 a second
-    to a replica that serves 5, each waiting at most 5 s: the window's 18,000 queued see 9,000 admitted (5 a second
-    over its 1,800 s); the queue holds at most 5 s of arrivals, 50 requests (25 more at the window's end than at
-    its start, counted so), and the rest, 8,975, time out waiting."""
+    6,382 of whose 6,508 had timed out waiting (the queue itself grew by ~620); helper-164: those that arrived before
+    the window and timed out in it count too. 20,000 arrive evenly at 10 a second to a replica that serves 5, each
+    waiting at most 5 s: the window's 18,000 queued see 9,000 admitted (5 a second over its 1,800 s) and 9,000 time
+    out; the queue holds 5 s of arrivals at either end, so it grows by 0."""
     timed = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=1, queue_timeout_s=5.0))
     s = run(timed, evenly(20000, 10.0, 20), seed=0, timer=STEP).summary
     assert s["steady_queue_growing"] and not s["steady_state"]
-    warning = s["steady_state_warning"]
-    admitted, queued, unadmitted, grew, left = (int(x.replace(",", "")) for x in re.search(
-        r"\(([\d,]+) admitted of ([\d,]+) queued there: ([\d,]+) not admitted, more than [\d,]+: the queue grew by "
-        r"([\d,]+) and ([\d,]+) timed out waiting\)", warning).groups())
-    assert queued == 18000 and unadmitted == queued - admitted == grew + left
-    assert (admitted, grew, left) == (9000, 25, 8975)
+    assert s["steady_state_warning"].endswith(
+        "arrivals outran admissions through the window [200.0, 1,999.9] s (9,000 admitted of 18,000 queued there: "
+        "9,000 more queued than admitted, more than 402: 9,000 timed out waiting and the queue grew by 0)")
+
+
+def test_a_queue_that_timeouts_shrink_says_it_shrank() -> None:
+    """helper-164: 40 arrivals a second for 60 s, then 12 a second to 200 s, at a replica serving 5 a second whose
+    requests wait at most 5 s: the queue holds 5 s of arrivals, 200 as the window opens (at 40 a second) and 60 at
+    its end (12 a second), so it shrank by 140, where the warning said it grew by 10."""
+    timed = EngineConfig(scheduler=SchedulerConfig(max_num_seqs=1, queue_timeout_s=5.0))
+    fast, slow = evenly(2400, 40.0, 20), evenly(1680, 12.0, 20)
+    requests = [*fast, *(dataclasses.replace(r, id=r.id + 2400, arrival_s=60.0 + r.arrival_s) for r in slow)]
+    warning = run(timed, requests, seed=0, timer=STEP).summary["steady_state_warning"]
+    shrank = int(re.search(r"timed out waiting and the queue shrank by ([\d,]+)\)$", warning).group(1).replace(",", ""))
+    assert shrank == pytest.approx(140, abs=5)
