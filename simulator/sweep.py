@@ -394,9 +394,9 @@ def fleets(sc: Scenario) -> tuple[str, ...]:
 
 def sweep_setting(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> str:
     """The model and fleet a sweep's charts are of, as compare's title names them, less what the grid
-    sweeps (the chart's axis or legend names that): ``Llama-3.1-70B on 2× 8xH100, tp 8``; with
-    ``cluster.nodes`` swept ``Llama-3.1-70B on 8xH100, tp 8``, with ``model.name`` swept ``2× 8xH100,
-    tp 8``. Several node kinds are joined by " / "; a disaggregated scenario's fleet is its node
+    sweeps (the chart's axis or legend names that): ``Llama-3.1-70B on 2× 8xH100, TP8``; with
+    ``cluster.nodes`` swept ``Llama-3.1-70B on 8xH100, TP8``, with ``model.name`` swept ``2× 8xH100,
+    TP8``. Several node kinds are joined by " / "; a disaggregated scenario's fleet is its node
     kinds alone (each row's ``hardware`` names its prefill and decode nodes)."""
     c = scenario.cluster
     kinds = "" if "cluster.hardware" in grid else " / ".join(node.key for node in scenario.nodes())
@@ -405,9 +405,15 @@ def sweep_setting(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> str:
         fleet = f"{nodes}× {kinds}" if nodes and nodes > 1 else kinds
     else:
         fleet = f"{nodes} node{'s' * (nodes != 1)}" if nodes else ""
-    plan = ", ".join([*([] if "cluster.tp" in grid else [f"tp {c.tp}"]),
-                      *([f"pp {c.pp}"] if c.pp > 1 and "cluster.pp" not in grid else [])])
-    model = "" if "model.name" in grid else scenario.model.name
+    # the plan as the headline labels it (TP8 PP2, DP8-attention EP8; P TP4 / D TP8 for a split fleet), left out
+    # where the grid sweeps a part of it (helper-164: "tp 8" of a DP-attention plan, a prefill plan left out)
+    parts = ("cluster.tp", "cluster.pp", "cluster.dp_attention", "cluster.ep", "disaggregation.prefill_")
+    swept = any(k.startswith(parts) for k in grid)
+    d = scenario.disaggregation
+    plan = "" if swept else (scenario.plan.label if d is None or scenario.prefill_plan == scenario.plan else
+                             f"P {scenario.prefill_plan.label} / D {scenario.plan.label}")
+    # the model served, a config.json's too (helper-164: model.name, the default, was named beside model.config)
+    model = "" if any(k.startswith("model.") for k in grid) else scenario.model_spec().key
     text = " on ".join(part for part in (model, fleet) if part)
     return f"{text}, {plan}" if text and plan else text
 

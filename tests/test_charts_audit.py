@@ -14,6 +14,7 @@ collapse charts small enough to read whole.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -189,7 +190,7 @@ def _grid(goodput: list[float]) -> pd.DataFrame:
                        "ttft_p99_s": [0.09, 0.07, 0.06, 0.19, 0.08, 0.07, 9.4, 0.14, 0.08],
                        "meets_slo": [g == 1.0 for g in goodput]})
     df.attrs.update(swept=["cluster.nodes", "workload.rate_scale"], scenario="chat-4k-h100",
-                    setting="Llama-3.1-70B on 8xH100, tp 8", slo_ttft_p99_s=2.0)
+                    setting="Llama-3.1-70B on 8xH100, TP8", slo_ttft_p99_s=2.0)
     return df
 
 
@@ -205,7 +206,7 @@ def test_a_share_is_drawn_on_0_to_1_and_a_line_under_another_is_named() -> None:
     assert lines[0].get_markersize() > lines[1].get_markersize() > lines[2].get_markersize()
     assert lines[1].get_markerfacecolor() == "none" and lines[1].get_linestyle() == "--"  # gaps: the line under shows
     assert ax.get_legend().get_title().get_text() == "node kind / load"
-    assert ax.get_title() == "chat-4k-h100 (Llama-3.1-70B on 8xH100, tp 8): goodput vs nodes per fleet"
+    assert ax.get_title() == "chat-4k-h100 (Llama-3.1-70B on 8xH100, TP8): goodput vs nodes per fleet"
     plt.close(ax.figure)
 
 
@@ -230,13 +231,13 @@ def test_a_layouts_latency_over_a_decade_is_logarithmic_and_its_cost_starts_at_0
     line; its cost axis began at 12.9, so a 24% difference filled the height. Each point also says its value."""
     df = pd.DataFrame({"hardware": "8xH100", "cache.layout": ["native", "mla"], "ttft_p99_s": [7.68, 168.0],
                        "usd_per_million_output_tokens": [14.9, 18.5], "meets_slo": [False, False]})
-    df.attrs.update(swept=["cache.layout"], scenario="mla-vs-gqa", setting="Llama-3.1-70B on 2× 8xH100, tp 8",
+    df.attrs.update(swept=["cache.layout"], scenario="mla-vs-gqa", setting="Llama-3.1-70B on 2× 8xH100, TP8",
                     slo_ttft_p99_s=5.0)
     ttft = plot_sweep(df, "cache.layout", "ttft_p99_s")
     assert ttft.get_yscale() == "log" and ttft.get_ylabel() == "p99 time to first token (s), log"
     assert ttft.get_ylim()[0] < 5.0  # the SLO line in view, under the native point
     assert [t.get_text() for t in ttft.texts] == ["7.68", "168"]
-    assert ttft.get_title() == "mla-vs-gqa (Llama-3.1-70B on 2× 8xH100, tp 8): p99 time to first token vs KV layout"
+    assert ttft.get_title() == "mla-vs-gqa (Llama-3.1-70B on 2× 8xH100, TP8): p99 time to first token vs KV layout"
     cost = plot_sweep(df, "cache.layout", "usd_per_million_output_tokens")
     assert cost.get_yscale() == "linear" and cost.get_ylim()[0] == 0.0 and cost.get_ylim()[1] >= 18.5 * 1.08
     # under a decade stays linear (5.01 s against 23 s: the value label tells 5.01 from the SLO's 5)
@@ -245,11 +246,28 @@ def test_a_layouts_latency_over_a_decade_is_logarithmic_and_its_cost_starts_at_0
     plt.close("all")
 
 
-def test_a_sweeps_setting_names_the_model_and_fleet_less_what_it_sweeps() -> None:
+def test_a_sweeps_setting_names_the_model_and_fleet_less_what_it_sweeps(tmp_path) -> None:
     sc = load_scenario(SCENARIOS / "mla-vs-gqa.toml")
-    assert sweep_setting(sc, {"cache.layout": ["native", "mla"]}) == "Llama-3.1-70B on 2× 8xH100, tp 8"
-    assert sweep_setting(sc, {"cluster.nodes": [1, 2]}) == "Llama-3.1-70B on 8xH100, tp 8"
+    assert sweep_setting(sc, {"cache.layout": ["native", "mla"]}) == "Llama-3.1-70B on 2× 8xH100, TP8"
+    assert sweep_setting(sc, {"cluster.nodes": [1, 2]}) == "Llama-3.1-70B on 8xH100, TP8"
     assert sweep_setting(sc, {"model.name": ["a"], "cluster.tp": [4, 8]}) == "2× 8xH100"
+    # helper-164: a model's config.json was named as model.name's default, a DP-attention plan as "tp 8", a split
+    # fleet's prefill plan not at all
+    import json
+
+    (tmp_path / "q.json").write_text(json.dumps({
+        "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 128256, "intermediate_size": 14336, "max_position_embeddings": 8192}))
+    text = (SCENARIOS / "mla-vs-gqa.toml").read_text()
+    p = tmp_path / "s.toml"
+    p.write_text(text.replace('name = "Llama-3.1-70B"', f'config = "{tmp_path / "q.json"}"'))
+    assert sweep_setting(load_scenario(p), {"cache.layout": ["native"]}) == f"{tmp_path / 'q.json'} on 2× 8xH100, TP8"
+    ds = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, dp_attention=True))
+    assert sweep_setting(ds, {"cache.layout": ["native"]}) == "Llama-3.1-70B on 2× 8xH100, DP8-attention"
+    split = load_scenario("disaggregated")
+    assert sweep_setting(split, {"cache.layout": ["native"]}).endswith(", TP8")
+    assert sweep_setting(dataclasses.replace(split, disaggregation=dataclasses.replace(
+        split.disaggregation, prefill_tp=4)), {"cache.layout": ["native"]}).endswith(", P TP4 / D TP8")
 
 
 # --- 3. the collapse chart's size -------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_plot_sweep_draws_a_line_per_split_with_labels_and_units(serial):
     assert labels == ["8xH100, 1 node", "8xH100, 2 nodes", "p99 SLO 2 s"]  # not cluster.nodes=1 (helper-158)
     assert ax.get_xlabel() == "load (× the workload's base rate)"
     assert ax.get_ylabel().startswith("p99 time to first token (s)")
-    assert ax.get_title() == "tiny (Llama-3.1-70B on 8xH100, tp 8): p99 time to first token vs load"
+    assert ax.get_title() == "tiny (Llama-3.1-70B on 8xH100, TP8): p99 time to first token vs load"
     assert ax.get_legend().get_title().get_text() == "node kind / nodes per fleet"
     tpot = plot_sweep(serial, "cluster.nodes", "tpot_p99_s", hue="workload.rate_scale")
     assert "(ms)" in tpot.get_ylabel()
