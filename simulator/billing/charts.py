@@ -196,10 +196,16 @@ def plot_gap_cdf(
         x, y = _dist_cdf_points(gaps_s, [float(r["ttl_s"]) for r in rows])
         ax.plot(x, y, color="k", lw=1.8, label=label)
     else:
-        g = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
-        g = g[g > 0]
+        every = np.sort(np.asarray(gaps_s, dtype=float)) / 60.0
+        g = every[every > 0]
+        zeros = every.size - g.size  # no place on a log axis, but counted: the curve starts at their share
+        # (helper-164: the curve left them out and rose to 1 over the others, under the gaps table's p_hit dots)
         if g.size:
-            ax.step(g, np.arange(1, g.size + 1) / g.size, where="post", color="k", lw=1.8, label=label)
+            ax.step(g, (zeros + np.arange(1, g.size + 1)) / every.size, where="post", color="k", lw=1.8,
+                    label=label + (f"; {zeros:,} of 0 s, counted from the curve's start" if zeros else ""))
+        elif zeros:
+            ax.text(0.5, 0.5, f"every gap is 0 s ({zeros:,}): any TTL catches them all", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=11, color="0.3")
         else:
             ax.text(0.5, 0.5, "no reuse gaps: no prefix was used twice", transform=ax.transAxes, ha="center",
                     va="center", fontsize=11, color="0.3")

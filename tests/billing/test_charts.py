@@ -74,6 +74,21 @@ def test_gap_chart_of_a_distribution_marks_each_ttls_p_hit(sonnet):
                       "p_hit (1h) = 1, the gaps table's"]
 
 
+def test_gap_chart_counts_zero_gaps_from_its_start(sonnet):
+    """helper-164: the empirical curve left 0-s gaps out and rose to 1 over the others, so the gaps table's p_hit
+    dots (which count them) floated above it: 2 gaps of 0 s and 2 of 1 and 10 minutes read 0.5 at 5 min, not 0.75."""
+    from simulator.billing.numeric import gaps_rows
+
+    gaps = np.array([0.0, 0.0, 60.0, 600.0])
+    ttls = [300.0, 3600.0]
+    ax = plot_gap_cdf(gaps, ttl_rows(sonnet, ttls), hits=gaps_rows(sonnet, ttls, gaps), label="reuse gaps: g.txt")
+    curve = next(ln for ln in ax.lines if ln.get_label().startswith("reuse gaps"))
+    assert curve.get_label() == "reuse gaps: g.txt; 2 of 0 s, counted from the curve's start"
+    assert list(curve.get_ydata()) == [0.75, 1.0]
+    dot = next(ln for ln in ax.lines if ln.get_marker() == "o")
+    assert (dot.get_xdata()[0], dot.get_ydata()[0]) == (5.0, pytest.approx(0.75))
+
+
 def test_provider_chart_is_a_labelled_dot_plot_with_its_legend_off_the_axes():
     # helper-158: the notebook's log-scale bars had no meaningful baseline and their legend covered the 1h HBM
     # bar, the biggest; each figure is now a dot labelled with its value, the legend right of the axes
