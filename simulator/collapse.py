@@ -104,9 +104,10 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:
     """The plans a collapse study draws by default: TP over the node, and for an MLA model (whose
-    latent every TP rank holds whole) DP attention too, with EP for its experts."""
+    latent every TP rank holds whole) DP attention too, with EP for its experts, on a node of more than one GPU
+    (DP attention over one GPU is TP1, as `placement.candidate_plans` has it; helper-164)."""
     plans = [ParallelPlan(tp=node_gpus)]
-    if model.attention == "mla":
+    if model.attention == "mla" and node_gpus > 1:
         ep = node_gpus if model.is_moe and model.n_experts % node_gpus == 0 else 1
         plans.append(ParallelPlan(tp=node_gpus, dp_attention=True, ep=ep))
     return plans

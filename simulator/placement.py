@@ -260,10 +260,12 @@ def candidate_plans(node: NodeSpec, model: ModelSpec, max_nodes: int = 2) -> lis
     ep = g if model.is_moe and model.n_experts % g == 0 else 1
     plans = [ParallelPlan(tp=t) for t in sorted((t for t in range(1, g + 1) if g % t == 0), reverse=True)]
     dp = g > 1  # DP attention over one GPU is TP1 (helper-155: 1xH100 listed both)
-    plans += [ParallelPlan(tp=g, dp_attention=True, ep=ep)] * dp
+    if dp:
+        plans.append(ParallelPlan(tp=g, dp_attention=True, ep=ep))
     for k in range(2, max_nodes + 1):
-        plans += [ParallelPlan(tp=g * k), ParallelPlan(tp=g, pp=k)] + [ParallelPlan(tp=g, pp=k, dp_attention=True,
-                                                                                   ep=ep)] * dp
+        plans += [ParallelPlan(tp=g * k), ParallelPlan(tp=g, pp=k)]
+        if dp:
+            plans.append(ParallelPlan(tp=g, pp=k, dp_attention=True, ep=ep))
     out = []
     for p in plans:
         try:

@@ -367,6 +367,9 @@ def test_placement_follows_vllm_and_sglang_helper_155():
     assert row.weight_bytes_per_gpu == sts[1].weight_bytes > sts[0].weight_bytes
     assert row.weight_bytes_per_gpu / GB == pytest.approx(43.84, abs=5e-3)
     assert [p.label for p in candidate_plans(CAT.node("1xH100"), L70)] == ["TP1", "TP2", "TP1 PP2"]
+    from simulator.collapse import default_plans  # nor does the collapse chart draw it (helper-164)
+
+    assert default_plans(1, DSV3) == [ParallelPlan(tp=1)] and len(default_plans(8, DSV3)) == 2
     r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-70B", "--hardware", "8xH100", "--context", "4096",
                                   "--tp", "1"])
     # streams a node at 4k: TP8 PP2 375.5, TP8 324, DP8-attention PP2 313 (TP16: 187)
