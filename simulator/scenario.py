@@ -316,12 +316,21 @@ class Scenario:
         alone): ``default: Llama-3.1-70B (bf16 weights), chat-4k + code-repo-128k, 600 s of arrivals``; a trace by
         its file's name, replayed whole or up to ``duration_s``."""
         w = self.workload
-        if w.trace:
-            what = Path(w.trace).name + (f", its first {w.duration_s:g} s" if math.isfinite(w.duration_s) else "")
+        if w.trace:  # its window: from start_s (helper-164: "its first 600 s" of a replay from 3,600 s)
+            cut = math.isfinite(w.duration_s)
+            what = Path(w.trace).name + (f", {w.duration_s:g} s of it from {w.start_s:g} s" if cut and w.start_s else
+                                         f", its first {w.duration_s:g} s" if cut else
+                                         f", from {w.start_s:g} s" if w.start_s else "")
+            what += f", replayed {w.time_scale:g}× as fast" if w.time_scale != 1 else ""
         else:
             parts = w.spec.get("components") if w.spec.get("name") == "mixture" else None
             names = [str(c.get("name", "?")) for c in parts] if isinstance(parts, list) else [str(w.spec.get("name"))]
-            what = " + ".join(names) + f", {w.duration_s:g} s of arrivals"
+            arrivals = w.spec.get("arrivals")
+            count = arrivals.get("count") if isinstance(arrivals, Mapping) and arrivals.get("kind") == "offline" \
+                else None
+            # offline arrivals: a count at t = 0, not a duration (helper-164: "1 s of arrivals" of 3,000 requests)
+            what = " + ".join(names) + (f", {count:,} requests at t = 0" if isinstance(count, int)
+                                        else f", {w.duration_s:g} s of arrivals")
         model = self.model_spec()
         return (f"{self.name}: {model.key} ({weight_precision(model)} weights), {what}"
                 + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1 else ""))
