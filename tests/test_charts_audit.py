@@ -208,6 +208,10 @@ def test_a_share_is_drawn_on_0_to_1_and_a_line_under_another_is_named() -> None:
     assert ax.get_legend().get_title().get_text() == "node kind / load"
     assert ax.get_title() == "chat-4k-h100 (Llama-3.1-70B on 8xH100, TP8): goodput vs nodes per fleet"
     plt.close(ax.figure)
+    # helper-164: two lines of no figure (every point an error) were "the same as" each other
+    ax = plot_sweep(_grid([float("nan")] * 9), "cluster.nodes", "goodput_fraction")
+    assert [line.get_label() for line in ax.lines] == ["8xH100, load 10×", "8xH100, load 20×", "8xH100, load 40×"]
+    plt.close(ax.figure)
 
 
 def test_the_legend_sits_under_the_plot_at_any_number_of_entries() -> None:

@@ -126,7 +126,9 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
         parts = [_entry(k, v) for k, v in zip(split, keys, strict=True)]
         xs, ys = g[x].reset_index(drop=True), (g[y].astype(float) * scale).reset_index(drop=True)
         label = ", ".join(parts)
-        same = next((earlier for earlier, ex, ey in drawn if xs.equals(ex) and ys.round(12).equals(ey.round(12))), None)
+        # (a line of no figure, every point an error, is the same as nothing: Series.equals holds NaN equal)
+        same = next((earlier for earlier, ex, ey in drawn if ys.notna().any() and xs.equals(ex)
+                     and ys.round(12).equals(ey.round(12))), None)
         if same:  # a line hidden under an earlier one is named, not lost (helper-158)
             label += f" (the same as {', '.join(p for p, q in zip(same, parts, strict=True) if p != q)})"
         drawn.append((parts, xs, ys))
