@@ -124,6 +124,9 @@ def test_the_library_refuses_a_strategy_set_named_twice_too():
     (["breakeven", "--rate", "1,"], "--rate: must be a comma list of rates with no empty item, e.g. 0.5,2 (got '1,')"),
     (["breakeven", "--rate", "1,1"], "--rate: must name each rate once (got '1' twice)"),
     (["breakeven", "--rate", "1,1.0"], "--rate: must name each rate once (got '1' and '1.0', both 1.0)"),
+    (["breakeven", "--gaps", "lognorm:s=1.2,,scale=60"],  # helper-164
+     "--gaps lognorm: must be a comma list of parameters with no empty item, e.g. s=1.2,scale=60 (got "
+     "'s=1.2,,scale=60')"),
 ])
 def test_an_empty_or_repeated_item_of_a_comma_list_is_refused(args, says):
     """helper-159: ``--hardware 1xH100,``, ``--layout native,``, ``--plan tp1,``, ``--strategy native,,fp8`` and

@@ -70,7 +70,8 @@ def parse_gaps(spec: str) -> Any:
             f"lognorm:s=1.2,scale=60 (got {spec!r})"
         )
     kwargs: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in args.split(","))):
+    # each parameter once, none empty, as every comma list (helper-164: lognorm:s=1.2,,scale=60 was taken)
+    for part in comma_items(args, f"--gaps {name}", "parameter", "s=1.2,scale=60") if args.strip() else []:
         k, eq, v = part.partition("=")
         must(k.strip() not in kwargs, f"--gaps {name}", "parameter", "given once", part)
         try:
