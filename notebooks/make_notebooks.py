@@ -597,7 +597,7 @@ CONCURRENCY_COLLAPSE = [
         assert short.offered_rps * short.prefill_s > 0.5
         assert short.mean_streams < 0.5 * min(short.analytic_streams, scenario.scheduler.max_num_seqs)
         fig = collapse_figure(table[(table.hardware == HW) & (table.layout == "native")], model,
-                              model.max_context_tokens, simulated)
+                              model.max_context_tokens, simulated, (scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s))
         simulated
     """),
 ]

@@ -273,6 +273,14 @@ def test_no_stream_marks_tell_the_plans_apart_and_sit_above_the_tick_labels():
     assert all(m.get_ydata()[0] > 0 for m in marks)  # axes fraction: above the x axis's line
     assert ax.get_ylim()[0] <= 0.3  # a log axis: room under the level of 1 stream
     plt.close(ax.figure)
+    # helper-164: a third plan's marks were as hollow as the second's
+    third = pd.concat([df, _analytic(["native"]).assign(plan="TP8 PP2")])
+    third.loc[third.context_tokens == 131072, "max_streams"] = 0
+    ax = plot_collapse_panel(third)
+    marks = [line for line in ax.lines if line.get_label().startswith("no stream fits")]
+    assert [(m.get_marker(), m.get_markerfacecolor() == "white") for m in marks] == [
+        ("v", False), ("v", True), ("X", False)]
+    plt.close(ax.figure)
 
 
 def test_the_collapse_title_says_the_weights_and_the_goodput_legend_the_slos():

@@ -36,6 +36,7 @@ WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than th
 # the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour;
 # with several plans, a plan's marks are filled as its line is solid, hollow for the others, each plan an entry)
 NO_STREAM = "no stream fits from here on (in its line's colour)"
+NO_STREAM_MARKS = (("v", True), ("v", False), ("X", True), ("D", False))  # a plan's mark: its shape, filled or not
 NO_STREAM_FOOT = 0.3  # the streams axis's foot where a line reaches no stream: its marks sit under the 1
 
 
@@ -83,10 +84,12 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     for context, colour, p in stops:  # after the lines: the legend's entries come after theirs
         # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels);
         # the first plan's filled, the others' hollow (two plans' marks of one colour could not be told apart)
+        # a mark per plan (helper-164: a third plan's was as hollow as the second's): filled, hollow, then other shapes
+        shape, fill = NO_STREAM_MARKS[p % len(NO_STREAM_MARKS)]
         label = None if p in named else NO_STREAM if len(plans) == 1 else \
-            f"no stream fits from here on, {plans[p]} (" + ("filled" if not p else "hollow") + ", its line's colour)"
+            f"no stream fits from here on, {plans[p]} ({'filled' if fill else 'hollow'}, its line's colour)"
         named.add(p)
-        ax.plot([context], [0.03], marker="v", ms=9, color=colour, mfc=colour if not p else "white", mew=1.5,
+        ax.plot([context], [0.03], marker=shape, ms=9, color=colour, mfc=colour if fill else "white", mew=1.5,
                 ls="none", transform=ax.get_xaxis_transform(), clip_on=False, zorder=4, label=label)
     first_layout = df["layout"].iloc[0]
     first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
