@@ -144,7 +144,8 @@ def _optional_of(tp: Any) -> Any:
 def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> None:
     """Refuse a key the scenario has no place for: one below an optional table it lacks
     (``disaggregation.*`` without ``[disaggregation]``), a generator's (``workload.spec.*``) when
-    it replays a trace, which ignores the generator, or ``model.name`` when it reads a config.json."""
+    it replays a trace, which ignores the generator, ``model.name`` when it reads a config.json, or ``cluster.nodes``
+    when no aggregated fleet runs."""
     head = key.split(".")[0]
     if "." in key and head not in grid and getattr(scenario, head, 0) is None:
         raise ConfigError(f"--grid {key}: {scenario.where} has no [{head}] table; add one to sweep its keys")
@@ -153,6 +154,12 @@ def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> Non
         raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} replays a trace "
                           f"(workload.trace = {shown(scenario.workload.trace)}), which ignores workload.spec; "
                           "sweep workload.rate_scale or workload.duration_s")
+    d = scenario.disaggregation
+    if key == "cluster.nodes" and d is not None and not d.compare_aggregated \
+            and "disaggregation.compare_aggregated" not in grid:  # (helper-164: identical rows, no word)
+        raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} runs its xPyD fleet alone "
+                          "(disaggregation.compare_aggregated = false), whose nodes are disaggregation.prefill_nodes "
+                          "and decode_nodes; sweep those")
     if key == "model.name" and scenario.model.config and "model.config" not in grid:
         raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} reads its model from "
                           f"model.config = {shown(scenario.model.config)}, which model.name cannot override; "

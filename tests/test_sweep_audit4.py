@@ -249,3 +249,14 @@ def test_resume_says_the_grid_keys_come_in_another_order(tmp_path):
                       "--resume"), str(log))
     assert msg.endswith("--resume: written by an older kvsim, before the columns rejected; write elsewhere, or "
                         "delete it to run every point again")
+
+
+def test_cluster_nodes_is_refused_where_no_aggregated_fleet_runs(tmp_path):
+    """helper-164: with compare_aggregated = false a sweep of cluster.nodes ran one xPyD fleet at every point,
+    identical rows and no word; the sweep says which keys size that fleet. Beside a sweep of compare_aggregated
+    itself the aggregated fleet runs at some points, so it is kept."""
+    alone = scenario(tmp_path, DISAGG.replace("decode_nodes = 1\n", "decode_nodes = 1\ncompare_aggregated = false\n"))
+    line = error(sweep(alone, "--grid", "cluster.nodes=2,4"), "--grid cluster.nodes")
+    assert line.endswith("runs its xPyD fleet alone (disaggregation.compare_aggregated = false), whose nodes are "
+                         "disaggregation.prefill_nodes and decode_nodes; sweep those")
+    assert "cannot change a sweep row" in line
