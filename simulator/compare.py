@@ -170,8 +170,8 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     GPU; an MLA retrofit 0.0352 · 8 = 0.281 in all, 0.0352 a GPU: fewer bytes a token, more a replica.
 
     ``cache_evicted_blocks`` and ``cache_reloaded_blocks`` are the blocks the prefix cache evicted from HBM
-    and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``): a tier that brought
-    none back changed nothing.
+    and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``); ``hit_dram_tokens`` and
+    ``hit_nvme_tokens`` the prompt tokens each tier served: a tier that served none changed nothing.
 
     `progress` receives the fraction done: each set an equal share (the same requests), advanced
     by its share of requests ended.
@@ -216,6 +216,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
+            "hit_dram_tokens": s["hit_dram_tokens"], "hit_nvme_tokens": s["hit_nvme_tokens"],  # each tier's reloads
             "offload_tiers": "+".join(offload_tiers(config.cache_params)),
             "quality_debit_points": s["quality_debit_points"],
             "retention_evicted_tokens": s["retention_evicted_tokens"],

@@ -150,3 +150,47 @@ def test_compare_says_a_plan_that_spans_more_nodes_at_its_options(tp, says):
     line = error(kvsim("compare", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k",
                        "--duration-s", "10", "--strategy", "native", "--tp", tp), says.split(":")[0])
     assert says in line and "EngineConfig" not in line
+
+
+TIERS = """name = "tiers"
+seed = 0
+[model]
+name = "Llama-3.1-8B"
+[cluster]
+hardware = ["1xH100"]
+nodes = 1
+tp = 1
+memory_utilization = 0.5
+[cache]
+layout = "native"
+strategy = "prefix"
+[workload]
+duration_s = 60
+rate_scale = 6.0
+[workload.spec]
+name = "code-repo-128k"
+[slo]
+ttft_p99_s = 15.0
+tpot_p99_s = 0.1
+[report]
+collapse = false
+breakeven = false
+"""
+
+
+def test_compare_says_which_tier_served_nothing_and_its_json_holds_every_column(tmp_path):
+    """helper-166: an NVMe tier below a DRAM tier that never filled served nothing, while compare printed the two
+    tiers' reloads together and no note; and --json left out compare.csv's tier and retention columns."""
+    import json
+
+    p = tmp_path / "s.toml"
+    p.write_text(TIERS)
+    r = kvsim("compare", p, "--strategy", "prefix+dram+nvme,prefix+nvme", "--json")
+    assert outcome(r) is None
+    rows = {row["strategy"]: row for row in json.loads(r.stdout)}
+    both, nvme = rows["prefix+dram+nvme"], rows["prefix+nvme"]
+    assert both["hit_nvme_tokens"] == 0 < both["hit_dram_tokens"] and nvme["hit_nvme_tokens"] > 0
+    assert f"note: prefix+dram+nvme: no prompt token was served from its nvme tier (the dram tier served " \
+           f"{both['hit_dram_tokens']:,}), so it changes nothing at this load" in r.stderr
+    assert "prefix+nvme: no" not in r.stderr
+    assert {"cache_reloaded_blocks", "retention_evicted_tokens", "offload_tiers", "kv_utilization"} <= set(both)

@@ -171,8 +171,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
     with stopped_cleanly("compare", folder):  # Ctrl-C: exit 130, one line, no partial output
         with progress_bar(label) as bar:
             df = compare_strategies(base, requests, specs, seed, progress=bar)
-        if as_json:
-            echo_json(records(df[[*COLUMNS, "timed_out", "rejected", "queue_grows"]]))
+        if as_json:  # every column compare.csv holds (helper-166: the table's alone left out what a tier or a
+            echo_json(records(df))  # retention policy did: retention_evicted_tokens, cache_reloaded_blocks, ...)
         else:
             unanswered = [c for c in ("timed_out", "rejected", "queue_grows") if df[c].any()]  # where any set has one
             click.echo(df[[*COLUMNS, *unanswered]].to_string(index=False, float_format=figure))
@@ -187,10 +187,17 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "each source and how it was read), a guide", err=True)
         for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
             name, policy = str(row["strategy"]), str(row["retention"])
-            if row["offload_tiers"] and not row["cache_reloaded_blocks"]:
+            tiers = [t for t in str(row["offload_tiers"]).split("+") if t]
+            idle = [t for t in tiers if not row[f"hit_{t}_tokens"]]  # each tier apart (helper-166: an NVMe tier
+            if tiers and not row["cache_reloaded_blocks"]:  # below a DRAM tier that never filled hid behind it)
                 note(f"{name}: no block came back from {row['offload_tiers']!s} "
                      f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
                      "load")
+            elif idle:
+                note(f"{name}: no prompt token was served from its {' or '.join(idle)} tier (the "
+                     f"{' and '.join(t for t in tiers if t not in idle)} tier served "
+                     f"{sum(int(row[f'hit_{t}_tokens']) for t in tiers if t not in idle):,}), so "
+                     f"{'it changes' if len(idle) == 1 else 'they change'} nothing at this load")
             if row["compressed_share"] == 0:  # (NaN: no compression) a window no sequence passed (helper-151)
                 note(f"{name}: no completed request's KV passed {row['layout']}'s full-resolution window, so it "
                      "compressed nothing and ran uncompressed (its debit, charged a request past the window, is 0)")
