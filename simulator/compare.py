@@ -220,8 +220,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "offload_tiers": "+".join(offload_tiers(config.cache_params)),
             "quality_debit_points": s["quality_debit_points"],
             "retention_evicted_tokens": s["retention_evicted_tokens"],
-            # the KV budget the retention policy's debit was measured at, where this one keeps another
-            "debit_unsourced_at": unsourced_budget(config.retention, config.retention_params) or "",
+            # the KV budget the retention policy's debit was measured at, where this one keeps another and evicted
+            # (helper-166: it was filled beside a debit of 0 where the policy evicted nothing)
+            "debit_unsourced_at": (unsourced_budget(config.retention, config.retention_params) or "")
+            if s["retention_evicted_tokens"] else "",
             "kv_utilization": s["kv_utilization"],
             "memory_factor": in_all_factor,
             "memory_factor_per_gpu": in_all_factor * per_gpu / summed,

@@ -151,6 +151,9 @@ def test_compare_says_when_a_retention_lever_did_nothing_or_runs_off_its_measure
     rows = {row["strategy"]: row for row in json.loads(r.stdout)}
     assert rows["streaming-llm:200000"]["quality_debit_points"] == 0
     assert rows["snapkv:16"]["quality_debit_points"] == 1.0  # the stated debit, with the note
+    assert rows["snapkv:16"]["debit_unsourced_at"] == "1,024-4,096 tokens"
+    # helper-166: where the policy evicted nothing, no budget the debit was measured at is named beside its 0
+    assert rows["streaming-llm:200000"]["debit_unsourced_at"] == "" and rows["snapkv"]["debit_unsourced_at"] == ""
     r = CliRunner().invoke(compare, args[:-1])
     assert "max_concurrency: the most requests this load ran at once, not what memory holds" in r.stderr
 
