@@ -13,23 +13,10 @@ import pytest
 from hardware.catalog import GPU_FILE, NODE_FILE, load_catalog
 from simulator.errors import ConfigError
 from simulator.tomlfile import read_toml
+from tests.test_bad_input_models import GPU_Z1
 from tests.test_hostile_inputs import error, kvsim, outcome
 
-GPU_X1 = """\
-[gpu.X1]
-name = "test GPU"
-hbm_bytes = 80e9
-hbm_bytes_per_s = 3.35e12
-sm_count = 132
-bf16_flops = 989.4e12
-fp8_flops = 1978.9e12
-fp4_flops = 0.0
-nvlink_bytes_per_s = 450e9
-nvswitch_reduce = true
-pcie_bytes_per_s = 64e9
-usd_per_gpu_hour = 2.99
-source = "test"
-"""
+GPU_X1 = GPU_Z1.replace("[gpu.Z1]", "[gpu.X1]")  # the same test GPU (tests/test_bad_input_models.py)
 NODE_1XX1 = """\
 [node.1xX1]
 gpu = "X1"
