@@ -34,14 +34,13 @@ def _cdf(ax: Axes, values: pd.Series, label: str) -> None:
     n = len(v)
     if not n:
         return
-    if n < SPARSE_CDF_POINTS:
+    if n > CDF_POINTS:  # thinned (8bc0b67 put the few-points rule first, which a CDF_POINTS below it overrode)
+        rank = np.linspace(0, n - 1, CDF_POINTS).round().astype(np.int64)
+        ax.plot(v[rank], (rank + 1) / n, lw=1.8, label=label)
+    elif n < SPARSE_CDF_POINTS:
         ax.plot(v, np.arange(1, n + 1) / n, ls="none", marker="o", ms=4, label=label)
-        return
-    if n <= CDF_POINTS:
+    else:
         ax.plot(v, np.arange(1, n + 1) / n, lw=1.8, label=label)
-        return
-    rank = np.linspace(0, n - 1, CDF_POINTS).round().astype(np.int64)
-    ax.plot(v[rank], (rank + 1) / n, lw=1.8, label=label)
 
 
 @plain_text
