@@ -75,6 +75,7 @@ class Trial:
     too_short: bool = False  # the run was too short to tell (`steady_too_short`)
     queue_growing: bool = False  # the queue grew through the window (`steady_queue_growing`): it fails
     arrival_span_s: float = math.nan  # first to last arrival of the run's workload
+    trace_cut: bool = False  # a trace's later rows were left out past the run's window (`Workload.cut_at_s`)
 
     @property
     def unsteady_label(self) -> str:
@@ -96,9 +97,6 @@ class Trial:
                    ttft_p99_s=s["ttft_p99_s"], tpot_p99_s=s["tpot_p99_s"], timed_out=s["timed_out"],
                    warning=s["steady_state_warning"], too_short=bool(s["steady_too_short"]),
                    queue_growing=bool(s["steady_queue_growing"]), arrival_span_s=_arrival_span(result))
-
-
-TRACE_CUT_SHARE = 0.9  # a trace whose scaled arrivals span this share of duration_s or more was cut there
 
 
 def _arrival_span(result: Result) -> float:
@@ -212,6 +210,7 @@ class SeedAnswer:
     too_short: bool = False  # the run at ``lo`` was too short to tell (`Trial.too_short`): no answer
     steady_warning: str = ""  # that run's steady-window warning
     arrival_span_s: float = math.nan  # that run's first to last arrival (`Trial.arrival_span_s`)
+    trace_cut: bool = False  # that run's trace was cut at duration_s (`Trial.trace_cut`)
 
 
 def _spread(xs: Sequence[float]) -> dict[str, float]:
@@ -255,8 +254,9 @@ class MaxRate:
             why = short.steady_warning.removeprefix(NOT_STEADY).removesuffix(RUN_LONGER)  # the reason alone
             # a trace at a rate scale holds the arrivals it holds: --duration-s only cuts it (helper-156: "raise
             # --duration-s" was said of a 598 s trace that ×39.74 made 15 s long, at --duration-s 3000 as at 600)
-            # ... unless --duration-s cut it: its arrivals then span about that long (helper-164)
-            ended = self.trace and not short.arrival_span_s >= TRACE_CUT_SHARE * self.duration_s
+            # ... unless --duration-s cut it (helper-164; helper-167: as the workload recorded it, not guessed from
+            # the arrivals' span, which a trace ending at 598.6 s of a 600 s window passed for cut)
+            ended = self.trace and not short.trace_cut
             lines = [f"{self.hardware} × {self.nodes} node(s): " + (
                 f"the trace is too short to tell the max rate: at rate ×{short.lo_scale:.4g} its arrivals span "
                 f"{short.arrival_span_s:,.1f} s; a longer trace is needed" if ended else
@@ -366,7 +366,7 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             result = run(config, wl, sd, timer=timer, window=window, progress=meter.piece(scale), total_requests=n)
             meter.add(scale)
             spent[0] += per_scale * scale
-            t = Trial.of(scale, result, ttft, tpot)
+            t = replace(Trial.of(scale, result, ttft, tpot), trace_cut=wl.cut_at_s is not None)
             if scale == 1.0 and not t.offered_requests_per_s > 0:  # a scale would change the count, not a rate
                 raise ConfigError(f"{sc.where}: max rate: the workload's {n:,} request(s) all arrive at one instant "
                                   "(offline arrivals), so it has no arrival rate to scale; its throughput is the "
@@ -395,7 +395,8 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
             output_tokens_per_s=best.sustained_output_tokens_per_s if best else 0.0,
             ttft_p99_s=best.ttft_p99_s if best else nan, tpot_p99_s=best.tpot_p99_s if best else nan,
             simulations=len(b.trials), too_short=best.too_short if best else False,
-            steady_warning=best.warning if best else "", arrival_span_s=best.arrival_span_s if best else nan))
+            steady_warning=best.warning if best else "", arrival_span_s=best.arrival_span_s if best else nan,
+            trace_cut=best.trace_cut if best else False))
         first_cost = first_cost or spent[0]
         meter.next_stage(later=[first_cost] * (seeds - 1 - k))
     meter.finish()

@@ -113,14 +113,15 @@ def test_max_rate_is_deterministic_per_seed_and_reports_each_seed() -> None:
                                       "raise --duration-s (seed 2 at rate ×3.364: ")
     # a trace that ends before --duration-s holds the arrivals it holds, so a longer trace is what is needed, and the
     # line says how long the run's arrivals were (helper-156: "raise --duration-s" of a trace that ×39.74 made 15 s);
-    # one that --duration-s cut spans about that long, and a longer --duration-s is the answer (helper-164)
+    # one that --duration-s cut (`Workload.cut_at_s`), a longer --duration-s is the answer (helper-164, helper-167)
     span = a.answers[1].arrival_span_s
-    assert 0.9 * 60 <= span < 60
-    lines = dataclasses.replace(a, trace=True, duration_s=600).describe()
+    assert 50 < span < 60 and not a.answers[1].trace_cut  # a generator: never cut
+    lines = dataclasses.replace(a, trace=True).describe()
     assert lines[0].startswith(f"8xH100 × 1 node(s): the trace is too short to tell the max rate: at rate ×3.364 its "
                                f"arrivals span {span:,.1f} s; a longer trace is needed (seed 2 at rate ×3.364: ")
-    assert lines[1].endswith(f"({a.answers[0].simulations} runs of the trace up to 600 s)")
-    lines = dataclasses.replace(a, trace=True).describe()
+    assert lines[1].endswith(f"({a.answers[0].simulations} runs of the trace up to 60 s)")
+    cut = dataclasses.replace(a.answers[1], trace_cut=True)
+    lines = dataclasses.replace(a, trace=True, answers=(a.answers[0], cut)).describe()
     assert lines[0].startswith("8xH100 × 1 node(s): runs of the trace up to 60 s are too short to tell the max rate; "
                                "raise --duration-s (seed 2 at rate ×3.364: ")
     # the seed too short to tell measured no sustained rate: said so, not a figure (helper-156)
@@ -262,3 +263,15 @@ def test_offline_runs_too_short_for_a_window_say_no_rate_and_a_trace_says_its_se
     assert "nan" not in r.output.lower()
     row = next(line for line in r.output.splitlines() if line.strip().startswith("8xH100      1     0"))
     assert row.split()[7:9] == ["n/a", "n/a"]  # requests_per_s, output_tokens_per_s
+
+
+def test_a_trace_too_short_at_its_max_rate_says_a_longer_trace_is_needed() -> None:
+    """helper-156: the shipped chat-sample.csv (656 rows over 598.6 s) at ×39.74 spans 15 s of arrivals, and the
+    answer said 'raise --duration-s' at 3,000 s as at 600; helper-167: the trace was never cut, as its workload
+    records (`Workload.cut_at_s`), so a longer trace is what is needed."""
+    from simulator.scenario import load_scenario
+
+    a = max_rate(load_scenario("trace-replay"), seeds=1, duration_s=3000)
+    assert a.answers[0].too_short and not a.answers[0].trace_cut
+    assert "the trace is too short to tell the max rate: at rate ×" in a.describe()[0]
+    assert "a longer trace is needed" in a.describe()[0]
