@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 import types
 import typing
 from collections.abc import Collection, Mapping
@@ -146,11 +147,20 @@ def check_types(obj: Any, where: str) -> None:
     """Raise `RuleError` at the first field of dataclass `obj` whose value lacks its field's type: what `build`
     checks of a table, for an object built in code (``dataclasses.replace(s.cluster, nodes="2")``, whose rules
     would fail on Python's ``'>='`` comparison error, or ``hardware="8xH100"``, read letter by letter). Call it
-    first in ``__post_init__``, before the rules compare."""
+    first in ``__post_init__``, before the rules compare.
+
+    A numpy number or bool is stored as Python's, and a path where text is asked as its text (helper-167:
+    ``nodes=np.int64(2)`` passed here and failed later in a sweep's re-parse and the report's arithmetic;
+    ``trace=Path(...)`` was refused)."""
     for name, tp in _hints(type(obj)).items():
         value = getattr(obj, name)
-        if not _holds(tp, value):
+        plain = value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+        if isinstance(plain, os.PathLike) and not _holds(tp, plain):
+            plain = os.fspath(plain)
+        if not _holds(tp, plain):
             raise RuleError(where, name, _rule(tp, value), value)
+        if plain is not value:
+            object.__setattr__(obj, name, plain)
 
 
 def coerce(tp: Any, value: Any, where: str) -> Any:

@@ -22,7 +22,7 @@ from simulator.kv import footprint
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
 from simulator.planning import plan_capacity
-from simulator.scenario import load_scenario
+from simulator.scenario import load_scenario, parse_scenario
 from simulator.study import run_scenario, saturating_requests
 from simulator.sweep import expand_grid
 from tests.test_sweep import TINY as SWEEP_TINY
@@ -394,3 +394,13 @@ def test_scenario_sections_built_in_code_check_their_types():
     assert replace(sc.cluster, hardware=["8xH100"], nodes=np.int64(2)).nodes == 2
     assert replace(sc.workload, duration_s=10).duration_s == 10
     assert SchedulerConfig(max_num_seqs=np.int64(4), watermark=0).max_num_seqs == 4
+    # ... and stored as Python's (helper-167: np.int64 nodes passed here, then a sweep's re-parse refused it and the
+    # report's arithmetic failed on numpy's bool), a path where text is asked as its text (it was refused)
+    from simulator.sweep import scenario_table
+
+    numbers = replace(sc, cluster=replace(sc.cluster, nodes=np.int64(2), dp_attention=np.bool_(False)),
+                      slo=replace(sc.slo, ttft_p99_s=np.float32(2.0)))
+    assert [type(x) for x in (numbers.cluster.nodes, numbers.cluster.dp_attention, numbers.slo.ttft_p99_s)] == [
+        int, bool, float]
+    assert parse_scenario(scenario_table(numbers), "again").cluster.nodes == 2
+    assert replace(sc.workload, trace=Path("t.csv")).trace == "t.csv"
