@@ -318,9 +318,11 @@ class Scenario:
         w = self.workload
         if w.trace:  # its window: from start_s (helper-164: "its first 600 s" of a replay from 3,600 s)
             cut = math.isfinite(w.duration_s)
-            what = Path(w.trace).name + (f", {w.duration_s:g} s of it from {w.start_s:g} s" if cut and w.start_s else
-                                         f", its first {w.duration_s:g} s" if cut else
-                                         f", from {w.start_s:g} s" if w.start_s else "")
+            # duration_s counts replay seconds, start_s the trace's (helper-167: "600 s of it" read as trace seconds)
+            what = Path(w.trace).name + (
+                f", {w.duration_s:g} s of replay from the trace's {w.start_s:g} s" if cut and w.start_s else
+                f", the first {w.duration_s:g} s of its replay" if cut else
+                f", from the trace's {w.start_s:g} s" if w.start_s else "")
             what += f", replayed {w.time_scale:g}× as fast" if w.time_scale != 1 else ""
         else:
             parts = w.spec.get("components") if w.spec.get("name") == "mixture" else None
