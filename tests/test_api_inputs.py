@@ -142,6 +142,11 @@ def test_compare_ttls_refuses_percentiles_outside_0_to_100():
             for i in range(4)]
     pct = compare_ttls(reqs, profile, percentiles=[0, 100]).gap_percentiles_s
     assert list(pct.index) == ["p0", "p100"] and pct.notna().all()
+    # helper-167: numpy's seconds were "no TTL like '5m'", and a generator of percentiles was used up by the check
+    import numpy as np
+
+    cmp = compare_ttls(reqs, profile, ttls=np.array([300, 3600]), percentiles=(p for p in [50, 99]))
+    assert list(cmp.summary.ttl) == ["none", "5m", "1h"] and list(cmp.gap_percentiles_s.index) == ["p50", "p99"]
 
 
 # --- 7. kvsim sweep ------------------------------------------------------------------------------

@@ -98,11 +98,14 @@ def compare_ttls(
          "an iterable of Requests, e.g. load_workload('chat-4k')", requests)
     must(isinstance(percentiles, Iterable) and not isinstance(percentiles, str), "compare_ttls", "percentiles",
          "a list of numbers in [0, 100], e.g. [50, 99]", percentiles)
+    percentiles = list(percentiles)  # a generator is read once (helper-167: the check used it up)
     for p in percentiles:
         must(isinstance(p, Real) and 0 <= p <= 100, "compare_ttls", "percentiles", "numbers in [0, 100]",
              list(percentiles))
     must(isinstance(ttls, Iterable) and not isinstance(ttls, str) and len(ttls := list(ttls)) >= 1, "compare_ttls",
          "ttls", f"a non-empty list of TTLs, e.g. {shown(list(DEFAULT_TTLS))}", ttls)
+    ttls = [float(t) if isinstance(t, Real) and not isinstance(t, bool) and not isinstance(t, int | float) else t
+            for t in ttls]  # numpy's numbers of seconds as Python's (helper-167: np.int64(300) was "no TTL")
     for t in ttls:
         must(isinstance(t, str | int | float) and not isinstance(t, bool), "compare_ttls", "ttls",
              "TTLs like '5m', '1h', 'none' or seconds", t)
