@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from simulator.charts import plain_text
+from simulator.charts.base import plain_log_ticks
 
 _Y_LABELS = {
     "relative_cost": "Expected prefix input cost per request\n(× cost without cache)",
@@ -229,11 +230,14 @@ def plot_gap_cdf(
             ax.plot([ttl["ttl_s"] / 60.0], [row["p_hit"]], "o", ms=8, color=c, mec="k", zorder=5,
                     clip_on=False, label=f"p_hit ({row['ttl']}) = {row['p_hit']:.4g}, the gaps table's")
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)  # 0.1 1 10, as the other charts label a log axis, not 10⁰
     ax.set_ylim(0, 1)
     ax.set_xlabel("Gap since the previous use of the prefix (minutes, log scale)")
     ax.set_ylabel("Share of reuse gaps this short or shorter")
+    # from the axes' left edge, over the legend's column (helper-167: centred, a long legend narrowed the axes
+    # and cut the title's start off the figure)
     ax.set_title(title or "Reuse gaps: a TTL catches the reuses left of its line\n(it pays where the share of "
-                 "all uses that hit, first uses counted as misses, is above its p*)", fontsize=11)
+                 "all uses that hit, first uses counted as misses, is above its p*)", fontsize=11, loc="left")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9)
     return ax

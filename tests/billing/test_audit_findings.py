@@ -86,7 +86,7 @@ def test_breakeven_workload_without_breakpoints_warns_and_skips_the_gaps_chart(t
 
 def test_an_empty_gap_chart_says_so(sonnet):
     ax = plot_gap_cdf(np.array([]), ttl_rows(sonnet, [300.0, 3600.0]))
-    assert "none observed" in ax.get_title()
+    assert "none observed" in ax.get_title(loc="left")
     assert "reuse gaps" not in [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("no reuse gaps" in t.get_text() for t in ax.texts)
 

@@ -87,6 +87,8 @@ def test_gap_chart_counts_zero_gaps_from_its_start(sonnet):
     assert list(curve.get_ydata()) == [0.75, 1.0]
     dot = next(ln for ln in ax.lines if ln.get_marker() == "o")
     assert (dot.get_xdata()[0], dot.get_ydata()[0]) == (5.0, pytest.approx(0.75))
+    # helper-167: a long legend narrowed the axes and the centred title lost its start: it begins at the axes' edge
+    assert ax.get_title(loc="left") and not ax.get_title(loc="center")
 
 
 def test_provider_chart_is_a_labelled_dot_plot_with_its_legend_off_the_axes():

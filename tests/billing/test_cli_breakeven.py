@@ -51,7 +51,7 @@ def test_a_gaps_distribution_draws_gaps_png(tmp_path, monkeypatch):
     real = charts.save_png
 
     def keep(ax, path, dpi=120):
-        drawn[path.name] = ([t.get_text() for t in ax.get_legend().get_texts()], ax.get_title())
+        drawn[path.name] = ([t.get_text() for t in ax.get_legend().get_texts()], ax.get_title(loc="left"))
         return real(ax, path, dpi)
 
     monkeypatch.setattr(charts, "save_png", keep)
