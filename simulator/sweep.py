@@ -414,13 +414,14 @@ def sweep_setting(scenario: Scenario, grid: Mapping[str, Sequence[Any]]) -> str:
         fleet = f"{nodes} node{'s' * (nodes != 1)}" if nodes else ""
     # the plan as the headline labels it (TP8 PP2, DP8-attention EP8; P TP4 / D TP8 for a split fleet), left out
     # where the grid sweeps a part of it (helper-164: "tp 8" of a DP-attention plan, a prefill plan left out)
-    parts = ("cluster.tp", "cluster.pp", "cluster.dp_attention", "cluster.ep", "disaggregation.prefill_")
-    swept = any(k.startswith(parts) for k in grid)
+    parts = {"cluster.tp", "cluster.pp", "cluster.dp_attention", "cluster.ep", "disaggregation.prefill_tp",
+             "disaggregation.prefill_pp", "disaggregation.prefill_dp_attention", "disaggregation.prefill_ep"}
+    swept = bool(parts & set(grid))  # (prefill_nodes or prefill_hardware are no part of a plan)
     d = scenario.disaggregation
     plan = "" if swept else (scenario.plan.label if d is None or scenario.prefill_plan == scenario.plan else
                              f"P {scenario.prefill_plan.label} / D {scenario.plan.label}")
     # the model served, a config.json's too (helper-164: model.name, the default, was named beside model.config)
-    model = "" if any(k.startswith("model.") for k in grid) else scenario.model_spec().key
+    model = "" if {"model.name", "model.config"} & set(grid) else scenario.model_spec().key  # (weight_dtype: the same)
     text = " on ".join(part for part in (model, fleet) if part)
     return f"{text}, {plan}" if text and plan else text
 

@@ -327,3 +327,15 @@ def test_two_plans_titles_stay_within_their_panels() -> None:
         assert panel.x0 - 5 <= title.x0 and title.x1 <= panel.x1 + 5, ax.get_title()
     assert fig.axes[0].get_title().startswith("8xH200: KV budget per GPU\n42 GB (TP8), 31 GB (DP8-attention EP8)")
     plt.close(fig)
+
+
+def test_a_sweeps_setting_keeps_what_the_grid_does_not_change() -> None:
+    """helper-167: sweeping model.weight_dtype dropped the model's name, prefill_nodes the plan (neither changes
+    them), and the legend named a TP as "tp 8" beside titles' "TP8"."""
+    from simulator.charts.sweep import _entry
+
+    sc = load_scenario(SCENARIOS / "mla-vs-gqa.toml")
+    assert sweep_setting(sc, {"model.weight_dtype": ["bf16", "fp8"]}) == "Llama-3.1-70B on 2× 8xH100, TP8"
+    split = load_scenario("disaggregated")
+    assert sweep_setting(split, {"disaggregation.prefill_nodes": [1, 2]}).endswith(", TP8")
+    assert _entry("cluster.tp", 8) == "TP8"

@@ -49,7 +49,7 @@ AMOUNTS = frozenset({"usd_per_hour", "usd_per_million_output_tokens", "output_to
 LEGEND_NAMES: dict[str, str] = {
     "workload.rate_scale": "load {}×",
     "cluster.nodes": "{} nodes",
-    "cluster.tp": "tp {}",
+    "cluster.tp": "TP{}",  # as the titles and the headline label a plan
     "cache.layout": "layout {}",
     "seed": "seed {}",
     "workload.duration_s": "{} s run",

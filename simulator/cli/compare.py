@@ -193,7 +193,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 note(f"{name}: no block came back from {row['offload_tiers']!s} "
                      f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
                      "load")
-            elif idle:
+            elif idle and len(idle) < len(tiers):  # (every tier idle yet blocks reloaded: nothing true to say)
                 note(f"{name}: no prompt token was served from its {' or '.join(idle)} tier (the "
                      f"{' and '.join(t for t in tiers if t not in idle)} tier served "
                      f"{sum(int(row[f'hit_{t}_tokens']) for t in tiers if t not in idle):,}), so "

@@ -232,7 +232,7 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     completions = int(((ends > start) & (ends <= end)).sum())
     short = completions < w.min_completions  # too few to tell; the queue test is left out too
     longer = RUN_LONGER if a1 > a0 else MORE_REQUESTS
-    grew = queued - admissions  # the waiting queue's growth through the window (module docstring)
+    grew = queued - admissions  # the queue's growth through the window plus those that timed out waiting (left)
     growing = not short and bool(queued and (admissions < w.min_admission_ratio * queued
                                              or grew > w.max_growth_sigmas * math.sqrt(queued)))
     filling = not short and not growing and a1 > a0 and completions < w.min_admission_ratio * queued
