@@ -128,15 +128,17 @@ def _holds(tp: Any, value: Any) -> bool:
     return tp is Any or not isinstance(tp, type) or isinstance(value, tp)
 
 
-def _rule(tp: Any, value: Any) -> str:
+def _rule(tp: Any, value: Any, example: bool = True) -> str:
     """What a field of type `tp` must be, as a rule says it (``an integer``, ``a list of strings, e.g. ['8xH100']``,
-    ``an integer or None``)."""
+    ``a list of strings or None, e.g. ['5m']``: the example last)."""
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join("None" if a is type(None) else _rule(a, value) for a in get_args(tp))
+        text = " or ".join("None" if a is type(None) else _rule(a, value, False) for a in get_args(tp))
+        lists = any(get_origin(a) is tuple for a in get_args(tp))
+        return text + (f", e.g. [{shown(value)}]" if example and lists and isinstance(value, str) else "")
     if origin is tuple:
         item = {int: "integers", float: "numbers", str: "strings"}.get(get_args(tp)[0], "values")
-        return f"a list of {item}" + (f", e.g. [{shown(value)}]" if isinstance(value, str) else "")
+        return f"a list of {item}" + (f", e.g. [{shown(value)}]" if example and isinstance(value, str) else "")
     if origin is dict or tp is dict:
         return "a table (a dict)"
     return _type_name(tp) if isinstance(tp, type) and tp in (bool, int, float, str) else (

@@ -388,7 +388,7 @@ def test_scenario_sections_built_in_code_check_their_types():
     assert refused(replace, sc.slo, ttft_p99_s="1") == "slo: 'ttft_p99_s' must be a number (got '1')"
     assert refused(replace, sc, seed="1") == "scenario: 'seed' must be an integer (got '1')"
     assert refused(replace, sc.billing, ttls="5m") == \
-        "billing: 'ttls' must be a list of strings, e.g. ['5m'] or None (got '5m')"
+        "billing: 'ttls' must be a list of strings or None, e.g. ['5m'] (got '5m')"
     assert refused(replace, sc.report, capacity="yes") == "report: 'capacity' must be true or false (got 'yes')"
     assert refused(replace, sc.cache, params=None) == "cache: 'params' must be a table (a dict) (got None)"
     assert refused(SchedulerConfig, max_num_seqs=1.5) == "SchedulerConfig: 'max_num_seqs' must be an integer (got 1.5)"
