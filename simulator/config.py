@@ -156,7 +156,8 @@ def check_types(obj: Any, where: str) -> None:
     ``trace=Path(...)`` was refused)."""
     for name, tp in _hints(type(obj)).items():
         value = getattr(obj, name)
-        plain = value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+        # a numpy scalar (no array: helper-170, `np.array([...]).item()` raised, and one of a single item passed)
+        plain = value.item() if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 else value
         if isinstance(plain, os.PathLike) and not _holds(tp, plain):
             plain = os.fspath(plain)
         if not _holds(tp, plain):

@@ -155,8 +155,10 @@ def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> Non
                           f"(workload.trace = {shown(scenario.workload.trace)}), which ignores workload.spec; "
                           "sweep workload.rate_scale or workload.duration_s")
     d = scenario.disaggregation
-    if key == "cluster.nodes" and d is not None and not d.compare_aggregated \
-            and "disaggregation.compare_aggregated" not in grid:  # (helper-164: identical rows, no word)
+    compared = grid.get("disaggregation.compare_aggregated", [d.compare_aggregated] if d is not None else [])
+    # (helper-164: identical rows, no word; helper-170: a grid of compare_aggregated = false alone too)
+    if key == "cluster.nodes" and d is not None and not any(
+            v is True or str(v).strip().lower() == "true" for v in compared):
         raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} runs its xPyD fleet alone "
                           "(disaggregation.compare_aggregated = false), whose nodes are disaggregation.prefill_nodes "
                           "and decode_nodes; sweep those")

@@ -409,3 +409,7 @@ def test_scenario_sections_built_in_code_check_their_types():
         int, bool, float]
     assert parse_scenario(scenario_table(numbers), "again").cluster.nodes == 2
     assert replace(sc.workload, trace=Path("t.csv")).trace == "t.csv"
+    # an array is no scalar (helper-170: np.array([...]).item() raised ValueError; one item passed as a number)
+    assert refused(replace, sc.cluster, nodes=np.array([2])) == "cluster: 'nodes' must be an integer (got array([2]))"
+    assert refused(replace, sc.cluster, hardware=np.array(["8xH100"])).startswith(
+        "cluster: 'hardware' must be a list of strings (got array(")

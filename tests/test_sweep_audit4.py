@@ -260,3 +260,7 @@ def test_cluster_nodes_is_refused_where_no_aggregated_fleet_runs(tmp_path):
     assert line.endswith("runs its xPyD fleet alone (disaggregation.compare_aggregated = false), whose nodes are "
                          "disaggregation.prefill_nodes and decode_nodes; sweep those")
     assert "cannot change a sweep row" in line
+    # nor beside a grid of compare_aggregated = false alone (helper-170); with true among its values it runs
+    line = error(sweep(alone, "--grid", "cluster.nodes=2,4", "--grid", "disaggregation.compare_aggregated=false"),
+                 "--grid cluster.nodes")
+    assert "runs its xPyD fleet alone" in line
