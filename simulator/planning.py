@@ -120,8 +120,10 @@ def queue_grew_note(which: str, met: str, load: str = "its load") -> str:
     """The note `kvsim compare` and `kvsim sweep` give where runs' waiting queues grew through the steady window
     (their ``queue_grows``; `which`: the sets or points): their fleets fall behind `load`, and where some read
     ``meets_slo`` True (`met`: which, ``""`` for none), that verdict weighs the p99s alone, as `keeps_up` does not."""
-    return (f"{which}: the waiting queue grew through the steady window (column queue_grows): the fleet falls behind "
-            f"{load}, and a longer run would read worse p99s"
+    # "arrivals outran admissions": under a queue timeout the queue may not grow, its requests timing out instead
+    # (helper-170: "the waiting queue grew ... a longer run would read worse p99s" of TTFT p99s a timeout bounds)
+    return (f"{which}: arrivals outran admissions through the steady window (column queue_grows): the fleet falls "
+            f"behind {load}, and a longer run would read worse p99s (or, under a queue timeout, more timed out)"
             + (f"; {met} read meets_slo True, which weighs the p99s alone (kvsim capacity fails such a run)"
                if met else ""))
 

@@ -84,8 +84,9 @@ METRICS: tuple[str, ...] = (
 #: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
 NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows")
 #: True/False columns: ``meets_slo`` (the p99s, nothing rejected or timed out: `planning.meets_slo`) and
-#: ``queue_grows``, the waiting queue grew through the steady window (``steady_queue_growing``): the fleet falls
-#: behind its load, so a longer run would read worse p99s (`kvsim capacity` fails such a run: `planning.keeps_up`).
+#: ``queue_grows``, arrivals outran admissions through the steady window (``steady_queue_growing``: the queue grew,
+#: or requests timed out waiting): the fleet falls behind its load, so a longer run would read worse p99s or more
+#: timed out (`kvsim capacity` fails such a run: `planning.keeps_up`).
 FLAGS = ("meets_slo", "queue_grows")
 #: Columns after the metrics: the point's failure in one line ("" when it ran), and the hash of its scenario.
 TRAILER: tuple[str, ...] = ("error", "digest")

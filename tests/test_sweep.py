@@ -489,7 +489,7 @@ def test_a_sweep_says_where_the_queue_grew(tiny):
     assert res.exit_code == 0, res.output
     df = pd.read_csv(io.StringIO(res.stdout), sep=r"\s+")
     assert df.queue_grows.tolist() == [False, True]
-    assert "note: point 1 (8xH100): the waiting queue grew through the steady window (column queue_grows)" in \
+    assert "note: point 1 (8xH100): arrivals outran admissions through the steady window (column queue_grows)" in \
         res.stderr
     calm = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.rate_scale=5", "--grid",
                                       "workload.duration_s=20", "--workers", "1", "--json"])

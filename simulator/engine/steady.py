@@ -46,7 +46,10 @@ apart from a batch still filling after warm-up (that run's batch grew by 1,860 i
 at 95% of that rate, which 900-s runs meet): only a longer run tells. The queue, not the number in the
 system, is what the rule watches: a workload whose rate still ramps (sessions accumulating) with long
 decodes holds more requests in its running batch at the end of the window than at its start without any
-backlog, and that is not overload (it is the next case).
+backlog, and that is not overload (it is the next case). Under a queue timeout, requests that time out
+waiting leave the queue without an admission: the rule counts them as it counts the queue's growth (the
+fleet fell behind), and the warning says the two apart ("arrivals outran admissions ...: N timed out waiting
+and the queue grew (or shrank) by M").
 
 **Too short** (``steady_state = False``; ``steady_too_short``, as in the few-completions case) when,
 in a run with arrivals spread over time (``A > 0``), the queue did not grow but completions in the
@@ -111,7 +114,7 @@ class SteadyState:
     completions: int
     output_tokens: float
     warning: str
-    queue_growing: bool = False  # the waiting queue grew through the window (the overload case of `warning`)
+    queue_growing: bool = False  # arrivals outran admissions through the window (the overload case of `warning`)
     queued: int = 0  # arrivals in the window that queued (not rejected on arrival): `admissions` is weighed against it
     too_short: bool = False  # too few completions, or the batch still filling: only a longer run can tell
 
