@@ -478,6 +478,11 @@ class Scenario:
 
         STRATEGIES.build(self.cache.strategy, self.cache.params, "cache", "cache.params", key="strategy")
         ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
+        if self.router.name == "prefix-affinity" and self.cache.strategy == "none":  # (helper-169: byte for byte
+            raise ConfigError(  # least-tokens' run, without a word)
+                f"router.name: prefix-affinity routes to the replica holding the longest cached prefix, and "
+                f"cache.strategy = \"none\" caches none, so it would route as least-tokens; use least-tokens or a "
+                f"prefix cache (got {shown(self.router.name)})")
 
     def _check_layouts(self, model: ModelSpec) -> None:
         """``cache.layout`` (and the collapse chart's layouts, each once, and its points:

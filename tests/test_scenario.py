@@ -378,3 +378,13 @@ def test_a_trace_key_naming_a_folder_says_so(tmp_path):
 
     assert str(err.value).endswith(f"workload.trace: '{shown_path(tmp_path / 'dir.csv')}' is a folder, not a trace "
                                    "file (a path relative to the scenario's folder)")
+
+
+def test_prefix_affinity_without_a_prefix_cache_is_refused(tmp_path):
+    """helper-169: router prefix-affinity beside cache.strategy = "none" ran as least-tokens, byte for byte."""
+    p = write(tmp_path, BASE + '[cache]\nstrategy = "none"\n[router]\nname = "prefix-affinity"\n')
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    assert str(err.value).endswith("router.name: prefix-affinity routes to the replica holding the longest cached "
+                                   'prefix, and cache.strategy = "none" caches none, so it would route as '
+                                   "least-tokens; use least-tokens or a prefix cache (got 'prefix-affinity')")
