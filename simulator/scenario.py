@@ -320,9 +320,9 @@ class Scenario:
             cut = math.isfinite(w.duration_s)
             # duration_s counts replay seconds, start_s the trace's (helper-167: "600 s of it" read as trace seconds)
             what = Path(w.trace).name + (
-                f", {w.duration_s:g} s of replay from the trace's {w.start_s:g} s" if cut and w.start_s else
-                f", the first {w.duration_s:g} s of its replay" if cut else
-                f", from the trace's {w.start_s:g} s" if w.start_s else "")
+                f", up to {w.duration_s:,g} s of replay from the trace's {w.start_s:,g} s" if cut and w.start_s else
+                f", up to {w.duration_s:,g} s of its replay" if cut else
+                f", from the trace's {w.start_s:,g} s" if w.start_s else "")
             what += f", replayed {w.time_scale:g}× as fast" if w.time_scale != 1 else ""
         else:
             parts = w.spec.get("components") if w.spec.get("name") == "mixture" else None
@@ -331,11 +331,14 @@ class Scenario:
             count = arrivals.get("count") if isinstance(arrivals, Mapping) and arrivals.get("kind") == "offline" \
                 else None
             # offline arrivals: a count at t = 0, not a duration (helper-164: "1 s of arrivals" of 3,000 requests)
-            what = " + ".join(names) + (f", {count:,} requests at t = 0" if isinstance(count, int)
-                                        else f", {w.duration_s:g} s of arrivals")
+            what = " + ".join(names) + (  # a rate scale multiplies an offline count (helper-170)
+                f", {round(count * w.rate_scale):,} requests at t = 0" if isinstance(count, int)
+                else f", {w.duration_s:g} s of arrivals" + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1
+                                                             else ""))
+        if w.trace and w.rate_scale != 1:
+            what += f" at {w.rate_scale:g}× its rate"
         model = self.model_spec()
-        return (f"{self.name}: {model.key} ({weight_precision(model)} weights), {what}"
-                + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1 else ""))
+        return f"{self.name}: {model.key} ({weight_precision(model)} weights), {what}"
 
     def hardware_catalog(self) -> Catalog:
         """The catalog the scenario names its nodes from: the shipped one, extended by `cluster.catalog`, priced

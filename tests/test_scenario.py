@@ -341,13 +341,17 @@ def test_a_scenario_says_what_its_charts_are_of():
     assert load_scenario("capacity-plan").subject() == (
         "capacity-plan: Llama-3.1-70B (bf16 weights), chat-4k, 600 s of arrivals at 20× its rate")
     assert load_scenario("trace-replay").subject() == (
-        "trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, the first 600 s of its replay")
+        "trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, up to 600 s of its replay")
     # helper-164: offline arrivals are a count at t = 0, not "1 s of arrivals"; a replay from start_s says so
     assert load_scenario("trtllm-offline-1000-1000").subject() == (
         "trtllm-offline-1000-1000: Llama-3.1-8B (fp8 weights), synthetic, 3,000 requests at t = 0")
     sc = load_scenario("trace-replay")
     later = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, start_s=3600.0, time_scale=4.0))
-    assert later.subject().endswith("chat-sample.csv, 600 s of replay from the trace's 3600 s, replayed 4× as fast")
+    assert later.subject().endswith("chat-sample.csv, up to 600 s of replay from the trace's 3,600 s, replayed 4× as "
+                                    "fast")
+    off = load_scenario("trtllm-offline-1000-1000")  # a rate scale multiplies an offline count (helper-170)
+    doubled = dataclasses.replace(off, workload=dataclasses.replace(off.workload, rate_scale=2.0))
+    assert doubled.subject().endswith("synthetic, 6,000 requests at t = 0")
 
 
 def test_cluster_nodes_beside_an_xpyd_fleet_alone_is_said_to_size_another(tmp_path):
