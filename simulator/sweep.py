@@ -78,11 +78,11 @@ Finish = Callable[[int, list[Row] | None, str], None]  # (job index, its rows or
 METRICS: tuple[str, ...] = (
     "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "rejected", "timed_out", "ttft_p50_s",
     "ttft_p99_s",
-    "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "kv_utilization",
-    "usd_per_hour", "usd_per_million_output_tokens", "meets_slo", "queue_grows",
+    "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "preemptions",
+    "kv_utilization", "usd_per_hour", "usd_per_million_output_tokens", "meets_slo", "queue_grows",
 )
 #: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
-NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows")
+NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows", "preemptions")
 #: True/False columns: ``meets_slo`` (the p99s, nothing rejected or timed out: `planning.meets_slo`) and
 #: ``queue_grows``, arrivals outran admissions through the steady window (``steady_queue_growing``: the queue grew,
 #: or requests timed out waiting): the fleet falls behind its load, so a longer run would read worse p99s or more

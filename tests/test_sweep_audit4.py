@@ -173,7 +173,7 @@ def test_resume_refuses_a_row_cut_short(swept):
     lines[2] = lines[2].rsplit(",", 2)[0] + "\n"
     log.write_text("".join(lines))
     msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
-    assert "line 3: --resume: has 21 fields where the header has 23" in msg and "digest" not in msg
+    assert "line 3: --resume: has 22 fields where the header has 24" in msg and "digest" not in msg
 
 
 def test_resume_accepts_a_byte_order_mark(swept):
@@ -264,3 +264,10 @@ def test_cluster_nodes_is_refused_where_no_aggregated_fleet_runs(tmp_path):
     line = error(sweep(alone, "--grid", "cluster.nodes=2,4", "--grid", "disaggregation.compare_aggregated=false"),
                  "--grid cluster.nodes")
     assert "runs its xPyD fleet alone" in line
+
+
+def test_a_sweep_row_counts_its_preemptions() -> None:
+    """helper-169: a sweep over admission or preemption could not show the preemptions those settings move."""
+    from simulator.sweep import METRICS, NEWER_METRICS
+
+    assert "preemptions" in METRICS and "preemptions" in NEWER_METRICS

@@ -167,6 +167,8 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     quiet = _say_left_out(df)
     if not (df.queue_grows == True).any():  # noqa: E712  # (a failed point's cell is empty): said where it is
         quiet.append("queue_grows")
+    if not (pd.to_numeric(df.preemptions, errors="coerce") > 0).any():  # printed where a point preempted
+        quiet.append("preemptions")
     shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
     if as_json:
         echo_json(records(shown))

@@ -375,6 +375,9 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "goodput_requests_per_s": good / span,
         "goodput_fraction": good / len(req) if len(req) else math.nan,
         "max_concurrency": max_concurrency,
+        # the preemptions every replica made (helper-169: only requests.csv's column held them, so a sweep over
+        # admission or preemption could not show the figure those settings move)
+        "preemptions": sum(r.n_preempt for r in reps),
         "mean_concurrency": float((done.end_s - done.admit_s).sum() / span),
         "mean_in_system": float((done.end_s - done.arrival_s).sum() / span),
         "kv_utilization": kv_util,

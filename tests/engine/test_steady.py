@@ -181,3 +181,14 @@ def test_a_queue_that_timeouts_shrink_says_it_shrank() -> None:
     warning = run(timed, requests, seed=0, timer=STEP).summary["steady_state_warning"]
     shrank = int(re.search(r"timed out waiting and the queue shrank by ([\d,]+)\)$", warning).group(1).replace(",", ""))
     assert shrank == pytest.approx(140, abs=5)
+
+
+def test_the_summary_counts_every_preemption() -> None:
+    """helper-169: only requests.csv's per-request column held the preemptions, so no summary, sweep row or
+    report showed what admission or preemption settings change. The summary's `preemptions` is every replica's
+    count, the sum of that column."""
+    from workloads import load_workload
+
+    config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, memory_utilization=0.23, cache="none")
+    r = run(config, load_workload("chat-4k", duration_s=60, rate_scale=20), 0)
+    assert r.summary["preemptions"] == int(r.requests.preemptions.sum()) == 50
