@@ -49,7 +49,8 @@ BREAKEVEN_CHART_SHARE = 0.1
 _WINDOW = SteadyWindow()  # the steady window a run's report describes (`simulator.engine.steady`'s defaults)
 # what the headline's columns that are not self-explanatory measure (summary.md, under the table)
 HEADLINE_COLUMNS = ("`goodput`: the share of requests that completed within both SLOs (each its own TTFT and mean "
-                    "TPOT); `max streams`: the most requests running at once (observed, admission to end; `kvsim "
+                    "TPOT); `max streams`: the most requests running at once (observed, admission to end, a "
+                    "disaggregated fleet's hand-offs waiting for a decode replica included; `kvsim "
                     "fit` gives what memory can hold); `KV util`: the time mean share of the fleet's KV blocks in "
                     "use, the prefix cache's unreferenced blocks included (summary.json's "
                     "`kv_referenced_utilization` leaves them out); "
