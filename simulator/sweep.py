@@ -160,7 +160,10 @@ def _check_applies(scenario: Scenario, key: str, grid: Mapping[str, Any]) -> Non
     # (helper-164: identical rows, no word; helper-170: a grid of compare_aggregated = false alone too)
     if key == "cluster.nodes" and d is not None and not any(
             v is True or str(v).strip().lower() == "true" for v in compared):
-        raise ConfigError(f"--grid {key}: cannot change a sweep row: {scenario.where} runs its xPyD fleet alone "
+        # the grid's false, not the file's, said as the grid's (helper-171)
+        alone = (f"{scenario.where} runs" if "disaggregation.compare_aggregated" not in grid else
+                 "every point of --grid disaggregation.compare_aggregated runs")
+        raise ConfigError(f"--grid {key}: cannot change a sweep row: {alone} its xPyD fleet alone "
                           "(disaggregation.compare_aggregated = false), whose nodes are disaggregation.prefill_nodes "
                           "and decode_nodes; sweep those")
     if key == "model.name" and scenario.model.config and "model.config" not in grid:
@@ -353,7 +356,7 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
             "ttft_p50_s": s["ttft_p50_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_p50_s": s["tpot_p50_s"],
             "tpot_p99_s": s["tpot_p99_s"], "output_tokens_per_s": s["output_tokens_per_s"],
             "goodput_fraction": s["goodput_fraction"], "max_concurrency": s["max_concurrency"],
-            "kv_utilization": s["kv_utilization"],
+            "preemptions": s["preemptions"], "kv_utilization": s["kv_utilization"],
             "usd_per_hour": s["cost_usd"] / s["makespan_s"] * 3600 if s["makespan_s"] else math.nan,
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
             "meets_slo": meets_slo(r, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
@@ -839,7 +842,7 @@ def _cell(v: Any) -> Any:
 
 
 # integers >= 0; the other figures floats
-_COUNTS = ("requests", "trace_rows_skipped", "completed", "rejected", "timed_out", "max_concurrency")
+_COUNTS = ("requests", "trace_rows_skipped", "completed", "rejected", "timed_out", "max_concurrency", "preemptions")
 _FRACTIONS = ("goodput_fraction",)  # in [0, 1]
 
 

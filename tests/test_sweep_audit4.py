@@ -266,8 +266,19 @@ def test_cluster_nodes_is_refused_where_no_aggregated_fleet_runs(tmp_path):
     assert "runs its xPyD fleet alone" in line
 
 
-def test_a_sweep_row_counts_its_preemptions() -> None:
-    """helper-169: a sweep over admission or preemption could not show the preemptions those settings move."""
-    from simulator.sweep import METRICS, NEWER_METRICS
+def test_a_sweep_row_counts_its_preemptions(tmp_path) -> None:
+    """helper-169: a sweep over admission or preemption could not show the preemptions those settings move;
+    helper-171: the column 04b5044 added was never filled. One 1xH100 at 23% of its memory preempts under 60 s of
+    chat at 20x its rate (the summary's count, its requests' sum: tests/engine/test_steady.py), and none at 1x."""
+    import json
 
-    assert "preemptions" in METRICS and "preemptions" in NEWER_METRICS
+    text = (BASE.replace('hardware = ["8xH100"]', 'hardware = ["1xH100"]\nmemory_utilization = 0.23')
+            .replace('strategy = "prefix"', 'strategy = "none"').replace("duration_s = 5", "duration_s = 60"))
+    r = sweep(scenario(tmp_path, text), "--grid", "workload.rate_scale=1,20", "--json")
+    assert outcome(r) is None
+    rows = json.loads(r.stdout)
+    assert [row["preemptions"] for row in rows] == [0, 50]
+    printed = sweep(scenario(tmp_path, text), "--grid", "workload.rate_scale=1,20").stdout
+    assert "preemptions" in printed.splitlines()[0]
+    quiet = sweep(scenario(tmp_path, text), "--grid", "workload.rate_scale=1").stdout
+    assert "preemptions" not in quiet.splitlines()[0]
