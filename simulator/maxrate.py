@@ -73,7 +73,7 @@ class Trial:
     timed_out: int
     warning: str = ""  # the steady window's (`steady_state_warning`); "" when steady
     too_short: bool = False  # the run was too short to tell (`steady_too_short`)
-    queue_growing: bool = False  # the queue grew through the window (`steady_queue_growing`): it fails
+    queue_growing: bool = False  # arrivals outran admissions through the window (`steady_queue_growing`): it fails
     arrival_span_s: float = math.nan  # first to last arrival of the run's workload
     trace_cut: bool = False  # a trace's later rows were left out past the run's window (`Workload.cut_at_s`)
 

@@ -117,9 +117,10 @@ def latency_line(result: Result, ttft_p99_s: float, tpot_p99_s: float) -> str:
 
 
 def queue_grew_note(which: str, met: str, load: str = "its load") -> str:
-    """The note `kvsim compare` and `kvsim sweep` give where runs' waiting queues grew through the steady window
-    (their ``queue_grows``; `which`: the sets or points): their fleets fall behind `load`, and where some read
-    ``meets_slo`` True (`met`: which, ``""`` for none), that verdict weighs the p99s alone, as `keeps_up` does not."""
+    """The note `kvsim compare` and `kvsim sweep` give where runs' arrivals outran admissions through the steady
+    window (their ``queue_grows``: the queue grew, or requests timed out waiting; `which`: the sets or points):
+    their fleets fall behind `load`, and where some read ``meets_slo`` True (`met`: which, ``""`` for none), that
+    verdict weighs the p99s alone, as `keeps_up` does not."""
     # "arrivals outran admissions": under a queue timeout the queue may not grow, its requests timing out instead
     # (helper-170: "the waiting queue grew ... a longer run would read worse p99s" of TTFT p99s a timeout bounds)
     return (f"{which}: arrivals outran admissions through the steady window (column queue_grows): the fleet falls "

@@ -332,7 +332,7 @@ class Scenario:
                 else None
             # offline arrivals: a count at t = 0, not a duration (helper-164: "1 s of arrivals" of 3,000 requests)
             what = " + ".join(names) + (  # a rate scale multiplies an offline count (helper-170)
-                f", {round(count * w.rate_scale):,} requests at t = 0" if isinstance(count, int)
+                f", {max(1, round(count * w.rate_scale)):,} requests at t = 0" if isinstance(count, int)
                 else f", {w.duration_s:g} s of arrivals" + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1
                                                              else ""))
         if w.trace and w.rate_scale != 1:
@@ -481,11 +481,6 @@ class Scenario:
 
         STRATEGIES.build(self.cache.strategy, self.cache.params, "cache", "cache.params", key="strategy")
         ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
-        if self.router.name == "prefix-affinity" and self.cache.strategy == "none":  # (helper-169: byte for byte
-            raise ConfigError(  # least-tokens' run, without a word)
-                f"router.name: prefix-affinity routes to the replica holding the longest cached prefix, and "
-                f"cache.strategy = \"none\" caches none, so it would route as least-tokens; use least-tokens or a "
-                f"prefix cache (got {shown(self.router.name)})")
 
     def _check_layouts(self, model: ModelSpec) -> None:
         """``cache.layout`` (and the collapse chart's layouts, each once, and its points:
@@ -701,6 +696,10 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     return scenario
 
 
+AFFINITY_WITHOUT_CACHE = ("router prefix-affinity beside cache.strategy = \"none\": no prefix is cached, so it routes "
+                          "as least-tokens")
+
+
 def _unused_nodes_note(data: Mapping[str, Any], scenario: Scenario) -> str:
     """What a file's ``cluster.nodes`` beside ``[disaggregation] compare_aggregated = false`` sizes, where it is not
     the xPyD fleet's nodes: the aggregated fleet `kvsim compare` and the capacity searches run, not `kvsim run`'s,
@@ -786,6 +785,8 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     scenario = parse_scenario(data, FileName(p))  # named as a file in errors, with or without .toml
     if say is not None and (unused := _unused_nodes_note(data, scenario)):
         say(unused)
+    if say is not None and scenario.router.name == "prefix-affinity" and scenario.cache.strategy == "none":
+        say(AFFINITY_WITHOUT_CACHE)  # (helper-169: byte for byte least-tokens' run, without a word)
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)

@@ -194,3 +194,14 @@ def test_compare_says_which_tier_served_nothing_and_its_json_holds_every_column(
            f"{both['hit_dram_tokens']:,}), so it changes nothing at this load" in r.stderr
     assert "prefix+nvme: no" not in r.stderr
     assert {"cache_reloaded_blocks", "retention_evicted_tokens", "offload_tiers", "kv_utilization"} <= set(both)
+
+
+def test_compare_says_which_set_routes_prefix_affinity_without_a_cache(tmp_path):
+    """helper-171: a scenario routing by prefix-affinity, compared with a set that caches nothing (native), ran that
+    set as least-tokens without a word."""
+    p = scenario(tmp_path, BASE.replace('name = "least-tokens"', 'name = "prefix-affinity"'))
+    r = kvsim("compare", p, "--strategy", "native,prefix", "--duration-s", "5")
+    assert outcome(r) is None
+    assert 'note: native: router prefix-affinity beside cache.strategy = "none": no prefix is cached, so it routes ' \
+           "as least-tokens" in r.stderr
+    assert "note: prefix: router" not in r.stderr

@@ -187,6 +187,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "each source and how it was read), a guide", err=True)
         for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
             name, policy = str(row["strategy"]), str(row["retention"])
+            if base.router == "prefix-affinity" and row["cache"] == "none":  # (helper-171)
+                from simulator.scenario import AFFINITY_WITHOUT_CACHE
+
+                note(f"{name}: {AFFINITY_WITHOUT_CACHE}")
             tiers = [t for t in str(row["offload_tiers"]).split("+") if t]
             idle = [t for t in tiers if not row[f"hit_{t}_tokens"]]  # each tier apart (helper-166: an NVMe tier
             if tiers and not row["cache_reloaded_blocks"]:  # below a DRAM tier that never filled hid behind it)

@@ -188,7 +188,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
 
 
 def _say_queue_grew(df: pd.DataFrame) -> None:
-    """A note on stderr naming the points (and kinds) whose waiting queue grew through the steady window: their
+    """A note on stderr naming the points (and kinds) whose arrivals outran admissions through the steady window: their
     fleet falls behind the load, so their p99s, and a ``meets_slo`` True, hold for this run's length only
     (`kvsim capacity` fails such a run; ``meets_slo`` weighs the p99s alone: `planning.queue_grew_note`)."""
     from simulator.planning import queue_grew_note
