@@ -44,7 +44,7 @@ from simulator.cost.fit import ROBUST_SCALE, FitResult, fit_params
 from simulator.cost.kernels import predict_s
 from simulator.cost.params import MAIN_HEAD_DIMS, CostParams
 from simulator.errors import ConfigError
-from simulator.models import dtype
+from simulator.models import dtype, get_model
 from simulator.progress import Meter, Progress
 
 # aiconfigurator system folder -> kvsim GPU catalog key (names only; the specs are ours)
@@ -67,7 +67,14 @@ GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp
 # and one E4M3 scale per 16 values (simulator/data/kv_dtypes.toml, dtype.fp4)
 GEMM_IN_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": dtype("fp4").effective_bytes}
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
-MLA_RANK, MLA_ROPE, MLA_D_QK, MLA_D_V = 512, 64, 192, 128  # DeepSeek-V3 config.json (the tables' model)
+TABLES_MLA_MODEL = "DeepSeek-V3"  # the model aiconfigurator's MLA tables time: its dims from the model catalog
+
+
+def _mla_dims() -> tuple[int, int, int, int]:
+    """The MLA tables' model's ``kv_lora_rank, qk_rope_head_dim, head_dim, value_head_dim`` (512, 64, 192, 128),
+    read from `simulator/data/models.toml` (helper-157: they were written here beside it)."""
+    m = get_model(TABLES_MLA_MODEL)
+    return m.kv_lora_rank, m.qk_rope_head_dim, m.head_dim, m.value_head_dim
 
 
 def data_root() -> Path:
@@ -184,13 +191,14 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
         m = _min_over_kernels(m[m["mla_dtype"] == "bfloat16"], mla_shape)
         kvb = m["kv_cache_dtype"].map(KV_BYTES).to_numpy(float)
         one = np.ones(len(m))
+        mla_rank, mla_rope, mla_d_qk, mla_d_v = _mla_dims()
         if op == "mla_context":
             cols = {
                 "b": m["batch_size"],
                 "s": m["isl"],
                 "h": m["num_heads"],
-                "d_qk": MLA_D_QK * one,
-                "d_v": MLA_D_V * one,
+                "d_qk": mla_d_qk * one,
+                "d_v": mla_d_v * one,
                 "kv_bytes": kvb,
             }
         else:
@@ -199,8 +207,8 @@ def load_rows(system: str, framework: str, root: Path | None = None) -> list[Ker
                 "ctx": m["isl"] + m["step"],
                 "h": m["num_heads"],
                 "kv_bytes": kvb,
-                "rank": MLA_RANK * one,
-                "rope": MLA_ROPE * one,
+                "rank": mla_rank * one,
+                "rope": mla_rope * one,
             }
         out.append(_rows(op, m, mla_shape, cols))
     n = _table(root, system, "comm", "nccl", "nccl_perf.parquet")

@@ -286,7 +286,7 @@ def test_step_model_attention_matches_the_kernel_formulas():
     import numpy as np
 
     from hardware.catalog import load_catalog
-    from simulator.cost.aiconfigurator import MLA_RANK, MLA_ROPE
+    from simulator.cost.aiconfigurator import _mla_dims
     from simulator.cost.kernels import predict_s
 
     sm, p, gpu = step_model("H100", "Llama-3.1-8B"), load_params("H100"), load_catalog().gpu("H100")
@@ -297,7 +297,9 @@ def test_step_model_attention_matches_the_kernel_formulas():
     assert sm.attention_layer_s((), 2, 2 * 8192) == pytest.approx(dec, rel=1e-9)
     assert np.isfinite(pf) and pf > p.prefill_latency_s
     ds = step_model("H100", "DeepSeek-V3", tp=8)
-    mla = {"b": [4.0], "h": [16.0], "kv_bytes": [2.0], "rank": [MLA_RANK], "rope": [MLA_ROPE], "ctx": [4096.0]}
+    rank, rope, _, _ = _mla_dims()
+    assert (rank, rope) == (512, 64)  # DeepSeek-V3's, from the model catalog
+    mla = {"b": [4.0], "h": [16.0], "kv_bytes": [2.0], "rank": [rank], "rope": [rope], "ctx": [4096.0]}
     kernel = predict_s("mla_generation", mla, gpu, p)[0]
     assert ds.attention_layer_s((), 4, 4 * 4096) == pytest.approx(kernel, rel=1e-9)
 
