@@ -65,8 +65,13 @@ LATENCY_QUANTILE = 0.02  # a kernel's fixed latency: the 2nd percentile of its t
 GEMM_LABELS = {"bfloat16": "gemm_bf16", "fp8": "gemm_fp8", "fp8_block": "gemm_fp8_block", "nvfp4": "gemm_fp4"}
 # bytes per input value of each GEMM table (weights and activations alike): NVFP4 stores 4 bits
 # and one E4M3 scale per 16 values (simulator/data/kv_dtypes.toml, dtype.fp4)
-GEMM_IN_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": dtype("fp4").effective_bytes}
-KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "half": 2.0, "int8": 1.0}
+# (helper-157: the sizes were written here beside the file that states them)
+GEMM_IN_BYTES = {"bfloat16": dtype("bf16").effective_bytes, "fp8": dtype("fp8").effective_bytes,
+                 "fp8_block": dtype("fp8").effective_bytes, "nvfp4": dtype("fp4").effective_bytes}
+# the tables' KV dtypes, bytes a value (int8 as stored: its scales are not in the tables' timing)
+KV_BYTES = {"bfloat16": dtype("bf16").bytes_per_value, "float16": dtype("fp16").bytes_per_value,
+            "fp8": dtype("fp8").bytes_per_value, "half": dtype("fp16").bytes_per_value,
+            "int8": dtype("int8").bytes_per_value}
 TABLES_MLA_MODEL = "DeepSeek-V3"  # the model aiconfigurator's MLA tables time: its dims from the model catalog
 
 

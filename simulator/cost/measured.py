@@ -20,7 +20,9 @@ from simulator.cost.params import ACTIVATION_BYTES, CostParams, load_params
 from simulator.errors import ConfigError
 from simulator.models import dtype, gemm_dtype
 
-GEMM_DTYPE_BYTES = {"bf16": 2, "fp8": 1, "w4a16": 2}  # the dtypes measure_gemm.py times, bytes an input value
+# the dtypes measure_gemm.py times, bytes an input value (w4a16's activations are bf16), from kv_dtypes.toml
+GEMM_DTYPE_BYTES = {"bf16": dtype("bf16").bytes_per_value, "fp8": dtype("fp8").bytes_per_value,
+                    "w4a16": dtype("bf16").bytes_per_value}
 # bytes a weight of measure_gemm.py's int4 kernel reads (torch._weight_int4pack_mm: 4 bits, and a bf16 scale
 # and a bf16 zero point per group of its W4A16_GROUP weights)
 W4A16_WEIGHT_BYTES = 0.5 + 2 * dtype("bf16").effective_bytes / W4A16_GROUP

@@ -17,6 +17,7 @@ from typing import Any
 from simulator.config import construct
 from simulator.errors import ConfigError, must
 from simulator.files import read_text
+from simulator.models import dtype
 from simulator.tomlfile import parse_toml
 
 PARAMS_FILE = Path(__file__).parent / "params.toml"
@@ -106,8 +107,9 @@ FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
 PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (FMHA / FlashAttention block M, N)
 PREFILL_GRAIN_TOKENS = 64  # a partial tile computes its rows and keys in multiples of this (Hopper wgmma M = 64)
 MAIN_HEAD_DIMS = (64, 128, 256)  # head dims of the main prefill kernels; others take `prefill_odd_d_factor`
-ACTIVATION_BYTES = 2  # activations, Q/O and all-reduce payloads in bf16
 ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
+# activations, Q/O and all-reduce payloads in bf16: its bytes a value from simulator/data/kv_dtypes.toml
+ACTIVATION_BYTES = dtype(ATTENTION_DTYPE).bytes_per_value
 MLA_DECODE_HEAD_TILE = 64  # query heads per thread block of an absorbed MLA decode (FlashMLA block_h = 64)
 GEMM_TILE = 128  # output rows and columns of one GEMM tile (CUTLASS/cuBLAS Hopper and Blackwell default 128x128)
 
