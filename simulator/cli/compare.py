@@ -231,7 +231,8 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 f" at {rate_scale:g}× rate" if rate_scale != 1 else "")
             kind = base.node.key if isinstance(base.node, NodeSpec) else hardware  # the node, not as typed (H100)
             fleet = kind if n_nodes == 1 else f"{n_nodes}× {kind}"  # (one node: "1× 1xH100" read oddly)
-            fig = compare_figure(df, f"{model} on {fleet} (tp {tp}): {name}{span}, "
+            # the plan as the headline and sweep titles label it (TP8, not "tp 8": helper-170)
+            fig = compare_figure(df, f"{model} on {fleet} ({base.plan.label}): {name}{span}, "
                                      f"{len(requests):,} requests, seed {seed}")
             fig.savefig(out / "compare.png", dpi=110)
             close_figure(fig)
