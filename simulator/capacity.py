@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, DoesNotFitError, is_number, is_whole, must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, check_layout_arg, sequence_bytes
-from simulator.models import ModelSpec, weight_precision
+from simulator.models import ModelSpec, must_model, weight_precision
 from simulator.placement import ParallelPlan, Stage, kv_share, span, stages
 from simulator.units import GB
 
@@ -92,7 +92,7 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
     the GPU and the GB short when weights don't fit. Weights in a format the GPU has no tensor cores for
     (fp4 on a Hopper) fit as stored: the GPU runs their GEMMs weight-only (`simulator.models.gemm_dtype`)."""
     must(isinstance(node, NodeSpec), "kv_budget", "node", "a NodeSpec, e.g. load_catalog().node('8xH100')", node)
-    must(isinstance(model, ModelSpec), "kv_budget", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
+    must_model(model, "kv_budget")
     must(plan is None or tp is None or tp == plan.tp, "kv_budget", "tp", f"the plan's tp ({plan and plan.tp}) "
          "or None when a plan is given", tp)
     plan = plan or ParallelPlan(tp=node.gpus if tp is None else tp)
@@ -176,7 +176,7 @@ def max_streams(budget: KVBudget, model: ModelSpec, layout: KVLayout | None, con
     context, gave streams)."""
     must(isinstance(budget, KVBudget), "max_streams", "budget", "a KVBudget, e.g. kv_budget(load_catalog()"
          ".node('8xH100'), model)", budget)
-    must(isinstance(model, ModelSpec), "max_streams", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
+    must_model(model, "max_streams")
     layout = check_layout_arg(layout, "max_streams")
     for key, value in (("context_tokens", context_tokens), ("block_tokens", block_tokens)):
         must(is_whole(value, minimum=1), "max_streams", key, "an integer >= 1", value)

@@ -20,7 +20,7 @@ from hardware.catalog import Catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, gpu_sequence_bytes, kv_budget, max_streams
 from simulator.errors import DoesNotFitError, is_whole, must, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, bytes_per_token, parse_layout, sequence_bytes
-from simulator.models import ModelSpec
+from simulator.models import ModelSpec, must_model
 from simulator.placement import ParallelPlan
 
 DEFAULT_LAYOUTS = ("native", "fp8", "cross-layer:0.5", "mla", "compress:8:4096", "mla+fp8")
@@ -53,7 +53,7 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message);
     with none left, that error is raised."""
     must(isinstance(catalog, Catalog), "collapse", "catalog", "a Catalog, e.g. load_catalog()", catalog)
-    must(isinstance(model, ModelSpec), "collapse", "model", "a ModelSpec, e.g. get_model('Llama-3.1-70B')", model)
+    must_model(model, "collapse")
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
         must(not isinstance(names, str), "collapse", key, f"a list of names, e.g. [{shown(names)}]", names)
     block_tokens = _whole(block_tokens, "block_tokens")

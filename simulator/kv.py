@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulator.errors import ConfigError, is_whole, must, shown
-from simulator.models import ModelSpec, dtype, kv_dtypes
+from simulator.models import ModelSpec, dtype, kv_dtypes, must_model
 
 DEFAULT_BLOCK_TOKENS = 16
 BASELINE_DTYPE = "bf16"
@@ -285,8 +285,7 @@ def bytes_per_token(model: ModelSpec, layout: KVLayout | None = None) -> float:
 
     ``ceil(L·f) · values_per_token_per_layer · bytes_per_value``; Llama-3-70B bf16: 327,680.
     """
-    must(isinstance(model, ModelSpec), "bytes_per_token", "model", "a ModelSpec, e.g. get_model('Llama-3-70B')",
-         model)
+    must_model(model, "bytes_per_token")
     layout = check_layout_arg(layout, "bytes_per_token")
     per_layer = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
     return own_layers(model, layout) * per_layer
@@ -363,7 +362,7 @@ def footprint(model: ModelSpec, layout: KVLayout | None, context_tokens: int, ba
     product of the factors equals ``batch_bytes / mha_bf16_batch_bytes`` exactly. `context_tokens`,
     `batch` and `block_tokens` are integers >= 1 (as ``kvsim calc`` takes them).
     """
-    must(isinstance(model, ModelSpec), "footprint", "model", "a ModelSpec, e.g. get_model('Llama-3-70B')", model)
+    must_model(model, "footprint")
     layout = check_layout_arg(layout, "footprint")
     for key, value in (("context_tokens", context_tokens), ("batch", batch), ("block_tokens", block_tokens)):
         must(is_whole(value, minimum=1), "footprint", key, "an integer >= 1", value)

@@ -387,6 +387,11 @@ def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
     return models
 
 
+def must_model(model: object, where: str) -> None:
+    """Refuse a `model` that is no `ModelSpec` (a model's name, say) where API function `where` takes one."""
+    must(isinstance(model, ModelSpec), where, "model", f"a ModelSpec, e.g. get_model('{DEFAULT_MODEL}')", model)
+
+
 def get_model(name: str, extra: Path | None = None, *, path: bool = False) -> ModelSpec:
     """A model by catalog name (case-insensitive), or by path to a HF ``config.json``; with `path` (a
     ``--model-config`` or ``model.config``), only the file: a folder there is refused even when a catalog
