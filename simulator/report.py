@@ -96,7 +96,7 @@ def _cache_line(sc: Scenario) -> str:
 
 
 def _fleet_key(hardware: str, config: EngineConfig) -> str:
-    """A fleet as a chart's legend names it: ``8xH100 (2 nodes, tp8)``."""
+    """A fleet as a chart's legend names it: ``8xH100 (2 nodes, TP8)``."""
     n = fleet_nodes(config)
     return f"{hardware} ({n} node{'s' * (n != 1)}, {plan_label(config)})"
 

@@ -324,6 +324,7 @@ class Scenario:
                 f", up to {w.duration_s:,g} s of its replay" if cut else
                 f", from the trace's {w.start_s:,g} s" if w.start_s else "")
             what += f", replayed {w.time_scale:g}× as fast" if w.time_scale != 1 else ""
+            what += f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1 else ""
         else:
             parts = w.spec.get("components") if w.spec.get("name") == "mixture" else None
             names = [str(c.get("name", "?")) for c in parts] if isinstance(parts, list) else [str(w.spec.get("name"))]
@@ -335,8 +336,6 @@ class Scenario:
                 f", {max(1, round(count * w.rate_scale)):,} requests at t = 0" if isinstance(count, int)
                 else f", {w.duration_s:g} s of arrivals" + (f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1
                                                              else ""))
-        if w.trace and w.rate_scale != 1:
-            what += f" at {w.rate_scale:g}× its rate"
         model = self.model_spec()
         return f"{self.name}: {model.key} ({weight_precision(model)} weights), {what}"
 

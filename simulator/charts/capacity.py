@@ -18,7 +18,7 @@ def headroom_label(headroom: float, capped: object) -> str:
     bound, ``≥ 7.5× headroom``; none (NaN: no fleet) as nothing."""
     if headroom is None or headroom != headroom:
         return ""
-    lower_bound = capped is True or (isinstance(capped, (bool, np.bool_)) and bool(capped))  # None, NaN: no
+    lower_bound = isinstance(capped, (bool, np.bool_)) and bool(capped)  # None, NaN: no
     return ("≥ " if lower_bound else "") + f"{figure(headroom)}× headroom"
 
 
@@ -61,8 +61,8 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
                   label="memory floor (analytic" + ("; xPyD: its decode pool)" if split else ")"))
     for bars, column in ((nodes, "nodes"), (floor, "memory_floor_nodes")):
         a.bar_label(bars, labels=["" if v != v else f"{v:,.0f}" for v in counts[column]], padding=2, fontsize=9)
-    headroom = ([headroom_label(h, c) for h, c in zip(plan.headroom_scale, plan.headroom_capped, strict=True)]
-                if "headroom_capped" in plan else [headroom_label(h, False) for h in plan.headroom_scale]
+    capped = plan.headroom_capped if "headroom_capped" in plan else [False] * n
+    headroom = ([headroom_label(h, c) for h, c in zip(plan.headroom_scale, capped, strict=True)]
                 if "headroom_scale" in plan else [""] * n)
     if any(headroom):  # a line above the bar's number (9 pt, 2 pt off the bar)
         a.bar_label(nodes, labels=headroom, padding=14, fontsize=8, color="0.15")

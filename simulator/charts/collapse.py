@@ -34,7 +34,7 @@ WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than th
 
 
 # the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour;
-# with several plans, a plan's marks are filled as its line is solid, hollow for the others, each plan an entry)
+# with several plans, each plan's marks have their own shape or fill, `NO_STREAM_MARKS`, and an entry)
 NO_STREAM = "no stream fits from here on (in its line's colour)"
 NO_STREAM_MARKS = (("v", True), ("v", False), ("X", True), ("D", False))  # a plan's mark: its shape, filled or not
 NO_STREAM_FOOT = 0.3  # the streams axis's foot where a line reaches no stream: its marks sit under the 1
@@ -82,9 +82,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     if stops:  # room under the one-stream level for the marks (a log axis: a third of a stream), autoscaled still
         ax.update_datalim([(stops[0][0], NO_STREAM_FOOT)])
     for context, colour, p in stops:  # after the lines: the legend's entries come after theirs
-        # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels);
-        # the first plan's filled, the others' hollow (two plans' marks of one colour could not be told apart)
-        # a mark per plan (helper-164: a third plan's was as hollow as the second's): filled, hollow, then other shapes
+        # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels); a
+        # mark per plan, filled, hollow, then other shapes (two plans' marks of one colour could not be told apart)
         shape, fill = NO_STREAM_MARKS[p % len(NO_STREAM_MARKS)]
         label = None if p in named else NO_STREAM if len(plans) == 1 else \
             f"no stream fits from here on, {plans[p]} ({'filled' if fill else 'hollow'}, its line's colour)"
