@@ -21,24 +21,22 @@ request under either kind of TTL with the storage of one TTL ``S_T`` (`storage_p
 from __future__ import annotations
 
 import math
-from numbers import Real
 
-from simulator.errors import must
+from simulator.errors import is_number, must
 
 
 def _check(read_multiplier: float, write_multiplier: float) -> None:
     """The multipliers are numbers (helper-152: "300" failed in a comparison, infinity gave NaN): a read in
     [0, 1), a write finite and >= 1."""
-    real = lambda v: isinstance(v, Real) and not isinstance(v, bool)  # noqa: E731
-    must(real(read_multiplier) and 0 <= read_multiplier < 1, "breakeven", "read_multiplier", "a number in [0, 1)",
+    must(is_number(read_multiplier) and 0 <= read_multiplier < 1, "breakeven", "read_multiplier", "a number in [0, 1)",
          read_multiplier)
-    must(real(write_multiplier) and 1 <= write_multiplier < math.inf, "breakeven", "write_multiplier",
+    must(is_number(write_multiplier) and 1 <= write_multiplier < math.inf, "breakeven", "write_multiplier",
          "a finite number >= 1", write_multiplier)
 
 
 def _ttl(ttl_s: float, where: str) -> None:
     """A TTL is a finite number of seconds > 0."""
-    must(isinstance(ttl_s, Real) and not isinstance(ttl_s, bool) and 0 < ttl_s < math.inf, where, "ttl_s",
+    must(is_number(ttl_s) and 0 < ttl_s < math.inf, where, "ttl_s",
          "a finite number of seconds > 0", ttl_s)
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 from simulator.billing.ledger import BillResult, bill_many
 from simulator.billing.numeric import poisson_breakeven
 from simulator.billing.profiles import PriceProfile, parse_ttl
-from simulator.errors import must, must_differ, shown
+from simulator.errors import is_number, must, must_differ, shown
 from workloads.request import Request
 
 DEFAULT_TTLS = ("none", "5m", "1h")
@@ -104,7 +104,7 @@ def compare_ttls(
              list(percentiles))
     must(isinstance(ttls, Iterable) and not isinstance(ttls, str) and len(ttls := list(ttls)) >= 1, "compare_ttls",
          "ttls", f"a non-empty list of TTLs, e.g. {shown(list(DEFAULT_TTLS))}", ttls)
-    ttls = [float(t) if isinstance(t, Real) and not isinstance(t, bool) and not isinstance(t, int | float) else t
+    ttls = [float(t) if is_number(t) and not isinstance(t, int | float) else t
             for t in ttls]  # numpy's numbers of seconds as Python's (helper-167: np.int64(300) was "no TTL")
     for t in ttls:
         must(isinstance(t, str | int | float) and not isinstance(t, bool), "compare_ttls", "ttls",
