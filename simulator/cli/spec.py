@@ -379,14 +379,15 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             keys = [cat.node(h).key for h in kinds]
         must_differ(kinds, keys, "--hardware", "node kind")
         texts = comma_items(layouts, "--layout", "KV layout", "native,fp8")
+        parsed = {x: model_layout(model, x) for x in texts}  # (each parsed once)
         if not on_command_line("layouts") and is_latent(model, KVLayout()):
             # the default list's MLA retrofits are an MLA model's own layouts: their lines are native's and fp8's
             # again (helper-158: DeepSeek-V3's chart drew 12 lines for 8 distinct ones)
-            own = [x for x in texts if model_layout(model, x).attention == "mla"]
+            own = [x for x in texts if parsed[x].attention == "mla"]
             texts = [x for x in texts if x not in own]
             note(f"{' and '.join(own)} left out of the default layouts: {model.key}'s own attention is MLA, so they "
                  "draw native's and fp8's lines (--layout names them)")
-        labels = [model_layout(model, x).label for x in texts]
+        labels = [parsed[x].label for x in texts]
         must_differ(texts, labels, "--layout", "KV layout")
         if plans is not None and tp is not None:
             raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
