@@ -74,9 +74,9 @@ def latency_figure(frames: dict[str, pd.DataFrame], slo_ttft_s: float, slo_tpot_
 def bin_means(ts: pd.DataFrame, columns: list[str], bin_s: float = 10.0) -> pd.DataFrame:
     """Per `bin_s` bin (index ``minute``, the bin's start in minutes) the mean over replicas of each
     replica's mean over its samples there: ``mean_r mean_{samples of r in the bin} x``. A replica
-    samples at each state change (thinned to one a ``sample_interval_s``) and whenever it goes idle,
-    so a disaggregated fleet's prefill replicas, idle after each prompt, sample some 20 times as
-    often as its decode replicas; a plain mean over the samples would weigh them so."""
+    samples at each state change and inside decode jumps (thinned to one a ``sample_interval_s``) and
+    whenever it goes idle, so a disaggregated fleet's prefill replicas, idle after each prompt, sample
+    more often than its decode replicas; a plain mean over the samples would weigh them so."""
     t = ts.assign(minute=(ts.time_s // bin_s) * bin_s / 60)
     return t.groupby(["minute", "replica"])[columns].mean().groupby("minute").mean()
 

@@ -6,9 +6,12 @@ was empty (the arrival may change the batch) or when its queue deadline falls be
 end (the jump was bounded by no deadline of the queue's preempted, deadline-free requests); the
 process then commits the whole steps finished by then plus the step in progress, and plans
 again: exactly what stepping would do. A run of chunked-prefill steps (`simulator.engine.chunked`)
-is one timeout too, never interrupted by an arrival: an arrival could change none of its steps; a
-sample falling due inside it (an aggregated fleet's) takes a timeout of its own, at the start of
-the step whose plan would take it in stepping.
+is one timeout too, never interrupted by an arrival: an arrival could change none of its steps. A
+time-series sample falling due inside a run (an aggregated fleet's) or a jump takes a timeout of its
+own, at the start of the step whose plan would take it in stepping, from the state stepping would
+have there (`Observation.jump_sample_due`): a sample an interval, not an event a token; an arrival's
+sample in a jump reads that state too. Fast-forward's time series is stepping's, row for row
+(`tests/engine/test_differential.py`).
 
 The replica process is written as callbacks on the timeouts it waits for (`_ReplicaProcess`),
 as `simpy.Process` itself is, rather than as a generator: an interrupt is then handled where it is
@@ -314,6 +317,10 @@ class _ReplicaProcess:
             self.start, self.n = now, rep.k
             delay, callback = rep.begin_jump(now, rep.k), self.on_jump
             rep.interruptible = True
+            if now + delay - rep.last_sample_s >= rep.sample_interval_s > 0.0:  # else none is due inside it
+                t = rep.jump_sample_due(0)
+                if t:
+                    self._sample_at(t)
         else:
             self.n = 1
             delay, callback = rep.g0, self.on_step
@@ -347,6 +354,9 @@ class _ReplicaProcess:
             # max() by its rule, as a conditional (a call of it is ~850 instructions)
             rep.cut_jump(now)
             self.n = rep.jump_n
+            if rep.jump_sample >= self.n:  # the sample due at the cut's end is its plan's (`jump_sample_due`)
+                self.sampler.clear()
+                rep.jump_sample = 0
             if self.changed is not None:
                 self.changed.append(self.i)
             delay = self.start + rep.jump_s - now
@@ -357,22 +367,29 @@ class _ReplicaProcess:
         heappush(env._queue, (now + delay, self.prio, next(env._eid), timeout))  # type: ignore[misc]
 
     def _sample_at(self, t: float) -> None:
-        """Wake at `t`, the start of a step inside the run in flight, to take the sample stepping's plan
-        would take there (`_run_sample`): a timeout of the replica's priority, as that plan's own
+        """Wake at `t`, the start of a step inside the run or jump in flight, to take the sample stepping's
+        plan would take there (`_run_sample`): a timeout of the replica's priority, as that plan's own
         (the commit before it) would be, so that samples go to the sink in stepping's order. Kept as
-        `sampler`, so that an interrupt of the run takes it back (its times are all before the run's end:
-        a run that ends as planned leaves none)."""
+        `sampler`, so that an interrupt of the run, or of the jump before that step, takes it back (its
+        times are all before the run's or jump's end: one that ends as planned leaves none)."""
         timeout: Timeout = [self.on_sample]
         self.sampler = timeout
         heappush(self.env._queue, (t, self.prio, next(self.env._eid), timeout))  # type: ignore[misc]
 
     def _run_sample(self, _: Any) -> None:
         """A sample due at the start of a step inside the run in flight (`ChunkedRuns.take_run_sample`),
-        where the run would otherwise have ended for the plan there to take it; then the next one."""
+        where the run would otherwise have ended for the plan there to take it, or inside the decode jump
+        in flight (`Observation.take_jump_sample`); then the next one."""
         self.counter[0] += 1
-        q = self.rep.take_run_sample(self.env._now)
-        if q:
-            self._sample_at(self.rep.run_ends[q - 1])
+        rep = self.rep
+        if rep.run_steps:
+            q = rep.take_run_sample(self.env._now)
+            if q:
+                self._sample_at(rep.run_ends[q - 1])
+            return
+        t = rep.take_jump_sample(self.env._now)
+        if t:
+            self._sample_at(t)
 
     def _run_done(self, _: Any) -> None:
         rep = self.rep

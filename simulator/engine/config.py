@@ -118,8 +118,10 @@ class EngineConfig:
     (`simulator.engine.caches`), ``retention`` the per-sequence retention policy
     (`simulator.engine.retention`), each with its parameters.
     A request is *good* (counts to goodput) when ``ttft ≤ slo_ttft_s`` and its mean TPOT
-    ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s`` (0: a row a
-    step). ``layout`` is a `KVLayout` (``parse_layout("fp8")`` of a layout's text).
+    ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``, taken where
+    stepping's plans would take them, inside a decode jump too (0: a row at every plan and arrival, which
+    is a row a step when stepping but only a jump's start and end in fast-forward).
+    ``layout`` is a `KVLayout` (``parse_layout("fp8")`` of a layout's text).
     """
 
     model: str | ModelSpec = DEFAULT_MODEL

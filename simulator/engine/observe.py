@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 from simulator.engine.decode import DECODE
 from simulator.engine.records import RowSink
 from simulator.engine.sequence import DONE, Seq
-from simulator.engine.series import SeriesOrder, gap_quantile_ranges, quantile_picks, suffix_gap_quantile
+from simulator.engine.series import (
+    SeriesOrder,
+    blocks_crossed,
+    gap_quantile_ranges,
+    quantile_picks,
+    series_s,
+    steps_to_reach,
+    suffix_gap_quantile,
+)
 
 if TYPE_CHECKING:
     from simulator.engine.caches import CacheCounts
@@ -65,10 +73,17 @@ class Observation:
     link_sample_s: float
     run_steps: list[float]
     run_ends: list[float]
+    sample_interval_s: float
+    jump_start_s: float
+    jump_n: int
+    jump_sample: int
+    _done_j: int
+    _done_lo: float
 
     if TYPE_CHECKING:  # provided by `ChunkedRuns`, and `DecodeSet`
         def sample_in_run(self, now: float, q: int) -> None: ...
         def priced_context(self, ahead: int = 0) -> float | int: ...
+        def steps_done(self, now: float) -> int: ...
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -184,12 +199,63 @@ class Observation:
 
     # ----------------------------------------------------------------- observation
     def _sample(self, now: float) -> None:
-        """A time-series row of the state at `now`: the plan's, or with a chunked-prefill run in flight
-        (an arrival during it) the state stepping would have then (`ChunkedRuns.sample_in_run`)."""
+        """A time-series row of the state at `now`: the plan's, or with a chunked-prefill run or a decode
+        jump in flight (an arrival during it) the state stepping would have then (`ChunkedRuns.sample_in_run`,
+        `sample_in_jump`)."""
         if self.run_steps:  # the steps ended before `now`: an arrival at a step's end goes before its commit
             self.sample_in_run(now, bisect.bisect_left(self.run_ends, now))  # (`cluster.REPLICA_PRIORITY_STEP`)
             return
+        if self.jump_n:  # (helper-169's fix: an arrival's sample read the state at the jump's start)
+            j = self.steps_done(now)
+            if j and self._done_j == j and self._done_lo == now - self.jump_start_s:
+                j -= 1  # the step ending at `now` is not committed yet when stepping's arrival samples
+            self.sample_in_jump(now, j)
+            return
         self._put_sample(now, self.used, self.kv_sum, self.chunks, {})
+
+    def sample_in_jump(self, now: float, j: int) -> None:
+        """A sample of the state stepping would have at `now` with steps 1..j of the decode jump in flight
+        committed: the decoders' blocks ``used + G(j)`` (`series.blocks_crossed`), their KV tokens
+        ``kv_sum + n_grow · j`` and the context the next step is priced at (`priced_context(j)`), as
+        `Replica.commit` of j steps leaves them. Nothing else a sample reads changes within a jump: its
+        cache blocks were evicted at its start (`Replica._stable_steps`), and the queues change only by
+        arrivals, which a sample reads as they are."""
+        used, kv_sum = self.used, self.kv_sum
+        if j:
+            used += blocks_crossed(self.hist, self.S, self.B, j)
+            kv_sum += self.n_grow * j
+        self._put_sample(now, used, kv_sum, self.chunks, {}, j)
+
+    def jump_sample_due(self, q: int) -> float:
+        """The start of the first of steps q + 1 .. ``jump_n`` − 1 of the jump in flight (step i starts at
+        ``jump_start_s + T(i)``, `series.series_s`) whose plan would take a sample in stepping (its start t
+        with ``t − last_sample_s ≥ sample_interval_s``, as `Replica.plan` asks), kept as ``jump_sample``;
+        0 and ``jump_sample = 0`` when none is (the plan after the jump's last step takes its own). A
+        ``sample_interval_s`` of 0 takes none inside a jump: stepping's row a step would be an event a
+        decoded token; then the rows are the plans' (a jump's start and end) and the arrivals'."""
+        interval, n = self.sample_interval_s, self.jump_n
+        start, last, g0, d = self.jump_start_s, self.last_sample_s, self.g0, self.d
+        self.jump_sample = 0
+        # the starts grow, and so does ``t − last``: none is due unless the last one is (the usual jump)
+        if interval <= 0 or q + 1 >= n or (start + series_s(g0, d, n - 1)) - last < interval:
+            return 0.0
+        j = steps_to_reach(g0, d, last + interval - start)  # T(j) ≥ last + interval − start, then the exact test
+        j = j if j > q else q + 1
+        while j > q + 1 and (start + series_s(g0, d, j - 1)) - last >= interval:  # rounding: a step at most
+            j -= 1
+        while (start + series_s(g0, d, j)) - last < interval:  # ends by n − 1, which is due (above)
+            j += 1
+        self.jump_sample = j
+        return start + series_s(g0, d, j)
+
+    def take_jump_sample(self, now: float) -> float:
+        """At `now`, the start of step ``jump_sample`` of the jump in flight: the sample its plan would take
+        in stepping, unless one was taken since (an arrival's, `Replica.enqueue`); returns the start of the
+        next such step (`jump_sample_due`, 0: none)."""
+        q = self.jump_sample
+        if now - self.last_sample_s >= self.sample_interval_s:
+            self.sample_in_jump(now, q)
+        return self.jump_sample_due(q)
 
     def _put_sample(self, now: float, used: int, kv_sum: int, step: list[tuple[Seq, int]],
                     done: dict[int, int], ahead: int = 0) -> None:

@@ -70,7 +70,8 @@ class RequestRecord(NamedTuple):
 
 
 class SampleRecord(NamedTuple):
-    """A replica's state at a state change (thinned to one per ``sample_interval_s``)."""
+    """A replica's state at a state change or a step start inside a jump or run (thinned to one per
+    ``sample_interval_s``: `simulator.engine.config.EngineConfig`)."""
 
     time_s: float
     replica: int

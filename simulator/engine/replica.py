@@ -53,6 +53,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         "log_d", "log_k", "log_top", "log_base", "log_compact_at", "log_order", "log_floor", "log_order_at",
         # the SimPy process's flags and jump in flight (`cluster`, `views`); a router's first-token hook (`cluster`)
         "proc", "wake", "on_first", "idle", "interruptible", "jump_start_s", "jump_n", "jump_s", "jump_end_s",
+        "jump_sample",
         # `DecodeSet`, `BlockPool`
         "n_dec", "n_grow", "ov_running", "hist", "ohist", "o_grow", "grows_ov", "win_hi", "win_c", "win_e", "win_top",
         "win_n", "win_g", "win_k",
@@ -148,6 +149,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.jump_n = 0  # steps the jump in flight commits (0: none, or a single step planned)
         self.jump_s = 0.0  # their seconds, T(jump_n) (`InFlight.begin_jump`, `cut_jump`): the last jump's after it
         self.jump_end_s = 0.0
+        self.jump_sample = 0  # the next step of the jump in flight whose plan, in stepping, would take a sample
         self._init_views()
         self.carried_swap_s = 0.0  # swap-out seconds of a plan that preempted everything
         self.wake: Any = None

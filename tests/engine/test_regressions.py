@@ -190,14 +190,21 @@ def _warm_then_decode(out: int) -> list[Any]:
 def test_warm_prefix_cache_events_do_not_grow_with_output_tokens() -> None:
     """Finding 9: a jump was bounded by free blocks only and eviction freed ~16 blocks a time, so
     with the pool full of cache the events grew with output tokens. A jump now counts evictable
-    blocks and evicts what it needs up front (stepping evicts the same blocks at the same step)."""
+    blocks and evicts what it needs up front (stepping evicts the same blocks at the same step).
+
+    A time-series sample due inside a jump is an event of its own, one a ``sample_interval_s`` of simulated
+    time (not a token): counted apart, with the interval at 0, which takes none inside a jump."""
     from simulator.engine import run
 
-    config = EngineConfig(kv_blocks=20000, cache="prefix",
+    config = EngineConfig(kv_blocks=20000, cache="prefix", sample_interval_s=0.0,
                           scheduler=SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192))
     events = {out: run(config, _warm_then_decode(out), 0, timer=TIMER).summary["events"] for out in (200, 3200)}
     full = run(replace(config, cache="none"), _warm_then_decode(3200), 0, timer=TIMER).summary["events"]
     assert events[200] == events[3200] == full
+    sampled = run(replace(config, sample_interval_s=1.0), _warm_then_decode(3200), 0, timer=TIMER)
+    jump_s = sampled.summary["makespan_s"] - 30.0  # the 64 decoders' 3,200 steps, in a jump or a few
+    extra = sampled.summary["events"] - events[3200]
+    assert 0.9 * jump_s - 2 <= extra <= jump_s + 2  # a sample a second inside the jumps, and no other event
 
 
 def test_warm_prefix_cache_fast_forward_equals_stepping(exact_blocks: list[Any]) -> None:

@@ -36,3 +36,25 @@ def test_an_arrival_samples_the_state_it_arrives_to():
     at = ts[ts.time_s == 1.0]
     assert len(at) == 1 and (at.waiting == 0).all() and (at.running == 0).all()
     assert ts.waiting.max() == 0  # it is admitted at the instant it arrives: no sample sees it wait
+
+
+def test_a_decode_jump_is_sampled_inside():
+    """helper-169: a decode jump took no sample inside it, so two offline requests decoding together for a minute
+    left rows at 0 s and at the first one's end only, and the time series never showed both running. A sample
+    falls due at a step start inside a jump as stepping's plan there would take it (`Observation.jump_sample_due`),
+    from the state j steps in, in closed form: both sequences hold ``100 + 1 + j − 1`` tokens (the prompt, then a
+    token a step), ``ceil(tokens / 16)`` blocks each."""
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=100, output_tokens=o, segments=((i, 100),))
+            for i, o in enumerate((1500, 3000))]
+    config = EngineConfig(kv_blocks=1000, sample_interval_s=1.0)
+    res = run(config, reqs, timer=TIMER)
+    ts = res.timeseries
+    assert res.summary["makespan_s"] > 60
+    assert len(ts) >= 60 and ts.time_s.diff().max() < 1.1  # a row a second, not two a minute
+    both = ts[ts.running == 2]
+    assert len(both) >= 25  # the first request's 1,500 tokens at ~22 ms a step: ~33 s together
+    per_seq = both.kv_tokens // 2
+    assert (both.kv_tokens % 2 == 0).all() and per_seq.is_monotonic_increasing and per_seq.iloc[0] > 100
+    assert list(both.kv_blocks_used) == [2 * -(-t // 16) for t in per_seq]
+    stepped = run(replace(config, fast_forward=False), reqs, timer=TIMER).timeseries  # the same rows as stepping
+    assert len(stepped) == len(ts) and list(stepped.kv_tokens) == list(ts.kv_tokens)
