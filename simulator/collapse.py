@@ -1,12 +1,19 @@
 """The concurrency-collapse table: max streams per node as context grows, per layout and GPU.
 
-``streams(n) = replicas · groups · min_s floor(kv_budget_s / kv_s(n))`` per node, on the binding
-GPU (see `simulator.capacity`), per parallelism plan, over a log grid of contexts from 1k to 1M
-tokens. ``bytes_per_token`` is a token's KV in all (every GPU's share summed), and
-``bytes_per_token_per_gpu`` what one GPU of the first stage holds of it (`simulator.capacity.gpu_sequence_bytes`
-of one token): an eighth of it for GQA heads under TP8, all of it for an MLA latent, which every
-attention rank holds whole. The table is what the chart draws and
-what ``kvsim collapse`` writes as CSV.
+Per parallelism plan, over a log grid of contexts from 1k to 1M tokens, on the binding GPU (see
+`simulator.capacity`)::
+
+    streams_on_nodes(n) = replicas · groups · min_s floor(kv_budget_s / kv_s(n))
+    max_streams(n)      = streams_on_nodes(n) / nodes
+
+``nodes`` are the nodes the plan's replicas tile: one, or those one replica spans. Streams per node are
+that quotient exactly: TP16 over two 8×H100 nodes holds 11 streams of 128k of Llama-3-70B, 5.5 a node
+(``kvsim fit``'s streams/node), not a floored 5. The column is whole numbers (int) when every plan in the
+table sits on one node, and float when one spans several. ``bytes_per_token`` is a token's KV in all (every
+GPU's share summed), and ``bytes_per_token_per_gpu`` what one GPU of the first stage holds of it
+(`simulator.capacity.gpu_sequence_bytes` of one token): an eighth of it for GQA heads under TP8, all of it
+for an MLA latent, which every attention rank holds whole. The table is what the chart draws and what
+``kvsim collapse`` writes as CSV.
 """
 
 from __future__ import annotations
@@ -47,11 +54,12 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                    layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
                    tp: int | None = None, memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
                    block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
-    """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream
-    and max streams per node, and whether the context is beyond the model's max (memory alone: the model
-    cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when not given). A kind and plan
-    whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message);
-    with none left, that error is raised."""
+    """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream,
+    max streams per node (``streams_on_nodes / nodes``, see the module docstring), the nodes the plan's
+    replicas tile and every replica's streams on them, and whether the context is beyond the model's max
+    (memory alone: the model cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when
+    not given). A kind and plan whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why
+    (`DoesNotFitError`'s message); with none left, that error is raised."""
     must(isinstance(catalog, Catalog), "collapse", "catalog", "a Catalog, e.g. load_catalog()", catalog)
     must_model(model, "collapse")
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
@@ -84,12 +92,12 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                 continue
             for layout in parsed:
                 for n in contexts:
-                    streams = max_streams(budget, model, layout, int(n), block_tokens) / budget.nodes
+                    streams = max_streams(budget, model, layout, int(n), block_tokens)  # on budget.nodes
                     rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,
                                  budget.stage_kv_bytes(0), bytes_per_token(model, layout),
                                  gpu_sequence_bytes(budget, model, layout, 1, 0),
-                                 sequence_bytes(model, layout, int(n), block_tokens), int(streams),
-                                 int(n) > model.max_context_tokens))
+                                 sequence_bytes(model, layout, int(n), block_tokens), streams, budget.nodes,
+                                 streams, int(n) > model.max_context_tokens))
     if not rows:  # the first reason whole, then how many more (the line is cut past `MAX_MESSAGE_CHARS`)
         n = len(left_out) - 1
         more = (f" (and {n} more kind{'s' * (n > 1)} or plan{'s' * (n > 1)} that do{'es' * (n == 1)} not fit)"
@@ -97,9 +105,18 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
         raise DoesNotFitError(f"no node kind or plan fits: {left_out[0]}{more}")
     df = pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
                                      "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
-                                     "stream_bytes", "max_streams", "beyond_max_context"])
+                                     "stream_bytes", "max_streams", "nodes", "streams_on_nodes",
+                                     "beyond_max_context"])
+    if (df["nodes"] > 1).any():  # a plan over several nodes: its per-node figure is a quotient, kept exact
+        df["max_streams"] = df["streams_on_nodes"] / df["nodes"]  # (helper-172: int() read TP16's 5.5 as 5)
     df.attrs["left_out"] = left_out  # why a kind or plan has no rows: its weights do not fit
     return df
+
+
+def streams_text(streams: float) -> str:
+    """Streams per node as the table prints them: ``1,302`` whole, ``5.5`` a quotient (one decimal, as
+    ``kvsim fit``'s streams/node; a plan over three nodes holding 11 reads ``3.7``)."""
+    return f"{streams:,.0f}" if float(streams).is_integer() else f"{streams:,.1f}"
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

@@ -188,16 +188,58 @@ def test_collapse_draws_tp_and_dp_attention_for_an_mla_model(tmp_path):
     assert plans == [ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)]
     df = collapse_table(CAT, DSV3, ["8xH200"], ["native"], contexts=np.array([32_768]), plans=plans)
     assert list(df.plan) == ["TP8", "DP8-attention EP8"] and list(df.max_streams) == [18, 104]
-    # a multi-node plan's streams are per node: TP8 PP2 holds 5 streams of 128k on 2 nodes -> 2 a node
+    # a multi-node plan's streams are per node: TP8 PP2 holds 5 streams of 128k on 2 nodes -> 2.5 a node
     df = collapse_table(CAT, L405, ["8xH100"], ["native"], contexts=np.array([131_072]),
                         plans=[ParallelPlan(tp=8, pp=2)])
-    assert list(df.max_streams) == [2]
+    assert list(df.max_streams) == [2.5] and list(df.streams_on_nodes) == [5]
     r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--layout",
                                   "native", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "DP8-attention EP8" in r.output and (tmp_path / "collapse.png").stat().st_size > 10_000
     r = CliRunner().invoke(main, ["collapse", "--model", "DeepSeek-V3", "--plan", "tp8,zz", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "'zz' is not one of tpN" in r.output
+
+
+def test_collapse_keeps_a_multi_node_plans_streams_per_node_exact(tmp_path):
+    """helper-172: the table floored streams per node, so TP16 over two 8xH100 nodes read 5 streams of 128k a node
+    where `kvsim fit` says 5.5. Llama-3-70B at 131,072 tokens, 327,680 B a token over 8 KV heads:
+    TP16: 8 heads on 16 ranks, one a GPU (each stored twice): 131,072 · 40,960 B = 5.369 GB a stream of the
+      0.9 · 80 − 8.99 = 63.01 GB a GPU holds: floor(63.01 / 5.369) = 11 on the replica's 2 nodes, 5.5 a node
+      (at 4k, 167.8 MB a stream: 375, 187.5 a node);
+    TP8 PP2: 40 layers and one head a GPU, 2.684 GB a stream of 63.18 GB: 23 on 2 nodes, 11.5 a node;
+    TP8: one node, one head a GPU, 5.369 GB a stream of 54.36 GB: 10, a whole number."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from simulator.charts import plot_collapse_panel
+    from simulator.collapse import collapse_table
+
+    plans = [ParallelPlan(tp=8), ParallelPlan(tp=16), ParallelPlan(tp=8, pp=2)]
+    df = collapse_table(CAT, L70, ["8xH100"], ["native"], contexts=np.array([4096, 131_072]), plans=plans)
+    at = df[df.context_tokens == 131_072]
+    assert list(at.nodes) == [1, 2, 2] and list(at.streams_on_nodes) == [10, 11, 23]
+    assert list(at.max_streams) == [10.0, 5.5, 11.5]
+    fit = {p.plan: p.streams_per_node for p in compare_plans(H100, L70, KVLayout(), 131_072, plans)}
+    assert list(at.max_streams) == [fit["TP8"], fit["TP16"], fit["TP8 PP2"]]  # fit's streams/node
+    one = collapse_table(CAT, L70, ["8xH100"], ["native"], contexts=np.array([131_072]))  # one node: whole numbers
+    assert one.max_streams.dtype.kind == "i" and list(one.max_streams) == [10] and list(one.nodes) == [1]
+    # the chart draws the exact figure, and the CLI and its CSV give it (whole ones without a decimal)
+    ax = plot_collapse_panel(df)
+    tp16 = next(line for line in ax.lines if line.get_label().endswith(", TP16"))
+    assert list(tp16.get_ydata()) == [187.5, 5.5]
+    plt.close(ax.figure)
+    r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3-70B", "--hardware", "8xH100", "--plan",
+                                  "tp8,tp16,tp8+pp2", "--layout", "native", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = {" ".join(line.split()[:-4]): line.split()[-4:] for line in r.output.splitlines()
+            if line.endswith(("1", "0.5"))}
+    assert rows["8xH100 TP8 native"] == ["324", "40", "10", "1"]
+    assert rows["TP16 native"] == ["187.5", "23", "5.5", "0.5"]  # 1M: one stream on the 2 nodes
+    assert rows["TP8 PP2 native"] == ["376.5", "47", "11.5", "1"]
+    assert ("TP16 (8xH100): one replica over 2 nodes; per node, its streams ÷ 2 (collapse.csv: nodes, "
+            "streams_on_nodes)") in r.output
+    csv = pd.read_csv(tmp_path / "collapse.csv").set_index(["plan", "context_tokens"])
+    assert csv.loc[("TP16", 131_072), ["max_streams", "nodes", "streams_on_nodes"]].tolist() == [5.5, 2, 11]
 
 
 def test_calc_prints_one_gpus_share():

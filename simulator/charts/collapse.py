@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from simulator.charts.base import plain_text, tokens_tick
+from simulator.collapse import streams_text
 from simulator.models import ModelSpec, weight_precision
 from simulator.units import GB
 
@@ -55,13 +56,14 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     hw = df["hardware"].iloc[0]
     plans = list(dict.fromkeys(df["plan"]))
     styles = ["-", "--", "-.", ":"]
-    drawn: dict[tuple[int, ...], str] = {}  # a line already drawn -> its layout
+    drawn: dict[tuple[float, ...], str] = {}  # a line already drawn -> its layout
     stops: list[tuple[int, str, int]] = []  # (the first context with no stream, the colour, the plan's index)
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
         name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
         none = g.loc[g["max_streams"] <= 0, "context_tokens"]  # a log axis has no 0: marked at its foot instead
         g = g[g["max_streams"] > 0]
-        key = (plans.index(plan), *g["max_streams"].astype(int))
+        # the streams as drawn: a plan over several nodes has fractional ones a node (5.5, not 5: helper-172)
+        key = (plans.index(plan), *g["max_streams"].astype(float))
         ls: Any = styles[plans.index(plan) % 4]
         lw = 1.8
         near = next((other for k, other in drawn.items() if _near(k, key)), None) if key not in drawn else None
@@ -93,7 +95,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     first_layout = df["layout"].iloc[0]
     first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
     native = first.set_index("context_tokens")["max_streams"]
-    quoted = [f"{native[n]:,} at {tokens_tick(n)}" for n in (4096, 131072) if n in native.index and native[n] > 0]
+    quoted = [f"{streams_text(native[n])} at {tokens_tick(n)}" for n in (4096, 131072)
+              if n in native.index and native[n] > 0]
     if quoted:
         ax.text(0.02, 0.03, f"{first_layout}" + (f", {plans[0]}" if len(plans) > 1 else "") + ": "
                 + ", ".join(quoted) + " streams", transform=ax.transAxes, fontsize=9, fontweight="bold",
@@ -134,7 +137,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
 NEAR_SHARE = 0.05  # two lines of one plan this close at every context are drawn as one that hides the other
 
 
-def _near(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+def _near(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """Whether two lines (`plot_collapse_panel`'s keys: the plan's index, then the streams at each context with
     any) are one plan's and within `NEAR_SHARE` (or one stream) of each other at every context."""
     return len(a) == len(b) and a[0] == b[0] and all(abs(x - y) <= max(1.0, NEAR_SHARE * max(x, y))

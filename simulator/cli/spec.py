@@ -367,7 +367,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     --plan names the plans to draw, --tp the one plan tpN: give one of them, not both.
     """
     from simulator.charts import close_figure, collapse_figure
-    from simulator.collapse import collapse_table, default_plans
+    from simulator.collapse import collapse_table, default_plans, streams_text
 
     folder = OutputFolder(out, "collapse")
     with config_errors():
@@ -426,12 +426,21 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         return
     pivot = df[df["context_tokens"].isin([4096, 32768, 131072, 1048576])].pivot_table(
         index=["hardware", "plan", "layout"], columns="context_tokens", values="max_streams", aggfunc="first",
-        sort=False).astype(int)
+        sort=False)
+    whole = pd.api.types.is_integer_dtype(df["max_streams"])  # float: a plan spans nodes (5.5 a node, not 5)
+    pivot = pivot.astype(int) if whole else pivot
     beyond = [int(c) > model.max_context_tokens for c in pivot.columns]
     pivot.columns = [(f"{int(c) // 1024}k" if int(c) < 2**20 else "1M") + ("*" if past else "")
                      for c, past in zip(pivot.columns, beyond, strict=True)]
     click.echo(f"max concurrent streams per node, {model.key} ({weight_precision(model)} weights):")
-    click.echo(pivot.to_string())
+    click.echo(pivot.to_string() if whole else pivot.to_string(float_format=streams_text))
+    spans: dict[tuple[str, int], list[str]] = {}  # a plan over several nodes (one replica spans them) -> its kinds
+    for hw, plan_label, nodes in df[df["nodes"] > 1][["hardware", "plan", "nodes"]].drop_duplicates().itertuples(
+            index=False):
+        spans.setdefault((str(plan_label), int(nodes)), []).append(str(hw))
+    for (plan_label, nodes), kinds_over in spans.items():
+        click.echo(f"{plan_label} ({', '.join(kinds_over)}): one replica over {nodes} nodes; per node, its streams "
+                   f"÷ {nodes} (collapse.csv: nodes, streams_on_nodes)")
     if any(beyond):
         click.echo(f"* beyond {model.key}'s max context of {model.max_context_tokens:,} tokens: memory alone (the "
                    "model cannot read that far; collapse.csv: beyond_max_context)")
