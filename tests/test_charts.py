@@ -283,6 +283,53 @@ def test_no_stream_marks_tell_the_plans_apart_and_sit_above_the_tick_labels():
     plt.close(ax.figure)
 
 
+def test_every_plan_up_to_sixteen_gets_its_own_no_stream_mark_and_line_style():
+    """helper-172: `NO_STREAM_MARKS` held four marks and the plans four line styles, so a fifth plan's marks and
+    lines were the first's (a filled ▼, a solid line). Six plans whose lines all reach no stream: six marks, each
+    its own (shape, fill), and six line styles; the first four as before. Sixteen plans' marks and lines differ."""
+    names = ["TP8", "DP8-attention EP8", "TP8 PP2", "TP16", "TP4", "DP8-attention PP2"]
+    df = pd.concat([_analytic(["native"]).assign(plan=name) for name in names])
+    df.loc[df.context_tokens == 131072, "max_streams"] = 0
+    ax = plot_collapse_panel(df)
+    marks = [line for line in ax.lines if line.get_label().startswith("no stream fits")]
+    kinds = [(m.get_marker(), m.get_markerfacecolor() == "white") for m in marks]
+    assert kinds == [("v", False), ("v", True), ("X", False), ("D", True), ("s", False), ("P", True)]
+    assert [m.get_label().split(", ")[1].split(" (")[0] for m in marks] == names
+    lines = [line for line in ax.lines if line.get_label().startswith("native")]
+    assert [line.get_linestyle() for line in lines[:4]] == ["-", "--", "-.", ":"]  # the first four as they were
+    # (a dash pattern has no public getter: matplotlib keeps the one it was given here)
+    assert [line._unscaled_dash_pattern for line in lines[4:]] == [(0, (3, 1, 1, 1, 1, 1)), (0, (5, 1))]
+    assert len({str(line._unscaled_dash_pattern) for line in lines}) == 6
+    plt.close(ax.figure)
+    from simulator.charts.collapse import NO_STREAM_MARKS, PLAN_STYLES, PLAN_WIDTHS
+
+    assert len(set(NO_STREAM_MARKS)) == len(NO_STREAM_MARKS) == 16
+    assert len(set(itertools.product(map(str, PLAN_STYLES), PLAN_WIDTHS))) == len(PLAN_STYLES) * len(PLAN_WIDTHS) \
+        == 16
+
+
+def test_many_plans_budgets_stay_within_their_panels():
+    """helper-172: seven plans' KV budgets on one title line ran off the figure; past `TITLE_LINE_CHARS` the line
+    breaks between plans. Llama-3-70B on three kinds (the narrowest panels), seven plans."""
+    from hardware.catalog import load_catalog
+    from simulator.collapse import collapse_table
+    from simulator.models import get_model
+    from simulator.placement import parse_plan
+
+    plans = [parse_plan(p) for p in ("tp8", "tp4", "tp2", "dp8", "tp16", "tp8+pp2", "dp8+pp2")]
+    df = collapse_table(load_catalog(), get_model("Llama-3-70B"), ["8xH100", "8xH200", "8xB200"], ["native"],
+                        plans=plans)
+    fig = collapse_figure(df, "Llama-3-70B", 8192)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        title, panel = ax.title.get_window_extent(), ax.get_window_extent()
+        assert panel.x0 - 5 <= title.x0 and title.x1 <= panel.x1 + 5, ax.get_title()
+    assert fig.axes[0].get_title().split("\n")[1:4] == [
+        "54 GB (TP8), 37 GB (TP4), 1 GB (TP2),", "31 GB (DP8-attention), 63 GB (TP16),",
+        "63 GB (TP8 PP2), 51 GB (DP8-attention PP2)"]
+    plt.close(fig)
+
+
 def test_the_collapse_title_says_the_weights_and_the_goodput_legend_the_slos():
     """helper-158: the title left out the weights' precision the KV budget depends on, and the goodput panels gave
     no SLO (concurrency-collapse's are 2 s and 100 ms, not the default's 10 s)."""

@@ -35,9 +35,21 @@ WINDOWED_SLOPE = 0.99  # a layout whose bytes past its windows rise less than th
 
 
 # the legend's entry for the marks where a line reaches 0 streams (one for every line: the mark takes its colour;
-# with several plans, each plan's marks have their own shape or fill, `NO_STREAM_MARKS`, and an entry)
+# with several plans, each plan's marks have their own shape and fill, `NO_STREAM_MARKS`, and an entry)
 NO_STREAM = "no stream fits from here on (in its line's colour)"
-NO_STREAM_MARKS = (("v", True), ("v", False), ("X", True), ("D", False))  # a plan's mark: its shape, filled or not
+#: A plan's mark (its shape, filled or not), the i-th plan's the i-th: each (shape, fill) once, so 16 plans' marks
+#: differ (helper-172: a fifth plan's repeated the first's). The first four as they were (▼ filled, ▼ hollow,
+#: X filled, ◆ hollow); then a new shape a plan, fills alternating; then each shape again in its other fill.
+NO_STREAM_MARKS = (("v", True), ("v", False), ("X", True), ("D", False), ("s", True), ("P", False), ("o", True),
+                   ("^", False), ("*", True), ("X", False), ("D", True), ("s", False), ("P", True), ("o", False),
+                   ("^", True), ("*", False))
+#: A plan's line style: the i-th plan's the i-th of these eight at `PLAN_WIDTHS` [0], the next eight plans' the same
+#: styles thinner, `PLAN_WIDTHS` [1] (helper-172: a fifth plan's lines were the first's, solid). None is the thick
+#: dotted ``(0, (2, 3))`` of a line drawn as the same as another's, and each repeats within a legend's line sample
+#: (a dash pattern scales with the width: 1.8 × a period of at most 8 points). Sixteen plans' lines and marks differ.
+PLAN_STYLES: tuple[Any, ...] = ("-", "--", "-.", ":", (0, (3, 1, 1, 1, 1, 1)), (0, (5, 1)), (0, (1, 3)),
+                                (0, (5, 1, 1, 1, 1, 1, 1, 1)))
+PLAN_WIDTHS = (1.8, 1.0)
 NO_STREAM_FOOT = 0.3  # the streams axis's foot where a line reaches no stream: its marks sit under the 1
 
 
@@ -55,7 +67,6 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     df = df if "plan" in df else df.assign(plan="")
     hw = df["hardware"].iloc[0]
     plans = list(dict.fromkeys(df["plan"]))
-    styles = ["-", "--", "-.", ":"]
     drawn: dict[tuple[float, ...], str] = {}  # a line already drawn -> its layout
     stops: list[tuple[int, str, int]] = []  # (the first context with no stream, the colour, the plan's index)
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
@@ -64,8 +75,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         g = g[g["max_streams"] > 0]
         # the streams as drawn: a plan over several nodes has fractional ones a node (5.5, not 5: helper-172)
         key = (plans.index(plan), *g["max_streams"].astype(float))
-        ls: Any = styles[plans.index(plan) % 4]
-        lw = 1.8
+        ls: Any = PLAN_STYLES[plans.index(plan) % len(PLAN_STYLES)]  # beyond 16 plans they repeat
+        lw = PLAN_WIDTHS[plans.index(plan) // len(PLAN_STYLES) % len(PLAN_WIDTHS)]
         near = next((other for k, other in drawn.items() if _near(k, key)), None) if key not in drawn else None
         if key in drawn:  # the same streams as a layout drawn before: say so, and let both show
             name += f"\n  = the same line as {drawn[key]}"  # its own line: the entry stays narrow
@@ -77,7 +88,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         else:
             drawn[key] = str(layout)
         ax.plot(g["context_tokens"], g["max_streams"], color=layout_colour(str(layout)), ls=ls, lw=lw, label=name,
-                zorder=3 if lw > 1.8 else 2)
+                zorder=3 if lw > PLAN_WIDTHS[0] else 2)
         if len(none):  # where the line stops: its first context with no stream, on the x axis (helper-145)
             stops.append((int(none.min()), layout_colour(str(layout)), plans.index(plan)))
     named: set[int] = set()
@@ -85,8 +96,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         ax.update_datalim([(stops[0][0], NO_STREAM_FOOT)])
     for context, colour, p in stops:  # after the lines: the legend's entries come after theirs
         # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels); a
-        # mark per plan, filled, hollow, then other shapes (two plans' marks of one colour could not be told apart)
-        shape, fill = NO_STREAM_MARKS[p % len(NO_STREAM_MARKS)]
+        # mark per plan, each its own shape and fill (two plans' marks of one colour could not be told apart)
+        shape, fill = NO_STREAM_MARKS[p % len(NO_STREAM_MARKS)]  # beyond 16 plans they repeat
         label = None if p in named else NO_STREAM if len(plans) == 1 else \
             f"no stream fits from here on, {plans[p]} ({'filled' if fill else 'hollow'}, its line's colour)"
         named.add(p)
@@ -125,13 +136,30 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     per_gpu = "kv_budget_bytes_per_gpu" in df
     budgets = df.groupby("plan", sort=False)["kv_budget_bytes_per_gpu" if per_gpu else "kv_budget_bytes"].first() / GB
     title += ("\n" if len(plans) > 1 else "")  # several plans' budgets overrun a panel's width on one line
-    title += ", ".join(f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items())
+    title += _budget_lines([f"{gb:,.0f} GB" + (f" ({plan})" if len(plans) > 1 else "") for plan, gb in budgets.items()])
     if max_context_tokens:
         title += f"\ndotted: the model's max context ({tokens_tick(max_context_tokens)})"
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(title=_legend_title(df), fontsize=8, title_fontsize=8, loc="upper right")
     return ax
+
+
+#: A panel title's line of budgets breaks between plans past this many characters: a 4.8-inch panel (three a row,
+#: `PANELS_W_IN`) holds about 55 at its title's 10 points (helper-172: seven plans' budgets ran off the figure).
+TITLE_LINE_CHARS = 50
+
+
+def _budget_lines(items: list[str]) -> str:
+    """`items` (``54 GB (TP8)``, ...) joined by ``, ``, a new line before one that would pass `TITLE_LINE_CHARS`."""
+    lines = [items[0]]
+    for item in items[1:]:
+        if len(lines[-1]) + len(", ") + len(item) > TITLE_LINE_CHARS:
+            lines[-1] += ","
+            lines.append(item)
+        else:
+            lines[-1] += ", " + item
+    return "\n".join(lines)
 
 
 NEAR_SHARE = 0.05  # two lines of one plan this close at every context are drawn as one that hides the other
