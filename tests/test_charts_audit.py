@@ -315,6 +315,25 @@ def test_more_kinds_wrap_into_rows() -> None:
     plt.close(fig)
 
 
+def test_a_sweep_of_preemptions_or_any_other_count_starts_its_axis_at_0() -> None:
+    """helper-172: `AMOUNTS` lacked the newer count columns, so a sweep chart of 40 against 50 preemptions drew
+    its linear axis from about 39.5 to 50.5: a 25% difference filled the height. Every count a sweep row holds
+    is an amount: the axis runs from 0 to 50 · 1.08 = 54."""
+    from simulator.charts.sweep import AMOUNTS
+    from simulator.sweep import _COUNTS
+
+    assert set(_COUNTS) <= AMOUNTS
+    df = pd.DataFrame({"hardware": "8xH100", "scheduler.max_num_seqs": [64, 256], "preemptions": [40, 50],
+                       "rejected": [3, 4], "meets_slo": [True, True]})
+    df.attrs.update(swept=["scheduler.max_num_seqs"], scenario="chat-4k")
+    for metric in ("preemptions", "rejected"):
+        ax = plot_sweep(df, "scheduler.max_num_seqs", metric)
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0.0, metric
+        plt.close(ax.figure)
+    assert plot_sweep(df, "scheduler.max_num_seqs", "preemptions").get_ylim()[1] == pytest.approx(54.0)
+    plt.close("all")
+
+
 def test_two_plans_titles_stay_within_their_panels() -> None:
     """DeepSeek-V3's TP8 and DP8-attention budgets on one title line overran the narrower panels."""
     ds = get_model("DeepSeek-V3")

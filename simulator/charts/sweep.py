@@ -42,9 +42,11 @@ SWEEP_LABELS: dict[str, tuple[str, float]] = {
 _SLO_LINES = {"ttft_p99_s": ("slo_ttft_p99_s", "s"), "tpot_p99_s": ("slo_tpot_p99_s", "ms")}
 #: Shares of a whole: their axis is 0 to 1, whatever the values (a miss of 0.62 is not the axis' floor).
 SHARES = frozenset({"goodput_fraction", "kv_utilization", "meets_slo"})
-#: Amounts (costs, throughput, counts): a linear axis of one starts at 0, so a 24% difference reads as 24%.
+#: Amounts (costs, throughput, counts): a linear axis of one starts at 0, so a 24% difference reads as 24%. Every
+#: count a sweep row holds (`simulator.sweep`'s integer columns) is one (helper-172: ``preemptions``, ``rejected``
+#: and ``trace_rows_skipped`` were left out, so 40 preemptions against 50 filled the axis' height).
 AMOUNTS = frozenset({"usd_per_hour", "usd_per_million_output_tokens", "output_tokens_per_s", "requests",
-                     "completed", "timed_out", "max_concurrency"})
+                     "trace_rows_skipped", "completed", "rejected", "timed_out", "max_concurrency", "preemptions"})
 #: A legend entry's words for a split key's value (``{}`` the value); keys not here read ``<axis name>=<value>``.
 LEGEND_NAMES: dict[str, str] = {
     "workload.rate_scale": "load {}×",
