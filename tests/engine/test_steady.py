@@ -183,6 +183,32 @@ def test_a_queue_that_timeouts_shrink_says_it_shrank() -> None:
     assert shrank == pytest.approx(140, abs=5)
 
 
+def test_requests_rejected_on_arrival_leave_the_queue_balance_as_it_was() -> None:
+    """helper-172 asked whether requests rejected after waiting in the queue are left out of the warning's balance
+    (queued − admitted − timed out). The engine rejects a request only as it arrives (`Replica.enqueue`: longer
+    than the model's window, or more blocks than the pool): it never joins the queue, so the balance leaves it out
+    rightly; the one rejection of a queued request, `BlockPool._unblock_empty_replica`'s guard, cannot happen
+    (an empty replica admits whatever `enqueue` let in). One request at a time of 20 steps of 10 ms, 5 a second;
+    2,000 arrive every 1/6 s: request i is admitted at 0.2·i and ends at 0.2·(i + 1), a mean sojourn of
+    999.5 / 30 + 0.2 = 33.52 s, which starts the window [33.52, 333.17] s (the last arrival, 1,999 / 6). In it
+    1,798 arrive (i = 202..1,999) and 1,498 are admitted (i = 168..1,665): the queue grew by 300, more than
+    3·√1,798 = 127. A twin of 200,000 prompt tokens (over Llama-3.1-70B's 131,072) arriving with each request is
+    rejected at its arrival, never admitted, and leaves every figure of the warning as it was."""
+    served = evenly(2000, 6.0, 20)
+    twins = [dataclasses.replace(r, id=2000 + r.id, prompt_tokens=200_000, segments=((2000 + r.id, 200_000),))
+             for r in served]
+    alone = run(BATCH_1, served, seed=0, timer=STEP).summary
+    both = run(BATCH_1, [x for pair in zip(served, twins, strict=True) for x in pair], seed=0, timer=STEP)
+    warning = ("not steady: the queue grew through the window [33.5, 333.2] s (1,498 admitted of 1,798 queued "
+               "there: it grew by 300, more than 127)")
+    assert alone["steady_state_warning"] == both.summary["steady_state_warning"] == warning
+    assert (alone["steady_arrivals"], alone["steady_queued"]) == (1798, 1798)
+    assert (both.summary["steady_arrivals"], both.summary["steady_queued"]) == (3596, 1798)
+    rejected = both.requests[both.requests.outcome == "rejected"]
+    assert len(rejected) == both.summary["rejected"] == 2000
+    assert (rejected.end_s == rejected.arrival_s).all() and rejected.admit_s.isna().all()  # none of them waited
+
+
 def test_the_summary_counts_every_preemption() -> None:
     """helper-169: only requests.csv's per-request column held the preemptions, so no summary, sweep row or
     report showed what admission or preemption settings change. The summary's `preemptions` is every replica's
