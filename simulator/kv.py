@@ -22,14 +22,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 from simulator.errors import ConfigError, is_whole, must, shown
-from simulator.models import ModelSpec, dtype, kv_dtypes, must_model
+from simulator.models import MODEL_FILE, ModelSpec, dtype, get_model, kv_dtypes, must_model
 
 DEFAULT_BLOCK_TOKENS = 16
 BASELINE_DTYPE = "bf16"
-MLA_STYLE_RANK = 512  # DeepSeek-V2/V3 kv_lora_rank, used for an MLA-style retrofit of a GQA model
-MLA_STYLE_ROPE = 64  # DeepSeek-V2/V3 qk_rope_head_dim
+MLA_RETROFIT_MODEL = "DeepSeek-V3"
+"""The catalog model whose latent dims an ``mla`` retrofit of a GQA/MHA model stores (`mla_retrofit_dims`): a
+modelling choice, not a fact about the model retrofitted (DeepSeek's own MLA, the design MHA2MLA, the retrofit
+``simulator/data/levers.toml`` prices, carries over to other models; ``mla:N`` takes another rank). The figures
+are that model's in ``simulator/data/models.toml``, each from its config.json."""
+
+
+@cache
+def mla_retrofit_dims() -> tuple[int, int]:
+    """``(kv_lora_rank, qk_rope_head_dim)`` of `MLA_RETROFIT_MODEL` in the shipped model catalog (DeepSeek-V3's
+    config.json: 512 and 64): the latent an ``mla`` layout stores per token and layer on a model without one,
+    ``mla`` alone its rank and every retrofit its rope dims (helper-173: they were constants here). The catalog
+    checks them as any model's (`ModelSpec`: an MLA model's kv_lora_rank >= 1, its rope dim >= 0); a catalog whose
+    model is no MLA model is a `ConfigError` naming the file and the model."""
+    try:
+        m = get_model(MLA_RETROFIT_MODEL)
+    except ConfigError as exc:
+        raise ConfigError(f"the 'mla' retrofit's latent dims (simulator.kv.MLA_RETROFIT_MODEL): {exc}") from None
+    if m.attention != "mla":
+        raise ConfigError(f"{MODEL_FILE}: model.{MLA_RETROFIT_MODEL}.attention: must be 'mla', the latent an 'mla' "
+                          f"retrofit stores (got {m.attention!r})")
+    return m.kv_lora_rank, m.qk_rope_head_dim
+
+
+def _retrofit_rank() -> int:
+    """`KVLayout.mla_rank`'s default: `mla_retrofit_dims`' rank."""
+    return mla_retrofit_dims()[0]
+
+
+def _retrofit_rope() -> int:
+    """`KVLayout.mla_rope`'s default: `mla_retrofit_dims`' rope dims."""
+    return mla_retrofit_dims()[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +73,9 @@ class KVLayout:
         ``native`` keeps the model's own attention; ``mha``/``mqa``/``gqa`` set the KV heads
         (``gqa`` needs ``kv_heads``); ``mla`` stores a latent of ``mla_rank + mla_rope`` values
         (the model's own dims when it is an MLA model: another rank there is an error, not ignored).
+    mla_rank, mla_rope : int
+        The retrofit's latent dims; by default `mla_retrofit_dims`, read from the model catalog when a
+        layout is made (DeepSeek-V3's 512 and 64).
     own_layer_fraction : float
         Cross-layer sharing: the fraction of layers that keep their own KV, in (0, 1].
     kv_dtype : str
@@ -55,8 +89,8 @@ class KVLayout:
 
     attention: str = "native"
     kv_heads: int = 0
-    mla_rank: int = MLA_STYLE_RANK
-    mla_rope: int = MLA_STYLE_ROPE
+    mla_rank: int = field(default_factory=_retrofit_rank)
+    mla_rope: int = field(default_factory=_retrofit_rope)
     own_layer_fraction: float = 1.0
     kv_dtype: str = BASELINE_DTYPE
     compress_ratio: int = 1
@@ -73,7 +107,8 @@ class KVLayout:
         must(self.kv_dtype in kv_dtypes(), w, "kv_dtype", f"one of {', '.join(kv_dtypes())}", self.kv_dtype)
         must(self.compress_ratio >= 1, w, "compress_ratio", ">= 1", self.compress_ratio)
         must(self.compress_recent_tokens >= 0, w, "compress_recent_tokens", ">= 0", self.compress_recent_tokens)
-        must(self.mla_rank >= 1 and self.mla_rope >= 0, w, "mla_rank", ">= 1", self.mla_rank)
+        must(self.mla_rank >= 1, w, "mla_rank", ">= 1", self.mla_rank)
+        must(self.mla_rope >= 0, w, "mla_rope", ">= 0", self.mla_rope)
 
     @property
     def label(self) -> str:
@@ -81,7 +116,7 @@ class KVLayout:
         parts = []
         if self.attention == "gqa":
             parts.append(f"gqa:{self.kv_heads}")
-        elif self.attention == "mla" and self.mla_rank != MLA_STYLE_RANK:
+        elif self.attention == "mla" and self.mla_rank != _retrofit_rank():
             parts.append(f"mla:{self.mla_rank}")
         elif self.attention != "native":
             parts.append(self.attention)
@@ -179,7 +214,7 @@ def parse_layout(text: str) -> KVLayout:
                     raise ConfigError(f"layout {shown(text)}: 'gqa' needs its KV heads, as gqa:N")
                 layout = replace(layout, attention="gqa", kv_heads=_whole(text, raw, args[0], 1, "gqa:N's KV heads N"))
             elif name == "mla":
-                rank = _whole(text, raw, args[0], 1, "mla:rank's latent rank") if args else MLA_STYLE_RANK
+                rank = _whole(text, raw, args[0], 1, "mla:rank's latent rank") if args else _retrofit_rank()
                 layout = replace(layout, attention="mla", mla_rank=rank)
             elif name == "cross-layer":
                 try:
@@ -245,7 +280,7 @@ def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
         case _:  # mla
             if model.attention == "mla":
                 # an MLA model keeps its own latent: a rank that differs would be computed as the model's
-                must(layout.mla_rank in (MLA_STYLE_RANK, model.kv_lora_rank), f"layout {layout.label!r}", "mla_rank",
+                must(layout.mla_rank in (_retrofit_rank(), model.kv_lora_rank), f"layout {layout.label!r}", "mla_rank",
                      f"{model.key}'s own kv_lora_rank={model.kv_lora_rank} (an MLA model keeps its latent; "
                      "give 'mla')", layout.mla_rank)
                 return model.kv_lora_rank + model.qk_rope_head_dim

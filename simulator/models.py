@@ -188,6 +188,8 @@ class ModelSpec:
              f"one of {', '.join(weight_dtypes())}, or empty (as weight_dtype)", self.attention_weight_dtype)
         must(isinstance(self.weight_block_scales, bool), w, "weight_block_scales", "true or false",
              self.weight_block_scales)
+        for f in ("v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank"):  # (0: none, or as head_dim)
+            must(getattr(self, f) >= 0, w, f, ">= 0", getattr(self, f))
         if self.attention == "mla":
             must(self.kv_lora_rank >= 1, w, "kv_lora_rank", ">= 1 for attention='mla'", self.kv_lora_rank)
         if self.attention == "mqa":

@@ -68,6 +68,45 @@ def test_mla_style_retrofit_of_gqa_model():
     assert bytes_per_token(L70, parse_layout("mla")) == 92_160
 
 
+def test_the_retrofit_latent_is_deepseek_v3s_catalog_entry():
+    """The retrofit's dims are DeepSeek-V3's in the model catalog (config.json kv_lora_rank 512,
+    qk_rope_head_dim 64), read when a layout is made, not constants in kv.py (helper-173)."""
+    from simulator.kv import MLA_RETROFIT_MODEL, mla_retrofit_dims
+
+    assert DSV3.key == MLA_RETROFIT_MODEL
+    assert mla_retrofit_dims() == (DSV3.kv_lora_rank, DSV3.qk_rope_head_dim) == (512, 64)
+    assert (KVLayout().mla_rank, KVLayout().mla_rope) == (512, 64)
+    assert parse_layout("mla") == parse_layout("mla:512") == KVLayout(attention="mla")
+
+
+def test_a_retrofit_model_without_a_latent_is_one_line_naming_it(monkeypatch):
+    import simulator.kv as kv
+
+    kv.mla_retrofit_dims.cache_clear()
+    monkeypatch.setattr(kv, "MLA_RETROFIT_MODEL", "Llama-3.1-8B")
+    try:
+        with pytest.raises(ConfigError, match=r"models\.toml: model\.Llama-3\.1-8B\.attention: must be 'mla', "
+                                              r"the latent an 'mla' retrofit stores \(got 'gqa'\)$"):
+            kv.mla_retrofit_dims()
+        monkeypatch.setattr(kv, "MLA_RETROFIT_MODEL", "No-Such-Model")
+        with pytest.raises(ConfigError, match=r"^the 'mla' retrofit's latent dims .*unknown model 'No-Such-Model'"):
+            kv.mla_retrofit_dims()
+    finally:
+        kv.mla_retrofit_dims.cache_clear()
+
+
+def test_a_negative_rope_dim_is_refused_at_its_key(tmp_path):
+    """A catalog's MLA model with qk_rope_head_dim = -64 was taken (448 values a token and layer)."""
+    from simulator.models import load_models
+
+    f = tmp_path / "m.toml"
+    f.write_text('[model.X]\nn_layers = 4\nd_model = 1024\nn_heads = 8\nn_kv_heads = 8\nhead_dim = 192\n'
+                 'attention = "mla"\nkv_lora_rank = 512\nqk_rope_head_dim = -64\ntotal_params = 1e9\n'
+                 'active_params = 1e9\nsource = "test"\n')
+    with pytest.raises(ConfigError, match=r"model\.X\.qk_rope_head_dim: must be >= 0 \(got -64\)$"):
+        load_models(f)
+
+
 def test_gemma3_sliding_window_layers():
     # 62 layers, every 6th global -> 10 global, 52 local capped at 1024 tokens.
     # per layer per token: 2 · 16 · 128 · 2 = 8,192 B
