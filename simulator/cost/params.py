@@ -104,14 +104,30 @@ SHAPES = {
     "gemm_power_time_s": (1e-7, math.inf),
 }
 FITTABLE = EFFICIENCIES + LATENCIES + tuple(SHAPES)
+# Kernel shapes of the cost model (helper-173: audited as possible per-GPU facts): the grains in which
+# `simulator.cost.kernels` and the step model count a kernel's work, one for every GPU. They are modelling choices,
+# named here, not hardware figures for hardware/gpus.toml: a library picks its tiles per problem shape (cuBLAS's
+# heuristics, the attention kernel's build), so a GPU has no single tile size to cite, and each GPU's table in
+# params.toml is fitted in these units (`gemm_full_units` counts 128-column tiles; `prefill_cta_s`,
+# `attn_compute_eff` and `prefill_pair_flops` price scores counted in these tiles and grains), so another value for
+# one GPU would change what its fitted figures mean and need `make calibrate`. Each names the kernel it follows.
 PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (FMHA / FlashAttention block M, N)
-PREFILL_GRAIN_TOKENS = 64  # a partial tile computes its rows and keys in multiples of this (Hopper wgmma M = 64)
+PREFILL_GRAIN_TOKENS = 64
+"""Tokens in which a partial prefill attention tile computes its rows and keys (`kernels.prefill_schedule` rounds
+them up to it). A modelling choice, the same on every GPU: it follows Hopper's warpgroup MMA, whose M is 64 rows
+(PTX ISA, ``wgmma.mma_async`` shapes ``m64nNk16``); Blackwell's ``tcgen05.mma`` has an M of 64 too, AMD's MFMA
+other shapes. Where the real grain differs, that GPU's fitted prefill figures (params.toml) absorb it."""
+MLA_DECODE_HEAD_TILE = 64  # query heads per thread block of an absorbed MLA decode (FlashMLA block_h = 64)
+GEMM_TILE = 128
+"""Output columns of one GEMM tile: `kernels.gemm_s` counts a GEMM's parallel work as ``ceil(n / GEMM_TILE)``
+column tiles (× split-K slices) against each GPU's fitted `gemm_full_units`. A modelling choice, the same on
+every GPU: 128 × 128 is a common CTA tile of CUTLASS's and cuBLAS's Hopper and Blackwell GEMMs, but a library
+picks its tile per shape (other widths too), so it is the unit of the fitted parallelism, not a figure of a GPU."""
+
 MAIN_HEAD_DIMS = (64, 128, 256)  # head dims of the main prefill kernels; others take `prefill_odd_d_factor`
 ATTENTION_DTYPE = "bf16"  # attention kernels compute in bf16 (FlashAttention-3, FlashMLA)
 # activations, Q/O and all-reduce payloads in bf16: its bytes a value from simulator/data/kv_dtypes.toml
 ACTIVATION_BYTES = dtype(ATTENTION_DTYPE).bytes_per_value
-MLA_DECODE_HEAD_TILE = 64  # query heads per thread block of an absorbed MLA decode (FlashMLA block_h = 64)
-GEMM_TILE = 128  # output rows and columns of one GEMM tile (CUTLASS/cuBLAS Hopper and Blackwell default 128x128)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
