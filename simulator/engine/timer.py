@@ -1,8 +1,9 @@
 """What the engine needs from a cost model: the time of one scheduler iteration.
 
 The engine prices every iteration with a `StepTimer`. The real cost model
-(``simulator.cost.StepModel``) is adapted to it elsewhere; `AffineTimer` is the test double
-shipped beside the protocol, with explicit coefficients.
+(``simulator.cost.StepModel``) is adapted to it elsewhere (`simulator.engine.cluster.cost_model_timer`, what a
+run uses when given no timer); `AffineTimer` is the test double shipped beside the protocol, whose
+coefficients a test states (its defaults are a test convenience, not a figure any shipped path uses).
 
 Contract (the fast-forward relies on it): a pure decode step of ``n`` sequences attending
 ``C`` context tokens in all costs ``a(n) + b(n)·C`` with ``(a, b) = decode_coefficients(n)``,
@@ -47,11 +48,15 @@ class AffineTimer:
     for a step with ``n`` decodes attending ``C`` tokens and prefill chunks of ``new_c`` tokens
     (prefill attention is folded into the per-token prefill cost). A step with no work costs 0.
 
-    Round figures for Llama-3-70B bf16 on 8×H100 (tp 8): ``overhead_s = 0.02``, a test figure
-    (reading the weights once a step takes 141.1e9 B / (8 × 3.35e12 B/s) ≈ 5.3e-3 s of it; the
-    calibrated `simulator.cost.StepModel` prices the rest), ``per_context_token_s ≈ 327680 B /
-    (8 × 3.35e12 B/s) ≈ 1.22e-8``,
-    ``per_prefill_token_s ≈ 2 × 70.6e9 FLOP / (8 × 989e12 FLOP/s × 0.5) ≈ 3.6e-5``.
+    The defaults are a test convenience (helper-173 audit), not calibrated figures: no shipped command, report or
+    notebook constructs an `AffineTimer` (a run without a timer is priced by the calibrated
+    `simulator.cost.StepModel`; ``tests/engine/test_timer.py`` checks both), so they need no data file; a test
+    whose outcome depends on a coefficient passes it. They are round figures of the order of Llama-3-70B bf16 on
+    8×H100 (tp 8), worked by hand from the catalogs (``hardware/gpus.toml``: 3.35e12 B/s, 989.4e12 FLOP/s bf16;
+    ``simulator/data/models.toml``) and tested against them: ``per_context_token_s ≈ 327680 B / (8 × 3.35e12
+    B/s) ≈ 1.22e-8``, ``per_prefill_token_s ≈ 2 × 70.55e9 FLOP / (8 × 989.4e12 FLOP/s × 0.5) ≈ 3.6e-5`` (0.5: an
+    assumed MFU); ``overhead_s = 0.02`` is a test figure alone (reading the weights once a step takes 141.1e9 B /
+    (8 × 3.35e12 B/s) ≈ 5.3e-3 s of it; the calibrated model prices the rest).
     """
 
     overhead_s: float = 0.02
