@@ -81,6 +81,29 @@ def test_shipped_defaults_and_validation(tmp_path):
         replace(COSTS, bytes_per_stream=0.0)
 
 
+def test_the_shipped_h100_figures_are_the_catalogs_they_say_they_copy():
+    """provider.toml's five deployment figures are one deployment's, Llama-3.1-70B bf16 on 8xH100 (helper-173): those
+    it copies from the catalogs still agree with them (a catalog figure that moves shows here), each to the
+    rounding written; a report works them out of its own deployment (`provider_costs_for`) and keeps only the
+    DRAM and SSD prices."""
+    from hardware.catalog import load_catalog
+    from simulator.billing.profiles import get_profile
+    from simulator.kv import bytes_per_token
+    from simulator.models import get_model
+
+    c, h100, llama = load_provider_costs(), load_catalog().gpu("H100"), get_model("Llama-3.1-70B")
+    assert c.kv_bytes_per_token == bytes_per_token(llama) == 327_680
+    assert c.bytes_per_stream == 8192 * c.kv_bytes_per_token  # the 8,192-token context: an estimate
+    assert c.usd_per_gpu_s == pytest.approx(h100.usd_per_gpu_hour / 3600, rel=1e-5)  # 8.30556e-4, written 8.3056e-4
+    # 2 x 70.55e9 / (989.4e12 x 0.4) = 3.5653e-4 (the file's 70.6e9: 3.5678e-4), written 3.57e-4; 40% MFU an estimate
+    assert c.prefill_gpu_s_per_token == pytest.approx(2 * llama.total_params / (h100.bf16_flops * 0.4), rel=2e-3)
+    # 50 tok/s (an estimate) x Sonnet 4's output price in profiles.toml, $15/MTok
+    sonnet_4 = get_profile("anthropic", "sonnet-4")
+    assert c.revenue_usd_per_stream_s == pytest.approx(50 * sonnet_4.output_usd_per_mtok / 1e6)
+    assert (c.dram_usd_per_gb_hour, c.ssd_usd_per_gb_hour) == (pytest.approx(5 / 26_280, rel=2e-3),
+                                                              pytest.approx(0.10 / 43_800, rel=8e-3))
+
+
 def test_provider_costs_of_a_deployment_by_hand():
     # Llama-3.1-70B bf16 on 8×H100 (tp 8): 327,680 B/token; a 4,096-token stream holds
     # 327,680 · 4,096 = 1.342 GB; 40 tokens/s at $15/MTok = $6e-4 per stream-second;
