@@ -34,6 +34,8 @@ from simulator.engine.series import SeriesOrder, blocks_crossed, growth_block_s,
 from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
+SAMPLE_SLACK_S = 1e-7  # a time-series sample falls due this early (`Replica.sample_interval_s`)
+
 
 class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
     """Scheduler and block pool of one replica. SimPy-free: `cluster` drives it."""
@@ -113,7 +115,11 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         self.reserves: dict[int, tuple[int, int]] = {}  # seq key -> (growth blocks promised, blocks at its start)
         self.fast_forward = fast_forward
         self.observer = observer
-        self.sample_interval_s = sample_interval_s
+        # the interval a sample's test reads, less a slack (`SAMPLE_SLACK_S`): a step start that falls due at
+        # ``last + interval`` to within rounding is due in both modes, whose times differ in their last bits
+        # (fast-forward's ``start + T(j)``, stepping's sum of step times: an exact tie went either way)
+        self.sample_interval_s = (sample_interval_s - SAMPLE_SLACK_S if sample_interval_s > 2 * SAMPLE_SLACK_S
+                                  else sample_interval_s)
         self.samples = samples
         self.last_sample_s = -math.inf
         self.waiting: deque[Seq] = deque()
