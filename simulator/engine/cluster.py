@@ -9,9 +9,11 @@ again: exactly what stepping would do. A run of chunked-prefill steps (`simulato
 is one timeout too, never interrupted by an arrival: an arrival could change none of its steps. A
 time-series sample falling due inside a run (an aggregated fleet's) or a jump takes a timeout of its
 own, at the start of the step whose plan would take it in stepping, from the state stepping would
-have there (`Observation.jump_sample_due`): a sample an interval, not an event a token; an arrival's
-sample in a jump reads that state too. Fast-forward's time series is stepping's, row for row
-(`tests/engine/test_differential.py`).
+have there (`Observation.jump_sample_due`): a sample an interval, not an event a token (unless the
+interval is shorter than a step: then every step start is due, as in stepping; an interval of 0 takes
+none inside a jump); an arrival's sample in a jump reads that state too. With an interval > 0,
+fast-forward's time series is stepping's, each replica's row for row, to within the rounding of their
+step times (`replica.SAMPLE_SLACK_S`; `tests/engine/test_differential.py`).
 
 The replica process is written as callbacks on the timeouts it waits for (`_ReplicaProcess`),
 as `simpy.Process` itself is, rather than as a generator: an interrupt is then handled where it is
@@ -279,7 +281,7 @@ class _ReplicaProcess:
         self.on_plan, self.on_step = self._plan, self._step_done
         self.on_jump, self.on_run, self.on_sample = self._jump_done, self._run_done, self._run_sample
         self.target: Timeout | None = None  # the timeout it waits for
-        self.sampler: Timeout = []  # the timeout of a sample due inside the run in flight (`_sample_at`), if any
+        self.sampler: Timeout = []  # the timeout of a sample due inside the run or jump in flight (`_sample_at`)
         self.start = 0.0  # when the jump in flight started
         self.n = 0  # steps the timeout ends after
         after(env, 0, self.on_plan, URGENT)  # before time 0's normal events, as a SimPy process starts
@@ -354,7 +356,7 @@ class _ReplicaProcess:
             # max() by its rule, as a conditional (a call of it is ~850 instructions)
             rep.cut_jump(now)
             self.n = rep.jump_n
-            if rep.jump_sample >= self.n:  # the sample due at the cut's end is its plan's (`jump_sample_due`)
+            if rep.jump_sample >= self.n:  # due at the cut's end (its plan's sample) or after: none comes
                 self.sampler.clear()
                 rep.jump_sample = 0
             if self.changed is not None:

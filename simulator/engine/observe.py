@@ -217,9 +217,9 @@ class Observation:
         """A sample of the state stepping would have at `now` with steps 1..j of the decode jump in flight
         committed: the decoders' blocks ``used + G(j)`` (`series.blocks_crossed`), their KV tokens
         ``kv_sum + n_grow · j`` and the context the next step is priced at (`priced_context(j)`), as
-        `Replica.commit` of j steps leaves them. Nothing else a sample reads changes within a jump: its
-        cache blocks were evicted at its start (`Replica._stable_steps`), and the queues change only by
-        arrivals, which a sample reads as they are."""
+        `Replica.commit` of j steps leaves them. Nothing else a sample reads changes within a jump: the
+        cache blocks its steps need were evicted at its start (`Replica._stable_steps`), and the queues
+        change only by arrivals, which a sample reads as they are."""
         used, kv_sum = self.used, self.kv_sum
         if j:
             used += blocks_crossed(self.hist, self.S, self.B, j)
