@@ -313,16 +313,37 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
               end_s: float, events: int, window: SteadyWindow | None = None) -> dict[str, Any]:
     """Cluster totals: latency percentiles, throughput, goodput, concurrency, KV use, GPU time, cost.
 
-    Two kinds of throughput. **Makespan-based** (over ``span`` = last completion − first arrival,
-    warm-up and drain included, so a finite run's drain tail lowers them): ``output_tokens_per_s``,
-    ``tokens_per_s``, ``goodput_requests_per_s``. **Sustained** (over the steady-state window, warm-up
-    and drain excluded; `simulator.engine.steady`): ``sustained_output_tokens_per_s``,
+    Sums are over the completed requests (``done``) unless said; ``span`` (``makespan_s``) = the run's
+    end (the clock when its events run out: the last request's end, a completion or a later rejection or
+    timeout) − the first arrival.
+
+    Two kinds of throughput. **Makespan-based** (over ``span``, warm-up and drain included, so a finite
+    run's drain tail lowers them): ``output_tokens_per_s = Σ_done output_tokens / span``,
+    ``tokens_per_s = Σ_done (prompt_tokens + output_tokens) / span``, ``goodput_requests_per_s = good /
+    span``. **Sustained** (over the steady-state window, warm-up and drain excluded;
+    `simulator.engine.steady`): ``sustained_output_tokens_per_s``,
     ``sustained_requests_per_s``, ``offered_requests_per_s``, with the window in
     ``steady_window_start_s``/``steady_window_end_s``/``steady_window_s`` and ``steady_state`` false,
     the reason in ``steady_state_warning``, when the queue was still growing through it.
 
-    Goodput counts completed requests with ``ttft ≤ slo_ttft_s`` and mean TPOT ``≤ slo_tpot_s``
-    (single-token outputs have no TPOT and pass on TTFT).
+    Goodput: ``good`` counts completed requests with ``ttft ≤ slo_ttft_s`` and mean TPOT ``≤ slo_tpot_s``
+    (single-token outputs have no TPOT and pass on TTFT); ``goodput_fraction = good / requests``, every
+    request, timed out and rejected ones included.
+
+    Latency: ``ttft_pQ_s``, ``tpot_pQ_s``, ``tpot_p99_pQ_s`` and ``e2e_pQ_s`` (Q = 50, 90, 99) are
+    `np.percentile` (linear interpolation) over the completed requests, NaN left out, of ``ttft_s``, of
+    ``tpot_mean_s`` (a request's mean TPOT, ``(end − first token) / (o − 1)``: the ``tpot_p99_s`` that
+    `simulator.planning.meets_slo` and the headline's ``TPOT p99`` read), of the records' own ``tpot_p99_s``
+    (each request's p99 gap) and of ``e2e_s``.
+
+    Concurrency: ``max_concurrency`` = the most completed requests between their ``admit_s`` (a
+    disaggregated fleet's: the prefill's admission) and ``end_s`` at once (`most_at_once`);
+    ``mean_concurrency = Σ_done (end − admit) / span``, ``mean_in_system = Σ_done (end − arrival) / span``.
+
+    Cost: ``gpu_seconds = Σ_pools nodes · gpus a node · span``; ``cost_usd = Σ_pools nodes ·
+    node.usd_per_hour · span / 3600`` (``usd_per_hour`` = gpus × $/GPU-hour; the headline's ``$/h`` is
+    ``cost_usd / span · 3600``); ``usd_per_million_output_tokens = cost_usd / Σ_done output_tokens · 1e6``
+    (the whole span's cost, warm-up and drain included).
 
     KV metrics are exact time integrals kept by each replica (`Observation._init_integrals`),
     over the makespan ``span`` and summed over replicas ``r`` with pools ``N_r``:
