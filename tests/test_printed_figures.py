@@ -16,7 +16,8 @@ simulator's own loaders or summary code:
   ``(a0 + max(0.1 A, min(W, 0.5 A)), a1]`` and each request's first token at its first-token time, its other
   ``o − 1`` spread evenly over (first token, end];
 - ``KV util`` = Σ_r ∫ kv_blocks_used_r dt / (span × the fleet's blocks), from a time series sampled at every
-  step (``sample_interval_s = 0``; the shipped 1 s rows give the same integral to 1-2 %);
+  plan and arrival (``sample_interval_s = 0``: in fast-forward a decode jump's start and end, not its steps;
+  the integral to 0.02-0.12 %), and from the shipped 1 s rows (the same integral to 1-2 %);
 - ``max streams``: the most completed requests between their admission and their end at once, by an event sweep.
 
 Two small real runs: the default scenario (Llama-3.1-70B, chat-4k + code-repo-128k) cut to 60 s on one
@@ -201,9 +202,11 @@ def test_sustained_out_tokens_by_the_window_rule_from_requests_csv(report):
 
 def test_kv_util_is_the_time_integral_of_blocks_used_over_pool_and_span(report, tmp_path):
     """KV util = Σ_r ∫ kv_blocks_used_r dt / (span · Σ_r blocks_r). The same run with a time-series row at
-    every step (``sample_interval_s = 0``: the simulation is unchanged, its figures equal the report's) gives
-    the integral as a step function of its rows; within a step the blocks only grow, so the rows' integral is
-    a little below the exact one (0.02-0.12 % in these runs). A replica's pool is its KV budget in blocks
+    every plan and arrival (``sample_interval_s = 0``: the simulation is unchanged, its figures equal the
+    report's) gives the integral as a step function of its rows. In fast-forward (as here) those rows are a
+    decode jump's start and end, not each of its steps (`EngineConfig`: a row a step only when stepping), and
+    within a jump the blocks only grow, so the rows' integral is a little below the exact one (0.02-0.12 % in
+    these runs; stepping's rows give it to 0.00-0.03 %). A replica's pool is its KV budget in blocks
     (the report's ``kv_blocks_per_replica``; summed over a disaggregated fleet's prefill and decode replicas,
     all here of the same node and plan). The shipped 1 s rows give the same integral to 1-2 % (asserted
     within 3 %)."""
