@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from simulator.engine import AffineTimer, EngineConfig, SchedulerConfig, run
 from tests.engine.helpers import shared_prefix_requests
 from workloads.request import Request
@@ -58,3 +60,36 @@ def test_a_decode_jump_is_sampled_inside():
     assert list(both.kv_blocks_used) == [2 * -(-t // 16) for t in per_seq]
     stepped = run(replace(config, fast_forward=False), reqs, timer=TIMER).timeseries  # the same rows as stepping
     assert len(stepped) == len(ts) and list(stepped.kv_tokens) == list(ts.kv_tokens)
+
+
+def test_a_sample_due_at_last_plus_interval_to_within_rounding_is_taken_in_both_modes():
+    """h174 (`replica.SAMPLE_SLACK_S`): steps of 0.1 s, an interval of 1 s. Fast-forward's step starts are
+    ``start + j · 0.1`` (10 · 0.1 = 1.0 exactly), stepping's the running sum of 0.1s (0.9999999999999999 after ten):
+    without the slack a tie at ``t − last = interval`` went either way, stepping sampled at 1.1, 2.1, ... and took
+    one row fewer. With it both take a row a second, at the 10th step start, and the same rows."""
+    timer = AffineTimer(overhead_s=0.1, per_context_token_s=0.0, per_prefill_token_s=0.0)
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=300, segments=((0, 100),))]
+    config = EngineConfig(kv_blocks=1000, sample_interval_s=1.0)
+    fast = run(config, reqs, timer=timer).timeseries
+    slow = run(replace(config, fast_forward=False), reqs, timer=timer).timeseries
+    assert len(fast) == len(slow) == 32  # 0 s, a row a second to 30 s (the 300th step starts at 29.9), the end
+    assert abs(slow.time_s.iloc[1] - 1.0) < 1e-9 and abs(fast.time_s.iloc[1] - 1.0) < 1e-9
+    assert list(fast.kv_tokens) == list(slow.kv_tokens)
+    np.testing.assert_allclose(fast.time_s.to_numpy(), slow.time_s.to_numpy(), rtol=0, atol=1e-9)
+
+
+def test_an_arrival_at_a_step_end_inside_a_jump_samples_the_state_before_that_step_commits():
+    """`Observation._sample`: an arrival at the very end of a step inside a decode jump goes before that step's
+    commit in stepping (`cluster.REPLICA_PRIORITY_STEP`), so its sample reads the steps before it. Steps of
+    0.25 s: request 0 (100 prompt tokens) is prefilled in [0, 0.25), then its KV grows a token a decode step;
+    request 1 arrives at 3.0, the end of the 11th decode step, which is not committed yet: the prompt and 10
+    tokens, 110 (not 111), as stepping's row."""
+    timer = AffineTimer(overhead_s=0.25, per_context_token_s=0.0, per_prefill_token_s=0.0)
+    reqs = [Request(id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=300, segments=((0, 100),)),
+            Request(id=1, arrival_s=3.0, prompt_tokens=100, output_tokens=30, segments=((1, 100),))]
+    config = EngineConfig(kv_blocks=1000, sample_interval_s=1.0)
+    fast = run(config, reqs, timer=timer).timeseries
+    slow = run(replace(config, fast_forward=False), reqs, timer=timer).timeseries
+    at = fast[fast.time_s == 3.0]
+    assert len(at) == 1 and at.kv_tokens.item() == 110 and at.running.item() == 1
+    assert list(fast.kv_tokens) == list(slow.kv_tokens) and list(fast.time_s) == list(slow.time_s)
