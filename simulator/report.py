@@ -409,7 +409,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         md += ["## Concurrency collapse\n",
                f"Max concurrent streams per node vs context, {model.key}; KV budget per node: "
                + ", ".join(f"{hw} {gb:,.0f} GB" for hw, gb in budget.items()) + ". Crosses: simulated peak "
-               "concurrency when one node is flooded with requests of that context (no batch cap: memory binds, "
+               "concurrency when one node (a plan over several nodes: its replica's, the crosses and circles "
+               "then drawn per node) is flooded with requests of that context (no batch cap: memory binds, "
                "or at short context the prefill token budget; a request holds n − o to n tokens as it decodes, o = "
                "n/8 at most 4,096, so a peak may pass the line, which counts whole streams of n tokens). Circles "
                "and the lower row: one node offered 80% of the request rate it sustains under the scenario's "

@@ -326,7 +326,12 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
                        output_fraction: float = 1 / 8, max_output_tokens: int = 4096,
                        requests_per_point: int = 400, offered_fraction: float = 0.8, *,
                        progress: Progress | None = None) -> pd.DataFrame:
-    """Simulated concurrency and goodput per context length, beside the analytic maximum (one node).
+    """Simulated concurrency and goodput per context length, beside the analytic maximum (one replica's nodes).
+
+    The runs take one replica's nodes, ``nodes``: one, or those a multi-node plan's replica spans (TP16 on 8-GPU
+    nodes: 2). ``analytic_streams``, ``peak_streams`` and ``mean_streams`` are counts on all of them, not per node
+    (`simulator.collapse.collapse_table`'s ``streams_on_nodes``; its ``max_streams`` and the chart divide by
+    ``nodes``).
 
     Two runs per context ``n`` (requests of prompt ``n − o`` and output ``o``, ``o`` being
     `output_fraction` of ``n``, at most `max_output_tokens`):
@@ -385,7 +390,7 @@ def simulated_collapse(config: EngineConfig, contexts: Sequence[int], seed: int 
         s = run(flood, saturating_requests(int(n), out, n_req, rate_per_s=1e3, rng=rng), seed,
                 progress=meter.piece(n_req)).summary
         meter.add(n_req)
-        row = {"hardware": node.key, "context_tokens": int(n), "analytic_streams": m,
+        row = {"hardware": node.key, "context_tokens": int(n), "nodes": budget.nodes, "analytic_streams": m,
                "peak_streams": s["max_concurrency"], "prefill_s": float("nan"), "capacity_rps": float("nan"),
                "offered_rps": float("nan"), "mean_streams": float("nan"), "goodput_rps": float("nan"),
                "goodput_fraction": float("nan"), "ttft_ok_fraction": float("nan"), "tpot_ok_fraction": float("nan")}

@@ -242,6 +242,39 @@ def test_collapse_keeps_a_multi_node_plans_streams_per_node_exact(tmp_path):
     assert csv.loc[("TP16", 131_072), ["max_streams", "nodes", "streams_on_nodes"]].tolist() == [5.5, 2, 11]
 
 
+
+def test_a_multi_node_plans_simulated_streams_are_drawn_per_node():
+    """helper-176: a report's collapse study of a TP16 plan over two 8xH100 nodes simulates the replica on both
+    nodes, so its peak and mean streams are the two nodes' (``nodes`` 2; ``analytic_streams`` 46 at 32k, the
+    table's ``streams_on_nodes``), and the chart drew them whole on its per-node axis: at 32k a flooded peak of
+    52 against the line's 23 a node. The chart draws them ÷ 2 (26, within the line's 23 · 8/7: a decoding
+    sequence holds n − o to n tokens, o = n/8), a table without ``nodes`` (an older CSV) as it is."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from simulator.charts import plot_collapse_panel
+    from simulator.collapse import collapse_table
+    from simulator.engine import EngineConfig
+    from simulator.study import simulated_collapse
+
+    config = EngineConfig(model="Llama-3-70B", node="8xH100", n_nodes=2, tp=16)
+    sim = simulated_collapse(config, [32_768], requests_per_point=60)
+    assert list(sim.nodes) == [2] and list(sim.analytic_streams) == [46]
+    df = collapse_table(CAT, L70, ["8xH100"], ["native"], contexts=np.array([4096, 32_768]),
+                        plans=[ParallelPlan(tp=16)])
+    assert df.set_index("context_tokens").streams_on_nodes[32_768] == 46
+    drawn = pd.DataFrame({"hardware": "8xH100", "context_tokens": [32_768], "nodes": [2], "peak_streams": [52],
+                          "mean_streams": [22.4]})
+    ax = plot_collapse_panel(df, simulated=drawn)
+    peak, mean = (c.get_offsets()[:, 1].tolist() for c in ax.collections)
+    assert (peak, mean) == ([26.0], [11.2])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1] == "simulated: peak, flooded (÷ the replica's 2 nodes)"
+    plt.close(ax.figure)
+    ax = plot_collapse_panel(df, simulated=drawn.drop(columns="nodes"))
+    assert [c.get_offsets()[:, 1].tolist() for c in ax.collections] == [[52.0], [22.4]]
+    plt.close(ax.figure)
+
 def test_calc_prints_one_gpus_share():
     r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16"])
     assert r.exit_code == 0, r.output

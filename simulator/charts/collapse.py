@@ -59,8 +59,10 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     """Max streams vs context (log-log) for one hardware kind: a colour per KV layout (`layout_colour`),
     a line style per parallelism plan (column ``plan``, optional).
 
-    `simulated` (optional: columns ``context_tokens``, ``peak_streams``, optionally ``mean_streams``
-    and ``layout``, the layout simulated) adds measured points. The first layout's analytic streams
+    `simulated` (optional: columns ``context_tokens``, ``peak_streams``, optionally ``mean_streams``,
+    ``layout``, the layout simulated, and ``nodes``, the nodes the simulated replica spans) adds measured points,
+    per node as the lines are: a replica over two nodes' peak and mean halved (helper-176: drawn whole, a TP16
+    replica's peak of 413 streams at 4k sat over its line's 187.5 a node). The first layout's analytic streams
     at 4k and 128k are quoted in a box at the lower left, off the lines and markers.
     """
     ax = ax or plt.figure(figsize=(7, 5)).gca()
@@ -120,11 +122,15 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     if simulated is not None and len(simulated):
         what = (f"simulated ({simulated['layout'].iloc[0]}" + (f", {plans[0]}" if len(plans) > 1 else "") + ")"
                 if "layout" in simulated else "simulated")
-        ax.scatter(simulated["context_tokens"], simulated["peak_streams"], color="black", marker="X", s=60,
-                   zorder=5, label=f"{what}: peak, flooded")
+        nodes = simulated.get("nodes", 1)  # a replica's streams on its nodes, drawn per node as the lines
+        most = int(simulated["nodes"].max()) if "nodes" in simulated else 1
+        spans = f" (÷ the replica's {most} nodes)" if most > 1 else ""
+        ax.scatter(simulated["context_tokens"], simulated["peak_streams"] / nodes, color="black", marker="X", s=60,
+                   zorder=5, label=f"{what}: peak, flooded{spans}")
         if "mean_streams" in simulated:
-            ax.scatter(simulated["context_tokens"], simulated["mean_streams"], facecolors="none",
-                       edgecolors="black", marker="o", s=60, zorder=5, label=f"{what}: mean at 80% of capacity")
+            ax.scatter(simulated["context_tokens"], simulated["mean_streams"] / nodes, facecolors="none",
+                       edgecolors="black", marker="o", s=60, zorder=5,
+                       label=f"{what}: mean at 80% of capacity{spans}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
