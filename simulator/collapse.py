@@ -113,10 +113,13 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     return df
 
 
-def streams_text(streams: float) -> str:
-    """Streams per node as the table prints them: ``1,302`` whole, ``5.5`` a quotient (one decimal, as
-    ``kvsim fit``'s streams/node; a plan over three nodes holding 11 reads ``3.7``)."""
-    return f"{streams:,.0f}" if float(streams).is_integer() else f"{streams:,.1f}"
+def streams_text(streams: float, *, grouped: bool = True) -> str:
+    """Streams per node as the chart's box quotes them: ``1,302`` whole, ``5.5`` a quotient (one decimal, as
+    ``kvsim fit``'s streams/node; a plan over three nodes holding 11 reads ``3.7``). ``grouped=False`` leaves out
+    the thousands separator, as ``kvsim collapse``'s table prints every count (``1302``, whole or not: a table
+    with a multi-node plan's quotients printed ``1,302`` where one without printed ``1302``)."""
+    group = "," if grouped else ""
+    return f"{streams:{group}.0f}" if float(streams).is_integer() else f"{streams:{group}.1f}"
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

@@ -238,6 +238,12 @@ def test_collapse_keeps_a_multi_node_plans_streams_per_node_exact(tmp_path):
     assert rows["TP8 PP2 native"] == ["376.5", "47", "11.5", "1"]
     assert ("TP16 (8xH100): one replica over 2 nodes; per node, its streams ÷ 2 (collapse.csv: nodes, "
             "streams_on_nodes)") in r.output
+    # four figures print as a table of whole counts prints them, without a thousands separator (helper-176)
+    r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3.1-8B", "--hardware", "8xH100", "--plan",
+                                  "tp8,tp16", "--layout", "native", "--out", str(tmp_path / "8b")])
+    assert r.exit_code == 0, r.output
+    assert [line.split()[-4:] for line in r.output.splitlines() if " native " in line] == [
+        ["1042", "130", "32", "4"], ["528.5", "66", "16.5", "2"]]
     csv = pd.read_csv(tmp_path / "collapse.csv").set_index(["plan", "context_tokens"])
     assert csv.loc[("TP16", 131_072), ["max_streams", "nodes", "streams_on_nodes"]].tolist() == [5.5, 2, 11]
 

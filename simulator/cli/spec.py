@@ -433,7 +433,7 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
     pivot.columns = [(f"{int(c) // 1024}k" if int(c) < 2**20 else "1M") + ("*" if past else "")
                      for c, past in zip(pivot.columns, beyond, strict=True)]
     click.echo(f"max concurrent streams per node, {model.key} ({weight_precision(model)} weights):")
-    click.echo(pivot.to_string() if whole else pivot.to_string(float_format=streams_text))
+    click.echo(pivot.to_string() if whole else pivot.to_string(float_format=lambda v: streams_text(v, grouped=False)))
     spans: dict[tuple[str, int], list[str]] = {}  # a plan over several nodes (one replica spans them) -> its kinds
     for hw, plan_label, nodes in df[df["nodes"] > 1][["hardware", "plan", "nodes"]].drop_duplicates().itertuples(
             index=False):
