@@ -281,6 +281,27 @@ def test_a_multi_node_plans_simulated_streams_are_drawn_per_node():
     assert [c.get_offsets()[:, 1].tolist() for c in ax.collections] == [[52.0], [22.4]]
     plt.close(ax.figure)
 
+
+def test_under_one_stream_a_node_the_axis_reads_fractions_and_the_marks_stay_under_the_lines():
+    """helper-176: TP64 over eight 8xH100 nodes holds one stream of 512k to 882k tokens of Llama-3.1-405B on its
+    eight nodes, 0.125 a node. The streams axis printed its 0.1 tick as "0" and kept the no-stream marks' row at
+    0.3, so the line ran along the marks. The foot now sits under a third of the lowest stream drawn (0.042) and
+    the tick reads 0.1."""
+    import matplotlib.pyplot as plt
+
+    from simulator.charts import plot_collapse_panel
+    from simulator.collapse import collapse_table
+
+    l405 = get_model("Llama-3.1-405B")
+    df = collapse_table(CAT, l405, ["8xH100"], ["native"], plans=[ParallelPlan(tp=64)])
+    assert df.max_streams[df.max_streams > 0].min() == 0.125 and (df.max_streams == 0).any()
+    ax = plot_collapse_panel(df)
+    ax.figure.canvas.draw()
+    assert ax.get_ylim()[0] <= 0.125 / 3
+    labels = {t.get_text() for t in ax.get_yticklabels() if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]}
+    assert {"0.1", "1", "10", "100"} <= labels and "0" not in labels
+    plt.close(ax.figure)
+
 def test_calc_prints_one_gpus_share():
     r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16"])
     assert r.exit_code == 0, r.output

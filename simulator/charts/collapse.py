@@ -51,6 +51,9 @@ PLAN_STYLES: tuple[Any, ...] = ("-", "--", "-.", ":", (0, (3, 1, 1, 1, 1, 1)), (
                                 (0, (5, 1, 1, 1, 1, 1, 1, 1)))
 PLAN_WIDTHS = (1.8, 1.0)
 NO_STREAM_FOOT = 0.3  # the streams axis's foot where a line reaches no stream: its marks sit under the 1
+#: ... or under a third of the lowest stream drawn, when a plan over several nodes draws fewer than one a node
+#: (helper-176: TP64 over eight nodes' 0.125 a node ran along the marks' row)
+NO_STREAM_BELOW_LOWEST = 1 / 3
 
 
 @plain_text
@@ -95,7 +98,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
             stops.append((int(none.min()), layout_colour(str(layout)), plans.index(plan)))
     named: set[int] = set()
     if stops:  # room under the one-stream level for the marks (a log axis: a third of a stream), autoscaled still
-        ax.update_datalim([(stops[0][0], NO_STREAM_FOOT)])
+        lowest = float(df.loc[df["max_streams"] > 0, "max_streams"].min()) if (df["max_streams"] > 0).any() else 1.0
+        ax.update_datalim([(stops[0][0], min(NO_STREAM_FOOT, lowest * NO_STREAM_BELOW_LOWEST))])
     for context, colour, p in stops:  # after the lines: the legend's entries come after theirs
         # inside the axes, its tip on the foot (helper-158: centred on the axis line, it sat on the tick labels); a
         # mark per plan, each its own shape and fill (two plans' marks of one colour could not be told apart)
@@ -136,7 +140,8 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax.xaxis.set_major_formatter(FuncFormatter(tokens_tick))
     # plain counts (1, 10, 1,000): a log axis's own 10^k is mathtext, which `plain_text` leaves unparsed while
     # the chart lays itself out, so tight_layout measured "$\mathdefault{10^{2}}$" and left a wide margin
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    # (under one stream, a multi-node plan's per-node figure, a tick reads 0.1, not 0)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     ax.set_xlabel("context length per stream (tokens)")
     ax.set_ylabel("max concurrent streams per node")
     per_gpu = "kv_budget_bytes_per_gpu" in df
