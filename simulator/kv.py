@@ -46,7 +46,8 @@ def mla_retrofit_dims() -> tuple[int, int]:
     try:
         m = get_model(MLA_RETROFIT_MODEL)
     except ConfigError as exc:
-        raise ConfigError(f"the 'mla' retrofit's latent dims (simulator.kv.MLA_RETROFIT_MODEL): {exc}") from None
+        raise ConfigError(f"the 'mla' retrofit's latent dims (simulator.kv.MLA_RETROFIT_MODEL, from {MODEL_FILE}): "
+                          f"{exc}") from None
     if m.attention != "mla":
         raise ConfigError(f"{MODEL_FILE}: model.{MLA_RETROFIT_MODEL}.attention: must be 'mla', the latent an 'mla' "
                           f"retrofit stores (got {m.attention!r})")
@@ -54,13 +55,8 @@ def mla_retrofit_dims() -> tuple[int, int]:
 
 
 def _retrofit_rank() -> int:
-    """`KVLayout.mla_rank`'s default: `mla_retrofit_dims`' rank."""
+    """An ``mla`` layout's rank by default: `mla_retrofit_dims`' rank."""
     return mla_retrofit_dims()[0]
-
-
-def _retrofit_rope() -> int:
-    """`KVLayout.mla_rope`'s default: `mla_retrofit_dims`' rope dims."""
-    return mla_retrofit_dims()[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,9 +69,11 @@ class KVLayout:
         ``native`` keeps the model's own attention; ``mha``/``mqa``/``gqa`` set the KV heads
         (``gqa`` needs ``kv_heads``); ``mla`` stores a latent of ``mla_rank + mla_rope`` values
         (the model's own dims when it is an MLA model: another rank there is an error, not ignored).
-    mla_rank, mla_rope : int
-        The retrofit's latent dims; by default `mla_retrofit_dims`, read from the model catalog when a
-        layout is made (DeepSeek-V3's 512 and 64).
+    mla_rank, mla_rope : int | None
+        An ``mla`` layout's latent dims; each not given is `mla_retrofit_dims`' (DeepSeek-V3's 512 and 64),
+        read from the model catalog when such a layout is made. None on every other layout: only an ``mla``
+        layout reads the catalog for them (helper-176: every layout did, so a catalog without DeepSeek-V3
+        failed ``--layout native``), and two layouts that differ only in dims they do not use are equal.
     own_layer_fraction : float
         Cross-layer sharing: the fraction of layers that keep their own KV, in (0, 1].
     kv_dtype : str
@@ -89,8 +87,8 @@ class KVLayout:
 
     attention: str = "native"
     kv_heads: int = 0
-    mla_rank: int = field(default_factory=_retrofit_rank)
-    mla_rope: int = field(default_factory=_retrofit_rope)
+    mla_rank: int | None = None
+    mla_rope: int | None = None
     own_layer_fraction: float = 1.0
     kv_dtype: str = BASELINE_DTYPE
     compress_ratio: int = 1
@@ -107,8 +105,27 @@ class KVLayout:
         must(self.kv_dtype in kv_dtypes(), w, "kv_dtype", f"one of {', '.join(kv_dtypes())}", self.kv_dtype)
         must(self.compress_ratio >= 1, w, "compress_ratio", ">= 1", self.compress_ratio)
         must(self.compress_recent_tokens >= 0, w, "compress_recent_tokens", ">= 0", self.compress_recent_tokens)
-        must(self.mla_rank >= 1, w, "mla_rank", ">= 1", self.mla_rank)
-        must(self.mla_rope >= 0, w, "mla_rope", ">= 0", self.mla_rope)
+        if self.attention != "mla":  # (frozen: set as the dataclass's own __init__ does)
+            object.__setattr__(self, "mla_rank", None)
+            object.__setattr__(self, "mla_rope", None)
+            return
+        rank, rope = self.mla_rank, self.mla_rope
+        if rank is None or rope is None:
+            retrofit_rank, retrofit_rope = mla_retrofit_dims()
+            rank = retrofit_rank if rank is None else rank
+            rope = retrofit_rope if rope is None else rope
+            object.__setattr__(self, "mla_rank", rank)
+            object.__setattr__(self, "mla_rope", rope)
+        must(rank >= 1, w, "mla_rank", ">= 1", rank)
+        must(rope >= 0, w, "mla_rope", ">= 0", rope)
+
+    @property
+    def latent_dims(self) -> tuple[int, int]:
+        """``(mla_rank, mla_rope)`` of an ``mla`` layout (`ConfigError` on any other: it stores no latent)."""
+        rank, rope = self.mla_rank, self.mla_rope
+        if rank is None or rope is None:
+            raise ConfigError(f"layout {self.label!r}: stores no latent (attention={self.attention!r}, not 'mla')")
+        return rank, rope
 
     @property
     def label(self) -> str:
@@ -284,7 +301,7 @@ def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
                      f"{model.key}'s own kv_lora_rank={model.kv_lora_rank} (an MLA model keeps its latent; "
                      "give 'mla')", layout.mla_rank)
                 return model.kv_lora_rank + model.qk_rope_head_dim
-            return layout.mla_rank + layout.mla_rope
+            return sum(layout.latent_dims)
 
 
 def own_layers(model: ModelSpec, layout: KVLayout) -> int:

@@ -2,6 +2,8 @@
 
 import math
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,8 +77,32 @@ def test_the_retrofit_latent_is_deepseek_v3s_catalog_entry():
 
     assert DSV3.key == MLA_RETROFIT_MODEL
     assert mla_retrofit_dims() == (DSV3.kv_lora_rank, DSV3.qk_rope_head_dim) == (512, 64)
-    assert (KVLayout().mla_rank, KVLayout().mla_rope) == (512, 64)
+    assert KVLayout(attention="mla").latent_dims == (512, 64)
     assert parse_layout("mla") == parse_layout("mla:512") == KVLayout(attention="mla")
+    assert parse_layout("mla:256").latent_dims == (256, 64)  # a rank of its own, the retrofit's rope dims
+    # another layout holds no latent (None), whatever it was made from: equal layouts compare equal
+    assert (KVLayout().mla_rank, KVLayout().mla_rope) == (None, None)
+    assert replace(parse_layout("mla:256"), attention="native") == KVLayout()
+    with pytest.raises(ConfigError, match=r"^layout 'fp8': stores no latent \(attention='native', not 'mla'\)$"):
+        parse_layout("fp8").latent_dims
+
+
+def test_only_an_mla_layout_reads_the_retrofit_model(monkeypatch):
+    """helper-176: every KVLayout read DeepSeek-V3's dims from the catalog when made (default factories), so a
+    catalog without that model failed ``--layout native``, ``kvsim models`` and ``EngineConfig()`` alike. Only an
+    ``mla`` layout reads them now."""
+    import simulator.kv as kv
+
+    kv.mla_retrofit_dims.cache_clear()
+    monkeypatch.setattr(kv, "MLA_RETROFIT_MODEL", "No-Such-Model")
+    try:
+        assert bytes_per_token(L70, parse_layout("native")) == 327_680
+        assert bytes_per_token(L70, parse_layout("fp8+cross-layer:0.5")) == 327_680 / 4
+        with pytest.raises(ConfigError, match=r"^layout 'mla': the 'mla' retrofit's latent dims \(simulator\.kv\."
+                                              r"MLA_RETROFIT_MODEL, from .*models\.toml\): unknown model 'No-Such-Model'"):
+            parse_layout("mla")
+    finally:
+        kv.mla_retrofit_dims.cache_clear()
 
 
 def test_a_retrofit_model_without_a_latent_is_one_line_naming_it(monkeypatch):

@@ -360,8 +360,8 @@ class StepModel:
         self._fp8_kv = dtype(layout.kv_dtype).effective_bytes <= 1
         entry_bytes = values_per_token_per_layer(model, layout) * dtype(layout.kv_dtype).effective_bytes
         if self._mla:
-            rank = model.kv_lora_rank if model.attention == "mla" else layout.mla_rank
-            rope = model.qk_rope_head_dim if model.attention == "mla" else layout.mla_rope
+            rank, rope = ((model.kv_lora_rank, model.qk_rope_head_dim) if model.attention == "mla"
+                          else layout.latent_dims)
             entry_flops = 2.0 * model.n_heads * (2 * rank + rope)
         else:
             entry_flops = 2.0 * model.n_heads * (d_k + d_v)
