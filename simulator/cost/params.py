@@ -115,8 +115,9 @@ PREFILL_TILE_TOKENS = 128  # query rows (and keys) per prefill attention tile (F
 PREFILL_GRAIN_TOKENS = 64
 """Tokens in which a partial prefill attention tile computes its rows and keys (`kernels.prefill_schedule` rounds
 them up to it). A modelling choice, the same on every GPU: it follows Hopper's warpgroup MMA, whose M is 64 rows
-(PTX ISA, ``wgmma.mma_async`` shapes ``m64nNk16``); Blackwell's ``tcgen05.mma`` has an M of 64 too, AMD's MFMA
-other shapes. Where the real grain differs, that GPU's fitted prefill figures (params.toml) absorb it."""
+(PTX ISA, ``wgmma.mma_async`` shapes ``m64nNk16``); Blackwell's ``tcgen05.mma`` takes an M of 64 as well as 128
+(and 256 over a CTA pair; its CUTLASS kernels mostly run 128), AMD's MFMA other shapes. Where the real grain
+differs, that GPU's fitted prefill figures (params.toml) absorb it."""
 MLA_DECODE_HEAD_TILE = 64  # query heads per thread block of an absorbed MLA decode (FlashMLA block_h = 64)
 GEMM_TILE = 128
 """Output columns of one GEMM tile: `kernels.gemm_s` counts a GEMM's parallel work as ``ceil(n / GEMM_TILE)``
