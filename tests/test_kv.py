@@ -1,7 +1,6 @@
 """KV math against hand-worked values (each computed beside its assertion)."""
 
 import math
-
 from dataclasses import replace
 
 import pytest
@@ -84,7 +83,7 @@ def test_the_retrofit_latent_is_deepseek_v3s_catalog_entry():
     assert (KVLayout().mla_rank, KVLayout().mla_rope) == (None, None)
     assert replace(parse_layout("mla:256"), attention="native") == KVLayout()
     with pytest.raises(ConfigError, match=r"^layout 'fp8': stores no latent \(attention='native', not 'mla'\)$"):
-        parse_layout("fp8").latent_dims
+        _ = parse_layout("fp8").latent_dims
 
 
 def test_only_an_mla_layout_reads_the_retrofit_model(monkeypatch):
@@ -98,8 +97,9 @@ def test_only_an_mla_layout_reads_the_retrofit_model(monkeypatch):
     try:
         assert bytes_per_token(L70, parse_layout("native")) == 327_680
         assert bytes_per_token(L70, parse_layout("fp8+cross-layer:0.5")) == 327_680 / 4
-        with pytest.raises(ConfigError, match=r"^layout 'mla': the 'mla' retrofit's latent dims \(simulator\.kv\."
-                                              r"MLA_RETROFIT_MODEL, from .*models\.toml\): unknown model 'No-Such-Model'"):
+        message = (r"^layout 'mla': the 'mla' retrofit's latent dims \(simulator\.kv\.MLA_RETROFIT_MODEL, "
+                   r"from .*models\.toml\): unknown model 'No-Such-Model'")
+        with pytest.raises(ConfigError, match=message):
             parse_layout("mla")
     finally:
         kv.mla_retrofit_dims.cache_clear()
