@@ -115,11 +115,15 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
 
 def streams_text(streams: float, *, grouped: bool = True) -> str:
     """Streams per node as the chart's box quotes them: ``1,302`` whole, ``5.5`` a quotient (one decimal, as
-    ``kvsim fit``'s streams/node; a plan over three nodes holding 11 reads ``3.7``). ``grouped=False`` leaves out
+    ``kvsim fit``'s streams/node; a plan over three nodes holding 11 reads ``3.7``); under one stream, three
+    significant figures (``0.0156``: TP64 over 64 1xH100 nodes holding one 1M-token stream of Llama-3.1-405B in fp8
+    read ``0.0`` beside the table's ``0`` for no stream, 0.75 read ``0.8``). ``grouped=False`` leaves out
     the thousands separator, as ``kvsim collapse``'s table prints every count (``1302``, whole or not: a table
     with a multi-node plan's quotients printed ``1,302`` where one without printed ``1302``)."""
     group = "," if grouped else ""
-    return f"{streams:{group}.0f}" if float(streams).is_integer() else f"{streams:{group}.1f}"
+    if float(streams).is_integer():
+        return f"{streams:{group}.0f}"
+    return f"{streams:.3g}" if abs(streams) < 1 else f"{streams:{group}.1f}"
 
 
 def default_plans(node_gpus: int, model: ModelSpec) -> list[ParallelPlan]:

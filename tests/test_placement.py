@@ -244,9 +244,15 @@ def test_collapse_keeps_a_multi_node_plans_streams_per_node_exact(tmp_path):
     assert r.exit_code == 0, r.output
     assert [line.split()[-4:] for line in r.output.splitlines() if " native " in line] == [
         ["1042", "130", "32", "4"], ["528.5", "66", "16.5", "2"]]
+    # under one stream a node, three significant figures: TP64 over 64 1xH100 nodes holds one 1M-token stream of
+    # Llama-3.1-405B in fp8, 1/64 = 0.015625 a node, which one decimal printed "0.0" beside native's "0" (none)
+    r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--plan", "tp64",
+                                  "--layout", "native,fp8", "--out", str(tmp_path / "405b")])
+    assert r.exit_code == 0, r.output
+    assert [line.split()[-4:] for line in r.output.splitlines() if line.split()[-5:-4] in (["native"], ["fp8"])] == [
+        ["3.4", "0.422", "0.0938", "0"], ["6.9", "0.859", "0.203", "0.0156"]]
     csv = pd.read_csv(tmp_path / "collapse.csv").set_index(["plan", "context_tokens"])
     assert csv.loc[("TP16", 131_072), ["max_streams", "nodes", "streams_on_nodes"]].tolist() == [5.5, 2, 11]
-
 
 
 def test_a_multi_node_plans_simulated_streams_are_drawn_per_node():
@@ -301,6 +307,7 @@ def test_under_one_stream_a_node_the_axis_reads_fractions_and_the_marks_stay_und
     labels = {t.get_text() for t in ax.get_yticklabels() if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]}
     assert {"0.1", "1", "10", "100"} <= labels and "0" not in labels
     plt.close(ax.figure)
+
 
 def test_calc_prints_one_gpus_share():
     r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16"])
