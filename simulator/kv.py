@@ -105,7 +105,9 @@ class KVLayout:
         must(self.kv_dtype in kv_dtypes(), w, "kv_dtype", f"one of {', '.join(kv_dtypes())}", self.kv_dtype)
         must(self.compress_ratio >= 1, w, "compress_ratio", ">= 1", self.compress_ratio)
         must(self.compress_recent_tokens >= 0, w, "compress_recent_tokens", ">= 0", self.compress_recent_tokens)
-        if self.attention != "mla":  # (frozen: set as the dataclass's own __init__ does)
+        if self.attention != "mla":  # dims given are checked, then dropped (frozen: set as __init__ does)
+            must(self.mla_rank is None or self.mla_rank >= 1, w, "mla_rank", ">= 1", self.mla_rank)
+            must(self.mla_rope is None or self.mla_rope >= 0, w, "mla_rope", ">= 0", self.mla_rope)
             object.__setattr__(self, "mla_rank", None)
             object.__setattr__(self, "mla_rope", None)
             return

@@ -82,6 +82,8 @@ def test_the_retrofit_latent_is_deepseek_v3s_catalog_entry():
     # another layout holds no latent (None), whatever it was made from: equal layouts compare equal
     assert (KVLayout().mla_rank, KVLayout().mla_rope) == (None, None)
     assert replace(parse_layout("mla:256"), attention="native") == KVLayout()
+    with pytest.raises(ConfigError, match=r"^KVLayout: 'mla_rank' must be >= 1 \(got -5\)$"):  # checked, then dropped
+        KVLayout(attention="gqa", kv_heads=8, mla_rank=-5)
     with pytest.raises(ConfigError, match=r"^layout 'fp8': stores no latent \(attention='native', not 'mla'\)$"):
         _ = parse_layout("fp8").latent_dims
 
