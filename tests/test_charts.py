@@ -355,6 +355,11 @@ def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
     top, goodput = fig.axes
     assert goodput.get_title() == "simulated, mla layout:\n80% of the request rate one node sustains offered"
     caption = fig.texts[-1].get_text().replace("\n", " ")
+    # a plan over two nodes: the rate is its replica's (helper-177: the row said one node's)
+    two = collapse_figure(_analytic(["mla", "native"]), "Llama-3.1-70B", 131072, simulated.assign(nodes=2))
+    assert two.axes[1].get_title() == ("simulated, mla layout:\n80% of the request rate one replica (2 nodes) "
+                                       "sustains offered")
+    plt.close(two)
     assert "time to first token (90% of requests on average against 0% for time per token)" in caption
     assert [line.get_label() for line in goodput.lines] == ["both SLOs (goodput)", "TTFT SLO", "TPOT SLO"]
     # no text of the upper panel sits on a simulated marker

@@ -225,8 +225,9 @@ def slo_text(slo: tuple[float, float] | None) -> str:
 def _goodput_caption(sim: pd.DataFrame, slo: tuple[float, float] | None = None) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them); `slo` (TTFT s, TPOT s) names the SLOs."""
-    text = ("Goodput panels (under each kind's streams): one node offered 80% of the request rate it sustains (a "
-            "request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) streams: "
+    text = ("Goodput panels (under each kind's streams): one node (a plan over several nodes: its replica's "
+            "nodes) offered 80% of the request rate it sustains (a request takes its prefill and its share of "
+            "decode steps of min(KV streams, max_num_seqs) streams: "
             "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the "
             "scenario's scheduler and SLOs); "
             "goodput = share of requests meeting both SLOs" + (f" ({slo_text(slo)})" if slo else "") + ".")
@@ -383,5 +384,7 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_ylim(-5, 105)
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-    g.set_title(f"simulated, {layout}:\n80% of the request rate one node sustains offered", fontsize=9)
+    nodes = int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1  # a plan over several: its replica's
+    who = "one node" if nodes <= 1 else f"one replica ({nodes} nodes)"
+    g.set_title(f"simulated, {layout}:\n80% of the request rate {who} sustains offered", fontsize=9)
     g.grid(True, alpha=0.3)
