@@ -359,6 +359,8 @@ def test_the_goodput_row_names_the_layout_simulated_and_says_why_it_is_low():
     two = collapse_figure(_analytic(["mla", "native"]), "Llama-3.1-70B", 131072, simulated.assign(nodes=2))
     assert two.axes[1].get_title() == ("simulated, mla layout:\n80% of the request rate one replica (2 nodes) "
                                        "sustains offered")
+    assert "Goodput panels (under each kind's streams): one replica (2 nodes) offered 80% of the request rate" \
+        in two.texts[-1].get_text().replace("\n", " ")
     plt.close(two)
     assert "time to first token (90% of requests on average against 0% for time per token)" in caption
     assert [line.get_label() for line in goodput.lines] == ["both SLOs (goodput)", "TTFT SLO", "TPOT SLO"]

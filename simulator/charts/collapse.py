@@ -222,12 +222,19 @@ def slo_text(slo: tuple[float, float] | None) -> str:
     return "" if slo is None else f"TTFT ≤ {slo[0]:g} s, TPOT ≤ {slo[1] * 1e3:g} ms"
 
 
+def _offered_by(nodes: int) -> str:
+    """Who the goodput row's rate is offered to: ``one node``, or a plan over several nodes' ``one replica (2
+    nodes)`` (its rate is the replica's, on all of them: helper-177)."""
+    return "one node" if nodes <= 1 else f"one replica ({nodes} nodes)"
+
+
 def _goodput_caption(sim: pd.DataFrame, slo: tuple[float, float] | None = None) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them); `slo` (TTFT s, TPOT s) names the SLOs."""
-    text = ("Goodput panels (under each kind's streams): one node (a plan over several nodes: its replica's "
-            "nodes) offered 80% of the request rate it sustains (a request takes its prefill and its share of "
-            "decode steps of min(KV streams, max_num_seqs) streams: "
+    nodes = int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1  # a plan over several: its replica's
+    text = (f"Goodput panels (under each kind's streams): {_offered_by(nodes)} offered 80% of the request rate it "
+            "sustains (a request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) "
+            "streams: "
             "the simulated table's capacity_rps, a report's collapse_simulated.csv; Poisson arrivals, the "
             "scenario's scheduler and SLOs); "
             "goodput = share of requests meeting both SLOs" + (f" ({slo_text(slo)})" if slo else "") + ".")
@@ -385,6 +392,5 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
     nodes = int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1  # a plan over several: its replica's
-    who = "one node" if nodes <= 1 else f"one replica ({nodes} nodes)"
-    g.set_title(f"simulated, {layout}:\n80% of the request rate {who} sustains offered", fontsize=9)
+    g.set_title(f"simulated, {layout}:\n80% of the request rate {_offered_by(nodes)} sustains offered", fontsize=9)
     g.grid(True, alpha=0.3)
