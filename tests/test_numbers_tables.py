@@ -111,6 +111,22 @@ def test_fit_plans_give_one_replicas_streams_beside_all_replicas_on_the_nodes() 
     assert tp4[1] == "4" and tp4[-3:] == ["3", "6", "6.0"]
 
 
+def test_fit_lists_the_plan_asked_for_and_a_streams_share_under_one_a_node() -> None:
+    """``--tp 64`` on 1xH100 nodes: the plans table left out the plan asked for (TP64 is no candidate plan) and
+    marked none with ``*``. Llama-3.1-405B in fp8 KV at 1M tokens: 13.61 GB of bf16 weights a GPU (fit's own weights
+    line), 80 · 0.9 − 13.61 = 58.39 GB of KV, a stream 1,048,576 · 126 layers · 8 heads ·
+    256 B (K and V, fp8) / 8 heads a GPU = 33.823 GB there: one stream on 64 nodes, 1/64 = 0.015625 a node,
+    which read 0.0 at one decimal (as none does); three significant figures now, 0.0156."""
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-405B", "--hardware", "1xH100", "--tp", "64",
+                                  "--context", "1048576", "--layout", "fp8"])
+    assert r.exit_code == 0, r.output
+    row = next(line.split() for line in r.output.splitlines() if line.split()[:2] == ["TP64", "*"])
+    # plan *, GPUs, nodes, weights, KV, GB/stream/GPU, streams/replica, streams (nodes), streams/node
+    assert row == ["TP64", "*", "64", "64", "13.61", "58.39", "33.823", "1", "1", "0.0156"]
+    tp1 = next(line.split() for line in r.output.splitlines() if line.split()[:1] == ["TP1"])
+    assert tp1[-1] == "0.0000"  # none: the column's decimals are the 0.0156's
+
+
 # --- D10: cost's attention share, its fixed kernel latency apart from its KV reads -----------------
 
 def test_cost_splits_the_attention_share_into_fixed_latency_and_kv_reads() -> None:

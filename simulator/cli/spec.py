@@ -203,8 +203,10 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         streams = max_streams(budget, model, lay, context_tokens, block_tokens)
         longest = max_context(budget, model, lay, batch, block_tokens)
         fixes = [] if streams >= batch else rank_fixes(budget, model, lay, context_tokens, batch, block_tokens)
-        plans = compare_plans(node, model, lay, context_tokens, candidate_plans(node, model), memory_utilization,
-                              block_tokens)
+        candidates = candidate_plans(node, model)
+        if plan.label not in {p.label for p in candidates}:  # the plan asked for is in its own table (TP64 was not)
+            candidates.append(plan)
+        plans = compare_plans(node, model, lay, context_tokens, candidates, memory_utilization, block_tokens)
         holding = [p for p in plans if p.max_streams >= batch and p.plan != plan.label]  # the target, no lever
         engine_streams, pool_blocks, stream_blocks = _engine_streams(budget, model, lay, context_tokens, block_tokens)
         share = kv_share(model, lay, plan.attention_tp)
@@ -262,7 +264,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                            "KV GB/GPU": round(p.kv_bytes_per_gpu / GB, 2),
                            "GB/stream/GPU": round(p.stream_bytes_per_gpu / GB, 3),
                            "streams/replica": p.streams_per_replica, "streams (nodes)": p.max_streams,
-                           "streams/node": round(p.streams_per_node, 1)}
+                           "streams/node": _per_node(p.streams_per_node)}
                           for p in plans])
     click.echo(f"  plans side by side at {context_tokens:,} tokens (* this plan; GPUs and streams/replica: one "
                "replica's; streams (nodes): all replicas on the plan's nodes; KV < 0: the weights do not fit):")
@@ -296,6 +298,13 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     click.echo("  debit: points of accuracy on long-context benchmarks as kvsim reads each lever's source (most give a "
                "bound or a word, not a figure: simulator/data/levers.toml has each source and how it was read); "
                "debits within a point are not told apart")
+
+
+def _per_node(streams: float) -> float:
+    """The fit table's streams/node: to one decimal (``5.5``, ``10.0``, ``0.0`` for none), under one stream to
+    three significant figures (``0.0156``: one stream over TP64's 64 nodes read ``0.0``, as none does; the
+    column then prints every row to that many decimals)."""
+    return float(f"{streams:.3g}") if 0 < streams < 1 else round(streams, 1)
 
 
 FIT_PLANS_NAMED = 3  # plans a weights-do-not-fit error names (the line's length: `MAX_MESSAGE_CHARS`)
