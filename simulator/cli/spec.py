@@ -301,10 +301,13 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
 
 
 def _per_node(streams: float) -> float:
-    """The fit table's streams/node: to one decimal (``5.5``, ``10.0``, ``0.0`` for none), under one stream to
-    three significant figures (``0.0156``: one stream over TP64's 64 nodes read ``0.0``, as none does; the
-    column then prints every row to that many decimals)."""
-    return float(f"{streams:.3g}") if 0 < streams < 1 else round(streams, 1)
+    """The fit table's streams/node: `streams_text`'s figure, as ``kvsim collapse`` prints it (one decimal,
+    ``5.5``; under one stream three significant figures, ``0.0156``: one stream over TP64's 64 nodes read ``0.0``,
+    as none does), kept a number so that the column prints as numbers do (``10.0``; with a ``0.0156`` every row
+    to that many decimals)."""
+    from simulator.collapse import streams_text
+
+    return float(streams_text(streams, grouped=False))
 
 
 FIT_PLANS_NAMED = 3  # plans a weights-do-not-fit error names (the line's length: `MAX_MESSAGE_CHARS`)
