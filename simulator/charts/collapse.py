@@ -127,7 +127,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         what = (f"simulated ({simulated['layout'].iloc[0]}" + (f", {plans[0]}" if len(plans) > 1 else "") + ")"
                 if "layout" in simulated else "simulated")
         nodes = simulated.get("nodes", 1)  # a replica's streams on its nodes, drawn per node as the lines
-        most = int(simulated["nodes"].max()) if "nodes" in simulated else 1
+        most = _replica_nodes(simulated)
         spans = f" (÷ the replica's {most} nodes)" if most > 1 else ""
         ax.scatter(simulated["context_tokens"], simulated["peak_streams"] / nodes, color="black", marker="X", s=60,
                    zorder=5, label=f"{what}: peak, flooded{spans}")
@@ -222,6 +222,12 @@ def slo_text(slo: tuple[float, float] | None) -> str:
     return "" if slo is None else f"TTFT ≤ {slo[0]:g} s, TPOT ≤ {slo[1] * 1e3:g} ms"
 
 
+def _replica_nodes(sim: pd.DataFrame) -> int:
+    """The nodes a simulated collapse's replica spans (`simulator.study.simulated_collapse`'s ``nodes``): one,
+    or a multi-node plan's; 1 for a frame without the column (an older collapse_simulated.csv) or rows."""
+    return int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1
+
+
 def _offered_by(nodes: int) -> str:
     """Who the goodput row's rate is offered to: ``one node``, or a plan over several nodes' ``one replica (2
     nodes)`` (its rate is the replica's, on all of them: helper-177)."""
@@ -231,7 +237,7 @@ def _offered_by(nodes: int) -> str:
 def _goodput_caption(sim: pd.DataFrame, slo: tuple[float, float] | None = None) -> str:
     """Why the goodput row is low where it is: which SLO the misses broke (from ``ttft_ok_fraction``
     and ``tpot_ok_fraction`` when the frame has them); `slo` (TTFT s, TPOT s) names the SLOs."""
-    nodes = int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1  # a plan over several: its replica's
+    nodes = _replica_nodes(sim)
     text = (f"Goodput panels (under each kind's streams): {_offered_by(nodes)} offered 80% of the request rate it "
             "sustains (a request takes its prefill and its share of decode steps of min(KV streams, max_num_seqs) "
             "streams: "
@@ -391,6 +397,6 @@ def _goodput_panel(g: Axes, sim: pd.DataFrame, top: Axes) -> None:
     g.set_ylim(-5, 105)
     g.set_xlabel("context length per stream (tokens)")
     layout = f"{sim['layout'].iloc[0]} layout" if "layout" in sim and len(sim) else "the scenario's layout"
-    nodes = int(sim["nodes"].max()) if "nodes" in sim and len(sim) else 1  # a plan over several: its replica's
+    nodes = _replica_nodes(sim)
     g.set_title(f"simulated, {layout}:\n80% of the request rate {_offered_by(nodes)} sustains offered", fontsize=9)
     g.grid(True, alpha=0.3)
