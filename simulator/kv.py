@@ -233,7 +233,7 @@ def parse_layout(text: str) -> KVLayout:
                     raise ConfigError(f"layout {shown(text)}: 'gqa' needs its KV heads, as gqa:N")
                 layout = replace(layout, attention="gqa", kv_heads=_whole(text, raw, args[0], 1, "gqa:N's KV heads N"))
             elif name == "mla":
-                rank = _whole(text, raw, args[0], 1, "mla:rank's latent rank") if args else _retrofit_rank()
+                rank = _whole(text, raw, args[0], 1, "mla:rank's latent rank") if args else None  # None: the retrofit's
                 layout = replace(layout, attention="mla", mla_rank=rank)
             elif name == "cross-layer":
                 try:
