@@ -120,7 +120,8 @@ class EngineConfig:
     A request is *good* (counts to goodput) when ``ttft ≤ slo_ttft_s`` and its mean TPOT
     ``≤ slo_tpot_s``. Time-series rows are thinned to one per replica per ``sample_interval_s``, taken where
     stepping's plans would take them, inside a decode jump too (0: a row at every plan and arrival, which
-    is a row a step when stepping but only a jump's start and end in fast-forward).
+    is a row a step when stepping but only a jump's start and end in fast-forward); a replica going idle
+    takes a row whatever the interval.
     ``layout`` is a `KVLayout` (``parse_layout("fp8")`` of a layout's text).
     """
 

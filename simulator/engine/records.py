@@ -71,7 +71,8 @@ class RequestRecord(NamedTuple):
 
 class SampleRecord(NamedTuple):
     """A replica's state at a state change or a step start inside a jump or run (thinned to one per
-    ``sample_interval_s``: `simulator.engine.config.EngineConfig`)."""
+    ``sample_interval_s``: `simulator.engine.config.EngineConfig`), and whenever the replica goes idle,
+    whatever the interval."""
 
     time_s: float
     replica: int
