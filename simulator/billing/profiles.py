@@ -104,6 +104,18 @@ class PriceProfile:
         )
         for t in self.ttl_s:
             must(0 < t < math.inf, where, "ttl_s", "> 0 seconds each, finite", self.ttl_s)
+        # each TTL once, and each named as `parse_ttl` reads it (helper-178: ttl_s = [300, 300] priced both at the
+        # first's write price, the second's never used; ttl_names = ["5m", "5m"] over [300, 3600] printed the
+        # 1-hour row as "5m", which `--ttl 5m` could not name apart)
+        must(len(set(self.ttl_s)) == n, where, "ttl_s", "each TTL once", self.ttl_s)
+        for name, t in zip(self.ttl_names, self.ttl_s, strict=True):
+            try:
+                named = parse_ttl(name)
+            except RuleError:
+                named = math.nan
+            must(named == t, where, "ttl_names",
+                 f"names that read as their ttl_s (5m = 300 s, 1h = 3600 s): {name!r} is not {t:g} s",
+                 self.ttl_names)
         for w in self.write_multipliers:
             must(1 <= w <= MAX_WRITE_MULTIPLIER, where, "write_multipliers", f"in [1, {MAX_WRITE_MULTIPLIER:g}] each",
                  self.write_multipliers)
@@ -116,6 +128,8 @@ class PriceProfile:
             ">= 1",
             self.cache_increment_tokens,
         )
+        # (helper-178: -3 was taken, and looked back at no boundary, as 0 does, without a word)
+        must(self.lookback_segments >= 0, where, "lookback_segments", ">= 0 segments", self.lookback_segments)
         must(
             0 <= self.storage_usd_per_mtok_hour <= MAX_USD_PER_MTOK,
             where,

@@ -67,6 +67,12 @@ def test_user_file_adds_a_tier_and_errors_name_the_key(tmp_path):
     ("read_multiplier = 1", "read_multiplier: must be in [0, 1) (got 1)"),
     ("ttl_settable = 1", "ttl_settable: must be true or false (got 1)"),
     ("min_cacheable_tokens = 1.5", "min_cacheable_tokens: must be a whole number (got 1.5)"),
+    # helper-178: -3 was taken, looking back at no boundary; '5m' named a 1-hour TTL's row
+    ("lookback_segments = -3", "lookback_segments: must be >= 0 segments (got -3)"),
+    ('ttl_names = ["1h"]', "ttl_names: must be names that read as their ttl_s (5m = 300 s, 1h = 3600 s): '1h' is "
+                           "not 300 s (got ['1h'])"),
+    ('ttl_names = ["short"]', "ttl_names: must be names that read as their ttl_s (5m = 300 s, 1h = 3600 s): 'short' "
+                              "is not 300 s (got ['short'])"),
 ])
 def test_a_price_file_error_names_the_file_the_key_the_value_and_the_rule(tmp_path, line, error):
     from click.testing import CliRunner
@@ -76,7 +82,7 @@ def test_a_price_file_error_names_the_file_the_key_the_value_and_the_rule(tmp_pa
     good = {"input_usd_per_mtok": "3.0", "output_usd_per_mtok": "15.0", "caching": '"explicit"',
             "ttl_names": '["5m"]', "ttl_s": "[300]", "write_multipliers": "[1.25]", "ttl_settable": "false",
             "read_multiplier": "0.1", "min_cacheable_tokens": "1024", "cache_increment_tokens": "1",
-            "sliding": "true", "storage_usd_per_mtok_hour": "0.0"}
+            "sliding": "true", "storage_usd_per_mtok_hour": "0.0", "lookback_segments": "0"}
     key, value = (x.strip() for x in line.split("=", 1))
     f = tmp_path / "p.toml"
     f.write_text('[profile.my]\nsource = "mine"\nas_of = "2026-12"\n[profile.my.tier.t]\n'
@@ -88,6 +94,22 @@ def test_a_price_file_error_names_the_file_the_key_the_value_and_the_rule(tmp_pa
     assert r.exit_code == 2 and r.output == f"Error: {f}: profile.my.tier.t.{error}\n"
     f.write_text(f.read_text().replace(line, f"{key} = {good[key]}"))
     assert load_profiles(extra=f).get("my").key == "my/t"  # the file with that line mended loads
+
+
+def test_a_ttl_sold_twice_is_refused_not_priced_at_its_first_write_price(tmp_path):
+    """helper-178: ttl_s = [300, 300] with writes [1.25, 2.0] loaded, and every table priced 300 s at 1.25: the
+    second TTL's 2.0 was never used, without a word."""
+    f = tmp_path / "p.toml"
+    f.write_text('[profile.my]\nsource = "mine"\nas_of = "2026-12"\n[profile.my.tier.t]\ninput_usd_per_mtok = 3.0\n'
+                 'output_usd_per_mtok = 15.0\ncaching = "explicit"\nttl_names = ["5m", "300s"]\nttl_s = [300, 300]\n'
+                 'write_multipliers = [1.25, 2.0]\nttl_settable = false\nread_multiplier = 0.1\n'
+                 'min_cacheable_tokens = 1024\ncache_increment_tokens = 1\nsliding = true\n'
+                 'storage_usd_per_mtok_hour = 0.0\n')
+    with pytest.raises(ConfigError) as err:
+        load_profiles(extra=f)
+    assert str(err.value) == f"{f}: profile.my.tier.t.ttl_s: must be each TTL once (got [300.0, 300.0])"
+    f.write_text(f.read_text().replace('"300s"', '"1h"').replace("[300, 300]", "[300, 3600]"))
+    assert load_profiles(extra=f).get("my").write_multiplier(3600) == 2.0
 
 
 def test_parse_ttl():
