@@ -559,6 +559,10 @@ class Scenario:
         for i, ttl in enumerate(ttls):
             try:
                 seconds.append(parse_ttl(ttl))
+                # no cache is the study's baseline row already (helper-178: under a profile whose TTL is settable,
+                # "none" passed here and the run failed after its simulation, in compare_ttls, naming no key)
+                must(seconds[-1] > 0, "billing", "ttls", "TTLs > 0 (no cache, 'none', is the study's baseline "
+                     "already)", ttl)
                 profile.write_multiplier(seconds[-1])
             except RuleError as exc:
                 raise ConfigError(exc.at(f"billing.ttls[{i}]", got=ttl)) from None

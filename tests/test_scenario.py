@@ -331,6 +331,21 @@ def test_billing_without_ttls_takes_the_ttls_its_profile_sells(tmp_path):
         load_scenario(sc)
 
 
+def test_billing_ttls_refuse_no_cache_before_the_run(tmp_path):
+    """helper-178: under a profile whose TTL is settable, ``ttls = ["none"]`` (or ``"0s"``) loaded, and `kvsim run`
+    simulated the whole scenario before its report failed in ``compare_ttls`` ("must name each TTL once (got
+    'none' twice)"), naming no file or key: no cache is the study's baseline row already."""
+    sc = tmp_path / "b.toml"
+    for profile, ttl in (("openai", "none"), ("deepseek", "0s"), ("gemini", "0")):
+        sc.write_text(f'name = "b"\n[billing]\nprofile = "{profile}"\nttls = ["5m", "{ttl}"]\n')
+        with pytest.raises(ConfigError) as err:
+            load_scenario(sc)
+        assert str(err.value) == (f"{sc}: billing.ttls[1]: must be TTLs > 0 (no cache, 'none', is the study's "
+                                  f"baseline already) (got '{ttl}')")
+    sc.write_text('name = "b"\n[billing]\nprofile = "openai"\nttls = ["5m", "1h"]\n')
+    assert load_scenario(sc).billing.ttls == ("5m", "1h")  # a settable TTL > 0 still loads
+
+
 def test_a_scenario_says_what_its_charts_are_of():
     """helper-158: the capacity, fleets and run charts named the scenario alone, not the model, its weights, the
     workload or how long it ran (a 60 s run's plan read as the README's 600 s one)."""
