@@ -211,24 +211,35 @@ def cost_curves(
     Columns: ``ttl, ttl_s, rate_per_min, p_hit, relative_cost`` (1 = no cache), given
     `prefix_tokens` ``usd_per_request = relative_cost × prefix_tokens × input $/MTok / MTOK``, and
     ``savings_pct`` (`prefix_savings_pct`).
-    A ``none`` TTL row set (relative cost 1) is included for reference. A `prefix_tokens` below the
-    profile's ``min_cacheable_tokens`` cannot be cached (`PriceProfile.cacheable_tokens` is 0): it is
-    billed as plain input, so every TTL's rows read ``p_hit 0, relative_cost 1``.
+    A ``none`` TTL row set (relative cost 1) is included for reference. Given `prefix_tokens`, the cost is
+    the whole prefix's: its `PriceProfile.cacheable_tokens` at the cache's cost, the rest (past the last whole
+    ``cache_increment_tokens``) as plain input, ``relative_cost = k c + (1 − k)`` with ``k = cacheable /
+    prefix_tokens`` (`cached_share`), as the replay bills it (`simulator.billing.ledger`). A `prefix_tokens`
+    below the profile's ``min_cacheable_tokens`` cannot be cached (``k = 0``): it is billed as plain input,
+    so every TTL's rows read ``p_hit 0, relative_cost 1``.
     """
     rates = [float(x) for x in rates_per_min]
-    cacheable = prefix_tokens is None or profile.cacheable_tokens(prefix_tokens) > 0
+    k = cached_share(profile, prefix_tokens)
     rows = []
     for t in [0.0, *ttls_s]:
-        cached = t > 0 and cacheable
+        cached = t > 0 and k > 0
         if t > 0:
             profile.write_multiplier(t)  # a TTL the profile does not sell raises, cached or not
         for rate in rates:
             p, cost = profile_poisson_cost(profile, rate / MINUTE_S, t) if cached else (0.0, 1.0)
-            rows.append((profile.ttl_name(t), t, float(rate), p, cost))
+            rows.append((profile.ttl_name(t), t, float(rate), p, k * cost + (1.0 - k) if cached else cost))
     df = pd.DataFrame(rows, columns=["ttl", "ttl_s", "rate_per_min", "p_hit", "relative_cost"])
     _add_usd(df, profile, prefix_tokens)
     df["savings_pct"] = prefix_savings_pct(df["relative_cost"])
     return df
+
+
+def cached_share(profile: PriceProfile, prefix_tokens: int | None) -> float:
+    """``k = cacheable_tokens(prefix) / prefix``: the share of a prefix the cache can hold (1 without
+    `prefix_tokens`; 0 below the minimum). OpenAI caches in 128-token steps above 1,024, so of a 1,100-token
+    prefix 1,024 tokens (helper-178: the whole prefix was priced as cached, $0.000561 a request at 1 reuse a
+    minute under gpt-4.1 where the replay bills $0.000674)."""
+    return 1.0 if prefix_tokens is None else profile.cacheable_tokens(prefix_tokens) / prefix_tokens
 
 
 def _add_usd(df: pd.DataFrame, profile: PriceProfile, prefix_tokens: int | None) -> None:
@@ -251,16 +262,17 @@ def gaps_rows(profile: PriceProfile, ttls_s: Sequence[float], gaps: Gaps,
     """One row per TTL for a gap distribution: ``p_hit = F(T)``, relative cost, given `prefix_tokens` its
     ``usd_per_request`` (as `cost_curves`), its `prefix_savings_pct`, break-even scale and rate.
 
-    A `prefix_tokens` below the profile's ``min_cacheable_tokens`` cannot be cached: its rows read
-    ``p_hit 0, relative_cost 1``, as `cost_curves`'s; the break-even scale and rate still describe
-    the gaps, for a prefix long enough to be cached."""
+    Given `prefix_tokens`, the relative cost is the whole prefix's, its cacheable share ``k`` (`cached_share`)
+    at the cache's cost and the rest plain: ``k c + (1 − k)``, as `cost_curves`'s. A `prefix_tokens` below the
+    profile's ``min_cacheable_tokens`` cannot be cached: its rows read ``p_hit 0, relative_cost 1``; the
+    break-even scale and rate still describe the gaps, for a prefix long enough to be cached."""
     r = profile.read_multiplier
-    cacheable = prefix_tokens is None or profile.cacheable_tokens(prefix_tokens) > 0
+    k = cached_share(profile, prefix_tokens)
     rows = []
     for t in ttls_s:
         w = profile.write_multiplier(t)
-        p = hit_probability(gaps, t) if cacheable else 0.0
-        cost = relative_cost(p, r, w) if cacheable else 1.0
+        p = hit_probability(gaps, t) if k > 0 else 0.0
+        cost = k * relative_cost(p, r, w) + (1.0 - k) if k > 0 else 1.0
         rows.append((profile.ttl_name(t), p, cost, prefix_savings_pct(cost), breakeven_scale(gaps, t, r, w),
                      breakeven_rate(gaps, t, r, w) * MINUTE_S))
     df = pd.DataFrame(rows, columns=["ttl", "p_hit", "relative_cost", "savings_pct", "breakeven_scale",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -87,12 +88,43 @@ def test_deepseek_ttl_is_printed_as_the_profile_names_it():
     assert [row["ttl"] for row in doc["breakeven"]] == ["24h"]
     cached = [row for row in doc["costs"] if row["ttl"] != "none"]
     assert [row["ttl"] for row in cached] == ["24h"]
-    assert cached[0]["usd_per_request"] == pytest.approx(5000 * 0.28e-6 * 0.1, rel=1e-9)
-    assert cached[0]["savings_pct"] == pytest.approx(90.0, rel=1e-9)
+    # (helper-178) deepseek caches in 64-token units: 4,992 of the 5,000 tokens, the last 8 plain input:
+    # (4,992 x 0.1 + 8) x $0.28/MTok = $0.000142016 a request; savings 100 (1 - 507.2 / 5,000) = 89.856 %
+    assert cached[0]["usd_per_request"] == pytest.approx((4992 * 0.1 + 8) * 0.28e-6, rel=1e-9)
+    assert cached[0]["savings_pct"] == pytest.approx(89.856, rel=1e-9)
     deepseek = get_profile("deepseek")
     assert deepseek.ttl_name(86400) == "24h" and deepseek.ttl_name(0) == "none"
     cmp = compare_ttls(_two_turns(), deepseek, ["none", 86400])
     assert cmp.summary.ttl.tolist() == ["none", "24h"] and set(cmp.results) == {"none", "24h"}
+
+
+def test_a_prefix_past_the_last_cache_increment_pays_its_tail_as_plain_input():
+    """helper-178: the closed forms priced a whole prefix as cached where the profile caches it in steps
+    (`cache_increment_tokens`), as the replay does not: openai gpt-4.1 ($2/MTok in, read x0.25, no write premium)
+    caches 1,024 of a 1,100-token prefix (1,024 + 128 k), the other 76 tokens are plain input.
+    At 1 reuse a minute, 5m: p = 1 - e^-5 = 0.993262; the cached part costs c = 0.25 p + (1 - p) = 0.255053;
+    the prefix k c + (1 - k), k = 1,024 / 1,100: 0.306522 (was 0.255053); 1,100 x $2/MTok x 0.306522 =
+    $0.00067435 a request (was $0.000561); savings 69.348 %."""
+    p = 1 - math.exp(-5)
+    k = 1024 / 1100
+    rel = k * (0.25 * p + (1 - p)) + (1 - k)
+    assert rel == pytest.approx(0.306522, abs=1e-6)
+    for args, table in ((["--rate", "1"], "costs"), (["--gaps", "expon:scale=60"], "gaps")):
+        r = kvsim("breakeven", "--profile", "openai", "--prefix-tokens", "1100", *args, "--json")
+        assert r.exit_code == 0, r.output
+        row = next(x for x in json.loads(r.stdout)[table] if x["ttl"] == "5m")
+        assert row["p_hit"] == pytest.approx(p, rel=1e-9)
+        assert row["relative_cost"] == pytest.approx(rel, rel=1e-9)
+        assert row["usd_per_request"] == pytest.approx(1100 * 2e-6 * rel, rel=1e-9)
+        assert row["usd_per_request"] == pytest.approx(0.00067435, rel=1e-6)
+        assert row["savings_pct"] == pytest.approx(69.3478, abs=1e-4)
+    # the replay of Poisson reuse at that rate bills the same (2,000 requests: within 3 %)
+    rng = np.random.default_rng(3)
+    arrivals = np.cumsum(rng.exponential(60.0, 2000))
+    reqs = [Request(id=i, arrival_s=float(t), prompt_tokens=1100, output_tokens=1, segments=((1, 1100),),
+                    cache_breakpoints=(1,)) for i, t in enumerate(arrivals)]
+    bill = compare_ttls(reqs, get_profile("openai"), ["none", "5m"]).summary.set_index("ttl")
+    assert bill.input_usd["5m"] / len(reqs) == pytest.approx(0.00067435, rel=0.03)
 
 
 def test_prefix_below_the_minimum_is_billed_as_plain_input(sonnet):
