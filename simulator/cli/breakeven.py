@@ -399,9 +399,15 @@ def breakeven(
             grid = np.logspace(math.log10(lo), math.log10(hi), 300)
             y = "usd_per_request" if prefix_tokens else "relative_cost"
             suffix = f", {prefix_tokens:,}-token prefix" if prefix_tokens else ""
+            # a prefix below the minimum is plain input at every rate: no TTL pays, so no break-even or crossover
+            # is marked on its flat lines (helper-178: "5m pays above 0.049/min" was drawn where nothing is cached)
+            uncacheable = prefix_tokens is not None and prof.cacheable_tokens(prefix_tokens) == 0
+            if uncacheable:
+                suffix += (f"\n(below the {prof.min_cacheable_tokens:,}-token minimum: not cacheable, plain input "
+                           "under every TTL)")
             ax = charts.plot_cost_vs_rate(
-                cost_curves(prof, ttls, grid, prefix_tokens), table, cross, y=y,
-                title=f"Prompt-cache break-even, {prof.key}{suffix}",
+                cost_curves(prof, ttls, grid, prefix_tokens), None if uncacheable else table,
+                None if uncacheable else cross, y=y, title=f"Prompt-cache break-even, {prof.key}{suffix}",
             )  # fmt: skip
             for r in rates:
                 ax.axvline(r, color="k", lw=1.0, alpha=0.5)

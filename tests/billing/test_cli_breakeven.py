@@ -248,3 +248,30 @@ def test_a_malformed_trace_row_fails_before_any_table_and_can_be_skipped(tmp_pat
     assert r.exit_code == 0 and "workload: 1 trace row skipped" in r.stderr and "Simulated bills per TTL" in r.stdout
     r = CliRunner().invoke(breakeven, ["--skip-bad-rows"])
     assert r.exit_code == 2 and "--skip-bad-rows applies only with --workload" in r.output
+
+
+def test_an_uncacheable_prefix_chart_marks_no_break_even(tmp_path, monkeypatch):
+    """helper-178: with --prefix-tokens 500 (below sonnet-4's 1,024-token minimum) every TTL's curve is the flat
+    no-cache line at 500 x $3/MTok = $0.0015, yet the chart marked "5m pays above 0.049/min", "1h pays above
+    0.0125/min" and "1h cheaper than 5m above 0.00913/min" on it, the boxes pushed over the title."""
+    from simulator.billing import charts
+
+    drawn = {}
+    real = charts.save_png
+
+    def keep(ax, path, dpi=120):
+        drawn[path.name] = ([t.get_text() for t in ax.texts], ax.get_title(), [ln.get_ydata() for ln in ax.lines])
+        return real(ax, path, dpi)
+
+    monkeypatch.setattr(charts, "save_png", keep)
+    r = run("--prefix-tokens", "500", "--out", str(tmp_path / "u"))
+    assert r.exit_code == 0, r.output
+    texts, title, lines = drawn["breakeven.png"]
+    assert not any("pays above" in t or "cheaper than" in t for t in texts)
+    assert title == ("Prompt-cache break-even, anthropic/sonnet-4, 500-token prefix\n(below the 1,024-token minimum: "
+                     "not cacheable, plain input under every TTL)")
+    assert all(y == pytest.approx(0.0015) for ys in lines for y in ys)  # every curve the plain price
+    r = run("--prefix-tokens", "1024", "--out", str(tmp_path / "c"))  # at the minimum: cached, both marked
+    texts, title, _ = drawn["breakeven.png"]
+    assert r.exit_code == 0 and title == "Prompt-cache break-even, anthropic/sonnet-4, 1,024-token prefix"
+    assert sum("pays above" in t for t in texts) == 2 and sum("1h cheaper than 5m" in t for t in texts) == 1
