@@ -275,3 +275,18 @@ def test_an_uncacheable_prefix_chart_marks_no_break_even(tmp_path, monkeypatch):
     texts, title, _ = drawn["breakeven.png"]
     assert r.exit_code == 0 and title == "Prompt-cache break-even, anthropic/sonnet-4, 1,024-token prefix"
     assert sum("pays above" in t for t in texts) == 2 and sum("1h cheaper than 5m" in t for t in texts) == 1
+
+
+def test_the_readme_s_code_repo_bills_per_seed():
+    """helper-178: the README said code-repo-128k "bills cheaper under 5m", which `kvsim breakeven --workload
+    code-repo-128k` (seed 0) contradicts: its 1h bill is the lower. The README now gives both seeds' figures."""
+    import json
+
+    totals = {}
+    for seed in ("0", "1"):
+        r = run("--workload", "code-repo-128k", "--seed", seed, "--json")
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        totals[seed] = (doc["best_ttl"], {row["ttl"]: round(row["total_usd"], 2) for row in doc["workload"]})
+    assert totals["0"] == ("1h", {"none": 265.88, "5m": 50.09, "1h": 48.85})
+    assert totals["1"] == ("5m", {"none": 324.12, "5m": 55.38, "1h": 56.62})
