@@ -17,7 +17,7 @@ from pathlib import Path
 from simulator.capacity import KVBudget, max_streams
 from simulator.kv import KVLayout, lever_family, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
-from simulator.placement import kv_share
+from simulator.placement import kv_heads, kv_share
 from simulator.tomlfile import read_toml
 
 LEVER_FILE = Path(__file__).parent / "data" / "levers.toml"
@@ -65,6 +65,51 @@ def window_debit_points(layout: KVLayout, model: ModelSpec | None = None) -> tup
     parts = layout_levers(layout, model)
     windowed = sum(lv.debit_points for lv in parts if lv.name == "compress")
     return round(sum(lv.debit_points for lv in parts) - windowed, 6), round(windowed, 6)
+
+
+# layout parts that change what a model was trained with but that simulator/data/levers.toml prices no debit for
+UNPRICED_PARTS = ("gqa", "mqa")
+
+# a parametrised lever's parameter (the `KVLayout` field) and what it is, for `unsourced_levers`
+_PARAMETER = {"cross-layer": ("own_layer_fraction", "fraction of layers with their own KV"),
+              "mla": ("mla_rank", "latent rank"), "compress": ("compress_ratio", "compression ratio")}
+
+
+def unpriced_parts(layout: KVLayout, model: ModelSpec) -> list[str]:
+    """The parts of `layout` that keep fewer KV heads than `model` was trained with (``gqa:4`` of 8, ``mqa``) and
+    that ``simulator/data/levers.toml`` prices no debit for: their debit is not 0 but unstated (helper-153; ``gqa:8``
+    of 8 is the model as trained)."""
+    return [p for p in layout.label.split("+") if p.split(":")[0] in UNPRICED_PARTS and p.split(":")[0]
+            not in levers() and kv_heads(model, layout) < model.n_kv_heads]
+
+
+def unsourced_levers(layout: KVLayout, model: ModelSpec | None = None) -> list[tuple[Lever, str]]:
+    """The levers `layout` applies to `model` (`layout_levers`) at another parameter than the one their source
+    measured (the lever's ``layout`` in ``simulator/data/levers.toml``: ``cross-layer:0.5``, ``mla``'s retrofit rank,
+    ``compress:8``'s ratio), each with that part of `layout` (``cross-layer:0.1``): such a lever is charged the
+    sourced setting's debit, which is then a guide, not a figure (as a retention policy at another budget,
+    `simulator.engine.retention.unsourced_budget`)."""
+    parts = {p.split(":")[0]: p for p in layout.label.split("+")}
+    out = []
+    for lv in layout_levers(layout, model):
+        field, _ = _PARAMETER.get(lv.name, ("", ""))
+        if field and getattr(layout, field) != getattr(parse_layout(lv.layout), field):
+            out.append((lv, parts.get(lv.name, lv.name)))
+    return out
+
+
+def debit_caveats(layout: KVLayout, model: ModelSpec) -> list[str]:
+    """What `layout`'s stated debit (`layout_debit_points`) does not cover, one sentence each: a part with no stated
+    debit (`unpriced_parts`) and a lever at a parameter its source did not measure (`unsourced_levers`)."""
+    said = [f"{p} keeps fewer KV heads ({kv}) than {model.key} was trained with ({model.n_kv_heads}): "
+            "simulator/data/levers.toml states no debit for it, and the debit shown leaves it out"
+            for p, kv in ((p, kv_heads(model, layout)) for p in unpriced_parts(layout, model))]
+    for lv, part in unsourced_levers(layout, model):
+        field, what = _PARAMETER[lv.name]
+        said.append(f"{lv.name}'s {lv.debit_points:g}-point debit is what its source states for {lv.layout} "
+                    f"({what} {getattr(parse_layout(lv.layout), field):g}), not measured at {part}: a guide, "
+                    "not a figure")
+    return said
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

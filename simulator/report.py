@@ -29,7 +29,6 @@ from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
 from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
-from simulator.placement import kv_heads
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, fleet_nodes, plan_label, simulated_collapse, tiers_phrase
 from simulator.units import GB, figure
@@ -108,13 +107,12 @@ def _layout_line(sc: Scenario) -> str:
     long-context benchmarks, simulator/data/levers.toml)``; a compression's debit only where it compressed
     (`simulator.levers.window_debit_points`). A part that changes the model with no entry there (``gqa:4``,
     ``mqa``: fewer KV heads) is said to have no stated debit, not none (helper-153)."""
-    from simulator.levers import layout_levers, levers
+    from simulator.levers import layout_levers, unpriced_parts
 
     layout, model = parse_layout(sc.cache.layout), sc.model_spec()
     chosen = layout_levers(layout, model)
     # fewer KV heads than the model's (gqa:4 of 8, mqa); gqa:8 of 8 is the model as trained (helper-154)
-    unpriced = [p for p in layout.label.split("+") if p.split(":")[0] in UNPRICED_PARTS and p.split(":")[0]
-                not in levers() and kv_heads(model, layout) < model.n_kv_heads]
+    unpriced = unpriced_parts(layout, model)
     unstated = (f"; simulator/data/levers.toml states no debit for {', '.join(unpriced)}, fewer KV heads than the "
                 "model was trained with") if unpriced else ""
     if not chosen:
@@ -126,10 +124,6 @@ def _layout_line(sc: Scenario) -> str:
     total = sum(lv.debit_points for lv in chosen)
     return (f"{layout.label} (lever{'s' * (len(chosen) > 1)} {each}: a stated accuracy debit of up to "
             f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml{unstated})")
-
-
-# layout parts that change what a model was trained with but that simulator/data/levers.toml prices no debit for
-UNPRICED_PARTS = ("gqa", "mqa")
 
 
 def _missing(x: object) -> bool:

@@ -233,3 +233,47 @@ def test_an_unknown_lever_beside_a_kv_dtype_is_unknown_not_a_conflict():
         "takes it, as 'int4+snapkv'); valid:")
     r = run("calc", "--context", "100", "--layout", "fp8+int4")  # a real conflict stays one
     assert r.exit_code == 2 and "'int4' conflicts with 'fp8' (one dtype lever at most)" in r.output
+
+
+def test_a_lever_at_an_unsourced_parameter_or_with_no_stated_debit_is_said_so():
+    """helper-180: ``cross-layer:0.1`` (10× fewer layers with KV) was charged cross-layer's 1 point, stated by its
+    source for ``cross-layer:0.5`` (2×), with no word, where a retention policy at another budget gets a note; and
+    ``mqa`` or ``gqa:2`` (fewer KV heads than trained) read as a 0-point lever in fit and compare, where kvsim run's
+    report says levers.toml states no debit for them. ``kvsim fit --layout fp8`` named no debit at all where the
+    target fit. Each is now said: fit prints the layout's stated debit and the caveats, in --json too."""
+    from simulator.kv import parse_layout
+    from simulator.levers import debit_caveats, unpriced_parts, unsourced_levers
+    from simulator.models import get_model
+
+    llama, ds = get_model("Llama-3-70B"), get_model("DeepSeek-V3")
+    assert [(lv.name, part) for lv, part in unsourced_levers(parse_layout("cross-layer:0.1+fp8+compress:32:0"),
+                                                             llama)] == [("cross-layer", "cross-layer:0.1"),
+                                                                         ("compress", "compress:32:0")]
+    # the sourced settings (the window r of compress:w:r is kvsim's, not the source's), and DeepSeek-V3's own latent
+    for text in ("cross-layer", "cross-layer:0.5", "mla", "compress:8:1024", "fp8", "int4"):
+        assert unsourced_levers(parse_layout(text), llama) == []
+    assert unsourced_levers(parse_layout("mla"), ds) == [] and unpriced_parts(parse_layout("mha"), ds) == []
+    assert unpriced_parts(parse_layout("gqa:2+fp8"), llama) == ["gqa:2"]
+    assert unpriced_parts(parse_layout("gqa:8"), llama) == []  # Llama-3-70B's own 8 heads
+    assert unpriced_parts(parse_layout("gqa:8"), ds) == ["gqa:8"]  # 8 heads where DeepSeek-V3 has 128
+    assert debit_caveats(parse_layout("mla:64"), llama) == [
+        "mla's 1.5-point debit is what its source states for mla (latent rank 512), not measured at mla:64: a guide, "
+        "not a figure"]
+    assert debit_caveats(parse_layout("mqa"), llama) == [
+        "mqa keeps fewer KV heads (1) than Llama-3-70B was trained with (8): simulator/data/levers.toml states no "
+        "debit for it, and the debit shown leaves it out"]
+
+    args = ["fit", "--model", "Llama-3-70B", "--context", "131072", "--batch", "8"]
+    out = run(*args, "--layout", "cross-layer:0.1+fp8").output.splitlines()
+    assert out[1:3] == [
+        "  layout cross-layer:0.1+fp8: a stated quality debit of 1.1 points and retraining "
+        "(simulator/data/levers.toml)",
+        "  note: cross-layer's 1-point debit is what its source states for cross-layer:0.5 (fraction of layers with "
+        "their own KV 0.5), not measured at cross-layer:0.1: a guide, not a figure"]
+    assert run(*args, "--layout", "fp8").output.splitlines()[1] == (
+        "  layout fp8: a stated quality debit of 0.1 points (simulator/data/levers.toml)")
+    assert not run(*args).output.splitlines()[1].startswith("  layout")  # native: no lever, no line
+    doc = json.loads(run(*args, "--layout", "gqa:2", "--json").output)
+    assert doc["layout_debit_points"] == 0 and doc["debit_caveats"] == [
+        "gqa:2 keeps fewer KV heads (2) than Llama-3-70B was trained with (8): simulator/data/levers.toml states no "
+        "debit for it, and the debit shown leaves it out"]

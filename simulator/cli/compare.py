@@ -185,8 +185,14 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "kv_blocks_per_replica; kvsim fit for the streams that fit); quality_debit_points: the levers' "
                        "stated accuracy loss on long-context benchmarks (simulator/data/levers.toml, retention.toml: "
                        "each source and how it was read), a guide", err=True)
+        from simulator.kv import parse_layout
+        from simulator.levers import debit_caveats
+
+        model_spec = base.model_spec()
         for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
             name, policy = str(row["strategy"]), str(row["retention"])
+            for caveat in debit_caveats(parse_layout(str(row["layout"])), model_spec):  # a debit no source states
+                note(f"{name}: {caveat}")
             if base.router == "prefix-affinity" and row["cache"] == "none":  # (helper-171)
                 from simulator.scenario import AFFINITY_WITHOUT_CACHE
 

@@ -47,7 +47,7 @@ from simulator.cli.options import (
 )
 from simulator.errors import ConfigError, DoesNotFitError, must_differ, shown
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression
-from simulator.levers import layout_debit_points, layout_levers, rank_fixes
+from simulator.levers import debit_caveats, layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
     ModelSpec,
     dtype,
@@ -214,6 +214,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                       gpu_sequence_bytes(budget, model, lay, context_tokens, s, block_tokens))
                      for s in range(plan.pp)]
     unit = f"{budget.nodes} nodes" if budget.nodes > 1 else "the node"
+    caveats = debit_caveats(lay, model)  # what the layout's stated debit does not cover (helper-180)
     result = {
         "hardware": node.key, "model": model.key, "layout": lay.label, "plan": plan.label, "tp": plan.tp,
         "pp": plan.pp, "dp_attention": plan.dp_attention, "ep": plan.ep, "replicas": budget.replicas,
@@ -230,12 +231,21 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         "fixes": [dataclasses.asdict(f) for f in fixes],
         "plans_that_fit": [] if streams >= batch else [p.plan for p in holding],
         "simulated_max_streams": engine_streams,
+        "layout_debit_points": layout_debit_points(lay, model), "debit_caveats": caveats,
     }
     if as_json:
         echo_json(result)
         return
     click.echo(f"{model.key} ({weight_precision(model)} weights) on {node.key}, plan {plan.label}: "
                f"{budget.replicas} replica(s) on {unit}, layout {lay.label}")
+    own_levers = layout_levers(lay, model)
+    if own_levers:  # what the layout asked for costs, said where its streams are (not only where it misses)
+        debit = layout_debit_points(lay, model)
+        click.echo(f"  layout {lay.label}: a stated quality debit of {debit:g} point{'s' * (debit != 1)}"
+                   + (" and retraining" if any(lv.retrain for lv in own_levers) else "")
+                   + " (simulator/data/levers.toml)")
+    for caveat in caveats:
+        click.echo(f"  note: {caveat}")
     what = ("the whole MLA latent, on the one GPU whose attention serves it" if plan.dp_attention else
             "the whole MLA latent on every attention rank") if is_latent(model, lay) else \
         f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"

@@ -267,3 +267,19 @@ def test_a_compression_charges_its_debit_only_where_it_compressed(tmp_path: Path
     assert ("note: compress:8:16384: no completed request's KV passed compress:8:16384's full-resolution window, "
             "so it compressed nothing and ran uncompressed (its debit, charged a request past the window, is 0)"
             ) in r.stderr
+
+
+def test_compare_says_which_debits_no_source_states() -> None:
+    """helper-180: ``gqa:2`` and ``mqa`` read as 0-point levers and ``cross-layer:0.1`` as cross-layer:0.5's 1 point,
+    with no note (a retention policy at another budget gets one; kvsim run's report names the unpriced parts)."""
+    r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k",
+                                     "--duration-s", "5", "--strategy", "native,gqa:2,cross-layer:0.1,cross-layer:0.5"])
+    assert r.exit_code == 0, r.output
+    debits = {line.split()[0]: float(line.split()[8]) for line in r.stdout.splitlines()[1:]}
+    assert debits == {"native": 0.0, "gqa:2": 0.0, "cross-layer:0.1": 1.0, "cross-layer:0.5": 1.0}
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ") and "debit" in line]
+    assert notes == [
+        "note: gqa:2: gqa:2 keeps fewer KV heads (2) than Llama-3.1-8B was trained with (8): "
+        "simulator/data/levers.toml states no debit for it, and the debit shown leaves it out",
+        "note: cross-layer:0.1: cross-layer's 1-point debit is what its source states for cross-layer:0.5 (fraction of "
+        "layers with their own KV 0.5), not measured at cross-layer:0.1: a guide, not a figure"]
