@@ -37,6 +37,7 @@ from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
+from simulator.models import ModelSpec
 from simulator.progress import Meter, Progress
 from workloads.request import Request
 from workloads.summary import offered_rate_per_s
@@ -123,6 +124,19 @@ def _what_runs(config: EngineConfig) -> str:
             f"retention {named(config.retention, config.retention_params)}")
 
 
+def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
+    """`layout` as it runs on `model`: an attention lever that spells out the model's own attention is ``native``
+    (``mla`` on DeepSeek-V3, whose latent it keeps; ``gqa:8`` on a model of 8 KV heads; ``mha`` on an MHA model), the
+    same bytes and no lever (helper-180: ``native,mla`` on DeepSeek-V3 ran one set twice under two labels)."""
+    from simulator.placement import kv_heads
+
+    if layout.attention == "native":
+        return layout
+    own = (model.attention == "mla" if layout.attention == "mla" else
+           model.attention != "mla" and kv_heads(model, layout) == model.n_kv_heads)
+    return replace(layout, attention="native", kv_heads=0) if own else layout
+
+
 def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) -> list[EngineConfig]:
     """Each set parses on `base`, and no two run the same thing: a set named twice (under any
     spelling: ``fp8`` and ``native+fp8``, ``prefix`` and ``prefix+lru``, its default eviction)
@@ -139,9 +153,10 @@ def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) ->
         except ConfigError as exc:
             raise ConfigError(f"{where} {spec}: {exc}") from None
     for config in configs:
-        built = repr((config.layout, make_strategy(config.cache, **config.cache_params),
+        layout = as_run(model, config.layout)
+        built = repr((layout, make_strategy(config.cache, **config.cache_params),
                       make_retention(config.retention, **config.retention_params)))
-        resolved.append(first.setdefault(built, _what_runs(config)))
+        resolved.append(first.setdefault(built, _what_runs(replace(config, layout=layout))))
     must_differ(list(specs), resolved, where, "strategy set")
     return configs
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -283,3 +284,22 @@ def test_compare_says_which_debits_no_source_states() -> None:
         "simulator/data/levers.toml states no debit for it, and the debit shown leaves it out",
         "note: cross-layer:0.1: cross-layer's 1-point debit is what its source states for cross-layer:0.5 (fraction of "
         "layers with their own KV 0.5), not measured at cross-layer:0.1: a guide, not a figure"]
+
+
+@pytest.mark.parametrize(("model", "sets", "got"), [
+    ("DeepSeek-V3", ["native", "mla"], "'native' and 'mla', both layout native, reuse none"),  # its own latent
+    ("Llama-3.1-8B", ["native", "gqa:8"], "'native' and 'gqa:8', both layout native"),  # its own 8 KV heads
+    ("Llama-3.1-8B", ["fp8+prefix", "gqa:8+fp8+prefix"], "'fp8+prefix' and 'gqa:8+fp8+prefix', both layout fp8"),
+])
+def test_a_set_that_spells_out_the_models_own_attention_is_the_native_set(model, sets, got) -> None:
+    """helper-180: ``native,mla`` on DeepSeek-V3 (and ``native,gqa:8`` on a model of 8 KV heads) ran one layout twice
+    under two labels, two identical rows, where ``fp8,native+fp8`` is refused."""
+    from simulator.compare import check_distinct_sets
+
+    base = EngineConfig(model=model, node="8xH200" if model == "DeepSeek-V3" else "1xH100",
+                        tp=8 if model == "DeepSeek-V3" else 1)
+    with pytest.raises(ConfigError, match=r"--strategy: must name each strategy set once \(got " + re.escape(got)):
+        check_distinct_sets(sets, base, "--strategy")
+    # a different attention stays a set of its own: gqa:4 of 8 heads, mha, DeepSeek-V3's MHA expansion
+    for other in (["native", "gqa:4"], ["native", "mha"]):
+        assert len(check_distinct_sets(other, base, "--strategy")) == 2
