@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from hardware.catalog import GPUSpec
 from simulator.capacity import KVBudget, max_streams
 from simulator.kv import KVLayout, lever_family, parse_layout, sequence_bytes
 from simulator.models import ModelSpec
@@ -110,6 +111,17 @@ def debit_caveats(layout: KVLayout, model: ModelSpec) -> list[str]:
                     f"({what} {getattr(parse_layout(lv.layout), field):g}), not measured at {part}: a guide, "
                     "not a figure")
     return said
+
+
+def fp4_kv_note(gpu: GPUSpec, what: str) -> str:
+    """What fp4 KV means on `gpu` where it has no fp4 tensor cores (H100, H200, MI300X), else ``""``: kvsim does
+    `what` with its bytes (prices its reads, counts its streams), but the fp4 lever's source, NVIDIA's NVFP4 KV
+    cache, is a Blackwell feature (helper-180: fit offered fp4 as a no-training lever on 8×H100 without a word,
+    where ``kvsim cost`` said this)."""
+    if gpu.fp4_flops > 0:
+        return ""
+    return (f"fp4 KV on {gpu.key}, which has no fp4 tensor cores: kvsim {what}, but the fp4 lever's source (NVIDIA's "
+            "NVFP4 KV cache) is a Blackwell feature")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -277,3 +277,21 @@ def test_a_lever_at_an_unsourced_parameter_or_with_no_stated_debit_is_said_so():
     assert doc["layout_debit_points"] == 0 and doc["debit_caveats"] == [
         "gqa:2 keeps fewer KV heads (2) than Llama-3-70B was trained with (8): simulator/data/levers.toml states no "
         "debit for it, and the debit shown leaves it out"]
+
+
+def test_fit_says_fp4_kv_is_a_blackwell_lever_where_it_offers_it_on_hopper():
+    """helper-180: fit listed fp4 KV as a no-training lever for Llama-3-70B on 8×H100 (36 streams of 128k, 1 point)
+    with no word that its source, NVIDIA's NVFP4 KV cache, is a Blackwell feature (``kvsim cost`` said so). The
+    note follows the fixes where one is fp4 on a GPU without fp4 tensor cores, and the header under ``--layout
+    fp4``; on B200 there is none."""
+    says = ("  note: fp4 KV on H100, which has no fp4 tensor cores: kvsim counts its streams, but the fp4 lever's "
+            "source (NVIDIA's NVFP4 KV cache) is a Blackwell feature")
+    out = run("fit", "--hardware", "8xH100", "--model", "Llama-3-70B", "--context", "131072", "--batch", "32").output
+    lines = out.splitlines()
+    fp4_row = next(line for line in lines if line.split()[:1] == ["fp4"])
+    assert fp4_row.split()[1:] == ["1.0", "no", "12.08", "36"]  # ⌊54.36 / (92,160 · 131,072 / 8)⌋ = 36
+    assert lines[-2] == says and lines.count(says) == 1
+    out = run("fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "8192", "--layout", "fp4").output
+    assert out.splitlines()[2] == says
+    out = run("fit", "--hardware", "8xB200", "--model", "Llama-3-70B", "--context", "131072", "--batch", "90").output
+    assert "fp4 1.0 no 12.08 95" in " ".join(out.split()) and "Blackwell" not in out  # ⌊144.36 / 1.51⌋ = 95

@@ -25,6 +25,7 @@ from simulator.cli.options import HARDWARE, HARDWARE_CATALOG, WEIGHT_DTYPE, layo
 from simulator.cli.progress import progress_bar
 from simulator.cost.params import PARAMS_FILE, CostParams, dumps_params, load_params, load_params_file
 from simulator.cost.roofline import COMPUTE
+from simulator.levers import fp4_kv_note
 from simulator.units import GB, MB, MS
 
 if TYPE_CHECKING:
@@ -177,9 +178,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
                    "aiconfigurator's tables measured them; an engine that fuses the cast into the op before pays "
                    f"less, so at small batches {sm.gemm_dtype} weights may price slower than they run (README: "
                    "Checked on a real H200, for fp8)")
-    if sm.layout.kv_dtype == "fp4" and not gpu.fp4_flops > 0:
-        click.echo(f"  note: fp4 KV on {gpu.key}, which has no fp4 tensor cores: kvsim prices its smaller reads, but "
-                   "the fp4 lever's source (NVIDIA's NVFP4 KV cache) is a Blackwell feature")
+    if sm.layout.kv_dtype == "fp4" and (fp4 := fp4_kv_note(gpu, "prices its smaller reads")):
+        click.echo(f"  note: {fp4}")
     if plan.pp > 1:
         click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "

@@ -46,8 +46,8 @@ from simulator.cli.options import (
     plan_options,
 )
 from simulator.errors import ConfigError, DoesNotFitError, must_differ, shown
-from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression
-from simulator.levers import debit_caveats, layout_debit_points, layout_levers, rank_fixes
+from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout, footprint, idle_compression, parse_layout
+from simulator.levers import debit_caveats, fp4_kv_note, layout_debit_points, layout_levers, rank_fixes
 from simulator.models import (
     ModelSpec,
     dtype,
@@ -246,6 +246,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    + " (simulator/data/levers.toml)")
     for caveat in caveats:
         click.echo(f"  note: {caveat}")
+    fp4 = fp4_kv_note(node.gpu, "counts its streams")
+    if fp4 and lay.kv_dtype == "fp4":
+        click.echo(f"  note: {fp4}")
     what = ("the whole MLA latent, on the one GPU whose attention serves it" if plan.dp_attention else
             "the whole MLA latent on every attention rank") if is_latent(model, lay) else \
         f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
@@ -305,6 +308,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                                "GB/stream (all GPUs)": round(f.held_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
+    if fp4 and lay.kv_dtype != "fp4" and any(parse_layout(f.layout).kv_dtype == "fp4" for f in fixes):
+        click.echo(f"  note: {fp4}")
     click.echo("  debit: points of accuracy on long-context benchmarks as kvsim reads each lever's source (most give a "
                "bound or a word, not a figure: simulator/data/levers.toml has each source and how it was read); "
                "debits within a point are not told apart")

@@ -303,3 +303,15 @@ def test_a_set_that_spells_out_the_models_own_attention_is_the_native_set(model,
     # a different attention stays a set of its own: gqa:4 of 8 heads, mha, DeepSeek-V3's MHA expansion
     for other in (["native", "gqa:4"], ["native", "mha"]):
         assert len(check_distinct_sets(other, base, "--strategy")) == 2
+
+
+def test_compare_says_fp4_kv_is_a_blackwell_lever_on_hopper() -> None:
+    """helper-180: an fp4 set on H100 ran and read as a 1-point lever with no word that NVFP4 KV is Blackwell's."""
+    args = ["--model", "Llama-3.1-8B", "--workload", "chat-4k", "--duration-s", "5", "--strategy", "native,fp4"]
+    r = CliRunner().invoke(compare, [*args, "--hardware", "1xH100"])
+    assert r.exit_code == 0, r.output
+    assert [line for line in r.stderr.splitlines() if "Blackwell" in line] == [
+        "note: fp4: fp4 KV on H100, which has no fp4 tensor cores: kvsim runs its bytes, but the fp4 lever's source "
+        "(NVIDIA's NVFP4 KV cache) is a Blackwell feature"]
+    r = CliRunner().invoke(compare, [*args, "--hardware", "1xB200"])
+    assert r.exit_code == 0 and "Blackwell" not in r.stderr
