@@ -37,6 +37,7 @@ from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
+from simulator.levers import debit_caveats
 from simulator.models import ModelSpec
 from simulator.progress import Meter, Progress
 from workloads.request import Request
@@ -199,6 +200,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     check_context(base_config, requests)
     from simulator.planning import meets_slo
 
+    model = base_config.model_spec()
     arrivals = [r.arrival_s for r in requests]
     span_s = max(arrivals) - min(arrivals) if arrivals else 0.0
     offered = offered_rate_per_s(len(arrivals), span_s)
@@ -239,6 +241,9 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             # (helper-166: it was filled beside a debit of 0 where the policy evicted nothing)
             "debit_unsourced_at": (unsourced_budget(config.retention, config.retention_params) or "")
             if s["retention_evicted_tokens"] else "",
+            # what the layout's stated debit does not cover: a lever at another parameter than its source measured,
+            # fewer KV heads than trained (`simulator.levers.debit_caveats`; helper-180), "; "-joined
+            "debit_caveats": "; ".join(debit_caveats(config.layout, model)),
             "kv_utilization": s["kv_utilization"],
             "memory_factor": in_all_factor,
             "memory_factor_per_gpu": in_all_factor * per_gpu / summed,
@@ -321,6 +326,16 @@ def _missed(row: pd.Series) -> str:
     return " and ".join(parts) if parts else "an SLO"
 
 
+def _debit_label(debit: float, caveats: str) -> str:
+    """A set's quality debit under its name on the chart: ``quality debit 0.1 pt``, nothing for none; where no source
+    states it (`simulator.levers.debit_caveats`: fewer KV heads than trained, a lever at another parameter than its
+    source's) the label says so, not a clean 0 (helper-180: ``gqa:8`` on DeepSeek-V3 read as a free lever);
+    compare.csv's ``debit_caveats`` says why."""
+    if not caveats:
+        return f"\nquality debit {debit:.3g} pt" if debit > 0 else ""
+    return f"\nquality debit {debit:.3g} pt, a guide" if debit > 0 else "\nquality debit not stated"
+
+
 def _figure(v: float, unit: str) -> str:
     return f"{v:,.0f} {unit}" if v >= 1000 else f"{v:,.3g} {unit}"
 
@@ -358,8 +373,10 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
         notes.append(a.annotate(text, (v if math.isfinite(v) else 0.0, i), xytext=(4, 0), textcoords="offset points",
                                 va="center", fontsize=9, fontweight="bold" if i == best else "normal"))
     a.set_xlim(0, float(pd.Series(cost).max()) * 1.55 if n and pd.Series(cost).notna().any() else 1.0)
-    labels = [f"{name}" + (f"\nquality debit {debit:.3g} pt" if debit > 0 else "")
-              for name, debit in zip(d["strategy"], d["quality_debit_points"].fillna(0.0), strict=True)]
+    caveats = d["debit_caveats"].fillna("") if "debit_caveats" in d else pd.Series([""] * n)
+    debits = d["quality_debit_points"].fillna(0.0)
+    labels = [f"{name}" + _debit_label(debit, str(caveat))
+              for name, debit, caveat in zip(d["strategy"], debits, caveats, strict=True)]
     a.set_yticks(y, labels, fontsize=9)
     a.invert_yaxis()
     a.set_xlabel("USD per million output tokens (this fleet, this load)")

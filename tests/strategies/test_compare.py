@@ -315,3 +315,27 @@ def test_compare_says_fp4_kv_is_a_blackwell_lever_on_hopper() -> None:
         "(NVIDIA's NVFP4 KV cache) is a Blackwell feature"]
     r = CliRunner().invoke(compare, [*args, "--hardware", "1xB200"])
     assert r.exit_code == 0 and "Blackwell" not in r.stderr
+
+
+def test_a_debit_no_source_states_is_in_compare_csv_and_on_the_chart() -> None:
+    """helper-180: the chart put ``gqa:8`` on DeepSeek-V3 (8 KV heads of its 128, a model it was not trained as)
+    with no debit line, as lossless, first among sets of equal cost; compare.csv had no word of it either."""
+    requests = [Request(id=i, arrival_s=i * 0.5, prompt_tokens=1000, output_tokens=20, segments=((i, 1000),))
+                for i in range(4)]
+    base = EngineConfig(model="DeepSeek-V3", node="8xH200", tp=8)
+    df = compare_strategies(base, requests, ["native", "gqa:8", "fp8", "cross-layer:0.25+int4"], seed=0,
+                            timer=AffineTimer()).set_index("strategy")
+    assert df.quality_debit_points.to_dict() == pytest.approx(
+        {"native": 0.0, "gqa:8": 0.0, "fp8": 0.1, "cross-layer:0.25+int4": 1.6})
+    assert df.debit_caveats.to_dict() == {
+        "native": "", "fp8": "",
+        "gqa:8": "gqa:8 keeps fewer KV heads (8) than DeepSeek-V3 was trained with (128): simulator/data/levers.toml "
+                 "states no debit for it, and the debit shown leaves it out",
+        "cross-layer:0.25+int4": "cross-layer's 1-point debit is what its source states for cross-layer:0.5 (fraction "
+                                 "of layers with their own KV 0.5), not measured at cross-layer:0.25: a guide, not a "
+                                 "figure"}
+    fig = compare_figure(df.reset_index(), "t")
+    labels = {t.get_text() for t in fig.axes[0].get_yticklabels()}
+    assert {"gqa:8\nquality debit not stated", "native", "fp8\nquality debit 0.1 pt",
+            "cross-layer:0.25+int4\nquality debit 1.6 pt, a guide"} == labels
+    plt.close(fig)
