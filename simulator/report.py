@@ -35,6 +35,7 @@ from simulator.units import GB, figure
 from workloads.workload import cut_note, skipped_note
 
 if TYPE_CHECKING:
+    from simulator.billing.compare import TTLComparison
     from simulator.billing.profiles import PriceProfile
     from simulator.billing.provider import ProviderCosts
     from simulator.engine import EngineConfig, Result
@@ -189,11 +190,10 @@ def breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     return _breakeven_study(run)[:3]
 
 
-def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], str | None,
+def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], TTLComparison,
                                                 ProviderCosts]:
-    """`breakeven_study`, why nothing was cached when the profile caches only at breakpoints and no
-    request marks one (`TTLComparison.uncached_reason`; ``None`` otherwise), and the provider's inputs
-    (`deployment_costs`)."""
+    """`breakeven_study`, the comparison it read them from (its `TTLComparison.uncached_reason` says why nothing
+    was cached, if so), and the provider's inputs (`deployment_costs`)."""
     from simulator.billing import compare_ttls, get_profile
     from simulator.billing.provider import best_ttls, provider_table
 
@@ -204,7 +204,7 @@ def _breakeven_study(run: ScenarioRun) -> tuple[pd.DataFrame, pd.DataFrame, dict
     hw, result = next(iter(run.results.items()))
     costs = deployment_costs(result, profile)
     provider = provider_table(comparison, costs).assign(hardware=hw)
-    return comparison.summary, provider, best_ttls(comparison, provider), comparison.uncached_reason, costs
+    return comparison.summary, provider, best_ttls(comparison, provider), comparison, costs
 
 
 def provider_inputs(costs: ProviderCosts, hit_ratio: float = 0.0) -> tuple[pd.DataFrame, str]:
@@ -425,7 +425,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
         from simulator.billing.profiles import load_profiles
         from simulator.billing.provider import pool_notes
 
-        be, provider, best, uncached, costs = _breakeven_study(run)
+        be, provider, best, comparison, costs = _breakeven_study(run)
+        uncached = comparison.uncached_reason
         meter.add(1 - BREAKEVEN_CHART_SHARE)
         be.to_csv(out / "breakeven.csv", index=False)
         provider.to_csv(out / "breakeven_provider.csv", index=False)
@@ -437,8 +438,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
             title = nothing_cached_title(uncached)
             automatic = " or ".join(f'profile = "{p}"' for p in load_profiles().automatic())
             uncached = f"**Nothing was cached**: {uncached}" + (
-                f"; a profile that caches prefixes automatically ([billing] {automatic}) would." if automatic
-                else ".")
+                f"; a profile that caches prefixes automatically ([billing] {automatic}) would."
+                if automatic and comparison.breakpoints_missing else ".")
         ax = plot_savings_vs_ttl(be, title=title)
         pool = provider.kv_pool_gb.iloc[0]
         unknown_reuse = wl.prefix_note if wl.n_reuses is None else ""  # a trace with no prefix ids: every TTL's worth

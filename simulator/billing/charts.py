@@ -4,6 +4,7 @@ draws on it and returns it; nothing is shown or saved here."""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from matplotlib.lines import Line2D
 
 from simulator.charts import plain_text
 from simulator.charts.base import plain_log_ticks
+
+TITLE_WIDTH = 80  # characters a line of a savings chart's title holds at its 10-inch width and title size
 
 _Y_LABELS = {
     "relative_cost": "Expected prefix input cost per request\n(× cost without cache)",
@@ -37,9 +40,11 @@ def _share(x: float) -> str:
 
 def nothing_cached_title(reason: str) -> str:
     """A savings chart's title when nothing could be cached (`TTLComparison.uncached_reason`): its
-    first two clauses, on two lines."""
+    first two clauses, each on lines of at most `TITLE_WIDTH` characters (a minimum's reason names the profile
+    and the minimum in its first clause: one line ran off a 10-inch figure)."""
     what, _, why = reason.partition(": ")
-    return f"Nothing cached: {what}\n({why.split(', so')[0]})"
+    return "\n".join([textwrap.fill(f"Nothing cached: {what}", TITLE_WIDTH),
+                      textwrap.fill(f"({why.split(', so')[0]})", TITLE_WIDTH)])
 
 
 def _every_n_min(rate_per_min: float) -> str:

@@ -16,7 +16,9 @@ written token one TTL, ``S_T`` of its plain price, so its ``p*`` takes a write o
 (`compare_ttls`); the plain input beyond the cached prefixes is outside this comparison.
 
 A profile that caches only at explicit breakpoints caches nothing for requests that mark none
-(a trace of block hashes, say); `TTLComparison.uncached_reason` says so.
+(a trace of block hashes, say), nor does any profile where no request's prefix reaches its minimum
+cacheable length (chat-4k's prompts, capped at 4,096 tokens, under a 4,096-token minimum);
+`TTLComparison.uncached_reason` says which.
 """
 
 from __future__ import annotations
@@ -47,15 +49,29 @@ class TTLComparison:
     gap_percentiles_s: pd.Series  # reuse gaps of the longest cacheable prefix, seconds
     results: dict[str, BillResult]
     requests_with_breakpoints: int = 0  # requests that mark at least one cache breakpoint
+    # the longest prefix any request offers the cache (`longest_candidate_tokens`)
+    longest_prefix_tokens: int = 0
+
+    @property
+    def breakpoints_missing(self) -> bool:
+        """Whether the profile caches only at breakpoints and no request marks one."""
+        return self.profile.caching == "explicit" and not self.requests_with_breakpoints
 
     @property
     def uncached_reason(self) -> str | None:
-        """Why nothing could be cached, when the profile caches only at breakpoints and no request
-        marks one (every TTL then bills as no cache); ``None`` otherwise."""
-        if self.profile.caching != "explicit" or self.requests_with_breakpoints:
-            return None
-        return (f"no request marks a cache breakpoint: the {self.profile.key} profile caches only at breakpoints, "
-                "so nothing is cached and every TTL bills as no cache")
+        """Why nothing could be cached (every TTL then bills as no cache), or ``None``: the profile caches only
+        at breakpoints and no request marks one (`breakpoints_missing`), or no request's prefix reaches the
+        profile's ``min_cacheable_tokens`` (helper-178: chat-4k under gemini-2.5-pro billed every TTL alike
+        and printed NaN gap percentiles with no word why)."""
+        if self.breakpoints_missing:
+            return (f"no request marks a cache breakpoint: the {self.profile.key} profile caches only at "
+                    "breakpoints, so nothing is cached and every TTL bills as no cache")
+        least = self.profile.min_cacheable_tokens
+        if self.summary["requests"].iloc[0] and self.longest_prefix_tokens < least:
+            return (f"no request's prefix reaches {least:,} tokens, the {self.profile.key} profile's minimum to "
+                    f"cache: the longest is {self.longest_prefix_tokens:,} tokens, so nothing is cached and every "
+                    "TTL bills as no cache")
+        return None
 
     @property
     def best_ttl(self) -> str:
@@ -112,11 +128,15 @@ def compare_ttls(
     seconds = [parse_ttl(t) for t in ttls]
     must_differ([str(t) for t in ttls], [f"{t:g} s" for t in seconds], "compare_ttls: ttls", "TTL")
     ttls_s = sorted({0.0, *seconds})
-    marked = [0]
+    marked, longest = [0], [0]
+    automatic = profile.caching == "automatic"
 
     def counted(reqs: Iterable[Request]) -> Iterable[Request]:
         for r in reqs:
             marked[0] += bool(r.cache_breakpoints)
+            offered = longest_candidate_tokens(r, automatic)
+            if offered > longest[0]:
+                longest[0] = offered
             yield r
 
     results = bill_many(counted(requests), profile, ttls_s, write_latency_s=write_latency_s)
@@ -151,7 +171,15 @@ def compare_ttls(
         gap_percentiles_s=pct,
         results={profile.ttl_name(t): r for t, r in results.items()},
         requests_with_breakpoints=marked[0],
+        longest_prefix_tokens=longest[0],
     )
+
+
+def longest_candidate_tokens(request: Request, automatic: bool) -> int:
+    """The longest prefix `request` offers a cache, in tokens, as the ledger's candidates take them
+    (`simulator.billing.ledger.Ledger`): all its segments under a profile that caches automatically, else up
+    to its last cache breakpoint (0 without one)."""
+    return request.prefix_tokens(len(request.segments)) if automatic else request.cacheable_prefix_tokens
 
 
 def _pct(saved: float, base: float) -> float:

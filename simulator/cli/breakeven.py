@@ -214,7 +214,8 @@ def _closed_form_note(prof: PriceProfile) -> str | None:
 
 
 def _uncached_note(reason: str | None, automatic: list[str]) -> str | None:
-    """The replay's reason that nothing was cached, with the profiles that cache without breakpoints."""
+    """The replay's reason that nothing was cached, with the profiles that cache without breakpoints (`automatic`:
+    given where no request marks one)."""
     if reason is None:
         return None
     if not automatic:
@@ -377,7 +378,8 @@ def breakeven(
             show("Simulated bills per TTL:", comparison.summary)
             echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
-            uncached = _uncached_note(comparison.uncached_reason, profiles.automatic())
+            uncached = _uncached_note(comparison.uncached_reason,
+                                      profiles.automatic() if comparison.breakpoints_missing else [])
             if unknown:
                 echo(f"\nnote: {unknown}: the bills above price every prompt as new, which this trace cannot tell")
             elif uncached:

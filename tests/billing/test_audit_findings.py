@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.billing import compare_ttls, get_profile, kv_byte_seconds
-from simulator.billing.charts import plot_gap_cdf, plot_savings_vs_ttl
+from simulator.billing.charts import nothing_cached_title, plot_gap_cdf, plot_savings_vs_ttl
 from simulator.billing.numeric import ttl_rows
 from simulator.billing.provider import ProviderCosts, kv_peak_bytes, load_provider_costs, pool_notes, provider_table
 from simulator.cli import main
@@ -117,6 +117,43 @@ breakeven = true
 def test_report_says_nothing_was_cached(tmp_path):
     md = (_tiny_report(tmp_path) / "summary.md").read_text()
     assert "**Nothing was cached**" in md and NOTE in md and 'profile = "openai"' in md
+
+
+SHORT = "no request's prefix reaches"
+
+
+def test_a_prefix_below_the_minimum_says_why_nothing_is_cached(sonnet):
+    """helper-178: every prefix shorter than the profile's minimum bills every TTL alike; the reason names the
+    minimum and the longest prefix offered (6,144 tokens up to the breakpoint under an explicit profile, all 6,244
+    under an automatic one), and offers no automatic profile (none would cache these either)."""
+    reqs = [req(i, 30.0 * i, [(SYSTEM, 4096), (DOCS, 2048), (1000 + i, 100)], breakpoints=(2,)) for i in range(12)]
+    cmp = compare_ttls(reqs, replace(sonnet, min_cacheable_tokens=8192))
+    assert (cmp.summary.read_tokens == 0).all() and (cmp.summary.write_tokens == 0).all()
+    assert not cmp.breakpoints_missing and cmp.longest_prefix_tokens == 6144
+    assert cmp.uncached_reason == (f"{SHORT} 8,192 tokens, the anthropic/sonnet-4 profile's minimum to cache: the "
+                                   "longest is 6,144 tokens, so nothing is cached and every TTL bills as no cache")
+    auto = compare_ttls(reqs, replace(get_profile("openai"), min_cacheable_tokens=8192))
+    assert auto.longest_prefix_tokens == 6244 and SHORT in auto.uncached_reason
+    # at the minimum it caches: no reason
+    held = compare_ttls(reqs, replace(sonnet, min_cacheable_tokens=6144))
+    assert held.uncached_reason is None and held.summary.read_tokens.iloc[1] > 0
+    assert compare_ttls([], get_profile("openai")).uncached_reason is None  # no request: nothing to explain
+    # the savings chart's title holds the reason on lines that fit the figure
+    title = nothing_cached_title(cmp.uncached_reason)
+    assert title.splitlines() == ["Nothing cached: no request's prefix reaches 8,192 tokens, the anthropic/sonnet-4",
+                                  "profile's minimum to cache", "(the longest is 6,144 tokens)"]
+
+
+def test_breakeven_and_report_say_the_minimum_was_not_reached(tmp_path):
+    """chat-4k's prompts (capped at 4,096 tokens) under gemini-2.5-pro's 4,096-token minimum: the CLI's note and
+    the savings chart say why nothing was cached, without the breakpoints' hint of an automatic profile."""
+    r = CliRunner().invoke(main, ["breakeven", "--workload", "chat-4k", "--profile", "gemini", "--duration-s", "600",
+                                  "--out", str(tmp_path / "be")])
+    assert r.exit_code == 0, r.output
+    assert f"note: {SHORT} 4,096 tokens, the gemini/gemini-2.5-pro profile's minimum to cache" in r.output
+    assert "caches prefixes automatically" not in r.output
+    assert "best TTL for the customer: none (nothing was cached" in r.output
+    assert "no gaps.png" in r.output
 
 
 # 2. which hit share compares with p* ----------------------------------------------------------------
