@@ -117,6 +117,19 @@ def test_code_repo_commits_change_the_context_id() -> None:
     assert len({r.segments[0][1] for r in reqs}) == 1  # same repository length
 
 
+def test_code_repo_turn_zero_keeps_the_prompt_cap() -> None:
+    # helper-179: turn 0 (repository + task) was sent whatever its length: 126,000 + a 2,311-token task made a
+    # 128,311-token prompt past the 126,976 cap. A task fits when its description is at most 126,976 - 126,000 =
+    # 976 tokens: 46 of this seed's 64 tasks (turn 0 of each, 59 requests in all, was 64 and 77 before)
+    g = CodeRepo128k(repo_min_tokens=126_000, repo_max_tokens=126_000,
+                     task_tokens=LogNormal(mean=1000, cv=1.0, low=1, high=8000))
+    reqs = gen(g, 0, 3600)
+    assert len(reqs) == 59 and max(r.prompt_tokens for r in reqs) == 126_953 <= g.max_prompt_tokens
+    first = [r for r in reqs if r.turn == 0]
+    assert len(first) == len({r.session_id for r in reqs}) == 46
+    assert max(r.segments[1][1] for r in first) == 953 <= 976
+
+
 def test_mixture_merges_components() -> None:
     m = generator_from_dict({"name": "mixture", "components": [
         {"name": "chat-4k", "weight": 0.5}, {"name": "code-repo-128k", "n_teams": 2}]})  # fmt: skip

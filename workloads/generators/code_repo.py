@@ -8,7 +8,8 @@ few seconds apart, then an idle gap of minutes, then the next burst. Each turn's
 
     [repo@version] + [task] + (output_k, tool_result_k)...   (history grows by leading ids)
 
-A task stops at the first turn whose prompt would exceed ``max_prompt_tokens``.
+A task stops at the first turn whose prompt would exceed ``max_prompt_tokens`` (a task whose
+repository and description alone exceed it sends nothing).
 Cache breakpoints: after the repository, after the task, and at the end: ``(1, 2, n)`` (turn 0: ``(1, 2)``).
 """
 
@@ -183,7 +184,7 @@ class CodeRepo128k:
                             break
                         segments = (*segments, (ids.new("tool"), result))
                         used += result
-                    if t >= duration_s:
+                    if t >= duration_s or used > self.max_prompt_tokens:  # (turn 0: repository + task alone)
                         stopped = True
                         break
                     answer, out_id = int(outputs[c_at + c]), ids.new("output")
