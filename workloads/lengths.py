@@ -172,6 +172,9 @@ def read_column(path: Path, column: str, where: str) -> tuple[int, ...]:
         df = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True, dtype=str)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ConfigError(f"{where}: {path.name} is not a CSV with a header row ({str(exc).strip()})") from None
+    if not isinstance(df.index, pd.RangeIndex):  # pandas reads a first row longer than the header as an index
+        raise ConfigError(f"{where}: {path.name} data row 1 has more fields than the header's {len(df.columns)} "
+                          f"({', '.join(map(str, df.columns))}): one field a column")  # (helper-179: read shifted)
     if column not in df.columns:
         raise ConfigError(f"{where}: {path.name} has no column {column!r} (columns: {', '.join(df.columns)})")
     if df.empty:

@@ -142,6 +142,18 @@ def test_bad_specs_are_one_line_errors_naming_the_key(tmp_path, spec: dict, msg:
     assert "\n" not in str(err.value)
 
 
+def test_a_lengths_row_longer_than_its_header_is_refused_not_shifted(tmp_path) -> None:
+    # helper-179: pandas read "100,3,7" under "input_tokens,output_tokens" as index 100, input 3, output 7
+    (tmp_path / "long.csv").write_text("input_tokens,output_tokens\n100,3,7\n200,20,\n")
+    with pytest.raises(ConfigError) as err:
+        length_from({"csv": "long.csv"}, "workload.input_tokens", column="input_tokens", base_dir=tmp_path)
+    assert str(err.value) == ("workload.input_tokens.csv: long.csv data row 1 has more fields than the header's 2 "
+                              "(input_tokens, output_tokens): one field a column")
+    (tmp_path / "ok.csv").write_text("input_tokens,output_tokens\n100,3\n200,20\n")
+    ok = length_from({"csv": "ok.csv"}, "workload.input_tokens", column="input_tokens", base_dir=tmp_path)
+    assert ok.values == (100, 200)  # type: ignore[union-attr]
+
+
 def test_a_heavy_tail_without_an_upper_clip_is_refused_not_overflowed() -> None:
     g = Synthetic(arrivals=Offline(count=2000), input_tokens=ScipyLength(dist="pareto", params=(("b", 0.05),)))
     with pytest.raises(ConfigError, match="give 'clip' an upper bound"):
