@@ -201,3 +201,15 @@ def test_byte_order_mark_and_non_utf8_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage\n")
     with pytest.raises(ConfigError, match=r"bin\.csv: not UTF-8 text"):
         read_trace(binary)
+
+
+@pytest.mark.parametrize("header", ['"TIMESTAMP","ContextTokens","GeneratedTokens"',
+                                    "TIMESTAMP, ContextTokens, GeneratedTokens"])
+def test_a_quoted_or_spaced_header_reads_as_the_plain_one(tmp_path: Path, header: str) -> None:
+    # helper-179: a quoted header (pandas' QUOTE_ALL, a spreadsheet's export) was "unknown trace format"; one with
+    # spaces after its commas was detected as azure, then "the header lacks column 'ContextTokens'"
+    p = write(tmp_path, "a.csv", AZURE.replace("TIMESTAMP,ContextTokens,GeneratedTokens", header))
+    assert detect_format(p) == "azure"
+    reqs = read_trace(p).requests()
+    assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(374, 44), (396, 109), (1000, 7)]
+    assert [r.arrival_s for r in reqs] == pytest.approx([0.0, 4.314579, 60.0])

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -59,14 +60,14 @@ def detect_format(path: Path) -> str:
             if set(needed) <= keys:
                 return fmt
     else:
-        header = {c.strip() for c in first.split(",")}
+        header = {c.strip() for c in next(csv.reader([first]), [])}  # as `csv_rows` reads it: quotes, spaces
         for fmt, needed in CSV_HEADERS.items():
             if set(needed) <= header:
                 return fmt
-    csv = "; ".join(f"{fmt}: {', '.join(cols)}" for fmt, cols in CSV_HEADERS.items())
+    heads = "; ".join(f"{fmt}: {', '.join(cols)}" for fmt, cols in CSV_HEADERS.items())
     lines = "; ".join(f"{fmt}: {', '.join(keys)}" for fmt, keys in JSON_KEYS.items())
     what = "empty file" if path.stat().st_size == 0 else f"unknown trace format (first line {shown(first[:40])})"
-    raise ConfigError(f"{path.name}: {what}; a trace starts with a CSV header ({csv}) or a JSON line ({lines})")
+    raise ConfigError(f"{path.name}: {what}; a trace starts with a CSV header ({heads}) or a JSON line ({lines})")
 
 
 def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "stop") -> Workload:

@@ -117,11 +117,14 @@ def text_lines(path: Path, lines: Iterable[str]) -> Iterator[str]:
 
 
 def csv_rows(path: Path, needs: Sequence[str] = (), fmt: str = "") -> Iterator[tuple[int, dict[str, str]]]:
-    """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped). A header without
+    """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped; the header's names
+    are read stripped of spaces, as `detect_format` reads them, and may be quoted). A header without
     one of the columns `needs` is the file's error, before any row (each row would read as short of it)."""
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(text_lines(path, f))
-        header = reader.fieldnames or []
+        header = [c.strip() for c in reader.fieldnames or []]  # 'TIMESTAMP, ContextTokens' names ContextTokens
+        if header:
+            reader.fieldnames = header
         missing = [c for c in needs if c not in header]
         if missing and header:
             raise ConfigError(f"{path.name}: the header lacks column {missing[0]!r} ({fmt} needs "
