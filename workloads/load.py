@@ -106,7 +106,7 @@ def load_workload(
         ``{"name": "chat-4k", ...params}``; a generator name that runs by its defaults alone
         (`workloads.generators.by_name`: not ``mixture``, which needs its components); a
         ``.toml`` file with a ``[workload]`` table; or a trace file (format detected from
-        its suffix and header unless `format` is given: azure, burstgpt, kvsim, mooncake).
+        its first line, whatever its suffix, unless `format` is given: azure, burstgpt, kvsim, mooncake).
     seed
         Generators draw from ``np.random.default_rng(np.random.SeedSequence(seed))``; trace
         thinning (``rate_scale < 1``) draws from a generator seeded the same way.

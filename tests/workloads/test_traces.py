@@ -213,3 +213,21 @@ def test_a_quoted_or_spaced_header_reads_as_the_plain_one(tmp_path: Path, header
     reqs = read_trace(p).requests()
     assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(374, 44), (396, 109), (1000, 7)]
     assert [r.arrival_s for r in reqs] == pytest.approx([0.0, 4.314579, 60.0])
+
+
+@pytest.mark.parametrize(("written", "saved_as"), [(".jsonl", ".json"), (".jsonl", ".txt"), (".csv", ".jsonl"),
+                                                   (".csv", ".txt")])
+def test_own_format_is_read_by_what_the_file_holds_not_its_suffix(tmp_path: Path, written: str,
+                                                                  saved_as: str) -> None:
+    # helper-179: kvsim's JSONL saved as .json was detected as kvsim, then read as CSV: "the header lacks column
+    # 'id'" of a line that has it; a CSV named .jsonl (Azure's or kvsim's) was "unknown trace format"
+    w = load_workload({"name": "chat-4k"}, seed=3, duration_s=60)
+    original = w.requests()
+    path = tmp_path / f"w{written}"
+    write_workload(w, path)
+    path = path.rename(tmp_path / f"w{saved_as}")
+    assert detect_format(path) == "kvsim"
+    assert read_trace(path).requests() == original and len(original) == 47
+    azure = write(tmp_path, "azure.jsonl", AZURE)
+    assert detect_format(azure) == "azure"
+    assert [r.prompt_tokens for r in read_trace(azure).requests()] == [374, 396, 1000]

@@ -1,11 +1,11 @@
 """Trace readers (streamed) and the writer of kvsim's own format.
 
-`read_trace` detects the format from the suffix and the header or first row:
+`read_trace` detects the format from the first line (a JSON object or a CSV header), whatever the suffix:
 
-- ``.csv`` with ``TIMESTAMP,ContextTokens,GeneratedTokens`` -> ``azure``
-- ``.csv`` with ``Request tokens`` and ``Response tokens`` -> ``burstgpt``
-- ``.csv`` / ``.jsonl`` with a ``segments`` column -> ``kvsim`` (our own format)
-- ``.jsonl`` with ``input_length`` -> ``mooncake``
+- a CSV header with ``TIMESTAMP,ContextTokens,GeneratedTokens`` -> ``azure``
+- a CSV header with ``Request tokens`` and ``Response tokens`` -> ``burstgpt``
+- a CSV header or a JSON line with a ``segments`` column -> ``kvsim`` (our own format)
+- a JSON line with ``input_length`` -> ``mooncake``
 
 ``format=`` overrides the detection.
 """
@@ -43,7 +43,8 @@ JSON_KEYS: dict[str, tuple[str, ...]] = {"kvsim": ("segments",), "mooncake": ("i
 
 
 def detect_format(path: Path) -> str:
-    """The trace format of `path`, from its suffix and its first line (`CSV_HEADERS`, `JSON_KEYS`)."""
+    """The trace format of `path`, from its first line (`JSON_KEYS` of a JSON object, else `CSV_HEADERS`; a
+    ``.jsonl`` suffix only tries JSON first)."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
             first = f.readline(4096).strip()
@@ -59,7 +60,7 @@ def detect_format(path: Path) -> str:
         for fmt, needed in JSON_KEYS.items():
             if set(needed) <= keys:
                 return fmt
-    else:
+    if not first.startswith("{"):  # a CSV header, whatever the suffix says (an Azure CSV saved as .jsonl)
         header = {c.strip() for c in next(csv.reader([first]), [])}  # as `csv_rows` reads it: quotes, spaces
         for fmt, needed in CSV_HEADERS.items():
             if set(needed) <= header:

@@ -8,7 +8,8 @@ One row per request with every `Request` field::
 ``segments`` is ``id:tokens;id:tokens``; ``cache_breakpoints`` is ``k;k`` (may be empty).
 Floats are written with ``repr`` (shortest round-tripping form), so reading back gives
 equal `Request` objects. JSONL rows carry the same keys (segments may also be a list of
-``[id, tokens]`` pairs).
+``[id, tokens]`` pairs). A file is read as JSON lines when its first line is a JSON object, as CSV
+otherwise, whatever its suffix.
 """
 
 from __future__ import annotations
@@ -139,13 +140,20 @@ class _BadLine:
         self.text = text
 
 
+def _json_lines(path: Path) -> bool:
+    """Whether `path` holds JSON lines (its first line starts with ``{``) rather than CSV: what the file
+    holds, not its suffix (helper-179: JSONL saved as ``.json`` was read as CSV, "lacks column 'id'")."""
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        return f.readline(4096).lstrip().startswith("{")
+
+
 def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
     """A workload replaying a file written by `write_workload` (streamed)."""
     check_on_error(on_error)
     path = Path(path)
 
     def rows() -> Iterator[tuple[int, Any]]:
-        if path.suffix.lower() != ".jsonl":  # a header short of a column is the file's error, said once (helper-150)
+        if not _json_lines(path):  # a header short of a column is the file's error, said once (helper-150)
             yield from csv_rows(path, COLUMNS, "kvsim's own format")
             return
         with path.open(newline="", encoding="utf-8-sig") as f:
