@@ -231,3 +231,20 @@ def test_own_format_is_read_by_what_the_file_holds_not_its_suffix(tmp_path: Path
     azure = write(tmp_path, "azure.jsonl", AZURE)
     assert detect_format(azure) == "azure"
     assert [r.prompt_tokens for r in read_trace(azure).requests()] == [374, 396, 1000]
+
+
+def test_own_format_ids_count_the_kept_rows_so_each_request_has_its_own(tmp_path: Path) -> None:
+    # helper-179: ids were taken from the file; two files concatenated repeat them, and a run's `source` column
+    # (kept by id) then labelled request 0 of class 'a' as 'b'
+    header = ("id,arrival_s,session_id,turn,prompt_tokens,output_tokens,output_segment_id,segments,"
+              "cache_breakpoints,source\n")
+    rows = "0,0.5,0,0,10,5,99,7:10,1,a\n0,0.6,1,0,10,5,98,8:10,1,b\n7,0.7,2,0,10,5,97,9:10,1,b\n"
+    reqs = read_trace(write(tmp_path, "k.csv", header + rows)).requests()
+    assert [(r.id, r.arrival_s, r.source) for r in reqs] == [(0, 0.5, "a"), (1, 0.6, "b"), (2, 0.7, "b")]
+    from simulator.engine.traffic import TrafficClasses
+
+    classes = TrafficClasses()
+    assert list(classes.tag(reqs)) == reqs
+    assert [classes.of(i) for i in range(3)] == ["a", "b", "b"]
+    with pytest.raises(ConfigError, match=r"^k2.csv:2: 'id' must be an integer >= 0 \(got '-1'\)"):
+        read_trace(write(tmp_path, "k2.csv", header + "-1,0.5,0,0,10,5,99,7:10,1,a\n")).requests()

@@ -7,9 +7,12 @@ One row per request with every `Request` field::
 
 ``segments`` is ``id:tokens;id:tokens``; ``cache_breakpoints`` is ``k;k`` (may be empty).
 Floats are written with ``repr`` (shortest round-tripping form), so reading back gives
-equal `Request` objects. JSONL rows carry the same keys (segments may also be a list of
-``[id, tokens]`` pairs). A file is read as JSON lines when its first line is a JSON object, as CSV
-otherwise, whatever its suffix.
+equal `Request` objects. An ``id`` must be an integer >= 0, and is read as the row's place: ids
+count the kept rows from 0, as every reader's and every replay window's, so each request has its
+own (helper-179: two files concatenated repeat ids, and a run gave one request the other's
+traffic class); `write_workload` numbers its rows so, and they read back unchanged. JSONL rows
+carry the same keys (segments may also be a list of ``[id, tokens]`` pairs). A file is read as
+JSON lines when its first line is a JSON object, as CSV otherwise, whatever its suffix.
 """
 
 from __future__ import annotations
@@ -115,10 +118,12 @@ def parse_breakpoints(value: object) -> tuple[int, ...]:
     return tuple(as_int(k, "cache_breakpoints", 1) for k in items)
 
 
-def _request(row: dict[str, Any]) -> Request:
+def _request(row: dict[str, Any], n: int) -> Request:
+    """The request of `row`, the `n`-th kept (its ``id`` checked, then `n`: see the module docstring)."""
     source = get(row, "source")
+    as_int(get(row, "id"), "id", 0)
     return Request(
-        id=as_int(get(row, "id"), "id", 0),
+        id=n,
         arrival_s=as_float(get(row, "arrival_s"), "arrival_s"),
         session_id=as_int(get(row, "session_id"), "session_id", -1),
         turn=as_int(get(row, "turn"), "turn", 0),
@@ -165,12 +170,12 @@ def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
                         yield line_no, _BadLine(line.strip())
 
     def run(stats: ReadStats) -> Iterator[Request]:
-        def parse(_n: int, row: Any) -> Request:
+        def parse(n: int, row: Any) -> Request:
             if isinstance(row, _BadLine):
                 raise FieldError("row", "a JSON object", row.text[:40])
             if not isinstance(row, dict):  # 5, null, [1, 2]: valid JSON, no request
                 raise FieldError("row", "a JSON object with the request's keys", row)
-            return _request(row)
+            return _request(row, n)
 
         yield from guarded(path, rows(), parse, stats, on_error, "arrival_s")
 
