@@ -63,6 +63,12 @@ def say_left_out(workload: Workload, say: Callable[[str], None], key: str = "wor
 Source = Callable[[ReadStats], Iterator[Request]]
 
 
+def _seconds(t_s: float) -> str:
+    """``40,000,000`` up to a million years of seconds, ``1e+305`` past them (helper-179: a Mooncake timestamp of
+    1e308 ms printed 306 digits, and the line was cut before its remedy)."""
+    return f"{t_s:,.0f}" if t_s < 1e13 else f"{t_s:.3g}"
+
+
 def format_segments(segments: tuple[tuple[int, int], ...]) -> str:
     """``((7, 512), (9, 30))`` -> ``"7:512;9:30"``."""
     return ";".join(f"{i}:{t}" for i, t in segments)
@@ -116,7 +122,7 @@ class Workload:
         for n, r in enumerate(self._source(stats_), start=1):
             if n > most or r.arrival_s > MAX_HORIZON_S:
                 what = (f"more than {most:,} requests" if n > most
-                        else f"a request at {r.arrival_s:,.0f} s, after {MAX_HORIZON_S:,.0f} s (366 days)")
+                        else f"a request at {_seconds(r.arrival_s)} s, after {MAX_HORIZON_S:,.0f} s (366 days)")
                 stream = (f"; kvsim run --stream replays a trace of up to {MAX_STREAMED_REQUESTS:,}"
                           if n > most and most < MAX_STREAMED_REQUESTS else "")
                 raise ConfigError(f"{self.name or 'workload'}: {what}, beyond kvsim's limit; replay a window "

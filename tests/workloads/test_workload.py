@@ -1,5 +1,6 @@
 """Workload replay: windows, time scale, thinning and compression; frames."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +66,14 @@ def test_load_workload_toml_and_errors(tmp_path: Path) -> None:
     p.write_text("[other]\n")
     with pytest.raises(ConfigError, match=r"s\.toml: 'workload' must be a table"):
         load_workload(p)
+
+
+def test_a_trace_row_far_past_the_horizon_is_said_in_a_short_line(tmp_path) -> None:
+    # helper-179: 1e308 ms printed as 306 digits of seconds; the CLI cut the 575-character line before its remedy
+    trace = tmp_path / "m.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 10, "output_length": 2}) + "\n"
+                             for t in (0, 1e308)))
+    with pytest.raises(ConfigError) as err:
+        load_workload(trace).summary()
+    assert str(err.value) == ("m.jsonl: a request at 1e+305 s, after 31,622,400 s (366 days), beyond kvsim's limit; "
+                              "replay a window (duration_s), thin it (rate_scale < 1) or speed it up (time_scale)")
