@@ -178,8 +178,8 @@ class WorkloadSection:
     ``duration_s``: seconds of arrivals a generator draws (default 600), or the replay window of a
     trace (default, or ``inf``: the whole trace); at most `simulator.limits.MAX_HORIZON_S`.
     ``start_s`` and ``time_scale`` shift and speed up a trace replay; a generator has neither.
-    ``skip_bad_rows``: a trace's malformed rows are skipped and counted (said on stderr and in the report)
-    instead of stopping the run at the first.
+    ``skip_bad_rows``: a trace's malformed rows, and its requests longer than the model's context, are skipped
+    and counted (said on stderr and in the report) instead of stopping the run at the first.
     """
 
     spec: dict[str, Any] = field(default_factory=lambda: {"name": "chat-4k"})  # generator table
@@ -452,13 +452,15 @@ class Scenario:
                     else f"no such file '{shown_path(spec)}'")
             raise ConfigError(f"{self.where}: workload.trace: {said} (a path relative to the scenario's folder)")
         try:
-            return load_workload(spec, seed=self.seed if seed is None else seed,
-                                 duration_s=None if w.duration_s == math.inf else w.duration_s,
-                                 rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
-                                 allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir,
-                                 on_error="skip" if w.skip_bad_rows else "stop")
+            loaded = load_workload(spec, seed=self.seed if seed is None else seed,
+                                   duration_s=None if w.duration_s == math.inf else w.duration_s,
+                                   rate_scale=w.rate_scale * rate_scale, start_s=w.start_s, time_scale=w.time_scale,
+                                   allow_empty=allow_empty, table="workload.spec", base_dir=self._base_dir,
+                                   on_error="skip" if w.skip_bad_rows else "stop")
         except ConfigError as exc:  # named at its key (workload.spec.x) or, if not, under [workload]
             raise ConfigError(f"{self.where}: {_under_workload(exc)}") from None
+        # a trace's requests longer than the model's context are skipped rows too (`check_context`)
+        return loaded.within(self.model_spec().max_context_tokens) if w.skip_bad_rows else loaded
 
     def _check_block(self, node: NodeSpec, model: ModelSpec, budget: Any) -> None:
         """One KV block of ``cluster.block_tokens`` fits the pool, as the engine will size it."""
@@ -657,10 +659,13 @@ class Scenario:
                 longest = tokens
         if first is not None:
             of = f" of {Path(self.workload.trace).name}" if self.workload.trace else ""  # (the line keeps its "(got")
+            skip = ("; skip_bad_rows = true under [workload] leaves them out, counted as skipped rows"
+                    if self.workload.trace else "")  # (helper-179: a trace's few long rows had no way past them)
             raise ConfigError(
                 f"{self.where}: workload requests must fit {model.key}'s context of {limit:,} tokens (got {over:,} "
                 f"over it, the first request {first.id}{of} at {first.arrival_s:,.3f} s: "
-                f"{first.prompt_tokens + first.output_tokens:,} prompt + output tokens; the longest {longest:,})")
+                f"{first.prompt_tokens + first.output_tokens:,} prompt + output tokens; the longest {longest:,})"
+                f"{skip}")
         return n
 
 

@@ -7,6 +7,9 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.scenario import SCENARIO_DIR, load_scenario
+from workloads.request import Request
+from workloads.traces import write_workload
+from workloads.workload import Workload
 
 SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
 
@@ -408,3 +411,29 @@ def test_prefix_affinity_without_a_prefix_cache_is_said(tmp_path):
     load_scenario(p, say=said.append)
     assert said == ['router prefix-affinity beside cache.strategy = "none": no prefix is cached, so it routes as '
                     "least-tokens"]
+
+
+def test_skip_bad_rows_leaves_out_a_trace_s_requests_over_the_context(tmp_path, monkeypatch):
+    """helper-179: a trace with a few requests longer than the model's context (the shipped Mooncake sample has 3 over
+    Llama-3.1-70B's 131,072 tokens) stopped every run with no way past them but editing the trace. The error now
+    says how; with ``skip_bad_rows = true`` they are skipped rows, counted, and the kept requests numbered from 0."""
+    monkeypatch.chdir(tmp_path)
+    lengths = [(1000, 100), (131_000, 73), (131_000, 72), (2000, 50), (200_000, 10)]
+    reqs = [Request(id=i, arrival_s=float(i), prompt_tokens=p, output_tokens=o, segments=((i, p),))
+            for i, (p, o) in enumerate(lengths)]
+    write_workload(Workload.from_requests(reqs), Path("t.jsonl"))
+    text = (SCENARIO_DIR / "trace-replay.toml").read_text().replace(
+        'trace = "traces/chat-sample.csv"', 'trace = "t.jsonl"')
+    Path("s.toml").write_text(text)
+    sc = load_scenario("s.toml")
+    with pytest.raises(ConfigError) as err:
+        sc.check_context(sc.load_workload())
+    assert str(err.value) == (
+        "s.toml: workload requests must fit Llama-3.1-70B's context of 131,072 tokens (got 2 over it, the first "
+        "request 1 of t.jsonl at 1.000 s: 131,073 prompt + output tokens; the longest 200,010); skip_bad_rows = true "
+        "under [workload] leaves them out, counted as skipped rows")
+    Path("s.toml").write_text(text.replace("duration_s = 600", "duration_s = 600\nskip_bad_rows = true"))
+    sc = load_scenario("s.toml")
+    wl = sc.load_workload()
+    assert sc.check_context(wl) == 3 and wl.skipped_rows == 2
+    assert [(r.id, r.prompt_tokens + r.output_tokens) for r in wl] == [(0, 1100), (1, 131_072), (2, 2050)]

@@ -34,7 +34,7 @@ class ReadStats:
 
 
 SKIPPED_WHY = ("malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the format's rule: a failed "
-               "request, 0 tokens")
+               "request, 0 tokens; with skip_bad_rows, longer than the model's context")
 """Why a trace reader skips a row (`ReadStats.skipped_rows`)."""
 
 
@@ -182,6 +182,29 @@ class Workload:
             for r in self
         ]
         return pd.DataFrame(rows, columns=list(cols))
+
+    def within(self, max_tokens: int) -> Workload:
+        """The requests whose ``prompt_tokens + output_tokens`` is at most `max_tokens` (a model's context
+        window), the others counted as skipped rows (`skipped_rows`: said with the run, as a malformed row
+        skipped is); ids renumbered from 0 over the requests kept, as `replayed`'s. What a scenario's
+        ``skip_bad_rows`` does with a trace's requests longer than its model's context, which a server refuses
+        (helper-179: the shipped Mooncake sample's 3 rows over Llama-3.1-70B's 131,072 tokens could not be
+        replayed without editing the trace)."""
+        must(max_tokens >= 1, "Workload.within", "max_tokens", ">= 1", max_tokens)
+        parent = self
+
+        def source(stats_: ReadStats) -> Iterator[Request]:
+            n = 0
+            for r in parent._source(stats_):
+                if r.prompt_tokens + r.output_tokens > max_tokens:
+                    stats_.skipped_rows += 1
+                    continue
+                yield replace(r, id=n)
+                n += 1
+
+        out = Workload(source, name=self.name, seed=self.seed, prefix_note=self.prefix_note)
+        out.max_requests = self.max_requests
+        return out
 
     def replayed(
         self,
