@@ -4,7 +4,8 @@ JSONL rows ``{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids"
 each hash id names one 512-token block of the prompt, chained (equal leading ids = shared
 prefix). Segments: one per hash id, ``min(512, tokens left)`` tokens each, so that they
 sum to ``input_length`` (ids past the prompt's end are dropped); tokens the ids do not
-cover form one more segment of its own, id ``-(row number + 1)``. Arrival times are
+cover form one more segment of its own, id ``-(row number + 1)`` (a row without ``hash_ids``, or with
+an empty list, is then a prompt that shares nothing: the format carries its sharing in them). Arrival times are
 ``(timestamp - first timestamp) / 1000`` seconds.
 """
 
