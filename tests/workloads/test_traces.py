@@ -248,3 +248,15 @@ def test_own_format_ids_count_the_kept_rows_so_each_request_has_its_own(tmp_path
     assert [classes.of(i) for i in range(3)] == ["a", "b", "b"]
     with pytest.raises(ConfigError, match=r"^k2.csv:2: 'id' must be an integer >= 0 \(got '-1'\)"):
         read_trace(write(tmp_path, "k2.csv", header + "-1,0.5,0,0,10,5,99,7:10,1,a\n")).requests()
+
+
+def test_own_format_jsonl_opening_with_a_blank_line_reads_as_json_lines(tmp_path: Path) -> None:
+    # helper-181: read_native chose JSON lines by the first line alone, so a .jsonl file opening with a blank line,
+    # read with format="kvsim" (kvsim workload describe --format kvsim), was read as CSV: "the row has 10 fields,
+    # the header 0" (before it read by the suffix, and skipped the blank line as the JSON reader does)
+    w = load_workload({"name": "chat-4k"}, seed=1, duration_s=10)
+    path = tmp_path / "w.jsonl"
+    write_workload(w, path)
+    path.write_text("\n\n" + path.read_text())
+    reqs = read_trace(path, format="kvsim").requests()
+    assert reqs == w.requests() and len(reqs) == 7

@@ -146,10 +146,15 @@ class _BadLine:
 
 
 def _json_lines(path: Path) -> bool:
-    """Whether `path` holds JSON lines (its first line starts with ``{``) rather than CSV: what the file
-    holds, not its suffix (helper-179: JSONL saved as ``.json`` was read as CSV, "lacks column 'id'")."""
+    """Whether `path` holds JSON lines (its first non-blank line starts with ``{``) rather than CSV: what the
+    file holds, not its suffix (helper-179: JSONL saved as ``.json`` was read as CSV, "lacks column 'id'"). Blank
+    lines are passed over, as the JSON reader passes them (helper-181: a JSONL file opening with one, read as
+    ``format="kvsim"``, was read as CSV: "the row has 10 fields, the header 0")."""
     with path.open(encoding="utf-8-sig", errors="replace") as f:
-        return f.readline(4096).lstrip().startswith("{")
+        for line in f:
+            if line.strip():
+                return line.lstrip().startswith("{")
+    return False
 
 
 def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
