@@ -459,8 +459,18 @@ class Scenario:
                                    on_error="skip" if w.skip_bad_rows else "stop")
         except ConfigError as exc:  # named at its key (workload.spec.x) or, if not, under [workload]
             raise ConfigError(f"{self.where}: {_under_workload(exc)}") from None
+        if not w.skip_bad_rows:
+            return loaded
         # a trace's requests longer than the model's context are skipped rows too (`check_context`)
-        return loaded.within(self.model_spec().max_context_tokens) if w.skip_bad_rows else loaded
+        model = self.model_spec()
+        kept = loaded.within(model.max_context_tokens)
+        if not allow_empty and kept.first() is None:  # (`load_workload` found a request: every one was too long)
+            # (helper-181: the run simulated no request, and its report stopped on a traceback, NaN to int)
+            raise ConfigError(f"{self.where}: workload.skip_bad_rows: every request of {loaded.name} in the replay "
+                              f"window is longer than {model.key}'s context of {model.max_context_tokens:,} tokens, "
+                              f"so none is left to replay ({kept.skipped_rows or 0:,} trace rows skipped); serve a "
+                              "model with a longer context or replay another window (start_s, duration_s)")
+        return kept
 
     def _check_block(self, node: NodeSpec, model: ModelSpec, budget: Any) -> None:
         """One KV block of ``cluster.block_tokens`` fits the pool, as the engine will size it."""

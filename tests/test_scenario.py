@@ -437,3 +437,35 @@ def test_skip_bad_rows_leaves_out_a_trace_s_requests_over_the_context(tmp_path, 
     wl = sc.load_workload()
     assert sc.check_context(wl) == 3 and wl.skipped_rows == 2
     assert [(r.id, r.prompt_tokens + r.output_tokens) for r in wl] == [(0, 1100), (1, 131_072), (2, 2050)]
+
+
+def test_skip_bad_rows_that_leaves_no_request_is_a_one_line_error(tmp_path, monkeypatch):
+    """helper-181: a trace whose every request is longer than the model's context, under ``skip_bad_rows = true``,
+    loaded (the reader's check for an empty replay ran before `Workload.within`), simulated no request, and
+    ``kvsim run``'s report stopped on a traceback (``ValueError: cannot convert float NaN to integer``)."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    reqs = [Request(id=i, arrival_s=float(i), prompt_tokens=200_000, output_tokens=5, segments=((i, 200_000),))
+            for i in range(3)]
+    write_workload(Workload.from_requests(reqs), Path("t.jsonl"))
+    text = (SCENARIO_DIR / "trace-replay.toml").read_text().replace(
+        'trace = "traces/chat-sample.csv"', 'trace = "t.jsonl"\nskip_bad_rows = true')
+    Path("s.toml").write_text(text)
+    said = ("s.toml: workload.skip_bad_rows: every request of t.jsonl in the replay window is longer than "
+            "Llama-3.1-70B's context of 131,072 tokens, so none is left to replay (3 trace rows skipped); serve a "
+            "model with a longer context or replay another window (start_s, duration_s)")
+    with pytest.raises(ConfigError) as err:
+        load_scenario("s.toml")
+    assert str(err.value) == said
+    r = CliRunner().invoke(main, ["run", "s.toml", "--out", "o"])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == f"Error: {said}"
+    # one request that fits: it is replayed, the others counted
+    reqs[1] = Request(id=1, arrival_s=1.0, prompt_tokens=1000, output_tokens=5, segments=((1, 1000),))
+    write_workload(Workload.from_requests(reqs), Path("t.jsonl"))
+    sc = load_scenario("s.toml")
+    wl = sc.load_workload()
+    assert [(r.id, r.prompt_tokens) for r in wl] == [(0, 1000)] and wl.skipped_rows == 2
+    assert len(sc.load_workload(allow_empty=True).requests()) == 1
