@@ -414,9 +414,10 @@ def test_prefix_affinity_without_a_prefix_cache_is_said(tmp_path):
 
 
 def test_skip_bad_rows_leaves_out_a_trace_s_requests_over_the_context(tmp_path, monkeypatch):
-    """helper-179: a trace with a few requests longer than the model's context (the shipped Mooncake sample has 3 over
-    Llama-3.1-70B's 131,072 tokens) stopped every run with no way past them but editing the trace. The error now
-    says how; with ``skip_bad_rows = true`` they are skipped rows, counted, and the kept requests numbered from 0."""
+    """helper-179: a trace with a few requests longer than the model's context (``../shared``'s Mooncake
+    synthetic trace has 3 over Llama-3.1-70B's 131,072 tokens in its first 600 s, 10 in all) stopped every run
+    with no way past them but editing the trace. The error now says how; with ``skip_bad_rows = true`` they are
+    skipped rows, counted, and the kept requests numbered from 0."""
     monkeypatch.chdir(tmp_path)
     lengths = [(1000, 100), (131_000, 73), (131_000, 72), (2000, 50), (200_000, 10)]
     reqs = [Request(id=i, arrival_s=float(i), prompt_tokens=p, output_tokens=o, segments=((i, p),))
@@ -469,3 +470,22 @@ def test_skip_bad_rows_that_leaves_no_request_is_a_one_line_error(tmp_path, monk
     wl = sc.load_workload()
     assert [(r.id, r.prompt_tokens) for r in wl] == [(0, 1000)] and wl.skipped_rows == 2
     assert len(sc.load_workload(allow_empty=True).requests()) == 1
+
+
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "mooncake-synthetic.jsonl").is_file(),
+                    reason=f"shared traces absent ({SHARED_TRACES})")
+def test_the_readme_s_mooncake_rows_over_the_context():
+    """helper-181: the README called ``../shared``'s Mooncake trace "the shipped Mooncake sample" (kvsim ships no
+    Mooncake trace) and said it "holds 3" rows over Llama-3.1-70B's 131,072 tokens: 3 in its first 600 s (what
+    trace-replay's window replays), 10 in the whole trace."""
+    from workloads.traces import read_trace
+
+    trace = read_trace(SHARED_TRACES / "mooncake-synthetic.jsonl")
+    over = [r.arrival_s for r in trace if r.prompt_tokens + r.output_tokens > 131_072]
+    assert len(over) == 10 and sum(t < 600 for t in over) == 3
+    readme = " ".join((SCENARIO_DIR.parent / "README.md").read_text().split())
+    assert ("`../shared`'s Mooncake synthetic trace, not shipped with kvsim, holds 10 over Llama-3.1-70B's 131,072 "
+            "tokens, 3 of them in its first 600 s") in readme
