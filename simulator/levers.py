@@ -99,18 +99,26 @@ def unsourced_levers(layout: KVLayout, model: ModelSpec | None = None) -> list[t
     return out
 
 
-def debit_caveats(layout: KVLayout, model: ModelSpec) -> list[str]:
-    """What `layout`'s stated debit (`layout_debit_points`) does not cover, one sentence each: a part with no stated
-    debit (`unpriced_parts`) and a lever at a parameter its source did not measure (`unsourced_levers`)."""
-    said = [f"{p} keeps fewer KV heads ({kv}) than {model.key} was trained with ({model.n_kv_heads}): "
-            "simulator/data/levers.toml states no debit for it, and the debit shown leaves it out"
-            for p, kv in ((p, kv_heads(model, layout)) for p in unpriced_parts(layout, model))]
+def unsourced_notes(layout: KVLayout, model: ModelSpec | None = None) -> list[str]:
+    """One sentence for each of `unsourced_levers`: whose setting its debit was measured at, and that it is a guide
+    at `layout`'s (``cross-layer's 1-point debit is what its source states for cross-layer:0.5 (...), not measured
+    at cross-layer:0.1: a guide, not a figure``)."""
+    said = []
     for lv, part in unsourced_levers(layout, model):
         field, what = _PARAMETER[lv.name]
         said.append(f"{lv.name}'s {lv.debit_points:g}-point debit is what its source states for {lv.layout} "
                     f"({what} {getattr(parse_layout(lv.layout), field):g}), not measured at {part}: a guide, "
                     "not a figure")
     return said
+
+
+def debit_caveats(layout: KVLayout, model: ModelSpec) -> list[str]:
+    """What `layout`'s stated debit (`layout_debit_points`) does not cover, one sentence each: a part with no stated
+    debit (`unpriced_parts`) and a lever at a parameter its source did not measure (`unsourced_notes`)."""
+    said = [f"{p} keeps fewer KV heads ({kv}) than {model.key} was trained with ({model.n_kv_heads}): "
+            "simulator/data/levers.toml states no debit for it, and the debit shown leaves it out"
+            for p, kv in ((p, kv_heads(model, layout)) for p in unpriced_parts(layout, model))]
+    return said + unsourced_notes(layout, model)
 
 
 def fp4_kv_note(gpu: GPUSpec, what: str) -> str:

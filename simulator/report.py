@@ -107,8 +107,10 @@ def _layout_line(sc: Scenario) -> str:
     (levers fp8 0.1 points, cross-layer 1 point and retraining: a stated accuracy debit of up to 1.1 points on
     long-context benchmarks, simulator/data/levers.toml)``; a compression's debit only where it compressed
     (`simulator.levers.window_debit_points`). A part that changes the model with no entry there (``gqa:4``,
-    ``mqa``: fewer KV heads) is said to have no stated debit, not none (helper-153)."""
-    from simulator.levers import layout_levers, unpriced_parts
+    ``mqa``: fewer KV heads) is said to have no stated debit, not none (helper-153); a lever at another parameter
+    than its source measured (``cross-layer:0.1``) is said to be charged its source's debit, a guide (helper-181: as
+    fit and compare say, `simulator.levers.unsourced_notes`)."""
+    from simulator.levers import layout_levers, unpriced_parts, unsourced_notes
 
     layout, model = parse_layout(sc.cache.layout), sc.model_spec()
     chosen = layout_levers(layout, model)
@@ -123,8 +125,9 @@ def _layout_line(sc: Scenario) -> str:
                         if lv.name == "compress" and layout.compress_recent_tokens > 0 else "")
                      + (" and retraining" if lv.retrain else "") for lv in chosen)
     total = sum(lv.debit_points for lv in chosen)
+    guide = "".join(f"; {note}" for note in unsourced_notes(layout, model))
     return (f"{layout.label} (lever{'s' * (len(chosen) > 1)} {each}: a stated accuracy debit of up to "
-            f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml{unstated})")
+            f"{figure(total)} points on long-context benchmarks, simulator/data/levers.toml{unstated}{guide})")
 
 
 def _missing(x: object) -> bool:

@@ -514,3 +514,13 @@ def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
     assert line("gqa:8") == "gqa:8 (no lever: no accuracy debit)"  # Llama-3.1-70B's own 8 heads (helper-154)
     assert line("compress:8:0") == ("compress:8:0 (lever compress 2.5 points and retraining: a stated accuracy debit "
                                     "of up to 2.5 points on long-context benchmarks, simulator/data/levers.toml)")
+    # helper-181: a lever at another parameter than its source measured was a stated debit here, where fit and
+    # compare say it is the source's setting's, a guide
+    assert line("cross-layer:0.1+fp8") == (
+        "cross-layer:0.1+fp8 (levers cross-layer 1 point and retraining, fp8 0.1 points: a stated accuracy debit of up "
+        "to 1.1 points on long-context benchmarks, simulator/data/levers.toml; cross-layer's 1-point debit is what its "
+        "source states for cross-layer:0.5 (fraction of layers with their own KV 0.5), not measured at "
+        "cross-layer:0.1: a guide, not a figure)")
+    assert line("cross-layer:0.5") == ("cross-layer:0.5 (lever cross-layer 1 point and retraining: a stated accuracy "
+                                       "debit of up to 1 points on long-context benchmarks, "
+                                       "simulator/data/levers.toml)")
