@@ -397,7 +397,7 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
         return path
 
     note = ("6 trace rows skipped (malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the format's "
-            "rule: a failed request, 0 tokens; with skip_bad_rows, longer than the model's context)")
+            "rule: a failed request, 0 tokens; under a scenario's skip_bad_rows, longer than its model's context)")
     extra = ("--stream",) if stream else ()
     r = kvsim("run", "trace-replay", "--trace", write(tmp_path / "t.csv", 10), "--out", tmp_path / "o", *extra)
     assert outcome(r) is None
@@ -427,7 +427,7 @@ def test_a_replay_that_skips_trace_rows_says_how_many_and_why(tmp_path, stream):
         assert outcome(r) is None and f"warning: workload, at 1 of 2 points: {cut}" in r.stderr.splitlines()
         assert ("warning: workload, at every point: trace rows skipped (2 to 6: column trace_rows_skipped; malformed, "
                 "with skip_bad_rows or --skip-bad-rows, or dropped by the format's rule: a failed request, 0 tokens; "
-                "with skip_bad_rows, longer than the model's context)") \
+                "under a scenario's skip_bad_rows, longer than its model's context)") \
             in r.stderr
         log = pd.read_csv(tmp_path / "sw" / "sweep.csv")
         assert log.requests.tolist() == [18, 54] and log.trace_cut_at_s.tolist()[0] == 10

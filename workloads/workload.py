@@ -34,7 +34,7 @@ class ReadStats:
 
 
 SKIPPED_WHY = ("malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the format's rule: a failed "
-               "request, 0 tokens; with skip_bad_rows, longer than the model's context")
+               "request, 0 tokens; under a scenario's skip_bad_rows, longer than its model's context")
 """Why a trace reader skips a row (`ReadStats.skipped_rows`)."""
 
 
@@ -64,7 +64,7 @@ Source = Callable[[ReadStats], Iterator[Request]]
 
 
 def _seconds(t_s: float) -> str:
-    """``40,000,000`` up to a million years of seconds, ``1e+305`` past them (helper-179: a Mooncake timestamp of
+    """``40,000,000`` below 1e13 s (about 317,000 years), ``1e+305`` past them (helper-179: a Mooncake timestamp of
     1e308 ms printed 306 digits, and the line was cut before its remedy)."""
     return f"{t_s:,.0f}" if t_s < 1e13 else f"{t_s:.3g}"
 

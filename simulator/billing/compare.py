@@ -17,7 +17,8 @@ written token one TTL, ``S_T`` of its plain price, so its ``p*`` takes a write o
 
 A profile that caches only at explicit breakpoints caches nothing for requests that mark none
 (a trace of block hashes, say), nor does any profile where no request's prefix reaches its minimum
-cacheable length (chat-4k's prompts, capped at 4,096 tokens, under a 4,096-token minimum);
+cacheable length (chat-4k's prompts, at most 4,096 tokens, none of which reached gemini-2.5-pro's 4,096 in 10 minutes
+of seed 0);
 `TTLComparison.uncached_reason` says which.
 """
 

@@ -252,8 +252,9 @@ def _add_usd(df: pd.DataFrame, profile: PriceProfile, prefix_tokens: int | None)
 
 
 def prefix_savings_pct(relative: Any) -> Any:
-    """``savings_pct = 100 (1 − relative_cost)``: the saving on the cached prefix's input cost (the
-    prefix billed as plain input = 100), not on a whole bill; of a float or a column."""
+    """``savings_pct = 100 (1 − relative_cost)``: the saving on the prefix's input cost (the prefix billed as
+    plain input = 100; its tokens past the last whole cache increment are plain either way), not on a whole
+    bill; of a float or a column."""
     return 100.0 * (1.0 - relative)
 
 

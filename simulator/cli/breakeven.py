@@ -112,8 +112,9 @@ def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
 # the two savings bases, printed under their tables (numeric.gaps_rows, compare.compare_ttls)
 BREAKEVEN_NOTE = ("reads_to_break_even: the fewest reads within a TTL of a write that make caching the prefix cost "
                   "less than sending it plain each time (1 where a write costs no more than plain input)")
-PREFIX_SAVINGS_NOTE = ("savings_pct = 100 × (1 − relative_cost): the saving as a share of the cached prefix's "
-                       "input cost without a cache, not of a whole bill")
+PREFIX_SAVINGS_NOTE = ("savings_pct = 100 × (1 − relative_cost): the saving as a share of the prefix's input cost "
+                       "without a cache (its tokens past the last whole cache increment billed plain either way), "
+                       "not of a whole bill")
 BILL_SAVINGS_NOTE = ("savings_usd = total_usd(none) − total_usd(TTL); savings_pct_of_input = 100 × savings_usd / "
                      "input_usd(none), the saving on the input bill without a cache; savings_pct_of_bill = 100 × "
                      "savings_usd / total_usd(none), the same saving as a share of the whole bill, output included")

@@ -145,7 +145,8 @@ def test_a_prefix_below_the_minimum_says_why_nothing_is_cached(sonnet):
 
 
 def test_breakeven_and_report_say_the_minimum_was_not_reached(tmp_path):
-    """chat-4k's prompts (capped at 4,096 tokens) under gemini-2.5-pro's 4,096-token minimum: the CLI's note and
+    """chat-4k's prompts (at most 4,096 tokens; none of 10 minutes of seed 0 reaches it) under gemini-2.5-pro's
+    4,096-token minimum: the CLI's note and
     the savings chart say why nothing was cached, without the breakpoints' hint of an automatic profile."""
     r = CliRunner().invoke(main, ["breakeven", "--workload", "chat-4k", "--profile", "gemini", "--duration-s", "600",
                                   "--out", str(tmp_path / "be")])

@@ -73,7 +73,7 @@ def test_cli_prefix_savings_say_their_base():
     r = kvsim("breakeven", "--rate", "0.1", "--prefix-tokens", "20000", "--ttl", "5m")
     assert r.exit_code == 0, r.output
     assert "  5m    300           0.1 0.3935         0.7975          0.04785        20.25" in r.output
-    assert "savings_pct = 100 × (1 − relative_cost): the saving as a share of the cached prefix's input cost" \
+    assert "savings_pct = 100 × (1 − relative_cost): the saving as a share of the prefix's input cost" \
         in r.output
 
 

@@ -226,7 +226,7 @@ def test_generate_from_a_trace_says_the_rows_it_left_out(tmp_path: Path) -> None
     assert r.exit_code == 0 and r.stdout == f"wrote 2 requests to {tmp_path / 'a.jsonl'}\n"
     assert r.stderr.splitlines()[:2] == [
         "warning: workload: 1 trace row skipped (malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the "
-        "format's rule: a failed request, 0 tokens; with skip_bad_rows, longer than the model's context)",
+        "format's rule: a failed request, 0 tokens; under a scenario's skip_bad_rows, longer than its model's context)",
         "warning: workload: the trace cut at 20 s of replay (--duration-s; its later rows not replayed)"]
     assert r.stderr.splitlines()[2].startswith("warning: the azure trace format carries no prefix ids")  # helper-128
 
