@@ -92,6 +92,9 @@ def read_rows(path: Path) -> pd.DataFrame:
                          na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
         raise ConfigError(f"{path}: not a calibration CSV ({shown(str(exc).strip())})") from None
+    if not isinstance(df.index, pd.RangeIndex):  # pandas took a row's fields beyond the header for an index
+        raise ConfigError(f"{_long_row(path, text)}: more fields than the header's {len(df.columns)} columns; give "
+                          "each row one value a column (a comma inside a value needs quotes)")
     df.columns = [str(c).strip() for c in df.columns]
     required = [c for c in REQUIRED if c not in MEASURES]
     missing = [c for c in required if c not in df.columns]
@@ -143,6 +146,21 @@ def read_rows(path: Path) -> pd.DataFrame:
     ]
     df["holdout"] = holdout
     return df
+
+
+def _long_row(path: Path, text: str) -> str:
+    """``file:line`` of the first row with more fields than the header (its lines neither blank nor a comment, as
+    pandas reads them), or the file alone where none is found on its own line (a quoted line break)."""
+    width = None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = len(next(csv.reader([line], skipinitialspace=True)))
+        if width is None:
+            width = fields
+        elif fields > width:
+            return f"{path}:{n}"
+    return str(path)
 
 
 def _check_numbers(r: pd.Series, where: str) -> None:

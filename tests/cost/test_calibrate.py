@@ -319,3 +319,13 @@ def test_a_step_no_gpu_could_hold_or_a_decode_of_several_tokens_is_refused(tmp_p
         read_rows(f)
     f.write_text(SHORT_HEAD + "H100,Llama-3.1-8B,1,attention_decode,64,1,131072,0.001,me\n")  # one layer: 34 GB
     assert len(read_rows(f)) == 1
+
+
+@pytest.mark.parametrize("extra", [",more", ",more,more2"])
+def test_a_row_with_more_fields_than_the_header_is_refused_at_its_line(tmp_path, extra):
+    """helper-183: a first row with a field beyond the header made pandas read the first column(s) as an index,
+    and the row's line was looked up from it: ``ValueError: invalid literal for int() ... 'H100'``, a traceback."""
+    f = tmp_path / "x.csv"
+    f.write_text("# measured by hand\n" + HEAD + f"H100,Llama-3.1-8B,1,decode,1,1,1024,0.007,,x{extra}\n")
+    with pytest.raises(ConfigError, match=r"x\.csv:3: more fields than the header's 10 columns"):
+        read_rows(f)
