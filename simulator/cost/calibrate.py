@@ -16,8 +16,8 @@ price (a known GPU and model, a plan the model's shapes allow, weights that fit)
 - ``decode``: one decode step of ``batch`` sequences at ``context`` tokens each;
 - ``attention_prefill`` / ``attention_decode``: one layer's attention kernel for the same
   shapes (``attention_decode`` reads ``new_tokens`` query tokens per sequence, default 1);
-- ``throughput``: end-to-end output ``tokens_per_s`` of ``gpus`` GPUs at ``new_tokens`` in,
-  ``output_tokens`` out, batch capped at ``batch`` (`simulator.cost.throughput`).
+- ``throughput``: end-to-end output ``tokens_per_s`` of ``gpus`` GPUs (default one replica's) at
+  ``new_tokens`` in, ``output_tokens`` out (required), batch capped at ``batch`` (`simulator.cost.throughput`).
 
 ``dtype`` is the weights' storage format (default the model's; the GEMMs compute in
 `simulator.models.gemm_dtype` of it), ``layout`` a KV layout
@@ -125,6 +125,9 @@ def read_rows(path: Path) -> pd.DataFrame:
             raise ConfigError(f"{where}: give exactly one of 'measured_s' and 'tokens_per_s'")
         if (r["phase"] == "throughput") != has_tps:
             raise ConfigError(f"{where}: 'tokens_per_s' goes with phase 'throughput', 'measured_s' with the rest")
+        if r["phase"] == "throughput" and pd.isna(r["output_tokens"]):  # (helper-183: it was priced at 1 output token)
+            raise ConfigError(f"{where}: a 'throughput' row needs 'output_tokens', the output tokens of each request "
+                              "of the benchmark (its 'new_tokens' are their input tokens)")
         if pd.notna(r["split"]) and r["split"] not in ("train", "test"):
             raise ConfigError(f"{where}: 'split' must be 'train' or 'test' (got {shown(r['split'])})")
         if r["phase"] == "decode" and pd.notna(r["new_tokens"]) and int(r["new_tokens"]) > 1:

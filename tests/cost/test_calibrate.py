@@ -329,3 +329,20 @@ def test_a_row_with_more_fields_than_the_header_is_refused_at_its_line(tmp_path,
     f.write_text("# measured by hand\n" + HEAD + f"H100,Llama-3.1-8B,1,decode,1,1,1024,0.007,,x{extra}\n")
     with pytest.raises(ConfigError, match=r"x\.csv:3: more fields than the header's 10 columns"):
         read_rows(f)
+
+
+def test_a_throughput_row_without_its_output_tokens_is_refused(tmp_path):
+    """helper-183: a throughput row (README's column list had no `output_tokens`) was priced at one output token a
+    request: 5,000 tok/s of Llama-3.1-8B at 128 in on one H100 was fitted with a 1,160% error, written, exit 0."""
+    f = tmp_path / "t.csv"
+    f.write_text(HEAD.strip() + ",split\nH100,Llama-3.1-8B,1,throughput,64,128,0,,5000,x,train\n")
+    with pytest.raises(ConfigError, match=r"t\.csv:2: a 'throughput' row needs 'output_tokens'"):
+        read_rows(f)
+    f.write_text(HEAD.strip() + ",output_tokens,split\nH100,Llama-3.1-8B,1,throughput,64,128,0,,5000,x,128,train\n")
+    r = read_rows(f).iloc[0]
+    from simulator.cost import step_model
+
+    sm = step_model("H100", "Llama-3.1-8B")
+    # 64 requests of 128 + 128 tokens a cycle on one H100 (bf16): 7,660 tok/s; at one output token 397
+    assert predict_row(r, load_params("H100")) == throughput_tokens_per_s(sm, 128, 128, 64)
+    assert predict_row(r, load_params("H100")) == pytest.approx(7660.39, rel=1e-5)
