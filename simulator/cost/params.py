@@ -359,9 +359,9 @@ class CostParams:
         for f in EFFICIENCIES:
             v = getattr(self, f)
             must(0 < v <= 1, where, f, "in (0, 1]", v)
-        for f in LATENCIES:
+        for f in LATENCIES:  # finite: an infinite one priced every step "inf ms" and its shares "nan%" (helper-183)
             v = getattr(self, f)
-            must(v >= 0, where, f, ">= 0", v)
+            must(0 <= v < math.inf, where, f, ">= 0 and finite", v)
         for f, (lo, hi) in SHAPES.items():
             v = getattr(self, f)
             must(lo <= v <= hi, where, f, f"in [{lo}, {hi}]", v)

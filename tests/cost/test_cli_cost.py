@@ -163,3 +163,21 @@ def test_cost_says_every_layer_is_windowed_only_where_it_is():
         r = CliRunner().invoke(cost, ["--model", "Llama-3.1-8B", "--hardware", "1xH100", "--batch", "8", "--context",
                                       context, "--layout", "compress:6:128"])
         assert r.exit_code == 0 and "note: the decode step reads" not in r.output, r.output
+
+
+def test_cost_refuses_a_params_file_with_an_infinite_latency(tmp_path):
+    """helper-183: ``step_overhead_s = inf`` passed the check of ">= 0": `kvsim cost --params` printed a prefill of
+    "inf ms", "0 tok/s" and an overhead share of "nan%", exit 0."""
+    from simulator.cost.params import PARAMS_FILE
+
+    text = PARAMS_FILE.read_text()
+    assert "\nstep_overhead_s = 9.357577024880769e-15\n" in text  # the [default] table's
+    f = tmp_path / "p.toml"
+    f.write_text(text.replace("\nstep_overhead_s = 9.357577024880769e-15\n", "\nstep_overhead_s = inf\n", 1))
+    r = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
+                                  "--context", "1024", "--params", str(f)])
+    assert r.exit_code == 2, r.output
+    assert "p.toml: default.step_overhead_s: must be >= 0 and finite (got inf)" in r.output
+    ok = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
+                                   "--context", "1024", "--params", str(PARAMS_FILE)])
+    assert "decode step, batch 1 at 1024 tokens: 6.213 ms, 161 tok/s" in ok.output
