@@ -24,8 +24,8 @@ Regenerate the shipped parameters (then the published end-to-end set refines the
 overhead, see `simulator.cost.calibrate`)::
 
     pip install -e '.[calibrate]'
-    kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml
-    kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml
+    kvsim calibrate --from-aiconfigurator --out simulator/cost/params.toml --force
+    kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml --force
 """
 
 from __future__ import annotations

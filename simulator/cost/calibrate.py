@@ -24,10 +24,13 @@ price (a known GPU and model, a plan the model's shapes allow, weights that fit)
 (`simulator.kv.parse_layout`), ``split`` ``train`` or ``test``; without it one row in
 ``HOLDOUT_EVERY`` (by a hash of the row) is held out. Fits run per GPU.
 
-The shipped published set is refitted with::
+The shipped step overheads are refitted on the published set (the second step of ``make calibrate``, after the
+kernel fit, `simulator.cost.aiconfigurator`) with::
 
-    kvsim calibrate simulator/cost/published.csv --params simulator/cost/params.toml \
-        --out simulator/cost/params.toml
+    kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml --force
+
+(without ``--free`` a GPU frees as many of `DEFAULT_FREE` as it has training rows: the H100's five would refit
+its GEMM efficiencies on five end-to-end rows.)
 """
 
 from __future__ import annotations

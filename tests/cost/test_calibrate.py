@@ -346,3 +346,24 @@ def test_a_throughput_row_without_its_output_tokens_is_refused(tmp_path):
     # 64 requests of 128 + 128 tokens a cycle on one H100 (bf16): 7,660 tok/s; at one output token 397
     assert predict_row(r, load_params("H100")) == throughput_tokens_per_s(sm, 128, 128, 64)
     assert predict_row(r, load_params("H100")) == pytest.approx(7660.39, rel=1e-5)
+
+
+def test_the_documented_refit_is_the_one_make_calibrate_runs():
+    """helper-183: the module's refit command had no ``--free step_overhead_s`` (nor ``--force``, and ``--out`` is
+    the shipped file): run as written it freed five parameters on H100's five training rows and moved its GEMM
+    efficiencies from 0.80 / 0.82 to 1.0 / 1.0, not the shipped fit."""
+    import re
+    from pathlib import Path
+
+    import simulator.cost.calibrate as module
+
+    make = (Path(module.__file__).parents[2] / "Makefile").read_text()
+    steps = [line.split("/kvsim ", 1)[1].strip() for line in make.splitlines() if "/kvsim calibrate" in line]
+    assert steps[1] == ("calibrate simulator/cost/published.csv --free step_overhead_s --out "
+                        "simulator/cost/params.toml --force")
+    assert f"kvsim {steps[1]}" in re.sub(r"\s+", " ", module.__doc__ or "")
+    from simulator.cost import aiconfigurator  # (its two steps lacked --force: --out is the shipped file)
+
+    assert all(f"kvsim {step}" in (aiconfigurator.__doc__ or "") for step in steps)
+    prov = load_params_file()["H100"].provenance
+    assert prov["e2e_free"] == ["step_overhead_s"]
