@@ -108,11 +108,13 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         "beyond_max_context": max(context, n_prompt) > sm.model.max_context_tokens,
         "prefill_s": pf.total_s,
         "prefill_bound": pf.bound,
-        "prefill_mfu": pf.mfu,
+        # a GPU's FLOPs over the step: a step passes the pp stages in turn, each GPU computing its stage's share
+        # (helper-183: the whole pipeline's on one GPU read pp times the GPU's MFU, 60.1% for a TP4 PP2 prefill)
+        "prefill_mfu": pf.mfu / plan.pp,
         "decode_step_s": dec.total_s,
         "decode_tokens_per_s": batch * plan.kv_groups / dec.total_s,  # all DP ranks
         "decode_bound": dec.bound,
-        "decode_mfu": dec.mfu,
+        "decode_mfu": dec.mfu / plan.pp,
         "decode_flops_per_byte": dec.arithmetic_intensity,
         # thread blocks of a layer's decode attention kernel on a GPU; fewer than its SMs leave some idle
         "decode_attention_blocks_per_gpu": sm.decode_blocks(batch),
@@ -142,11 +144,11 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
                    f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")
     click.echo(f"  prefill {n_prompt} token{'s' * (n_prompt != 1)}: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, "
-               f"MFU {pf.mfu:.1%})")
+               f"MFU {out['prefill_mfu']:.1%})")
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
         + f" at {context} token{'s' * (context != 1)}: {dec.total_s / MS:.3f} ms, "
-        f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {dec.mfu:.1%}, "
+        f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {out['decode_mfu']:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
     held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
@@ -183,7 +185,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     if plan.pp > 1:
         click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "
-                   "of KV in all")
+                   "of KV in all, and computes its stage's FLOPs (the MFU)")
     click.echo(f"  priced by {gpu.key}'s cost parameters ({params.source}) on its datasheet figures (kvsim hardware)")
 
 

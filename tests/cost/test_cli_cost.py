@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from simulator.cli.cost import calibrate, cost
@@ -181,3 +182,23 @@ def test_cost_refuses_a_params_file_with_an_infinite_latency(tmp_path):
     ok = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
                                    "--context", "1024", "--params", str(PARAMS_FILE)])
     assert "decode step, batch 1 at 1024 tokens: 6.213 ms, 161 tok/s" in ok.output
+
+
+def test_cost_mfu_of_a_pipeline_is_a_gpus_share_of_the_step():
+    """helper-183: under PP the step's FLOPs are the whole pipeline's on `tp` GPUs (every stage in turn), and the
+    MFU divided them by one GPU's peak: Llama-3.1-70B TP4 PP2 on 8xH100 printed a 4,096-token prefill at MFU 60.1%
+    (TP8: 49.3%) and a decode step of 32 at 5.9% beside its 1,569 tok/s, where each GPU computes its stage's half.
+    Hand-worked (tests/cost: the same FLOPs over the same times): TP8 0.0448606 (no pp: unchanged); TP4 PP2 the
+    whole model's 0.0593706 over 2 stages."""
+    def run(*plan: str) -> dict:
+        r = CliRunner().invoke(cost, ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--batch", "32",
+                                      "--context", "4096", *plan, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)
+
+    tp8, pp2 = run("--tp", "8"), run("--tp", "4", "--pp", "2")
+    assert tp8["decode_mfu"] == pytest.approx(0.0448606, rel=1e-5)
+    assert tp8["prefill_mfu"] == pytest.approx(0.492857, rel=1e-5)
+    assert pp2["decode_step_s"] == pytest.approx(0.0203926, rel=1e-5)  # the step itself is unchanged
+    assert pp2["decode_mfu"] == pytest.approx(0.0593706 / 2, rel=1e-5)
+    assert pp2["prefill_mfu"] == pytest.approx(0.601233 / 2, rel=1e-5)
