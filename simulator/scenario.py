@@ -669,13 +669,12 @@ class Scenario:
                 longest = tokens
         if first is not None:
             of = f" of {Path(self.workload.trace).name}" if self.workload.trace else ""  # (the line keeps its "(got")
-            skip = ("; skip_bad_rows = true under [workload] leaves them out, counted as skipped rows"
+            skip = (" ([workload] skip_bad_rows = true skips them)"
                     if self.workload.trace else "")  # (helper-179: a trace's few long rows had no way past them)
             raise ConfigError(
-                f"{self.where}: workload requests must fit {model.key}'s context of {limit:,} tokens (got {over:,} "
-                f"over it, the first request {first.id}{of} at {first.arrival_s:,.3f} s: "
-                f"{first.prompt_tokens + first.output_tokens:,} prompt + output tokens; the longest {longest:,})"
-                f"{skip}")
+                f"{self.where}: workload requests must fit {model.key}'s context of {limit:,} tokens{skip} (got "
+                f"{over:,} over it, the first request {first.id}{of} at {first.arrival_s:,.3f} s: "
+                f"{first.prompt_tokens + first.output_tokens:,} prompt + output tokens; the longest {longest:,})")
         return n
 
 

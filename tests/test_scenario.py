@@ -430,9 +430,9 @@ def test_skip_bad_rows_leaves_out_a_trace_s_requests_over_the_context(tmp_path, 
     with pytest.raises(ConfigError) as err:
         sc.check_context(sc.load_workload())
     assert str(err.value) == (
-        "s.toml: workload requests must fit Llama-3.1-70B's context of 131,072 tokens (got 2 over it, the first "
-        "request 1 of t.jsonl at 1.000 s: 131,073 prompt + output tokens; the longest 200,010); skip_bad_rows = true "
-        "under [workload] leaves them out, counted as skipped rows")
+        "s.toml: workload requests must fit Llama-3.1-70B's context of 131,072 tokens ([workload] skip_bad_rows = "
+        "true skips them) (got 2 over it, the first request 1 of t.jsonl at 1.000 s: "
+        "131,073 prompt + output tokens; the longest 200,010)")
     Path("s.toml").write_text(text.replace("duration_s = 600", "duration_s = 600\nskip_bad_rows = true"))
     sc = load_scenario("s.toml")
     wl = sc.load_workload()
