@@ -213,6 +213,9 @@ CAPACITY_PLANNING = [
             assert most == "prefix cache off" and levers.nodes[most] >= 2 * base.nodes
             assert saves == "fp8 KV" and levers.nodes[saves] < base.nodes
             assert levers.nodes["fp8 KV"] < base.nodes <= levers.nodes["cross-layer 0.5"]  # compute binds, not memory
+            # "one instead of two here, with its p99 TPOT close to the limit"
+            assert (base.nodes, levers.nodes["fp8 KV"]) == (2, 1)
+            assert levers["TPOT p99 (ms)"]["fp8 KV"] > 0.9 * scenario.slo.tpot_p99_s * 1e3
             assert (levers["KV util"] < 0.8).all()
             assert levers["KV util"]["MLA retrofit"] > base["KV util"]  # the whole latent on every TP GPU
 
