@@ -206,9 +206,10 @@ CAPACITY_PLANNING = [
         saves = min(change.index, key=lambda k: (change.nodes[k], change["$/Mtok out"][k]))
         if change.nodes[saves] < base.nodes or (change.nodes[saves] == base.nodes
                                                 and change["$/Mtok out"][saves] < 0.95 * base["$/Mtok out"]):
+            debit = levers["quality debit (points)"][saves]
             print(f"The one that saves the most: '{saves}': {int(base.nodes)} -> {nodes(levers.nodes[saves])}, "
                   f"${levers['$/Mtok out'][saves]:.2f} per million output tokens, at a stated quality debit of "
-                  f"{levers['quality debit (points)'][saves]:g} points")
+                  f"{debit:g} point{'' if debit == 1 else 's'}")
         else:
             print("No lever alone saves a node, or 5% of the cost, here")
         if SCENARIO == "default":  # what the text below says
