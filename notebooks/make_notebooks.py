@@ -525,9 +525,11 @@ CONCURRENCY_COLLAPSE = [
 
         `footprint` gives the bytes of a stream and each lever's factor against an MHA, bf16, all-layers
         baseline; the factors multiply to the total. A lever that halves what each GPU holds doubles the streams
-        at every context (fp8, cross-layer sharing). An MLA latent does the reverse under TP8: it is a single
-        KV "head", whole on every GPU (92 kB a token on each, against GQA's 41 kB), so `mla` holds fewer streams
-        than native although its bytes in all are 0.28 of them (section 3 shows the plan that fixes it).
+        at every context (fp8, cross-layer sharing), plus one where rounding down to whole streams had left room
+        for half a stream or more unused (26 → 53 at 128k on 8×B200). An MLA latent does the reverse under TP8:
+        it is a single KV "head", whole on every GPU (92 kB a token on each, against GQA's 41 kB), so `mla` holds
+        fewer streams than native although its bytes in all are 0.28 of them (section 3 shows the plan that
+        fixes it).
     """),
     code("""
         from simulator import footprint, parse_layout
@@ -538,6 +540,15 @@ CONCURRENCY_COLLAPSE = [
                   {k: round(v, 3) for k, v in fp.factors.items() if v != 1})
         at_128k = table[(table.hardware == "8xH100") & (table.context_tokens == 131072)].set_index("layout").max_streams
         assert at_128k["fp8"] == 2 * at_128k["native"] and at_128k["mla"] < at_128k["native"]
+        by = table.pivot_table(index=["hardware", "context_tokens"], columns="layout", values="max_streams")
+        for lever in ["fp8", "cross-layer:0.5"]:  # twice the streams, or twice plus one: floor(2x) - 2 floor(x)
+            assert (by[lever] - 2 * by["native"]).isin([0, 1]).all()
+        if MODEL == "Llama-3.1-70B":  # the text above, by hand
+            assert (by.native["8xB200", 131072], by.fp8["8xB200", 131072]) == (26, 53)
+            per_gpu = table.groupby("layout").bytes_per_token_per_gpu.first()
+            assert per_gpu["mla"] == 80 * 576 * 2 == 92_160 and per_gpu["native"] == 2 * 80 * 8 * 128 * 2 // 8 == 40_960
+            in_all = table.groupby("layout").bytes_per_token.first()
+            assert round(in_all["mla"] / in_all["native"], 2) == 0.28
         at_128k
     """),
     md("""
