@@ -100,8 +100,8 @@ CAPACITY_PLANNING = [
         from simulator import bytes_per_token, kv_budget, load_catalog, max_streams, parse_layout
 
         model, layout, catalog = scenario.model_spec(), parse_layout(scenario.cache.layout), load_catalog()
-        p50 = int(summary.prompt_tokens.p50 + summary.output_tokens.p50)
-        p99 = int(summary.prompt_tokens.p99 + summary.output_tokens.p99)
+        context = workload.to_frame().eval("prompt_tokens + output_tokens")  # what a request holds at its end
+        p50, p99 = int(context.quantile(0.5)), int(context.quantile(0.99))
         if (model.key, layout.label) == ("Llama-3.1-70B", "native"):
             # by hand: K and V × 80 layers × 8 KV heads × 128 values × 2 bytes (bf16)
             assert bytes_per_token(model, layout) == 2 * 80 * 8 * 128 * 2 == 327_680
