@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, is_whole, must
 from simulator.limits import MAX_HORIZON_S, MAX_REQUESTS, MAX_STREAMED_REQUESTS
 from workloads.request import Request
 from workloads.summary import WorkloadSummary, summarize
@@ -190,7 +190,8 @@ class Workload:
         ``skip_bad_rows`` does with a trace's requests longer than its model's context, which a server refuses
         (helper-179: ``../shared``'s Mooncake synthetic trace, 3 rows over Llama-3.1-70B's 131,072 tokens in its first
         600 s and 10 in all, could not be replayed without editing the trace)."""
-        must(max_tokens >= 1, "Workload.within", "max_tokens", ">= 1", max_tokens)
+        must(is_whole(max_tokens, minimum=1), "Workload.within", "max_tokens", "an integer >= 1 (a context window)",
+             max_tokens)  # (None or "4096" raised a TypeError from the comparison; 1.5 kept no request)
         parent = self
 
         def source(stats_: ReadStats) -> Iterator[Request]:

@@ -77,3 +77,15 @@ def test_a_trace_row_far_past_the_horizon_is_said_in_a_short_line(tmp_path) -> N
         load_workload(trace).summary()
     assert str(err.value) == ("m.jsonl: a request at 1e+305 s, after 31,622,400 s (366 days), beyond kvsim's limit; "
                               "replay a window (duration_s), thin it (rate_scale < 1) or speed it up (time_scale)")
+
+
+@pytest.mark.parametrize("bad", [None, "4096", 1.5, 0, True])
+def test_within_takes_a_whole_context_window(bad):
+    """`Workload.within` (helper-185): None or "4096" raised a TypeError from its ``>= 1`` comparison, and 1.5 passed it
+    to keep no request; each is now a one-line error at `max_tokens`. A numpy integer is an integer."""
+    wl = uniform_workload(3)  # 12 tokens a request
+    with pytest.raises(ConfigError, match=r"^Workload\.within: 'max_tokens' must be an integer >= 1 \(a context "
+                                          r"window\) \(got "):
+        wl.within(bad)
+    assert [r.id for r in wl.within(np.int64(12))] == [0, 1, 2]
+    assert wl.within(11).requests() == []
