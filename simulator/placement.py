@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, RuleError, must
+from simulator.errors import ConfigError, RuleError, is_whole, must
 from simulator.kv import KVLayout
 from simulator.models import (
     ModelSpec,
@@ -79,11 +79,11 @@ class ParallelPlan:
 
     def __post_init__(self) -> None:
         w = "ParallelPlan"
-        must(type(self.tp) is int and self.tp >= 1, w, "tp", "an integer >= 1", self.tp)
-        must(type(self.pp) is int and self.pp >= 1, w, "pp", "an integer >= 1", self.pp)
+        for f in ("tp", "pp", "ep"):  # a numpy integer is one (helper-185: "an integer >= 1 (got np.int64(2))"),
+            must(is_whole(getattr(self, f), minimum=1), w, f, "an integer >= 1", getattr(self, f))
+            object.__setattr__(self, f, int(getattr(self, f)))  # held as an int: labels, hashes and TOML alike
         must(isinstance(self.dp_attention, bool), w, "dp_attention", "true or false", self.dp_attention)
-        must(type(self.ep) is int and self.ep >= 1 and self.tp % self.ep == 0, w, "ep",
-             f"an integer >= 1 that divides tp={self.tp}", self.ep)
+        must(self.tp % self.ep == 0, w, "ep", f"an integer >= 1 that divides tp={self.tp}", self.ep)
 
     @property
     def gpus(self) -> int:

@@ -489,3 +489,17 @@ def test_placement_follows_vllm_and_sglang_helper_155():
                                   "--dp-attention", "--ep", "8"])
     assert "a 32,768-token stream holds 2.303 GB here (the whole MLA latent, on the one GPU whose attention serves " \
            "it) -> 13 per KV pool" in r.output
+
+
+def test_a_plan_takes_numpy_integers_and_holds_ints():
+    """helper-185: ``ParallelPlan(tp=np.int64(4))``, a notebook's loop over ``np.array([2, 4, 8])``, was refused with
+    "'tp' must be an integer >= 1 (got np.int64(4))", and so was ``kv_budget(node, model, tp=np.int64(8))``, where
+    `footprint` and `max_streams` take numpy integers. It is the plan of Python ints, equal and hashed alike."""
+    plan = ParallelPlan(tp=np.int64(4), pp=np.int32(2), ep=np.int64(2))
+    assert plan == ParallelPlan(tp=4, pp=2, ep=2) and hash(plan) == hash(ParallelPlan(tp=4, pp=2, ep=2))
+    assert all(type(v) is int for v in (plan.tp, plan.pp, plan.ep))
+    node, model = load_catalog().node("8xH100"), get_model("Llama-3.1-8B")
+    assert kv_budget(node, model, tp=np.int64(8)) == kv_budget(node, model, tp=8)
+    for bad in (2.0, True, 0, "2"):  # still refused: not a whole number >= 1
+        with pytest.raises(ConfigError, match=r"^ParallelPlan: 'tp' must be an integer >= 1 \(got "):
+            ParallelPlan(tp=bad)
