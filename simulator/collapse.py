@@ -73,6 +73,12 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     # a kind, layout or plan named twice would give two rows per key (and the chart two lines for one)
     must_differ(hardware, [n.key for n in nodes], "collapse: hardware", "node kind")
     must_differ(layouts, [x.label for x in parsed], "collapse: layouts", "KV layout")
+    # (helper-185: plans="tp8" or ["tp8"] failed as an AttributeError, 'str' object has no attribute 'label')
+    must(isinstance(plans, Iterable) and not isinstance(plans, str), "collapse", "plans",
+         "a list of ParallelPlan, e.g. [ParallelPlan(tp=8)] (empty: tp GPUs)", plans)
+    plans = tuple(plans)
+    for p in plans:
+        must(isinstance(p, ParallelPlan), "collapse", "plans", "ParallelPlans, e.g. ParallelPlan(tp=8)", p)
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
     # each a whole number >= 1, as np.logspace gives them too (1000.5 tokens was read as 1,000; 1024.0 is 1,024)
     must(contexts is None or (isinstance(contexts, Iterable) and not isinstance(contexts, str)), "collapse", "contexts",

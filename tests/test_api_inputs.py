@@ -413,3 +413,18 @@ def test_scenario_sections_built_in_code_check_their_types():
     assert refused(replace, sc.cluster, nodes=np.array([2])) == "cluster: 'nodes' must be an integer (got array([2]))"
     assert refused(replace, sc.cluster, hardware=np.array(["8xH100"])).startswith(
         "cluster: 'hardware' must be a list of strings (got array(")
+
+
+def test_collapse_table_refuses_plans_that_are_not_parallel_plans():
+    """helper-185: ``plans="tp8"`` or ``["tp8"]`` (the CLI's spelling) failed as ``AttributeError: 'str' object has no
+    attribute 'label'``; each is one line naming `plans`, and a generator of plans is read once, as a list is."""
+    from simulator.collapse import collapse_table
+
+    cat, model = load_catalog(), get_model("Llama-3.1-8B")
+    assert refused(collapse_table, cat, model, hardware=["8xH100"], plans="tp8") == \
+        "collapse: 'plans' must be a list of ParallelPlan, e.g. [ParallelPlan(tp=8)] (empty: tp GPUs) (got 'tp8')"
+    assert refused(collapse_table, cat, model, hardware=["8xH100"], plans=["tp8"]) == \
+        "collapse: 'plans' must be ParallelPlans, e.g. ParallelPlan(tp=8) (got 'tp8')"
+    df = collapse_table(cat, model, hardware=["8xH100"], layouts=["native"], contexts=[4096],
+                        plans=(p for p in [ParallelPlan(tp=8), ParallelPlan(tp=4)]))
+    assert df.plan.tolist() == ["TP8", "TP4"]
