@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
+from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -300,8 +301,10 @@ def _shipped() -> Catalog:
     return parse_catalog(read_toml(NODE_FILE), NODE_FILE, cat)
 
 
-def load_catalog(extra: Path | None = None) -> Catalog:
+def load_catalog(extra: str | Path | None = None) -> Catalog:
     """The shipped catalog, extended by a user file when given."""
+    must(extra is None or isinstance(extra, str | PathLike), "load_catalog", "extra",
+         "a catalog TOML file's path (a str or Path), or None: the shipped catalog alone", extra)
     cat = _shipped()
     if extra is not None:
         cat = parse_catalog(read_toml(Path(extra)), Path(extra), cat)

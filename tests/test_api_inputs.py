@@ -428,3 +428,16 @@ def test_collapse_table_refuses_plans_that_are_not_parallel_plans():
     df = collapse_table(cat, model, hardware=["8xH100"], layouts=["native"], contexts=[4096],
                         plans=(p for p in [ParallelPlan(tp=8), ParallelPlan(tp=4)]))
     assert df.plan.tolist() == ["TP8", "TP4"]
+
+
+def test_a_path_argument_that_is_not_a_path_is_refused_in_one_line():
+    """helper-185: ``load_catalog(3)``, ``read_trace(None)`` and ``write_workload(requests, None)`` failed inside
+    pathlib, ``TypeError: expected str, bytes or os.PathLike object, not NoneType``; each names its argument now."""
+    from workloads import read_trace, write_workload
+
+    assert refused(load_catalog, 3) == ("load_catalog: 'extra' must be a catalog TOML file's path (a str or Path), or "
+                                        "None: the shipped catalog alone (got 3)")
+    for bad in (None, 3):
+        assert refused(read_trace, bad) == f"read_trace: 'path' must be a trace file's path (a str or Path) (got {bad})"
+        assert refused(write_workload, [], bad) == \
+            f"write_workload: 'path' must be a file's path (a str or Path) ending in .csv or .jsonl (got {bad})"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
+from os import PathLike
 from pathlib import Path
 
-from simulator.errors import ConfigError, RuleError, shown
+from simulator.errors import ConfigError, RuleError, must, shown
 from simulator.files import shown_path
 from workloads.traces.azure import read_azure
 from workloads.traces.burstgpt import read_burstgpt
@@ -73,6 +74,7 @@ def detect_format(path: Path) -> str:
 
 def read_trace(path: str | Path, *, format: str | None = None, on_error: str = "stop") -> Workload:
     """A streamed workload from a trace file (format detected unless given)."""
+    must(isinstance(path, str | PathLike), "read_trace", "path", "a trace file's path (a str or Path)", path)
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"read_trace: 'path' must be an existing file (got '{shown_path(path)}')")

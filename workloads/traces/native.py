@@ -20,10 +20,11 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import ConfigError, shown
+from simulator.errors import ConfigError, must, shown
 from simulator.files import shown_path
 from workloads.request import Request
 from workloads.traces._rows import (
@@ -59,6 +60,8 @@ def check_suffix(path: str | Path, where: str = "write_workload") -> Path:
     """`path`, if its suffix names a format `write_workload` writes (`WRITE_SUFFIXES`, any case);
     otherwise `ConfigError` naming `where`, the path and the suffixes allowed (a ``.parquet`` name
     must not hold CSV; a name that is a suffix alone, ``.csv``, is said to want a name before it)."""
+    must(isinstance(path, str | PathLike), where, "path", "a file's path (a str or Path) ending in "
+         + " or ".join(WRITE_SUFFIXES), path)
     path = Path(path)
     if path.name.lower() in WRITE_SUFFIXES:  # '.csv' alone: a hidden file, no suffix (helper-150: "got 'no suffix'")
         raise ConfigError(f"{where} '{shown_path(path)}': needs a name before its suffix, e.g. "
