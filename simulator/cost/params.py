@@ -50,6 +50,9 @@ LATENCIES = (
     "gemm_fp8_block_latency_s",
     "gemm_fp4_latency_s",
 )
+# the most any of LATENCIES may be, seconds: ten times the fit's bound (`simulator.cost.fit.MAX_LATENCY_S`); a
+# finite but huge one (1e308 s) overflowed a step's price to "inf ms" as an infinite one did (helper-185)
+MAX_PARAM_LATENCY_S = 1.0
 # kernel-shape parameters: name -> (lower, upper) bound; each default leaves the plain roofline
 SHAPES = {
     "gemm_fp8_eff": (0.05, 1.0),
@@ -359,9 +362,9 @@ class CostParams:
         for f in EFFICIENCIES:
             v = getattr(self, f)
             must(0 < v <= 1, where, f, "in (0, 1]", v)
-        for f in LATENCIES:  # finite: an infinite one priced every step "inf ms" and its shares "nan%" (helper-183)
+        for f in LATENCIES:  # bounded: an infinite one priced every step "inf ms" and its shares "nan%" (helper-183)
             v = getattr(self, f)
-            must(0 <= v < math.inf, where, f, ">= 0 and finite", v)
+            must(0 <= v <= MAX_PARAM_LATENCY_S, where, f, f"in [0, {MAX_PARAM_LATENCY_S:g}] s", v)
         for f, (lo, hi) in SHAPES.items():
             v = getattr(self, f)
             must(lo <= v <= hi, where, f, f"in [{lo}, {hi}]", v)

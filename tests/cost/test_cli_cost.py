@@ -178,7 +178,12 @@ def test_cost_refuses_a_params_file_with_an_infinite_latency(tmp_path):
     r = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
                                   "--context", "1024", "--params", str(f)])
     assert r.exit_code == 2, r.output
-    assert "p.toml: default.step_overhead_s: must be >= 0 and finite (got inf)" in r.output
+    assert "p.toml: default.step_overhead_s: must be in [0, 1] s (got inf)" in r.output
+    # helper-185: a finite one too large to price (1e308 s) printed "inf ms" and "0 tok/s" the same way
+    f.write_text(text.replace("\nstep_overhead_s = 9.357577024880769e-15\n", "\nstep_overhead_s = 1e308\n", 1))
+    r = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
+                                  "--context", "1024", "--params", str(f)])
+    assert r.exit_code == 2 and "p.toml: default.step_overhead_s: must be in [0, 1] s (got 1e+308)" in r.output
     ok = CliRunner().invoke(cost, ["--hardware", "1xH100", "--model", "Llama-3.1-8B", "--batch", "1",
                                    "--context", "1024", "--params", str(PARAMS_FILE)])
     assert "decode step, batch 1 at 1024 tokens: 6.213 ms, 161 tok/s" in ok.output
