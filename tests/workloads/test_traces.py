@@ -260,3 +260,18 @@ def test_own_format_jsonl_opening_with_a_blank_line_reads_as_json_lines(tmp_path
     path.write_text("\n\n" + path.read_text())
     reqs = read_trace(path, format="kvsim").requests()
     assert reqs == w.requests() and len(reqs) == 7
+
+
+def test_a_jsonl_trace_opening_with_blank_lines_is_detected_by_its_first_json_line(tmp_path: Path) -> None:
+    # helper-185: the readers pass blank lines over (5e69cef for format="kvsim"), but detection read the first line
+    # alone: a kvsim or Mooncake JSONL file opening with one was "unknown trace format (first line '')"
+    w = load_workload({"name": "chat-4k"}, seed=1, duration_s=10)
+    path = tmp_path / "w.json"
+    write_workload(w, tmp_path / "w.jsonl")
+    path.write_text("\n \n" + (tmp_path / "w.jsonl").read_text())
+    assert read_trace(path).requests() == w.requests()
+    row = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}'
+    mooncake = write(tmp_path, "m.jsonl", f"\n{row}\n")
+    assert [r.prompt_tokens for r in read_trace(mooncake)] == [100]
+    with pytest.raises(ConfigError, match=r"^c\.csv: unknown trace format \(first line ''\)"):  # a CSV's header leads
+        read_trace(write(tmp_path, "c.csv", "\nTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,374,44\n"))

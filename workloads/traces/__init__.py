@@ -45,10 +45,16 @@ JSON_KEYS: dict[str, tuple[str, ...]] = {"kvsim": ("segments",), "mooncake": ("i
 
 def detect_format(path: Path) -> str:
     """The trace format of `path`, from its first line (`JSON_KEYS` of a JSON object, else `CSV_HEADERS`; a
-    ``.jsonl`` suffix only tries JSON first)."""
+    ``.jsonl`` suffix only tries JSON first). Blank lines before a JSON line are passed over, as the JSON readers
+    pass them (helper-185: a kvsim or Mooncake JSONL file opening with one was "unknown trace format (first line
+    '')", where ``format="kvsim"`` read it); a CSV's header must be its first line."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            first = f.readline(4096).strip()
+            first = lead = f.readline(4096).strip()
+            while not lead and (line := f.readline(4096)):
+                lead = line.strip()
+            if lead.startswith("{"):
+                first = lead
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path.name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     if "\x00" in first:  # a binary file (/proc/self/environ): say so, and echo none of it
