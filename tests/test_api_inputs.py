@@ -441,3 +441,15 @@ def test_a_path_argument_that_is_not_a_path_is_refused_in_one_line():
         assert refused(read_trace, bad) == f"read_trace: 'path' must be a trace file's path (a str or Path) (got {bad})"
         assert refused(write_workload, [], bad) == \
             f"write_workload: 'path' must be a file's path (a str or Path) ending in .csv or .jsonl (got {bad})"
+
+
+def test_run_refuses_a_config_that_is_no_engine_config():
+    """helper-185: ``run(None, requests)``, or a Scenario where `run_scenario` takes it, failed deep in the cluster
+    (``AttributeError: 'NoneType' object has no attribute 'layout'``), and ``stream_to=3`` inside pathlib."""
+    from simulator.engine import EngineConfig
+
+    for bad in (None, "default", load_scenario("chat-4k-h100")):
+        assert refused(run, bad, []).startswith("run: 'config' must be an EngineConfig, e.g. EngineConfig(model=")
+    config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1)
+    assert refused(run, config, [], stream_to=3) == \
+        "run: 'stream_to' must be a folder's path (a str or Path), or None: the records held (got 3)"

@@ -6,6 +6,7 @@ import math
 import shutil
 from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,11 @@ def run(config: EngineConfig, requests: Iterable[Request], seed: int = 0, *,
         aggregated fleet, the KV transfers' `TRANSFER_COLUMNS`).
     """
     must_seed(seed, "run")
+    # (helper-185: None, or a Scenario in its place, failed deep in the cluster, AttributeError: no attribute 'layout')
+    must(isinstance(config, EngineConfig), "run", "config", "an EngineConfig, e.g. EngineConfig(model='Llama-3.1-8B', "
+         "node='1xH100', tp=1); a Scenario is run_scenario's", config)
+    must(stream_to is None or isinstance(stream_to, str | PathLike), "run", "stream_to",
+         "a folder's path (a str or Path), or None: the records held", stream_to)
     if not isinstance(requests, Iterable):  # a Workload's `requests` method, say, given for its requests
         raise ConfigError(f"run: 'requests' must be a Workload or an iterable of Request (got {shown(requests)}"
                           + ("; call it, or give the Workload itself)" if callable(requests) else ")"))
