@@ -466,10 +466,11 @@ class Scenario:
         kept = loaded.within(model.max_context_tokens)
         if not allow_empty and kept.first() is None:  # (`load_workload` found a request: every one was too long)
             # (helper-181: the run simulated no request, and its report stopped on a traceback, NaN to int)
+            skipped = kept.skipped_rows or 0
             raise ConfigError(f"{self.where}: workload.skip_bad_rows: every request of {loaded.name} in the replay "
                               f"window is longer than {model.key}'s context of {model.max_context_tokens:,} tokens, "
-                              f"so none is left to replay ({kept.skipped_rows or 0:,} trace rows skipped); serve a "
-                              "model with a longer context or replay another window (start_s, duration_s)")
+                              f"so none is left to replay ({skipped:,} trace row{'s' * (skipped != 1)} skipped); "
+                              "serve a model with a longer context or replay another window (start_s, duration_s)")
         return kept
 
     def _check_block(self, node: NodeSpec, model: ModelSpec, budget: Any) -> None:
