@@ -20,6 +20,7 @@ from pathlib import Path
 
 from simulator.errors import ConfigError, RuleError, must, shown
 from simulator.files import shown_path
+from workloads.traces._rows import first_text_line
 from workloads.traces.azure import read_azure
 from workloads.traces.burstgpt import read_burstgpt
 from workloads.traces.mooncake import read_mooncake
@@ -50,9 +51,8 @@ def detect_format(path: Path) -> str:
     '')", where ``format="kvsim"`` read it); a CSV's header must be its first line."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            first = lead = f.readline(4096).strip()
-            while not lead and (line := f.readline(4096)):
-                lead = line.strip()
+            first = f.readline(4096).strip()
+            lead = first or first_text_line(iter(lambda: f.readline(4096), ""))
             if lead.startswith("{"):
                 first = lead
     except UnicodeDecodeError as e:

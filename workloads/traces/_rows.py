@@ -116,6 +116,15 @@ def text_lines(path: Path, lines: Iterable[str]) -> Iterator[str]:
         yield line
 
 
+def first_text_line(lines: Iterable[str]) -> str:
+    """The first of `lines` that is not blank, stripped (``""`` when there is none): where a JSON-lines file's first
+    row is, as its readers pass blank lines over (`detect_format`, `native.read_native`)."""
+    for line in lines:
+        if line.strip():
+            return line.strip()
+    return ""
+
+
 def csv_rows(path: Path, needs: Sequence[str] = (), fmt: str = "") -> Iterator[tuple[int, dict[str, str]]]:
     """``(line number, row)`` of a CSV file with a header, streamed (a UTF-8 BOM is skipped; the header's names
     are read stripped of spaces, as `detect_format` reads them, and may be quoted). A header without

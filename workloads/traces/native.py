@@ -33,6 +33,7 @@ from workloads.traces._rows import (
     as_int,
     check_on_error,
     csv_rows,
+    first_text_line,
     get,
     guarded,
     text_lines,
@@ -154,10 +155,7 @@ def _json_lines(path: Path) -> bool:
     lines are passed over, as the JSON reader passes them (helper-181: a JSONL file opening with one, read as
     ``format="kvsim"``, was read as CSV: "the row has 10 fields, the header 0")."""
     with path.open(encoding="utf-8-sig", errors="replace") as f:
-        for line in f:
-            if line.strip():
-                return line.lstrip().startswith("{")
-    return False
+        return first_text_line(f).startswith("{")
 
 
 def read_native(path: str | Path, *, on_error: str = "stop") -> Workload:
