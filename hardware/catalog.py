@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from simulator.config import construct
-from simulator.errors import ConfigError, must, must_differ, shown
+from simulator.errors import ConfigError, must, must_differ, must_whole, shown
 from simulator.tomlfile import read_toml
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ class GPUSpec:
             v = getattr(self, f)
             must(math.isfinite(v) and v > 0, where, f, "a finite number > 0", v)
         must(type(self.nvswitch_reduce) is bool, where, "nvswitch_reduce", "true or false", self.nvswitch_reduce)
-        must(type(self.sm_count) is int and self.sm_count >= 1, where, "sm_count", "an integer >= 1", self.sm_count)
+        must_whole(self, where, "sm_count", 1, "an integer >= 1")
         for f in ("fp8_flops", "fp4_flops"):
             v = getattr(self, f)
             must(math.isfinite(v) and v >= 0, where, f, "a finite number >= 0 (0: no tensor cores of that dtype)", v)

@@ -8,6 +8,7 @@ says something shorter instead.
 """
 
 import numbers
+import operator
 import re
 from collections.abc import Sequence
 
@@ -146,6 +147,15 @@ def is_whole(value: object, minimum: int = 0) -> bool:
     (True, False, False, False)
     """
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum
+
+
+def must_whole(spec: object, where: str, field: str, minimum: int, rule: str) -> None:
+    """`spec`'s `field` is an integer >= `minimum` (`is_whole`: a numpy integer is one, a float, bool or str not),
+    else `RuleError` naming it with `rule`; held as a Python ``int`` (set on a frozen dataclass too: its labels,
+    hashes and TOML read alike whatever integer type it was given)."""
+    value = getattr(spec, field)
+    must(is_whole(value, minimum), where, field, rule, value)
+    object.__setattr__(spec, field, operator.index(value))
 
 
 def is_number(value: object) -> bool:

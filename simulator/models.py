@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulator.config import construct
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, must, must_whole
 from simulator.tomlfile import read_toml
 
 if TYPE_CHECKING:
@@ -206,8 +206,7 @@ class ModelSpec:
             must(self.active_params > routed, w, "active_params",
                  f"> the routed experts' moe_layers x experts_per_token x expert_params = {routed:g}",
                  self.active_params)
-        must(type(self.vocab_size) is int and self.vocab_size >= 0, w, "vocab_size", "an integer >= 0",
-             self.vocab_size)
+        must_whole(self, w, "vocab_size", 0, "an integer >= 0")
         must(isinstance(self.tie_word_embeddings, bool), w, "tie_word_embeddings", "true or false",
              self.tie_word_embeddings)
         parts = self.total_params - self._rest_params

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware.catalog import NodeSpec
-from simulator.errors import ConfigError, RuleError, is_whole, must
+from simulator.errors import ConfigError, RuleError, must, must_whole
 from simulator.kv import KVLayout
 from simulator.models import (
     ModelSpec,
@@ -79,9 +79,8 @@ class ParallelPlan:
 
     def __post_init__(self) -> None:
         w = "ParallelPlan"
-        for f in ("tp", "pp", "ep"):  # a numpy integer is one (helper-185: "an integer >= 1 (got np.int64(2))"),
-            must(is_whole(getattr(self, f), minimum=1), w, f, "an integer >= 1", getattr(self, f))
-            object.__setattr__(self, f, int(getattr(self, f)))  # held as an int: labels, hashes and TOML alike
+        for f in ("tp", "pp", "ep"):  # a numpy integer is one (helper-185: "an integer >= 1 (got np.int64(2))")
+            must_whole(self, w, f, 1, "an integer >= 1")
         must(isinstance(self.dp_attention, bool), w, "dp_attention", "true or false", self.dp_attention)
         must(self.tp % self.ep == 0, w, "ep", f"an integer >= 1 that divides tp={self.tp}", self.ep)
 

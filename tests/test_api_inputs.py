@@ -17,7 +17,7 @@ from simulator.billing import compare_ttls, get_profile
 from simulator.capacity import kv_budget
 from simulator.cli.sweep import sweep
 from simulator.engine import run
-from simulator.errors import MAX_MESSAGE_CHARS, ConfigError
+from simulator.errors import MAX_MESSAGE_CHARS, ConfigError, RuleError
 from simulator.kv import footprint
 from simulator.models import get_model
 from simulator.placement import ParallelPlan
@@ -453,3 +453,27 @@ def test_run_refuses_a_config_that_is_no_engine_config():
     config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1)
     assert refused(run, config, [], stream_to=3) == \
         "run: 'stream_to' must be a folder's path (a str or Path), or None: the records held (got 3)"
+
+
+def test_counts_of_specs_take_a_numpy_integer_and_hold_an_int():
+    """helper-185: Offline(count=np.int64(3)), Synthetic(system_prompt_tokens=np.int64(3)), FixedLength and a
+    model's vocab_size or a GPU's sm_count were refused as "a whole number (got np.int64(3))" where ParallelPlan and
+    the scenario's sections take one (`simulator.errors.must_whole`); floats and bools are still refused."""
+    import numpy as np
+
+    from simulator.models import get_model
+    from simulator.placement import ParallelPlan
+    from workloads.arrivals import Offline
+    from workloads.generators.synthetic import Synthetic
+    from workloads.lengths import FixedLength
+
+    held = [Offline(count=np.int64(3)).count, Synthetic(system_prompt_tokens=np.int64(3)).system_prompt_tokens,
+            FixedLength(tokens=np.int32(3)).tokens, ParallelPlan(tp=np.int64(3)).tp,
+            dataclasses.replace(get_model("Llama-3.1-8B"), vocab_size=np.int64(3)).vocab_size,
+            dataclasses.replace(load_catalog().gpu("H100"), sm_count=np.int16(3)).sm_count]
+    assert held == [3] * 6 and {type(v) for v in held} == {int}
+    for bad in (3.0, True, "3"):
+        with pytest.raises(RuleError, match=r"Offline: 'count' must be a whole number >= 1"):
+            Offline(count=bad)
+    with pytest.raises(RuleError, match=r"FixedLength: 'tokens' must be a whole number >= 1 \(got np.int64\(0\)\)"):
+        FixedLength(tokens=np.int64(0))

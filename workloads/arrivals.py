@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from simulator.config import missing_fields
-from simulator.errors import ConfigError, must, placed, shown
+from simulator.errors import ConfigError, must, must_whole, placed, shown
 from simulator.limits import MAX_REQUESTS
 from workloads.distributions import MAX_CV, require_numbers
 
@@ -195,7 +195,7 @@ class Offline:
     count: int
 
     def __post_init__(self) -> None:
-        must(type(self.count) is int and self.count >= 1, "Offline", "count", "a whole number >= 1", self.count)
+        must_whole(self, "Offline", "count", 1, "a whole number >= 1")  # (a numpy integer is one: helper-185)
 
     def times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
         return np.zeros(self.count)

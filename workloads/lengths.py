@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, at_key, must, shown
+from simulator.errors import ConfigError, at_key, must, must_whole, shown
 from simulator.files import read_text
 
 LARGEST_TOKENS = 2**40  # a draw above this (or not finite) asks for a clip bound instead of overflowing int64
@@ -88,8 +88,7 @@ class FixedLength:
     tokens: int
 
     def __post_init__(self) -> None:
-        must(type(self.tokens) is int and self.tokens >= 1, "FixedLength", "tokens", "a whole number >= 1",
-             self.tokens)
+        must_whole(self, "FixedLength", "tokens", 1, "a whole number >= 1")  # (a numpy integer is one)
 
     def mean(self) -> float:
         return float(self.tokens)

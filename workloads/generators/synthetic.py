@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import stats
 
-from simulator.errors import ConfigError, must, shown
+from simulator.errors import ConfigError, must, must_whole, shown
 from workloads.arrivals import ArrivalProcess, Poisson, arrival_from
 from workloads.generators import finalize, register_generator
 from workloads.lengths import EmpiricalLength, FixedLength, Length, length_from
@@ -64,8 +64,7 @@ class Synthetic:
     system_prompt_tokens: int = 0
 
     def __post_init__(self) -> None:
-        must(type(self.system_prompt_tokens) is int and self.system_prompt_tokens >= 0, "Synthetic",
-             "system_prompt_tokens", "a whole number >= 0", self.system_prompt_tokens)
+        must_whole(self, "Synthetic", "system_prompt_tokens", 0, "a whole number >= 0")  # (a numpy integer is one)
 
     @classmethod
     def from_params(cls, params: dict[str, Any], where: str, base_dir: Path | None = None) -> Synthetic:
