@@ -188,8 +188,8 @@ class Workload:
         window), the others counted as skipped rows (`skipped_rows`: said with the run, as a malformed row
         skipped is); ids renumbered from 0 over the requests kept, as `replayed`'s. What a scenario's
         ``skip_bad_rows`` does with a trace's requests longer than its model's context, which a server refuses
-        (helper-179: ``../shared``'s Mooncake synthetic trace, 3 rows over Llama-3.1-70B's 131,072 tokens in its first
-        600 s and 10 in all, could not be replayed without editing the trace)."""
+        (helper-179: the development copy of the Mooncake synthetic trace, not shipped, 3 rows over Llama-3.1-70B's
+        131,072 tokens in its first 600 s and 10 in all, could not be replayed without editing the trace)."""
         must(is_whole(max_tokens, minimum=1), "Workload.within", "max_tokens", "an integer >= 1 (a context window)",
              max_tokens)  # (None or "4096" raised a TypeError from the comparison; 1.5 kept no request)
         parent = self
