@@ -351,7 +351,9 @@ def breakeven(
             f"profile {prof.key}: input ${prof.input_usd_per_mtok:g}/MTok, read x{prof.read_multiplier:g} "
             f"({prof.source}, {prof.as_of})"
         )
-        if prefix_tokens is not None and prof.cacheable_tokens(prefix_tokens) == 0:
+        # a prefix below the minimum is plain input at every rate (its note; the chart marks no break-even)
+        uncacheable = False
+        if prefix_tokens is not None and (uncacheable := prof.cacheable_tokens(prefix_tokens) == 0):
             echo(_uncacheable_note(prof, prefix_tokens))
         closed_form_note = _closed_form_note(prof)
         if closed_form_note:
@@ -402,9 +404,8 @@ def breakeven(
             grid = np.logspace(math.log10(lo), math.log10(hi), 300)
             y = "usd_per_request" if prefix_tokens else "relative_cost"
             suffix = f", {prefix_tokens:,}-token prefix" if prefix_tokens else ""
-            # a prefix below the minimum is plain input at every rate: no TTL pays, so no break-even or crossover
-            # is marked on its flat lines (helper-178: "5m pays above 0.049/min" was drawn where nothing is cached)
-            uncacheable = prefix_tokens is not None and prof.cacheable_tokens(prefix_tokens) == 0
+            # below the minimum no TTL pays, so no break-even or crossover is marked on its flat lines (helper-178:
+            # "5m pays above 0.049/min" was drawn where nothing is cached)
             if uncacheable:
                 suffix += (f"\n(below the {prof.min_cacheable_tokens:,}-token minimum: not cacheable, plain input "
                            "under every TTL)")
