@@ -241,9 +241,6 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             # (helper-166: it was filled beside a debit of 0 where the policy evicted nothing)
             "debit_unsourced_at": (unsourced_budget(config.retention, config.retention_params) or "")
             if s["retention_evicted_tokens"] else "",
-            # what the layout's stated debit does not cover: a lever at another parameter than its source measured,
-            # fewer KV heads than trained (`simulator.levers.debit_caveats`; helper-180), "; "-joined
-            "debit_caveats": "; ".join(debit_caveats(config.layout, model)),
             "kv_utilization": s["kv_utilization"],
             "memory_factor": in_all_factor,
             "memory_factor_per_gpu": in_all_factor * per_gpu / summed,
@@ -252,6 +249,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "kv_bytes_per_token": in_all,
             "kv_bytes_per_token_per_gpu": per_gpu,
             "kv_bytes_per_token_summed": summed,
+            # what the layout's stated debit does not cover: a lever at another parameter than its source measured,
+            # fewer KV heads than trained (`simulator.levers.debit_caveats`; helper-180), "; "-joined. Last: a column
+            # added later goes after those a reader may have taken by position (helper-186)
+            "debit_caveats": "; ".join(debit_caveats(config.layout, model)),
         })
     meter.finish()
     return pd.DataFrame(rows)

@@ -339,3 +339,23 @@ def test_a_debit_no_source_states_is_in_compare_csv_and_on_the_chart() -> None:
     assert {"gqa:8\nquality debit not stated", "native", "fp8\nquality debit 0.1 pt",
             "cross-layer:0.25+int4\nquality debit 1.6 pt, a guide"} == labels
     plt.close(fig)
+
+
+def test_compare_csv_keeps_its_older_columns_in_place_and_debit_caveats_last(tmp_path: Path) -> None:
+    """helper-186: ``debit_caveats``, added after the others, sat between ``debit_unsourced_at`` and
+    ``kv_utilization``, moving every later column one place for a reader that took them by position; it goes
+    last, and the columns before it keep the order they had."""
+    r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k",
+                                     "--duration-s", "5", "--strategy", "native", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    header = (tmp_path / "compare.csv").read_text().splitlines()[0].split(",")
+    assert header == [
+        "strategy", "layout", "cache", "retention", "meets_slo", "slo_ttft_s", "slo_tpot_s", "offered_requests_per_s",
+        "kv_blocks_per_replica", "completed", "max_concurrency", "mean_concurrency", "tokens_per_s",
+        "output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "usd_per_million_tokens",
+        "usd_per_million_output_tokens", "goodput_fraction", "timed_out", "rejected", "queue_grows",
+        "compressed_share", "prefix_hit_ratio_tokens", "cache_evicted_blocks", "cache_reloaded_blocks",
+        "hit_dram_tokens", "hit_nvme_tokens", "offload_tiers", "quality_debit_points", "retention_evicted_tokens",
+        "debit_unsourced_at", "kv_utilization", "memory_factor", "memory_factor_per_gpu", "layout_memory_factor",
+        "kept_kv_fraction", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_summed",
+        "debit_caveats"]
