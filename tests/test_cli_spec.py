@@ -297,6 +297,25 @@ def test_fit_says_fp4_kv_is_a_blackwell_lever_where_it_offers_it_on_hopper():
     assert "fp4 1.0 no 12.08 95" in " ".join(out.split()) and "Blackwell" not in out  # ⌊144.36 / 1.51⌋ = 95
 
 
+def test_fit_json_carries_the_fp4_note_its_text_prints():
+    """helper-186: ``kvsim fit --json`` offered fp4 KV on 8×H100 (36 streams of 128k, a 1-point lever) with no word
+    that its source is a Blackwell feature, where the text output notes it. ``fp4_kv_note`` is that note where the
+    layout or a fix keeps fp4 KV on a GPU without fp4 tensor cores, else empty."""
+    says = ("fp4 KV on H100, which has no fp4 tensor cores: kvsim counts its streams, but the fp4 lever's source "
+            "(NVIDIA's NVFP4 KV cache) is a Blackwell feature")
+    fit70 = ["fit", "--model", "Llama-3-70B", "--context", "131072", "--json"]
+    doc = json.loads(run(*fit70, "--hardware", "8xH100", "--batch", "32").output)
+    assert next(f["max_streams"] for f in doc["fixes"] if f["levers"] == ["fp4"]) == 36
+    assert doc["fp4_kv_note"] == says
+    doc = json.loads(run("fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "8192", "--layout",
+                         "fp4", "--json").output)
+    assert (doc["fits"], doc["fp4_kv_note"]) == (True, says)  # the layout's own fp4, no fix needed
+    doc = json.loads(run(*fit70, "--hardware", "8xB200", "--batch", "90").output)
+    assert next(f["max_streams"] for f in doc["fixes"] if f["levers"] == ["fp4"]) == 95 and doc["fp4_kv_note"] == ""
+    doc = json.loads(run(*fit70, "--hardware", "8xH100", "--batch", "1").output)  # fits: no fix, no fp4
+    assert (doc["fixes"], doc["fp4_kv_note"]) == ([], "")
+
+
 def test_the_fp4_lever_cites_its_source_by_its_title():
     """helper-180: levers.toml cited "NVIDIA blog 'Optimizing inference with NVFP4 KV cache' (2025): under 1% accuracy
     loss on long-context suites"; the post is titled otherwise (2025-12-08) and states <1% across code-generation,

@@ -215,6 +215,9 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                      for s in range(plan.pp)]
     unit = f"{budget.nodes} nodes" if budget.nodes > 1 else "the node"
     caveats = debit_caveats(lay, model)  # what the layout's stated debit does not cover (helper-180)
+    fp4 = fp4_kv_note(node.gpu, "counts its streams")
+    # said where the layout or a fix keeps fp4 KV, in the text and in --json alike (helper-186: --json had no word)
+    fp4_said = fp4 if lay.kv_dtype == "fp4" or any(parse_layout(f.layout).kv_dtype == "fp4" for f in fixes) else ""
     result = {
         "hardware": node.key, "model": model.key, "layout": lay.label, "plan": plan.label, "tp": plan.tp,
         "pp": plan.pp, "dp_attention": plan.dp_attention, "ep": plan.ep, "replicas": budget.replicas,
@@ -231,7 +234,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         "fixes": [dataclasses.asdict(f) for f in fixes],
         "plans_that_fit": [] if streams >= batch else [p.plan for p in holding],
         "simulated_max_streams": engine_streams,
-        "layout_debit_points": layout_debit_points(lay, model), "debit_caveats": caveats,
+        "layout_debit_points": layout_debit_points(lay, model), "debit_caveats": caveats, "fp4_kv_note": fp4_said,
     }
     if as_json:
         echo_json(result)
@@ -246,9 +249,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                    + " (simulator/data/levers.toml)")
     for caveat in caveats:
         click.echo(f"  note: {caveat}")
-    fp4 = fp4_kv_note(node.gpu, "counts its streams")
-    if fp4 and lay.kv_dtype == "fp4":
-        click.echo(f"  note: {fp4}")
+    if fp4_said and lay.kv_dtype == "fp4":
+        click.echo(f"  note: {fp4_said}")
     what = ("the whole MLA latent, on the one GPU whose attention serves it" if plan.dp_attention else
             "the whole MLA latent on every attention rank") if is_latent(model, lay) else \
         f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
@@ -308,8 +310,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
                                "GB/stream (all GPUs)": round(f.held_bytes / GB, 2), "max streams": f.max_streams}
                               for f in fixes])
     click.echo(fix_table.to_string(index=False))
-    if fp4 and lay.kv_dtype != "fp4" and any(parse_layout(f.layout).kv_dtype == "fp4" for f in fixes):
-        click.echo(f"  note: {fp4}")
+    if fp4_said and lay.kv_dtype != "fp4":  # (a fix's fp4: the layout's was said in the header)
+        click.echo(f"  note: {fp4_said}")
     click.echo("  debit: points of accuracy on long-context benchmarks as kvsim reads each lever's source (most give a "
                "bound or a word, not a figure: simulator/data/levers.toml has each source and how it was read); "
                "debits within a point are not told apart")
