@@ -6,7 +6,8 @@ A strategy set is a ``+``-joined spec of levers from the three families::
                compress[:ratio[:recent]], mha, mqa, gqa:N, no-sliding
     retention  streaming-llm[:window], h2o[:budget], snapkv[:budget]
                (a budget below 1 is a fraction of the prompt, else tokens)
-    reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction)
+    reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction);
+               a tier or an eviction needs ``prefix`` in the set (``dram`` alone is an error)
 
 e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096``. Each lever
 appears once, and at most one of a family (a KV dtype, a retention policy, an eviction policy):
@@ -50,14 +51,17 @@ REUSE = ("prefix", "dram", "nvme", *EVICTION_POLICIES)  # the prefix cache, its 
 def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     """`base` (hardware, model, scheduler) with exactly the levers of `spec`: a set names every
     lever it uses, so the base's own layout, cache and retention are not inherited (``native``
-    is the model as it ships, full KV, no reuse)."""
+    is the model as it ships, full KV, no reuse), and a tier (``dram``, ``nvme``) or an eviction
+    policy (``lru``, ...) of the prefix cache does not turn the cache on: without ``prefix`` it is
+    an error naming the set to give (``prefix+dram``), where it had silently meant that set."""
     layout_parts: list[str] = []
     cache, retention = "none", "full"
     cache_params: dict[str, object] = {}
     retention_params: dict[str, object] = {}
     allowed = f"a layout's (as --layout), retention ({', '.join(RETENTIONS)}) or reuse ({', '.join(REUSE)})"
     seen: dict[str, str] = {}  # a family -> the lever of it given (the layout's: `parse_layout`'s rule)
-    for raw in lever_parts(spec, "strategy set", allowed):
+    given = lever_parts(spec, "strategy set", allowed)
+    for raw in given:
         name, _, arg = raw.partition(":")
         family = "retention" if name in RETENTIONS else "eviction" if name in EVICTION_POLICIES else name
         if name in (*RETENTIONS, *REUSE):  # each once, as a layout's family: not "the last wins"
@@ -91,6 +95,11 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
                 cache_params["eviction"] = name
         else:
             layout_parts.append(raw)
+    under = [raw for family, raw in seen.items() if family in ("dram", "nvme", "eviction")]  # the prefix cache's
+    if under and "prefix" not in seen:  # named, not implied: a set names every lever it uses (helper-186)
+        what = "a tier" if under[0] in ("dram", "nvme") else "an eviction policy"
+        raise ConfigError(f"strategy set {shown(spec)}: {under[0]!r} is {what} of the prefix cache, which the set "
+                          f"does not name; add the prefix lever ({shown('+'.join(['prefix', *given]))})")
     try:
         layout = parse_layout("+".join(layout_parts) or "native")  # the layout levers as the set wrote them
     except ConfigError as e:

@@ -359,3 +359,28 @@ def test_compare_csv_keeps_its_older_columns_in_place_and_debit_caveats_last(tmp
         "debit_unsourced_at", "kv_utilization", "memory_factor", "memory_factor_per_gpu", "layout_memory_factor",
         "kept_kv_fraction", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_summed",
         "debit_caveats"]
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("dram", "'dram' is a tier of the prefix cache, which the set does not name; add the prefix lever "
+             "('prefix+dram')"),
+    ("nvme+fp8", "'nvme' is a tier of the prefix cache, which the set does not name; add the prefix lever "
+                 "('prefix+nvme+fp8')"),
+    ("lru", "'lru' is an eviction policy of the prefix cache, which the set does not name; add the prefix lever "
+            "('prefix+lru')"),
+    ("fp8 + fifo+h2o", "'fifo' is an eviction policy of the prefix cache, which the set does not name; add the "
+                       "prefix lever ('prefix+fp8+fifo+h2o')"),
+])
+def test_a_tier_or_an_eviction_without_the_prefix_lever_is_refused(spec, said) -> None:
+    """helper-186: ``dram`` (or ``lru``) alone ran the prefix cache, a lever the set never named, where a set names
+    every lever it uses (``native`` is no reuse): the row read as the tier's effect. It is one line naming the set to
+    give; with the prefix lever it runs the cache with that tier or eviction."""
+    with pytest.raises(ConfigError) as exc:
+        parse_strategy_set(spec, BASE)
+    assert str(exc.value) == f"strategy set {spec!r}: {said}"
+    for ok, params in (("prefix+dram", {"dram": True}), ("lru+prefix", {"eviction": "lru"}),
+                       ("nvme+prefix+fp8", {"nvme": True})):
+        c = parse_strategy_set(ok, BASE)
+        assert (c.cache, dict(c.cache_params)) == ("prefix", params)
+    r = CliRunner().invoke(compare, ["--workload", "chat-4k", "--duration-s", "5", "--strategy", "native,dram"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "add the prefix lever ('prefix+dram')" in r.output
