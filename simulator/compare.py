@@ -137,9 +137,13 @@ def _what_runs(config: EngineConfig) -> str:
 def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
     """`layout` as it runs on `model`: an attention lever that spells out the model's own attention is ``native``
     (``mla`` on DeepSeek-V3, whose latent it keeps; ``gqa:8`` on a model of 8 KV heads; ``mha`` on an MHA model), the
-    same bytes and no lever (helper-180: ``native,mla`` on DeepSeek-V3 ran one set twice under two labels)."""
+    same bytes and no lever (helper-180: ``native,mla`` on DeepSeek-V3 ran one set twice under two labels); so is
+    ``no-sliding`` on a model with no sliding-window layer (`simulator.kv.idle_sliding`; helper-186)."""
+    from simulator.kv import idle_sliding
     from simulator.placement import kv_heads
 
+    if idle_sliding(model, layout):
+        layout = replace(layout, use_sliding_window=True)
     if layout.attention == "native":
         return layout
     own = (model.attention == "mla" if layout.attention == "mla" else

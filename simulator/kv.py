@@ -280,6 +280,17 @@ def idle_compression(layout: KVLayout, context_tokens: int) -> str:
             "tokens it compresses nothing")
 
 
+def idle_sliding(model: ModelSpec, layout: KVLayout) -> str:
+    """A note where `layout` turns off sliding windows (``no-sliding``) on a `model` that has no sliding-window
+    layer (every one of its ``n_layers`` global: Llama-3.1-8B), so it changes nothing: the model as it ships, as
+    ``mla`` on an MLA model is (`simulator.levers.layout_levers`: no lever); else ``""`` (helper-186: it was taken
+    without a word, and ``kvsim compare`` ran ``native,no-sliding`` as two sets)."""
+    if layout.use_sliding_window or model.n_global_layers < model.n_layers:
+        return ""
+    return (f"{model.key} has no sliding-window layers (all {model.n_layers} attend to the whole context), so "
+            "no-sliding changes nothing: the KV is the same without it")
+
+
 def values_per_token_per_layer(model: ModelSpec, layout: KVLayout) -> int:
     """Values one layer stores per token: ``n_kv · (d_k + d_v)`` or ``kv_lora_rank + rope``."""
     d_kv = model.head_dim + model.value_head_dim

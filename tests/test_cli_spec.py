@@ -330,3 +330,35 @@ def test_the_fp4_lever_cites_its_source_by_its_title():
                          "90", "--json").output)
     fix = next(f for f in doc["fixes"] if f["levers"] == ["fp4"])
     assert (fix["max_streams"], fix["sources"]) == (95, [fp4.source])
+
+
+def test_no_sliding_on_a_model_without_windows_is_noted_as_changing_nothing():
+    """helper-186: ``--layout no-sliding`` on Llama-3.1-8B (no sliding-window layer) was taken without a word, and
+    ``kvsim compare --strategy native,no-sliding`` ran one set twice under two labels. It is the model as it ships,
+    as ``mla`` is on DeepSeek-V3: calc, fit, collapse and cost say it changes nothing, compare refuses the pair as
+    one set and notes it in a set of its own; on Gemma-3-27B (52 of 62 layers sliding at 1,024) it is a lever."""
+    from simulator.kv import idle_sliding, parse_layout
+    from simulator.models import get_model
+
+    says = ("Llama-3.1-8B has no sliding-window layers (all 32 attend to the whole context), so no-sliding changes "
+            "nothing: the KV is the same without it")
+    llama, gemma = get_model("Llama-3.1-8B"), get_model("Gemma-3-27B")
+    assert idle_sliding(llama, parse_layout("fp8+no-sliding")) == says
+    assert idle_sliding(llama, parse_layout("fp8")) == "" and idle_sliding(gemma, parse_layout("no-sliding")) == ""
+    r = run("calc", "--model", "Llama-3.1-8B", "--layout", "no-sliding", "--context", "8192")
+    assert r.stderr.splitlines() == [f"note: --layout no-sliding: {says}"]
+    assert "bytes per token               131,072 B" in r.stdout  # 32 layers · 8 heads · 256 · 2 B, native's
+    doc = json.loads(run("fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--layout", "no-sliding+fp8",
+                         "--context", "8192", "--json").stdout)
+    assert doc["layout"] == "fp8+no-sliding" and f"note: --layout fp8+no-sliding: {says}" in run(
+        "fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--layout", "no-sliding+fp8", "--context",
+        "8192").stderr
+    gem = run("calc", "--model", "Gemma-3-27B", "--layout", "no-sliding", "--context", "8192")
+    assert "no-sliding changes nothing" not in gem.stderr
+    assert "bytes per token               507,904 B" in gem.stdout  # 62 layers · 16 KV heads · 256 · 2 B, every layer
+    args = ["compare", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k", "--duration-s", "5"]
+    r = run(*args, "--strategy", "native,no-sliding")
+    assert r.exit_code == 2 and "--strategy: must name each strategy set once (got 'native' and 'no-sliding', both " \
+                                "layout native, reuse none, retention full)" in r.output
+    r = run(*args, "--strategy", "fp8,no-sliding+prefix")
+    assert r.exit_code == 0 and f"note: no-sliding+prefix: {says}" in r.stderr.splitlines()

@@ -110,11 +110,15 @@ def comma_items(text: str, option: str, what: str, example: str) -> list[str]:
 
 def model_layout(model: ModelSpec, text: str) -> KVLayout:
     """``--layout``'s `text` parsed and suited to `model` (`simulator.kv.check_layout`), its error said at
-    ``--layout`` (calc, fit, collapse, cost)."""
-    from simulator.kv import check_layout, parse_layout
+    ``--layout`` (calc, fit, collapse, cost); a ``no-sliding`` that changes nothing on `model` is noted
+    (`simulator.kv.idle_sliding`)."""
+    from simulator.kv import check_layout, idle_sliding, parse_layout
 
     with at_option("--layout"):
-        return check_layout(model, parse_layout(text))
+        layout = check_layout(model, parse_layout(text))
+    if idle := idle_sliding(model, layout):
+        note(f"--layout {layout.label}: {idle}")
+    return layout
 
 
 def _at_option(exc: RuleError) -> str:
