@@ -38,7 +38,7 @@ from simulator.engine.cluster import TimerFactory
 from simulator.engine.retention import make_retention, unsourced_budget
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
-from simulator.levers import debit_caveats
+from simulator.levers import debit_caveats, unpriced_parts
 from simulator.models import ModelSpec
 from simulator.progress import Meter, Progress
 from workloads.request import Request
@@ -202,6 +202,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``); ``hit_dram_tokens`` and
     ``hit_nvme_tokens`` the prompt tokens each tier served: a tier that served none changed nothing.
 
+    ``quality_debit_points`` sums the debits sources state; ``debit_not_stated`` names the layout's parts whose
+    debit none states (``gqa:2``, ``mqa``: fewer KV heads than trained), which it leaves out, and ``debit_caveats``
+    says in words what the figure does not cover.
+
     `progress` receives the fraction done: each set an equal share (the same requests), advanced
     by its share of requests ended.
     """
@@ -266,6 +270,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             # fewer KV heads than trained (`simulator.levers.debit_caveats`; helper-180), "; "-joined. Last: a column
             # added later goes after those a reader may have taken by position (helper-186)
             "debit_caveats": "; ".join(debit_caveats(config.layout, model)),
+            # the layout's parts whose debit no source states (`simulator.levers.unpriced_parts`: gqa:2, mqa),
+            # "+"-joined: quality_debit_points leaves them out, and a cost tie ranks such a set after the stated ones
+            # (`_ranked`); after debit_caveats, the newest column last
+            "debit_not_stated": "+".join(unpriced_parts(config.layout, model)),
         })
     meter.finish()
     return pd.DataFrame(rows)
@@ -308,15 +316,29 @@ def kept_kv_fraction(requests: pd.DataFrame) -> float:
 TIE = 0.01  # costs within 1% of each other are a tie, broken by the smaller quality debit
 
 
+def _not_stated(df: pd.DataFrame) -> pd.Series:
+    """Per row, whether part of its debit is stated by no source (``debit_not_stated`` non-empty: ``gqa:2``,
+    ``mqa``); False for a frame without that column (one written before it, or made by hand)."""
+    if "debit_not_stated" not in df:
+        return pd.Series(False, index=df.index)
+    return df["debit_not_stated"].fillna("").astype(str) != ""
+
+
 def _ranked(df: pd.DataFrame) -> pd.DataFrame:
     """The strategy sets that meet the SLOs first, cheapest first (costs within `TIE` of the cheapest
-    tie, and the smaller quality debit goes first, then the cheaper); then those that miss, cheapest first."""
+    tie; within the tie a set whose debit is wholly stated goes before one with a part no source states
+    (`_not_stated`: its ``quality_debit_points`` leaves that part out, so a 0 there is no figure of 0 and
+    cannot win the tie; helper-186: ``gqa:2`` went before ``fp8``'s stated 0.1), then the smaller quality
+    debit, then the cheaper); then those that miss, cheapest first."""
     cost = df["usd_per_million_output_tokens"].astype(float)
     meets = df["meets_slo"].astype(bool)
     floor = cost[meets].min() if meets.any() else math.nan
-    tier = cost.where(~(meets & (cost <= floor * (1 + TIE))), floor)  # the cheapest ones' cost, as one
-    return df.assign(_miss=~meets, _tier=tier, _cost=cost).sort_values(
-        ["_miss", "_tier", "quality_debit_points", "_cost"], kind="stable").drop(columns=["_miss", "_tier", "_cost"])
+    tied = meets & (cost <= floor * (1 + TIE))
+    tier = cost.where(~tied, floor)  # the cheapest ones' cost, as one
+    unstated = _not_stated(df) & tied  # (outside the tie cost alone orders)
+    return df.assign(_miss=~meets, _tier=tier, _unstated=unstated, _cost=cost).sort_values(
+        ["_miss", "_tier", "_unstated", "quality_debit_points", "_cost"], kind="stable").drop(
+        columns=["_miss", "_tier", "_unstated", "_cost"])
 
 
 def compressed_share(layout: KVLayout, done: pd.DataFrame) -> float:
@@ -340,14 +362,18 @@ def _missed(row: pd.Series) -> str:
     return " and ".join(parts) if parts else "an SLO"
 
 
-def _debit_label(debit: float, caveats: str) -> str:
+def _debit_label(debit: float, caveats: str, unstated: bool = False) -> str:
     """A set's quality debit under its name on the chart: ``quality debit 0.1 pt``, nothing for none; where no source
     states it (`simulator.levers.debit_caveats`: fewer KV heads than trained, a lever at another parameter than its
-    source's) the label says so, not a clean 0 (helper-180: ``gqa:8`` on DeepSeek-V3 read as a free lever);
-    compare.csv's ``debit_caveats`` says why."""
-    if not caveats:
+    source's) the label says so, not a clean 0 (helper-180: ``gqa:8`` on DeepSeek-V3 read as a free lever), and
+    where a part of it is stated by none (`unstated`: compare.csv's ``debit_not_stated``) beside a stated part, the
+    label says that part is left out (``quality debit 0.1 pt + not stated``: ``gqa:2+fp8``); compare.csv's
+    ``debit_caveats`` says why."""
+    if not caveats and not unstated:
         return f"\nquality debit {debit:.3g} pt" if debit > 0 else ""
-    return f"\nquality debit {debit:.3g} pt, a guide" if debit > 0 else "\nquality debit not stated"
+    if debit <= 0:
+        return "\nquality debit not stated"
+    return f"\nquality debit {debit:.3g} pt + not stated" if unstated else f"\nquality debit {debit:.3g} pt, a guide"
 
 
 def _figure(v: float, unit: str) -> str:
@@ -378,19 +404,24 @@ def compare_figure(df: pd.DataFrame, title: str) -> Figure:
     # the debit decided it where a set within the tie costs less (a Gemma-3-27B chat-4k compare read "$46.4, a
     # tie: the smaller quality debit" above a $46.3 of the same debit, which now goes first)
     tied = best is not None and any(ok and c < cost[best] for c, ok in zip(cost, meets, strict=True))
+    unstated = _not_stated(d).to_list()
+    # what decided it: a cheaper set in the tie whose debit no source states, or a larger stated debit
+    by_unstated = best is not None and not unstated[best] and any(
+        ok and c < cost[best] and u for c, ok, u in zip(cost, meets, unstated, strict=True))
     notes = []
     for i, (v, ok) in enumerate(zip(cost, meets, strict=True)):
         text = f"${v:,.3g}" + ("" if ok else "  misses " + _missed(d.iloc[i]))
         if i == best:
             text += "  ← the cheapest within the SLOs"
-            text += "\n(a tie on cost: the smaller quality debit)" if tied else ""
+            text += ("\n(a tie on cost: a stated quality debit before one no source states)" if by_unstated else
+                     "\n(a tie on cost: the smaller quality debit)" if tied else "")
         notes.append(a.annotate(text, (v if math.isfinite(v) else 0.0, i), xytext=(4, 0), textcoords="offset points",
                                 va="center", fontsize=9, fontweight="bold" if i == best else "normal"))
     a.set_xlim(0, float(pd.Series(cost).max()) * 1.55 if n and pd.Series(cost).notna().any() else 1.0)
     caveats = d["debit_caveats"].fillna("") if "debit_caveats" in d else pd.Series([""] * n)
     debits = d["quality_debit_points"].fillna(0.0)
-    labels = [f"{name}" + _debit_label(debit, str(caveat))
-              for name, debit, caveat in zip(d["strategy"], debits, caveats, strict=True)]
+    labels = [f"{name}" + _debit_label(debit, str(caveat), u)
+              for name, debit, caveat, u in zip(d["strategy"], debits, caveats, unstated, strict=True)]
     a.set_yticks(y, labels, fontsize=9)
     a.invert_yaxis()
     a.set_xlabel("USD per million output tokens (this fleet, this load)")

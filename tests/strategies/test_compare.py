@@ -334,6 +334,7 @@ def test_a_debit_no_source_states_is_in_compare_csv_and_on_the_chart() -> None:
         "cross-layer:0.25+int4": "cross-layer's 1-point debit is what its source states for cross-layer:0.5 (fraction "
                                  "of layers with their own KV 0.5), not measured at cross-layer:0.25: a guide, not a "
                                  "figure"}
+    assert df.debit_not_stated.to_dict() == {"native": "", "gqa:8": "gqa:8", "fp8": "", "cross-layer:0.25+int4": ""}
     fig = compare_figure(df.reset_index(), "t")
     labels = {t.get_text() for t in fig.axes[0].get_yticklabels()}
     assert {"gqa:8\nquality debit not stated", "native", "fp8\nquality debit 0.1 pt",
@@ -344,7 +345,7 @@ def test_a_debit_no_source_states_is_in_compare_csv_and_on_the_chart() -> None:
 def test_compare_csv_keeps_its_older_columns_in_place_and_debit_caveats_last(tmp_path: Path) -> None:
     """helper-186: ``debit_caveats``, added after the others, sat between ``debit_unsourced_at`` and
     ``kv_utilization``, moving every later column one place for a reader that took them by position; it goes
-    last, and the columns before it keep the order they had."""
+    last, the columns before it keep the order they had, and a newer one (``debit_not_stated``) follows it."""
     r = CliRunner().invoke(compare, ["--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k",
                                      "--duration-s", "5", "--strategy", "native", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
@@ -358,7 +359,7 @@ def test_compare_csv_keeps_its_older_columns_in_place_and_debit_caveats_last(tmp
         "hit_dram_tokens", "hit_nvme_tokens", "offload_tiers", "quality_debit_points", "retention_evicted_tokens",
         "debit_unsourced_at", "kv_utilization", "memory_factor", "memory_factor_per_gpu", "layout_memory_factor",
         "kept_kv_fraction", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_summed",
-        "debit_caveats"]
+        "debit_caveats", "debit_not_stated"]
 
 
 @pytest.mark.parametrize("spec, said", [
@@ -384,3 +385,33 @@ def test_a_tier_or_an_eviction_without_the_prefix_lever_is_refused(spec, said) -
         assert (c.cache, dict(c.cache_params)) == ("prefix", params)
     r = CliRunner().invoke(compare, ["--workload", "chat-4k", "--duration-s", "5", "--strategy", "native,dram"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "add the prefix lever ('prefix+dram')" in r.output
+
+
+def test_a_cost_tie_ranks_a_debit_no_source_states_after_the_stated_ones() -> None:
+    """helper-186: within a cost tie the smaller ``quality_debit_points`` went first, and a debit no source states
+    (``gqa:2``: fewer KV heads than trained) counts 0 there, so it beat fp8's stated 0.1 as if known to be smaller.
+    Within the tie the wholly stated go first (by debit, then cost), then the not stated (the same); outside it
+    cost alone orders, and the note says what decided it."""
+    rows = _rows().iloc[[0, 0, 0, 0, 0, 0, 0]].reset_index(drop=True).assign(
+        strategy=["gqa:2", "fp8", "int4", "gqa:2+fp8", "mqa", "native", "x"],
+        meets_slo=[True, True, True, True, True, True, False],
+        # the tie: within 1% of the cheapest, $50.00 -> up to $50.50
+        usd_per_million_output_tokens=[50.0, 50.2, 50.1, 50.0, 51.0, 52.0, 40.0],
+        quality_debit_points=[0.0, 0.1, 0.6, 0.1, 0.0, 0.0, 0.0],
+        ttft_p99_s=[1.0] * 6 + [20.0], tpot_p99_s=[0.05] * 7,
+        debit_caveats=["gqa:2 ...", "", "", "gqa:2 ...", "mqa ...", "", ""],
+        debit_not_stated=["gqa:2", "", "", "gqa:2", "mqa", "", ""])
+    fig = compare_figure(rows, "Llama-3-70B on 8xH100 (TP8): chat-4k")
+    cost = fig.axes[0]
+    assert [t.get_text() for t in cost.get_yticklabels()] == [
+        "fp8\nquality debit 0.1 pt", "int4\nquality debit 0.6 pt", "gqa:2\nquality debit not stated",
+        "gqa:2+fp8\nquality debit 0.1 pt + not stated", "mqa\nquality debit not stated", "native", "x"]
+    assert cost.texts[0].get_text() == ("$50.2  ← the cheapest within the SLOs\n(a tie on cost: a stated quality "
+                                        "debit before one no source states)")
+    plt.close(fig)
+    # all in the tie not stated: the smaller debit decides, and the note says so
+    fig = compare_figure(rows[rows.strategy.isin(["gqa:2", "gqa:2+fp8", "mqa"])].assign(
+        usd_per_million_output_tokens=[50.1, 50.0, 50.2]), "t")
+    assert [t.get_text().split("\n")[0] for t in fig.axes[0].get_yticklabels()] == ["gqa:2", "mqa", "gqa:2+fp8"]
+    assert fig.axes[0].texts[0].get_text().endswith("(a tie on cost: the smaller quality debit)")
+    plt.close(fig)
