@@ -35,7 +35,8 @@ class GPUSpec:
     """One accelerator. Bandwidths of links are per direction; FLOP/s are dense peaks; `sm_count`
     is the streaming multiprocessors (AMD: compute units) that kernels' thread blocks fill in waves;
     `nvswitch_reduce` says whether the GPUs' switch reduces in the network (NVLink SHARP, which
-    NCCL's NVLS all-reduce uses)."""
+    NCCL's NVLS all-reduce uses); `l2_bytes` is the on-chip L2 cache the SMs share (0: not given), which
+    a kernel's working set fits in or not (`simulator.cost.aiconfigurator.MIN_FIT_KERNEL_S`)."""
 
     key: str
     name: str
@@ -50,6 +51,7 @@ class GPUSpec:
     pcie_bytes_per_s: float
     usd_per_gpu_hour: float
     source: str
+    l2_bytes: float = 0.0  # a datasheet figure where NVIDIA or AMD give one; 0 where the catalog does not know it
     # the catalog's price when a user's replaced it (`Catalog.priced`); None: `usd_per_gpu_hour` is the catalog's
     catalog_usd_per_gpu_hour: float | None = None
 
@@ -67,6 +69,8 @@ class GPUSpec:
         for f in ("fp8_flops", "fp4_flops"):
             v = getattr(self, f)
             must(math.isfinite(v) and v >= 0, where, f, "a finite number >= 0 (0: no tensor cores of that dtype)", v)
+        must(math.isfinite(self.l2_bytes) and self.l2_bytes >= 0, where, "l2_bytes",
+             "a finite number >= 0 (0: not given)", self.l2_bytes)
         must(bool(self.source.strip()), where, "source", "a non-empty citation", self.source)
 
     def has_tensor_cores(self, dtype: str) -> bool:

@@ -123,6 +123,22 @@ def test_sm_count_is_a_positive_integer(tmp_path):
     assert load_catalog().gpu("H100").sm_count == 132
 
 
+def test_l2_is_a_datasheet_figure_or_not_given(tmp_path):
+    """helper-187: H100's L2 was a figure in a comment of simulator/cost/aiconfigurator.py; it is a GPU's figure
+    here, with its source. A user's GPU may leave it out (0: not given); a negative or non-finite one is refused."""
+    cat = load_catalog()
+    assert (cat.gpu("H100").l2_bytes, cat.gpu("H200").l2_bytes, cat.gpu("B200").l2_bytes) == (50e6, 50e6, 0.0)
+    f = tmp_path / "g.toml"
+    f.write_text(CAT_TEXT)
+    assert load_catalog(extra=f).gpu("L40S").l2_bytes == 0.0
+    f.write_text(CAT_TEXT.replace("sm_count = 142", "sm_count = 142\nl2_bytes = 96e6"))
+    assert load_catalog(extra=f).gpu("L40S").l2_bytes == 96e6
+    f.write_text(CAT_TEXT.replace("sm_count = 142", "sm_count = 142\nl2_bytes = -1"))
+    with pytest.raises(ConfigError, match=r"g\.toml: gpu\.L40S\.l2_bytes: must be a finite number >= 0 \(0: not "
+                                          r"given\) \(got -1\)$"):
+        load_catalog(extra=f)
+
+
 def test_kvsim_hardware_shows_each_nodes_nvme_read_bandwidth():
     """helper-120: the NVMe offload tier's bandwidth was only in --json. 8xH100: 25 GB/s; 1xH100: 25 / 8."""
     from click.testing import CliRunner

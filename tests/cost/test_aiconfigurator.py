@@ -111,3 +111,41 @@ def test_fp4_gemms_have_their_own_fit_on_blackwell_and_borrow_fp8_on_hopper():
     for fp4, fp8 in FP4_FROM_FP8.items():
         assert getattr(h100, fp4) == getattr(h100, fp8), fp4
     assert (h100.gemm_fp4_memory_factor, h100.gemm_fp4_k_factor) == (1.0, 1.0)
+
+
+def test_the_short_kernel_bound_is_past_what_l2_holds():
+    """helper-187: "L2 (50 MB on H100)" was written in simulator/cost/aiconfigurator.py without a source; the L2 now
+    lives in hardware/gpus.toml beside the other datasheet figures (H100 and H200: 50 MB, the H100 architecture
+    whitepaper). Reading it whole from HBM takes 50e6 / 3.35e12 = 14.93 µs on H100 and 50e6 / 4.8e12 = 10.42 µs on
+    H200, under a third of `MIN_FIT_KERNEL_S` (50 µs): a kernel that long reads more than L2 holds."""
+    from hardware.catalog import load_catalog
+    from simulator.cost.aiconfigurator import MIN_FIT_KERNEL_S
+
+    cat = load_catalog()
+    assert (cat.gpu("H100").l2_bytes, cat.gpu("H200").l2_bytes) == (50e6, 50e6)
+    reads = {g: cat.gpu(g).l2_bytes / cat.gpu(g).hbm_bytes_per_s for g in ("H100", "H200")}
+    assert reads["H100"] == pytest.approx(14.925e-6, rel=1e-4)
+    assert reads["H200"] == pytest.approx(10.417e-6, rel=1e-4)
+    assert all(3 * t < MIN_FIT_KERNEL_S for t in reads.values())
+
+
+def test_no_shipped_table_is_thinned():
+    """`MAX_TRAIN_ROWS` is a guard on fit time, not a tuning: a table of k training rows trains on every
+    (k // 20,000)-th, and every shipped table has fewer than 40,000, so the fit trains on all of them (the largest,
+    H100's and H200's context attention: 29,172)."""
+    from simulator.cost.aiconfigurator import MAX_TRAIN_ROWS, SYSTEMS, KernelRows, _train_rows, system_rows
+
+    def table(k: int) -> KernelRows:
+        return KernelRows("gemm", {}, np.ones(k), np.zeros(k, dtype=bool), "", "gemm_bf16")
+
+    assert MAX_TRAIN_ROWS == 20000
+    assert [_train_rows([table(k)]) for k in (29172, 39999, 40000, 59999, 60000)] == [29172, 39999, 20000, 30000,
+                                                                                      20000]
+    pytest.importorskip("aiconfigurator_core")
+    largest = {}
+    for system in SYSTEMS:
+        rows = system_rows(system, "mixed")
+        train = {op: int((r.holdout == 0).sum()) for op, r in rows.items()}
+        assert all(_train_rows([r]) == train[op] for op, r in rows.items()), system
+        largest[system] = max(train.values())
+    assert max(largest.values()) == largest["h100_sxm"] == largest["h200_sxm"] == 29172
