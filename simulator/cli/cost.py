@@ -249,7 +249,8 @@ def _command() -> str:
     help="Starting parameters.",
 )
 @click.option("--free", default=None,
-              help="FILE only: comma-separated parameters to fit (default: as many as the data allow).")
+              help="FILE only: comma-separated parameters to fit (default: one per 2 training rows of a GPU, "
+                   "the step overhead first).")
 @click.option("--from-aiconfigurator", "from_aic", is_flag=True, help="Fit to aiconfigurator's kernel tables.")
 @click.option("--gpu", "gpus", multiple=True,
               help="--from-aiconfigurator only: fit only these GPUs' tables (repeatable); FILE's rows are all fitted.")
@@ -383,6 +384,7 @@ def _fit_aiconfigurator(
 def _fit_csv(
     file: Path, base: dict[str, CostParams], free: str | None, today: str
 ) -> tuple[dict[str, CostParams], dict[str, dict[str, Any]]]:
+    from simulator.cost.calibrate import ROWS_PER_FREE
     from simulator.cost.calibrate import calibrate as run
 
     names = tuple(comma_items(free, "--free", "parameter", "step_overhead_s,decode_memory_eff")) \
@@ -400,6 +402,11 @@ def _fit_csv(
         f"\nfit MAPE {fit.mean():.1%} (max {fit.max():.1%}, {len(fit)} rows); held-out MAPE "
         + (f"{ho.mean():.1%} (max {ho.max():.1%}, {len(ho)} rows)" if len(ho) else "n/a (no held-out rows)")
     )
+    if free is None:  # which parameters the default freed, and why no more (`simulator.cost.calibrate.default_free`)
+        for gpu, names in cal.free.items():
+            n = int((~rows[rows["gpu"] == gpu]["holdout"]).sum())
+            click.echo(f"{gpu}: fitted {', '.join(names)} ({n} training row{'s' * (n != 1)}; without --free a GPU "
+                       f"frees one parameter per {ROWS_PER_FREE} rows, the step overhead first)")
     prov: dict[str, dict[str, Any]] = {}
     for gpu in cal.free:
         s = summ[summ["gpu"] == gpu].set_index("set")

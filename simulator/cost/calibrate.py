@@ -29,8 +29,8 @@ kernel fit, `simulator.cost.aiconfigurator`) with::
 
     kvsim calibrate simulator/cost/published.csv --free step_overhead_s --out simulator/cost/params.toml --force
 
-(without ``--free`` a GPU frees as many of `DEFAULT_FREE` as it has training rows: the H100's five would refit
-its GEMM efficiencies on five end-to-end rows.)
+(without ``--free`` a GPU frees one of `DEFAULT_FREE` per `ROWS_PER_FREE` training rows, `default_free`: the
+H100's five would refit its decode memory efficiency beside the step overhead, not the shipped fit.)
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ OPTIONAL = ("dtype", "layout", "output_tokens", "gpus", "split")
 WHOLE = {"tp": 1, "batch": 1, "new_tokens": 0, "context": 0, "output_tokens": 1, "gpus": 1}
 PHASES = ("prefill", "decode", "attention_prefill", "attention_decode", "throughput")
 HOLDOUT_EVERY = 4
-# freed in this order while a GPU has training points for them
+# freed in this order while a GPU has training rows enough for them (`default_free`)
 DEFAULT_FREE = (
     "step_overhead_s",
     "decode_memory_eff",
@@ -83,6 +83,10 @@ DEFAULT_FREE = (
     "attn_compute_eff",
     "gemm_compute_eff",
 )
+# training rows each parameter freed by default needs: p parameters fitted to 2p rows leave p residuals to judge
+# them by, where p = rows fits every file exactly whatever the parameters (helper-187: five H100 decode rows, which
+# barely see the GEMMs' compute, freed gemm_compute_eff and drove it from 0.80 to 0.26, every row within 3%)
+ROWS_PER_FREE = 2
 
 
 def read_rows(path: Path) -> pd.DataFrame:
@@ -254,14 +258,22 @@ class Calibration:
         return d.groupby(["gpu", "set"])["abs_err"].agg(mape="mean", max_error="max", rows="count").reset_index()
 
 
+def default_free(n_train: int) -> tuple[str, ...]:
+    """The parameters a GPU with `n_train` training rows frees without ``--free``: the first
+    ``min(len(DEFAULT_FREE), max(1, n_train // ROWS_PER_FREE))`` of `DEFAULT_FREE`, so one, the step overhead (an
+    offset every step pays), from one row on, and never more than half the rows (1 row: 1; 5 rows: 2; 10 or more: 5).
+    """
+    return DEFAULT_FREE[: min(len(DEFAULT_FREE), max(1, n_train // ROWS_PER_FREE))]
+
+
 def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ...] | None = None) -> Calibration:
     """Fit each GPU's parameters on its training rows (``holdout`` false). A GPU the rows do not name keeps its
     parameters, but one with no step overhead fitted of its own (its provenance's ``e2e_free``) takes the
     median of the fitted GPUs' (`Calibration.borrowed`).
 
     With `free` given, every GPU frees exactly those and `ConfigError` is raised when a GPU has
-    fewer training rows than free parameters; by default a GPU frees the first ``n_train`` of
-    `DEFAULT_FREE`. The relative error of a throughput row is on its time per token.
+    fewer training rows than free parameters; by default a GPU frees `default_free` of its
+    training rows. The relative error of a throughput row is on its time per token.
     """
     if free is not None:
         bad = [f for f in free if f not in FITTABLE]
@@ -274,7 +286,7 @@ def calibrate(df: pd.DataFrame, base: dict[str, CostParams], free: tuple[str, ..
         key = cat.gpu(str(gpu_name)).key
         start = base.get(key) or replace(base["default"], gpu=key)
         train = g[~g["holdout"]]
-        names = free if free is not None else DEFAULT_FREE[: min(len(train), len(DEFAULT_FREE))]
+        names = free if free is not None else default_free(len(train))
         if not len(train):
             raise ConfigError(f"fit for {key}: no training rows (all {len(g)} are held out)")
         measured = np.array([_measured_s_like(r) for _, r in train.iterrows()])

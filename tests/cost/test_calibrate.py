@@ -3,6 +3,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from simulator.cost.calibrate import PUBLISHED_FILE, calibrate, predict_row, read_rows
 from simulator.cost.fit import fit_params
@@ -367,3 +368,37 @@ def test_the_documented_refit_is_the_one_make_calibrate_runs():
     assert all(f"kvsim {step}" in (aiconfigurator.__doc__ or "") for step in steps)
     prov = load_params_file()["H100"].provenance
     assert prov["e2e_free"] == ["step_overhead_s"]
+
+
+def test_without_free_a_gpu_frees_one_parameter_per_two_training_rows(tmp_path):
+    """helper-187: without --free a GPU freed as many parameters as it had training rows: five H100 decode rows
+    freed all five of DEFAULT_FREE, gemm_compute_eff among them, which a decode step barely sees, and the exact fit
+    drove it from 0.80 to 0.26 (every row within 3%). One parameter per two rows frees the step overhead and the
+    decode memory efficiency; the GEMM and attention efficiencies keep their kernel fit."""
+    from simulator.cli.cost import calibrate as calibrate_cli
+    from simulator.cost.calibrate import DEFAULT_FREE, ROWS_PER_FREE, default_free
+
+    assert ROWS_PER_FREE == 2
+    assert [len(default_free(n)) for n in (1, 2, 3, 4, 5, 9, 10, 40)] == [1, 1, 1, 2, 2, 4, 5, 5]
+    assert default_free(5) == DEFAULT_FREE[:2] == ("step_overhead_s", "decode_memory_eff")
+    f = tmp_path / "five.csv"
+    f.write_text(SHORT_HEAD.strip() + ",split\n" + "".join(
+        f"H100,Llama-3.1-8B,1,decode,{b},1,{c},{s},run {b},train\n"
+        for b, c, s in ((1, 1024, 0.0068), (8, 4096, 0.0080), (32, 2048, 0.0095), (64, 1024, 0.0110),
+                        (128, 512, 0.0140))))
+    base = load_params_file()
+    cal = calibrate(read_rows(f), base)
+    p, was = cal.params["H100"], base["H100"]
+    assert cal.free == {"H100": ("step_overhead_s", "decode_memory_eff")}
+    assert (p.gemm_compute_eff, p.gemm_memory_eff, p.attn_compute_eff) == (
+        was.gemm_compute_eff, was.gemm_memory_eff, was.attn_compute_eff)
+    assert was.gemm_compute_eff == pytest.approx(0.80, abs=0.01)
+    assert p.step_overhead_s == pytest.approx(3.8246e-4, rel=1e-3)
+    assert p.decode_memory_eff == pytest.approx(0.67170, rel=1e-3)
+    assert cal.rows["rel_error"].abs().max() == pytest.approx(0.16690, rel=1e-3)  # 5 rows, 3 left to judge by
+    r = CliRunner().invoke(calibrate_cli, [str(f)])
+    assert r.exit_code == 0, r.output
+    assert ("H100: fitted step_overhead_s, decode_memory_eff (5 training rows; without --free a GPU frees one "
+            "parameter per 2 rows, the step overhead first)") in r.output
+    one = CliRunner().invoke(calibrate_cli, [str(f), "--free", "step_overhead_s"])  # chosen: said by --free
+    assert one.exit_code == 0 and "without --free" not in one.output
