@@ -46,7 +46,7 @@ simulator/cost/calibrate.py for the data, the model and the commands that regene
 @layout_option()
 @WEIGHT_DTYPE
 @click.option("--batch", required=True, type=click.IntRange(min=1),
-              help="decode batch (sequences; with --dp-attention, one GPU's)")
+              help="decode batch (sequences; with --dp-attention, one GPU's; with --pp N, one of the N in flight)")
 @click.option("--context", required=True, type=click.IntRange(min=0), help="context tokens per decoding sequence")
 @click.option("--prompt", default=None, type=click.IntRange(min=1),
               help="prompt tokens to prefill (default: --context)")
@@ -58,7 +58,18 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
          weight_dtype: str | None, batch: int, context: int, prompt: int | None, params_file: Path | None,
          catalog: Path | None, as_json: bool) -> None:
     """Prefill time of a prompt and decode step time of a batch, with bounds and shares, for a
-    replica on a node (--hardware) under a parallelism plan (default: TP over the node's GPUs)."""
+    replica on a node (--hardware) under a parallelism plan (default: TP over the node's GPUs).
+
+    Decode throughput and MFU are the replica's as the engine runs it: one scheduler per KV pool
+    (``kv_groups``: a DP-attention rank each) and pipeline stage (``pp`` batches in flight, one a stage,
+    vLLM's virtual engines), each stepping a batch of ``B`` (``--batch``) through every stage in ``t``
+    (``decode_step_s``)::
+
+        decode_tokens_per_s = kv_groups · pp · B / t        decode_mfu = mfu of the step (`StepCost.mfu`)
+
+    so the ``kv_groups · pp · B`` sequences in flight must fit the replica's KV (`_check_fits`). The
+    prefill is of one prompt alone in the pipeline: its MFU is ``mfu / pp`` (each GPU computes its stage's
+    share while the others wait)."""
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import ConfigError
@@ -89,7 +100,7 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         if n_prompt < 1:  # the prefill priced is of --prompt tokens, --context's by default
             raise ConfigError(f"--prompt: must be >= 1; it defaults to --context, {context} here: give --prompt "
                               f"(got {n_prompt})")
-        _check_fits(node, model, plan, sm.layout, batch, context, prompt)  # a step that cannot run is no answer
+        _check_fits(node, model, plan, sm.layout, batch, context, prompt)  # steps that cannot run are no answer
         pf = sm.cost([(n_prompt, 0)])
         dec = sm.cost((), batch, batch * sm.priced_context(context))  # (a window longer than it: what it reads)
     out: dict[str, Any] = {
@@ -112,9 +123,13 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         # (helper-183: the whole pipeline's on one GPU read pp times the GPU's MFU, 60.1% for a TP4 PP2 prefill)
         "prefill_mfu": pf.mfu / plan.pp,
         "decode_step_s": dec.total_s,
-        "decode_tokens_per_s": batch * plan.kv_groups / dec.total_s,  # all DP ranks
+        # the replica's: every DP rank's batch, and pp batches in flight, one a stage, as the engine runs pp schedulers
+        # (helper-187: it was one batch's, half the engine's throughput under PP2)
+        "decode_batches_in_flight": plan.pp,
+        "decode_tokens_per_s": batch * plan.kv_groups * plan.pp / dec.total_s,
         "decode_bound": dec.bound,
-        "decode_mfu": dec.mfu / plan.pp,
+        # with pp batches in flight each GPU computes its stage's share of each: the whole step's FLOPs over its time
+        "decode_mfu": dec.mfu,
         "decode_flops_per_byte": dec.arithmetic_intensity,
         # thread blocks of a layer's decode attention kernel on a GPU; fewer than its SMs leave some idle
         "decode_attention_blocks_per_gpu": sm.decode_blocks(batch),
@@ -148,7 +163,10 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
         + f" at {context} token{'s' * (context != 1)}: {dec.total_s / MS:.3f} ms, "
-        f"{out['decode_tokens_per_s']:,.0f} tok/s ({dec.bound}-bound, MFU {out['decode_mfu']:.1%}, "
+        f"{out['decode_tokens_per_s']:,.0f} tok/s ("
+        + (f"{plan.pp} such batches in flight, one a stage: {batch * plan.kv_groups * plan.pp} sequences; "
+           if plan.pp > 1 else "")
+        + f"{dec.bound}-bound, MFU {out['decode_mfu']:.1%}, "
         f"{dec.arithmetic_intensity:.1f} FLOP/B)"
     )
     held = batch * sequence_bytes(sm.model, sm.layout, context) * kv_share(sm.model, sm.layout, plan.attention_tp)
@@ -185,7 +203,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     if plan.pp > 1:
         click.echo(f"  a step passes the {plan.pp} stages in turn: each GPU reads its stage's share (above, the "
                    f"mean of the stages), {dec.weight_bytes / GB:.2f} GB of weights and {dec.kv_bytes / GB:.2f} GB "
-                   "of KV in all, and computes its stage's FLOPs (the MFU)")
+                   f"of KV in all, and computes its stage's FLOPs; the engine keeps {plan.pp} batches in flight, one "
+                   "a stage, so the decode tok/s and MFU are theirs together, the prefill's of its prompt alone")
     click.echo(f"  priced by {gpu.key}'s cost parameters ({params.source}) on its datasheet figures (kvsim hardware)")
 
 
@@ -196,20 +215,22 @@ def _size(n_bytes: float) -> str:
 
 def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KVLayout, batch: int, context: int,
                 prompt: int | None) -> None:
-    """The step `cost` prices must be one the GPUs can hold: the weights (`kv_budget`), then the decode
-    batch's KV and a longer prompt's (`check_batch`). A context past the model's window is priced (as for
-    a long-context variant, as `fit` answers it) and said to be so (`beyond_max_context`)."""
+    """The steps `cost` prices must be ones the GPUs can hold: the weights (`kv_budget`), then the KV of the
+    decode batches in flight (``pp · batch``: one a stage, as the engine's pp schedulers each hold theirs) and of a
+    longer prompt (`check_batch`). A context past the model's window is priced (as for a long-context variant, as
+    `fit` answers it) and said to be so (`beyond_max_context`)."""
     from simulator.capacity import check_batch, kv_budget
     from simulator.errors import DoesNotFitError
 
     budget = kv_budget(node, model, plan=plan)
     try:
-        check_batch(budget, model, layout, context, batch)
+        check_batch(budget, model, layout, context, batch * plan.pp)
         if prompt is not None and prompt > context:
             check_batch(budget, model, layout, prompt, 1)
     except DoesNotFitError as exc:
+        flight = f" --pp {plan.pp} ({plan.pp} such batches in flight, one a stage)" if plan.pp > 1 else ""
         raise DoesNotFitError(f"kvsim cost --batch {batch} --context {context}"
-                              + (f" --prompt {prompt}" if prompt is not None else "") + f": {exc}") from None
+                              + (f" --prompt {prompt}" if prompt is not None else "") + f"{flight}: {exc}") from None
 
 
 def _merge(

@@ -135,9 +135,9 @@ class StepCost:
     # (the weights' format's, or bf16's weight-only), the bf16 LM head's of fp8/fp4 weights included (a
     # 16-bit GEMM counted at the quantised peak: the head is ~7% of a Llama-3.1-8B decode step's linear
     # FLOPs at batch 8). Under PP the step passes the stages in turn and its FLOPs are every stage's: one GPU's
-    # MFU with that step alone in flight is ``mfu / pp`` (`kvsim cost`'s); with pp steps in flight, one a stage
-    # (the engine's pp schedulers a replica), each GPU computes a 1/pp share of each, and its MFU is the mean of
-    # their ``mfu`` (what the time series' rows of one replica's schedulers average to)
+    # MFU with that step alone in flight is ``mfu / pp`` (`kvsim cost`'s prefill's); with pp steps in flight, one a
+    # stage (the engine's pp schedulers a replica), each GPU computes a 1/pp share of each, and its MFU is the mean
+    # of their ``mfu`` (what the time series' rows of one replica's schedulers average to; `kvsim cost`'s decode's)
     mfu: float
     # of attention_s, the decode kernels' fixed part (`decode_terms`' fixed_s: launch and per-block
     # latencies, the Q read and O write), the same at any context; the rest of a decode-only step's

@@ -194,7 +194,8 @@ def test_cost_mfu_of_a_pipeline_is_a_gpus_share_of_the_step():
     MFU divided them by one GPU's peak: Llama-3.1-70B TP4 PP2 on 8xH100 printed a 4,096-token prefill at MFU 60.1%
     (TP8: 49.3%) and a decode step of 32 at 5.9% beside its 1,569 tok/s, where each GPU computes its stage's half.
     Hand-worked (tests/cost: the same FLOPs over the same times): TP8 0.0448606 (no pp: unchanged); TP4 PP2 the
-    whole model's 0.0593706 over 2 stages."""
+    whole model's 0.0593706 over 2 stages for the prefill of one prompt alone in the pipeline. The decode's is the
+    engine's 2 batches in flight, one a stage (helper-187: its 3,138 tok/s), each GPU busy with one: 0.0593706."""
     def run(*plan: str) -> dict:
         r = CliRunner().invoke(cost, ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--batch", "32",
                                       "--context", "4096", *plan, "--json"])
@@ -205,5 +206,54 @@ def test_cost_mfu_of_a_pipeline_is_a_gpus_share_of_the_step():
     assert tp8["decode_mfu"] == pytest.approx(0.0448606, rel=1e-5)
     assert tp8["prefill_mfu"] == pytest.approx(0.492857, rel=1e-5)
     assert pp2["decode_step_s"] == pytest.approx(0.0203926, rel=1e-5)  # the step itself is unchanged
-    assert pp2["decode_mfu"] == pytest.approx(0.0593706 / 2, rel=1e-5)
+    assert pp2["decode_mfu"] == pytest.approx(0.0593706, rel=1e-5)
     assert pp2["prefill_mfu"] == pytest.approx(0.601233 / 2, rel=1e-5)
+
+
+def test_cost_decode_throughput_of_a_pipeline_counts_its_batches_in_flight():
+    """helper-187: under PP `cost` printed the tok/s of one batch passing the stages, where the engine keeps pp
+    batches in flight, one a stage (a scheduler each): Llama-3.1-70B TP4 PP2 on 8xH100, batch 32 at 4,096 tokens,
+    printed 1,569 tok/s. Hand-worked: 2 batches x 32 tokens a step of 0.0203926 s = 3,138.4 tok/s; TP8 (one batch)
+    keeps 32 / its step. The 2 x 32 sequences in flight must fit: at 32,768 tokens a stage GPU holds 1.342 GB a
+    sequence beside 17.6 GB of weights, so 2 x 20 fit and 2 x 30 (80.5 GB of KV) do not."""
+    def run(*args: str) -> tuple[dict, str]:
+        base = ["--hardware", "8xH100", "--model", "Llama-3.1-70B", *args]
+        r = CliRunner().invoke(cost, [*base, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output), CliRunner().invoke(cost, base).output
+
+    (pp2, text), (tp8, _) = run("--tp", "4", "--pp", "2", "--batch", "32", "--context", "4096"), \
+        run("--tp", "8", "--batch", "32", "--context", "4096")
+    assert pp2["decode_step_s"] == pytest.approx(0.0203926, rel=1e-5)
+    assert pp2["decode_batches_in_flight"] == 2 and tp8["decode_batches_in_flight"] == 1
+    assert pp2["decode_tokens_per_s"] == pytest.approx(2 * 32 / 0.0203926, rel=1e-5) == pytest.approx(3138.4, rel=1e-4)
+    assert tp8["decode_tokens_per_s"] == 32 / tp8["decode_step_s"]
+    assert "20.393 ms, 3,138 tok/s (2 such batches in flight, one a stage: 64 sequences; memory-bound" in text
+    assert "the engine keeps 2 batches in flight, one a stage, so the decode tok/s and MFU are theirs" in text
+    fits, _ = run("--tp", "4", "--pp", "2", "--batch", "20", "--context", "32768")
+    assert fits["decode_tokens_per_s"] == pytest.approx(2 * 20 / fits["decode_step_s"])
+    r = CliRunner().invoke(cost, ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--tp", "4", "--pp", "2",
+                                  "--batch", "30", "--context", "32768"])
+    assert r.exit_code == 2
+    assert ("kvsim cost --batch 30 --context 32768 --pp 2 (2 such batches in flight, one a stage): Llama-3.1-70B does "
+            "not fit TP4 PP2 on 8xH100 at batch 60 × 32,768 tokens: stage 2 of 2, one GPU holds weights of 17.6 GB "
+            "and KV of 80.5 GB") in " ".join(r.output.split())
+
+
+def test_cost_decode_throughput_of_a_pipeline_is_the_engines():
+    """The engine on the same replica (Llama-3.1-70B TP4 PP2, one 8xH100): 16 requests of 256 + 257 tokens at once
+    go 8 to each of its 2 schedulers, prefill in one step and decode together; its 16 tokens a TPOT (16.309 ms)
+    are `cost`'s tok/s for batch 8 at their mean context, 256 + 128 tokens (a decode step is affine in context),
+    to 1e-5 (981.06 tok/s; one batch's, as `cost` printed it, is half)."""
+    from simulator.engine import EngineConfig, run
+    from workloads.request import Request
+
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=256, output_tokens=257, segments=((i, 256),))
+            for i in range(16)]
+    df = run(EngineConfig(model="Llama-3.1-70B", node="8xH100", tp=4, pp=2), reqs, seed=1).requests
+    assert sorted(df.replica.value_counts().tolist()) == [8, 8] and df.ttft_s.nunique() == 1
+    engine = 16 / df.tpot_mean_s.mean()
+    r = CliRunner().invoke(cost, ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--tp", "4", "--pp", "2",
+                                  "--batch", "8", "--context", "384", "--json"])
+    out = json.loads(r.output)
+    assert out["decode_tokens_per_s"] == pytest.approx(engine, rel=1e-5) == pytest.approx(981.06, rel=1e-5)
