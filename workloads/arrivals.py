@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from simulator.config import missing_fields
-from simulator.errors import ConfigError, must, must_whole, placed, shown
+from simulator.errors import ConfigError, is_number, must, must_whole, placed, shown
 from simulator.limits import MAX_REQUESTS
 from workloads.distributions import MAX_CV, require_numbers
 
@@ -54,6 +54,14 @@ class ArrivalProcess(Protocol):
         """Arrivals drawn for `duration_s` on average (checked against `simulator.limits.MAX_REQUESTS`
         before drawing)."""
         ...
+
+
+def _must_numbers(spec: object, where: str, rules: dict[str, str]) -> None:
+    """Each of `spec`'s fields named in `rules` is a real number (`is_number`), else `RuleError` with its rule
+    (``Poisson: 'rate_per_s' must be a number > 0 (got None)``), before a comparison fails as a TypeError."""
+    for field, rule in rules.items():
+        value = getattr(spec, field)
+        must(is_number(value), where, field, f"a number {rule}".rstrip(), value)
 
 
 def _renewal_times(gaps: Any, rng: np.random.Generator, rate_per_s: float, duration_s: float,
@@ -86,6 +94,7 @@ class Poisson:
     rate_per_s: float
 
     def __post_init__(self) -> None:
+        _must_numbers(self, "Poisson", {"rate_per_s": "> 0"})
         must(self.rate_per_s > 0, "Poisson", "rate_per_s", "> 0", self.rate_per_s)
         must(self.rate_per_s < math.inf, "Poisson", "rate_per_s", "finite", self.rate_per_s)
 
@@ -113,6 +122,7 @@ class Bursty:
     dist: str = "gamma"
 
     def __post_init__(self) -> None:
+        _must_numbers(self, "Bursty", {"rate_per_s": "> 0", "cv": "> 0"})
         must(self.rate_per_s > 0, "Bursty", "rate_per_s", "> 0", self.rate_per_s)
         must(self.rate_per_s < math.inf, "Bursty", "rate_per_s", "finite", self.rate_per_s)
         must(self.cv > 0, "Bursty", "cv", "> 0", self.cv)
@@ -160,6 +170,8 @@ class Diurnal:
     start_s: float = 0.0  # time of day at t = 0
 
     def __post_init__(self) -> None:
+        _must_numbers(self, "Diurnal", {"rate_per_s": "> 0", "amplitude": "in [0, 1]", "period_s": "> 0",
+                                        "peak_s": "", "start_s": ""})
         must(self.rate_per_s > 0, "Diurnal", "rate_per_s", "> 0", self.rate_per_s)
         must(self.rate_per_s < math.inf, "Diurnal", "rate_per_s", "finite", self.rate_per_s)
         must(0 <= self.amplitude <= 1, "Diurnal", "amplitude", "in [0, 1]", self.amplitude)

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from simulator.errors import must
 from simulator.limits import MAX_SUMMARY_CHAINS
 from workloads.request import Request
 
@@ -129,7 +130,10 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     (`Workload.prefix_note`: the segment ids carry no prefix information) makes the prefix-hit share
     and reuse gaps unknown, and the pass then keeps no chain (a day of an Azure trace: 4M of them).
     Once the chains reach `max_chains` (default `MAX_SUMMARY_CHAINS`), later requests are left out of the
-    prefix figures (module docstring)."""
+    prefix figures (module docstring). `requests` must be an iterable of `Request` (a `Workload`, a list),
+    else a one-line `ConfigError` naming it (helper-188: None failed as "'NoneType' object is not iterable")."""
+    must(isinstance(requests, Iterable) and not isinstance(requests, str | bytes), "summarize", "requests",
+         "an iterable of Request, e.g. a Workload or a list", requests)
     if max_chains is None:
         max_chains = MAX_SUMMARY_CHAINS
     prompt = array("q")
@@ -144,6 +148,8 @@ def summarize(requests: Iterable[Request], *, name: str = "", skipped_rows: int 
     first_s = last_s = 0.0
     known = not prefix_note
     for r in requests:
+        if not isinstance(r, Request):  # (an AttributeError on 'arrival_s' else)
+            must(False, "summarize", "requests", "Requests, e.g. load_workload('chat-4k')", r)
         if not prompt:
             first_s = r.arrival_s
         last_s = r.arrival_s

@@ -56,6 +56,21 @@ def test_arrival_from_table_and_errors() -> None:
         Poisson(rate_per_s=-1)
 
 
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Poisson(rate_per_s=None), "Poisson: 'rate_per_s' must be a number > 0 (got None)"),
+    (lambda: Poisson(rate_per_s="2"), "Poisson: 'rate_per_s' must be a number > 0 (got '2')"),
+    (lambda: Bursty(rate_per_s=1, cv=None), "Bursty: 'cv' must be a number > 0 (got None)"),
+    (lambda: Diurnal(rate_per_s=1, amplitude=None), "Diurnal: 'amplitude' must be a number in [0, 1] (got None)"),
+    (lambda: Diurnal(rate_per_s=1, peak_s="14:00"), "Diurnal: 'peak_s' must be a number (got '14:00')"),
+])
+def test_a_value_that_is_no_number_is_a_one_line_error(make, message) -> None:
+    """From the API (a scenario's table is checked by `require_numbers` first): helper-188, None failed as
+    "TypeError: '>' not supported between instances of 'NoneType' and 'int'"."""
+    with pytest.raises(ConfigError) as exc:
+        make()
+    assert str(exc.value) == message
+
+
 def test_session_turn_times_are_cumulative_think_times() -> None:
     assert session_turn_times(10.0, np.array([1.0, 2.5])).tolist() == [10.0, 11.0, 13.5]
 

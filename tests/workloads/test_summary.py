@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from simulator.errors import ConfigError
 from workloads.request import Request
 from workloads.summary import Quantiles, summarize
 
@@ -94,3 +95,15 @@ def test_describe_and_report_say_what_the_prefix_figures_cover(tmp_path, monkeyp
     assert r.exit_code == 0, r.output
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert f"44.4% of prompt tokens repeat an earlier prefix ({note})." in md
+
+
+@pytest.mark.parametrize(("requests", "message"), [
+    (None, "summarize: 'requests' must be an iterable of Request, e.g. a Workload or a list (got None)"),
+    ("chat-4k", "summarize: 'requests' must be an iterable of Request, e.g. a Workload or a list (got 'chat-4k')"),
+    ([req(0, 0.0, ((1, 5),)), 7], "summarize: 'requests' must be Requests, e.g. load_workload('chat-4k') (got 7)"),
+])
+def test_requests_that_are_not_requests_are_a_one_line_error(requests, message) -> None:
+    """helper-188: None failed as "TypeError: 'NoneType' object is not iterable", a 7 as an AttributeError."""
+    with pytest.raises(ConfigError) as exc:
+        summarize(requests)
+    assert str(exc.value) == message
