@@ -58,8 +58,9 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     max streams per node (``streams_on_nodes / nodes``, see the module docstring), the nodes the plan's
     replicas tile and every replica's streams on them, and whether the context is beyond the model's max
     (memory alone: the model cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when
-    not given). A kind and plan whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why
-    (`DoesNotFitError`'s message); with none left, that error is raised."""
+    not given); `tp` is that default's alone, refused beside `plans`. A kind and plan whose weights do not fit
+    get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message); with none left, that
+    error is raised."""
     must(isinstance(catalog, Catalog), "collapse", "catalog", "a Catalog, e.g. load_catalog()", catalog)
     must_model(model, "collapse")
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
@@ -80,6 +81,10 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     for p in plans:
         must(isinstance(p, ParallelPlan), "collapse", "plans", "ParallelPlans, e.g. ParallelPlan(tp=8)", p)
     must_differ([p.label for p in plans], [p.label for p in plans], "collapse: plans", "plan")
+    # (helper-188: tp=2 beside plans was ignored without a word, and tp=0 read as not given: TP over the node)
+    must(tp is None or is_whole(tp, minimum=1), "collapse", "tp", "a whole number >= 1 (None: the node's GPUs)", tp)
+    must(tp is None or not plans, "collapse", "tp", "None when plans are given (each ParallelPlan names its own tp: "
+         f"plans=[ParallelPlan(tp={tp})] draws TP{tp})", tp)
     # each a whole number >= 1, as np.logspace gives them too (1000.5 tokens was read as 1,000; 1024.0 is 1,024)
     must(contexts is None or (isinstance(contexts, Iterable) and not isinstance(contexts, str)), "collapse", "contexts",
          "a list of context lengths, e.g. [4096] (None: 1k to 1M)", contexts)
@@ -90,7 +95,7 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     rows = []
     left_out: list[str] = []
     for node in nodes:
-        for plan in plans or [ParallelPlan(tp=tp or node.gpus)]:
+        for plan in plans or [ParallelPlan(tp=node.gpus if tp is None else tp)]:
             try:
                 budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
             except DoesNotFitError as exc:  # the other kinds and plans still answer; all left out is an error

@@ -62,6 +62,24 @@ def test_collapse_table_refuses_duplicates_for_library_callers():
         collapse_table(cat, model, ["8xH100"], ["native"], plans=[ParallelPlan(tp=8), ParallelPlan(tp=8)])
 
 
+def test_collapse_table_refuses_tp_beside_plans_and_a_tp_of_zero():
+    """helper-188: tp=2 beside plans=[TP8] drew TP8 alone without a word, and tp=0 drew TP8 (read as not given)."""
+    from hardware.catalog import load_catalog
+
+    cat, model = load_catalog(), get_model("Llama-3.1-8B")
+    with pytest.raises(ConfigError) as exc:
+        collapse_table(cat, model, ["8xH100"], ["native"], tp=2, plans=[ParallelPlan(tp=8)])
+    assert str(exc.value) == ("collapse: 'tp' must be None when plans are given (each ParallelPlan names its own tp: "
+                              "plans=[ParallelPlan(tp=2)] draws TP2) (got 2)")
+    with pytest.raises(ConfigError) as exc:
+        collapse_table(cat, model, ["8xH100"], ["native"], tp=0)
+    assert str(exc.value) == "collapse: 'tp' must be a whole number >= 1 (None: the node's GPUs) (got 0)"
+    # either alone draws its plan: TP2 of the 8 GPUs, or the plans given
+    assert list(collapse_table(cat, model, ["8xH100"], ["native"], contexts=[4096], tp=2).plan) == ["TP2"]
+    assert list(collapse_table(cat, model, ["8xH100"], ["native"], contexts=[4096],
+                               plans=[ParallelPlan(tp=8)]).plan) == ["TP8"]
+
+
 @pytest.mark.parametrize(("kinds", "got"), [
     ('["8xH100", "H100"]', "'8xH100' and 'H100', both 8xH100"),
     ('["8xH100", "8xH100"]', "'8xH100' twice"),
