@@ -111,3 +111,20 @@ def test_readme_example_runs_as_shown() -> None:
     assert shown.split()[:4] == printed.getvalue().split()[:4] == ["requests", "prompt_p50", "ttft_p99_s", "e2e_p50_s"]
     for label in counts.index:
         assert re.search(rf"^{re.escape(label)}\s+{counts[label]}\s", shown, flags=re.M), (label, shown)
+
+
+def test_help_on_segment_shows_its_own_docstring() -> None:
+    """helper-188: ``help(workloads.Segment)`` showed tuple's docstring ("Built-in immutable sequence"), the
+    alias ``tuple[int, int]`` having none of its own. It is still that pair of ints to a type checker and a
+    plain tuple at run time; typing's cached ``Tuple[int, int]`` is left as it was."""
+    import pydoc
+    import typing
+
+    import workloads
+
+    text = pydoc.render_doc(workloads.Segment, renderer=pydoc.plaintext)
+    assert "Segment = typing.Tuple[int, int]" in text and "Built-in immutable sequence" not in text
+    assert "a plain tuple ``(segment_id, tokens)`` of two ints" in text
+    assert "\n    segment_id\n" in text and "\n    tokens\n" in text  # each field said
+    assert workloads.Segment == typing.Tuple[int, int] and typing.get_args(workloads.Segment) == (int, int)  # noqa: UP006
+    assert typing.Tuple[int, int].__doc__ is None and typing.Tuple[int, int].__name__ == "Tuple"  # noqa: UP006

@@ -12,13 +12,31 @@ segments (at most 4): breakpoint ``k`` marks the prefix ``segments[:k]`` as cach
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from operator import itemgetter
 
 from simulator.errors import must
 
-Segment = tuple[int, int]
-"""``(segment_id, tokens)``; ids are content addresses (equal id = equal content)."""
+if typing.TYPE_CHECKING:
+    Segment: typing.TypeAlias = tuple[int, int]
+else:  # typing's alias, unlike ``tuple[int, int]`` (whose __doc__ is tuple's), keeps a docstring: help(Segment).
+    # A copy: ``typing.Tuple[int, int]`` is cached, and everyone's would read as a Segment.
+    Segment = typing.Tuple[int, int].copy_with((int, int))  # noqa: UP006
+    Segment.__name__ = Segment.__qualname__ = "Segment"  # help's heading (its repr stays typing.Tuple[int, int])
+    Segment.__doc__ = """Segment: one piece of a prompt, a plain tuple ``(segment_id, tokens)`` of two ints.
+
+    segment_id
+        A content address: two segments with the same id hold the same tokens, so two requests share a
+        prefix exactly as far as their leading ids agree (a system prompt, a repository context, the history
+        of turn k, one of a Mooncake trace's 512-token ``hash_ids`` blocks). A negative id is a prompt's own,
+        shared with nothing (a trace without prefix ids: one segment a request).
+    tokens
+        The tokens the segment holds; a request's segments add up to its ``prompt_tokens``.
+
+    ``Request(..., prompt_tokens=1100, segments=((1, 512), (2, 512), (7, 76)))`` shares 1,024 tokens with
+    any earlier request whose segments begin ``(1, 512), (2, 512)``.
+    """
 
 MAX_BREAKPOINTS = 4
 
