@@ -306,7 +306,14 @@ def _shipped() -> Catalog:
 
 
 def load_catalog(extra: str | Path | None = None) -> Catalog:
-    """The shipped catalog, extended by a user file when given."""
+    """The GPUs and nodes every command sizes against: ``hardware/gpus.toml`` and ``nodes.toml`` (each
+    figure with its source), extended by the TOML file `extra` when given.
+
+    A GPU holds HBM bytes and bandwidth, dense FLOP/s per dtype, NVLink and PCIe bandwidth and a price per
+    GPU-hour; a node, a GPU kind × count with its host DRAM, NVMe and scale-out network. `extra`'s
+    ``[gpu.NAME]`` and ``[node.NAME]`` tables add entries or replace the shipped ones of that name (any
+    case), and a replaced GPU's nodes follow it (`parse_catalog`). Look entries up with ``.gpu(name)`` and
+    ``.node(name)`` (``"H100"`` is the largest H100 node, ``8xH100``)."""
     must(extra is None or isinstance(extra, str | PathLike), "load_catalog", "extra",
          "a catalog TOML file's path (a str or Path), or None: the shipped catalog alone", extra)
     cat = _shipped()

@@ -265,7 +265,13 @@ class ReportSection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
-    """A whole study, validated. ``path`` is where it was read from (relative paths resolve there)."""
+    """A whole study, validated: one section a table of the scenario file (``[model]``, ``[cluster]``,
+    ``[cache]``, ``[scheduler]``, ``[router]``, ``[workload]``, ``[slo]``, ``[billing]``, ``[report]``, and
+    ``[disaggregation]`` when a prefill pool serves apart), each a frozen config whose unknown keys were refused.
+    `run_scenario` simulates it on every node kind of ``cluster.hardware``, from ``seed``; `plan_capacity`
+    sizes a fleet for its SLOs. Frozen: vary it with ``dataclasses.replace`` (a section too:
+    ``replace(sc, workload=replace(sc.workload, duration_s=120))``). ``path`` is where it was read from
+    (relative paths resolve there)."""
 
     name: str
     description: str = ""

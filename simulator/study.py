@@ -38,7 +38,12 @@ def tiers_phrase(cache_params: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScenarioRun:
-    """A scenario's workload simulated on each of its hardware kinds."""
+    """A scenario's workload simulated on each of its hardware kinds: what `run_scenario` returns.
+
+    ``scenario`` and ``seed`` reproduce it; ``workload`` is the one workload every fleet replayed (its
+    ``cut_at_s`` says where a trace's window left later rows out); ``results`` holds a `Result` per fleet,
+    keyed by its node kind (``"8xH100"``) or, for a disaggregated one, `Scenario.fleet_label`. ``headline()``
+    is the table ``kvsim run`` prints, one row per fleet."""
 
     scenario: Scenario
     seed: int

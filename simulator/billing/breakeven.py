@@ -65,7 +65,15 @@ def breakeven_hit_probability(read_multiplier: float, write_multiplier: float) -
 
 def breakeven_reuse_rate(ttl_s: float, read_multiplier: float, write_multiplier: float) -> float:
     """Poisson reuse rate (per second) above which caching with TTL ``T`` pays:
-    ``λ* = -ln(1 - p*) / T``. Anthropic 5 min: ``0.2451 / 300 s`` = one reuse per 20.4 min."""
+    ``λ* = -ln(1 - p*) / T``.
+
+    ``p* = (w - 1) / (w - r)`` (`breakeven_hit_probability`) is the hit probability at which a request costs
+    the same with the cache as without: a miss writes the prefix at ``w`` (`write_multiplier`), a hit reads it at
+    ``r`` (`read_multiplier`), both in units of the prefix's plain input price, so ``p r + (1 - p) w = 1``.
+    A sliding TTL hits when the previous use was under ``T`` ago, ``P(hit) = 1 - exp(-λ T)`` for Poisson reuse at
+    rate ``λ``; setting that to ``p*`` gives ``λ*``. Anthropic 5 min (``w = 1.25, r = 0.1``): ``p* = 0.25 / 1.15 =
+    0.2174``, ``λ* = 0.2451 / 300 s`` = one reuse per 20.4 min; 1 h (``w = 2``): ``p* = 1 / 1.9 = 0.5263``, one
+    reuse per 80.3 min. No storage fee (`poisson_cost` and `breakeven_fixed_ttl` price one)."""
     _ttl(ttl_s, "breakeven_reuse_rate")
     p_star = breakeven_hit_probability(read_multiplier, write_multiplier)
     return -math.log1p(-p_star) / ttl_s

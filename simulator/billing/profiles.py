@@ -321,5 +321,12 @@ def load_profiles(extra: Path | str | None = None) -> ProfileCatalog:
 
 
 def get_profile(profile: str | None = None, tier: str | None = None) -> PriceProfile:
-    """Shortcut: ``load_profiles().get(profile, tier)``; the default is Anthropic Sonnet 4."""
+    """A provider's prompt-cache prices for one model tier: ``load_profiles().get(profile, tier)``.
+
+    `profile` names a provider (``"anthropic"``, any case) or a key ``"profile/tier"`` as the tables print it
+    (``"anthropic/sonnet-4"``); `tier` its model (default: the profile's default tier). None is the default,
+    Anthropic Sonnet 4: 3 USD per million input tokens and 15 per million output, cache writes at 1.25× for
+    5 min and 2× for 1 h, reads at 0.1×, from 1,024 cacheable tokens, the TTL refreshed on each hit. The
+    `PriceProfile` gives a request's bill: ``(n_plain + r n_read + w_j n_write) · input_usd_per_mtok / 1e6 +
+    n_out · output_usd_per_mtok / 1e6``. Unknown names raise `ConfigError` listing the valid ones."""
     return load_profiles().get(profile, tier)

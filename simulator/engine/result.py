@@ -36,7 +36,18 @@ from workloads.request import Request
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
-    """What a run produced: per-request and per-replica frames, summary metrics, provenance."""
+    """What a run produced: per-request and per-replica frames, summary metrics, provenance.
+
+    ``requests``: one row per request, the `RequestRecord` fields (``arrival_s``, ``queue_s``, ``ttft_s``,
+    ``tpot_mean_s``, ``end_s``, ``e2e_s``, tokens, prefix-hit tokens by tier, preemptions, ``outcome``:
+    completed, rejected or timed_out) and then ``source``, its traffic class. ``timeseries``: each replica's
+    `SampleRecord` rows (KV blocks used, running and waiting sequences, MFU), thinned to one per
+    ``EngineConfig.sample_interval_s``. ``summary``: the run's figures (`summarize` defines each), among them
+    ``makespan_s`` (``span``: first arrival to the run's end), ``output_tokens_per_s = Σ_completed output
+    tokens / span``, ``goodput_fraction`` (the share of every request completed within both SLOs),
+    ``kv_utilization = ∫ used blocks dt / (span · blocks)`` and ``usd_per_million_output_tokens = nodes ·
+    usd_per_hour · span / 3600 / Σ_completed output tokens · 1e6``; the ``sustained_*`` ones are over the
+    steady window (`steady`). ``config`` and ``seed`` reproduce it."""
 
     config: EngineConfig
     seed: int
