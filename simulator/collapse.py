@@ -12,8 +12,10 @@ that quotient exactly: TP16 over two 8×H100 nodes holds 11 streams of 128k of L
 table sits on one node, and float when one spans several. ``bytes_per_token`` is a token's KV in all (every
 GPU's share summed), and ``bytes_per_token_per_gpu`` what one GPU of the first stage holds of it
 (`simulator.capacity.gpu_sequence_bytes` of one token): an eighth of it for GQA heads under TP8, all of it
-for an MLA latent, which every attention rank holds whole. The table is what the chart draws and what
-``kvsim collapse`` writes as CSV.
+for an MLA latent, which every attention rank holds whole. ``stream_bytes`` is a stream's KV in whole paged
+blocks of ``block_tokens`` (what capacity reads), ``stream_bytes_unpaged`` the same without that rounding
+(`simulator.kv.sequence_bytes` with no blocks: what the chart's legend says of a windowed layout). The table
+is what the chart draws and what ``kvsim collapse`` writes as CSV.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
                     rows.append((node.key, plan.label, layout.label, int(n), budget.kv_bytes / budget.nodes,
                                  budget.stage_kv_bytes(0), bytes_per_token(model, layout),
                                  gpu_sequence_bytes(budget, model, layout, 1, 0),
-                                 sequence_bytes(model, layout, int(n), block_tokens), streams, budget.nodes,
+                                 sequence_bytes(model, layout, int(n), block_tokens),
+                                 sequence_bytes(model, layout, int(n)), streams, budget.nodes,
                                  streams, int(n) > model.max_context_tokens))
     if not rows:  # the first reason whole, then how many more (the line is cut past `MAX_MESSAGE_CHARS`)
         n = len(left_out) - 1
@@ -116,7 +119,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
         raise DoesNotFitError(f"no node kind or plan fits: {left_out[0]}{more}")
     df = pd.DataFrame(rows, columns=["hardware", "plan", "layout", "context_tokens", "kv_budget_bytes",
                                      "kv_budget_bytes_per_gpu", "bytes_per_token", "bytes_per_token_per_gpu",
-                                     "stream_bytes", "max_streams", "nodes", "streams_on_nodes",
+                                     "stream_bytes", "stream_bytes_unpaged", "max_streams", "nodes",
+                                     "streams_on_nodes",
                                      "beyond_max_context"])
     if (df["nodes"] > 1).any():  # a plan over several nodes: its per-node figure is a quotient, kept exact
         df["max_streams"] = df["streams_on_nodes"] / df["nodes"]  # (helper-172: int() read TP16's 5.5 as 5)

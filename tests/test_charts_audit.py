@@ -68,15 +68,36 @@ def test_the_collapse_legend_tells_windowed_layouts_apart() -> None:
     """helper-143: Gemma-3-27B's native, compress:8:4096 and no-sliding lines all read "508 kB/token" (every
     layer's bytes, before windows). A windowed layout is said as what a token adds past its windows and what
     they hold: native's 10 global layers take 8,192 B a token each (K and V, 16 heads of 128 dims), 81,920 B;
-    its 52 sliding layers hold 1,024 tokens each, 52 × 1,024 × 8,192 B = 436 MB; under TP8 an eighth of each."""
+    its 52 sliding layers hold 1,024 tokens each, 52 × 1,024 × 8,192 B = 436 MB; under TP8 an eighth of each.
+    compress:8:4096 keeps 4,096 tokens of the 10 global layers whole and one entry in 8 past them: 10 × 8,192 / 8
+    = 10,240 B a token, and 10 × 8,192 × 4,096 × 7/8 = 294 MB beside the sliding layers' 436 MB, 730 MB (733 MB
+    from block-rounded stream sizes, helper-188)."""
     df = collapse_table(load_catalog(), get_model("Gemma-3-27B"), ["8xB200"], ["native", "compress:8:4096",
                                                                               "no-sliding"])
     ax = plot_collapse_panel(df)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["native (82 kB/token + 436 MB, 10 kB + 55 MB on each GPU)",
-                      "compress:8:4096 (10 kB/token + 733 MB, 1 kB + 92 MB on each GPU)",
+                      "compress:8:4096 (10 kB/token + 730 MB, 1 kB + 91 MB on each GPU)",
                       "no-sliding (508 kB/token, 63 kB on each GPU)"]
     plt.close(ax.figure)
+
+
+def test_the_windowed_legend_gives_the_exact_bytes_not_the_block_rounded_ones() -> None:
+    """helper-188: Llama-3.1-70B's compress:8:4096 read "+ 1,187 MB", from stream sizes rounded up to whole
+    16-token blocks. Exactly: 327,680 B a token, one entry in 8 past a 4,096-token window, so a token adds
+    327,680 / 8 = 40,960 B and the window holds 327,680 × 4,096 × 7/8 = 1,174,405,120 B more than those
+    (under TP8 an eighth: 5,120 B and 147 MB). At 1,048,576 tokens: 4,096 + 1,044,480 / 8 = 134,656 entries,
+    44,124,078,080 B, a whole number of blocks (both columns agree); at 741,455: 4,096 + ceil(737,359 / 8) =
+    96,266 entries unpaged, 96,272 in blocks."""
+    df = collapse_table(load_catalog(), get_model("Llama-3.1-70B"), ["8xH100"], ["native", "compress:8:4096"])
+    ax = plot_collapse_panel(df)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == ["native (328 kB/token, 41 kB on each GPU)",
+                          "compress:8:4096 (41 kB/token + 1,174 MB, 5 kB + 147 MB on each GPU)"]
+    plt.close(ax.figure)
+    at = df[df.layout == "compress:8:4096"].set_index("context_tokens")
+    assert at.stream_bytes_unpaged[1_048_576] == at.stream_bytes[1_048_576] == 134_656 * 327_680 == 44_124_078_080
+    assert (at.stream_bytes_unpaged[741_455], at.stream_bytes[741_455]) == (96_266 * 327_680, 96_272 * 327_680)
 
 
 def test_a_table_without_the_per_gpu_column_still_draws() -> None:

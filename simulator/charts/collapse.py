@@ -190,12 +190,16 @@ def _per_token(g: pd.DataFrame) -> str:
     streams: the GPU's figure is the one capacity reads. A windowed layout (sliding layers, a compression's
     full-resolution window) is said as what a token adds past its windows and what the windows hold,
     ``82 kB/token + 436 MB`` (Gemma-3-27B; its ``bytes_per_token`` is every layer's, 508 kB, which native,
-    ``compress`` and ``no-sliding`` share): the two largest contexts' ``stream_bytes`` give both."""
+    ``compress`` and ``no-sliding`` share): the three largest contexts' ``stream_bytes_unpaged`` give both, exact
+    (helper-188: from the block-rounded ``stream_bytes``, Llama-3.1-70B's compress:8:4096 read ``+ 1,187 MB`` for
+    ``327,680 B · 4,096 · 7/8 = 1,174 MB``); a table without that column (a CSV from before it) gives them from
+    ``stream_bytes``, paged blocks and all."""
     per_token = float(g["bytes_per_token"].iloc[0])
     share = float(g["bytes_per_token_per_gpu"].iloc[0]) / per_token if "bytes_per_token_per_gpu" in g else None
     fixed = 0.0
-    if "stream_bytes" in g and len(g) >= 3:  # past every window a token adds the slope there, the rest is fixed
-        last = g.sort_values("context_tokens")[["context_tokens", "stream_bytes"]].to_numpy()[-3:]
+    column = "stream_bytes_unpaged" if "stream_bytes_unpaged" in g else "stream_bytes"
+    if column in g and len(g) >= 3:  # past every window a token adds the slope there, the rest is fixed
+        last = g.sort_values("context_tokens")[["context_tokens", column]].to_numpy()[-3:]
         (n0, s0), (n1, s1), (n2, s2) = last
         slope = (s2 - s1) / (n2 - n1)
         # the last three contexts past every window (the two slopes agree): else a window ends among them
