@@ -717,8 +717,10 @@ BRING_YOUR_OWN_TRACE = [
         run = run_scenario(scenario)
         hw, result = next(iter(run.results.items()))
         assert result.summary["requests"] == len(workload.requests())  # every logged request replayed
-        title = f"{scenario.subject()}, on {hw}: latency of the {result.summary['completed']:,} completed requests"
+        title = f"{run.subject()}, on {hw}: latency of the {result.summary['completed']:,} completed requests"
         assert title.count("as fast") == 1  # the subject says the speed-up (helper-167: it was said twice)
+        # how far the replay reached (the sample's 600 s at 4×: 150 s), the window's bound only where it cut the trace
+        assert ("up to" in title) == (run.workload.cut_at_s is not None)  # (helper-188: "up to 600 s" for 150 s)
         fig = latency_figure({hw: result.requests}, scenario.slo.ttft_p99_s, scenario.slo.tpot_p99_s, title)
         run.headline().T
     """),

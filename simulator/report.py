@@ -305,7 +305,7 @@ def _fleets_section(run: ScenarioRun, out: Path) -> list[str]:
             "step in flight; KV: share of the pool's blocks in use; link: share of time a decode replica's ingress "
             "link moves KV (all in %, time means).\n",
             _table(shown.drop(columns=["disaggregated", "ttft_p99_of_slo", "tpot_p99_of_slo", "meets_slo"])),
-            "![fleets](" + _save(fleet_figure(fleets, sc.subject(), sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
+            "![fleets](" + _save(fleet_figure(fleets, run.subject(), sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
                                  out / "fleets.png") + ")\n"]
 
 
@@ -367,7 +367,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
           "".join(f"- {note}\n" for note in run.cache_notes())]
     latency = latency_figure({_fleet_key(hw, r.config): r.requests for hw, r in run.results.items()},
                              sc.slo.ttft_p99_s, sc.slo.tpot_p99_s,
-                             f"{sc.subject()}: latency of the completed requests (seed {run.seed})")
+                             f"{run.subject()}: latency of the completed requests (seed {run.seed})")
     md += ["![latency](" + _save(latency, out / "latency.png") + ")\n"]
     files.add(1)
     md += ["![timeseries](" + _save(timeseries_figure(
@@ -377,7 +377,7 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                {hw: r.summary["kv_utilization"] for hw, r in run.results.items()},
                {hw: r.summary["kv_cache_share"] for hw, r in run.results.items()},
                {hw: SplitPools.of(r.summary) for hw, r in run.results.items()},
-               sc.subject()), out / "timeseries.png")
+               run.subject()), out / "timeseries.png")
            + ")\n"]
     files.add(1)
     if sc.disaggregation is not None:

@@ -317,17 +317,21 @@ class Scenario:
             model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
-    def subject(self) -> str:
+    def subject(self, *, replayed_s: float | None = None) -> str:
         """What a chart of the scenario's runs is of (helper-158: the capacity and fleet charts named the scenario
         alone): ``default: Llama-3.1-70B (bf16 weights), chat-4k + code-repo-128k, 600 s of arrivals``; a trace by
-        its file's name, replayed whole or up to ``duration_s``."""
+        its file's name, replayed whole or up to ``duration_s``. `replayed_s`, where a run knows it, is how far a
+        replay that its window did not cut reached (its last arrival: `ScenarioRun.subject`), said in place of
+        that bound: a 600 s trace replayed 4× as fast spans ``150 s of its replay``, not ``up to 600 s``."""
         w = self.workload
         if w.trace:  # its window: from start_s (helper-164: "its first 600 s" of a replay from 3,600 s)
             cut = math.isfinite(w.duration_s)
             # duration_s counts replay seconds, start_s the trace's (helper-167: "600 s of it" read as trace seconds)
+            said = cut or replayed_s is not None  # a window, or how far a replay it did not cut reached
+            span = f"up to {w.duration_s:,g}" if replayed_s is None else f"{replayed_s:,.0f}"
             what = Path(w.trace).name + (
-                f", up to {w.duration_s:,g} s of replay from the trace's {w.start_s:,g} s" if cut and w.start_s else
-                f", up to {w.duration_s:,g} s of its replay" if cut else
+                f", {span} s of replay from the trace's {w.start_s:,g} s" if said and w.start_s else
+                f", {span} s of its replay" if said else
                 f", from the trace's {w.start_s:,g} s" if w.start_s else "")
             what += f", replayed {w.time_scale:g}× as fast" if w.time_scale != 1 else ""
             what += f" at {w.rate_scale:g}× its rate" if w.rate_scale != 1 else ""

@@ -372,6 +372,37 @@ def test_a_scenario_says_what_its_charts_are_of():
     assert doubled.subject().endswith("synthetic, 6,000 requests at t = 0")
 
 
+def test_a_replay_its_window_did_not_cut_is_said_by_how_far_it_reached(tmp_path, monkeypatch):
+    """helper-188: the shipped 600 s chat sample replayed 4× as fast spans 150 s (its last arrival, 598.64 s into
+    the trace, at 149.66 s), yet the latency chart said "up to 600 s of its replay": the window's bound, which cut
+    nothing. A run's subject says the 150 s; a window that cut the trace keeps its bound (at 100 s of replay)."""
+    import simulator.report
+    from simulator.scenario import load_scenario
+    from simulator.study import run_scenario
+
+    sc = load_scenario("trace-replay")
+    fast = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, time_scale=4.0))
+    run = run_scenario(fast)
+    assert run.workload.cut_at_s is None and round(run.workload.last_arrival_s, 2) == 149.66
+    assert fast.subject().endswith("chat-sample.csv, up to 600 s of its replay, replayed 4× as fast")  # unrun
+    assert run.subject() == ("trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, 150 s of its replay, "
+                             "replayed 4× as fast")
+    titles = []  # the report's latency and time-series charts say it too
+    for name in ("latency_figure", "timeseries_figure"):
+        real = getattr(simulator.report, name)
+        monkeypatch.setattr(simulator.report, name, lambda *a, _real=real, **k: titles.append(a[-1]) or _real(*a, **k))
+    simulator.report.write_report(run, tmp_path / "out")
+    assert titles == [f"{run.subject()}: latency of the completed requests (seed 0)", run.subject()]
+    cut = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, time_scale=4.0, duration_s=100.0))
+    short = run_scenario(cut)
+    assert short.workload.cut_at_s == 100.0 and short.workload.last_arrival_s < 100.0
+    assert short.subject().endswith("chat-sample.csv, up to 100 s of its replay, replayed 4× as fast")
+    later = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, start_s=300.0, time_scale=4.0))
+    assert later.subject(replayed_s=74.6).endswith("chat-sample.csv, 75 s of replay from the trace's 300 s, "
+                                                   "replayed 4× as fast")
+    assert load_scenario("default").subject(replayed_s=5.0).endswith("600 s of arrivals")  # a generator's own
+
+
 def test_cluster_nodes_beside_an_xpyd_fleet_alone_is_said_to_size_another(tmp_path):
     """helper-159: cluster.nodes = 3 beside a 1P1D fleet that runs alone (compare_aggregated = false) said nothing,
     while kvsim run ran 2 nodes; it sizes the aggregated fleet compare and the capacity searches run (an earlier

@@ -24,13 +24,15 @@ from workloads.summary import WorkloadSummary, summarize
 class ReadStats:
     """What one pass over a source tells of the rows it left out: those skipped as malformed or failed
     (`skipped_rows`), and the replay window's end when a later row was left out past it (`cut_at_s`,
-    replay seconds; None when the pass reached the trace's end)."""
+    replay seconds; None when the pass reached the trace's end); and of what it yielded, the last request's
+    arrival (`last_arrival_s`; None when it yielded none)."""
 
-    __slots__ = ("cut_at_s", "skipped_rows")
+    __slots__ = ("cut_at_s", "last_arrival_s", "skipped_rows")
 
     def __init__(self) -> None:
         self.skipped_rows = 0
         self.cut_at_s: float | None = None
+        self.last_arrival_s: float | None = None
 
 
 SKIPPED_WHY = ("malformed, with skip_bad_rows or --skip-bad-rows, or dropped by the format's rule: a failed "
@@ -119,6 +121,7 @@ class Workload:
         """The source's requests, within kvsim's limits (`simulator.limits`): at most `max_requests`
         of them, none arriving after `MAX_HORIZON_S` (a trace is streamed, so it is checked here)."""
         most = self.max_requests
+        r = None
         for n, r in enumerate(self._source(stats_), start=1):
             if n > most or r.arrival_s > MAX_HORIZON_S:
                 what = (f"more than {most:,} requests" if n > most
@@ -128,6 +131,7 @@ class Workload:
                 raise ConfigError(f"{self.name or 'workload'}: {what}, beyond kvsim's limit; replay a window "
                                   f"(duration_s), thin it (rate_scale < 1) or speed it up (time_scale){stream}")
             yield r
+        stats_.last_arrival_s = None if r is None else r.arrival_s
         self._last = stats_
 
     def __iter__(self) -> Iterator[Request]:
@@ -155,6 +159,13 @@ class Workload:
         """The replay window's end (`replayed`'s ``duration_s``) when the last complete pass left a trace's
         later rows out past it; None when it read to the end, or before a pass has completed."""
         return None if self._last is None else self._last.cut_at_s
+
+    @property
+    def last_arrival_s(self) -> float | None:
+        """The last request's arrival in the last complete pass (a replay's: replay seconds); None when it
+        yielded none, or before a pass has completed. How far a trace's replay reached when its window
+        (`cut_at_s`) cut nothing: a 600 s trace replayed 4× as fast ends near 150 s, whatever ``duration_s``."""
+        return None if self._last is None else self._last.last_arrival_s
 
     def requests(self) -> list[Request]:
         """All requests, in arrival order."""
