@@ -35,7 +35,7 @@ from simulator.engine import EngineConfig, StepTimer, run
 from simulator.engine.caches import make_strategy, offload_tiers
 from simulator.engine.caches.radix import EVICTION_POLICIES
 from simulator.engine.cluster import TimerFactory
-from simulator.engine.retention import make_retention, unsourced_budget
+from simulator.engine.retention import make_retention, unsourced_budget, unsourced_prompts
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
 from simulator.levers import debit_caveats, unpriced_parts
@@ -232,6 +232,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
         layout_factor = math.prod(s["layout_factors"].values())
         kept = kept_kv_fraction(req) if config.retention != "full" else 1.0
         in_all, per_gpu, summed = gpu_kv_bytes_per_token(config)
+        long_prompts = unsourced_prompts(config.retention, req.prompt_tokens[req.evicted_tokens > 0].tolist())
         in_all_factor = layout_factor * kept * summed / in_all  # every GPU's copy counted
         rows.append({
             "strategy": spec, "layout": config.layout.label, "cache": config.cache, "retention": config.retention,
@@ -266,10 +267,12 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "kv_bytes_per_token": in_all,
             "kv_bytes_per_token_per_gpu": per_gpu,
             "kv_bytes_per_token_summed": summed,
-            # what the layout's stated debit does not cover: a lever at another parameter than its source measured,
-            # fewer KV heads than trained (`simulator.levers.debit_caveats`; helper-180), "; "-joined. Last: a column
-            # added later goes after those a reader may have taken by position (helper-186)
-            "debit_caveats": "; ".join(debit_caveats(config.layout, model)),
+            # what the stated debit does not cover: a lever at another parameter than its source measured, fewer KV
+            # heads than trained (`simulator.levers.debit_caveats`; helper-180), a retention policy that evicted from
+            # prompts longer than its sources measured on (`simulator.engine.retention.unsourced_prompts`;
+            # helper-180), "; "-joined. Last: a column added later goes after those a reader may have taken by
+            # position (helper-186)
+            "debit_caveats": "; ".join([*debit_caveats(config.layout, model), *filter(None, [long_prompts])]),
             # the layout's parts whose debit no source states (`simulator.levers.unpriced_parts`: gqa:2, mqa),
             # "+"-joined: quality_debit_points leaves them out, and a cost tie ranks such a set after the stated ones
             # (`_ranked`); after debit_caveats, the newest column last

@@ -46,6 +46,10 @@ def test_levers_on_the_code_repo_workload() -> None:
     assert df.ttft_p99_s["prefix"] < df.ttft_p99_s["native"]
     debit = df.quality_debit_points
     assert debit["streaming-llm"] > debit["mla"] > 0 == debit["prefix"]
+    # every code-repo prompt is past the 31,500 tokens the retention debits were measured on (helper-180)
+    assert df.debit_caveats["streaming-llm"].startswith(
+        f"streaming-llm evicted KV from {len(reqs)} requests, {len(reqs)} (100%) of them with prompts over 31,500 "
+        f"tokens (up to {max(r.prompt_tokens for r in reqs):,})")
     # each row says whether it met the SLOs (EngineConfig's defaults: p99 TTFT 2 s, p99 TPOT 100 ms), as the
     # capacity planner judges a fleet
     slo_met = (df.ttft_p99_s <= 2.0) & ~(df.tpot_p99_s > 0.1) & (df.timed_out == 0)
@@ -179,6 +183,32 @@ def test_memory_factor_counts_the_kv_retention_keeps() -> None:
     assert df.memory_factor["snapkv:256"] == pytest.approx(0.25 * 1115 / 4847, rel=1e-12)
     assert df.layout_memory_factor["fp8+streaming-llm:1020"] == 0.125
     assert df.memory_factor["fp8+streaming-llm:1020"] == pytest.approx(0.125 * 2597 / 4847, rel=1e-12)
+
+
+def test_a_retention_debit_on_prompts_longer_than_its_sources_measured_says_so() -> None:
+    """helper-180: the retention debits are LongBench's, whose prompts the sources' runs cut to 31,500 tokens
+    (simulator/data/retention.toml); a policy that evicted from longer prompts (a 128k code repository) was charged
+    them without a word. Three prompts of 1,000, 40,000 and 31,500 tokens (the last at the limit, not past it),
+    each past h2o:256's budget: one of the three (33%) is longer than any source measured."""
+    from simulator.engine.retention import unsourced_prompts
+
+    reqs = [Request(id=i, arrival_s=float(i), prompt_tokens=p, output_tokens=o, segments=((i, p),))
+            for i, (p, o) in enumerate([(1000, 200), (40000, 100), (31500, 50)])]
+    timer = AffineTimer(overhead_s=1e-3, per_context_token_s=1e-9, per_prefill_token_s=1e-6)
+    df = compare_strategies(EngineConfig(model="Llama-3.1-8B"), reqs, ["native", "h2o:256", "gqa:2+h2o:256"],
+                            timer=timer).set_index("strategy")
+    said = ("h2o evicted KV from 3 requests, 1 (33%) of them with prompts over 31,500 tokens (up to 40,000), the "
+            "longest prompt its sources measured its debit on (LongBench, cut to the model's window): its debit there "
+            "is no source's figure")
+    assert df.debit_caveats["native"] == "" and df.debit_caveats["h2o:256"] == said
+    # beside the layout's own caveat, "; "-joined
+    caveats = df.debit_caveats["gqa:2+h2o:256"].split("; ")
+    assert len(caveats) == 2 and caveats[0].startswith("gqa:2 keeps fewer KV heads") and caveats[1] == said
+    # the rule alone: none past the limit (or none evicted, or a policy with no sourced prompts) says nothing
+    assert unsourced_prompts("snapkv", [31500, 4096]) is None and unsourced_prompts("snapkv", []) is None
+    assert unsourced_prompts("full", [200000]) is None
+    assert unsourced_prompts("streaming-llm", [31501]).startswith(
+        "streaming-llm evicted KV from 1 request, 1 (100%) of them with prompts over 31,500 tokens (up to 31,501)")
 
 
 def test_compare_with_a_scenario_refuses_the_flags_it_would_ignore():

@@ -19,7 +19,7 @@ whose KV never reaches the policy's bounds is exact and reuses prefixes as usual
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -98,6 +98,30 @@ def unsourced_budget(name: str, params: Mapping[str, object]) -> str | None:
     return None if lo <= budget <= hi else measured + (f" or {fraction:g} of the prompt" if fraction else "")
 
 
+def unsourced_prompts(name: str, prompt_tokens: Sequence[int]) -> str | None:
+    """A sentence where policy `name` evicted from prompts longer than any its debit was measured on, else None.
+
+    `prompt_tokens` are the prompts of the requests it evicted KV from. The data file's ``sourced_prompt_tokens`` is
+    the longest prompt the sources' LongBench runs kept (31,500 tokens: their prompts cut to the model's window); a
+    longer prompt keeps a smaller share of itself under the same budget, and no source states the loss there
+    (helper-180: a 2k budget on 128k code-repo prompts was charged the LongBench debit without a word)::
+
+        "streaming-llm evicted KV from 141 requests, 141 (100%) of them with prompts over 31,500 tokens (up to
+         126,468), the longest prompt its sources measured its debit on (LongBench, cut to the model's window):
+         its debit there is no source's figure"
+    """
+    longest = _table().get(name, {}).get("sourced_prompt_tokens")
+    if longest is None or not len(prompt_tokens):
+        return None
+    past = [p for p in prompt_tokens if p > longest]
+    if not past:
+        return None
+    n = len(prompt_tokens)
+    return (f"{name} evicted KV from {n:,} request{'s' * (n != 1)}, {len(past):,} ({len(past) / n:.0%}) of them with "
+            f"prompts over {int(longest):,} tokens (up to {max(past):,}), the longest prompt its sources measured its "
+            "debit on (LongBench, cut to the model's window): its debit there is no source's figure")
+
+
 def debit_points(name: str) -> float:
     """The stated quality debit of policy `name` (percentage points)."""
     table = debits()
@@ -127,4 +151,4 @@ def make_retention(name: str, **params: object) -> RetentionPolicy:
 from simulator.engine.retention.policies import H2O, FullRetention, SnapKV, StreamingLLM  # noqa: E402
 
 __all__ = ["H2O", "NO_CAP", "FullRetention", "RetentionPolicy", "SnapKV", "StreamingLLM", "debit_points",
-           "make_retention", "register_retention", "retention_names", "unsourced_budget"]
+           "make_retention", "register_retention", "retention_names", "unsourced_budget", "unsourced_prompts"]
