@@ -6,8 +6,9 @@ A strategy set is a ``+``-joined spec of levers from the three families::
                compress[:ratio[:recent]], mha, mqa, gqa:N, no-sliding
     retention  streaming-llm[:window], h2o[:budget], snapkv[:budget]
                (a budget below 1 is a fraction of the prompt, else tokens)
-    reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction);
-               a tier or an eviction needs ``prefix`` in the set (``dram`` alone is an error)
+    reuse      prefix, dram, nvme (tiers under the prefix cache), lru, lfu, fifo (its eviction), each
+               without an argument (``prefix:3`` is an error); a tier or an eviction needs ``prefix`` in
+               the set (``dram`` alone is an error)
 
 e.g. ``native``, ``fp8``, ``prefix+dram``, ``prefix+fp8``, ``streaming-llm:4096``. Each lever
 appears once, and at most one of a family (a KV dtype, a retention policy, an eviction policy):
@@ -62,7 +63,10 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
     seen: dict[str, str] = {}  # a family -> the lever of it given (the layout's: `parse_layout`'s rule)
     given = lever_parts(spec, "strategy set", allowed)
     for raw in given:
-        name, _, arg = raw.partition(":")
+        name, colon, arg = raw.partition(":")
+        if name in REUSE and colon:  # (helper-189: 'prefix:3', 'dram:5', 'lru:x' ran as if written without it)
+            raise ConfigError(f"strategy set {shown(spec)}: {raw!r} takes no argument (give {name!r}: the reuse "
+                              f"levers {', '.join(REUSE)} have no parameter)")
         family = "retention" if name in RETENTIONS else "eviction" if name in EVICTION_POLICIES else name
         if name in (*RETENTIONS, *REUSE):  # each once, as a layout's family: not "the last wins"
             if family in seen:

@@ -112,6 +112,28 @@ def test_levers_of_different_families_still_compose():
         ("prefix", {"eviction": "lru", "dram": True}, "h2o", "fp8")
 
 
+# --- a reuse lever given an argument: it takes none (helper-189: 'prefix:3' ran as 'prefix') -------
+@pytest.mark.parametrize(("strategy", "lever"), [
+    ("prefix:3", "prefix:3"), ("prefix+dram:5", "dram:5"), ("prefix+lru:x", "lru:x"), ("prefix:+fp8", "prefix:"),
+])
+def test_a_reuse_lever_with_an_argument_is_refused(strategy, lever):
+    from simulator.compare import parse_strategy_set
+    from simulator.engine import EngineConfig
+
+    name = lever.partition(":")[0]
+    with pytest.raises(ConfigError) as exc:
+        parse_strategy_set(strategy, EngineConfig())
+    assert str(exc.value) == (f"strategy set {strategy!r}: {lever!r} takes no argument (give {name!r}: the reuse "
+                              "levers prefix, dram, nvme, lru, lfu, fifo have no parameter)")
+
+
+def test_compare_refuses_a_reuse_lever_with_an_argument_before_any_run(tmp_path):
+    r = kvsim("compare", "--workload", "chat-4k", "--duration-s", 10, "--strategy", "native,prefix+nvme:2",
+              "--out", tmp_path / "o")
+    assert "'nvme:2' takes no argument (give 'nvme'" in error(r, "prefix+nvme:2")
+    assert not (tmp_path / "o").exists()
+
+
 # --- fp4 weights on a GPU without fp4 tensor cores: every command serves them weight-only -----------
 # (they were refused until vLLM's Marlin fallback was modelled: bf16 GEMMs over the 4-bit weights)
 @pytest.mark.parametrize("args", [
