@@ -40,7 +40,7 @@ from simulator.engine.retention import make_retention, unsourced_budget, unsourc
 from simulator.errors import ConfigError, must_differ, shown
 from simulator.kv import KVLayout, check_layout, compresses, lever_parts, parse_layout
 from simulator.levers import debit_caveats, unpriced_parts
-from simulator.models import ModelSpec
+from simulator.placement import as_run  # (its home: `simulator.compare.as_run` still names it)
 from simulator.progress import Meter, Progress
 from workloads.request import Request
 from workloads.summary import offered_rate_per_s
@@ -136,23 +136,6 @@ def _what_runs(config: EngineConfig) -> str:
 
     return (f"layout {config.layout.label}, reuse {named(config.cache, config.cache_params)}, "
             f"retention {named(config.retention, config.retention_params)}")
-
-
-def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
-    """`layout` as it runs on `model`: an attention lever that spells out the model's own attention is ``native``
-    (``mla`` on DeepSeek-V3, whose latent it keeps; ``gqa:8`` on a model of 8 KV heads; ``mha`` on an MHA model), the
-    same bytes and no lever (helper-180: ``native,mla`` on DeepSeek-V3 ran one set twice under two labels); so is
-    ``no-sliding`` on a model with no sliding-window layer (`simulator.kv.idle_sliding`; helper-186)."""
-    from simulator.kv import idle_sliding
-    from simulator.placement import kv_heads
-
-    if idle_sliding(model, layout):
-        layout = replace(layout, use_sliding_window=True)
-    if layout.attention == "native":
-        return layout
-    own = (model.attention == "mla" if layout.attention == "mla" else
-           model.attention != "mla" and kv_heads(model, layout) == model.n_kv_heads)
-    return replace(layout, attention="native", kv_heads=0) if own else layout
 
 
 def check_distinct_sets(specs: Sequence[str], base: EngineConfig, where: str) -> list[EngineConfig]:

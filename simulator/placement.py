@@ -40,7 +40,7 @@ else 1. DeepSeek-V3 (fp8) on 8×H200 at 32k: TP8 holds 18 sequences, DP8 attenti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hardware.catalog import NodeSpec
 from simulator.errors import ConfigError, RuleError, must, must_whole
@@ -149,6 +149,40 @@ def kv_heads(model: ModelSpec, layout: KVLayout) -> int:
 def is_latent(model: ModelSpec, layout: KVLayout) -> bool:
     """Whether the layout caches an MLA latent (the model's own or a retrofit)."""
     return layout.attention == "mla" or (layout.attention == "native" and model.attention == "mla")
+
+
+def idle_attention(model: ModelSpec, layout: KVLayout) -> str:
+    """A note where `layout`'s attention lever spells out `model`'s own attention, so it changes nothing: ``mla`` on
+    an MLA model (DeepSeek-V3: it keeps the model's latent, another rank is refused by `simulator.kv.check_layout`),
+    or ``gqa:N``, ``mha`` or ``mqa`` storing ``kv_heads(model, layout) = n_kv`` heads on a model of ``n_kv`` KV
+    heads (``gqa:8`` on Llama-3.1-8B); else ``""``. `as_run` runs such a layout as ``native``, as
+    `simulator.kv.idle_sliding` notes ``no-sliding`` on a model without sliding-window layers."""
+    lever = layout.label.split("+")[0]
+    if layout.attention == "native":
+        return ""
+    if layout.attention == "mla":
+        if model.attention != "mla":
+            return ""
+        return f"{model.key}'s own attention is MLA, so {lever} changes nothing: the KV is the same without it"
+    if model.attention == "mla" or kv_heads(model, layout) != model.n_kv_heads:
+        return ""
+    return (f"{model.key} has {model.n_kv_heads} KV heads of its own, so {lever} changes nothing: the KV is the same "
+            "without it")
+
+
+def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
+    """`layout` as it runs on `model`: an attention lever that spells out the model's own attention is ``native``
+    (`idle_attention`: ``mla`` on DeepSeek-V3, whose latent it keeps; ``gqa:8`` on a model of 8 KV heads; ``mha`` on
+    an MHA model), the same bytes and no lever (helper-180: ``native,mla`` on DeepSeek-V3 ran one set twice under two
+    labels); so is ``no-sliding`` on a model with no sliding-window layer (`simulator.kv.idle_sliding`; helper-186).
+    Two layouts whose ``as_run`` labels match draw one line and run one set (`kvsim compare`, `kvsim collapse`)."""
+    from simulator.kv import idle_sliding
+
+    if idle_sliding(model, layout):
+        layout = replace(layout, use_sliding_window=True)
+    if idle_attention(model, layout):
+        layout = replace(layout, attention="native", kv_heads=0)
+    return layout
 
 
 def heads_per_gpu(model: ModelSpec, layout: KVLayout, attention_tp: int) -> int:

@@ -186,9 +186,9 @@ def test_mla_on_a_model_whose_own_attention_is_mla_costs_nothing():
     assert layout_debit_points(parse_layout("mla+fp8"), llama) == 1.6
     args = ["fit", "--model", "DeepSeek-V3", "--hardware", "8xH200", "--context", "131072", "--batch", "200", "--json"]
     native = json.loads(run(*args).output)["fixes"][0]
-    mla = json.loads(run(*args, "--layout", "mla").output)["fixes"][0]
+    mla = json.loads(run(*args, "--layout", "mla").stdout)["fixes"][0]  # (its note on stderr)
     assert native["debit_points"] == mla["debit_points"] == 4.5 and native["max_streams"] == mla["max_streams"]
-    assert "own" not in run(*args[:-1], "--layout", "mla").output
+    assert "layout mla's own" not in run(*args[:-1], "--layout", "mla").stdout  # (no retrofit debit of its own)
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -362,3 +362,48 @@ def test_no_sliding_on_a_model_without_windows_is_noted_as_changing_nothing():
                                 "layout native, reuse none, retention full)" in r.output
     r = run(*args, "--strategy", "fp8,no-sliding+prefix")
     assert r.exit_code == 0 and f"note: no-sliding+prefix: {says}" in r.stderr.splitlines()
+
+
+def test_an_attention_lever_that_is_the_models_own_is_noted_and_collapse_draws_it_once(tmp_path):
+    """helper-189: ``--layout mla`` on DeepSeek-V3 (its own latent) and ``gqa:8`` on Llama-3.1-8B (its own 8 KV heads)
+    were taken by calc and fit without a word, where compare runs them as native; and ``kvsim collapse --layout
+    native,no-sliding`` on Llama-3.1-8B noted the no-sliding yet drew two identical lines (``native,mla`` on
+    DeepSeek-V3 the same). Each is noted, and collapse refuses such a pair as one layout, as compare does."""
+    from simulator.kv import parse_layout
+    from simulator.models import get_model
+    from simulator.placement import as_run, idle_attention
+
+    ds, llama = get_model("DeepSeek-V3"), get_model("Llama-3.1-8B")
+    own_mla = "DeepSeek-V3's own attention is MLA, so mla changes nothing: the KV is the same without it"
+    own_gqa = "Llama-3.1-8B has 8 KV heads of its own, so gqa:8 changes nothing: the KV is the same without it"
+    assert idle_attention(ds, parse_layout("mla+fp8")) == own_mla
+    assert idle_attention(llama, parse_layout("gqa:8+fp8")) == own_gqa
+    for model, text in ((llama, "mla"), (llama, "gqa:4"), (llama, "mha"), (llama, "native"), (ds, "gqa:128")):
+        assert idle_attention(model, parse_layout(text)) == ""  # a lever there: other bytes
+    assert as_run(ds, parse_layout("mla+fp8")).label == as_run(llama, parse_layout("gqa:8+fp8")).label == "fp8"
+    r = run("calc", "--model", "DeepSeek-V3", "--layout", "mla", "--context", "8192")
+    assert r.stderr.splitlines() == [f"note: --layout mla: {own_mla}"]
+    assert "bytes per token                70,272 B" in r.stdout  # 61 layers · (512 + 64) · 2 B: native's latent
+    args = ["fit", "--hardware", "1xH100", "--model", "Llama-3.1-8B", "--context", "8192"]
+    r = run(*args, "--layout", "gqa:8")
+    assert r.stderr.splitlines() == [f"note: --layout gqa:8: {own_gqa}"]
+    assert json.loads(run(*args, "--layout", "gqa:8", "--json").stdout)["max_streams"] == \
+        json.loads(run(*args, "--json").stdout)["max_streams"] == 52  # native's streams
+    assert run(*args, "--layout", "gqa:4").stderr == ""
+    for model, layouts, says in (
+            ("Llama-3.1-8B", "native,no-sliding", "got 'native' and 'no-sliding', both native"),
+            ("DeepSeek-V3", "native,mla", "got 'native' and 'mla', both native"),
+            ("DeepSeek-V3", "fp8,mla+fp8", "got 'fp8' and 'mla+fp8', both fp8")):
+        r = run("collapse", "--hardware", "8xH200", "--model", model, "--layout", layouts, "--out", tmp_path / "c")
+        assert r.exit_code == 2 and r.stderr.splitlines()[-1] == f"Error: --layout: must name each KV layout once " \
+                                                                    f"({says})"
+        assert not (tmp_path / "c").exists()
+    r = run("collapse", "--hardware", "8xH200", "--model", "DeepSeek-V3", "--layout", "mla,fp8", "--out",
+            tmp_path / "d")
+    assert r.exit_code == 0 and f"note: --layout mla: {own_mla}" in r.stderr.splitlines()
+    df = pd.read_csv(tmp_path / "d" / "collapse.csv")
+    assert list(df["layout"].unique()) == ["mla", "fp8"]
+    args = ["compare", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--workload", "chat-4k", "--duration-s", "5"]
+    r = run(*args, "--strategy", "fp8,gqa:8+prefix", "--out", tmp_path / "e")
+    assert r.exit_code == 0 and f"note: gqa:8+prefix: {own_gqa}" in r.stderr.splitlines()
+    assert f"note: fp8: {own_gqa}" not in r.stderr

@@ -187,6 +187,7 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "each source and how it was read), a guide", err=True)
         from simulator.kv import idle_sliding, parse_layout
         from simulator.levers import fp4_kv_note
+        from simulator.placement import idle_attention
 
         spec_of_model = base.model_spec()
 
@@ -197,8 +198,10 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 note(f"{name}: {caveat}")
             if fp4 and parse_layout(str(row["layout"])).kv_dtype == "fp4":
                 note(f"{name}: {fp4}")
-            if unwindowed := idle_sliding(spec_of_model, parse_layout(str(row["layout"]))):  # (helper-186)
-                note(f"{name}: {unwindowed}")
+            for nothing in (idle_attention(spec_of_model, parse_layout(str(row["layout"]))),  # (helper-189)
+                            idle_sliding(spec_of_model, parse_layout(str(row["layout"])))):  # (helper-186)
+                if nothing:
+                    note(f"{name}: {nothing}")
             if base.router == "prefix-affinity" and row["cache"] == "none":  # (helper-171)
                 from simulator.scenario import AFFINITY_WITHOUT_CACHE
 

@@ -59,6 +59,7 @@ from simulator.models import (
 )
 from simulator.placement import (
     ParallelPlan,
+    as_run,
     candidate_plans,
     check_plan,
     heads_per_gpu,
@@ -416,7 +417,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
             texts = [x for x in texts if x not in own]
             note(f"{' and '.join(own)} left out of the default layouts: {model.key}'s own attention is MLA, so they "
                  "draw native's and fp8's lines (--layout names them)")
-        labels = [parsed[x].label for x in texts]
+        # as each runs on this model: no-sliding on Llama-3.1-8B, mla on DeepSeek-V3 draw native's line again (as
+        # `kvsim compare` refuses them beside native; helper-189: two identical lines under two labels)
+        labels = [as_run(model, parsed[x]).label for x in texts]
         must_differ(texts, labels, "--layout", "KV layout")
         if plans is not None and tp is not None:
             raise ConfigError(f"collapse: --tp {tp} and --plan {shown(plans)} both name the plan; give one of them "
