@@ -48,7 +48,7 @@ from simulator.errors import (
     shown,
 )
 from simulator.files import said_at, shown_path
-from simulator.kv import check_layout, parse_layout
+from simulator.kv import check_layout, idle_sliding, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import (
     DEFAULT_MODEL,
@@ -58,7 +58,7 @@ from simulator.models import (
     weight_precision,
     with_weight_precision,
 )
-from simulator.placement import ParallelPlan, tiles_nodes
+from simulator.placement import ParallelPlan, idle_attention, tiles_nodes
 from simulator.tomlfile import read_toml
 from workloads import Workload, load_workload
 from workloads.load import SCENARIO_DURATION_S, prepare_generator
@@ -744,6 +744,17 @@ def _unused_nodes_note(data: Mapping[str, Any], scenario: Scenario) -> str:
             f"fleet alone ({total} nodes)")
 
 
+def layout_notes(scenario: Scenario) -> list[str]:
+    """Where ``cache.layout`` names a lever that changes nothing on the scenario's model, a note a line, as ``kvsim
+    calc --layout`` and ``kvsim compare`` say it: an attention lever that is the model's own
+    (`simulator.placement.idle_attention`: ``mla`` on DeepSeek-V3), ``no-sliding`` on a model without sliding-window
+    layers (`simulator.kv.idle_sliding`: Llama-3.1-8B); helper-189: ``kvsim run`` said nothing of either."""
+    text = scenario.cache.layout
+    model, layout = scenario.model_spec(), parse_layout(text)
+    return [f"cache.layout = {shown(text)}: {idle}" for idle in (idle_attention(model, layout),
+                                                                 idle_sliding(model, layout)) if idle]
+
+
 def _not_found(path: Path) -> str:
     """What follows the path when `path` is no file: a shipped scenario's file named by a path that is
     not there (``scenarios/default.toml`` outside a checkout) runs by its name; otherwise the shipped
@@ -815,6 +826,9 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         say(unused)
     if say is not None and scenario.router.name == "prefix-affinity" and scenario.cache.strategy == "none":
         say(AFFINITY_WITHOUT_CACHE)  # (helper-169: byte for byte least-tokens' run, without a word)
+    if say is not None:  # a layout lever that changes nothing on this model (helper-189)
+        for line in layout_notes(scenario):
+            say(line)
     if not overrides:
         return scenario
     scenario = replace(scenario, **overrides)

@@ -520,3 +520,28 @@ def test_the_readme_s_mooncake_rows_over_the_context():
     readme = " ".join((SCENARIO_DIR.parent / "README.md").read_text().split())
     assert ("`../shared`'s Mooncake synthetic trace, not shipped with kvsim, holds 10 over Llama-3.1-70B's 131,072 "
             "tokens, 3 of them in its first 600 s") in readme
+
+
+def test_a_cache_layout_that_changes_nothing_on_the_model_is_noted(tmp_path):
+    """helper-189: ``[cache] layout = "no-sliding"`` on Llama-3.1-8B (no sliding-window layer) ran without a word where
+    ``kvsim calc --layout`` and ``kvsim compare`` say it changes nothing; ``kvsim run`` says it too, as does the
+    loader's `say`, and so for ``mla`` on DeepSeek-V3 (its own latent). A lever that does change the KV: no note."""
+    from simulator.scenario import layout_notes
+    from tests.test_hostile_inputs import edit, kvsim, scenario
+
+    says = ("cache.layout = 'fp8+no-sliding': Llama-3.1-8B has no sliding-window layers (all 32 attend to the whole "
+            "context), so no-sliding changes nothing: the KV is the same without it")
+    p = scenario(tmp_path, edit('layout = "native"', 'layout = "fp8+no-sliding"'))
+    told: list[str] = []
+    load_scenario(p, say=told.append)
+    assert told == [says]
+    r = kvsim("run", p, "--out", tmp_path / "o")
+    assert r.exit_code == 0 and f"note: {says}" in r.stderr.splitlines()
+    ds = load_scenario(scenario(tmp_path, edit('name = "Llama-3.1-8B"', 'name = "DeepSeek-V3"'), name="ds.toml",
+                                **{'layout = "native"': 'layout = "mla"', '["8xH100"]': '["8xH200"]',
+                                   "tp = 1": "tp = 8"}))
+    assert layout_notes(ds) == ["cache.layout = 'mla': DeepSeek-V3's own attention is MLA, so mla changes nothing: "
+                                "the KV is the same without it"]
+    for layout in ("native", "fp8", "gqa:4"):
+        assert layout_notes(load_scenario(scenario(tmp_path, edit('layout = "native"', f'layout = "{layout}"'),
+                                                   name=f"{layout[:3]}.toml"))) == []
