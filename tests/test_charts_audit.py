@@ -100,6 +100,21 @@ def test_the_windowed_legend_gives_the_exact_bytes_not_the_block_rounded_ones() 
     assert (at.stream_bytes_unpaged[741_455], at.stream_bytes[741_455]) == (96_266 * 327_680, 96_272 * 327_680)
 
 
+def test_the_readme_names_collapse_csvs_byte_columns() -> None:
+    """helper-189: collapse.csv gained ``stream_bytes_unpaged`` (helper-188) with no word of it in the README, whose
+    collapse section names the CSV's columns (``nodes``, ``streams_on_nodes``, ``beyond_max_context``). Each it
+    names, as `name`, is one of the table's, and the stream byte columns are named with what tells them apart."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### `kvsim collapse`", 1)[1].split("\n### ", 1)[0]
+    columns = collapse_table(load_catalog(), L70, ["8xH100"], ["native"]).columns
+    assert set(re.findall(r"`(\w+)`", section)) & set(columns) == {"nodes", "streams_on_nodes", "stream_bytes",
+                                                                     "stream_bytes_unpaged"}
+    assert ("`stream_bytes` is a stream's KV in whole paged blocks,\n`stream_bytes_unpaged` the same without that "
+            "rounding") in section
+
+
 def test_a_table_without_the_per_gpu_column_still_draws() -> None:
     """A collapse.csv written before the column (or a notebook's own frame) keeps the old label."""
     df = collapse_table(load_catalog(), L70, ["8xH100"], ["native"])
