@@ -392,7 +392,8 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "load multiplier the fleet takes before an SLO breaks; where `headroom_capped` is True it met the "
                "SLOs at every multiplier tried, so the figure is a lower bound (it may take more).\n",
                *(f"Note: {line}\n" for line in capacity.attrs.get("search_notes", [])),  # `noisy_search_note`
-               "![capacity](" + _save(capacity_figure(capacity, sc.subject()), out / "capacity.png") + ")\n"]
+               # titled as the other charts, by how far a replay reached (helper-189: "up to 600 s" for 150 s)
+               "![capacity](" + _save(capacity_figure(capacity, run.subject()), out / "capacity.png") + ")\n"]
         files.add(1)
     files.finish()
     if sc.report.collapse:

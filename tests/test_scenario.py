@@ -403,6 +403,28 @@ def test_a_replay_its_window_did_not_cut_is_said_by_how_far_it_reached(tmp_path,
     assert load_scenario("default").subject(replayed_s=5.0).endswith("600 s of arrivals")  # a generator's own
 
 
+def test_the_capacity_chart_of_a_replay_says_how_far_it_reached(tmp_path, monkeypatch):
+    """helper-189: after helper-188 the report's latency, time-series and fleet charts said a 4× replay of the 600 s
+    chat sample spans 150 s, but its capacity chart still read "up to 600 s of its replay" (the scenario's bound,
+    which cut nothing). It is titled by the run's subject too (a trace is the same requests at the plan's seed)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    import simulator.charts
+    import simulator.report
+    from simulator.study import run_scenario
+
+    sc = load_scenario("trace-replay")
+    run = run_scenario(dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, time_scale=4.0)))
+    titles = []
+    monkeypatch.setattr(simulator.charts, "capacity_figure", lambda plan, title: titles.append(title) or plt.figure())
+    plan = pd.DataFrame([{"hardware": "8xH100", "nodes": 1}])  # (the chart is stubbed: its title is the figure)
+    simulator.report.write_report(run, tmp_path / "out", plan)
+    assert titles == ["trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, 150 s of its replay, replayed 4× "
+                      "as fast"] == [run.subject()]
+    assert (tmp_path / "out" / "capacity.png").is_file()
+
+
 def test_cluster_nodes_beside_an_xpyd_fleet_alone_is_said_to_size_another(tmp_path):
     """helper-159: cluster.nodes = 3 beside a 1P1D fleet that runs alone (compare_aggregated = false) said nothing,
     while kvsim run ran 2 nodes; it sizes the aggregated fleet compare and the capacity searches run (an earlier
