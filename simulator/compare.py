@@ -76,7 +76,7 @@ def parse_strategy_set(spec: str, base: EngineConfig) -> EngineConfig:
             seen[family] = raw
         if name in RETENTIONS:
             retention, retention_params = name, {}
-            if arg:
+            if colon:  # (an empty argument, 'h2o:', is refused below: it ran at the default budget without a word)
                 try:
                     value = float(arg)
                 except ValueError:

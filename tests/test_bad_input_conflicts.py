@@ -127,6 +127,21 @@ def test_a_reuse_lever_with_an_argument_is_refused(strategy, lever):
                               "levers prefix, dram, nvme, lru, lfu, fifo have no parameter)")
 
 
+@pytest.mark.parametrize(("lever", "rule"), [
+    ("h2o:", "whole tokens >= 1, or a fraction in (0, 1)"), ("snapkv:", "whole tokens >= 1, or a fraction in (0, 1)"),
+    ("streaming-llm:", "whole tokens >= 1")])
+def test_a_retention_lever_with_an_empty_argument_is_refused(lever, rule):
+    """helper-189: 'h2o:' ran at h2o's default budget without a word, as if written 'h2o'."""
+    from simulator.compare import parse_strategy_set
+    from simulator.engine import EngineConfig
+
+    name = lever[:-1]
+    with pytest.raises(ConfigError) as exc:
+        parse_strategy_set(f"fp8+{lever}", EngineConfig())
+    assert str(exc.value) == f"strategy set 'fp8+{lever}': {name!r} takes {rule} (got '')"
+    assert parse_strategy_set(f"fp8+{name}", EngineConfig()).retention == name  # without the colon: its default
+
+
 def test_compare_refuses_a_reuse_lever_with_an_argument_before_any_run(tmp_path):
     r = kvsim("compare", "--workload", "chat-4k", "--duration-s", 10, "--strategy", "native,prefix+nvme:2",
               "--out", tmp_path / "o")
