@@ -29,6 +29,7 @@ from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
 from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
+from simulator.placement import as_run
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import ScenarioRun, SchedulerConfig, fleet_nodes, plan_label, simulated_collapse, tiers_phrase
 from simulator.units import GB, figure
@@ -159,9 +160,11 @@ def collapse_study(run: ScenarioRun, progress: Progress | None = None) -> tuple[
     sc = run.scenario
     model = sc.model_spec()
     kinds = [n.key for n in sc.nodes()]
-    by_label: dict[str, str] = {}  # the run's layout first, then each other layout once however spelt
+    # the run's layout first, then each other layout once however spelt, and as it runs on the model (`as_run`;
+    # helper-189: mla, in the default list, drew native's line again for DeepSeek-V3, whose own attention it is)
+    by_label: dict[str, str] = {}
     for text in [sc.cache.layout, *sc.report.collapse_layouts]:
-        by_label.setdefault(parse_layout(text).label, text)
+        by_label.setdefault(as_run(model, parse_layout(text)).label, text)
     layouts = list(by_label.values())
     plans = [sc.plan] + [p for p in default_plans(sc.plan.tp, model) if p.dp_attention and not sc.plan.dp_attention
                          and sc.plan.pp == 1]

@@ -39,3 +39,24 @@ def test_the_report_names_the_router_and_its_parameters(tmp_path):
     assert _router_line(sc) == "least-tokens"
     sc = replace(sc, router=RouterSection(name="prefix-affinity", params={"max_imbalance_tokens": 4096}))
     assert _router_line(sc) == "prefix-affinity (max_imbalance_tokens = 4096)"
+
+
+def test_the_reports_collapse_study_draws_a_layout_once_as_it_runs_on_the_model(monkeypatch):
+    """helper-189: the default ``report.collapse_layouts`` (native, fp8, mla, cross-layer:0.5) drew native's line
+    twice for DeepSeek-V3, whose own attention is MLA (``mla`` keeps its latent: the same bytes, as ``kvsim collapse``
+    and ``kvsim compare`` already count it); Llama-3.1-8B's mla is a retrofit and keeps its line."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from simulator import report
+    from simulator.scenario import load_scenario
+    from simulator.study import ScenarioRun
+
+    monkeypatch.setattr(report, "simulated_collapse", lambda *a, **k: pd.DataFrame({"context_tokens": [4096]}))
+    for model, hardware, drawn in (("DeepSeek-V3", "8xH200", ["native", "fp8", "cross-layer:0.5"]),
+                                   ("Llama-3.1-8B", "8xH100", ["native", "fp8", "mla", "cross-layer:0.5"])):
+        sc = load_scenario("default")
+        sc = replace(sc, model=replace(sc.model, name=model), cluster=replace(sc.cluster, hardware=(hardware,)))
+        analytic, _ = report.collapse_study(ScenarioRun(scenario=sc, seed=0, workload=None, results={}))
+        assert list(dict.fromkeys(analytic.layout)) == drawn, model
