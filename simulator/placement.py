@@ -315,7 +315,8 @@ def parse_plan(text: str) -> ParallelPlan:
     fields: dict[str, int | bool] = {}
     for raw in (p.strip() for p in text.strip().lower().split("+")):
         key, num = raw[:2], raw[2:]  # an empty part ("tp8+", "+tp8", "tp8++pp2") fails as no tpN/ppN/...
-        if key not in ("tp", "dp", "pp", "ep") or not num.isdigit() or key in fields or \
+        # isdecimal, what int() reads (helper-191: isdigit let "tp²" through to int(), a traceback)
+        if key not in ("tp", "dp", "pp", "ep") or not num.isdecimal() or key in fields or \
                 (key in ("tp", "dp") and ("tp" in fields or "dp_attention" in fields)):
             raise ConfigError(f"plan {text!r}: {raw!r} is not one of tpN, dpN (DP attention over N GPUs), ppN, epN, "
                               "each at most once, joined by '+' (e.g. tp8, tp8+pp2, dp8+ep8)")

@@ -503,3 +503,19 @@ def test_a_plan_takes_numpy_integers_and_holds_ints():
     for bad in (2.0, True, 0, "2"):  # still refused: not a whole number >= 1
         with pytest.raises(ConfigError, match=r"^ParallelPlan: 'tp' must be an integer >= 1 \(got "):
             ParallelPlan(tp=bad)
+
+
+@pytest.mark.parametrize("text", ["tp²", "tp8+pp²", "dp⁸+ep8", "tp8+ep①"])
+def test_parse_plan_refuses_digits_int_cannot_read_helper_191(text):
+    # "²" is a digit to str.isdigit but not to int(): parse_plan passed it on and raised ValueError (a traceback
+    # from `kvsim collapse --plan tp²`); now it is the one-line ConfigError of any other bad part
+    with pytest.raises(ConfigError, match="is not one of tpN, dpN"):
+        parse_plan(text)
+    assert parse_plan("tp8+pp2") == ParallelPlan(tp=8, pp=2)
+
+
+def test_collapse_plan_with_superscript_digit_is_one_line_helper_191(tmp_path):
+    r = CliRunner().invoke(main, ["collapse", "--model", "Llama-3-70B", "--hardware", "8xH100", "--plan", "tp²",
+                                  "--layout", "native", "--out", str(tmp_path / "c")])
+    assert r.exit_code == 2, r.output
+    assert "'tp²' is not one of tpN" in r.output and "Traceback" not in r.output
