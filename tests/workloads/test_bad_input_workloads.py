@@ -210,3 +210,12 @@ def test_a_workload_files_request_limit_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"huge.toml: workload 'chat-4k' over 600 s: expects 1.8e\+12 requests, over "
                                           r"kvsim's limit"):
         load_workload(f)
+
+
+@pytest.mark.parametrize("cell", ["²", "5²", "①"])
+def test_trace_count_with_a_digit_int_cannot_read_is_one_line_helper_191(tmp_path, cell):
+    # "²" is a digit to str.isdigit, not to int(): the reader's as_int raised ValueError (a traceback)
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"{NATIVE_HEADER}\n0,3.25,0,0,{cell},277,1,11:504;12:37,1;2,chat-4k\n", encoding="utf-8")
+    line = error(kvsim("workload", "describe", trace), "prompt_tokens")
+    assert "an integer >= " in line and cell in line

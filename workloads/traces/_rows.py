@@ -64,7 +64,8 @@ def as_int(value: object, key: str, minimum: int) -> int:
         raise FieldError(key, rule, value)
     if isinstance(value, int):
         n = value
-    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdecimal():  # what int() reads (helper-191:
+        # isdigit took "²", and int("²") raised ValueError, a traceback from `kvsim workload describe`)
         n = int(value)  # exact, also for 63-bit segment ids
     elif isinstance(value, float | str):
         try:
