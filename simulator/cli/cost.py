@@ -69,7 +69,8 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
 
     so the ``kv_groups · pp · B`` sequences in flight must fit the replica's KV (`_check_fits`). The
     prefill is of one prompt alone in the pipeline: its MFU is ``mfu / pp`` (each GPU computes its stage's
-    share while the others wait)."""
+    share while the others wait); under DP attention one on each rank (``kv_groups`` prompts in all), as the
+    step model prices a rank's step with the ranks equally loaded (their MLPs and experts on every rank's tokens)."""
     from hardware.catalog import load_catalog
     from simulator.cost import StepModel
     from simulator.errors import ConfigError
@@ -122,6 +123,10 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
         # a GPU's FLOPs over the step: a step passes the pp stages in turn, each GPU computing its stage's share
         # (helper-183: the whole pipeline's on one GPU read pp times the GPU's MFU, 60.1% for a TP4 PP2 prefill)
         "prefill_mfu": pf.mfu / plan.pp,
+        # the prompts the prefill step holds: one, or one a DP-attention rank, the ranks equally loaded as the step
+        # model prices them (helper-191: DP8's was printed as one prompt's, 980 ms for Llama-3.1-70B's 4,096 tokens
+        # on 8xH100 against TP8's 149, where its MLPs ran 8 such prompts)
+        "prefill_prompts_in_step": plan.kv_groups,
         "decode_step_s": dec.total_s,
         # the replica's: every DP rank's batch, and pp batches in flight, one a stage, as the engine runs pp schedulers
         # (helper-187: it was one batch's, half the engine's throughput under PP2)
@@ -158,8 +163,10 @@ def cost(hardware: str, model_name: str, tp: int | None, pp: int, dp_attention: 
     if out["beyond_max_context"]:
         click.echo(f"  note: {max(context, n_prompt):,} tokens is beyond {sm.model.key}'s max context of "
                    f"{sm.model.max_context_tokens:,}: priced as for a long-context variant")
-    click.echo(f"  prefill {n_prompt} token{'s' * (n_prompt != 1)}: {pf.total_s / MS:.2f} ms ({pf.bound}-bound, "
-               f"MFU {out['prefill_mfu']:.1%})")
+    click.echo(f"  prefill {n_prompt} token{'s' * (n_prompt != 1)}"
+               + (f" a DP rank ({plan.kv_groups} prompts in all, the ranks in step: their MLPs and experts take "
+                  "every rank's tokens)" if dp_attention else "")
+               + f": {pf.total_s / MS:.2f} ms ({pf.bound}-bound, MFU {out['prefill_mfu']:.1%})")
     click.echo(
         f"  decode step, batch {batch}" + (f" a DP rank ({batch * plan.kv_groups} in all)" if dp_attention else "")
         + f" at {context} token{'s' * (context != 1)}: {dec.total_s / MS:.3f} ms, "

@@ -257,3 +257,24 @@ def test_cost_decode_throughput_of_a_pipeline_is_the_engines():
                                   "--batch", "8", "--context", "384", "--json"])
     out = json.loads(r.output)
     assert out["decode_tokens_per_s"] == pytest.approx(engine, rel=1e-5) == pytest.approx(981.06, rel=1e-5)
+
+
+def test_cost_prefill_under_dp_attention_says_it_is_one_prompt_a_rank_helper_191():
+    """helper-191: under --dp-attention the step model prices a rank's step with the ranks equally loaded (the MLPs
+    and experts on every rank's tokens), so the prefill priced is one prompt on each of the 8 ranks, but `cost`
+    printed "prefill 4096 tokens: 980.35 ms" as one prompt's: Llama-3.1-70B on 8xH100, against TP8's 149.38 ms.
+    Its MFU, 60.1%, is the whole model's FLOPs for 4,096 tokens on one GPU (2 · 70.55e9 · 4,096 = 5.78e14, plus
+    attention's), over 0.980 s at 989.4 TFLOP/s: 8 prompts' MLP FLOPs split 8 ways."""
+    def run(*plan: str) -> tuple[dict, str]:
+        base = ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--batch", "8", "--context", "4096", *plan]
+        r = CliRunner().invoke(cost, [*base, "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output), CliRunner().invoke(cost, base).output
+
+    (dp, dp_text), (tp, tp_text) = run("--dp-attention"), run()
+    assert dp["prefill_s"] == pytest.approx(0.980354, rel=1e-5) and tp["prefill_s"] == pytest.approx(0.149377, rel=1e-5)
+    assert dp["prefill_mfu"] * 989.4e12 * dp["prefill_s"] == pytest.approx(5.83e14, rel=1e-2)
+    assert dp["prefill_prompts_in_step"] == 8 and tp["prefill_prompts_in_step"] == 1
+    assert ("prefill 4096 tokens a DP rank (8 prompts in all, the ranks in step: their MLPs and experts take every "
+            "rank's tokens): 980.35 ms") in dp_text
+    assert "  prefill 4096 tokens: 149.38 ms" in tp_text
