@@ -519,3 +519,24 @@ def test_collapse_plan_with_superscript_digit_is_one_line_helper_191(tmp_path):
                                   "--layout", "native", "--out", str(tmp_path / "c")])
     assert r.exit_code == 2, r.output
     assert "'tp²' is not one of tpN" in r.output and "Traceback" not in r.output
+
+
+def test_fit_of_weights_that_do_not_fit_names_plans_that_hold_a_stream_helper_191():
+    """helper-191: the hint named plans whose weights fit but that hold no stream of the context asked for.
+    Llama-3.1-70B (141.1 GB) on 1xH100 at 32k: TP2 leaves 72 − 70.55 = 1.45 GB a GPU for a 32,768 · 327,680 / 2 =
+    5.37 GB share, TP1 PP2 the same 1.45 GB for its 40 layers' 5.37 GB: neither holds one, and the hint now says so.
+    On 8xH100 at
+    2,000,000 tokens only TP8 PP2 holds one (63.18 GB over 2e6 · 327,680 / 16 = 40.96 GB); TP8 (54.36 over 81.92),
+    TP4 and the rest none: it was named beside TP8 and TP4, now alone."""
+    def err(hw: str, context: int) -> str:
+        r = CliRunner().invoke(main, ["fit", "--model", "Llama-3.1-70B", "--hardware", hw, "--context", str(context),
+                                      "--tp", "1"])
+        assert r.exit_code == 2
+        return r.output.rstrip()
+
+    assert err("1xH100", 32768).endswith("by 69.1 GB; plans whose weights fit, though none holds a 32,768-token "
+                                         "stream: TP2 (2 nodes), TP1 PP2 (2 nodes)")
+    assert err("1xH100", 2048).endswith("by 69.1 GB; plans whose weights fit: TP2 (2 nodes), TP1 PP2 (2 nodes)")
+    assert err("8xH100", 2_000_000).endswith("by 69.1 GB; plans whose weights fit: TP8 PP2 (2 nodes) and 6 more")
+    assert err("8xH100", 8192).endswith("plans whose weights fit: TP8 PP2 (2 nodes), TP8 (1 node), "
+                                        "DP8-attention PP2 (2 nodes) and 4 more")

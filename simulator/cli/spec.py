@@ -344,10 +344,15 @@ def _plans_that_hold(node: NodeSpec, model: ModelSpec, layout: KVLayout, context
                              block_tokens)
         return sorted((p for p in rows if p.kv_bytes_per_gpu > 0), key=lambda p: (-p.streams_per_node, p.nodes))
 
+    # a plan whose weights fit but that holds no stream of the context is named as such, or not at all beside one that
+    # holds some (helper-191: Llama-3.1-70B on 1xH100 at 32k named TP2 and TP1 PP2, which hold none)
+    none_held = f", though none holds a {context_tokens:,}-token stream"
     if held := fitting(model):
-        named = ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})" for p in held[:FIT_PLANS_NAMED])
-        more = len(held) - FIT_PLANS_NAMED
-        return f"plans whose weights fit: {named}" + (f" and {more} more" if more > 0 else "")
+        holding = [p for p in held if p.max_streams > 0] or held
+        named = ", ".join(f"{p.plan} ({p.nodes} node{'s' * (p.nodes > 1)})" for p in holding[:FIT_PLANS_NAMED])
+        more = len(held) - min(len(holding), FIT_PLANS_NAMED)
+        return (f"plans whose weights fit{none_held if not held[0].max_streams else ''}: {named}"
+                + (f" and {more} more" if more > 0 else ""))
     narrower = [w for w in NARROWER_WEIGHTS if dtype(w).bytes_per_value < dtype(model.weight_dtype).bytes_per_value]
     for w in narrower:
         if held := fitting(with_weight_precision(model, w)):
