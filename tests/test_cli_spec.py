@@ -407,3 +407,39 @@ def test_an_attention_lever_that_is_the_models_own_is_noted_and_collapse_draws_i
     r = run(*args, "--strategy", "fp8,gqa:8+prefix", "--out", tmp_path / "e")
     assert r.exit_code == 0 and f"note: gqa:8+prefix: {own_gqa}" in r.stderr.splitlines()
     assert f"note: fp8: {own_gqa}" not in r.stderr
+
+
+@pytest.mark.parametrize("kinds", ["4xH100,8xH100", "8xH100,4xH100"])
+def test_collapse_draws_each_kind_under_its_own_nodes_default_plan_helper_191(tmp_path, kinds):
+    """helper-191: with no --plan or --tp, every kind was drawn under the first kind's default plans: `4xH100,8xH100`
+    drew 8xH100 under TP4 (218 streams of 4k) and `8xH100,4xH100` drew 4xH100 under TP8 over 2 nodes (162 a node).
+    "TP over the node", each its own: Llama-3-70B (141.1 GB) on 8xH100 TP8: 72 − 17.64 = 54.36 GB a GPU over
+    4,096 · 327,680 / 8 = 0.168 GB, 324; on 4xH100 TP4: 72 − 35.27 = 36.73 over 0.336 GB, 109."""
+    r = run("collapse", "--model", "Llama-3-70B", "--hardware", kinds, "--layout", "native", "--out", str(tmp_path),
+            "--json")
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(tmp_path / "collapse.csv")
+    at4k = df[df.context_tokens == 4096].set_index("hardware")
+    assert at4k.loc["8xH100", "plan"] == "TP8" and at4k.loc["8xH100", "max_streams"] == 324
+    assert at4k.loc["4xH100", "plan"] == "TP4" and at4k.loc["4xH100", "max_streams"] == 109
+    assert list(dict.fromkeys(df.hardware)) == kinds.split(",") and (df.nodes == 1).all()
+
+
+def test_collapse_default_plans_leave_out_per_kind_helper_191(tmp_path):
+    """DeepSeek-V3 (fp8, 672.9 GB) fits neither TP4 nor DP4-attention EP4 of 4xH100 (168.9 and 178.2 GB a GPU over
+    72): both are left out, each said, and 8xH200 keeps its TP8 (18 at 32k) and DP8-attention EP8 (104); with no
+    kind left, the one-line refusal counts them."""
+    r = run("collapse", "--model", "DeepSeek-V3", "--hardware", "4xH100,8xH200", "--layout", "native",
+            "--out", str(tmp_path / "a"))
+    assert r.exit_code == 0, r.output
+    assert "left out: DeepSeek-V3 does not fit TP4 on 4xH100" in r.output
+    assert "left out: DeepSeek-V3 does not fit DP4-attention EP4 on 4xH100" in r.output
+    df = pd.read_csv(tmp_path / "a" / "collapse.csv")
+    at32k = df[df.context_tokens == 32768].set_index("plan")
+    assert set(df.hardware) == {"8xH200"} and at32k.loc["TP8", "max_streams"] == 18
+    assert at32k.loc["DP8-attention EP8", "max_streams"] == 104
+    r = run("collapse", "--model", "DeepSeek-V3", "--hardware", "4xH100,1xH100", "--layout", "native",
+            "--out", str(tmp_path / "b"))
+    assert r.exit_code == 2
+    assert r.output.startswith("Error: no node kind or plan fits: DeepSeek-V3 does not fit TP4 on 4xH100")
+    assert r.output.rstrip().endswith("(and 2 more kinds or plans that do not fit)")
