@@ -107,7 +107,7 @@ def kv_budget(node: NodeSpec, model: ModelSpec, tp: int | None = None,
             raise DoesNotFitError(
                 f"{model.key} does not fit {plan.label} on {node.key}: {where}one GPU holds weights of "
                 f"{st.weight_bytes / GB:.1f} GB ({weight_dtype or weight_precision(model)}), more than its usable "
-                f"{usable / GB:.1f} GB ({memory_utilization:g} × {node.gpu.hbm_bytes / GB:.0f} GB) "
+                f"{usable / GB:.1f} GB ({memory_utilization:g} × {node.gpu.hbm_bytes / GB:,.4g} GB) "
                 f"by {(st.weight_bytes - usable) / GB:.1f} GB"
                 + (f" ({(st.weight_bytes - usable) * plan.tp / GB:.1f} GB over the stage's {plan.tp} GPUs)"
                    if plan.tp > 1 else "")

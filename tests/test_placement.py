@@ -540,3 +540,29 @@ def test_fit_of_weights_that_do_not_fit_names_plans_that_hold_a_stream_helper_19
     assert err("8xH100", 2_000_000).endswith("by 69.1 GB; plans whose weights fit: TP8 PP2 (2 nodes) and 6 more")
     assert err("8xH100", 8192).endswith("plans whose weights fit: TP8 PP2 (2 nodes), TP8 (1 node), "
                                         "DP8-attention PP2 (2 nodes) and 4 more")
+
+
+def test_fit_prints_the_hbm_its_arithmetic_uses_helper_191(tmp_path):
+    """helper-191: a catalog GPU of 80.5 GB printed "80 GB × 0.9 − weights 17.64 GB ... = KV 54.81 GB" (0.9 · 80 −
+    17.64 is 54.36) and "usable 72.5 GB (0.9 × 80 GB)": the HBM was rounded to whole GB. Now 0.9 · 80.5 = 72.45,
+    − 17.64 = 54.81, as printed."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "hardware" / "gpus.toml").read_text(encoding="utf-8")
+    h100 = text[text.index("[gpu.H100]"):text.index("\n[", text.index("[gpu.H100]") + 1)]
+    assert "hbm_bytes = 80e9 " in h100
+    (tmp_path / "c.toml").write_text(
+        h100.replace("[gpu.H100]", "[gpu.H100half]").replace("hbm_bytes = 80e9 ", "hbm_bytes = 80.5e9")
+        + '\n[node.8xH100half]\ngpu = "H100half"\ngpus = 8\nhost_dram_bytes = 2.0e12\nnvme_bytes = 30.72e12\n'
+        'nvme_bytes_per_s = 25e9\nnic_bytes_per_s = 50e9\nnic_latency_s = 5e-6\nnvlink_domain_gpus = 8\n'
+        'source = "test"\n',
+        encoding="utf-8")
+    base = ["fit", "--hardware", "8xH100half", "--catalog", str(tmp_path / "c.toml"), "--context", "131072"]
+    r = CliRunner().invoke(main, [*base, "--model", "Llama-3-70B"])
+    assert r.exit_code == 0, r.output
+    assert "per GPU: 80.5 GB × 0.9 − weights 17.64 GB (attention 3.02, experts 0.00, dense 14.09, embeddings 0.53) = " \
+           "KV 54.81 GB" in r.output
+    r = CliRunner().invoke(main, [*base, "--model", "Llama-3.1-405B"])
+    assert r.exit_code == 2
+    assert ("one GPU holds weights of 101.5 GB (bf16), more than its usable 72.5 GB (0.9 × 80.5 GB) by 29.0 GB"
+            in r.output)

@@ -258,7 +258,8 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
     for s, st, kv, seq in per_stage:
         name = f"  stage {s + 1} (layers {st.layer_range[0]}-{st.layer_range[1] - 1}) per GPU" if plan.pp > 1 \
             else "  per GPU"
-        click.echo(f"{name}: {node.gpu.hbm_bytes / GB:,.0f} GB × {memory_utilization:g} − weights "
+        # the HBM as the arithmetic uses it: a catalog's 80.5 GB printed "80 GB × 0.9 − 17.64 = 54.81" (helper-191)
+        click.echo(f"{name}: {node.gpu.hbm_bytes / GB:,.4g} GB × {memory_utilization:g} − weights "
                    f"{st.weight_bytes / GB:,.2f} GB (attention {st.attention_bytes / GB:,.2f}, experts "
                    f"{st.expert_bytes / GB:,.2f}, dense {st.other_bytes / GB:,.2f}, embeddings "
                    f"{st.embedding_bytes / GB:,.2f}) = KV {kv / GB:,.2f} GB")
