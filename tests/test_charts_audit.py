@@ -394,3 +394,20 @@ def test_a_sweeps_setting_keeps_what_the_grid_does_not_change() -> None:
     split = load_scenario("disaggregated")
     assert sweep_setting(split, {"disaggregation.prefill_nodes": [1, 2]}).endswith(", TP8")
     assert _entry("cluster.tp", 8) == "TP8"
+
+
+def test_the_collapse_legend_says_dp_attention_keeps_one_copy_helper_191() -> None:
+    """helper-191: under DP8 attention the legend read "70 kB on each GPU" for DeepSeek-V3's latent, as it does
+    under TP8, where every GPU holds it (eight copies a node); under DP attention a stream's latent, 576 · 61 · 2 B
+    = 70,272 B a token, is on the one GPU whose attention serves it (Llama-3-70B's 327,680 B likewise)."""
+    ds = collapse_table(load_catalog(), get_model("DeepSeek-V3"), ["8xH200"], ["native"],
+                        plans=[ParallelPlan(tp=8), ParallelPlan(tp=8, dp_attention=True, ep=8)])
+    ax = plot_collapse_panel(ds)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == ["native (70 kB/token, 70 kB on each GPU), TP8",
+                          "native (70 kB/token, 70 kB on the one GPU serving it), DP8-attention EP8"]
+    plt.close(ax.figure)
+    ax = plot_collapse_panel(collapse_table(load_catalog(), L70, ["8xH100"], ["native"],
+                                            plans=[ParallelPlan(tp=8, dp_attention=True)]))
+    assert ax.get_legend().get_texts()[0].get_text() == "native (328 kB/token, 328 kB on the one GPU serving it)"
+    plt.close(ax.figure)

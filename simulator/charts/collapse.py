@@ -186,7 +186,8 @@ def _near(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 def _per_token(g: pd.DataFrame) -> str:
     """A layout's KV a token and, where the table has it, what each GPU holds of it: ``328 kB/token,
     41 kB on each GPU``. Under TP8 GQA heads split eight ways but an MLA latent is whole on every GPU
-    (``92 kB/token, 92 kB on each GPU``: eight copies a node), so a smaller token can hold fewer
+    (``92 kB/token, 92 kB on each GPU``: eight copies a node; under DP attention ``on the one GPU serving it``, one
+    copy), so a smaller token can hold fewer
     streams: the GPU's figure is the one capacity reads. A windowed layout (sliding layers, a compression's
     full-resolution window) is said as what a token adds past its windows and what the windows hold,
     ``82 kB/token + 436 MB`` (Gemma-3-27B; its ``bytes_per_token`` is every layer's, 508 kB, which native,
@@ -209,8 +210,11 @@ def _per_token(g: pd.DataFrame) -> str:
     text = f"{per_token / 1e3:,.0f} kB/token" + (f" + {fixed / 1e6:,.0f} MB" if fixed else "")
     if share is None:  # a table from before the column (a CSV, a notebook's frame)
         return text
+    # under DP attention a stream lives on the one GPU whose attention serves it, not on each (helper-191: DP8's
+    # "328 kB on each GPU" read as eight copies, as an MLA latent's under TP8; `ParallelPlan.label`: DPn-attention)
+    dp = "plan" in g and "-attention" in str(g["plan"].iloc[0])
     return text + f", {per_token * share / 1e3:,.0f} kB" + (f" + {fixed * share / 1e6:,.0f} MB" if fixed else "") \
-        + " on each GPU"
+        + (" on the one GPU serving it" if dp else " on each GPU")
 
 
 def _legend_title(df: pd.DataFrame) -> str:
