@@ -405,8 +405,10 @@ def plan_fleet(scenario: Scenario, hardware: str, draws: Draws, *, ttft_p99_s: f
         lo, hi = floor // unit - 1, floor // unit
         expect(lo, hi, False)
         while not ok(hi):
-            lo, hi = hi, hi * 2
-            if hi * unit > MAX_NODES:
+            # the last doubling stops at the limit, so that "none of up to MAX_NODES" is what was run (a floor of 3
+            # doubled to 192, then 384: 193-256 were never tried)
+            lo, hi = hi, min(hi * 2, MAX_NODES // unit)
+            if lo == hi:  # the limit itself failed
                 last = runs.failed(lo * unit, keeps)
                 assert last is not None  # `ok` failed at it
                 s = last.summary

@@ -248,22 +248,22 @@ def _decode_binding(below: Result | None, at_floor: bool, max_num_seqs: int) -> 
 
 def _smallest(ok: Callable[[int], bool], start: int, limit: int, fail: str, ok_hint: int | None = None,
               left: Callable[[int], None] | None = None, short: str = "") -> int:
-    """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start`, then bisect; `NoFleet`
-    (`fail`, and `short` for the plan's row) past `limit`. `ok_hint`: a ``k`` known to pass (bounds the
-    doubling). `left` is told the calls of `ok` still to come (`simulator.progress.search_runs_left`) before
-    each."""
+    """The smallest ``k ≥ start`` with ``ok(k)`` (monotone): double from `start` (the last doubling stopping at
+    `limit`), then bisect; `NoFleet` (`fail`, and `short` for the plan's row) where `limit` fails too. `ok_hint`:
+    a ``k`` known to pass (bounds the doubling). `left` is told the calls of `ok` still to come
+    (`simulator.progress.search_runs_left`) before each."""
     if start > limit:
         raise NoFleet(fail, short=short or fail)
     say = left or (lambda _n: None)
     lo, hi = start - 1, start
     say(search_runs_left(lo, hi, False))
     while not ok(hi):
-        lo, hi = hi, hi * 2
+        if hi >= limit:  # `limit` itself failed: none up to it meets
+            raise NoFleet(fail, short=short or fail)
+        lo, hi = hi, min(hi * 2, limit)  # the last doubling stops at `limit`: each size up to it is answered
         if ok_hint is not None and hi >= ok_hint:
             hi = ok_hint
             break
-        if hi > limit:
-            raise NoFleet(fail, short=short or fail)
         say(search_runs_left(lo, hi, False))
     say(search_runs_left(lo, hi, True))
     while hi - lo > 1:

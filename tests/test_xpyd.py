@@ -513,3 +513,55 @@ def test_an_xpyd_search_over_seeds_sizes_each_pool_for_every_seed(monkeypatch):
     assert lines[:2] == ["8xH100-4P1D, seed 0: decode KV 20%, links 10% -> TTFT p99 3 s, TPOT p99 100 ms: fails",
                          "8xH100-4P2D, seed 0: decode KV 20%, links 10% -> TTFT p99 3 s, TPOT p99 50 ms: meets"]
     assert two.simulations == len(lines)
+
+
+def test_a_search_tries_its_limit_before_it_says_none_up_to_it_meets(monkeypatch):
+    """helper-190: both searches doubled past their limit and gave up there, so "none of up to 256 nodes" was said of
+    sizes never run: from a memory floor of 3 the aggregated search ran 3, 6, ..., 192, then stopped at 384, and a
+    fleet of 200 nodes that meets was never found (the xPyD pools' `_smallest` alike). The last doubling now stops at
+    the limit."""
+    from types import SimpleNamespace
+
+    import simulator.planning as planning
+
+    # xPyD pools: from 3, the sizes tried, the limit among them
+    calls: list[int] = []
+
+    def ok(k: int) -> bool:
+        calls.append(k)
+        return k >= 200
+
+    assert _smallest(ok, 3, 256, "none") == 200
+    assert calls[:8] == [3, 6, 12, 24, 48, 96, 192, 256]
+    calls.clear()
+    with pytest.raises(ConfigError, match="none"):
+        _smallest(lambda k: bool(calls.append(k)), 3, 256, "none")
+    assert calls == [3, 6, 12, 24, 48, 96, 192, 256]
+
+    # the aggregated search, its runs stubbed: a fleet meets from `meets_from` nodes on
+    sc = load_scenario("capacity-plan")
+    tried: list[int] = []
+    meets_from = [10**9]
+
+    def stub(config, workload, seed, **kw):
+        n = config.n_nodes
+        tried.append(n)
+        ttft = 0.1 if n >= meets_from[0] else 9.0
+        return SimpleNamespace(summary={
+            "completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": ttft, "tpot_p99_s": 0.01,
+            "steady_queue_growing": False, "cost_usd": n * 1.0, "makespan_s": 3600.0,
+            "usd_per_million_output_tokens": 2.0, "kv_utilization": 0.1, "kv_referenced_utilization": 0.1},
+            requests=pd.DataFrame({"preemptions": [0]}))
+
+    monkeypatch.setattr(planning, "run", stub)
+    monkeypatch.setattr(planning, "memory_floor_nodes", lambda *a, **kw: 3)
+    monkeypatch.setattr(planning, "fleet_headroom", lambda *a, **kw: (1.5, False, 0))
+    draws = [(0, sc.load_workload(0))]
+    with pytest.raises(planning.NoFleet) as err:
+        planning.plan_fleet(sc, "8xH100", draws, ttft_p99_s=2.0, tpot_p99_s=0.05)
+    assert tried == [3, 6, 12, 24, 48, 96, 192, 256]
+    assert err.value.short == "none of up to 256 nodes (256: TTFT p99 9 s, TPOT p99 10 ms)"
+    tried.clear()
+    meets_from[0] = 200
+    plan = planning.plan_fleet(sc, "8xH100", draws, ttft_p99_s=2.0, tpot_p99_s=0.05)
+    assert plan.nodes == 200 and tried[:8] == [3, 6, 12, 24, 48, 96, 192, 256]
