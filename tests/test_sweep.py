@@ -497,3 +497,38 @@ def test_a_sweep_says_where_the_queue_grew(tiny):
     plain = CliRunner().invoke(sweep, [str(tiny), "--grid", "workload.rate_scale=5", "--grid",
                                        "workload.duration_s=20", "--workers", "1"])
     assert "queue_grows" not in plain.stdout and "queue grew" not in plain.stderr
+
+
+def test_plot_sweep_joins_an_xpyd_fleets_points_across_its_pool_sizes():
+    """helper-190: a sweep of ``disaggregation.prefill_nodes`` labels each point's fleet by its split (``8xH100-1P4D``,
+    ``8xH100-2P4D``), and each label was its own series: four single points, no line, a legend of four "node kinds";
+    its x axis and title read the raw key, and the title ran past the figure's edge, cut. One line a node kind now,
+    the varied pool size a letter (``8xH100-xP4D``), the axis in words, the title wrapped to the axes."""
+    df = pd.DataFrame({"disaggregation.prefill_nodes": [1, 1, 2, 2],
+                       "hardware": ["8xH100-1P4D", "8xB200-1P4D-P8xH200", "8xH100-2P4D", "8xB200-2P4D-P8xH200"],
+                       "ttft_p99_s": [6.35, 2.69, 2.83, 0.69], "meets_slo": [True] * 4})
+    df.attrs.update(swept=["disaggregation.prefill_nodes"], scenario="disaggregated",
+                    setting="Llama-3.1-70B on 8xH100 / 8xB200, TP8")
+    fig, ax = plt.subplots(figsize=(9.5, 5.6))
+    plot_sweep(df, "disaggregation.prefill_nodes", "ttft_p99_s", ax=ax)
+    assert [line.get_label() for line in ax.lines] == ["8xH100-xP4D", "8xB200-xP4D-P8xH200"]
+    assert [list(line.get_ydata()) for line in ax.lines] == [[6.35, 2.83], [2.69, 0.69]]
+    assert ax.get_xlabel() == "prefill nodes (xPyD)"
+    assert ax.get_title() == "disaggregated (Llama-3.1-70B on 8xH100 / 8xB200, TP8): p99 time to first token vs " \
+        "prefill nodes"
+    # a longer one (the raw key's words, 113 characters, ran to 1,050 px of a 1,045 px figure) wraps within it
+    df.attrs.update(scenario="disaggregated-llama-3.1-70b-chat-and-agents")
+    fig, ax = plt.subplots(figsize=(9.5, 5.6))
+    plot_sweep(df, "disaggregation.prefill_nodes", "ttft_p99_s", ax=ax)
+    fig.tight_layout()
+    fig.canvas.draw()
+    box = ax.title.get_window_extent()
+    assert "\n" in ax.get_title() and box.x0 >= 0 and box.x1 <= fig.bbox.x1
+    # both pools varied: one line a kind, both sizes letters; the other split names the decode pool in words
+    both = pd.DataFrame({"disaggregation.prefill_nodes": [1, 2, 1, 2], "disaggregation.decode_nodes": [4, 4, 6, 6],
+                         "hardware": ["8xH100-1P4D", "8xH100-2P4D", "8xH100-1P6D", "8xH100-2P6D"],
+                         "ttft_p99_s": [6.0, 3.0, 5.0, 2.0]})
+    both.attrs.update(swept=["disaggregation.prefill_nodes", "disaggregation.decode_nodes"])
+    ax = plot_sweep(both, "disaggregation.prefill_nodes", "ttft_p99_s")
+    assert [line.get_label() for line in ax.lines] == ["8xH100-xPyD, 4 decode nodes", "8xH100-xPyD, 6 decode nodes"]
+    plt.close("all")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -33,6 +35,8 @@ SWEEP_LABELS: dict[str, tuple[str, float]] = {
     "cluster.tp": ("tensor parallelism (GPUs per replica)", 1.0),
     "cluster.hardware": ("node kind", 1.0),
     "cluster.memory_utilization": ("usable share of HBM", 1.0),
+    "disaggregation.prefill_nodes": ("prefill nodes (xPyD)", 1.0),
+    "disaggregation.decode_nodes": ("decode nodes (xPyD)", 1.0),
     "cache.layout": ("KV layout", 1.0),
     "workload.rate_scale": ("load (× the workload's base rate)", 1.0),
     "workload.duration_s": ("workload duration (s)", 1.0),
@@ -58,13 +62,33 @@ LEGEND_NAMES: dict[str, str] = {
     "cluster.memory_utilization": "{} of HBM usable",
     "scheduler.max_num_seqs": "at most {} running sequences",
     "scheduler.max_num_batched_tokens": "{} tokens per iteration",
+    "disaggregation.prefill_nodes": "{} prefill nodes",
+    "disaggregation.decode_nodes": "{} decode nodes",
 }
+#: The pool sizes an xPyD fleet's label carries (``8xH100-2P4D``: `Scenario.fleet_label`), and the letter that stands
+#: for one where the sweep varies it, so that a fleet's points across its pool sizes make one line (``8xH100-xP4D``).
+POOL_KEYS = {"disaggregation.prefill_nodes": "x", "disaggregation.decode_nodes": "y"}
+_SPLIT = re.compile(r"-(\d+)P(\d+)D(?=-|$)")
+#: A title's characters an inch of the figure's width (12-point text), less its margins: where it wraps.
+TITLE_CHARS_PER_IN = 11.4  # (0.0875 in a character: 82 fill 7.2 in)
+TITLE_MARGIN_IN = 0.3
 #: Legend entries under the plot take this many columns (three entries or more).
 LEGEND_COLUMNS = 2
 #: How far under the axes' bottom the legend starts (points): below the tick labels and the x label.
 LEGEND_DROP_PT = 38
 #: The series' markers, in drawing order: no two lines of a chart share one.
 MARKERS = "osD^vP<X>p*h"
+
+
+def _fleet_kinds(hardware: pd.Series, varied: set[str]) -> pd.Series:
+    """The fleets' labels with the pool sizes in `varied` (`POOL_KEYS`) as letters: ``8xH100-2P4D`` and
+    ``8xH100-3P4D`` are one fleet, ``8xH100-xP4D``, where the sweep varies the prefill pool (helper-190: each was its
+    own series, one point and no line, on a sweep of ``disaggregation.prefill_nodes``)."""
+    p, d = ("disaggregation.prefill_nodes" in varied, "disaggregation.decode_nodes" in varied)
+    if not (p or d):
+        return hardware
+    return hardware.map(lambda hw: _SPLIT.sub(lambda m: f"-{'x' if p else m[1]}P{'y' if d else m[2]}D", str(hw),
+                                              count=1))
 
 
 def _short(key: str) -> str:
@@ -112,6 +136,8 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     split = ["hardware", *([hue] if hue and hue != "hardware" else [])]
     split += [k for k in df.attrs.get("swept", []) if k not in (x, *split, "cluster.hardware")
               and k in df and df[k].nunique() > 1]
+    attrs, df = df.attrs, df.assign(hardware=_fleet_kinds(df["hardware"], {x, *split}))
+    df.attrs = attrs
     # a seed is a draw, not a quantity: its points are not a trend either (helper-147)
     numeric_x = pd.api.types.is_numeric_dtype(df[x]) and x != "seed"
     share = y in SHARES
@@ -171,7 +197,10 @@ def plot_sweep(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax: Axe
     ax.set_ylabel(ylabel)
     name, setting = df.attrs.get("scenario"), df.attrs.get("setting")
     about = f"{name} ({setting})" if name and setting else name or setting
-    ax.set_title((f"{about}: " if about else "") + f"{ylabel.split(' (')[0]} vs {xlabel.split(' (')[0]}")
+    title = (f"{about}: " if about else "") + f"{ylabel.split(' (')[0]} vs {xlabel.split(' (')[0]}"
+    # wrapped to the figure's width: a long one ran past its edge and was cut (helper-190)
+    width_in = ax.figure.bbox.width / ax.figure.dpi - TITLE_MARGIN_IN
+    ax.set_title(textwrap.fill(title, max(40, int(TITLE_CHARS_PER_IN * width_in))))
     ax.grid(True, alpha=0.3)
     entries = len(ax.get_legend_handles_labels()[1])
     # under the plot, whatever the count: beside it took half the width, inside it covered points (helper-158)
