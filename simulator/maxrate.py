@@ -460,7 +460,9 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet
         if on_step:
             held = (f"{row.requests_per_s:,.3g} req/s, {row.output_tokens_per_s:,.0f} output tok/s sustained over "
                     f"[{row.steady_window_start_s:,.0f}, {row.steady_window_end_s:,.0f}] s"
-                    if math.isfinite(row.requests_per_s) else  # no steady window (helper-156: "nan req/s")
+                    # no steady window (helper-156: "nan req/s"), or one too short to tell (helper-190: "0 req/s,
+                    # 7,325 output tok/s sustained over [2, 3] s" of a 1.7-s window with no completion in it)
+                    if math.isfinite(row.requests_per_s) and not row.steady_state_warning else
                     f"no sustained rate ({row.steady_state_warning.removeprefix(NOT_STEADY)})")
             on_step(f"{label} seed {sd}: {row.requests:,} requests at t = 0 -> {held}")
         rows.append({"hardware": label, "nodes": nodes, **asdict(row)})

@@ -275,3 +275,15 @@ def test_a_trace_too_short_at_its_max_rate_says_a_longer_trace_is_needed() -> No
     assert a.answers[0].too_short and not a.answers[0].trace_cut
     assert "the trace is too short to tell the max rate: at rate ×" in a.describe()[0]
     assert "a longer trace is needed" in a.describe()[0]
+
+
+def test_an_offline_run_too_short_to_tell_says_no_sustained_rate() -> None:
+    """helper-190: 298 chat requests at t = 0 on 2 × 8xH100 (30 s of arrivals) have a window of [1.72, 3.44] s with no
+    completion in it; the progress line read "0 req/s, 7,325 output tok/s sustained over [2, 3] s", where the steady
+    rule says too short to tell (as max-rate says "sustained: too short to tell"); it now says no sustained rate, and
+    why."""
+    r = CliRunner().invoke(main, ["capacity", "chat-4k-h100", "--offline", "--seeds", "1", "--duration-s", "30"])
+    assert r.exit_code == 0, r.output
+    assert ("8xH100 seed 0: 298 requests at t = 0 -> no sustained rate (0 completion(s) in the window [1.7, 3.4] s, "
+            "fewer than 10; give the run more requests") in r.output
+    assert "output tok/s sustained" not in r.output
