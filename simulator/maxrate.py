@@ -43,8 +43,9 @@ from typing import Any
 import pandas as pd
 
 from simulator.engine import EngineConfig, Result, SteadyWindow, StepTimer, run
+from simulator.engine.result import must_seed
 from simulator.engine.steady import NOT_STEADY, RUN_LONGER
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, is_number, must
 from simulator.planning import keeps_up
 from simulator.progress import GENERATE_COST, Meter, Progress
 from simulator.scenario import Scenario
@@ -302,6 +303,15 @@ def _finite(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+def _must_runs(seeds: object, seed: object, where: str) -> None:
+    """Refuse `seeds` that is not a whole number >= 1 (helper-190: 1.5 ended in a TypeError from ``range``) and a
+    `seed` (None: the scenario's) that is not one >= 0, before any run."""
+    must(isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1, where, "seeds", "an integer >= 1",
+         seeds)
+    if seed is not None:
+        must_seed(seed, where)
+
+
 def _with_duration(scenario: Scenario, duration_s: float | None) -> Scenario:
     if duration_s is None:
         return scenario
@@ -339,13 +349,17 @@ def max_rate(scenario: Scenario, hardware: str | None = None, *, fleet: str | No
     come as `scales_left` says; a seed after the first is expected to cost at least what the first
     did (seeds differ: one may climb or descend much further than the first's answer).
     """
-    must(seeds >= 1, "max_rate", "seeds", ">= 1", seeds)
+    _must_runs(seeds, seed, "max_rate")
     must(0 < rel_tol < 1, "max_rate", "rel_tol", "in (0, 1): a bracket's width over its low rate, 0.05 for 5%",
          rel_tol)  # before scales_left
+    for key, slo in (("ttft_p99_s", ttft_p99_s), ("tpot_p99_s", tpot_p99_s)):  # before any simulation
+        # (helper-190: 0 read as not given, the scenario's SLO searched in silence; NaN met every TPOT, -1 none)
+        must(slo is None or (is_number(slo) and 0 < slo < math.inf), "max_rate", key,
+             "a finite number of seconds > 0 (None: the scenario's)", slo)
     sc = _with_duration(scenario, duration_s)
     label, config, nodes = fleet_config(sc, hardware or sc.cluster.hardware[0], fleet, "max_rate")
-    ttft = ttft_p99_s or sc.slo.ttft_p99_s
-    tpot = tpot_p99_s or sc.slo.tpot_p99_s
+    ttft = sc.slo.ttft_p99_s if ttft_p99_s is None else ttft_p99_s
+    tpot = sc.slo.tpot_p99_s if tpot_p99_s is None else tpot_p99_s
     first = sc.seed if seed is None else seed
     answers: list[SeedAnswer] = []
     per_scale = 1 + GENERATE_COST
@@ -435,7 +449,7 @@ def offline_throughput(scenario: Scenario, hardware: str | None = None, *, fleet
     on `hardware` × ``cluster.nodes`` or the scenario's fleet `fleet` on it (as `max_rate`).
 
     `progress` receives the fraction done: each seed an equal share, `GENERATE_COST` of it generating."""
-    must(seeds >= 1, "offline_throughput", "seeds", ">= 1", seeds)
+    _must_runs(seeds, seed, "offline_throughput")
     sc = _with_duration(scenario, duration_s)
     label, config, nodes = fleet_config(sc, hardware or sc.cluster.hardware[0], fleet, "offline_throughput")
     first = sc.seed if seed is None else seed

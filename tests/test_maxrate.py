@@ -287,3 +287,24 @@ def test_an_offline_run_too_short_to_tell_says_no_sustained_rate() -> None:
     assert ("8xH100 seed 0: 298 requests at t = 0 -> no sustained rate (0 completion(s) in the window [1.7, 3.4] s, "
             "fewer than 10; give the run more requests") in r.output
     assert "output tok/s sustained" not in r.output
+
+
+def test_max_rate_and_offline_refuse_bad_slos_and_seeds_before_any_run(monkeypatch) -> None:
+    """helper-190: `max_rate(ttft_p99_s=0)` searched the scenario's 2 s SLO in silence (0 read as not given), a NaN
+    TPOT SLO met every TPOT (chat-4k-h100 at 5 s: ×11.3, where 0.1 s answers ×9.5), -1 met nothing and ran the
+    search down to ×1/1024; `seeds=1.5` ended in a TypeError from ``range``. Each is refused in one line naming the
+    key, before a simulation; None still means the scenario's."""
+    import simulator.maxrate as mr
+    from simulator.scenario import load_scenario
+
+    monkeypatch.setattr(mr, "run", lambda *a, **kw: pytest.fail("no simulation for bad input"))
+    sc = load_scenario("chat-4k-h100")
+    for kw, key, got in [({"ttft_p99_s": 0}, "ttft_p99_s", "0"), ({"tpot_p99_s": math.nan}, "tpot_p99_s", "nan"),
+                         ({"ttft_p99_s": -1.0}, "ttft_p99_s", "-1.0"), ({"tpot_p99_s": math.inf}, "tpot_p99_s", "inf"),
+                         ({"seeds": 1.5}, "seeds", "1.5"), ({"seeds": True}, "seeds", "True"),
+                         ({"seed": -1}, "seed", "-1")]:
+        with pytest.raises(ConfigError, match=rf"^max_rate: '{key}' must be .* \(got {got}\)$"):
+            max_rate(sc, duration_s=5, **kw)
+    for kw, key in [({"seeds": 1.5}, "seeds"), ({"seed": -1}, "seed")]:
+        with pytest.raises(ConfigError, match=rf"^offline_throughput: '{key}' must be "):
+            offline_throughput(sc, duration_s=5, **kw)
