@@ -205,7 +205,10 @@ def plan_disaggregated(scenario: Scenario, hardware: str, draws: Draws, *, ttft_
                        else "prefill compute" if p > unit_p else "decode bandwidth (TPOT)")
     noisy = _noisy_split(scenario, hardware, {k: r[0] for k, r in runs.runs.items()}, (ample, d, unit_d),
                          (p, d, unit_p), ttft_p99_s, tpot_p99_s) if seeds == 1 else ""  # several: it meets at each
-    return SplitPlan(hardware=hardware, fleet=f"{p}P{d}D", search_note=noisy, nodes=p + d, prefill_nodes=p,
+    # the fleet as `kvsim run` labels it, less the decode kind the row names: ``2P1D-P8xMI300X`` where the prefill pool
+    # runs on other nodes (helper-190: "8xB200 2P1D, 3 nodes, $87.8/h" hid that two of them were 8xMI300X)
+    fleet = scenario.fleet_label(hardware, p, d).removeprefix(f"{hardware}-")
+    return SplitPlan(hardware=hardware, fleet=fleet, search_note=noisy, nodes=p + d, prefill_nodes=p,
                      decode_nodes=d, memory_floor_nodes=floor, **figures, binding=", ".join(binding),
                      simulations=len(runs))
 

@@ -565,3 +565,28 @@ def test_a_search_tries_its_limit_before_it_says_none_up_to_it_meets(monkeypatch
     meets_from[0] = 200
     plan = planning.plan_fleet(sc, "8xH100", draws, ttft_p99_s=2.0, tpot_p99_s=0.05)
     assert plan.nodes == 200 and tried[:8] == [3, 6, 12, 24, 48, 96, 192, 256]
+
+
+def test_a_split_plan_on_other_prefill_nodes_names_them_in_its_fleet(tmp_path, monkeypatch):
+    """helper-190: with ``prefill_hardware = "8xMI300X"`` the plan's row read "8xB200 2P1D, 3 nodes, $87.8/h" (as if
+    three 8xB200 nodes, $144/h), while its search and headroom lines said 8xB200-2P1D-P8xMI300X; the row's fleet now
+    names the prefill nodes as the run's label does. The runs stubbed: every fleet meets."""
+    from types import SimpleNamespace
+
+    import simulator.xpyd as xpyd
+
+    other = SPLIT.replace("decode_nodes = 1", 'decode_nodes = 1\nprefill_hardware = "8xMI300X"')
+    (tmp_path / "s.toml").write_text(other)
+    sc = load_scenario(tmp_path / "s.toml")
+    monkeypatch.setattr(xpyd, "run", lambda config, workload, seed, **kw: SimpleNamespace(summary={
+        "completed": 10, "timed_out": 0, "rejected": 0, "ttft_p99_s": 0.1, "tpot_p99_s": 0.01,
+        "steady_queue_growing": False, "cost_usd": 1.0, "makespan_s": 3600.0, "usd_per_million_output_tokens": 2.0,
+        "decode_kv_utilization": 0.1, "link_utilization": 0.01}))
+    split = xpyd.plan_disaggregated(sc, "8xH100", [(0, sc.load_workload(0))], ttft_p99_s=0.5, tpot_p99_s=0.04)
+    assert (split.prefill_nodes, split.decode_nodes, split.fleet) == (1, 1, "1P1D-P8xMI300X")
+    assert sc.fleet_label("8xH100", 1, 1) == f"8xH100-{split.fleet}"
+    # on its own nodes the fleet reads as before
+    (tmp_path / "t.toml").write_text(SPLIT)
+    same = xpyd.plan_disaggregated(load_scenario(tmp_path / "t.toml"), "8xH100", [(0, sc.load_workload(0))],
+                                   ttft_p99_s=0.5, tpot_p99_s=0.04)
+    assert same.fleet == "1P1D"
