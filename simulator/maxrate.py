@@ -243,8 +243,12 @@ class MaxRate:
         return _spread([a.output_tokens_per_s for a in self.answers])
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per seed."""
-        return pd.DataFrame([{"hardware": self.hardware, "nodes": self.nodes, **asdict(a)} for a in self.answers])
+        """One row per seed, each with what it was searched at: the SLOs, ``rel_tol`` and ``duration_s`` (helper-190:
+        ``max_rate.csv`` gave a rate without the SLOs it meets, which only the JSON carried)."""
+        searched = {"slo_ttft_p99_s": self.ttft_p99_s, "slo_tpot_p99_s": self.tpot_p99_s, "rel_tol": self.rel_tol,
+                    "duration_s": self.duration_s}
+        return pd.DataFrame([{"hardware": self.hardware, "nodes": self.nodes, **asdict(a), **searched}
+                             for a in self.answers])
 
     def describe(self) -> list[str]:
         """The answer in words: the sustained rate over the seeds, then each seed's bracket."""

@@ -308,3 +308,17 @@ def test_max_rate_and_offline_refuse_bad_slos_and_seeds_before_any_run(monkeypat
     for kw, key in [({"seeds": 1.5}, "seeds"), ({"seed": -1}, "seed")]:
         with pytest.raises(ConfigError, match=rf"^offline_throughput: '{key}' must be "):
             offline_throughput(sc, duration_s=5, **kw)
+
+
+def test_max_rate_csv_rows_carry_the_slos_they_were_searched_at(tmp_path) -> None:
+    """helper-190: max_rate.csv gave each seed's rate without the SLOs it meets (nor the bracket's tolerance or the
+    runs' length): a figure no one could trace from the file, where capacity.csv carries its SLOs."""
+    import pandas as pd
+
+    r = CliRunner().invoke(main, ["capacity", "chat-4k-h100", "--max-rate", "--seeds", "1", "--duration-s", "20",
+                                  "--slo-ttft-p99-s", "3", "--slo-tpot-p99-s", "0.08", "--rel-tol", "0.1",
+                                  "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    row = pd.read_csv(tmp_path / "max_rate.csv").iloc[0]
+    assert (row.slo_ttft_p99_s, row.slo_tpot_p99_s, row.rel_tol, row.duration_s) == (3.0, 0.08, 0.1, 20.0)
+    assert row.hi_scale / row.lo_scale <= 1.1 + 1e-12
