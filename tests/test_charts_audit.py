@@ -411,3 +411,35 @@ def test_the_collapse_legend_says_dp_attention_keeps_one_copy_helper_191() -> No
                                             plans=[ParallelPlan(tp=8, dp_attention=True)]))
     assert ax.get_legend().get_texts()[0].get_text() == "native (328 kB/token, 328 kB on the one GPU serving it)"
     plt.close(ax.figure)
+
+
+def test_a_figure_of_one_plan_a_panel_but_not_the_same_names_each_lines_plan():
+    """helper-191's per-kind default plans draw 4xH100 under TP4 and 8xH100 under TP8, one plan a panel: the legend,
+    titled "KV layout, plan", gave two entries ``native (328 kB/token, 82 kB on each GPU)`` and ``(..., 41 kB ...)``
+    naming neither plan (a panel named its plan only where it drew several)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from hardware.catalog import load_catalog
+    from simulator.charts import collapse_figure
+    from simulator.collapse import collapse_table
+    from simulator.models import get_model
+    from simulator.placement import ParallelPlan
+
+    cat, model = load_catalog(), get_model("Llama-3-70B")
+    df = pd.concat([collapse_table(cat, model, [hw], ["native"], plans=[ParallelPlan(tp=tp)])
+                    for hw, tp in (("4xH100", 4), ("8xH100", 8))], ignore_index=True)
+    fig = collapse_figure(df, model)
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert legend.get_title().get_text() == "KV layout, plan"
+    assert "native (328 kB/token, 82 kB on each GPU), TP4" in texts
+    assert "native (328 kB/token, 41 kB on each GPU), TP8" in texts
+    plt.close(fig)
+    # one plan in every panel: named once, in the legend's title, not in each entry
+    one = collapse_table(cat, model, ["8xH100", "8xH200"], ["native"], tp=8)
+    fig = collapse_figure(one, model)
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    assert legend.get_texts()[0].get_text() == "native (328 kB/token, 41 kB on each GPU)"
+    assert legend.get_title().get_text() == "KV layout (under TP8)"
+    plt.close(fig)

@@ -58,9 +58,12 @@ NO_STREAM_BELOW_LOWEST = 1 / 3
 
 @plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
-                        simulated: pd.DataFrame | None = None) -> Axes:
+                        simulated: pd.DataFrame | None = None, name_plans: bool | None = None) -> Axes:
     """Max streams vs context (log-log) for one hardware kind: a colour per KV layout (`layout_colour`),
-    a line style per parallelism plan (column ``plan``, optional).
+    a line style per parallelism plan (column ``plan``, optional). A line's legend entry names its plan where
+    `name_plans` says (None: where the panel draws several plans); a figure whose panels draw one plan each, but
+    not the same one, names them (`collapse_figure`; helper-191's per-kind plans gave 4xH100 TP4 and 8xH100 TP8 two
+    entries ``native (328 kB/token, 82 kB on each GPU)`` and ``... 41 kB ...`` under "KV layout, plan", neither named).
 
     `simulated` (optional: columns ``context_tokens``, ``peak_streams``, optionally ``mean_streams``,
     ``layout``, the layout simulated, and ``nodes``, the nodes the simulated replica spans) adds measured points,
@@ -72,10 +75,11 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     df = df if "plan" in df else df.assign(plan="")
     hw = df["hardware"].iloc[0]
     plans = list(dict.fromkeys(df["plan"]))
+    named_plans = len(plans) > 1 if name_plans is None else name_plans
     drawn: dict[tuple[float, ...], str] = {}  # a line already drawn -> its layout
     stops: list[tuple[int, str, int]] = []  # (the first context with no stream, the colour, the plan's index)
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
-        name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
+        name = f"{layout} ({_per_token(g)})" + (f", {plan}" if named_plans else "")
         none = g.loc[g["max_streams"] <= 0, "context_tokens"]  # a log axis has no 0: marked at its foot instead
         g = g[g["max_streams"] > 0]
         # the streams as drawn: a plan over several nodes has fractional ones a node (5.5, not 5: helper-172)
@@ -304,7 +308,8 @@ def collapse_figure(df: pd.DataFrame, model: str | ModelSpec, max_context_tokens
         top = fig.add_subplot(grid[r, col], sharey=tops[0] if tops else None)
         tops.append(top)
         sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
-        plot_collapse_panel(df[df["hardware"] == hw], top, max_context_tokens, sim)
+        plot_collapse_panel(df[df["hardware"] == hw], top, max_context_tokens, sim,
+                            name_plans=df["plan"].nunique() > 1 if "plan" in df else False)
         if col:
             top.set_ylabel("")
             top.tick_params(labelleft=False)
