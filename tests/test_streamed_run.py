@@ -466,3 +466,27 @@ def test_json_output_is_strict_json_with_null_for_a_missing_figure(tmp_path):
     assert strict((tmp_path / "o" / "scenario.json").read_text())["scenario"]["scheduler"]["queue_timeout_s"] is None
     r = kvsim("cost", "--model", "Llama-3.1-8B", "--hardware", "1xH100", "--batch", "8", "--context", "4096", "--json")
     assert outcome(r) is None and strict(r.stdout)
+
+
+def test_a_decode_pool_falling_behind_is_not_steady_held_or_streamed(tmp_path):
+    """helper-190: the shipped disaggregated scenario as 8xH100 4P1D (one decode node for four prefill nodes), 120 s:
+    the requests prefilled wait on their prefill replicas for decode room, a queue that grew by 864 through the
+    window, read as "the batch was still filling ... run longer" (`simulator.engine.steady`), so `keeps_up` took
+    the run for one too short to tell instead of one falling behind. Now it is not steady, its queue growing, and
+    a streamed run's `Result.steady` (cut to the report's columns: it reads the KV transfers' starts back) says the
+    same as its summary and as the held run."""
+    from dataclasses import replace
+
+    from simulator.study import run_scenario
+
+    sc = load_scenario("disaggregated")
+    sc = replace(sc, cluster=replace(sc.cluster, hardware=("8xH100",)), workload=replace(sc.workload, duration_s=120),
+                 disaggregation=replace(sc.disaggregation, prefill_nodes=4, decode_nodes=1, compare_aggregated=False))
+    said = ("not steady: the hand-off queue grew through the window [12.1, 120.0] s (4,561 moved to a decode replica "
+            "of 5,425 prefilled there: it grew by 864, more than 220)")
+    held = run_scenario(sc).results["8xH100-4P1D"]
+    streamed = run_scenario(sc, stream_to=tmp_path).results["8xH100-4P1D"]
+    assert "transfer_start_s" not in streamed.requests  # the report's columns alone
+    for result in (held, streamed):
+        assert result.summary["steady_state_warning"] == said and result.summary["steady_queue_growing"]
+        assert result.steady().warning == said and result.steady().queue_growing

@@ -64,8 +64,10 @@ class Result:
         fleet's report columns alone) reads the ones it lacks back from its ``requests.csv``
         (`streamed_to`): the same figures as from the whole records."""
         requests = self.requests
-        if self.streamed_to is not None and not set(STEADY_COLUMNS) <= set(requests.columns):
-            requests = read_records(self.streamed_to / STREAMED_FILES[0], len(requests), STEADY_COLUMNS)
+        # a disaggregated fleet's hand-off queue too (`steady._handoffs`: its KV transfers' starts)
+        needed = (*STEADY_COLUMNS, "transfer_start_s") if self.config.prefill_pool is not None else STEADY_COLUMNS
+        if self.streamed_to is not None and not set(needed) <= set(requests.columns):
+            requests = read_records(self.streamed_to / STREAMED_FILES[0], len(requests), needed)
         return steady_state(requests, window)
 
     def write(self, directory: str | Path) -> Path:

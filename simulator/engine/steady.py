@@ -51,6 +51,12 @@ waiting leave the queue without an admission: the rule counts them as it counts 
 fleet fell behind), and the warning says the two apart ("arrivals outran admissions ...: N timed out waiting
 and the queue grew (or shrank) by M").
 
+A disaggregated fleet has a second queue the rule watches the same way: requests prefilled (their first token)
+that wait on their prefill replica for room on a decode replica. Its arrivals are the requests whose prefill ended
+in the window and went on to decode, its admissions those whose KV started moving there (``transfer_start_s``);
+where it outran them by the same bounds the run is not steady and ``steady_queue_growing`` (a decode side falling
+behind: "the hand-off queue grew ..."), where the prefill-side rule alone read a batch still filling (helper-190).
+
 **Too short** (``steady_state = False``; ``steady_too_short``, as in the few-completions case) when,
 in a run with arrivals spread over time (``A > 0``), the queue did not grow but completions in the
 window are fewer than `min_admission_ratio` of its queued arrivals: the number in the system (the
@@ -204,6 +210,38 @@ STEADY_COLUMNS = ("outcome", "arrival_s", "ttft_s", "end_s", "admit_s", "output_
 """The request records' columns `steady_state` reads (its completed rows': all but ``outcome``)."""
 
 
+def _outran(queued: int, admitted: int, w: SteadyWindow) -> bool:
+    """Whether a queue's `admitted` of its `queued` arrivals in the window fell behind them: fewer than
+    ``min_admission_ratio`` of them, or short by more than ``max_growth_sigmas · √queued``."""
+    return bool(queued and (admitted < w.min_admission_ratio * queued
+                            or queued - admitted > w.max_growth_sigmas * math.sqrt(queued)))
+
+
+def _bound(queued: int, w: SteadyWindow) -> int:
+    """The growth `_outran` allows a queue of `queued` arrivals in the window."""
+    return math.floor(min((1 - w.min_admission_ratio) * queued, w.max_growth_sigmas * math.sqrt(queued)) + 1e-9)
+
+
+def _handoffs(requests: pd.DataFrame, arrival: np.ndarray, start: float, end: float) -> tuple[int, int]:
+    """A disaggregated fleet's hand-off queue through the window ``(start, end]``: ``(ready, moved)``, the
+    requests whose prefill ended there (their first token, ``arrival_s + ttft_s``) that went on to a decode
+    replica, and the requests whose KV started moving to one there (``transfer_start_s``); ``(0, 0)`` for an
+    aggregated fleet (no ``transfer_start_s``, or every one NaN).
+
+    A prefilled request waits on its prefill replica for decode room (`simulator.engine.disagg`), a queue the
+    arrivals-against-admissions rule cannot see: admission is the prefill's (helper-190: on 8xH100 4P1D it grew from
+    0 to 864 through a 120-s window, read as "the batch was still filling ... run longer")."""
+    if "transfer_start_s" not in requests:
+        return 0, 0
+    moved_at = requests.transfer_start_s.to_numpy(dtype=float)
+    handed = ~np.isnan(moved_at)
+    if not handed.any():
+        return 0, 0
+    ready_at = arrival + requests.ttft_s.to_numpy(dtype=float)
+    ready = int((handed & (ready_at > start) & (ready_at <= end)).sum())
+    return ready, int(((moved_at > start) & (moved_at <= end)).sum())
+
+
 def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> SteadyState:
     """The steady window of a run and what was sustained in it, from its request records."""
     w = window or SteadyWindow()
@@ -236,15 +274,21 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     short = completions < w.min_completions  # too few to tell; the queue test is left out too
     longer = RUN_LONGER if a1 > a0 else MORE_REQUESTS
     grew = queued - admissions  # the queue's growth through the window plus those that timed out waiting (left)
-    growing = not short and bool(queued and (admissions < w.min_admission_ratio * queued
-                                             or grew > w.max_growth_sigmas * math.sqrt(queued)))
+    growing = not short and _outran(queued, admissions, w)
+    ready, moved = _handoffs(requests, arrival, start, end)
+    handoff_growing = not short and not growing and _outran(ready, moved, w)
+    growing = growing or handoff_growing
     filling = not short and not growing and a1 > a0 and completions < w.min_admission_ratio * queued
     warning = ""
     if short:
         warning = (f"{NOT_STEADY}{completions} completion(s) in the window [{start:,.1f}, {end:,.1f}] s, "
                    f"fewer than {w.min_completions}{longer}")
+    elif handoff_growing:
+        warning = (f"{NOT_STEADY}the hand-off queue grew through the window [{start:,.1f}, {end:,.1f}] s ({moved:,} "
+                   f"moved to a decode replica of {ready:,} prefilled there: it grew by {ready - moved:,}, more than "
+                   f"{_bound(ready, w):,})")
     elif growing:
-        bound = math.floor(min((1 - w.min_admission_ratio) * queued, w.max_growth_sigmas * math.sqrt(queued)) + 1e-9)
+        bound = _bound(queued, w)
         # requests that timed out waiting in the window left the queue (helper-156: 6,382 of a "grew by 6,508" had,
         # while the queue itself grew by ~620), whenever they arrived (helper-164: those queued before the window
         # count too): queued − admitted − timed out is the queue's change through the window

@@ -218,3 +218,35 @@ def test_the_summary_counts_every_preemption() -> None:
     config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, memory_utilization=0.23, cache="none")
     r = run(config, load_workload("chat-4k", duration_s=60, rate_scale=20), 0)
     assert r.summary["preemptions"] == int(r.requests.preemptions.sum()) == 50
+
+
+def _handed_off(transfer_start: list[float]) -> pd.DataFrame:
+    """100 requests arriving at 0, 1, ..., 99 s, each admitted to a prefill replica on arrival, its first token
+    1 s later, its KV moving to a decode replica at `transfer_start` and ending 2 s after that."""
+    n = len(transfer_start)
+    arrival = [float(i) for i in range(n)]
+    return pd.DataFrame({"outcome": ["completed"] * n, "arrival_s": arrival, "admit_s": arrival,
+                         "ttft_s": [1.0] * n, "transfer_start_s": transfer_start,
+                         "end_s": [t + 2.0 for t in transfer_start], "output_tokens": [10] * n})
+
+
+def test_a_growing_hand_off_queue_is_an_overload_not_a_batch_still_filling() -> None:
+    """helper-190: a disaggregated fleet whose decode side falls behind holds its prefilled requests on the prefill
+    replicas; the rule watched arrivals against (prefill) admissions only, and read it as a batch still filling.
+
+    Request i's KV moves at ``1.5 i + 1`` s (its wait for decode room grows by 0.5 s a request). Sojourns
+    ``0.5 i + 3``, mean 27.75 s: the window is (27.75, 99] s. Prefilled there (first token ``i + 1``): i = 27..98,
+    72; moved there: ``1.5 i + 1 ≤ 99`` for i = 18..65, 48. The hand-off queue grew by 24, more than
+    min(10% of 72, 3·√72) = 7.2; (prefill) admissions kept up, 72 of 72, and 48 completions (i = 17..64) under
+    90% of 72 were read as "still filling". A wait that does not grow (every KV moving 0.5 s after its first
+    token) is steady: window (9.9, 99] s, 90 prefilled (i = 9..98), 89 moved (i = 9..97)."""
+    s = steady_state(_handed_off([1.5 * i + 1 for i in range(100)]))
+    assert (s.start_s, s.end_s, s.queued, s.admissions, s.completions) == (27.75, 99.0, 72, 72, 48)
+    assert s.queue_growing and not s.too_short
+    assert s.warning == ("not steady: the hand-off queue grew through the window [27.8, 99.0] s (48 moved to a decode "
+                         "replica of 72 prefilled there: it grew by 24, more than 7)")
+    even = steady_state(_handed_off([i + 1.5 for i in range(100)]))
+    assert (even.start_s, even.end_s, even.warning, even.queue_growing) == (pytest.approx(9.9), 99.0, "", False)
+    # an aggregated fleet's records (no transfer, NaN) are read as before
+    agg = _handed_off([1.5 * i + 1 for i in range(100)]).assign(transfer_start_s=math.nan)
+    assert steady_state(agg).warning.startswith("not steady: the batch was still filling")
