@@ -212,10 +212,12 @@ def test_a_workload_files_request_limit_names_the_file(tmp_path: Path) -> None:
         load_workload(f)
 
 
-@pytest.mark.parametrize("cell", ["²", "5²", "①"])
+@pytest.mark.parametrize("cell", ["²", "5²", "①", "+-5", "--5", "-+3"])
 def test_trace_count_with_a_digit_int_cannot_read_is_one_line_helper_191(tmp_path, cell):
-    # "²" is a digit to str.isdigit, not to int(): the reader's as_int raised ValueError (a traceback)
+    # "²" is a digit to str.isdigit, not to int(): the reader's as_int raised ValueError (a traceback); so did two
+    # signs, which it stripped all before its test (helper-192: int("+-5"))
     trace = tmp_path / "t.csv"
     trace.write_text(f"{NATIVE_HEADER}\n0,3.25,0,0,{cell},277,1,11:504;12:37,1;2,chat-4k\n", encoding="utf-8")
     line = error(kvsim("workload", "describe", trace), "prompt_tokens")
     assert "an integer >= " in line and cell in line
+

@@ -57,6 +57,13 @@ def get(row: dict[str, T], key: str) -> T:
     return value
 
 
+def _decimal(text: str) -> bool:
+    """Whether `text` is what ``int()`` reads exactly: decimal digits after at most one sign, spaces about it
+    (helper-192: ``lstrip("+-")`` took ``"+-5"`` and ``"--5"``, and int() raised ValueError, a traceback)."""
+    s = text.strip()
+    return (s[1:] if s[:1] in ("+", "-") else s).isdecimal()
+
+
 def as_int(value: object, key: str, minimum: int) -> int:
     """An integer ``>= minimum`` from an int or a decimal string (``"12"``, ``"12.0"``)."""
     rule = "a 64-bit integer" if minimum <= -(2**63) else f"an integer >= {minimum}"  # (an id may be any)
@@ -64,8 +71,8 @@ def as_int(value: object, key: str, minimum: int) -> int:
         raise FieldError(key, rule, value)
     if isinstance(value, int):
         n = value
-    elif isinstance(value, str) and value.strip().lstrip("+-").isdecimal():  # what int() reads (helper-191:
-        # isdigit took "²", and int("²") raised ValueError, a traceback from `kvsim workload describe`)
+    elif isinstance(value, str) and _decimal(value):  # what int() reads (helper-191: isdigit took "²", and
+        # int("²") raised ValueError, a traceback from `kvsim workload describe`)
         n = int(value)  # exact, also for 63-bit segment ids
     elif isinstance(value, float | str):
         try:
