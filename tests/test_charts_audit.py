@@ -442,4 +442,21 @@ def test_a_figure_of_one_plan_a_panel_but_not_the_same_names_each_lines_plan():
     legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
     assert legend.get_texts()[0].get_text() == "native (328 kB/token, 41 kB on each GPU)"
     assert legend.get_title().get_text() == "KV layout (under TP8)"
+
+
+def test_collapse_legend_names_each_panels_plan_where_the_kinds_differ_helper_192():
+    """helper-192: `kvsim collapse --hardware 4xH100,8xH100` (each kind under its own node's plan since
+    helper-191) draws TP4 in one panel and TP8 in the other; the panels named no plan, having one each, so the shared
+    legend, titled "KV layout, plan", read two solid ``native`` lines, 82 and 41 kB a GPU (328 kB / 4, / 8), neither
+    plan named. Each line now names its plan and keeps the figure's style for it (TP4 solid, TP8 dashed)."""
+    df = collapse_table(load_catalog(), L70, ["4xH100", "8xH100"], ["native"], contexts=[4096, 131072])
+    assert list(dict.fromkeys(df["plan"])) == ["TP4", "TP8"]
+    fig = collapse_figure(df, L70)
+    texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert [leg.get_title().get_text() for leg in fig.legends][:1] == ["KV layout, plan"]
+    assert "native (328 kB/token, 82 kB on each GPU), TP4" in texts
+    assert "native (328 kB/token, 41 kB on each GPU), TP8" in texts
+    styles = {line.get_label(): line.get_linestyle() for ax in fig.axes for line in ax.get_lines()
+              if line.get_label().startswith("native")}
+    assert len(set(styles.values())) == 2, styles
     plt.close(fig)

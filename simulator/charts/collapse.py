@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -58,12 +59,14 @@ NO_STREAM_BELOW_LOWEST = 1 / 3
 
 @plain_text
 def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_tokens: int | None = None,
-                        simulated: pd.DataFrame | None = None, name_plans: bool | None = None) -> Axes:
+                        simulated: pd.DataFrame | None = None, plans: Sequence[str] | None = None) -> Axes:
     """Max streams vs context (log-log) for one hardware kind: a colour per KV layout (`layout_colour`),
-    a line style per parallelism plan (column ``plan``, optional). A line's legend entry names its plan where
-    `name_plans` says (None: where the panel draws several plans); a figure whose panels draw one plan each, but
-    not the same one, names them (`collapse_figure`; helper-191's per-kind plans gave 4xH100 TP4 and 8xH100 TP8 two
-    entries ``native (328 kB/token, 82 kB on each GPU)`` and ``... 41 kB ...`` under "KV layout, plan", neither named).
+    a line style per parallelism plan (column ``plan``, optional).
+
+    `plans` are the plans of the figure the panel is one of, in order (default: the panel's own): each keeps its
+    line style and mark in every panel, and with several the legend names each line's plan, though a panel draws
+    one (helper-192: ``kvsim collapse --hardware 4xH100,8xH100`` draws TP4 and TP8, a panel each, and the shared
+    legend read two solid ``native`` lines of 82 and 41 kB a GPU under "KV layout, plan", neither plan named).
 
     `simulated` (optional: columns ``context_tokens``, ``peak_streams``, optionally ``mean_streams``,
     ``layout``, the layout simulated, and ``nodes``, the nodes the simulated replica spans) adds measured points,
@@ -74,12 +77,12 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     ax = ax or plt.figure(figsize=(7, 5)).gca()
     df = df if "plan" in df else df.assign(plan="")
     hw = df["hardware"].iloc[0]
-    plans = list(dict.fromkeys(df["plan"]))
-    named_plans = len(plans) > 1 if name_plans is None else name_plans
+    own = list(dict.fromkeys(df["plan"]))  # the panel's plans; `plans` the figure's, these among them
+    plans = own if plans is None else list(dict.fromkeys([*plans, *own]))
     drawn: dict[tuple[float, ...], str] = {}  # a line already drawn -> its layout
     stops: list[tuple[int, str, int]] = []  # (the first context with no stream, the colour, the plan's index)
     for (plan, layout), g in df.groupby(["plan", "layout"], sort=False):
-        name = f"{layout} ({_per_token(g)})" + (f", {plan}" if named_plans else "")
+        name = f"{layout} ({_per_token(g)})" + (f", {plan}" if len(plans) > 1 else "")
         none = g.loc[g["max_streams"] <= 0, "context_tokens"]  # a log axis has no 0: marked at its foot instead
         g = g[g["max_streams"] > 0]
         # the streams as drawn: a plan over several nodes has fractional ones a node (5.5, not 5: helper-172)
@@ -114,12 +117,12 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
         ax.plot([context], [0.03], marker=shape, ms=9, color=colour, mfc=colour if fill else "white", mew=1.5,
                 ls="none", transform=ax.get_xaxis_transform(), clip_on=False, zorder=4, label=label)
     first_layout = df["layout"].iloc[0]
-    first = df[(df["layout"] == first_layout) & (df["plan"] == plans[0])]
+    first = df[(df["layout"] == first_layout) & (df["plan"] == own[0])]
     native = first.set_index("context_tokens")["max_streams"]
     quoted = [f"{streams_text(native[n])} at {tokens_tick(n)}" for n in (4096, 131072)
               if n in native.index and native[n] > 0]
     if quoted:
-        ax.text(0.02, 0.03, f"{first_layout}" + (f", {plans[0]}" if len(plans) > 1 else "") + ": "
+        ax.text(0.02, 0.03, f"{first_layout}" + (f", {own[0]}" if len(plans) > 1 else "") + ": "
                 + ", ".join(quoted) + " streams", transform=ax.transAxes, fontsize=9, fontweight="bold",
                 color=layout_colour(str(first_layout)), va="bottom",
                 bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
@@ -128,7 +131,7 @@ def plot_collapse_panel(df: pd.DataFrame, ax: Axes | None = None, max_context_to
     if max_context_tokens:
         ax.axvline(max_context_tokens, color="grey", ls=":", lw=1.2)
     if simulated is not None and len(simulated):
-        what = (f"simulated ({simulated['layout'].iloc[0]}" + (f", {plans[0]}" if len(plans) > 1 else "") + ")"
+        what = (f"simulated ({simulated['layout'].iloc[0]}" + (f", {own[0]}" if len(plans) > 1 else "") + ")"
                 if "layout" in simulated else "simulated")
         nodes = simulated.get("nodes", 1)  # a replica's streams on its nodes, drawn per node as the lines
         most = _replica_nodes(simulated)
@@ -293,6 +296,7 @@ def collapse_figure(df: pd.DataFrame, model: str | ModelSpec, max_context_tokens
     and its legend's; two 12.4; three (and more, wrapped) 14.4 (1,584 px at 110 dpi), `PANELS_W_IN`.
     """
     kinds = list(dict.fromkeys(df["hardware"]))
+    figure_plans = list(dict.fromkeys(df["plan"])) if "plan" in df else None  # each panel names them (helper-192)
     with_goodput = simulated is not None and "goodput_fraction" in simulated and len(simulated) > 0
     rows = 2 if with_goodput else 1  # grid rows a row of panels takes
     cols = min(len(kinds), PANELS_PER_ROW)
@@ -308,8 +312,7 @@ def collapse_figure(df: pd.DataFrame, model: str | ModelSpec, max_context_tokens
         top = fig.add_subplot(grid[r, col], sharey=tops[0] if tops else None)
         tops.append(top)
         sim = simulated[simulated["hardware"] == hw] if simulated is not None else None
-        plot_collapse_panel(df[df["hardware"] == hw], top, max_context_tokens, sim,
-                            name_plans=df["plan"].nunique() > 1 if "plan" in df else False)
+        plot_collapse_panel(df[df["hardware"] == hw], top, max_context_tokens, sim, plans=figure_plans)
         if col:
             top.set_ylabel("")
             top.tick_params(labelleft=False)
