@@ -230,14 +230,19 @@ def _check_fits(node: NodeSpec, model: ModelSpec, plan: ParallelPlan, layout: KV
     from simulator.errors import DoesNotFitError
 
     budget = kv_budget(node, model, plan=plan)
+    # each refusal names the options of the check that failed, and briefly: the line is cut at `MAX_MESSAGE_CHARS`,
+    # and `check_batch`'s reason ends in how many sequences fit (helper-192: a --prompt beside a --pp's clause of 47
+    # characters made it 320, and the cut took "more than its usable 72.0 GB ... by 750.9 GB; 40 sequences fit")
     try:
         check_batch(budget, model, layout, context, batch * plan.pp)
-        if prompt is not None and prompt > context:
-            check_batch(budget, model, layout, prompt, 1)
     except DoesNotFitError as exc:
-        flight = f" --pp {plan.pp} ({plan.pp} such batches in flight, one a stage)" if plan.pp > 1 else ""
-        raise DoesNotFitError(f"kvsim cost --batch {batch} --context {context}"
-                              + (f" --prompt {prompt}" if prompt is not None else "") + f"{flight}: {exc}") from None
+        flight = f" --pp {plan.pp} ({plan.pp} batches in flight)" if plan.pp > 1 else ""
+        raise DoesNotFitError(f"kvsim cost --batch {batch} --context {context}{flight}: {exc}") from None
+    if prompt is not None and prompt > context:
+        try:
+            check_batch(budget, model, layout, prompt, 1)
+        except DoesNotFitError as exc:
+            raise DoesNotFitError(f"kvsim cost --prompt {prompt}: {exc}") from None
 
 
 def _merge(

@@ -235,7 +235,7 @@ def test_cost_decode_throughput_of_a_pipeline_counts_its_batches_in_flight():
     r = CliRunner().invoke(cost, ["--hardware", "8xH100", "--model", "Llama-3.1-70B", "--tp", "4", "--pp", "2",
                                   "--batch", "30", "--context", "32768"])
     assert r.exit_code == 2
-    assert ("kvsim cost --batch 30 --context 32768 --pp 2 (2 such batches in flight, one a stage): Llama-3.1-70B does "
+    assert ("kvsim cost --batch 30 --context 32768 --pp 2 (2 batches in flight): Llama-3.1-70B does "
             "not fit TP4 PP2 on 8xH100 at batch 60 × 32,768 tokens: stage 2 of 2, one GPU holds weights of 17.6 GB "
             "and KV of 80.5 GB") in " ".join(r.output.split())
 
@@ -278,3 +278,32 @@ def test_cost_prefill_under_dp_attention_says_it_is_one_prompt_a_rank_helper_191
     assert ("prefill 4096 tokens a DP rank (8 prompts in all, the ranks in step: their MLPs and experts take every "
             "rank's tokens): 980.35 ms") in dp_text
     assert "  prefill 4096 tokens: 149.38 ms" in tp_text
+
+
+def test_cost_refusals_under_pp_keep_how_many_sequences_fit_helper_192():
+    """helper-192: the refusal named every option given and a 47-character --pp clause, so a --prompt beside --pp 2
+    made a 320-character line, and the cut at `MAX_MESSAGE_CHARS` took its end: "more than its usable 72.0 GB (0.9
+    of its HBM) by 750.9 GB; 40 sequences fit". Llama-3.1-70B TP4 PP2 on 8xH100: 2 x 300 sequences of 32,768 tokens
+    need 805.3 GB of KV on stage 2's GPU, beside 17.6 GB of weights; DeepSeek-V3 DP8-attention PP2, 2 x 64 of 8,192,
+    37.4 GB beside 47.4 GB. Each line names the options of the check that failed."""
+    from simulator.errors import MAX_MESSAGE_CHARS
+
+    def line(*args: str) -> str:
+        r = CliRunner().invoke(cost, ["--hardware", "8xH100", *args])
+        assert r.exit_code == 2, r.output
+        text = " ".join(r.output.split()).removeprefix("Error: ")
+        assert len(text) <= MAX_MESSAGE_CHARS and not text.endswith("…"), text
+        return text
+
+    llama = line("--model", "Llama-3.1-70B", "--tp", "4", "--pp", "2", "--batch", "300", "--context", "32768",
+                 "--prompt", "100000")
+    assert llama.startswith("kvsim cost --batch 300 --context 32768 --pp 2 (2 batches in flight): Llama-3.1-70B does "
+                            "not fit TP4 PP2 on 8xH100 at batch 600 × 32,768 tokens")
+    assert llama.endswith("by 750.9 GB; 40 sequences fit")
+    deepseek = line("--model", "DeepSeek-V3", "--dp-attention", "--pp", "2", "--batch", "64", "--context", "8192")
+    assert deepseek.endswith("by 12.8 GB; 83 sequences fit")
+    # a prompt that does not fit is said at --prompt alone
+    prompt = line("--model", "Llama-3.1-70B", "--tp", "4", "--pp", "2", "--batch", "1", "--context", "1024",
+                  "--prompt", "2000000")
+    assert prompt.startswith("kvsim cost --prompt 2000000: Llama-3.1-70B does not fit TP4 PP2 on 8xH100 at batch 1 × "
+                             "2,000,000 tokens")
