@@ -60,6 +60,7 @@ from simulator.models import (
 )
 from simulator.placement import ParallelPlan, idle_attention, tiles_nodes
 from simulator.tomlfile import read_toml
+from simulator.units import figure
 from workloads import Workload, load_workload
 from workloads.load import SCENARIO_DURATION_S, prepare_generator
 from workloads.request import Request
@@ -328,7 +329,8 @@ class Scenario:
             cut = math.isfinite(w.duration_s)
             # duration_s counts replay seconds, start_s the trace's (helper-167: "600 s of it" read as trace seconds)
             said = cut or replayed_s is not None  # a window, or how far a replay it did not cut reached
-            span = f"up to {w.duration_s:,g}" if replayed_s is None else f"{replayed_s:,.0f}"
+            # how far it reached, as a table's figure (helper-192: a last arrival under 0.5 s read "0 s of its replay")
+            span = f"up to {w.duration_s:,g}" if replayed_s is None else figure(replayed_s)
             what = Path(w.trace).name + (
                 f", {span} s of replay from the trace's {w.start_s:,g} s" if said and w.start_s else
                 f", {span} s of its replay" if said else
@@ -826,17 +828,16 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
         say(unused)
     if say is not None and scenario.router.name == "prefix-affinity" and scenario.cache.strategy == "none":
         say(AFFINITY_WITHOUT_CACHE)  # (helper-169: byte for byte least-tokens' run, without a word)
-    if say is not None:  # a layout lever that changes nothing on this model (helper-189)
-        for line in layout_notes(scenario):
+    if overrides:
+        scenario = replace(scenario, **overrides)
+        try:
+            scenario.validate()
+        except ConfigError as exc:
+            msg = str(exc)
+            raise ConfigError(msg if msg.startswith(scenario.where) else f"{scenario.where}: {msg}") from None
+    if say is not None:  # a layout lever that changes nothing on the model that runs, overrides applied (helper-189;
+        for line in layout_notes(scenario):  # helper-192: before them, a model= override was noted as the file's)
             say(line)
-    if not overrides:
-        return scenario
-    scenario = replace(scenario, **overrides)
-    try:
-        scenario.validate()
-    except ConfigError as exc:
-        msg = str(exc)
-        raise ConfigError(msg if msg.startswith(scenario.where) else f"{scenario.where}: {msg}") from None
     return scenario
 
 

@@ -397,8 +397,10 @@ def test_a_replay_its_window_did_not_cut_is_said_by_how_far_it_reached(tmp_path,
     short = run_scenario(cut)
     assert short.workload.cut_at_s == 100.0 and short.workload.last_arrival_s < 100.0
     assert short.subject().endswith("chat-sample.csv, up to 100 s of its replay, replayed 4× as fast")
+    # a replay that reached under a second is said in its figures, not rounded to "0 s" (helper-192)
+    assert short.scenario.subject(replayed_s=0.3).endswith("chat-sample.csv, 0.3 s of its replay, replayed 4× as fast")
     later = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, start_s=300.0, time_scale=4.0))
-    assert later.subject(replayed_s=74.6).endswith("chat-sample.csv, 75 s of replay from the trace's 300 s, "
+    assert later.subject(replayed_s=74.6).endswith("chat-sample.csv, 74.6 s of replay from the trace's 300 s, "
                                                    "replayed 4× as fast")
     assert load_scenario("default").subject(replayed_s=5.0).endswith("600 s of arrivals")  # a generator's own
 
@@ -567,3 +569,13 @@ def test_a_cache_layout_that_changes_nothing_on_the_model_is_noted(tmp_path):
     for layout in ("native", "fp8", "gqa:4"):
         assert layout_notes(load_scenario(scenario(tmp_path, edit('layout = "native"', f'layout = "{layout}"'),
                                                    name=f"{layout[:3]}.toml"))) == []
+    # helper-192: the note is of the scenario that runs, its overrides applied (a cache= override said nothing of
+    # its layout, and a file's layout replaced by one that changes the KV was still noted)
+    fp8 = load_scenario(p, say=None)
+    told.clear()
+    load_scenario(p, say=told.append, cache=dataclasses.replace(fp8.cache, layout="fp8"))
+    assert told == []
+    told.clear()
+    plain = scenario(tmp_path, edit('layout = "native"', 'layout = "fp8"'), name="plain.toml")
+    load_scenario(plain, say=told.append, cache=dataclasses.replace(fp8.cache, layout="fp8+no-sliding"))
+    assert told == [says]
