@@ -185,6 +185,15 @@ def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
     return layout
 
 
+def heads_phrase(model: ModelSpec, layout: KVLayout, attention_tp: int) -> str:
+    """What one attention rank holds of the KV heads, in words: ``1 of 8 KV heads`` (`heads_per_gpu`), and where
+    the ranks outnumber the heads, that each head is replicated: ``1 of 8 KV heads, each on 2 GPUs`` (TP16; helper-191:
+    it read as a TP8 share, though the 16 GPUs hold two copies of every head)."""
+    h = kv_heads(model, layout)
+    said = f"{heads_per_gpu(model, layout, attention_tp)} of {h} KV heads"
+    return said + (f", each on {attention_tp // h} GPUs" if h and attention_tp > h else "")
+
+
 def heads_per_gpu(model: ModelSpec, layout: KVLayout, attention_tp: int) -> int:
     """KV heads one attention rank holds: ``h / tp_attn``, or 1 (replicated) when ``tp_attn > h``.
 

@@ -313,7 +313,14 @@ def test_calc_prints_one_gpus_share():
     r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16"])
     assert r.exit_code == 0, r.output
     # 327,680 B/token / 8 heads = 40,960 B on each of 16 GPUs (1 head, replicated twice)
-    assert "one GPU of TP16 holds 0.125 of it (1 of 8 KV heads): 40,960 B per token" in r.output
+    # (helper-191: without "each on 2 GPUs" it read as a TP8 share)
+    assert "one GPU of TP16 holds 0.125 of it (1 of 8 KV heads, each on 2 GPUs): 40,960 B per token" in r.output
+    r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "8"])
+    assert "one GPU of TP8 holds 0.125 of it (1 of 8 KV heads): 40,960 B per token" in r.output  # no copies
+    r = CliRunner().invoke(main, ["fit", "--model", "Llama-3-70B", "--hardware", "8xH100", "--tp", "16",
+                                  "--context", "131072"])
+    assert "a 131,072-token stream holds 5.369 GB here (1 of 8 KV heads, each on 2 GPUs) -> 11 per KV pool" \
+        in r.output
     r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--tp", "8"])
     assert "70,272 B per token, batch 2.303 GB paged" in r.output
 

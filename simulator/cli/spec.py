@@ -62,9 +62,8 @@ from simulator.placement import (
     as_run,
     candidate_plans,
     check_plan,
-    heads_per_gpu,
+    heads_phrase,
     is_latent,
-    kv_heads,
     kv_share,
     parse_plan,
     span,
@@ -153,7 +152,7 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
         click.echo(f"    {name:<16} × {f:.4f}")
     if share is not None:
         what = "the whole MLA latent on every rank" if is_latent(model, lay) else \
-            f"{heads_per_gpu(model, lay, tp or 1)} of {kv_heads(model, lay)} KV heads"
+            heads_phrase(model, lay, tp or 1)
         click.echo(f"  one GPU of TP{tp} holds {share:g} of it ({what}): "
                    f"{fp.bytes_per_token * share:,.0f} B per token, "
                    f"batch {fp.batch_bytes_paged * share / GB:,.3f} GB paged")
@@ -254,7 +253,7 @@ def fit(hardware: str, model_name: str, model_config: Path | None, layout: str, 
         click.echo(f"  note: {fp4_said}")
     what = ("the whole MLA latent, on the one GPU whose attention serves it" if plan.dp_attention else
             "the whole MLA latent on every attention rank") if is_latent(model, lay) else \
-        f"{heads_per_gpu(model, lay, plan.attention_tp)} of {kv_heads(model, lay)} KV heads"
+        heads_phrase(model, lay, plan.attention_tp)
     for s, st, kv, seq in per_stage:
         name = f"  stage {s + 1} (layers {st.layer_range[0]}-{st.layer_range[1] - 1}) per GPU" if plan.pp > 1 \
             else "  per GPU"
