@@ -1,5 +1,7 @@
 """Per-GPU placement of weights and KV under a parallelism plan, against hand arithmetic."""
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -323,6 +325,16 @@ def test_calc_prints_one_gpus_share():
         in r.output
     r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--tp", "8"])
     assert "70,272 B per token, batch 2.303 GB paged" in r.output
+    # --json has the figures the text prints (helper-191: only the share): 40,960 B a token; 32,768 tokens of
+    # 16-token blocks, 1,342,177,280 B a GPU; DeepSeek-V3's latent whole on each GPU, 70,272 B
+    r = CliRunner().invoke(main, ["calc", "--model", "Llama-3-70B", "--context", "32768", "--tp", "16", "--json"])
+    out = json.loads(r.output)
+    assert (out["kv_share_per_gpu"], out["bytes_per_token_per_gpu"], out["batch_bytes_paged_per_gpu"]) == \
+        (0.125, 40960, 32768 * 40960)
+    r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--tp", "8", "--json"])
+    assert json.loads(r.output)["bytes_per_token_per_gpu"] == 70272
+    r = CliRunner().invoke(main, ["calc", "--model", "DeepSeek-V3", "--context", "32768", "--json"])
+    assert "bytes_per_token_per_gpu" not in json.loads(r.output)  # no --tp: no GPU's share
 
 
 def test_kv_transfer_by_hand():

@@ -132,7 +132,9 @@ def calc(model_name: str, model_config: Path | None, layout: str, kv_dtype: str 
         share = kv_share(model, lay, tp) if tp else None
     if as_json:
         echo_json({**dataclasses.asdict(fp), "beyond_max_context": context_tokens > model.max_context_tokens,
-                   **({"tp": tp, "kv_share_per_gpu": share} if tp else {})})
+                   # with the per-GPU figures the text prints (helper-191: --json had the share alone)
+                   **({"tp": tp, "kv_share_per_gpu": share, "bytes_per_token_per_gpu": fp.bytes_per_token * share,
+                       "batch_bytes_paged_per_gpu": fp.batch_bytes_paged * share} if share is not None else {})})
         return
     click.echo(f"{fp.model}, layout {fp.layout}, {fp.context_tokens:,} tokens × batch {fp.batch}"
                + _past_window(model, context_tokens))
