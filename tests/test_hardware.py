@@ -163,3 +163,45 @@ def test_a_nic_without_its_latency_is_refused_and_a_missing_nic_is_said_as_such(
                  'nvme_bytes_per_s = 25e9\nnic_bytes_per_s = 50e9\nsource = "test"\n')
     with pytest.raises(ConfigError, match=r"node.8xH100x.nic_latency_s: must be > 0 where nic_bytes_per_s is"):
         load_catalog(f)
+
+
+# Each GPU's datasheet figures as the datasheet prints them (its `source`), worked by hand to the catalog's
+# dense per-GPU, per-direction units: a sparse peak is halved, an 8- or 72-GPU platform total divided by its GPUs,
+# a bidirectional link halved. (HBM bytes, HBM bytes/s, bf16, fp8, fp4 FLOP/s, link bytes/s a direction)
+DATASHEETS = {
+    # H100 SXM5 / H200: 1,979 and 3,958 TFLOPS bf16 / fp8 with sparsity; NVLink 4 900 GB/s bidirectional
+    "H100": (80e9, 3.35e12, 1978.8e12 / 2, 3957.8e12 / 2, 0.0, 900e9 / 2),
+    "H200": (141e9, 4.8e12, 1978.8e12 / 2, 3957.8e12 / 2, 0.0, 900e9 / 2),
+    # HGX B200: 1,440 GB, 64 TB/s (DGX B200); 36 / 72 PFLOPS bf16 / fp8 sparse, 72 fp4 dense, over 8; NVLink 5 1.8 TB/s
+    "B200": (1440e9 / 8, 64e12 / 8, 36e15 / 2 / 8, 72e15 / 2 / 8, 72e15 / 8, 1.8e12 / 2),
+    # GB200 NVL72: 13.4 TB, 576 TB/s; 360 / 720 / 1,440 PFLOPS bf16 / fp8 / fp4 with sparsity, over 72
+    "GB200": (186e9, 576e12 / 72, 360e15 / 2 / 72, 720e15 / 2 / 72, 1440e15 / 2 / 72, 1.8e12 / 2),
+    # HGX B300: 2.1 TB over 8 (270 GB); 36 / 72 PFLOPS bf16 / fp8 with sparsity, 108 PFLOPS fp4 dense, over 8;
+    # 8 TB/s is the catalog's figure, as B200's (its line: the datasheet's HGX B300 column prints 7.7 TB/s)
+    "B300": (2160e9 / 8, 8e12, 36e15 / 2 / 8, 72e15 / 2 / 8, 108e15 / 8, 1.8e12 / 2),
+    # MI300X: 2,614.9 / 5,229.8 TFLOPS fp16 / fp8 with sparsity; 7 Infinity Fabric links x 128 GB/s bidirectional
+    "MI300X": (192e9, 5.3e12, 2614.8e12 / 2, 5229.8e12 / 2, 0.0, 7 * 128e9 / 2),
+    # MI355X: 5,033.2 / 10,066.4 TFLOPS fp16 / fp8 with sparsity, 10,066.3 MXFP4 dense; 7 links x 153.6 GB/s
+    "MI355X": (288e9, 8e12, 5033.2e12 / 2, 10066.4e12 / 2, 10066.3e12, 7 * 153.6e9 / 2),
+}
+
+
+@pytest.mark.parametrize("key", sorted(DATASHEETS))
+def test_every_gpu_is_its_datasheet_dense_and_per_direction(key):
+    g = CAT.gpu(key)
+    got = (g.hbm_bytes, g.hbm_bytes_per_s, g.bf16_flops, g.fp8_flops, g.fp4_flops, g.nvlink_bytes_per_s)
+    assert got == pytest.approx(DATASHEETS[key], rel=1e-3)
+
+
+def test_every_shipped_gpu_has_its_datasheet_row():
+    assert set(DATASHEETS) == set(load_catalog().gpus)
+
+
+@pytest.mark.parametrize(("key", "gpus", "nic_gbit"), [("8xH100", 8, 400), ("8xH200", 8, 400), ("8xB200", 8, 400),
+                                                        ("8xGB200", 8, 400), ("8xB300", 8, 800), ("8xMI300X", 8, 400),
+                                                        ("8xMI355X", 8, 400)])
+def test_servers_have_their_gpus_and_one_nic_a_gpu(key, gpus, nic_gbit):
+    # a 400 Gb/s NIC moves 400e9 / 8 = 50 GB/s each way (ConnectX-7 NDR; ConnectX-8 800 Gb/s: 100 GB/s)
+    node = CAT.node(key)
+    assert (node.gpus, node.nic_bytes_per_s) == (gpus, nic_gbit * 1e9 / 8)
+    assert node.hbm_bytes == gpus * node.gpu.hbm_bytes
