@@ -188,3 +188,41 @@ def test_a_config_json_is_read_from_a_path_object(tmp_path):
     few commits by the check that a name is a non-empty string."""
     p = write(tmp_path, LLAMA31_8B)
     assert get_model(p, path=True).n_layers == 32 and get_model(p).n_layers == 32
+
+
+# Every catalog model's config.json figures, transcribed again from the config.json its `source` names
+# (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size,
+# max_position_embeddings; MLA: the KV heads are the query heads, head_dim = qk_nope 128 + qk_rope 64),
+# and its KV bytes a token in bf16 worked by hand: GQA 2 · L · n_kv · head_dim · 2, MLA (512 + 64) · L · 2
+# (every layer, before any sliding window).
+CONFIGS = {
+    "Llama-3.1-8B": ((32, 4096, 32, 8, 128, 128256, 131072), 2 * 32 * 8 * 128 * 2),          # 131,072
+    "Llama-3.1-70B": ((80, 8192, 64, 8, 128, 128256, 131072), 2 * 80 * 8 * 128 * 2),         # 327,680
+    "Llama-3.3-70B": ((80, 8192, 64, 8, 128, 128256, 131072), 2 * 80 * 8 * 128 * 2),         # 327,680
+    "Llama-3.1-405B": ((126, 16384, 128, 8, 128, 128256, 131072), 2 * 126 * 8 * 128 * 2),    # 516,096
+    "Llama-3-70B": ((80, 8192, 64, 8, 128, 128256, 8192), 2 * 80 * 8 * 128 * 2),             # 327,680
+    "Llama-2-70B": ((80, 8192, 64, 8, 128, 32000, 4096), 2 * 80 * 8 * 128 * 2),              # 327,680
+    "Qwen3-32B": ((64, 5120, 64, 8, 128, 151936, 40960), 2 * 64 * 8 * 128 * 2),              # 262,144
+    "Qwen3-235B-A22B": ((94, 4096, 64, 4, 128, 151936, 40960), 2 * 94 * 4 * 128 * 2),        # 192,512
+    "DeepSeek-V3": ((61, 7168, 128, 128, 192, 129280, 163840), (512 + 64) * 61 * 2),         # 70,272
+    "DeepSeek-V2": ((60, 5120, 128, 128, 192, 102400, 163840), (512 + 64) * 60 * 2),         # 69,120
+    "DeepSeek-LLM-67B": ((95, 8192, 64, 8, 128, 102400, 4096), 2 * 95 * 8 * 128 * 2),        # 389,120
+    "Kimi-K2": ((61, 7168, 64, 64, 192, 163840, 131072), (512 + 64) * 61 * 2),               # 70,272
+    "GLM-4.5": ((92, 5120, 96, 8, 128, 151552, 131072), 2 * 92 * 8 * 128 * 2),               # 376,832
+    "Mistral-Large-2": ((88, 12288, 96, 8, 128, 32768, 131072), 2 * 88 * 8 * 128 * 2),       # 360,448
+    "Gemma-3-27B": ((62, 5376, 32, 16, 128, 262208, 131072), 2 * 62 * 16 * 128 * 2),         # 507,904
+    "gpt-oss-120b": ((36, 2880, 64, 8, 64, 201088, 131072), 2 * 36 * 8 * 64 * 2),            # 73,728
+    "gpt-oss-20b": ((24, 2880, 64, 8, 64, 201088, 131072), 2 * 24 * 8 * 64 * 2),             # 49,152
+}
+
+
+@pytest.mark.parametrize("key", sorted(CONFIGS))
+def test_every_catalog_model_is_its_config_json(key):
+    m = get_model(key)
+    shape, kv = CONFIGS[key]
+    assert (m.n_layers, m.d_model, m.n_heads, m.n_kv_heads, m.head_dim, m.vocab_size, m.max_context_tokens) == shape
+    assert bytes_per_token(m) == kv
+
+
+def test_every_shipped_model_has_its_config_row():
+    assert set(CONFIGS) == set(load_models())
