@@ -31,8 +31,16 @@ from simulator.engine import SteadyWindow
 from simulator.kv import parse_layout
 from simulator.placement import as_run
 from simulator.progress import Meter, Phases, Progress
-from simulator.study import ScenarioRun, SchedulerConfig, fleet_nodes, plan_label, simulated_collapse, tiers_phrase
-from simulator.units import GB, figure
+from simulator.study import (
+    SLO_LIMITS,
+    ScenarioRun,
+    SchedulerConfig,
+    fleet_nodes,
+    plan_label,
+    simulated_collapse,
+    tiers_phrase,
+)
+from simulator.units import GB, figure, figure_against
 from workloads.workload import cut_note, skipped_note
 
 if TYPE_CHECKING:
@@ -137,11 +145,15 @@ def _missing(x: object) -> bool:
 
 
 def _table(df: pd.DataFrame) -> str:
-    """`df` as a Markdown table: floats in the one table style (`simulator.units.figure`),
-    numbers right-aligned, text left-aligned, a missing value as a dash."""
+    """`df` as a Markdown table: floats in the one table style (`simulator.units.figure`; a column its
+    ``attrs[SLO_LIMITS]`` judges against an SLO by `simulator.units.figure_against`), numbers right-aligned,
+    text left-aligned, a missing value as a dash."""
     shown = df.copy()
+    limits = df.attrs.get(SLO_LIMITS, {})
     for c in shown.columns:
-        if pd.api.types.is_float_dtype(shown[c]):
+        if c in limits and pd.api.types.is_float_dtype(shown[c]):  # a p99 beside its SLO (`ScenarioRun.headline`)
+            shown[c] = shown[c].map(lambda x, limit=limits[c]: "–" if pd.isna(x) else figure_against(x, limit))
+        elif pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda x: "–" if pd.isna(x) else figure(x))
         elif pd.api.types.is_integer_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c]):
             shown[c] = shown[c].map(lambda x: "–" if pd.isna(x) else f"{x:,}")

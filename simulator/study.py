@@ -110,6 +110,10 @@ class ScenarioRun:
         ``KV util`` = ``kv_utilization``, the time mean share of the fleet's KV blocks in use over the makespan;
         ``$/h`` = ``cost_usd / makespan_s · 3600`` = Σ nodes · GPUs a node · $/GPU-hour; ``$/Mtok out`` =
         ``usd_per_million_output_tokens`` = ``$/h`` · makespan hours / completed output Mtokens.
+
+        The frame's ``attrs[SLO_LIMITS]`` maps ``TTFT p99 (s)`` and ``TPOT p99 (ms)`` to their SLOs in those units:
+        the printed tables write each p99 with the digits that put it on its side of its SLO
+        (`simulator.units.figure_against`), the CSV the floats.
         """
         from simulator.planning import meets_slo  # planning imports this module
 
@@ -132,7 +136,13 @@ class ScenarioRun:
                 "$/h": s["cost_usd"] / s["makespan_s"] * 3600, "$/Mtok out": s["usd_per_million_output_tokens"],
                 "meets SLO": "yes" if slo_ok else "no",
             })
-        return pd.DataFrame(rows)
+        table = pd.DataFrame(rows)
+        # each p99's SLO, in its column's unit: a printed table shows the p99 with the digits that put it on its
+        # side of the SLO (`simulator.units.figure_against`; helper-193: a TPOT p99 of 100.4 ms read '100' beside
+        # a 100 ms SLO and 'meets SLO no')
+        table.attrs[SLO_LIMITS] = {"TTFT p99 (s)": self.scenario.slo.ttft_p99_s,
+                                   "TPOT p99 (ms)": self.scenario.slo.tpot_p99_s * 1e3}
+        return table
 
     def fleet_comparison(self) -> pd.DataFrame:
         """One row per fleet: cost and latency against the SLOs, and where its time and memory go.
@@ -166,6 +176,11 @@ class ScenarioRun:
                 "transfer_p99_s": s["transfer_p99_s"],
             })
         return pd.DataFrame(rows)
+
+
+SLO_LIMITS = "slo_limits"
+"""The key of a table's ``attrs`` (`ScenarioRun.headline`) that maps a column to the SLO its figures are judged
+against, in the column's unit: a printed table writes them with `simulator.units.figure_against`."""
 
 
 def fleet_pools(config: EngineConfig) -> list[PoolConfig]:
