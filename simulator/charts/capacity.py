@@ -77,7 +77,9 @@ def capacity_figure(plan: pd.DataFrame, title: str) -> Figure:
     a.yaxis.set_major_locator(MaxNLocator(integer=True))
     a.legend(fontsize=8, loc="upper left")
     cost = b.bar(x, plan.usd_per_hour.fillna(0), 0.6, color="C2")
-    b.bar_label(cost, labels=["no fleet" if gone else f"${figure(usd)}/h\n${per_m:,.2f}/Mtok out"
+    # both figures as the capacity table writes them (`figure`; helper-193: $/Mtok had two decimals, so the table's
+    # 0.0415 read $0.04 and a figure under half a cent $0.00)
+    b.bar_label(cost, labels=["no fleet" if gone else f"${figure(usd)}/h\n${figure(per_m)}/Mtok out"
                               for usd, per_m, gone in zip(plan.usd_per_hour, plan.usd_per_million_output_tokens, none,
                                                           strict=True)],
                 padding=2, fontsize=8)

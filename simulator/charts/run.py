@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simulator.charts.base import plain_log_ticks, plain_text
+from simulator.units import figure
 
 CDF_POINTS = 100_000
 """The most points a CDF line draws: more than a chart 1,320 pixels wide can show, and more than any
@@ -249,7 +250,8 @@ def fleet_figure(fleets: pd.DataFrame, title: str, slo_ttft_s: float, slo_tpot_s
     hatch = ["" if good else "//" for good in ok]
     bars = a.bar(x, fleets.usd_per_million_output_tokens, color=colours, hatch=hatch, edgecolor="0.2")
     for i, (bar, usd, n) in enumerate(zip(bars, fleets.usd_per_hour, fleets.nodes, strict=True)):
-        a.annotate(f"{n} nodes\n${usd:,.0f}/h", (i, bar.get_height()), ha="center", va="bottom", fontsize=8)
+        # $/h as fleets.csv's table in summary.md writes it (`figure`; helper-193: $23.92/h read $24/h)
+        a.annotate(f"{n} nodes\n${figure(usd)}/h", (i, bar.get_height()), ha="center", va="bottom", fontsize=8)
     a.set(xticks=x, ylabel="cost (USD per million output tokens)", title="Cost")
     a.set_ylim(0, float(fleets.usd_per_million_output_tokens.max()) * 1.3)
     both = not fleets.disaggregated.all()  # an aggregated fleet beside (`compare_aggregated`), or xPyD alone
