@@ -473,7 +473,10 @@ def write_report(run: ScenarioRun, out: Path, capacity: pd.DataFrame | None = No
                "`share_requests_with_read` is the share of requests that read any cached token; "
                "`share_prompt_tokens_read` the share of prompt tokens read from the cache; "
                "`share_cached_tokens_read` = read / (read + written) tokens, the share to compare with "
-               "`breakeven_p_hit`: the cached input costs less than plain input when it is above. "
+               "`breakeven_p_hit`: the cached input costs less than plain input when it is above; "
+               "`share_gaps_below_ttl` the share of reuses (requests whose longest cacheable prefix was sent before) "
+               "that came within the TTL of its previous use; `storage_usd` what a profile that bills storage "
+               "charges for holding the written tokens one TTL (0 for one that does not). "
                "`savings_usd` = `total_usd` without a cache − with; `savings_pct_of_input` is it as a share of "
                "the input bill without a cache (what a TTL is chosen on), `savings_pct_of_bill` as a share of "
                "the whole bill, output included.\n",
