@@ -226,3 +226,21 @@ def test_every_catalog_model_is_its_config_json(key):
 
 def test_every_shipped_model_has_its_config_row():
     assert set(CONFIGS) == set(load_models())
+
+
+def test_the_models_table_says_which_kv_figures_sliding_windows_cap_and_hardware_its_nic_direction():
+    """helper-194: `kvsim models` printed every layer's KV a token (Gemma-3-27B 507,904 B) without a word that 52 of
+    its 62 layers keep only 1,024 tokens (calc says so); `kvsim hardware`'s NIC column read "GB/s/GPU" beside
+    NVLink's and PCIe's "/dir", where all three are one direction (400 Gb/s = 50 GB/s each way)."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    out = CliRunner().invoke(main, ["models"]).output
+    assert ("a sliding-window layer keeps only its window, so a longer sequence holds less: Gemma-3-27B (52 of 62 "
+            "layers keep 1,024 tokens); gpt-oss-120b (18 of 36 layers keep 128 tokens); gpt-oss-20b (12 of 24 layers "
+            "keep 128 tokens)") in out
+    assert "Llama-3.1-8B (" not in out  # no window: no note
+    header = CliRunner().invoke(main, ["hardware"]).output.splitlines()
+    nodes = next(line for line in header if line.strip().startswith("node"))
+    assert "  NIC GB/s/GPU/dir  " in nodes

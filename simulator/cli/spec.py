@@ -533,6 +533,14 @@ def models(catalog: Path | None, as_json: bool) -> None:
              "params (B)": m.total_params / 1e9, "active (B)": m.active_params / 1e9, "weights": weight_precision(m),
              "max ctx": m.max_context_tokens, "KV B/token": int(bytes_per_token(m))} for m in table.values()]
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=tenths))
+    # a windowed model's figure is every layer's, which a sequence past its window does not hold (helper-194: said by
+    # calc, not here)
+    windowed = [f"{m.key} ({m.n_layers - m.n_global_layers} of {m.n_layers} layers keep {m.sliding_window:,} tokens)"
+                for m in table.values() if m.n_global_layers < m.n_layers]
+    if windowed:
+        click.echo("KV B/token is every layer's KV of a token; a sliding-window layer keeps only its window, so a "
+                   f"longer sequence holds less: {'; '.join(windowed)}. kvsim calc --model M --context N gives a "
+                   "sequence's bytes")
 
 
 def tenths(x: float) -> str:
@@ -562,7 +570,7 @@ def hardware(catalog: Path | None, as_json: bool) -> None:
     nodes = [{"node": n.key, "GPUs": n.gpus, "HBM GB": n.hbm_bytes / GB, "DRAM TB": n.host_dram_bytes / 1e12,
               "NVMe TB": n.nvme_bytes / 1e12, "NVMe GB/s": n.nvme_bytes_per_s / GB,
               "NVLink GPUs": n.domain_gpus,
-              "NIC GB/s/GPU": n.nic_bytes_per_s / GB, "NIC µs": n.nic_latency_s * 1e6, "$/h": n.usd_per_hour}
+              "NIC GB/s/GPU/dir": n.nic_bytes_per_s / GB, "NIC µs": n.nic_latency_s * 1e6, "$/h": n.usd_per_hour}
              for n in cat.nodes.values()]
     click.echo(pd.DataFrame(nodes).to_string(index=False, float_format=lambda x: f"{x:,.2f}"))
 
