@@ -170,6 +170,16 @@ def idle_attention(model: ModelSpec, layout: KVLayout) -> str:
             "without it")
 
 
+def idle_levers(model: ModelSpec, layout: KVLayout) -> list[str]:
+    """The notes of `layout`'s levers that change nothing on `model`, each a sentence: an attention lever that is the
+    model's own (`idle_attention`), then ``no-sliding`` on a model without sliding-window layers
+    (`simulator.kv.idle_sliding`); what ``--layout`` (calc, fit, collapse, cost), ``kvsim compare`` and a scenario's
+    ``cache.layout`` say of them, and what `as_run` runs as ``native``."""
+    from simulator.kv import idle_sliding
+
+    return [note for note in (idle_attention(model, layout), idle_sliding(model, layout)) if note]
+
+
 def as_run(model: ModelSpec, layout: KVLayout) -> KVLayout:
     """`layout` as it runs on `model`: an attention lever that spells out the model's own attention is ``native``
     (`idle_attention`: ``mla`` on DeepSeek-V3, whose latent it keeps; ``gqa:8`` on a model of 8 KV heads; ``mha`` on

@@ -48,7 +48,7 @@ from simulator.errors import (
     shown,
 )
 from simulator.files import said_at, shown_path
-from simulator.kv import check_layout, idle_sliding, parse_layout
+from simulator.kv import check_layout, parse_layout
 from simulator.limits import MAX_NODES, check_horizon
 from simulator.models import (
     DEFAULT_MODEL,
@@ -58,7 +58,7 @@ from simulator.models import (
     weight_precision,
     with_weight_precision,
 )
-from simulator.placement import ParallelPlan, idle_attention, tiles_nodes
+from simulator.placement import ParallelPlan, idle_levers, tiles_nodes
 from simulator.tomlfile import read_toml
 from simulator.units import figure
 from workloads import Workload, load_workload
@@ -749,12 +749,11 @@ def _unused_nodes_note(data: Mapping[str, Any], scenario: Scenario) -> str:
 def layout_notes(scenario: Scenario) -> list[str]:
     """Where ``cache.layout`` names a lever that changes nothing on the scenario's model, a note a line, as ``kvsim
     calc --layout`` and ``kvsim compare`` say it: an attention lever that is the model's own
-    (`simulator.placement.idle_attention`: ``mla`` on DeepSeek-V3), ``no-sliding`` on a model without sliding-window
-    layers (`simulator.kv.idle_sliding`: Llama-3.1-8B); helper-189: ``kvsim run`` said nothing of either."""
+    (``mla`` on DeepSeek-V3), ``no-sliding`` on a model without sliding-window layers (Llama-3.1-8B):
+    `simulator.placement.idle_levers`; helper-189: ``kvsim run`` said nothing of either."""
     text = scenario.cache.layout
     model, layout = scenario.model_spec(), parse_layout(text)
-    return [f"cache.layout = {shown(text)}: {idle}" for idle in (idle_attention(model, layout),
-                                                                 idle_sliding(model, layout)) if idle]
+    return [f"cache.layout = {shown(text)}: {idle}" for idle in idle_levers(model, layout)]
 
 
 def _not_found(path: Path) -> str:

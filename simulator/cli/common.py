@@ -111,16 +111,15 @@ def comma_items(text: str, option: str, what: str, example: str) -> list[str]:
 def model_layout(model: ModelSpec, text: str) -> KVLayout:
     """``--layout``'s `text` parsed and suited to `model` (`simulator.kv.check_layout`), its error said at
     ``--layout`` (calc, fit, collapse, cost); a ``no-sliding`` or an attention lever that changes nothing on
-    `model` is noted (`simulator.kv.idle_sliding`, `simulator.placement.idle_attention`: ``mla`` on DeepSeek-V3,
-    ``gqa:8`` on Llama-3.1-8B), as ``kvsim compare`` runs them as ``native``."""
-    from simulator.kv import check_layout, idle_sliding, parse_layout
-    from simulator.placement import idle_attention
+    `model` is noted (`simulator.placement.idle_levers`: ``mla`` on DeepSeek-V3, ``gqa:8`` on Llama-3.1-8B), as
+    ``kvsim compare`` runs them as ``native``."""
+    from simulator.kv import check_layout, parse_layout
+    from simulator.placement import idle_levers
 
     with at_option("--layout"):
         layout = check_layout(model, parse_layout(text))
-    for idle in (idle_attention(model, layout), idle_sliding(model, layout)):
-        if idle:
-            note(f"--layout {layout.label}: {idle}")
+    for idle in idle_levers(model, layout):
+        note(f"--layout {layout.label}: {idle}")
     return layout
 
 

@@ -185,23 +185,22 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                        "kv_blocks_per_replica; kvsim fit for the streams that fit); quality_debit_points: the levers' "
                        "stated accuracy loss on long-context benchmarks (simulator/data/levers.toml, retention.toml: "
                        "each source and how it was read), a guide", err=True)
-        from simulator.kv import idle_sliding, parse_layout
+        from simulator.kv import parse_layout
         from simulator.levers import fp4_kv_note
-        from simulator.placement import idle_attention
+        from simulator.placement import idle_levers
 
         spec_of_model = base.model_spec()
 
         fp4 = fp4_kv_note(base.node.gpu, "runs its bytes") if isinstance(base.node, NodeSpec) else ""
         for row in df.to_dict("records"):  # a lever that did nothing at this load says so (helper-117, helper-120)
             name, policy = str(row["strategy"]), str(row["retention"])
+            layout = parse_layout(str(row["layout"]))
             for caveat in filter(None, str(row["debit_caveats"]).split("; ")):  # a debit no source states
                 note(f"{name}: {caveat}")
-            if fp4 and parse_layout(str(row["layout"])).kv_dtype == "fp4":
+            if fp4 and layout.kv_dtype == "fp4":
                 note(f"{name}: {fp4}")
-            for nothing in (idle_attention(spec_of_model, parse_layout(str(row["layout"]))),  # (helper-189)
-                            idle_sliding(spec_of_model, parse_layout(str(row["layout"])))):  # (helper-186)
-                if nothing:
-                    note(f"{name}: {nothing}")
+            for nothing in idle_levers(spec_of_model, layout):  # a lever that changes nothing (helper-186, -189)
+                note(f"{name}: {nothing}")
             if base.router == "prefix-affinity" and row["cache"] == "none":  # (helper-171)
                 from simulator.scenario import AFFINITY_WITHOUT_CACHE
 
