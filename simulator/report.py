@@ -32,15 +32,15 @@ from simulator.kv import parse_layout
 from simulator.placement import as_run
 from simulator.progress import Meter, Phases, Progress
 from simulator.study import (
-    SLO_LIMITS,
     ScenarioRun,
     SchedulerConfig,
     fleet_nodes,
     plan_label,
     simulated_collapse,
+    slo_figures,
     tiers_phrase,
 )
-from simulator.units import GB, figure, figure_against
+from simulator.units import GB, figure
 from workloads.workload import cut_note, skipped_note
 
 if TYPE_CHECKING:
@@ -149,10 +149,10 @@ def _table(df: pd.DataFrame) -> str:
     ``attrs[SLO_LIMITS]`` judges against an SLO by `simulator.units.figure_against`), numbers right-aligned,
     text left-aligned, a missing value as a dash."""
     shown = df.copy()
-    limits = df.attrs.get(SLO_LIMITS, {})
+    against = slo_figures(df, "–")  # a p99 beside its SLO (`ScenarioRun.headline`)
     for c in shown.columns:
-        if c in limits and pd.api.types.is_float_dtype(shown[c]):  # a p99 beside its SLO (`ScenarioRun.headline`)
-            shown[c] = shown[c].map(lambda x, limit=limits[c]: "–" if pd.isna(x) else figure_against(x, limit))
+        if c in against and pd.api.types.is_float_dtype(shown[c]):
+            shown[c] = against[c]
         elif pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda x: "–" if pd.isna(x) else figure(x))
         elif pd.api.types.is_integer_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c]):

@@ -183,6 +183,17 @@ SLO_LIMITS = "slo_limits"
 against, in the column's unit: a printed table writes them with `simulator.units.figure_against`."""
 
 
+def slo_figures(df: pd.DataFrame, missing: str) -> dict[str, list[str]]:
+    """Each column of `df` that its ``attrs[SLO_LIMITS]`` judges against an SLO, as a printed table writes it: a
+    figure with the digits that put it on its side of the SLO (`simulator.units.figure_against`), `missing` where
+    none was measured (NaN). What ``kvsim run``'s stdout and summary.md's tables both show of a headline's p99s."""
+    from simulator.units import figure_against
+
+    limits = df.attrs.get(SLO_LIMITS, {})
+    return {c: [missing if x != x else figure_against(x, limit) for x in df[c]] for c, limit in limits.items()
+            if c in df}
+
+
 def fleet_pools(config: EngineConfig) -> list[PoolConfig]:
     """Every pool of the fleet, the prefill pool included."""
     return [*config.pools, *([config.prefill_pool] if config.prefill_pool is not None else [])]

@@ -36,7 +36,7 @@ from simulator.cli.progress import phase_bars, progress_bar
 from simulator.errors import ConfigError, shown
 from simulator.limits import MAX_STREAMED_REQUESTS
 from simulator.scenario import Scenario, default_tp_notes, load_scenario
-from simulator.units import figure, figure_against
+from simulator.units import figure
 
 SCENARIO_ARG = click.argument("scenario", required=False, type=click.Path(path_type=Path))
 
@@ -52,15 +52,16 @@ def _echo_table(df: pd.DataFrame) -> None:
     """`df` as text, its floats as `figure` writes them (a column its ``attrs[SLO_LIMITS]`` judges against an SLO, a
     headline's p99, as `figure_against` does: on its side of the SLO) and a figure none was measured for as ``n/a``
     (helper-156: an offline run too short for a steady window printed ``NaN`` req/s)."""
-    from simulator.study import SLO_LIMITS
+    from simulator.study import slo_figures
 
-    limits = {c: limit for c, limit in df.attrs.get(SLO_LIMITS, {}).items() if c in df}
-    shown = {c: ["n/a" if x != x else figure_against(x, limit) for x in df[c]] for c, limit in limits.items()}
-    # a formatted column is laid out as pandas lays out a float one: one space wider than its header, or as wide
-    # as its widest figure (the demo's table as before, character for character)
-    against = {c: (lambda x, limit=limit: figure_against(x, limit)) for c, limit in limits.items()}
-    click.echo(df.to_string(index=False, float_format=figure, na_rep="n/a", formatters=against,
-                            col_space={c: max(len(c) + 1, *map(len, shown[c])) for c in limits}))
+    against = slo_figures(df, "n/a")
+    shown = df.copy()
+    for c, figures in against.items():
+        shown[c] = figures
+    # such a column is laid out as pandas lays out a float one: one space wider than its header, or as wide as its
+    # widest figure (the demo's table as before, character for character)
+    click.echo(shown.to_string(index=False, float_format=figure, na_rep="n/a",
+                               col_space={c: max(len(c) + 1, *map(len, v)) for c, v in against.items()}))
 
 
 @click.command("run")
