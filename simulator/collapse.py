@@ -55,14 +55,17 @@ def _whole(value: object, key: str) -> int:
 def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] = DEFAULT_HARDWARE,
                    layouts: Sequence[str] = DEFAULT_LAYOUTS, contexts: np.ndarray | None = None,
                    tp: int | None = None, memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
-                   block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = ()) -> pd.DataFrame:
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS, plans: Sequence[ParallelPlan] = (),
+                   node_defaults: bool = False) -> pd.DataFrame:
     """One row per (hardware, plan, layout, context): the binding GPU's KV budget, bytes per stream,
     max streams per node (``streams_on_nodes / nodes``, see the module docstring), the nodes the plan's
     replicas tile and every replica's streams on them, and whether the context is beyond the model's max
     (memory alone: the model cannot read that far). `plans` default to one: ``tp`` GPUs (all of the node's when
-    not given); `tp` is that default's alone, refused beside `plans`. A kind and plan whose weights do not fit
-    get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s message); with none left, that
-    error is raised."""
+    not given); `tp` is that default's alone, refused beside `plans`. `node_defaults` instead draws each kind under
+    its own node's `default_plans` (TP over the node, DP attention too for an MLA model: ``kvsim collapse``'s
+    default; helper-191: every kind was drawn under the first kind's), refused beside `plans` or `tp`. A kind and
+    plan whose weights do not fit get no rows, and ``df.attrs["left_out"]`` says why (`DoesNotFitError`'s
+    message); with none left, that error is raised."""
     must(isinstance(catalog, Catalog), "collapse", "catalog", "a Catalog, e.g. load_catalog()", catalog)
     must_model(model, "collapse")
     for key, names in (("hardware", hardware), ("layouts", layouts)):  # a string would be read letter by letter
@@ -87,6 +90,8 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     must(tp is None or is_whole(tp, minimum=1), "collapse", "tp", "a whole number >= 1 (None: the node's GPUs)", tp)
     must(tp is None or not plans, "collapse", "tp", "None when plans are given (each ParallelPlan names its own tp: "
          f"plans=[ParallelPlan(tp={tp})] draws TP{tp})", tp)
+    must(not node_defaults or (tp is None and not plans), "collapse", "node_defaults",
+         "False beside plans or tp (it chooses each node kind's plans)", node_defaults)
     # each a whole number >= 1, as np.logspace gives them too (1000.5 tokens was read as 1,000; 1024.0 is 1,024)
     must(contexts is None or (isinstance(contexts, Iterable) and not isinstance(contexts, str)), "collapse", "contexts",
          "a list of context lengths, e.g. [4096] (None: 1k to 1M)", contexts)
@@ -97,7 +102,9 @@ def collapse_table(catalog: Catalog, model: ModelSpec, hardware: Sequence[str] =
     rows = []
     left_out: list[str] = []
     for node in nodes:
-        for plan in plans or [ParallelPlan(tp=node.gpus if tp is None else tp)]:
+        chosen = plans or (default_plans(node.gpus, model) if node_defaults else
+                           [ParallelPlan(tp=node.gpus if tp is None else tp)])
+        for plan in chosen:
             try:
                 budget = kv_budget(node, model, memory_utilization=memory_utilization, plan=plan)
             except DoesNotFitError as exc:  # the other kinds and plans still answer; all left out is an error

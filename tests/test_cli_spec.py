@@ -443,3 +443,25 @@ def test_collapse_default_plans_leave_out_per_kind_helper_191(tmp_path):
     assert r.exit_code == 2
     assert r.output.startswith("Error: no node kind or plan fits: DeepSeek-V3 does not fit TP4 on 4xH100")
     assert r.output.rstrip().endswith("(and 2 more kinds or plans that do not fit)")
+
+
+def test_collapse_table_node_defaults_is_the_commands_default_and_refused_beside_a_plan():
+    """`collapse_table(node_defaults=True)` draws each kind under its own node's `default_plans`, what `kvsim collapse`
+    draws without --plan or --tp: Llama-3-70B on 4xH100 under TP4 (109 streams of 4k), on 8xH100 under TP8 (324);
+    DeepSeek-V3 on 8xH200 under TP8 and DP8-attention EP8. Beside `tp` or `plans` it would choose against them."""
+    from hardware.catalog import load_catalog
+    from simulator.collapse import collapse_table
+    from simulator.errors import ConfigError
+    from simulator.models import get_model
+    from simulator.placement import ParallelPlan
+
+    cat = load_catalog()
+    df = collapse_table(cat, get_model("Llama-3-70B"), ["4xH100", "8xH100"], ["native"], contexts=[4096],
+                        node_defaults=True)
+    assert list(zip(df.hardware, df.plan, df.max_streams, strict=True)) == [("4xH100", "TP4", 109),
+                                                                            ("8xH100", "TP8", 324)]
+    ds = collapse_table(cat, get_model("DeepSeek-V3"), ["8xH200"], ["native"], contexts=[32768], node_defaults=True)
+    assert list(ds.plan) == ["TP8", "DP8-attention EP8"] and list(ds.max_streams) == [18, 104]
+    for given in ({"tp": 8}, {"plans": [ParallelPlan(tp=8)]}):
+        with pytest.raises(ConfigError, match="'node_defaults' must be False beside plans or tp"):
+            collapse_table(cat, get_model("Llama-3-70B"), ["8xH100"], ["native"], node_defaults=True, **given)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from hardware.catalog import Catalog, NodeSpec, load_catalog
+from hardware.catalog import NodeSpec, load_catalog
 from simulator.capacity import (
     DEFAULT_MEMORY_UTILIZATION,
     KVBudget,
@@ -439,10 +439,9 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         else:
             chosen = []
         try:
-            if plans or tp is not None:
-                df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen)
-            else:  # each kind its own node's default plans (helper-191: the first kind's were every kind's)
-                df = _default_plans_table(cat, model, kinds, texts)
+            # without --plan or --tp, each kind under its own node's default plans (helper-191: the first kind's
+            # were every kind's)
+            df = collapse_table(cat, model, kinds, texts, tp=tp, plans=chosen, node_defaults=not plans and tp is None)
         except ConfigError as exc:  # a plan the model or node refuses, at the --plan or --tp that named it
             text = str(exc)
             if plans and text.startswith(("plan ", "node ")):
@@ -485,33 +484,6 @@ def collapse(hardware: str, model_name: str, model_config: Path | None, layouts:
         click.echo(f"* beyond {model.key}'s max context of {model.max_context_tokens:,} tokens: memory alone (the "
                    "model cannot read that far; collapse.csv: beyond_max_context)")
     click.echo(f"wrote {csv} and {png}")
-
-
-def _default_plans_table(cat: Catalog, model: ModelSpec, kinds: list[str], texts: list[str]) -> pd.DataFrame:
-    """`collapse_table` of each kind under its own node's default plans (`collapse.default_plans`: TP over the node,
-    DP attention too for an MLA model), a kind and plan at a time, in the order given; what does not fit is left out
-    (``attrs["left_out"]``) and, with nothing left, refused, as `collapse_table` does. (helper-191: every kind was
-    drawn under the first kind's plans: `--hardware 4xH100,8xH100` drew 8xH100 under TP4, 218 streams of 4k where
-    its TP8 holds 324, and `8xH100,4xH100` drew 4xH100 under TP8 over two nodes.)"""
-    from simulator.collapse import collapse_table, default_plans
-
-    frames: list[pd.DataFrame] = []
-    left_out: list[str] = []
-    prefix = "no node kind or plan fits: "  # collapse_table's refusal of its one kind and plan: the reason follows
-    for kind in kinds:
-        for plan in default_plans(cat.node(kind).gpus, model):
-            try:
-                frames.append(collapse_table(cat, model, [kind], texts, plans=[plan]))
-            except DoesNotFitError as exc:
-                left_out.append(str(exc).removeprefix(prefix))
-    if not frames:
-        n = len(left_out) - 1
-        more = (f" (and {n} more kind{'s' * (n > 1)} or plan{'s' * (n > 1)} that do{'es' * (n == 1)} not fit)"
-                if n else "")
-        raise DoesNotFitError(f"{prefix}{left_out[0]}{more}")
-    df = pd.concat(frames, ignore_index=True)
-    df.attrs["left_out"] = left_out
-    return df
 
 
 @click.command()
