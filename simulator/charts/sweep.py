@@ -84,11 +84,10 @@ def _fleet_kinds(hardware: pd.Series, varied: set[str]) -> pd.Series:
     """The fleets' labels with the pool sizes in `varied` (`POOL_KEYS`) as letters: ``8xH100-2P4D`` and
     ``8xH100-3P4D`` are one fleet, ``8xH100-xP4D``, where the sweep varies the prefill pool (helper-190: each was its
     own series, one point and no line, on a sweep of ``disaggregation.prefill_nodes``)."""
-    p, d = ("disaggregation.prefill_nodes" in varied, "disaggregation.decode_nodes" in varied)
+    p, d = (POOL_KEYS[k] if k in varied else "" for k in POOL_KEYS)  # prefill's letter, decode's ("": not varied)
     if not (p or d):
         return hardware
-    return hardware.map(lambda hw: _SPLIT.sub(lambda m: f"-{'x' if p else m[1]}P{'y' if d else m[2]}D", str(hw),
-                                              count=1))
+    return hardware.map(lambda hw: _SPLIT.sub(lambda m: f"-{p or m[1]}P{d or m[2]}D", str(hw), count=1))
 
 
 def _short(key: str) -> str:
