@@ -275,8 +275,9 @@ def steady_state(requests: pd.DataFrame, window: SteadyWindow | None = None) -> 
     longer = RUN_LONGER if a1 > a0 else MORE_REQUESTS
     grew = queued - admissions  # the queue's growth through the window plus those that timed out waiting (left)
     growing = not short and _outran(queued, admissions, w)
-    ready, moved = _handoffs(requests, arrival, start, end)
-    handoff_growing = not short and not growing and _outran(ready, moved, w)
+    # the hand-off queue, read only where the waiting queue's verdict leaves it to decide
+    ready, moved = (0, 0) if short or growing else _handoffs(requests, arrival, start, end)
+    handoff_growing = _outran(ready, moved, w)
     growing = growing or handoff_growing
     filling = not short and not growing and a1 > a0 and completions < w.min_admission_ratio * queued
     warning = ""
