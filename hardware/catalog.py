@@ -36,7 +36,8 @@ class GPUSpec:
     is the streaming multiprocessors (AMD: compute units) that kernels' thread blocks fill in waves;
     `nvswitch_reduce` says whether the GPUs' switch reduces in the network (NVLink SHARP, which
     NCCL's NVLS all-reduce uses); `l2_bytes` is the on-chip L2 cache the SMs share (0: not given), which
-    a kernel's working set fits in or not (`simulator.cost.aiconfigurator.MIN_FIT_KERNEL_S`)."""
+    a kernel's working set fits in or not (`simulator.cost.aiconfigurator.MIN_FIT_KERNEL_S`), and the
+    GPU-side scripts' inputs must outgrow where PyTorch does not give its size (`measure_attention.l2_bytes`)."""
 
     key: str
     name: str

@@ -31,7 +31,6 @@ PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (batch, prompt
 DECODE_SHAPES = ((1, 4096), (16, 4096), (64, 4096), (16, 32768), (64, 16384))  # (batch, context tokens)
 WARMUP, REPEATS, REPLAYS = 3, 10, 5
 L2_MULTIPLE = 4  # the inputs one replay cycles through total at least this many L2 caches
-DEFAULT_L2_BYTES = 64 * 2**20  # when the device does not say (Hopper's L2 is 50-60 MB)
 
 
 def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
@@ -66,19 +65,35 @@ def graph_time_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
-def l2_bytes() -> int:
-    """The GPU's L2 cache in bytes (`DEFAULT_L2_BYTES` when PyTorch does not say)."""
+def l2_bytes(gpu: str) -> int:
+    """The L2 cache in bytes of the GPU this runs on: PyTorch's ``L2_cache_size``, else the catalog's
+    ``l2_bytes`` for `gpu` (the kvsim key given as ``--gpu``, `hardware/gpus.toml`); a `ConfigError`
+    naming both when neither says (no size is guessed: too small a guess would time calls whose
+    inputs the L2 still holds)."""
     import torch
 
-    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)) or DEFAULT_L2_BYTES
+    from hardware.catalog import load_catalog
+    from simulator.errors import ConfigError
+
+    said = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0)
+    if said > 0:
+        return said
+    try:
+        known = load_catalog().gpu(gpu).l2_bytes
+    except ConfigError:
+        known = 0.0
+    if known > 0:
+        return int(known)
+    raise ConfigError(f"--gpu {gpu!r}: PyTorch does not give this GPU's L2 cache size and hardware/gpus.toml has no "
+                      f"l2_bytes for it; add l2_bytes (the datasheet's L2 in bytes) to a GPU entry of that name")
 
 
-def past_l2(nbytes: int, least: int = 1) -> tuple[int, int]:
-    """``(copies, repeats)``: copies of inputs of `nbytes` that total at least `L2_MULTIPLE` L2 caches
-    (at least `least`), so a call never finds its inputs in L2 as the one before left them, and the
-    calls a graph captures for them: whole cycles through the copies, `REPEATS` or more, so that
-    one replay's last call and the next replay's first read different copies."""
-    copies = max(least, -(-L2_MULTIPLE * l2_bytes() // nbytes))
+def past_l2(nbytes: int, l2: int, least: int = 1) -> tuple[int, int]:
+    """``(copies, repeats)``: copies of inputs of `nbytes` that total at least `L2_MULTIPLE` L2 caches of
+    `l2` bytes (`l2_bytes`), and at least `least`, so a call never finds its inputs in L2 as the one
+    before left them, and the calls a graph captures for them: whole cycles through the copies,
+    `REPEATS` or more, so that one replay's last call and the next replay's first read different copies."""
+    copies = max(least, -(-L2_MULTIPLE * l2 // nbytes))
     return copies, copies * -(-REPEATS // copies)
 
 
@@ -100,6 +115,7 @@ def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
     h, kvh, d = m.n_heads, m.n_kv_heads, m.head_dim
     dev, dt = "cuda", torch.bfloat16
     name = torch.cuda.get_device_name()
+    l2 = l2_bytes(gpu)
     rows: list[dict[str, object]] = []
 
     def row(phase: str, batch: int, new_tokens: int, context: int, sec: float) -> None:
@@ -110,7 +126,7 @@ def measure(gpu: str, model_name: str) -> list[dict[str, object]]:
 
     def timed(q_shape: tuple[int, ...], kv_shape: tuple[int, ...], **kwargs: Any) -> float:
         nbytes = (q_shape[0] * q_shape[1] * q_shape[2] + 2 * kv_shape[0] * kv_shape[1] * kv_shape[2]) * d * 2
-        copies, repeats = past_l2(nbytes)  # one call's q, k and v in bf16
+        copies, repeats = past_l2(nbytes, l2)  # one call's q, k and v in bf16
         inputs = [(torch.randn(*q_shape, d, device=dev, dtype=dt), torch.randn(*kv_shape, d, device=dev, dtype=dt),
                    torch.randn(*kv_shape, d, device=dev, dtype=dt)) for _ in range(copies)]
         return graph_time_s(partial(_attend, itertools.cycle(inputs), enable_gqa=True, **kwargs), repeats)
@@ -143,7 +159,13 @@ def write_measured(script: str, out: Path, rows_of: Callable[[], list[dict[str, 
     if not torch.cuda.is_available():
         print(f"{script}: no CUDA GPU visible", file=sys.stderr)
         return 2
-    rows = rows_of()
+    from simulator.errors import ConfigError
+
+    try:
+        rows = rows_of()
+    except ConfigError as e:
+        print(f"{script}: {e}", file=sys.stderr)
+        return 2
     with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()

@@ -84,17 +84,18 @@ def measure(gpu: str, dtypes: tuple[str, ...] = ("bf16", "fp8")) -> list[dict[st
     """Rows for every shape of `SHAPES` and `ROWS` in `dtypes`: bf16, fp8 (m ≥ `FP8_MIN_ROWS`), w4a16."""
     import torch
 
-    from hardware.measure_attention import graph_time_s, past_l2
+    from hardware.measure_attention import graph_time_s, l2_bytes, past_l2
 
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     source = (f"hardware/measure_gemm.py (CUDA graph) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
               f"{date.today()}")
     one = torch.ones((), device=dev, dtype=torch.float32)
+    l2 = l2_bytes(gpu)
     rows: list[dict[str, object]] = []
     for name, (n, k) in SHAPES.items():
         if "w4a16" in dtypes:
-            copies4, repeats4 = past_l2(n * k // 2, least=2)
+            copies4, repeats4 = past_l2(n * k // 2, l2, least=2)
             weights4 = [_int4_weights(n, k) for _ in range(copies4)]
             for m in ROWS:
                 x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
@@ -104,7 +105,7 @@ def measure(gpu: str, dtypes: tuple[str, ...] = ("bf16", "fp8")) -> list[dict[st
             del weights4
         if "bf16" not in dtypes and "fp8" not in dtypes:
             continue
-        copies, repeats = past_l2(n * k, least=2)  # in fp8 bytes: bf16 reads twice as many
+        copies, repeats = past_l2(n * k, l2, least=2)  # in fp8 bytes: bf16 reads twice as many
         weights = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         weights8 = [w.to(torch.float8_e4m3fn) for w in weights]
         for m in ROWS:

@@ -198,3 +198,29 @@ def test_scripts_run_by_path_from_a_checkout_without_kvsim_installed(script, tmp
                            str(tmp_path / "x.csv")], env={**os.environ, "PYTHONPATH": str(fake)}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (2, f"{script}: PyTorch is not installed (pip install torch)\n")
+
+
+def test_l2_size_comes_from_pytorch_or_the_catalog_never_a_guess(monkeypatch, capsys, tmp_path):
+    """The scripts cycle inputs through ``4 × L2`` bytes: the L2 is PyTorch's figure, else the catalog's
+    ``l2_bytes`` for ``--gpu`` (H100: 50 MB), else a one-line refusal (B200's is not in the catalog)."""
+    from hardware.measure_attention import l2_bytes, past_l2, write_measured
+
+    def fake_torch(**props):
+        device = types.SimpleNamespace(**props)
+        return types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: True,
+                                                                get_device_properties=lambda i: device))
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(L2_cache_size=60 * 2**20))
+    assert l2_bytes("B200") == 62_914_560
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    assert l2_bytes("H100") == 50_000_000
+    # 4 × 50 MB over 1 MB inputs: 200 copies, one cycle of them a replay (≥ 10 calls)
+    assert past_l2(1_000_000, l2_bytes("H100")) == (200, 200)
+    assert past_l2(300_000_000, 50_000_000, least=2) == (2, 10)
+    with pytest.raises(ConfigError, match=r"^--gpu 'B200': PyTorch does not give this GPU's L2 cache size and "
+                                          r"hardware/gpus\.toml has no l2_bytes for it; add l2_bytes"):
+        l2_bytes("B200")
+    assert write_measured("measure_attention", tmp_path / "x.csv", lambda: [l2_bytes("B200")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("measure_attention: --gpu 'B200': PyTorch does not give") and err.count("\n") == 1
+    assert not (tmp_path / "x.csv").exists()
