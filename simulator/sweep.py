@@ -79,10 +79,15 @@ METRICS: tuple[str, ...] = (
     "requests", "trace_rows_skipped", "trace_cut_at_s", "completed", "rejected", "timed_out", "ttft_p50_s",
     "ttft_p99_s",
     "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s", "goodput_fraction", "max_concurrency", "preemptions",
-    "kv_utilization", "usd_per_hour", "usd_per_million_output_tokens", "meets_slo", "queue_grows",
+    "kv_utilization", "usd_per_hour", "usd_per_million_output_tokens", "slo_ttft_p99_s", "slo_tpot_p99_s",
+    "meets_slo", "queue_grows",
 )
-#: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05): `--resume` says so.
-NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows", "preemptions")
+#: Metric columns a sweep.csv written before kvsim had them lacks (2026-12-05, the SLOs 2026-12-06): `--resume`
+#: says so.
+NEWER_METRICS = ("trace_rows_skipped", "trace_cut_at_s", "rejected", "queue_grows", "preemptions", "slo_ttft_p99_s",
+                 "slo_tpot_p99_s")
+#: The point's ``[slo]`` (swept or not) that its ``meets_slo`` is judged against, beside it in every row.
+SLO_COLUMNS = ("slo_ttft_p99_s", "slo_tpot_p99_s")
 #: True/False columns: ``meets_slo`` (the p99s, nothing rejected or timed out: `planning.meets_slo`) and
 #: ``queue_grows``, arrivals outran admissions through the steady window (``steady_queue_growing``: the queue grew,
 #: or requests timed out waiting): the fleet falls behind its load, so a longer run would read worse p99s or more
@@ -359,6 +364,7 @@ def run_point(table: dict[str, Any], path: str, labels: dict[str, Any]) -> list[
             "preemptions": s["preemptions"], "kv_utilization": s["kv_utilization"],
             "usd_per_hour": s["cost_usd"] / s["makespan_s"] * 3600 if s["makespan_s"] else math.nan,
             "usd_per_million_output_tokens": s["usd_per_million_output_tokens"],
+            "slo_ttft_p99_s": sc.slo.ttft_p99_s, "slo_tpot_p99_s": sc.slo.tpot_p99_s,
             "meets_slo": meets_slo(r, sc.slo.ttft_p99_s, sc.slo.tpot_p99_s),
             "queue_grows": bool(s["steady_queue_growing"]),
         }
@@ -849,9 +855,10 @@ _FRACTIONS = ("goodput_fraction",)  # in [0, 1]
 def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str) -> Row:
     """A logged row's metric cells read back as `run_point` writes them, or a `ConfigError` at `where`
     naming the column and what it holds: counts integers >= 0 (``completed``, ``rejected`` and ``timed_out``
-    adding up to ``requests``), figures numbers >= 0 or empty (NaN: none measured), fractions in [0, 1], and
-    ``meets_slo`` True or False as `simulator.planning.meets_slo` finds it from the row's figures and the
-    point's ``[slo]``. A row edited by hand is refused rather than reused as the sweep's result."""
+    adding up to ``requests``), figures numbers >= 0 or empty (NaN: none measured), fractions in [0, 1],
+    ``slo_ttft_p99_s`` and ``slo_tpot_p99_s`` the point's ``[slo]``, and ``meets_slo`` True or False as
+    `simulator.planning.meets_slo` finds it from the row's figures and those SLOs. A row edited by hand is
+    refused rather than reused as the sweep's result."""
     row = {m: _parse_cell(cells[m]) for m in METRICS}
 
     def bad(column: str, allowed: str) -> ConfigError:
@@ -872,6 +879,9 @@ def _checked_row(cells: Mapping[str, str], slo: Mapping[str, float], where: str)
             raise bad(m, "a number in [0, 1] (or empty)")
     from simulator.planning import figures_meet_slo
 
+    for m in SLO_COLUMNS:  # the SLOs written are the point's
+        if row[m] != slo[m.removeprefix("slo_")]:
+            raise bad(m, f"the point's [slo] {m.removeprefix('slo_')} = {slo[m.removeprefix('slo_')]:g}")
     ended = row["completed"] + row["rejected"] + row["timed_out"]  # every request leaves one of the three ways
     if ended != row["requests"]:
         raise bad("requests", f"completed + rejected + timed_out = {ended}")
@@ -896,5 +906,5 @@ def _parse_cell(text: str) -> Any:
     return text
 
 
-__all__ = ["METRICS", "TRAILER", "PointFn", "expand_grid", "resumable_points", "run_point", "run_sweep",
+__all__ = ["METRICS", "SLO_COLUMNS", "TRAILER", "PointFn", "expand_grid", "resumable_points", "run_point", "run_sweep",
            "scenario_table"]

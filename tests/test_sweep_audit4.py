@@ -173,7 +173,7 @@ def test_resume_refuses_a_row_cut_short(swept):
     lines[2] = lines[2].rsplit(",", 2)[0] + "\n"
     log.write_text("".join(lines))
     msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
-    assert "line 3: --resume: has 22 fields where the header has 24" in msg and "digest" not in msg
+    assert "line 3: --resume: has 24 fields where the header has 26" in msg and "digest" not in msg
 
 
 def test_resume_accepts_a_byte_order_mark(swept):
@@ -282,3 +282,36 @@ def test_a_sweep_row_counts_its_preemptions(tmp_path) -> None:
     assert "preemptions" in printed.splitlines()[0]
     quiet = sweep(scenario(tmp_path, text), "--grid", "workload.rate_scale=1").stdout
     assert "preemptions" not in quiet.splitlines()[0]
+
+
+def test_each_row_carries_the_slos_its_meets_slo_is_judged_against(swept, tmp_path):
+    """sweep.csv did not record the SLOs of ``meets_slo`` unless swept (traceability): every row now has
+    ``slo_ttft_p99_s`` and ``slo_tpot_p99_s``, the point's ``[slo]``; the printed table shows them only
+    where the grid sweeps one; a row whose SLO was edited is refused on --resume, and a file from
+    before the columns is said to be older."""
+    sc, out = swept
+    log = out / "sweep.csv"
+    rows = list(csv.DictReader(log.open(newline="")))
+    assert [(r["slo_ttft_p99_s"], r["slo_tpot_p99_s"]) for r in rows] == [("2.0", "0.1")] * 2
+    plain = sweep(sc, "--grid", "cluster.nodes=1,2")
+    assert outcome(plain) is None and "slo_ttft_p99_s" not in plain.stdout and "meets_slo" in plain.stdout
+    both = sweep(sc, "--grid", "slo.ttft_p99_s=0.001,2", "--out", tmp_path / "slo")
+    assert outcome(both) is None
+    header = both.stdout.splitlines()[0].split()
+    assert "slo_ttft_p99_s" in header and "slo_tpot_p99_s" not in header
+    swept_rows = list(csv.DictReader((tmp_path / "slo" / "sweep.csv").open(newline="")))
+    assert [(r["slo.ttft_p99_s"], r["slo_ttft_p99_s"], r["meets_slo"]) for r in swept_rows] == [
+        ("0.001", "0.001", "False"), ("2.0", "2.0", "True")]
+    before = log.read_bytes()
+    _edit(log, 2, slo_ttft_p99_s="9.0")
+    msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
+    assert msg.endswith("line 2: --resume: column slo_ttft_p99_s: got '9.0', the sweep writes the point's [slo] "
+                        "ttft_p99_s = 2; delete that line to run its point again")
+    log.write_bytes(before)
+    rows = list(csv.reader(log.open(newline="")))
+    at = rows[0].index("slo_ttft_p99_s")
+    with log.open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows([r[:at] + r[at + 2:] for r in rows])
+    msg = error(sweep(sc, "--grid", "cluster.nodes=1,2", "--out", out, "--resume"), str(log))
+    assert msg.endswith("--resume: written by an older kvsim, before the columns slo_ttft_p99_s, slo_tpot_p99_s; "
+                        "write elsewhere, or delete it to run every point again")

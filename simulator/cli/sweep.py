@@ -112,7 +112,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
     workers and keeps the finished rows in sweep.csv; --resume runs only what is missing.
     --plot and --resume need --out.
     """
-    from simulator.sweep import check_dask, expand_grid, fleets, resumable_points, run_sweep
+    from simulator.sweep import SLO_COLUMNS, check_dask, expand_grid, fleets, resumable_points, run_sweep
 
     grid = parse_grid(grids)
     charts = parse_plots(plots, grid)
@@ -169,6 +169,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
         quiet.append("queue_grows")
     if not (pd.to_numeric(df.preemptions, errors="coerce") > 0).any():  # printed where a point preempted
         quiet.append("preemptions")
+    quiet += [c for c in SLO_COLUMNS if df[c].nunique() <= 1]  # printed where the grid sweeps an SLO
     shown = df.drop(columns=["digest"] + ([] if len(failed) else ["error"]))
     if as_json:
         echo_json(records(shown))
