@@ -213,10 +213,12 @@ def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, durati
                          rate_scale: float, allow_empty: bool, on_error: str = "stop") -> Workload:
     """The workload a scenario's ``[workload]`` in `path` names (`_scenario_table`): its ``spec`` or
     its ``trace`` (relative to `path`), its ``duration_s`` unless `duration_s` is given (as a scenario:
-    default the whole trace, or `SCENARIO_DURATION_S` of a generator), and its ``rate_scale`` times
+    default, or ``inf``, the whole trace, or `SCENARIO_DURATION_S` of a generator), and its ``rate_scale`` times
     `rate_scale`; a trace's malformed rows skipped when its ``skip_bad_rows`` or `on_error` says so."""
     where = f"{path}: workload"
     duration = duration_s if duration_s is not None else table.get("duration_s")
+    if duration == math.inf and "trace" in table and duration_s is None:  # the whole trace, as a scenario reads it
+        duration = None  # (`simulator.scenario.WorkloadSection`; it was refused here as "must be finite")
     if duration is not None:
         check_horizon(duration, where)
     must(0 < table.get("rate_scale", 1.0) < math.inf, where, "rate_scale", "finite and > 0", table.get("rate_scale"))

@@ -89,3 +89,19 @@ def test_within_takes_a_whole_context_window(bad):
         wl.within(bad)
     assert [r.id for r in wl.within(np.int64(12))] == [0, 1, 2]
     assert wl.within(11).requests() == []
+
+
+def test_a_scenario_toml_with_duration_inf_replays_its_whole_trace(tmp_path: Path) -> None:
+    """``duration_s = inf`` in a scenario's [workload] with a trace is the whole trace, as `kvsim run` reads it
+    (`WorkloadSection`); `load_workload` of the same TOML (`kvsim workload describe`) refused it as "must be
+    finite and > 0"."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                     "0,ChatGPT,10,5,15,Conversation log\n900,ChatGPT,20,7,27,Conversation log\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text('[workload]\ntrace = "t.csv"\nduration_s = inf\n')
+    w = load_workload(spec)
+    assert [(r.arrival_s, r.prompt_tokens) for r in w] == [(0.0, 10), (900.0, 20)] and w.cut_at_s is None
+    spec.write_text('[workload]\nspec = {name = "chat-4k"}\nduration_s = inf\n')  # a generator needs a horizon
+    with pytest.raises(ConfigError, match=r"workload: 'duration_s' must be finite and > 0 \(got inf\)"):
+        load_workload(spec)
