@@ -109,7 +109,8 @@ def load_workload(
         its first line, whatever its suffix, unless `format` is given: azure, burstgpt, kvsim, mooncake).
     seed
         Generators draw from ``np.random.default_rng(np.random.SeedSequence(seed))``; trace
-        thinning (``rate_scale < 1``) draws from a generator seeded the same way.
+        thinning (``rate_scale < 1``) draws from a generator seeded the same way, a session's turns
+        kept or dropped together (`Workload.replayed`).
     duration_s
         Generated: arrivals in ``[0, duration_s)`` (default: the generator's
         ``default_duration_s``). Trace: replay seconds kept after `start_s` (default: all).

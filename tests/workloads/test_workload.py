@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from simulator.errors import ConfigError
 from workloads.load import load_workload
@@ -105,3 +106,41 @@ def test_a_scenario_toml_with_duration_inf_replays_its_whole_trace(tmp_path: Pat
     spec.write_text('[workload]\nspec = {name = "chat-4k"}\nduration_s = inf\n')  # a generator needs a horizon
     with pytest.raises(ConfigError, match=r"workload: 'duration_s' must be finite and > 0 \(got inf\)"):
         load_workload(spec)
+
+
+def session_workload(n_sessions: int, turns: int = 5) -> Workload:
+    """`n_sessions` sessions of `turns` turns, turn k sending the session's k + 1 segments of 100 tokens (its
+    history, then a new message): 100·k of its 100·(k + 1) tokens an earlier turn sent, 2/3 of all at 5 turns."""
+    reqs = [
+        Request(id=0, arrival_s=float(s + 1000 * k), prompt_tokens=100 * (k + 1), output_tokens=1,
+                segments=tuple((10 * s + j, 100) for j in range(k + 1)), session_id=s, turn=k)
+        for k in range(turns) for s in range(n_sessions)
+    ]
+    return Workload.from_requests(reqs, name="sessions")
+
+
+def test_thinning_keeps_or_drops_a_session_whole() -> None:
+    """``rate_scale < 1`` keeps a session's turns together: turn by turn, a kept turn whose earlier turns were
+    dropped sent a history no earlier request had, and the share of shared prompt tokens fell (on the shipped
+    chat sample at 0.5: 0.70 against the whole trace's 0.81)."""
+    full = session_workload(400)
+    assert full.summary().prefix_hit_share == pytest.approx(2 / 3)  # (0+1+2+3+4)/(1+2+3+4+5)
+    half = full.replayed(rate_scale=0.5, seed=7)
+    turns: dict[int, list[int]] = {}
+    for r in half:
+        turns.setdefault(r.session_id, []).append(r.turn)
+    assert all(t == [0, 1, 2, 3, 4] for t in turns.values())  # every turn of a kept session, none of another
+    assert abs(len(turns) - 200) < 5 * np.sqrt(400 * 0.25)  # sessions kept with probability 0.5
+    assert half.summary().prefix_hit_share == pytest.approx(2 / 3)  # what the trace shares, kept
+    assert half.requests() == half.requests()  # the same every replay
+    assert set(turns) != {r.session_id for r in full.replayed(rate_scale=0.5, seed=8)}  # the seed decides
+
+
+def test_thinning_requests_of_no_session_draws_as_before() -> None:
+    """A request without a session (Azure, BurstGPT, Mooncake rows) is kept where the replay seed's next uniform,
+    drawn in blocks of 4,096, is below `rate_scale`: the same requests as before sessions were thinned whole."""
+    u = np.concatenate([stats.uniform.rvs(size=4096, random_state=rng)
+                        for rng in [np.random.default_rng(4)] for _ in range(2)])
+    expected = [i for i in range(5000) if u[i] < 0.3]
+    kept = uniform_workload(5000).replayed(rate_scale=0.3, seed=4)
+    assert [int(r.arrival_s) for r in kept] == expected
