@@ -86,7 +86,7 @@ def not_a_folder(called: str, spec: str | Path) -> str:
 def load_workload(
     spec: dict[str, Any] | str | Path,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     duration_s: float | None = None,
     rate_scale: float = 1.0,
     format: str | None = None,
@@ -108,7 +108,8 @@ def load_workload(
         ``.toml`` file with a ``[workload]`` table; or a trace file (format detected from
         its first line, whatever its suffix, unless `format` is given: azure, burstgpt, kvsim, mooncake).
     seed
-        Generators draw from ``np.random.default_rng(np.random.SeedSequence(seed))``; trace
+        Generators draw from ``np.random.default_rng(np.random.SeedSequence(seed))``; default 0, or
+        a scenario file's own top-level ``seed`` (what ``kvsim run`` draws its workload with); trace
         thinning (``rate_scale < 1``) draws from a generator seeded the same way, a session's turns
         kept or dropped together (`Workload.replayed`).
     duration_s
@@ -136,7 +137,9 @@ def load_workload(
     where = "load_workload"
     called = name or f"{where}: spec"  # what `spec` is called: "SPEC: no such file ..."
     # an integer >= 0 (1.5 failed in numpy's SeedSequence); a reader's on_error, for a generator too (helper-152)
-    must(is_whole(seed), where, "seed", "an integer >= 0 (the same seed, the same workload)", seed)
+    must(seed is None or is_whole(seed), where, "seed", "an integer >= 0 (the same seed, the same workload)", seed)
+    seed_given = seed is not None
+    seed = 0 if seed is None else seed
     check_on_error(on_error, where)
     # numbers, not their text (helper-159: duration_s="10" and rate_scale="2" failed in a comparison)
     for key, value in (("duration_s", duration_s), ("rate_scale", rate_scale), ("start_s", start_s),
@@ -172,7 +175,8 @@ def load_workload(
             base_dir = path.parent
             table = f"{path}: workload"
             scenario = _scenario_table(spec, path)
-            if scenario is not None:  # a scenario's [workload]: its options unless the call gives them
+            if scenario is not None:  # a scenario's [workload]: its options (and seed) unless the call gives them
+                seed = seed if seed_given else _scenario_seed(path)
                 return _from_scenario_table(scenario, path, seed=seed, duration_s=duration_s, rate_scale=rate_scale,
                                             allow_empty=allow_empty, on_error=on_error)
         else:
@@ -208,6 +212,16 @@ def load_workload(
                           f"(seed {seed}{scale}); lengthen duration_s, raise its rate or loosen its length bounds "
                           "(max_prompt_tokens)")
     return Workload.from_requests(requests, name=gen.name, seed=seed)
+
+
+def _scenario_seed(path: Path) -> int:
+    """A scenario file's top-level ``seed`` (0 where it has none), which its run draws the workload with
+    (`simulator.scenario.Scenario.load_workload`): describing or writing the scenario's workload without
+    ``--seed`` gives the requests ``kvsim run`` simulates (helper-196: it drew seed 0's whatever the file's)."""
+    seed = read_toml(path).get("seed", 0)
+    if not is_whole(seed):
+        raise ConfigError(f"{path}: seed: must be an integer >= 0 (got {shown(seed)})")
+    return int(seed)
 
 
 def _from_scenario_table(table: dict[str, Any], path: Path, *, seed: int, duration_s: float | None,

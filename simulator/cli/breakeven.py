@@ -266,7 +266,8 @@ def _show(title: str, frame: pd.DataFrame) -> None:
     "--workload", "workload_spec", default=None,
     help="Workload: generator name (chat-4k, code-repo-128k), a TOML file with [workload], or a trace file.",
 )
-@seed_option("--workload only: seed of the generated workload.", default=0)
+@seed_option("--workload only: seed of the generated workload (default: a scenario file's own seed, as kvsim "
+             "run's; else 0).")
 @duration_option("--workload only: seconds of it to generate or replay (default: the workload's).")
 @click.option(
     "--write-latency-s", type=float, default=0.0, show_default=True,
@@ -287,7 +288,7 @@ def breakeven(
     rate_text: str | None,
     gaps_spec: str | None,
     workload_spec: str | None,
-    seed: int,
+    seed: int | None,
     duration_s: float | None,
     write_latency_s: float,
     skip_bad_rows: bool,

@@ -35,14 +35,14 @@ def workload() -> None:
 
 @workload.command("describe")
 @click.argument("spec")
-@seed_option("seed for generated workloads", default=0)
+@seed_option("seed for generated workloads (default: a scenario file's own seed, as kvsim run's; else 0)")
 @duration_option("seconds to generate or replay (default: the workload's)")
 @click.option("--format", "format_", default=None, help="trace format (azure, burstgpt, kvsim, mooncake)")
 @click.option("--skip-bad-rows", is_flag=True, help="skip malformed trace rows (counted); default: stop")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @handle_errors
 def describe(
-    spec: str, seed: int, duration_s: float | None, format_: str | None, skip_bad_rows: bool, as_json: bool
+    spec: str, seed: int | None, duration_s: float | None, format_: str | None, skip_bad_rows: bool, as_json: bool
 ) -> None:
     """Summarise SPEC: a generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload]
     (a generator table, a mixture's with its components, or a scenario's with [workload.spec] or trace),
@@ -53,7 +53,7 @@ def describe(
         flag = f"--format {format_}" if format_ is not None else "--skip-bad-rows"
         raise ConfigError(f"{flag}: applies to a trace file, not to the generator {spec!r} (drop it)")
     _refuse_seed_for_trace(spec, seed)
-    w = load_workload(
+    w = load_workload(  # without --seed (None), a scenario file's own seed, as kvsim run draws it
         spec, seed=seed, duration_s=duration_s, format=format_, on_error="skip" if skip_bad_rows else "stop",
         name="SPEC")
     summary = w.summary()
@@ -68,7 +68,7 @@ def describe(
             click.echo(f"note: {summary.prefix_note}")
 
 
-def _refuse_seed_for_trace(spec: str, seed: int) -> None:
+def _refuse_seed_for_trace(spec: str, seed: int | None) -> None:
     """Refuse ``--seed`` given for a trace file (not a generator's name or a TOML spec): a trace replays as
     recorded, so the seed would change nothing (helper-150: it was taken without a word, where ``--format`` on a
     generator is refused)."""
@@ -84,11 +84,11 @@ def _refuse_seed_for_trace(spec: str, seed: int) -> None:
 @click.argument("spec")
 @click.option("--out", "out", type=OutPath("file", dir_okay=False), required=True,
               help="the file to write: .csv or .jsonl, the format its suffix names")
-@seed_option("seed for the generator", default=0)
+@seed_option("seed for the generator (default: a scenario file's own seed, as kvsim run's; else 0)")
 @duration_option("seconds of arrivals to generate (default: the workload's)")
 @click.option("--force", is_flag=True, help="overwrite --out if it exists")
 @handle_errors
-def generate(spec: str, out: Path, seed: int, duration_s: float | None, force: bool) -> None:
+def generate(spec: str, out: Path, seed: int | None, duration_s: float | None, force: bool) -> None:
     """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim's request
     format, CSV or JSONL as --out's suffix says (what `kvsim run --trace` and `workload describe` read).
 

@@ -244,3 +244,26 @@ def test_generate_from_a_trace_with_no_prefix_ids_warns_that_unknown_reuse_will_
             and "az.jsonl holds each prompt as its own segment, so it reads back as no reuse" in r.stderr)
     r = CliRunner().invoke(workload, ["generate", "chat-4k", "--duration-s", "20", "--out", str(tmp_path / "c.jsonl")])
     assert r.exit_code == 0 and "warning" not in r.stderr
+
+
+def test_a_scenarios_workload_is_drawn_with_its_own_seed_as_kvsim_run_draws_it(tmp_path: Path) -> None:
+    """Without --seed, `describe` and `generate` of a scenario file draw with its top-level ``seed``, the requests
+    `kvsim run` simulates (`Scenario.load_workload`); they drew seed 0's whatever the file said."""
+    from simulator.scenario import load_scenario
+    from workloads.load import load_workload
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "s"\nseed = 3\n[workload]\nduration_s = 60\n[workload.spec]\nname = "chat-4k"\n')
+    run = load_scenario(scenario).load_workload().requests()
+    assert run == load_workload("chat-4k", seed=3, duration_s=60).requests() != load_workload(
+        "chat-4k", seed=0, duration_s=60).requests()
+    out = tmp_path / "w.jsonl"
+    r = CliRunner().invoke(workload, ["generate", str(scenario), "--out", str(out)])
+    assert r.exit_code == 0 and read_trace(out).requests() == run
+    r = CliRunner().invoke(workload, ["describe", str(scenario), "--json"])
+    assert json.loads(r.output)[0]["n_requests"] == len(run)
+    r = CliRunner().invoke(workload, ["describe", str(scenario), "--seed", "0", "--json"])  # --seed still decides
+    assert json.loads(r.output)[0]["n_requests"] == len(load_workload("chat-4k", seed=0, duration_s=60).requests())
+    scenario.write_text('seed = 2.5\n[workload]\nduration_s = 60\n[workload.spec]\nname = "chat-4k"\n')
+    r = CliRunner().invoke(workload, ["describe", str(scenario)])
+    assert r.exit_code == 2 and r.output == f"Error: {scenario}: seed: must be an integer >= 0 (got 2.5)\n"
