@@ -64,6 +64,8 @@ def test_every_request_ends_once_under_a_plan(plan):
     res = run(cfg, reqs, seed=1)
     s = res.summary
     assert s["completed"] + s["rejected"] + s["timed_out"] == s["requests"] == 120
+    # one replica of the plan (8 GPUs of one node, 16 over two): its schedulers are the engine's replicas
+    assert (s["plan_replicas"], s["replicas"]) == (1, 8 if plan.get("dp_attention") else plan.get("pp", 1))
     assert s["completed"] == 120
     fast = res.requests
     slow = run(replace(cfg, fast_forward=False), reqs, seed=1).requests
