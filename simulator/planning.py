@@ -698,7 +698,8 @@ def slo_line(plan: pd.DataFrame) -> str:
 def _searched(plan: pd.DataFrame, ttft: float, tpot: float, draws: Draws) -> pd.DataFrame:
     """`plan` with what it was searched for on each row (`SEARCH_COLUMNS`: the SLOs, the first seed and the seeds,
     so that a CSV or JSON says which SLOs its node counts meet), the first seed's workload's request count in
-    ``attrs["requests"]``, whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and the
+    ``attrs["requests"]``, how far it reached in ``attrs["reached_s"]`` (`Workload.reached_s`: a chart's
+    subject), whether they all arrive at once in ``attrs["offline"]`` (`few_requests_note`), and the
     rows' search notes in ``attrs["search_notes"]`` (`noisy_search_note`)."""
     if "search_note" in plan:  # said beside the table (`noisy_search_note`), not a column of it
         plan.attrs["search_notes"] = [line for x in plan.pop("search_note") if isinstance(x, str)
@@ -706,6 +707,7 @@ def _searched(plan: pd.DataFrame, ttft: float, tpot: float, draws: Draws) -> pd.
     plan["slo_ttft_p99_s"], plan["slo_tpot_p99_s"], plan["seed"], plan["seeds"] = ttft, tpot, draws[0][0], len(draws)
     reqs = draws[0][1].requests()
     plan.attrs["requests"] = len(reqs)
+    plan.attrs["reached_s"] = draws[0][1].reached_s  # how far a replay reached (`Scenario.subject`, the chart)
     plan.attrs["offline"] = arrive_at_once(reqs)
     return plan
 

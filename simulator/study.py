@@ -54,9 +54,7 @@ class ScenarioRun:
         """`Scenario.subject` for a chart of this run: a trace replay its window did not cut (the trace ran out
         first, `Workload.cut_at_s` None) is said by how far it reached, its last arrival (helper-188: a 600 s
         trace replayed 4× as fast read "up to 600 s of its replay" for the 150 s it spans)."""
-        wl = self.workload
-        reached = wl.last_arrival_s if wl.cut_at_s is None else None
-        return self.scenario.subject(replayed_s=reached)
+        return self.scenario.subject(replayed_s=self.workload.reached_s)
 
     def steady_notes(self) -> list[str]:
         """Per hardware kind: the steady window the sustained figures cover, and any not-steady warning."""

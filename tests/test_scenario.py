@@ -427,6 +427,37 @@ def test_the_capacity_chart_of_a_replay_says_how_far_it_reached(tmp_path, monkey
     assert (tmp_path / "out" / "capacity.png").is_file()
 
 
+def test_the_capacity_commands_chart_of_a_replay_says_how_far_it_reached(tmp_path, monkeypatch):
+    """helper-189 left it: `kvsim capacity --out`'s chart of a 4× replay of the 600 s chat sample still read "up to
+    600 s of its replay" (the command had no run to ask); the plan's first draw says how far it reached
+    (``attrs["reached_s"]``, `Workload.reached_s`: 149.66 s), and the chart is titled by it."""
+    import shutil
+
+    import matplotlib.pyplot as plt
+    from click.testing import CliRunner
+
+    import simulator.charts
+    from simulator.cli import main
+
+    shutil.copy(SCENARIO_DIR / "traces" / "chat-sample.csv", tmp_path)
+    text = (SCENARIO_DIR / "trace-replay.toml").read_text().replace("traces/chat-sample.csv", "chat-sample.csv")
+    (tmp_path / "tr4.toml").write_text(text.replace("duration_s = 600\n", "duration_s = 600\ntime_scale = 4\n"))
+    monkeypatch.chdir(tmp_path)
+    titles, reached = [], []
+
+    def figure(plan, title):
+        titles.append(title)
+        reached.append(plan.attrs["reached_s"])
+        return plt.figure()
+
+    monkeypatch.setattr(simulator.charts, "capacity_figure", figure)
+    done = CliRunner().invoke(main, ["capacity", "tr4.toml", "--out", "o"])
+    assert done.exit_code == 0, done.output
+    assert titles == ["trace-replay: Llama-3.1-70B (bf16 weights), chat-sample.csv, 150 s of its replay, replayed 4× "
+                      "as fast"]
+    assert reached == [pytest.approx(149.66, abs=0.005)]
+
+
 def test_cluster_nodes_beside_an_xpyd_fleet_alone_is_said_to_size_another(tmp_path):
     """helper-159: cluster.nodes = 3 beside a 1P1D fleet that runs alone (compare_aggregated = false) said nothing,
     while kvsim run ran 2 nodes; it sizes the aggregated fleet compare and the capacity searches run (an earlier

@@ -177,6 +177,13 @@ class Workload:
         (`cut_at_s`) cut nothing: a 600 s trace replayed 4× as fast ends near 150 s, whatever ``duration_s``."""
         return None if self._last is None else self._last.last_arrival_s
 
+    @property
+    def reached_s(self) -> float | None:
+        """How far the last complete pass reached where its window cut nothing (`cut_at_s` None): its last
+        arrival (`last_arrival_s`); None where the window cut it (the window says how far), or before a pass.
+        What a chart of a replay says in place of its window's bound (`simulator.scenario.Scenario.subject`)."""
+        return self.last_arrival_s if self.cut_at_s is None else None
+
     def requests(self) -> list[Request]:
         """All requests, in arrival order."""
         return list(self)

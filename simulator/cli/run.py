@@ -230,7 +230,7 @@ def capacity_cmd(scenario: Path | None, slo_ttft_p99: float | None, slo_tpot_p99
         if out and folder:
             folder.clear({"capacity.csv", "capacity.png"})
             plan.to_csv(out / "capacity.csv", index=False)
-            fig = capacity_figure(plan, sc.subject())
+            fig = capacity_figure(plan, sc.subject(replayed_s=plan.attrs.get("reached_s")))
             fig.savefig(out / "capacity.png", dpi=110)
             close_figure(fig)
             folder.finish()
