@@ -264,7 +264,7 @@ def _show(title: str, frame: pd.DataFrame) -> None:
 )
 @click.option(
     "--workload", "workload_spec", default=None,
-    help="Workload: generator name (chat-4k, code-repo-128k), a TOML file with [workload], or a trace file.",
+    help="Workload: generator name (chat-4k, code-repo-128k, synthetic), a TOML file with [workload], or a trace file.",
 )
 @seed_option("--workload only: seed of the generated workload (default: a scenario file's own seed, as kvsim "
              "run's; else 0).")

@@ -89,8 +89,9 @@ def _refuse_seed_for_trace(spec: str, seed: int | None) -> None:
 @click.option("--force", is_flag=True, help="overwrite --out if it exists")
 @handle_errors
 def generate(spec: str, out: Path, seed: int | None, duration_s: float | None, force: bool) -> None:
-    """Write a generated workload (SPEC: generator name or TOML with [workload]) in kvsim's request
-    format, CSV or JSONL as --out's suffix says (what `kvsim run --trace` and `workload describe` read).
+    """Write a generated workload (SPEC: a generator name (chat-4k, code-repo-128k, synthetic) or a TOML
+    with [workload]) in kvsim's request format, CSV or JSONL as --out's suffix says (what `kvsim run
+    --trace` and `workload describe` read).
 
     The requests go to a hidden file beside --out, renamed to --out once all are written: an
     interrupted or failed generation leaves no partial file, and a link at --out is replaced, not

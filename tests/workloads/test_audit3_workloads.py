@@ -195,3 +195,17 @@ def test_the_report_of_an_azure_replay_says_prefix_reuse_is_unknown(tmp_path: Pa
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert f"prefix reuse: the azure trace format {NO_PREFIX_IDS}" in md
     assert "0.0% of prompt tokens repeat" not in md and "nan%" not in md
+
+
+@pytest.mark.parametrize("command", [["breakeven"], ["workload", "describe"], ["workload", "generate"]])
+def test_helps_name_every_generator_that_runs_by_name(command):
+    """helper-196: `kvsim breakeven --help` listed "(chat-4k, code-repo-128k)" for --workload, leaving out synthetic,
+    which runs by name as the others do (`by_name`); every help naming them names all."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    from workloads.generators import by_name
+
+    text = " ".join(CliRunner().invoke(main, [*command, "--help"]).output.split())
+    assert by_name() == ["chat-4k", "code-repo-128k", "synthetic"]
+    assert f"({', '.join(by_name())})" in text
