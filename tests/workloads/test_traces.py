@@ -147,6 +147,22 @@ def test_burstgpt_drops_failures_counted(tmp_path: Path) -> None:
     assert reqs[0].source == "burstgpt:ChatGPT"
 
 
+def test_burstgpt_and_azure_count_time_from_the_first_row_even_a_dropped_one(tmp_path: Path) -> None:
+    """helper-196: a BurstGPT trace opening with a failed row counted time from the next row (its one request at 0 s)
+    where Azure's counts from the first row, dropped or not (4 s); a dropped row out of order was not refused."""
+    burst = write(tmp_path, "b.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                     "10,ChatGPT,100,0,100,Conversation log\n14,ChatGPT,30,200,230,API log\n")
+    azure = write(tmp_path, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:10,0,5\n"
+                                     "2023-11-16 18:15:14,30,200\n")
+    for p in (burst, azure):
+        w = read_trace(p)
+        assert [(r.arrival_s, r.prompt_tokens) for r in w.requests()] == [(4.0, 30)] and w.skipped_rows == 1
+    late = write(tmp_path, "c.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                    "10,ChatGPT,100,20,120,Conversation log\n9,ChatGPT,30,0,30,API log\n")
+    with pytest.raises(ConfigError, match=r"^c\.csv:3: 'Timestamp' must be >= the first row's \(10\.0\)"):
+        read_trace(late).requests()
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_own_format_round_trips_exactly(tmp_path: Path, suffix: str) -> None:
     w = load_workload({"name": "chat-4k"}, seed=3, duration_s=120)

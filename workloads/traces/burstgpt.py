@@ -1,8 +1,9 @@
 """BurstGPT traces (Wang et al. 2024), streamed.
 
 CSV ``Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type``; ``Timestamp``
-is seconds from the start of the trace. Rows with 0 response tokens are failed requests:
-dropped and counted in ``skipped_rows``. No prefix information: each prompt is one segment
+is seconds from the start of the trace, and a request arrives at its row's ``Timestamp`` less the
+first row's. Rows with 0 response tokens are failed requests (0 request tokens, empty prompts):
+dropped and counted in ``skipped_rows``, the first row's time still the origin. No prefix information: each prompt is one segment
 of its own, id ``-(kept row number + 1)``.
 """
 
@@ -30,12 +31,14 @@ def read_burstgpt(path: str | Path, *, on_error: str = "stop") -> Workload:
             t = as_float(get(row, "Timestamp"), "Timestamp")
             prompt = as_int(get(row, "Request tokens"), "Request tokens", 0)
             output = as_int(get(row, "Response tokens"), "Response tokens", 0)
-            if output == 0 or prompt == 0:  # a failed request or an empty prompt: dropped, counted
-                return None
+            # time counts from the first row, dropped or not, and a dropped row keeps the order too (as in
+            # `read_azure`; helper-196: a trace opening with a failed row counted from the next one)
             if not first:
                 first.append(t)
             if t < first[0]:
                 raise FieldError("Timestamp", f">= the first row's ({first[0]!r})", t)
+            if output == 0 or prompt == 0:  # a failed request or an empty prompt: dropped, counted
+                return None
             return Request(
                 id=n, arrival_s=t - first[0], prompt_tokens=prompt, output_tokens=output,
                 segments=((-(n + 1), prompt),), source=f"burstgpt:{get(row, 'Model')}",
