@@ -3,8 +3,8 @@
 CSV ``Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type``; ``Timestamp``
 is seconds from the start of the trace, and a request arrives at its row's ``Timestamp`` less the
 first row's. Rows with 0 response tokens are failed requests (0 request tokens, empty prompts):
-dropped and counted in ``skipped_rows``, the first row's time still the origin. No prefix information: each prompt is one segment
-of its own, id ``-(kept row number + 1)``.
+dropped and counted in ``skipped_rows``, the first row's time still the origin. No prefix information:
+each prompt is one segment of its own, id ``-(kept row number + 1)``.
 """
 
 from __future__ import annotations
