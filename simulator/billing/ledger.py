@@ -234,13 +234,39 @@ class Ledger:
         )
 
     def close(self, at_s: float | None = None) -> list[Residency]:
-        """End every live entry at its expiry (or at `at_s`, an eviction time, if earlier)."""
+        """End every live entry at its expiry (or at `at_s`, an eviction time, if earlier).
+
+        Each record's ``parent_key_id`` and ``held_tokens`` are then those of the key tree of every entry
+        the replay created (`_reparent`), not of the entries that existed when its key was first written."""
         for e in self._store.values():
             if at_s is not None:
                 e.expiry_s = max(e.born_s, min(e.expiry_s, at_s))
             self._end_life(e)
+        self._reparent()
         self._store.clear()
         return self.residencies
+
+    def _reparent(self) -> None:
+        """Give each entry the longest other entry whose key is a prefix of its own, among all created.
+
+        An entry's parent is set when its key is first written; a shorter entry written later, between it
+        and that parent (a request that adds a breakpoint: ``(3,)`` then ``(2, 3)``), did not become its
+        parent, and the two held the shorter prefix's KV each, counted twice by
+        `simulator.billing.provider.kv_byte_seconds` and `kv_peak_bytes` (helper-195: 10,000 tokens held
+        at the peak for a 6,000-token prefix). Only the keys between the recorded parent's and the entry's
+        own are looked up: none where the parent is one segment shorter."""
+        length = {e.key_id: len(key) for key, e in self._store.items()}
+        fixed: dict[int, tuple[int, int]] = {}
+        for key, e in self._store.items():
+            for j in range(len(key) - 1, length.get(e.parent_id, 0), -1):
+                parent = self._store.get(key[:j])
+                if parent is not None:
+                    e.parent_id, e.held_tokens = parent.key_id, e.tokens - parent.tokens
+                    fixed[e.key_id] = (e.parent_id, e.held_tokens)
+                    break
+        if fixed:
+            self.residencies = [r._replace(parent_key_id=fixed[r.key_id][0], held_tokens=fixed[r.key_id][1])
+                                if r.key_id in fixed else r for r in self.residencies]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

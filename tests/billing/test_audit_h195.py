@@ -1,0 +1,32 @@
+"""Findings of the helper-195 audit of the TTL billing (customer bills, provider KV, charts, bad input),
+each pinned by a test that fails without its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.billing import bill_requests, get_profile, kv_byte_seconds
+from simulator.billing.provider import kv_peak_bytes
+from tests.billing.conftest import req
+
+
+@pytest.mark.parametrize(("second", "held_token_s", "peak_tokens"), [
+    # the same 6,000 tokens, a breakpoint added at 4,000: one prefix held 0-310 s (the read at 10 s slides it)
+    (([(1, 2000), (2, 2000), (3, 2000)], (2, 3)), 6000 * 310, 6000),
+    # a request that stops at 4,000 tokens and goes on elsewhere: 4,000 held 0-310 s, the last 2,000 0-300 s
+    (([(1, 2000), (2, 2000), (4, 2000)], (2,)), 4000 * 310 + 2000 * 300, 6000),
+])
+def test_a_shorter_prefix_cached_later_shares_the_kv_of_the_longer(second, held_token_s, peak_tokens):
+    """A 6,000-token prefix cached at 0 s, then one of its first 4,000 tokens cached at 10 s: the provider
+    holds those 4,000 tokens once. The shorter entry did not become the longer one's parent (it was written
+    after it), and `kv_byte_seconds` counted them twice: 3,060,000 token-seconds and a peak of 10,000 tokens
+    in the first case."""
+    segments, breakpoints = second
+    first = req(0, 0.0, [(1, 2000), (2, 2000), (3, 2000)], breakpoints=(3,))
+    res = bill_requests([first, req(1, 10.0, segments, breakpoints=breakpoints)], get_profile("anthropic"), 300)
+    assert kv_byte_seconds(res.residency, 1.0) == pytest.approx(held_token_s)
+    assert kv_peak_bytes(res.residency, 1.0) == pytest.approx(peak_tokens)
+    # the 6,000-token entry's parent is the 4,000-token one, beyond which it holds 2,000 tokens
+    longest = res.residency[res.residency.tokens == 6000].iloc[0]
+    shorter = res.residency[res.residency.tokens == 4000].iloc[0]
+    assert (longest.parent_key_id, longest.held_tokens) == (shorter.key_id, 2000)
