@@ -30,3 +30,27 @@ def test_a_shorter_prefix_cached_later_shares_the_kv_of_the_longer(second, held_
     longest = res.residency[res.residency.tokens == 6000].iloc[0]
     shorter = res.residency[res.residency.tokens == 4000].iloc[0]
     assert (longest.parent_key_id, longest.held_tokens) == (shorter.key_id, 2000)
+
+
+@pytest.mark.parametrize("savings", [(-22.7, -90.9), (25.7, 18.4), (-40.0, 60.0), (90.0, 80.0)])
+def test_savings_labels_stay_inside_the_axes(savings):
+    """Each bar's five-line label lies within the axes, clear of the x tick labels: a single request billed
+    under 5m and 1h (−22.7% and −90.9% of the bill) drew the 1h label over 'TTL 1h', below the axes."""
+    import pandas as pd
+
+    from simulator.billing.charts import plot_savings_vs_ttl
+
+    summary = pd.DataFrame({"profile": "anthropic/sonnet-4", "ttl": ["none", "5m", "1h"],
+                            "savings_pct_of_bill": [0.0, *savings], "share_prompt_tokens_read": [0.0, 0.5, 0.5],
+                            "share_requests_with_read": [0.0, 0.3, 0.3]})
+    ax = plot_savings_vs_ttl(summary)
+    ax.figure.canvas.draw()
+    box = ax.get_window_extent()
+    labels = [t for t in ax.texts if "of prompt tokens" in t.get_text()]
+    assert len(labels) == 2
+    for t in labels:
+        b = t.get_window_extent()
+        assert box.y0 <= b.y0 and b.y1 <= box.y1, (t.get_text(), b, box)
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)
