@@ -7,6 +7,7 @@ CSV and PNG charts to ``--out``. The lead wires `breakeven` into the ``kvsim`` g
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +80,12 @@ def parse_gaps(spec: str) -> Any:
         except ValueError:
             raise ConfigError(f"--gaps: parameter {shown(part)} must be key=number") from None
         must(bool(eq) and math.isfinite(kwargs[k.strip()]), "--gaps", "parameter", "key=finite number", part)
-    frozen = _frozen(name, dist, kwargs)
-    low, mean = frozen.support()[0], frozen.mean()
+    # scipy's own RuntimeWarnings (expon:scale=0 divides by zero) are not printed over the one-line error that
+    # follows them (helper-195: two lines of scipy's source came first)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        frozen = _frozen(name, dist, kwargs)
+        low, mean = frozen.support()[0], frozen.mean()
     must(low >= 0 and math.isfinite(mean), "--gaps", "gaps",
          "a distribution of gaps >= 0 seconds with a finite mean", spec)
     return frozen

@@ -4,10 +4,16 @@ each pinned by a test that fails without its fix."""
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner, Result
 
 from simulator.billing import bill_requests, get_profile, kv_byte_seconds
 from simulator.billing.provider import kv_peak_bytes
+from simulator.cli import main
 from tests.billing.conftest import req
+
+
+def kvsim(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
 
 
 @pytest.mark.parametrize(("second", "held_token_s", "peak_tokens"), [
@@ -54,3 +60,26 @@ def test_savings_labels_stay_inside_the_axes(savings):
     import matplotlib.pyplot as plt
 
     plt.close(ax.figure)
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("expon:scale=0", "--gaps expon: parameters outside the distribution's domain"),
+    ("uniform:loc=0,scale=0", "--gaps uniform: parameters outside the distribution's domain"),
+    ("expon:loc=1e308,scale=1e308", "must be a distribution of gaps >= 0 seconds with a finite mean"),
+])
+def test_a_bad_gaps_distribution_is_one_line(spec, words):
+    """scipy's RuntimeWarning (divide by zero, overflow) was printed first, two lines of its source, before the
+    one-line error: here a warning raises, and only the error may come out."""
+    import warnings
+
+    from simulator.cli.breakeven import parse_gaps
+    from simulator.errors import ConfigError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError) as info:
+            parse_gaps(spec)
+    assert words in str(info.value) and "\n" not in str(info.value)
+    r = kvsim("breakeven", "--gaps", spec)
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: --gaps") and words in lines[0], lines
