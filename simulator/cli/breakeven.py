@@ -143,8 +143,11 @@ def _scale_notes(prof: PriceProfile, ttls: list[float], gaps: Any, table: pd.Dat
     for t, (label, c) in zip(ttls, table[["ttl", "breakeven_scale"]].itertuples(index=False), strict=True):
         p_star = breakeven_hit_probability(prof.read_multiplier, prof.write_multiplier(t))
         if math.isinf(c):
+            # counted, with the share beside (helper-195: "1 of the gaps are 0 s" meant all of them)
+            zeros = round(zero_gap_share(gaps) * gaps.size) if p_star > 0 else 0
             why = ("the TTL has no write premium" if p_star <= 0 else
-                   f"{zero_gap_share(gaps):.4g} of the gaps are 0 s, at least breakeven_p_hit {p_star:.4g}")
+                   f"{zeros:,} of the {gaps.size:,} gaps are 0 s, a share of {zero_gap_share(gaps):.4g}, at least "
+                   f"breakeven_p_hit {p_star:.4g}")
             notes.append(f"breakeven_scale inf at {label}: caching pays however far the gaps stretch ({why})")
         elif math.isnan(c):
             notes.append(f"breakeven_scale NaN at {label}: P(gap < TTL/c) does not cross breakeven_p_hit "

@@ -83,3 +83,14 @@ def test_a_bad_gaps_distribution_is_one_line(spec, words):
     r = kvsim("breakeven", "--gaps", spec)
     lines = r.output.strip().splitlines()
     assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: --gaps") and words in lines[0], lines
+
+
+def test_gaps_all_zero_are_counted_not_said_as_one(tmp_path):
+    """Three gaps of 0 s: the note said "1 of the gaps are 0 s" (the share 1, read as one gap)."""
+    f = tmp_path / "zeros.txt"
+    f.write_text("0\n0\n0\n")
+    r = kvsim("breakeven", "--gaps", str(f), "--ttl", "5m")
+    assert r.exit_code == 0, r.output
+    assert ("breakeven_scale inf at 5m: caching pays however far the gaps stretch (3 of the 3 gaps are 0 s, a share "
+            "of 1, at least breakeven_p_hit 0.2174)") in r.output
+    assert "(1 of the gaps" not in r.output
