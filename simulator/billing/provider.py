@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.billing.compare import TTLComparison
-from simulator.errors import ConfigError, must
+from simulator.errors import ConfigError, is_number, must, placed
 from simulator.tomlfile import read_toml
 from simulator.units import GB, HOUR_S, MTOK
 
@@ -100,10 +100,12 @@ class ProviderCosts:
     ceiling_tokens_per_s_per_stream: float | None = None
 
     def __post_init__(self) -> None:
+        # a number, finite (helper-195: a provider file's "x" failed in Python's words, inf priced the holding at
+        # inf and every margin at -inf)
         for f in fields(self):
             if f.name not in ("source", *_DEPLOYMENT):
                 v = getattr(self, f.name)
-                must(v >= 0, "ProviderCosts", f.name, ">= 0", v)
+                must(is_number(v) and 0 <= v < math.inf, "ProviderCosts", f.name, "a finite number >= 0", v)
         must(self.bytes_per_stream > 0, "ProviderCosts", "bytes_per_stream", "> 0", self.bytes_per_stream)
         if self.kv_pool_bytes is not None:
             must(self.kv_pool_bytes > 0, "ProviderCosts", "kv_pool_bytes", "> 0 bytes", self.kv_pool_bytes)
@@ -131,6 +133,8 @@ def _parse(data: dict[str, object], path: Path) -> ProviderCosts:
         return ProviderCosts(**raw)
     except TypeError as exc:
         raise ConfigError(f"{path}: provider: {exc}") from None
+    except ConfigError as exc:  # said at the file's key (helper-195: "ProviderCosts: ..." named no file)
+        raise placed(exc, f"{path}: provider") from None
 
 
 def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
@@ -139,8 +143,14 @@ def load_provider_costs(extra: Path | str | None = None) -> ProviderCosts:
     if extra is None:
         return base
     data = read_toml(extra)
+    # one [provider] table and nothing else (helper-195: a file of [provder] gave the shipped figures without a word,
+    # provider = 5 failed in Python's words)
+    if set(data) != {"provider"} or not isinstance(data["provider"], dict):
+        other = sorted(set(data) - {"provider"})
+        raise ConfigError(f"{extra}: " + (f"unknown key {other[0]!r}; valid: provider" if other else
+                                          "must hold a [provider] table of the figures it sets"))
     merged = {f.name: getattr(base, f.name) for f in fields(ProviderCosts) if f.name in _FILE_KEYS} | dict(
-        data.get("provider", {}))
+        data["provider"])
     return _parse({"provider": merged}, Path(extra))
 
 

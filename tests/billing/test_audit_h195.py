@@ -94,3 +94,32 @@ def test_gaps_all_zero_are_counted_not_said_as_one(tmp_path):
     assert ("breakeven_scale inf at 5m: caching pays however far the gaps stretch (3 of the 3 gaps are 0 s, a share "
             "of 1, at least breakeven_p_hit 0.2174)") in r.output
     assert "(1 of the gaps" not in r.output
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("[provider]\ndram_usd_per_gb_hour = inf\n", "provider.dram_usd_per_gb_hour: must be a finite number >= 0 (got inf)"),
+    ('[provider]\ndram_usd_per_gb_hour = "x"\n', "provider.dram_usd_per_gb_hour: must be a finite number >= 0 (got 'x')"),
+    ("[provider]\nssd_usd_per_gb_hour = -1\n", "provider.ssd_usd_per_gb_hour: must be a finite number >= 0 (got -1)"),
+    ("[provder]\ndram_usd_per_gb_hour = 1.0\n", "unknown key 'provder'; valid: provider"),
+    ("provider = 5\n", "must hold a [provider] table"),
+])
+def test_a_bad_provider_file_is_refused_at_its_key(tmp_path, text, error):
+    """`load_provider_costs(FILE)`: inf was taken (every HBM margin -inf), "x" failed in Python's words, -1 was
+    refused without the file's name, and a misspelt [provder] table gave the shipped figures without a word."""
+    from simulator.billing import load_provider_costs
+    from simulator.errors import ConfigError
+
+    f = tmp_path / "costs.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_provider_costs(f)
+    assert str(info.value).startswith(f"{f}: {error}") and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_provider_file_sets_only_its_figures(tmp_path):
+    from simulator.billing import load_provider_costs
+
+    f = tmp_path / "costs.toml"
+    f.write_text("[provider]\nssd_usd_per_gb_hour = 1e-5\n")
+    costs = load_provider_costs(f)
+    assert (costs.ssd_usd_per_gb_hour, costs.dram_usd_per_gb_hour) == (1e-5, load_provider_costs().dram_usd_per_gb_hour)
