@@ -96,10 +96,13 @@ def test_gaps_all_zero_are_counted_not_said_as_one(tmp_path):
     assert "(1 of the gaps" not in r.output
 
 
+RULE = "must be a finite number >= 0"
+
+
 @pytest.mark.parametrize(("text", "error"), [
-    ("[provider]\ndram_usd_per_gb_hour = inf\n", "provider.dram_usd_per_gb_hour: must be a finite number >= 0 (got inf)"),
-    ('[provider]\ndram_usd_per_gb_hour = "x"\n', "provider.dram_usd_per_gb_hour: must be a finite number >= 0 (got 'x')"),
-    ("[provider]\nssd_usd_per_gb_hour = -1\n", "provider.ssd_usd_per_gb_hour: must be a finite number >= 0 (got -1)"),
+    ("[provider]\ndram_usd_per_gb_hour = inf\n", f"provider.dram_usd_per_gb_hour: {RULE} (got inf)"),
+    ('[provider]\ndram_usd_per_gb_hour = "x"\n', f"provider.dram_usd_per_gb_hour: {RULE} (got 'x')"),
+    ("[provider]\nssd_usd_per_gb_hour = -1\n", f"provider.ssd_usd_per_gb_hour: {RULE} (got -1)"),
     ("[provder]\ndram_usd_per_gb_hour = 1.0\n", "unknown key 'provder'; valid: provider"),
     ("provider = 5\n", "must hold a [provider] table"),
 ])
