@@ -160,10 +160,12 @@ def _writes_note(prof: PriceProfile, ttls: list[float], bills: TTLComparison) ->
     """Why the Poisson tables and a workload's bills may name different TTLs (helper-131: code-repo-128k, whose
     reuse rate is far above the 5m/1h crossover, bills cheaper under 5m): the bills also pay for writes, at
     each TTL's price. None where the TTLs' write prices are one (no TTL's writes cost more), nothing was
-    written, or the bills' best TTL is the longest (the note explains a shorter one)."""
+    written, or the bills' best TTL is the longest (the note explains a shorter one) or no cache at all (no TTL
+    paid, which is the break-even's matter, not the crossover's: helper-195, a lone request billed best
+    uncached was told it "may bill cheaper under a shorter TTL than the crossover rate says")."""
     prices = {t: prof.write_multiplier(t) for t in ttls}
     if (len(set(prices.values())) < 2 or not bills.summary.write_tokens.sum() > 0
-            or bills.best_ttl == prof.ttl_name(max(ttls))):
+            or bills.best_ttl in (prof.ttl_name(max(ttls)), prof.ttl_name(0.0))):
         return None
     each = ", ".join(f"x{w:g} under {prof.ttl_name(t)}" for t, w in prices.items())
     return ("the Poisson tables price one prefix reused at one steady rate, written again only after a miss; the "

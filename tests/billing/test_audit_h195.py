@@ -126,3 +126,16 @@ def test_a_provider_file_sets_only_its_figures(tmp_path):
     f.write_text("[provider]\nssd_usd_per_gb_hour = 1e-5\n")
     costs = load_provider_costs(f)
     assert (costs.ssd_usd_per_gb_hour, costs.dram_usd_per_gb_hour) == (1e-5, load_provider_costs().dram_usd_per_gb_hour)
+
+
+def test_no_crossover_note_when_no_cache_bills_best(tmp_path):
+    """One request: no TTL pays (each writes the prefix, none reads), so the bills' best is none; the note that
+    a shorter TTL may bill cheaper than the 5m/1h crossover says was printed all the same."""
+    from workloads import Workload, write_workload
+
+    trace = tmp_path / "one.jsonl"
+    write_workload(Workload.from_requests([req(0, 0.0, [(1, 10_000), (2, 500)])]), trace)
+    r = kvsim("breakeven", "--workload", str(trace))
+    assert r.exit_code == 0, r.output
+    assert "best TTL for the customer: none" in r.output
+    assert "crossover rate says" not in r.output
