@@ -93,7 +93,8 @@ def parse_gaps(spec: str) -> Any:
 
 def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
     """``dist(**kwargs)``, its parameters checked against the distribution's own: its shapes
-    (``dist.shapes``), ``loc`` and ``scale``; every shape given, and values in its domain."""
+    (``dist.shapes``), ``loc`` and ``scale``; every shape given, ``scale`` too (in seconds: scipy's default of 1
+    is not taken in silence), and values in its domain."""
     shapes = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
     allowed = [*shapes, "loc", "scale"]
     where, rule = f"--gaps {name}", f"one of {', '.join(allowed)}"
@@ -103,6 +104,9 @@ def _frozen(name: str, dist: Any, kwargs: dict[str, float]) -> Any:
     if missing:
         raise ConfigError(f"{where}: needs the shape parameter(s) {', '.join(missing)} "
                           f"(parameters: {', '.join(allowed)}; got {shown(kwargs)})")
+    if "scale" not in kwargs:  # (helper-195: --gaps expon drew gaps of mean 1 s, scipy's default scale, unsaid)
+        raise ConfigError(f"{where}: needs scale=SECONDS, the gaps' scale (scipy's default, 1 s, is not assumed; "
+                          f"parameters: {', '.join(allowed)}; got {shown(kwargs)})")
     try:
         frozen = dist(**kwargs)
         outside = any(math.isnan(x) for x in (*frozen.support(), frozen.cdf(1.0)))  # scipy's NaN for a bad value

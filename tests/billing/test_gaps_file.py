@@ -199,6 +199,10 @@ def test_a_file_without_gaps_is_refused(tmp_path, text):
     ("gamma:a=2,scale=-1", ["--gaps gamma", "outside the distribution's domain", "a, loc, scale"]),
     ("expon:rate=2", ["--gaps expon", "one of loc, scale", "'rate'"]),
     ("expon:scale=1,scale=2", ["--gaps expon", "'parameter' must be given once", "'scale=2'"]),
+    # helper-195: scipy's default scale of 1 s was taken in silence
+    ("expon", ["--gaps expon: needs scale=SECONDS, the gaps' scale (scipy's default, 1 s, is not assumed; "
+               "parameters: loc, scale; got {})"]),
+    ("gamma:a=2,loc=5", ["--gaps gamma: needs scale=SECONDS", "got {a = 2.0, loc = 5.0})"]),
 ])
 def test_bad_distribution_parameters_name_the_option_and_the_allowed_ones(spec, words):
     line = refused(kvsim("breakeven", "--gaps", spec, "--ttl", "5m"), *words)
