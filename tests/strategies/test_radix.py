@@ -256,3 +256,29 @@ def test_fast_paths_evict_and_insert_as_the_general_ones(eviction: str, tiers: d
         assert seen[0] == seen[1] == seen[2], i
     assert _tree_shape(states[0].tree.root) == _tree_shape(states[1].tree.root) == _tree_shape(states[2].tree.root)
     assert states[0].stats() == states[1].stats() == states[2].stats() and states[0].stats()["evicted_blocks"] > 0
+
+
+def test_a_leaf_larger_than_the_dram_tier_moves_down_in_tier_sized_tails() -> None:
+    """helper-197: a 10-block leaf, a DRAM tier of 3 blocks and an NVMe tier of 100. The leaf was dropped whole
+    (it fits no 3-block tier), NVMe kept nothing and the next request hit nothing. Now its tail of 3 blocks goes
+    to DRAM, then the next 3 (pushing the first to NVMe), the next 3, and its first block last: DRAM holds that
+    block, NVMe the 9 below it; 10 blocks went HBM -> DRAM and 9 DRAM -> NVMe (19 moved down), none dropped, and
+    the whole prompt is reloaded (4 tokens from DRAM, 36 from NVMe, 10 blocks at 1,000 blocks/s: 0.01 s)."""
+    from simulator.engine.caches import CacheContext
+
+    ctx = CacheContext(block_bytes=1.0, dram_bytes=3.0, dram_bytes_per_s=1e3, nvme_bytes=100.0,
+                       nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 1.0 * tokens)  # reload wins
+    st = make_strategy("prefix", dram=True, nvme=True, dram_fraction=1.0).bind(B, 1000, ctx)
+    seq, _ = run_one(st, req(0, ((1, 40),)))
+    assert finish(st, seq, 40) == 10
+    assert st.evict(10) == 10
+    assert st.tree.blocks == [0, 1, 9]
+    stats = st.stats()
+    assert (stats["dropped_blocks"], stats["bytes_down"]) == (0, 19.0)
+    nxt = req(1, ((1, 40), (2, 4)))
+    assert st.match(nxt) == 40
+    seq = Seq(nxt, 1, 0, float("inf"))
+    adm = st.on_admit(seq, 40)
+    assert (adm.hit_tokens, adm.dram_tokens, adm.nvme_tokens, adm.reload_blocks) == (40, 4, 36, 10)
+    assert adm.reload_s == pytest.approx(0.01)
+    assert st.tree.blocks == [10, 0, 0]

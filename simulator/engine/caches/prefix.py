@@ -456,11 +456,21 @@ class _PrefixState:
         return freed
 
     def _demote(self, node: Node) -> None:
-        """Move an unreferenced tier leaf one tier down, making room there; drop it from the last."""
+        """Move an unreferenced tier leaf one tier down, making room there; drop it from the last.
+
+        A leaf larger than the whole tier below (its window included) moves its tail of as many blocks as that
+        tier holds, and its head stays here a tier leaf, the next in line (a caller that needs more pops it
+        again): the blocks past what stays go down a tier as every other leaf's do. Before, such a leaf was
+        dropped whole, however much the tiers below held free: a DRAM tier smaller than a leaf (a small
+        ``dram_fraction``) sent nothing to an NVMe tier of terabytes (helper-197)."""
         tree = self.tree
         t = node.tier
-        b = node.tokens // self.B + node.extra  # a leaf's window goes with it
         nxt = t + 1
+        if nxt < len(self.tiers):
+            fits = self.cap[nxt] - node.extra  # the blocks of tokens the whole tier below takes of this leaf
+            if 0 < fits < node.tokens // self.B:  # (a split leaves the window on the lower half, the leaf)
+                tree.split(node, node.tokens - fits * self.B)
+        b = node.tokens // self.B + node.extra  # a leaf's window goes with it
         if nxt < len(self.tiers) and b <= self.cap[nxt]:
             while tree.blocks[nxt] + b > self.cap[nxt]:
                 victim = tree.pop_victim(nxt)
