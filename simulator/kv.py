@@ -216,9 +216,11 @@ def parse_layout(text: str) -> KVLayout:
         if family == "dtype" and name not in kv_dtypes():  # (mxfp4 and w4a16 are weight formats only)
             raise ConfigError(f"layout {shown(text)}: unknown lever {shown(name)}{_retention_hint(name, text)}; "
                               f"valid: {LEVERS}")
-        if family != "native" and family in seen:
-            raise ConfigError(f"layout {shown(text)}: {raw!r} conflicts with {seen[family]!r} (one {family} lever "
-                              "at most)")
+        if family != "native" and family in seen:  # the same lever twice is no conflict (it read "'fp8' conflicts
+            # with 'fp8'", helper-197): said as the strategy sets say it
+            raise ConfigError(f"layout {shown(text)}: " + (
+                f"{raw!r} is given twice (each lever once)" if seen[family] == raw else
+                f"{raw!r} conflicts with {seen[family]!r} (one {family} lever at most)"))
         seen[family] = raw
         if len(args) > _ARGS.get(name, 0):
             raise ConfigError(f"layout {shown(text)}: {raw!r} takes at most {_ARGS.get(name, 0)} parameter(s); "

@@ -153,6 +153,9 @@ def test_scenario_layout_errors_name_the_key_and_the_layout(tmp_path):
                        "(got 3)"),
              ("fp9", "cache.layout: layout 'fp9': unknown lever 'fp9'"),
              ("fp8+int4", "cache.layout: layout 'fp8+int4': 'int4' conflicts with 'fp8'"),
+             # helper-197: the same lever twice read "'fp8' conflicts with 'fp8'"
+             ("fp8+fp8", "cache.layout: layout 'fp8+fp8': 'fp8' is given twice (each lever once)"),
+             ("mla+mla", "cache.layout: layout 'mla+mla': 'mla' is given twice (each lever once)"),
              ("+", "cache.layout: layout '+': has an empty lever"),
              ("", "cache.layout: layout '': has an empty lever")]
     for layout, says in cases:
