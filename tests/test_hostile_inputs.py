@@ -383,6 +383,10 @@ def test_calibrate_reads_the_documented_header_and_checks_every_value(tmp_path, 
     # a DRAM tier's share without the tier changed nothing, without a word (helper-151)
     ('strategy = "prefix"', 'strategy = "prefix"\nparams = {dram_fraction = 0.2}',
      "cache.params.dram_fraction: must be given with dram = true (the share of host DRAM its tier takes) (got 0.2)"),
+    # all host DRAM to the tier left swap preemption none: every preemption recomputed, without a word (helper-197)
+    ('strategy = "prefix"', 'strategy = "prefix"\nparams = {dram = true, dram_fraction = 1.0}\n[scheduler]\n'
+     'preemption = "swap"', 'cache.params.dram_fraction: must be below 1 with scheduler.preemption = "swap" (1 gives '
+     "the cache tier all host DRAM and leaves none to swap to: every preemption would recompute) (got 1.0)"),
     ('name = "least-tokens"', 'name = "prefix-affinity"\nparams = {max_imbalance_tokens = ">="}',
      "router.params.max_imbalance_tokens: must be an integer (got '>=')"),
     ('name = "least-tokens"', 'name = "least-tokens"\nparams = {nope = 1}',

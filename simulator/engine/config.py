@@ -21,6 +21,11 @@ PREEMPTION_MODES = ("recompute", "swap")
 ADMISSION_POLICIES = ("prompt", "reserve")
 
 
+def takes_all_dram(cache_params: Mapping[str, object]) -> bool:
+    """The prefix cache's DRAM tier takes the whole of host DRAM (``dram_fraction = 1``), leaving no swap space."""
+    return bool(cache_params.get("dram")) and cache_params.get("dram_fraction") == 1
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
     """Per-replica iteration-level scheduler limits (vLLM's names where they exist).
@@ -165,6 +170,11 @@ class EngineConfig:
         must(self.slo_tpot_s > 0, w, "slo_tpot_s", "> 0", self.slo_tpot_s)
         must(self.sample_interval_s >= 0, w, "sample_interval_s", ">= 0", self.sample_interval_s)
         must(self.short_prompt_tokens >= 0, w, "short_prompt_tokens", ">= 0", self.short_prompt_tokens)
+        # swap space is the host DRAM the prefix cache's tier leaves (`cluster.build_cluster`): a tier given all of it
+        # left none, and every swap preemption recomputed without a word (helper-197)
+        must(not (self.scheduler.preemption == "swap" and takes_all_dram(self.cache_params)), w,
+             "cache_params.dram_fraction", 'below 1 with scheduler.preemption = "swap" (1 leaves no host DRAM to swap '
+             'to: every preemption would recompute)', self.cache_params.get("dram_fraction"))
         if self.prefill_pool is None:
             must(self.short_prompt_tokens == 0, w, "short_prompt_tokens", "0 without a prefill_pool",
                  self.short_prompt_tokens)

@@ -116,6 +116,23 @@ def test_swap_space_is_the_host_dram_a_cache_tier_does_not_take():
     assert tiered.host_blocks == int(host * 0.75 // bb) and tiered.cache.cap[1] == int(host * 0.25 // bb)
 
 
+def test_a_dram_tier_of_all_host_dram_beside_swap_preemption_is_refused():
+    """helper-197: ``dram_fraction = 1`` left swap space 0 blocks (the test above: host × (1 − fraction)), so under
+    ``preemption = "swap"`` every preemption recomputed, while the report said swap. Refused now; a fraction
+    below 1, or recompute preemption, runs as before."""
+    from simulator.errors import RuleError
+
+    def config(fraction: float, preemption: str) -> EngineConfig:
+        return EngineConfig(model="Llama-3.1-70B", node="8xH100", tp=8, cache="prefix",
+                            cache_params={"dram": True, "dram_fraction": fraction},
+                            scheduler=SchedulerConfig(preemption=preemption))
+
+    with pytest.raises(RuleError, match=r"'cache_params.dram_fraction' must be below 1 with scheduler.preemption"):
+        config(1.0, "swap")
+    config(0.99, "swap")
+    config(1.0, "recompute")
+
+
 def test_a_run_pays_the_swap_in_price_of_every_copy(monkeypatch):
     """helper-153: no test failed if the engine charged a swap-in at the swap-out price (one copy). An MLA latent
     under TP8 swapped out and in: the run at the engine's prices ends later than the same run with swap-ins
