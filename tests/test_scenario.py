@@ -610,3 +610,19 @@ def test_a_cache_layout_that_changes_nothing_on_the_model_is_noted(tmp_path):
     plain = scenario(tmp_path, edit('layout = "native"', 'layout = "fp8"'), name="plain.toml")
     load_scenario(plain, say=told.append, cache=dataclasses.replace(fp8.cache, layout="fp8+no-sliding"))
     assert told == [says]
+
+
+def test_the_readme_s_cache_table_is_a_scenario_s(tmp_path):
+    """helper-197: the README named ``dram_fraction`` but never how a scenario turns a tier on (``[cache] params``):
+    its example table now loads as written, with the parameters it shows."""
+    import re
+
+    from tests.test_hostile_inputs import BASE, scenario
+
+    readme = (SCENARIO_DIR.parent / "README.md").read_text()
+    (table,) = re.findall(r"```toml\n(\[cache\]\n.*?)```", readme, flags=re.S)
+    text = BASE.replace('[cache]\nlayout = "native"\nstrategy = "prefix"\n', table)
+    assert text != BASE
+    sc = load_scenario(scenario(tmp_path, text))
+    assert (sc.cache.layout, sc.cache.strategy) == ("fp8", "prefix")
+    assert sc.cache.params == {"eviction": "lru", "dram": True, "nvme": True, "dram_fraction": 0.25}
