@@ -295,6 +295,22 @@ def test_compare_says_what_of_the_scenario_it_does_not_compare(tmp_path, old, ne
     assert outcome(plain) is None and "not compared" not in plain.stderr
 
 
+def test_compare_says_the_scenario_s_cache_levers_are_not_its_sets(tmp_path):
+    """helper-197: a scenario's [cache] layout and parameters (an LFU eviction, a DRAM tier at a quarter of host DRAM)
+    were dropped without a word: a set names every lever it runs, so ``prefix+dram`` ran LRU at the default half.
+    compare says so; a [cache] of defaults (eviction = "lru" included) gets no note."""
+    text = edit('layout = "native"\nstrategy = "prefix"', 'layout = "fp8"\nstrategy = "prefix"\n'
+                'params = {eviction = "lfu", dram = true, dram_fraction = 0.25}')
+    r = kvsim("compare", scenario(tmp_path, text), "--strategy", "prefix+dram")
+    assert outcome(r) is None
+    assert ('[cache] layout = "fp8", params = {eviction = "lfu", dram = true, dram_fraction = 0.25} is not used: each '
+            "strategy set names every lever it runs (layout, retention, prefix and its tiers and eviction; a set's "
+            "dram tier takes 0.5 of host DRAM)") in r.stderr
+    plain = edit('strategy = "prefix"', 'strategy = "prefix"\nparams = {eviction = "lru"}')
+    r = kvsim("compare", scenario(tmp_path, plain, name="plain.toml"), "--strategy", "prefix")
+    assert outcome(r) is None and "[cache]" not in r.stderr
+
+
 @pytest.mark.parametrize(("args", "option"), [
     (("capacity", "{s}", "--max-rate", "--warmup-fraction", "nan"), "--warmup-fraction"),
     (("fit", "--model", "Llama-3.1-8B", "--context", "1000", "--memory-utilization", "nan"), "--memory-utilization"),

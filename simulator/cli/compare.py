@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from simulator.cli.options import (
 from simulator.cli.progress import progress_bar
 from simulator.compare import check_distinct_sets, compare_figure, compare_strategies
 from simulator.engine import EngineConfig
+from simulator.engine.caches.prefix import DRAM_FRACTION
 from simulator.errors import ConfigError, shown
 from simulator.limits import MAX_NODES
 from simulator.models import get_model, with_weight_precision
@@ -59,6 +61,23 @@ def _strategy_sets(text: str) -> list[str]:
     """``--strategy`` `text`'s comma-separated sets, each stripped; an empty item, or none at all, is
     ``--strategy``'s error before anything runs (`comma_items`)."""
     return comma_items(text, "--strategy", "strategy set", f"{STRATEGY_EXAMPLE}, each '+'-joined levers")
+
+
+def _cache_not_used(layout: str, strategy: str, params: Mapping[str, object]) -> str:
+    """What of a scenario's ``[cache]`` no strategy set inherits, as the file writes it: a layout other than
+    ``native`` and the strategy's parameters other than its defaults (``layout = "fp8", params = {dram = true,
+    dram_fraction = 0.25}``); "" where it sets none (``strategy`` alone: the sets' ``prefix`` lever says it)."""
+    from simulator.engine.caches import make_strategy
+
+    def toml(v: object) -> str:
+        return str(v).lower() if isinstance(v, bool) else f'"{v}"' if isinstance(v, str) else f"{v}"
+
+    default = make_strategy(strategy)  # (the scenario's parameters were checked when it loaded)
+    given = {k: v for k, v in params.items() if getattr(default, k, None) != v}
+    parts = [f"layout = {toml(layout)}"] if layout != "native" else []
+    if given:
+        parts.append("params = {" + ", ".join(f"{k} = {toml(v)}" for k, v in given.items()) + "}")
+    return ", ".join(parts)
 
 
 def _workload_spec(text: str) -> str:
@@ -135,6 +154,11 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         if left_out:  # what the comparison does not cover is said, not silently dropped
             click.echo(f"note: compare runs the strategy sets on {scenario}'s first node kind, {hardware}, as one "
                        f"aggregated fleet; not compared: {' and '.join(left_out)} (kvsim run covers them)", err=True)
+        unused = _cache_not_used(sc.cache.layout, sc.cache.strategy, sc.cache.params)
+        if unused:  # a set names every lever it runs: the scenario's own were dropped without a word (helper-197)
+            share = (f"; a set's dram tier takes {DRAM_FRACTION:g} of host DRAM" if "dram_fraction" in unused else "")
+            click.echo(f"note: {scenario}'s [cache] {unused} is not used: each strategy set names every lever it "
+                       f"runs (layout, retention, prefix and its tiers and eviction{share})", err=True)
         tp = sc.cluster.tp
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
