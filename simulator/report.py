@@ -28,6 +28,7 @@ from simulator.charts import collapse_figure, latency_figure, timeseries_figure
 from simulator.charts.run import SplitPools
 from simulator.collapse import collapse_table, default_plans
 from simulator.engine import SteadyWindow
+from simulator.engine.caches.prefix import dram_share
 from simulator.kv import parse_layout
 from simulator.placement import as_run
 from simulator.progress import Meter, Phases, Progress
@@ -97,11 +98,16 @@ def _router_line(sc: Scenario) -> str:
 
 def _cache_line(sc: Scenario) -> str:
     """The KV cache strategy each fleet runs, for the report's preamble: ``prefix (lru eviction, dram + nvme
-    tiers)``, or ``none (every prompt prefilled whole)``."""
+    tiers: dram 0.25 of host DRAM, swap space the rest)``, or ``none (every prompt prefilled whole)``.
+
+    A DRAM tier's share of host DRAM is said (helper-197: two runs at ``dram_fraction`` 0.25 and 0.5 read alike)."""
     if sc.cache.strategy == "none":
         return "none (every prompt prefilled whole)"
-    eviction = dict(sc.cache.params).get("eviction", "lru")
-    return f"{sc.cache.strategy} ({eviction} eviction, {tiers_phrase(sc.cache.params) or 'no offload tier'})"
+    params = dict(sc.cache.params)
+    eviction = params.get("eviction", "lru")
+    share = dram_share(bool(params.get("dram")), params.get("dram_fraction"))
+    dram = f": dram {share:g} of host DRAM, swap space the rest" if share else ""
+    return f"{sc.cache.strategy} ({eviction} eviction, {tiers_phrase(sc.cache.params) or 'no offload tier'}{dram})"
 
 
 def _fleet_key(hardware: str, config: EngineConfig) -> str:

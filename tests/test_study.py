@@ -524,3 +524,21 @@ def test_the_report_names_the_kv_layout_and_its_levers_debit(tmp_path):
     assert line("cross-layer:0.5") == ("cross-layer:0.5 (lever cross-layer 1 point and retraining: a stated accuracy "
                                        "debit of up to 1 points on long-context benchmarks, "
                                        "simulator/data/levers.toml)")
+
+
+@pytest.mark.parametrize(("params", "says"), [
+    ("{dram = true, dram_fraction = 0.25}", "prefix (lru eviction, dram tier: dram 0.25 of host DRAM, swap space the "
+                                            "rest)"),
+    ('{dram = true, nvme = true, eviction = "fifo"}', "prefix (fifo eviction, dram + nvme tiers: dram 0.5 of host "
+                                                      "DRAM, swap space the rest)"),
+    ("{nvme = true}", "prefix (lru eviction, nvme tier)"),
+])
+def test_the_report_names_the_dram_tier_s_share_of_host_dram(tmp_path, params, says):
+    """helper-197: summary.md said "dram tier" alone, so runs at dram_fraction 0.25 and 0.5 (the default) read
+    alike in the preamble though their tiers and swap spaces differ."""
+    from simulator.report import _cache_line
+    from simulator.scenario import load_scenario
+    from tests.test_hostile_inputs import edit, scenario
+
+    sc = load_scenario(scenario(tmp_path, edit('strategy = "prefix"', f'strategy = "prefix"\nparams = {params}')))
+    assert _cache_line(sc) == says
