@@ -35,6 +35,8 @@ README lists them ("Limits"); why each is where it is:
   (the lengths and rate still cover every request).
 - `MAX_SHARED_PREFIXES` prefixes a generator draws up front (``n_system_prompts``,
   ``n_teams × repos_per_team``).
+- `MAX_REUSE_PER_MIN` reuses of one prefix a minute (``kvsim breakeven --rate``): 16.7 million a second, beyond
+  any one prompt's traffic; its chart's rate axis runs to 10× the largest rate, which past ~1e307 is no float.
 - `MAX_INPUT_BYTES` per input file read whole (scenario, catalog, params, profiles,
   ``config.json``, calibration CSV, ``--gaps``): `/dev/zero` as a catalog is an error after
   64 MiB, not a read without end. Traces stream, bounded by `MAX_REQUESTS` instead.
@@ -54,6 +56,7 @@ MAX_REQUESTS = 2_000_000
 MAX_STREAMED_REQUESTS = 10_000_000
 MAX_SUMMARY_CHAINS = 1_000_000
 MAX_SHARED_PREFIXES = 100_000
+MAX_REUSE_PER_MIN = 1e9
 MAX_INPUT_BYTES = 64 * MIB
 
 

@@ -344,6 +344,10 @@ def breakeven(
         if prefix_tokens is not None:
             must(prefix_tokens >= 1, "breakeven", "prefix_tokens", ">= 1 token", prefix_tokens)
         rates = _floats(rate_text, "rate") if rate_text else []
+        from simulator.limits import MAX_REUSE_PER_MIN  # (helper-195: 1e308 overflowed the chart's axis to NaN)
+
+        must(all(r <= MAX_REUSE_PER_MIN for r in rates), "breakeven", "rate",
+             f"at most {MAX_REUSE_PER_MIN:,.0f} reuses a minute each (a limit: README, Limits)", rate_text)
         gaps = parse_gaps(gaps_spec) if gaps_spec is not None else None  # a bad --gaps fails before any table
         wl = None
         if workload_spec is not None:  # read before any table: a workload with no request fails now

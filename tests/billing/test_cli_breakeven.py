@@ -125,6 +125,9 @@ def test_gaps_rows_of_no_ttl_is_an_empty_table():
         (["--gaps", "/"], "--gaps: '/' is a folder, not a file of gaps"),  # helper-132: it said "no such file"
         (["--rate", "0.1", "--gaps", "expon:scale=1"], "at most one of them"),
         (["--rate", "fast"], "--rate: must be a number or a comma list of numbers (got 'fast')"),
+        # helper-195: 1e308 overflowed the chart's rate axis (10× the rate) and failed on a NaN after the tables
+        (["--rate", "0.5,1e308"], "--rate: must be at most 1,000,000,000 reuses a minute each (a limit: README, "
+                                  "Limits) (got '0.5,1e308')"),
         (["--prefix-tokens", "0"], "--prefix-tokens: must be >= 1 token (got 0)"),
         (["--profile", "acme"], "unknown price profile 'acme'"),
     ],
