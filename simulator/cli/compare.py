@@ -109,7 +109,7 @@ def _workload_spec(text: str) -> str:
 @click.option("--strategy", "--strategies", "strategies", cls=Renamed, required=True,
               help="strategy sets to compare, comma-separated, each '+'-joined: native,fp8,mla,cross-layer:0.5,"
                    "streaming-llm,prefix,prefix+dram,prefix+fp8")
-@seed_option("seed (default: the scenario's, else 0)")
+@seed_option("seed (default: the scenario's, or a --workload scenario file's, else 0)")
 @HARDWARE_CATALOG
 @USD_PER_GPU_HOUR
 @click.option("--out", "out", type=OutPath(file_okay=False), default=None,
@@ -162,7 +162,6 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
         tp = sc.cluster.tp
         workload_spec, duration_s = sc.name, sc.workload.duration_s
     else:
-        seed = 0 if seed is None else seed
         prices = parse_prices(usd_per_gpu_hour, PRICE_OPTION) if usd_per_gpu_hour is not None else None
         with at_option("--catalog", catalog):
             cat = load_catalog(catalog)
@@ -182,8 +181,11 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
             raise ConfigError(f"--nodes: must be a multiple of the {spans} {node.key} nodes one TP{tp} replica "
                               f"(--tp {tp}) spans (got {n_nodes})")
         check_distinct_sets(specs, base, "--strategy")
+        # without --seed a scenario file's own seed (as `kvsim run` and `workload describe` draw it; helper-196:
+        # seed 0 whatever the file said), else 0; the engine runs at the seed the workload was drawn with
         workload = load_workload(_workload_spec(workload_spec), seed=seed, duration_s=duration_s,
                                  rate_scale=rate_scale, name="--workload")
+        seed = workload.seed if seed is None else seed
         requests = list(workload)
     say_left_out(workload, warn)
     if isinstance(base.node, NodeSpec):  # always, resolved from the catalog above

@@ -264,6 +264,14 @@ def test_a_scenarios_workload_is_drawn_with_its_own_seed_as_kvsim_run_draws_it(t
     assert json.loads(r.output)[0]["n_requests"] == len(run)
     r = CliRunner().invoke(workload, ["describe", str(scenario), "--seed", "0", "--json"])  # --seed still decides
     assert json.loads(r.output)[0]["n_requests"] == len(load_workload("chat-4k", seed=0, duration_s=60).requests())
+    # kvsim compare --workload of the file draws it too, and runs the engine at that seed (it drew seed 0's)
+    from simulator.cli import main
+
+    r = CliRunner().invoke(main, ["compare", "--workload", str(scenario), "--strategy", "native", "--duration-s", "20",
+                                  "--model", "Llama-3.1-8B", "--json"])
+    assert r.exit_code == 0, r.output
+    drawn = len(load_workload("chat-4k", seed=3, duration_s=20).requests())
+    assert json.loads(r.stdout)[0]["completed"] == drawn == 11  # (seed 0 draws 5)
     scenario.write_text('seed = 2.5\n[workload]\nduration_s = 60\n[workload.spec]\nname = "chat-4k"\n')
     r = CliRunner().invoke(workload, ["describe", str(scenario)])
     assert r.exit_code == 2 and r.output == f"Error: {scenario}: seed: must be an integer >= 0 (got 2.5)\n"
