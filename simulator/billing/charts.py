@@ -116,7 +116,7 @@ def plot_cost_vs_rate(
     ax.set_title(title or "Prompt-cache break-even: expected cost per request vs reuse rate")
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
-    ax.legend(loc="lower left")
+    ax.legend(loc="best")  # (lower left covered a curve that ends low there: deepseek's 24h, helper-195)
     return ax
 
 
