@@ -116,3 +116,21 @@ def test_provider_chart_is_a_labelled_dot_plot_with_its_legend_off_the_axes():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TTL 5m", "TTL 1h"]
     ax.figure.canvas.draw()
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_break_even_legend_covers_no_curve(tmp_path):
+    """helper-195: the legend sat in the lower left, over deepseek's 24h curve, which ends low there; it goes where
+    no curve runs (matplotlib's ``best``): no point of a drawn curve lies inside its box."""
+    from simulator.billing.profiles import load_profiles
+
+    deepseek = load_profiles().get("deepseek")
+    ttls = list(deepseek.ttl_s)
+    assert deepseek.ttl_names == ("24h",)
+    curves = cost_curves(deepseek, ttls, np.logspace(-3, 1, 300), 5000)
+    ax = plot_cost_vs_rate(curves, None, None, y="usd_per_request")
+    ax.figure.savefig(tmp_path / "c.png", dpi=60)  # lays the legend out
+    box = ax.get_legend().get_window_extent()
+    for line in ax.lines:
+        xy = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))
+        inside = (box.x0 <= xy[:, 0]) & (xy[:, 0] <= box.x1) & (box.y0 <= xy[:, 1]) & (xy[:, 1] <= box.y1)
+        assert not inside.any(), line.get_label()
