@@ -400,6 +400,8 @@ def breakeven(
             show("Simulated bills per TTL:", comparison.summary)
             echo(BILL_SAVINGS_NOTE)
             show("Reuse-gap percentiles (s):", comparison.gap_percentiles_s.to_frame().T)
+            if not unknown and comparison.gap_percentiles_s.isna().all():  # (helper-195: a row of NaN, unsaid)
+                echo("no reuse gaps: no prefix was sent twice, so the percentiles are NaN")
             uncached = _uncached_note(comparison.uncached_reason,
                                       profiles.automatic() if comparison.breakpoints_missing else [])
             if unknown:

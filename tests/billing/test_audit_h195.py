@@ -139,3 +139,6 @@ def test_no_crossover_note_when_no_cache_bills_best(tmp_path):
     assert r.exit_code == 0, r.output
     assert "best TTL for the customer: none" in r.output
     assert "crossover rate says" not in r.output
+    # its reuse-gap percentiles, a row of NaN, are said to be so (no prefix sent twice)
+    assert " NaN  NaN  NaN  NaN  NaN  NaN\nno reuse gaps: no prefix was sent twice, so the percentiles are NaN\n" \
+        in r.output
