@@ -103,7 +103,9 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # 0.7 % of chat-4k-prefix's instructions (8 a request)
         self.counts = counts_of(cache)
         self.sched = sched
-        self.watermark_blocks = math.ceil(sched.watermark * total_blocks)
+        # the fraction's blocks, rounded up, of the fraction as written: 0.07's double is a hair above 0.07, and
+        # 0.07 × 100 = 7.000000000000001 kept 8 blocks back, not 7 (helper-200); round() to 9 places drops that
+        self.watermark_blocks = math.ceil(round(sched.watermark * total_blocks, 9))
         self.times_out = not math.isinf(sched.queue_timeout_s)  # queued requests have deadlines
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")

@@ -362,3 +362,18 @@ def test_fifo_and_lru_eviction_differ_in_the_engine() -> None:
         hits[policy] = {r[0]: r.hit_tokens for r in cluster.records}  # type: ignore[attr-defined]
     differ = sum(hits["lru"][i] != hits["fifo"][i] for i in hits["lru"])
     assert differ > 0 and sum(hits["fifo"].values()) < sum(hits["lru"].values())
+
+
+def test_watermark_blocks_are_the_fraction_as_written() -> None:
+    """helper-200: the watermark's blocks were ``ceil(watermark × pool)`` in floating point, and 0.07 × 100 is
+    7.000000000000001: 8 blocks were kept back, not 7, and a request of 93 blocks (100 − 7) was rejected as
+    "needs 93 blocks > pool 100 - watermark 8"."""
+    sched = SchedulerConfig(watermark=0.07, max_num_batched_tokens=2048)
+    config = EngineConfig(model="Llama-3.1-8B", node="1xH100", tp=1, kv_blocks=100, cache="none", scheduler=sched)
+    # 1000 + 489 − 1 = 1488 KV tokens at most: 93 blocks of 16
+    req = Request(id=0, arrival_s=0.0, prompt_tokens=1000, output_tokens=489, segments=((0, 1000),))
+    cluster, _, _ = simulate(config, [req], 0, timer=TIMER)
+    assert cluster.replicas[0].watermark_blocks == 7
+    assert [(r[0], r[13]) for r in cluster.records] == [(0, "completed")]
+    cluster, _, _ = simulate(replace(config, kv_blocks=1000), [req], 0, timer=TIMER)  # 0.07 × 1000 = 70.00000000000001
+    assert cluster.replicas[0].watermark_blocks == 70
