@@ -37,11 +37,17 @@ class SchedulerConfig:
     max_num_batched_tokens : int
         Token budget of one iteration: one per decode plus the prefill chunks.
     watermark : float
-        Fraction of the pool admission keeps free (decode growth may use it).
+        Fraction of the pool (its blocks rounded up) that admission and swap-in keep free; decode growth
+        may use it. A request whose KV at its longest (prompt + output − 1 tokens) needs more than the
+        pool less the watermark is rejected when it arrives.
     preemption : "recompute" | "swap"
         What happens to the newest running sequence when blocks run out mid-decode.
     queue_timeout_s : float
-        A request still waiting this long after arrival leaves with outcome ``timed_out``.
+        A request not yet admitted this long after arrival leaves with outcome ``timed_out``, at the
+        first step boundary at or after that deadline (the scheduler looks at its queue between
+        steps: a request whose deadline falls inside a long prefill step waits for its end). A
+        request once admitted never times out, even when a recompute preemption puts it back in the
+        queue.
     admission : "prompt" | "reserve"
         ``prompt`` (vLLM, SGLang): a request is admitted when its prompt's blocks fit; decode
         growth takes blocks as it goes, and preempts when they run out. ``reserve``

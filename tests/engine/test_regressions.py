@@ -377,3 +377,32 @@ def test_watermark_blocks_are_the_fraction_as_written() -> None:
     assert [(r[0], r[13]) for r in cluster.records] == [(0, "completed")]
     cluster, _, _ = simulate(replace(config, kv_blocks=1000), [req], 0, timer=TIMER)  # 0.07 × 1000 = 70.00000000000001
     assert cluster.replicas[0].watermark_blocks == 70
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_queue_timeout_is_checked_between_steps_and_spares_admitted_requests(fast_forward: bool) -> None:
+    """helper-200: `SchedulerConfig.queue_timeout_s` said a request "still waiting" that long leaves timed out;
+    the engine drops only requests never admitted, at the first plan at or after the deadline. Pinned by hand
+    (step = 0.01 s + 1 ms a prompt token, a decode 0.01 s) as its docstring now says."""
+    timer = AffineTimer(overhead_s=0.01, per_context_token_s=0.0, per_prefill_token_s=1e-3)
+
+    def records(reqs: list[Request], blocks: int, **sched: Any) -> list[tuple[Any, ...]]:
+        config = EngineConfig(kv_blocks=blocks, cache="none", fast_forward=fast_forward,
+                              scheduler=SchedulerConfig(watermark=0.0, queue_timeout_s=0.2, **sched))
+        cluster, _, _ = simulate(config, reqs, 0, timer=timer)
+        return sorted(cluster.records)
+
+    def req(i: int, t: float, prompt: int, output: int) -> Request:
+        return Request(id=i, arrival_s=t, prompt_tokens=prompt, output_tokens=output, segments=((i, prompt),))
+
+    # one seat: request 1 (deadline 0.3) arrives during request 0's 300-token prefill step (0 to 0.31 s) and
+    # leaves timed out at its end, 0.21 s after it arrived
+    r0, r1 = records([req(0, 0.0, 300, 2), req(1, 0.1, 10, 2)], 20, max_num_seqs=1)
+    assert (r0[13], r0[7]) == ("completed", pytest.approx(0.32))
+    assert (r1[13], r1[7]) == ("timed_out", pytest.approx(0.31))
+    # 10 blocks, two requests of 60 + 60: both prefill in 0.13 s, the newer is preempted (recompute) at the 21st
+    # decode step (0.33 s, a 6th block each) and waits, past its 0.2 s deadline, for the older to end at 0.72 s;
+    # it is prefilled again (81 tokens, 0.091 s) and completes 38 steps later
+    r0, r1 = records([req(0, 0.0, 60, 60), req(1, 0.0, 60, 60)], 10)
+    assert (r0[13], r0[7]) == ("completed", pytest.approx(0.72))
+    assert (r1[13], r1[12], r1[7]) == ("completed", 1, pytest.approx(0.72 + 0.091 + 0.38))
