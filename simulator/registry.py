@@ -25,6 +25,7 @@ class Registry(Generic[T]):
     def __init__(self, what: str) -> None:
         self.what = what
         self._classes: dict[str, type] = {}
+        self._hints: dict[type, dict[str, Any]] = {}  # `typing.get_type_hints` of each class, once (`build`)
 
     def register(self, cls: C) -> C:
         """Class decorator: register `cls` under ``cls.name``; a second registration raises."""
@@ -57,7 +58,9 @@ class Registry(Generic[T]):
             if unknown:
                 raise ConfigError(f"{where_params}: unknown parameter {shown(unknown[0])}; " + (
                     f"valid: {', '.join(valid)}" if valid else f"{self.what} {shown(name)} takes no parameters"))
-            hints = typing.get_type_hints(cls)
+            hints = self._hints.get(cls)
+            if hints is None:  # (most of a build's time: an `EngineConfig` builds its cache strategy each time)
+                hints = self._hints[cls] = typing.get_type_hints(cls)
             kwargs = {k: coerce(hints.get(k, Any), v, f"{where_params}.{k}") for k, v in params.items()}
         try:
             instance: T = cls(**kwargs)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from hardware.catalog import NodeSpec
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
 from simulator.config import check_types
+from simulator.engine.caches import STRATEGIES
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
 from simulator.models import DEFAULT_MODEL, ModelSpec, get_model
@@ -176,6 +177,11 @@ class EngineConfig:
         must(self.slo_tpot_s > 0, w, "slo_tpot_s", "> 0", self.slo_tpot_s)
         must(self.sample_interval_s >= 0, w, "sample_interval_s", ">= 0", self.sample_interval_s)
         must(self.short_prompt_tokens >= 0, w, "short_prompt_tokens", ">= 0", self.short_prompt_tokens)
+        # the cache strategy as the run will make it (`cluster.build_cluster`): an unknown name, parameter or value
+        # (``cache_params={"dram": "yes"}``) is refused here, as every other field is, not when `run` starts
+        must(isinstance(self.cache_params, Mapping), w, "cache_params", "a mapping of the strategy's parameters",
+             self.cache_params)
+        STRATEGIES.build(self.cache, self.cache_params, w, f"{w}: cache_params", key="cache")
         # swap space is the host DRAM the prefix cache's tier leaves (`cluster.build_cluster`): a tier given all of it
         # left none, and every swap preemption recomputed without a word (helper-197)
         must(not (self.scheduler.preemption == "swap" and takes_all_dram(self.cache_params)), w,
