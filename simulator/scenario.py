@@ -497,6 +497,26 @@ class Scenario:
                               f"{self.plan.label} to hold one block (got {self.cluster.block_tokens:,} tokens, "
                               f"{geo.block_bytes / 1e9:,.3g} GB a block)")
 
+    def _check_dram_tier(self, model: ModelSpec) -> None:
+        """A DRAM tier (``cache.params.dram``) holds a KV block in every pool's replicas, as the engine sizes it
+        (`cluster.check_dram_tier`): a ``dram_fraction`` too small for one is refused naming the smallest that
+        holds one, not run as if there were no tier."""
+        if not self.cache.params.get("dram"):
+            return
+        from simulator.engine.cluster import check_dram_tier, engines_per_node
+        from simulator.engine.geometry import block_geometry
+
+        block_bytes = block_geometry(model, parse_layout(self.cache.layout), self.cluster.block_tokens).block_bytes
+        pools = [(node, self.plan) for node in self.nodes()]
+        d = self.disaggregation
+        if d is not None:
+            prefill = [self.hardware_catalog().node(d.prefill_hardware)] if d.prefill_hardware else self.nodes()
+            pools += [(node, self.prefill_plan) for node in prefill]
+        for node, plan in pools:
+            budget = kv_budget(node, model, memory_utilization=self.cluster.memory_utilization, plan=plan)
+            check_dram_tier(self.cache.params, node, engines_per_node(budget, plan), block_bytes,
+                            f"{self.where}: cache.params")
+
     def _check_plugins(self) -> None:
         """The cache strategy and router as the run will make them: a bad parameter
         (``cache.params.dram = "yes"``) fails here, naming its key, not after the simulation."""
@@ -569,6 +589,7 @@ class Scenario:
 
         for node in self.priced_nodes():  # every node kind a fleet runs on, a split fleet's prefill pool's too
             check_tiers(self.cache.params, node, self.where)
+        self._check_dram_tier(model)
         self._check_workload()
         self._check_billing()
 

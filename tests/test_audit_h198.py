@@ -23,3 +23,47 @@ def test_engine_config_checks_its_cache_parameters_when_made(kwargs: dict[str, o
     with pytest.raises(ConfigError) as err:
         EngineConfig(**kwargs)  # type: ignore[arg-type]
     assert str(err.value) == message
+
+
+# --- a DRAM tier too small for one block --------------------------------------------------------------------------
+SCENARIO = {"name": "s", "model": {"name": "Llama-3.1-70B"}, "cluster": {"hardware": ["8xH100"], "nodes": 1, "tp": 8},
+            "cache": {"strategy": "prefix", "params": {"dram": True, "nvme": True, "dram_fraction": 1e-9}},
+            "workload": {"duration_s": 10, "spec": {"name": "chat-4k"}}}
+# Llama-3.1-70B bf16: 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes = 327,680 bytes a token, a block of 16
+# tokens 5,242,880 bytes; one TP8 replica on an 8xH100 node has its 2,000 GB of host DRAM (hardware/nodes.toml):
+# 5,242,880 / 2e12 = 2.62144e-06 of it holds one block, 2.63e-06 rounded up to three digits
+BLOCK_BYTES, HOST_BYTES = 16 * 327_680, 2e12
+
+
+def test_a_dram_fraction_whose_tier_holds_no_block_is_refused_naming_the_smallest_that_holds_one() -> None:
+    """``dram_fraction = 1e-9`` gave the tier 0 blocks: every block evicted from HBM was dropped (the NVMe tier
+    below got none either) and the run read as one without tiers, 'nothing came back from the dram + nvme tiers'."""
+    from simulator.scenario import parse_scenario
+
+    with pytest.raises(ConfigError) as err:
+        parse_scenario(SCENARIO, "s.toml")
+    assert str(err.value) == (
+        "s.toml: cache.params.dram_fraction: 1e-09 of a replica's 2,000 GB of 8xH100 host DRAM holds 0 KV blocks "
+        "of 0.00524 GB, so its dram tier would keep nothing; the smallest fraction that holds one is 2.63e-06")
+    ok = {**SCENARIO, "cache": {"strategy": "prefix", "params": {"dram": True, "dram_fraction": 2.63e-6}}}
+    assert parse_scenario(ok, "s.toml").cache.params["dram_fraction"] == 2.63e-6
+
+
+def test_the_smallest_dram_fraction_holds_one_block_and_the_next_smaller_none() -> None:
+    from simulator.engine.cluster import dram_tier_blocks, smallest_dram_fraction
+
+    assert smallest_dram_fraction(HOST_BYTES, BLOCK_BYTES) == 2.63e-6
+    assert dram_tier_blocks(HOST_BYTES, 2.63e-6, BLOCK_BYTES) == 1
+    assert dram_tier_blocks(HOST_BYTES, 2.62e-6, BLOCK_BYTES) == 0
+    assert smallest_dram_fraction(3.0, 1.0) == 0.334  # 1/3 rounded up, not to 0.333 (which holds 0.999 of a block)
+    assert smallest_dram_fraction(1.0, 3.0) == 3.0  # over 1: no fraction holds one
+
+
+def test_the_engine_refuses_a_dram_tier_of_no_block_too() -> None:
+    """`run` of an `EngineConfig` (the Python API, no scenario file) refuses it when it sizes the tier."""
+    from simulator.engine import run
+
+    config = EngineConfig(model="Llama-3.1-70B", cache_params={"dram": True, "dram_fraction": 1e-9})
+    with pytest.raises(ConfigError, match=r"^EngineConfig: cache_params.dram_fraction: 1e-09 of a replica's 2,000 GB "
+                                          r"of 8xH100 host DRAM holds 0 KV blocks .* is 2.63e-06$"):
+        run(config, [])

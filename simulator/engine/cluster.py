@@ -72,6 +72,7 @@ from simulator.kv import KVLayout
 from simulator.levers import window_debit_points
 from simulator.models import ModelSpec
 from simulator.placement import ParallelPlan, kv_share
+from simulator.units import GB
 from workloads.request import Request
 
 TimerFactory = Callable[..., StepTimer]
@@ -163,8 +164,9 @@ def build_cluster(config: EngineConfig, timer: StepTimer | TimerFactory | None,
             t = timer
         else:
             t = _call_factory(timer, node, model, plan.tp, config.layout)
-        per_node = budget.replicas * engines / budget.nodes  # engines on one node's DRAM, NVMe and PCIe
+        per_node = engines_per_node(budget, plan)  # engines on one node's DRAM, NVMe and PCIe
         check_tiers(config.cache_params, node, "EngineConfig")
+        check_dram_tier(config.cache_params, node, per_node, geo.block_bytes, "EngineConfig: cache_params")
         host_bytes = node.host_dram_bytes / per_node
         # swap space: the host DRAM a prefix cache's tier does not take (helper-151: both took it all, up to 150%)
         tier_share = dram_share(strategy.dram, strategy.dram_fraction) if isinstance(strategy, PrefixCache) else 0.0
@@ -206,6 +208,51 @@ def check_tiers(cache_params: Mapping[str, object], node: NodeSpec, where: str) 
         if cache_params.get(tier) and not size > 0:
             raise ConfigError(f"{where}: cache.params.{tier}: node {node.key} has no room for a {tier} tier ({key} = "
                               f"{size:g} in its catalog); give the node {key} > 0 or drop the tier")
+
+
+def engines_per_node(budget: KVBudget, plan: ParallelPlan) -> float:
+    """The engine's replicas (schedulers with a KV pool each: a plan's replica runs one per DP-attention rank and
+    pipeline batch in flight) that share one node's host DRAM, NVMe and PCIe links, each taking an equal share."""
+    return budget.replicas * plan.kv_groups * plan.pp / budget.nodes
+
+
+def dram_tier_blocks(host_bytes: float, share: float, block_bytes: float) -> int:
+    """The KV blocks a replica's DRAM tier holds: ``floor(host_bytes · share / block_bytes)``, `host_bytes` the
+    replica's share of its node's host DRAM and `share` the tier's part of it (`prefix.dram_share`), as
+    `PrefixCache.bind` sizes the tier."""
+    return int(host_bytes * share // block_bytes) if block_bytes > 0 else 0
+
+
+def smallest_dram_fraction(host_bytes: float, block_bytes: float) -> float:
+    """The smallest ``dram_fraction`` of three significant digits whose tier holds one block of `block_bytes`
+    (`dram_tier_blocks` ≥ 1) out of `host_bytes`: ``block_bytes / host_bytes``, rounded up (it may be over 1)."""
+    exact = block_bytes / host_bytes
+    step = 10.0 ** (math.floor(math.log10(exact)) - 2)  # a unit of the third significant digit
+    fraction = float(f"{math.ceil(exact / step) * step:.3g}")
+    while dram_tier_blocks(host_bytes, fraction, block_bytes) < 1:  # (a float's rounding below the block)
+        fraction = float(f"{fraction + step:.3g}")
+    return fraction
+
+
+def check_dram_tier(cache_params: Mapping[str, object], node: NodeSpec, per_node: float, block_bytes: float,
+                    where: str) -> None:
+    """A DRAM tier the cache parameters ask for holds at least one KV block a replica (`dram_tier_blocks`, of the
+    replica's ``host_dram_bytes / per_node``). One that holds none kept nothing: every block evicted from HBM was
+    dropped, the NVMe tier below it got none either, and the run read as one without tiers (helper-198). The
+    refusal names the smallest fraction that holds a block; `where` prefixes it (``x.toml: cache.params``)."""
+    if not cache_params.get("dram") or not node.host_dram_bytes > 0:  # (no host DRAM: `check_tiers`' error)
+        return
+    host = node.host_dram_bytes / per_node
+    fraction = cache_params.get("dram_fraction")
+    share = dram_share(True, fraction)  # type: ignore[arg-type]  # (a number: the strategy checked it)
+    if dram_tier_blocks(host, share, block_bytes) >= 1:
+        return
+    smallest = smallest_dram_fraction(host, block_bytes)
+    given = f"{share:g}" if fraction is not None else f"{share:g} (the default)"
+    fix = (f"the smallest fraction that holds one is {smallest:g}" if smallest <= 1 else
+           "no fraction holds one (the host DRAM is smaller than a block): drop the dram tier")
+    raise ConfigError(f"{where}.dram_fraction: {given} of a replica's {host / GB:,.4g} GB of {node.key} host DRAM "
+                      f"holds 0 KV blocks of {block_bytes / GB:,.3g} GB, so its dram tier would keep nothing; {fix}")
 
 
 def run_events(env: simpy.Environment, arrivals: _Injector | None = None) -> None:
