@@ -186,8 +186,11 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
     GPU; an MLA retrofit 0.0352 · 8 = 0.281 in all, 0.0352 a GPU: fewer bytes a token, more a replica.
 
     ``cache_evicted_blocks`` and ``cache_reloaded_blocks`` are the blocks the prefix cache evicted from HBM
-    and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``); ``hit_dram_tokens`` and
-    ``hit_nvme_tokens`` the prompt tokens each tier served: a tier that served none changed nothing.
+    and brought back from a lower tier (``offload_tiers``, the set's ``dram``/``nvme``), the latter split by tier in
+    ``cache_dram_reloaded_blocks`` and ``cache_nvme_reloaded_blocks``, at every admission (a re-admission after a
+    recompute preemption too): a tier that brought none back changed nothing. ``hit_dram_tokens`` and
+    ``hit_nvme_tokens`` are the prompt tokens each tier served requests at their first admission only (what other
+    requests left; a preempted request's reloads of its own KV are not among them).
 
     ``quality_debit_points`` sums the debits sources state; ``debit_not_stated`` names the layout's parts whose
     debit none states (``gqa:2``, ``mqa``: fewer KV heads than trained), which it leaves out, and ``debit_caveats``
@@ -238,7 +241,7 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             "prefix_hit_ratio_tokens": s["prefix_hit_ratio_tokens"],
             "cache_evicted_blocks": s.get("cache_evicted_blocks", 0),
             "cache_reloaded_blocks": s.get("cache_reloaded_blocks", 0),
-            "hit_dram_tokens": s["hit_dram_tokens"], "hit_nvme_tokens": s["hit_nvme_tokens"],  # each tier's reloads
+            "hit_dram_tokens": s["hit_dram_tokens"], "hit_nvme_tokens": s["hit_nvme_tokens"],  # first admissions'
             "offload_tiers": "+".join(offload_tiers(config.cache_params)),
             "quality_debit_points": s["quality_debit_points"],
             "retention_evicted_tokens": s["retention_evicted_tokens"],
@@ -264,6 +267,10 @@ def compare_strategies(base_config: EngineConfig, requests: Sequence[Request], s
             # "+"-joined: quality_debit_points leaves them out, and a cost tie ranks such a set after the stated ones
             # (`_ranked`); after debit_caveats, the newest column last
             "debit_not_stated": "+".join(unpriced_parts(config.layout, model)),
+            # each tier's reloads, blocks at every admission, re-admissions after preemptions too (helper-198: the
+            # first admissions' hit tokens alone called a tier idle that served only re-admissions); newest, last
+            "cache_dram_reloaded_blocks": s.get("cache_dram_reloaded_blocks", 0),
+            "cache_nvme_reloaded_blocks": s.get("cache_nvme_reloaded_blocks", 0),
         })
     meter.finish()
     return pd.DataFrame(rows)
@@ -486,3 +493,25 @@ def _fit_notes(ax: Axes, notes: list[Annotation]) -> None:
             need = max(need, note.xy[0] * box.width / room)
     if need > hi:
         ax.set_xlim(lo, need)
+
+
+def tier_note(row: Mapping[Any, Any]) -> str:
+    """What `kvsim compare` says of a row's offload tiers that changed nothing (`compare_strategies`' columns), or "".
+
+    A tier changed nothing where no block came back from it (``cache_{tier}_reloaded_blocks`` = 0): blocks it kept
+    and never brought back were as good as dropped. Each tier apart (helper-166: an NVMe tier below a DRAM tier that
+    never filled hid behind it), by the blocks it brought back at any admission (helper-198: the first admissions'
+    ``hit_{tier}_tokens`` alone called a tier idle that served only the re-admissions of preempted requests; a
+    heavily preempting run reloaded 13,598 blocks against 10,465 blocks of first-admission hits)."""
+    tiers = [t for t in str(row["offload_tiers"]).split("+") if t]
+    back = {t: int(row[f"cache_{t}_reloaded_blocks"]) for t in tiers}
+    idle = [t for t in tiers if not back[t]]
+    if not idle:
+        return ""
+    if len(idle) == len(tiers):
+        return (f"no block came back from {'+'.join(tiers)} ({int(row['cache_evicted_blocks']):,} evicted from HBM), "
+                "so the tier changes nothing at this load")
+    used = [t for t in tiers if back[t]]
+    return (f"no block came back from its {' or '.join(idle)} tier (the {' and '.join(used)} tier brought back "
+            f"{sum(back[t] for t in used):,}, at first admissions and re-admissions after preemptions), so "
+            f"{'it changes' if len(idle) == 1 else 'they change'} nothing at this load")

@@ -85,8 +85,11 @@ class ScenarioRun:
                     f"{s['cache_evicted_blocks']:,} blocks from HBM")
             if tiers:
                 back = s["cache_reloaded_blocks"]
-                note += (f"; the {tiers} brought back {back:,} blocks ({s['cache_bytes_up'] / 1e9:,.1f} GB)" if back
-                         else f"; nothing came back from the {tiers}, so it changed nothing at this load")
+                each = [f"{t} {s[f'cache_{t}_reloaded_blocks']:,}" for t in offload_tiers(sc.cache.params)
+                        if f"cache_{t}_reloaded_blocks" in s]  # each tier's, at any admission (helper-198)
+                split = f"{', '.join(each)}; " if len(each) > 1 else ""
+                note += (f"; the {tiers} brought back {back:,} blocks ({split}{s['cache_bytes_up'] / 1e9:,.1f} GB)"
+                         if back else f"; nothing came back from the {tiers}, so it changed nothing at this load")
             notes.append(note)
         return notes
 

@@ -67,3 +67,44 @@ def test_the_engine_refuses_a_dram_tier_of_no_block_too() -> None:
     with pytest.raises(ConfigError, match=r"^EngineConfig: cache_params.dram_fraction: 1e-09 of a replica's 2,000 GB "
                                           r"of 8xH100 host DRAM holds 0 KV blocks .* is 2.63e-06$"):
         run(config, [])
+
+
+# --- each tier's reloads, re-admissions included -------------------------------------------------------------------
+def test_the_cache_counts_the_blocks_each_tier_brought_back() -> None:
+    """helper-197's case (tests/strategies/test_radix.py): a 10-block leaf sent down to a DRAM tier of 3 blocks and
+    an NVMe tier of 100 ends as 1 block in DRAM and 9 in NVMe; an admission of the whole prompt brings back 1 + 9.
+    The summary's ``cache_dram_reloaded_blocks`` and ``cache_nvme_reloaded_blocks`` are these counts."""
+    from simulator.engine.caches import CacheContext, make_strategy
+    from simulator.engine.sequence import Seq
+    from tests.strategies.test_radix import B, finish, req, run_one
+
+    ctx = CacheContext(block_bytes=1.0, dram_bytes=3.0, dram_bytes_per_s=1e3, nvme_bytes=100.0,
+                       nvme_bytes_per_s=1e3, prefill_s=lambda tokens, context: 1.0 * tokens)
+    st = make_strategy("prefix", dram=True, nvme=True, dram_fraction=1.0).bind(B, 1000, ctx)
+    seq, _ = run_one(st, req(0, ((1, 40),)))
+    finish(st, seq, 40)
+    st.evict(10)
+    assert st.tree.blocks == [0, 1, 9]
+    st.on_admit(Seq(req(1, ((1, 40), (2, 4))), 1, 0, float("inf")), 40)
+    stats = st.stats()
+    assert (stats["reloaded_blocks"], stats["dram_reloaded_blocks"], stats["nvme_reloaded_blocks"]) == (10, 1, 9)
+
+
+ROW = {"offload_tiers": "dram+nvme", "cache_evicted_blocks": 40_000, "cache_reloaded_blocks": 13_598,
+       "hit_dram_tokens": 167_440, "hit_nvme_tokens": 0}  # 10,465 blocks of 16 tokens at first admissions
+
+
+def test_compare_calls_a_tier_idle_only_where_no_block_came_back_from_it() -> None:
+    """The NVMe tier served no first admission (``hit_nvme_tokens`` 0) but brought back 3,133 blocks to preempted
+    requests' re-admissions (13,598 reloaded in all against 10,465 blocks of first-admission hits): it was called
+    idle, 'no prompt token was served from its nvme tier ... so it changes nothing at this load'."""
+    from simulator.compare import tier_note
+
+    assert tier_note({**ROW, "cache_dram_reloaded_blocks": 10_465, "cache_nvme_reloaded_blocks": 3_133}) == ""
+    assert tier_note({**ROW, "cache_dram_reloaded_blocks": 13_598, "cache_nvme_reloaded_blocks": 0}) == (
+        "no block came back from its nvme tier (the dram tier brought back 13,598, at first admissions and "
+        "re-admissions after preemptions), so it changes nothing at this load")
+    none_back = {**ROW, "cache_reloaded_blocks": 0, "cache_dram_reloaded_blocks": 0, "cache_nvme_reloaded_blocks": 0}
+    assert tier_note(none_back) == ("no block came back from dram+nvme (40,000 evicted from HBM), so the tier "
+                                    "changes nothing at this load")
+    assert tier_note({**ROW, "offload_tiers": ""}) == ""

@@ -457,6 +457,11 @@ def test_cache_notes_say_what_each_tier_brought_back():
     both = ScenarioRun.cache_notes(run_of({"dram": True, "nvme": True}, 8369))  # type: ignore[arg-type]
     assert both == ["8xH100: the prefix cache served 96.0% of prompt tokens and evicted 35,765 blocks from HBM; the "
                     "dram + nvme tiers brought back 8,369 blocks (43.9 GB)"]
+    # each tier's share of it (helper-198: the README promised what each tier brought back; the sum was said)
+    split = run_of({"dram": True, "nvme": True}, 8369)
+    split.results["8xH100"].summary.update(cache_dram_reloaded_blocks=8000, cache_nvme_reloaded_blocks=369)
+    assert ScenarioRun.cache_notes(split)[0].endswith(  # type: ignore[arg-type]
+        "; the dram + nvme tiers brought back 8,369 blocks (dram 8,000, nvme 369; 43.9 GB)")
     idle = ScenarioRun.cache_notes(run_of({"dram": True}, 0))  # type: ignore[arg-type]
     assert idle[0].endswith("; nothing came back from the dram tier, so it changed nothing at this load")
 

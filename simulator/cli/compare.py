@@ -39,7 +39,7 @@ from simulator.cli.options import (
     seed_option,
 )
 from simulator.cli.progress import progress_bar
-from simulator.compare import check_distinct_sets, compare_figure, compare_strategies
+from simulator.compare import check_distinct_sets, compare_figure, compare_strategies, tier_note
 from simulator.engine import EngineConfig
 from simulator.engine.caches.prefix import DRAM_FRACTION
 from simulator.errors import ConfigError, shown
@@ -231,17 +231,9 @@ def compare(scenario: Path | None, hardware: str, model_name: str, weight_dtype:
                 from simulator.scenario import AFFINITY_WITHOUT_CACHE
 
                 note(f"{name}: {AFFINITY_WITHOUT_CACHE}")
-            tiers = [t for t in str(row["offload_tiers"]).split("+") if t]
-            idle = [t for t in tiers if not row[f"hit_{t}_tokens"]]  # each tier apart (helper-166: an NVMe tier
-            if tiers and not row["cache_reloaded_blocks"]:  # below a DRAM tier that never filled hid behind it)
-                note(f"{name}: no block came back from {row['offload_tiers']!s} "
-                     f"({int(row['cache_evicted_blocks']):,} evicted from HBM), so the tier changes nothing at this "
-                     "load")
-            elif idle and len(idle) < len(tiers):  # (every tier idle yet blocks reloaded: nothing true to say)
-                note(f"{name}: no prompt token was served from its {' or '.join(idle)} tier (the "
-                     f"{' and '.join(t for t in tiers if t not in idle)} tier served "
-                     f"{sum(int(row[f'hit_{t}_tokens']) for t in tiers if t not in idle):,}), so "
-                     f"{'it changes' if len(idle) == 1 else 'they change'} nothing at this load")
+            idle_tiers = tier_note(row)
+            if idle_tiers:
+                note(f"{name}: {idle_tiers}")
             if row["compressed_share"] == 0:  # (NaN: no compression) a window no sequence passed (helper-151)
                 note(f"{name}: no completed request's KV passed {row['layout']}'s full-resolution window, so it "
                      "compressed nothing and ran uncompressed (its debit, charged a request past the window, is 0)")

@@ -389,7 +389,7 @@ def test_compare_csv_keeps_its_older_columns_in_place_and_debit_caveats_last(tmp
         "hit_dram_tokens", "hit_nvme_tokens", "offload_tiers", "quality_debit_points", "retention_evicted_tokens",
         "debit_unsourced_at", "kv_utilization", "memory_factor", "memory_factor_per_gpu", "layout_memory_factor",
         "kept_kv_fraction", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_summed",
-        "debit_caveats", "debit_not_stated"]
+        "debit_caveats", "debit_not_stated", "cache_dram_reloaded_blocks", "cache_nvme_reloaded_blocks"]
 
 
 @pytest.mark.parametrize("spec, said", [

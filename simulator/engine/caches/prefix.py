@@ -83,6 +83,9 @@ class _PrefixState:
         self.reload_s_per_block = [0.0] + [bb / bws[t] for t in tiers]
         self.counters = {"evicted_blocks": 0, "dropped_blocks": 0, "reloaded_blocks": 0,
                          "bytes_down": 0.0, "bytes_up": 0.0}
+        # the blocks each lower tier brought back into HBM, at every admission, a re-admission after a preemption
+        # too (``reloaded_blocks`` is their sum; a request's ``hit_{dram,nvme}_tokens`` count its first admission's)
+        self.reloaded = [0] * len(self.tiers)
         # the last `probe`'s walk, ``(seq, max_hit_tokens, tree version, (path, last, j, off))``: the scheduler
         # admits right after probing, and `on_admit` walks the same pieces again unless the tree changed
         self._probed: tuple[Seq, int, int, tuple[list[Node], int, int, int]] | None = None
@@ -179,11 +182,15 @@ class _PrefixState:
         best_t = self._reload_tiers(per_tier)
         hit_node: Node | None = None
         reload_blocks = 0
+        by_tier = self.reloaded
         for node in path:
             if node.tier > best_t:
                 break
             if node.tier != HBM:
-                reload_blocks += self._promote(node)
+                tier = node.tier
+                promoted = self._promote(node)
+                by_tier[tier] += promoted
+                reload_blocks += promoted
             tree.touch(node)
             hit_node = node
         if hit_node is None:
@@ -496,6 +503,8 @@ class _PrefixState:
         out["dropped_blocks"] += self.tree.dropped
         for i, name in enumerate(self.tiers):
             out[f"{name}_cached_blocks"] = self.tree.blocks[i]
+        for i, name in enumerate(self.tiers[1:], 1):
+            out[f"{name}_reloaded_blocks"] = self.reloaded[i]
         return out
 
 
