@@ -215,6 +215,28 @@ def _cache_summary(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, do
     so ≤ 1); ``resume_hit_tokens`` = tokens a re-admission after a recompute preemption reused
     (recompute savings). Layout factors are
     `simulator.kv.footprint` factors at the mean context (prompt + output) of completed requests.
+
+    The ``cache_*`` figures are the cache strategy's counters (`CacheState.stats`), each summed over the replicas;
+    the prefix cache's (none without it), in blocks of ``block_tokens`` (a windowed layout's chain-end windows
+    included) and in bytes of one copy (``block_bytes``: what every GPU holding the block takes over its own link
+    is not multiplied in):
+
+    - ``cache_evicted_blocks``: HBM blocks the cache gave up to make room, moved a tier down or dropped;
+    - ``cache_dropped_blocks``: blocks it discarded from every tier: evicted from the last tier (HBM without
+      tiers), or from a tier whose next could not take them (FIFO's victim with the blocks below it);
+    - ``cache_reloaded_blocks``: blocks brought back into HBM from a lower tier at admissions, first admissions
+      and re-admissions after a recompute preemption alike: ``cache_dram_reloaded_blocks`` plus
+      ``cache_nvme_reloaded_blocks`` (each key where its tier is on); ``cache_bytes_up = cache_reloaded_blocks ·
+      block_bytes``. The requests' ``hit_dram_tokens`` and ``hit_nvme_tokens`` count first admissions only;
+    - ``cache_bytes_down = Σ_moves blocks · block_bytes`` over every move one tier down (HBM -> DRAM, DRAM ->
+      NVMe; HBM -> NVMe with no DRAM tier): a block that went HBM -> DRAM -> NVMe counts twice, a dropped one
+      never;
+    - ``cache_hbm_cached_blocks``, ``cache_dram_cached_blocks``, ``cache_nvme_cached_blocks``: the blocks each tier
+      holds **at the end of the run**, after the drain (every sequence finished and its blocks left in the cache),
+      not a time-mean. A planner sizing a tier should not read them as its occupancy: HBM's is high after the
+      drain (``kv_cache_blocks_mean`` is its time-mean, per replica); a lower tier loses blocks only to reloads
+      and to overflow from the last tier, so its count at the end is near its most, above its time-mean (which
+      the engine does not integrate).
     """
     prompt = int(req.prompt_tokens.sum()) if len(req) else 0
     out: dict[str, Any] = {
@@ -382,6 +404,9 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
 
     ``kv_blocks_per_replica`` is the largest replica's pool (they differ in a mixed fleet);
     ``kv_blocks_total`` sums them.
+
+    Prefix reuse, the offload tiers' traffic (``cache_*``: their ``*_cached_blocks`` are the end of the run's,
+    not time-means) and the layout's factors: `_cache_summary` defines them.
 
     Replicas: in the engine (``replicas``, and every ``*_per_replica`` and ``prefill_replicas``) a replica is
     a scheduler with a KV pool of its own: a plan's replica of ``tp · pp`` GPUs runs ``kv_groups · pp`` of
