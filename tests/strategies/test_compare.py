@@ -103,7 +103,8 @@ def test_compare_chart_answers_which_set_is_cheapest_within_the_slos() -> None:
 def test_a_cost_tie_of_equal_debits_goes_to_the_cheaper_and_says_no_debit_decided_it() -> None:
     """A Gemma-3-27B chat-4k compare put native ($46.4) first as "the cheapest within the SLOs (a tie on cost:
     the smaller quality debit)" above prefix ($46.3) of the same 0-point debit: within a tie the cheaper of
-    equal debits goes first, and the tie note stays for where a debit put a dearer set first."""
+    equal debits goes first, and the tie note stays for where a debit put a dearer set first (here the best is also
+    the cheapest, and the note counts the sets within the tie: helper-197)."""
     rows = _rows().assign(strategy=["native", "prefix", "prefix+compress:8:4096", "a"],
                           meets_slo=[True, True, True, False], usd_per_million_output_tokens=[46.4, 46.3, 46.3, 50.0],
                           quality_debit_points=[0.0, 0.0, 2.5, 0.0], ttft_p99_s=[1.0, 1.0, 1.0, 20.0])
@@ -111,7 +112,8 @@ def test_a_cost_tie_of_equal_debits_goes_to_the_cheaper_and_says_no_debit_decide
     cost = fig.axes[0]
     assert [t.get_text().split("\n")[0] for t in cost.get_yticklabels()] == [
         "prefix", "native", "prefix+compress:8:4096", "a"]
-    assert cost.texts[0].get_text() == "$46.3  ← the cheapest within the SLOs"
+    assert cost.texts[0].get_text() == ("$46.3  ← the cheapest within the SLOs\n(by under 1%: 2 other sets within it, "
+                                        "a tie on cost)")
     plt.close(fig)
 
 
@@ -444,4 +446,20 @@ def test_a_cost_tie_ranks_a_debit_no_source_states_after_the_stated_ones() -> No
         usd_per_million_output_tokens=[50.1, 50.0, 50.2]), "t")
     assert [t.get_text().split("\n")[0] for t in fig.axes[0].get_yticklabels()] == ["gqa:2", "mqa", "gqa:2+fp8"]
     assert fig.axes[0].texts[0].get_text().endswith("(a tie on cost: the smaller quality debit)")
+    plt.close(fig)
+
+
+def test_the_cheapest_by_less_than_the_tie_says_so() -> None:
+    """helper-197: eight sets that met the SLOs printed $6.31 and one was marked the cheapest, by 0.1%, with no word
+    that the others tie it; where the best is also the cheapest but others are within `TIE`, the note counts them."""
+    rows = _rows().iloc[[0, 0, 0, 0]].reset_index(drop=True).assign(
+        strategy=["prefix", "prefix+dram", "prefix+nvme", "native"], meets_slo=[True] * 4,
+        usd_per_million_output_tokens=[6.312, 6.309, 6.315, 7.0], quality_debit_points=[0.0] * 4,
+        ttft_p99_s=[1.0] * 4, tpot_p99_s=[0.05] * 4, debit_caveats=[""] * 4, debit_not_stated=[""] * 4)
+    fig = compare_figure(rows, "t")
+    assert fig.axes[0].texts[0].get_text() == ("$6.31  ← the cheapest within the SLOs\n(by under 1%: 2 other sets "
+                                               "within it, a tie on cost)")
+    plt.close(fig)
+    fig = compare_figure(rows.iloc[[1, 3]], "t")  # 7.0 is 11% above: no tie, no note
+    assert fig.axes[0].texts[0].get_text() == "$6.31  ← the cheapest within the SLOs"
     plt.close(fig)
