@@ -2,7 +2,10 @@
 
 Understands the field names of Llama, Qwen (2/3, MoE), Mistral, DeepSeek (V2/V3, MLA + MoE)
 and Gemma (2/3, ``text_config``, sliding-window pattern or ``layer_types``). Anything it
-cannot interpret is a one-line `ConfigError` naming the file and the field.
+cannot interpret is a one-line `ConfigError` naming the file and the field. A key the file leaves out
+takes its ``model_type``'s Transformers class default where ``simulator/data/hf_defaults.toml`` lists one
+(Gemma's ``head_dim``, ``vocab_size``, context, ``sliding_window_pattern``, ``tie_word_embeddings``), as
+Transformers reads the file (`with_class_defaults`); the spec's ``source`` names the keys so filled.
 
 Parameter counts are not stored in ``config.json``; they are estimated from the shapes:
 
@@ -16,15 +19,42 @@ Parameter counts are not stored in ``config.json``; they are estimated from the 
 
 from __future__ import annotations
 
+import json
 import re
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from simulator.errors import ConfigError, RuleError, is_whole, shown
 from simulator.models import ModelSpec, attention_params, dtype
+from simulator.tomlfile import read_toml
+
+DEFAULTS_FILE = Path(__file__).parent / "data" / "hf_defaults.toml"
 
 # a checkpoint's torch_dtype -> the weights as served: vLLM's --dtype auto "will use FP16 precision for FP32 and
 # FP16 models, and BF16 precision for BF16 models" (docs.vllm.ai, engine arguments, read 2026-12)
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16"}
+
+
+@cache
+def class_defaults() -> dict[str, dict[str, Any]]:
+    """Transformers' config-class defaults of the keys a config.json may leave out, by ``model_type``
+    (`DEFAULTS_FILE`, ``simulator/data/hf_defaults.toml``; each table's ``source`` names the class)."""
+    return read_toml(DEFAULTS_FILE)
+
+
+def with_class_defaults(cfg: dict[str, Any], wrapper_type: str = "") -> tuple[dict[str, Any], str]:
+    """`cfg` with each key its ``model_type``'s config class defaults (`class_defaults`) filled where it is
+    absent or null, as Transformers reads the file, and a note of those filled ("" if none). A text_config
+    without a model_type of its own takes `wrapper_type` + ``_text`` (gemma3 -> gemma3_text)."""
+    own = cfg.get("model_type")
+    kind = str(own) if own else (f"{wrapper_type}_text" if wrapper_type else "")
+    table = class_defaults().get(kind)
+    if not table:
+        return cfg, ""
+    filled = {k: v for k, v in table.items() if k != "source" and cfg.get(k) is None}
+    note = ", ".join(f"{k} {json.dumps(v)}" for k, v in filled.items())
+    return {**cfg, **filled, "model_type": kind}, (f"{kind} defaults filled: {note}" if note else "")
 
 
 def _get(cfg: dict[str, Any], where: str, *names: str, default: Any = None, required: bool = True) -> Any:
@@ -218,11 +248,14 @@ HF_KEYS = {"n_layers": ("num_hidden_layers", "n_layer", "num_layers"), "d_model"
 def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | None = None) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{where}: must be a JSON object of a Hugging Face config (got a {type(cfg).__name__})")
+    wrapper = ""
     if "text_config" in cfg:  # multimodal wrappers (Gemma 3) keep the language model here
         text = cfg["text_config"]
         if not isinstance(text, dict):
             raise ConfigError(f"{where}: 'text_config' must be an object (got {shown(text)})")
+        wrapper = str(cfg.get("model_type") or "")
         cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype"))}
+    cfg, filled = with_class_defaults(cfg, wrapper)  # the keys Transformers' class defaults (Gemma's)
     L = _int(cfg, where, *HF_KEYS["n_layers"], minimum=1)
     d = _int(cfg, where, *HF_KEYS["d_model"], minimum=1)
     h = _int(cfg, where, *HF_KEYS["n_heads"], minimum=1)
@@ -295,7 +328,8 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
             expert_params=float(expert_params), weight_block_scales=block_scales, vocab_size=vocab,
             attention_weight_dtype=attn_dtype if attn_dtype != wdtype else "",
             tie_word_embeddings=tied,
-            source=f"{where} (parameter counts estimated from shapes)" if not total_params else where,
+            source=(f"{where} (parameter counts estimated from shapes)" if not total_params else where)
+            + (f" ({filled})" if filled else ""),
         )
     except RuleError as exc:  # a rule of the spec: at the config.json keys it came from, not the class's fields
         spelled = {field: _spelled(cfg, *names) for field, names in HF_KEYS.items()}

@@ -244,3 +244,37 @@ def test_the_models_table_says_which_kv_figures_sliding_windows_cap_and_hardware
     header = CliRunner().invoke(main, ["hardware"]).output.splitlines()
     nodes = next(line for line in header if line.strip().startswith("node"))
     assert "  NIC GB/s/GPU/dir  " in nodes
+
+
+# google/gemma-3-12b-it's config.json as published: its text_config names neither head_dim, vocab_size,
+# max_position_embeddings, sliding_window_pattern nor tie_word_embeddings (Gemma3TextConfig's defaults: 256,
+# 262,208, 131,072, 6, true); google/gemma-2-9b's names no tie_word_embeddings (Gemma2Config's: true)
+GEMMA3_12B_PUBLISHED = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                        "torch_dtype": "bfloat16",
+                        "text_config": {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+                                        "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+                                        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                                        "sliding_window": 1024},
+                        "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}}
+GEMMA2_9B_PUBLISHED = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 256,
+                       "hidden_size": 3584, "intermediate_size": 14336, "max_position_embeddings": 8192,
+                       "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+                       "sliding_window": 4096, "torch_dtype": "float32", "vocab_size": 256000}
+
+
+def test_keys_a_gemma_config_leaves_out_are_transformers_class_defaults(tmp_path):
+    """helper-202: a Gemma config.json read its absent keys as kvsim's own defaults: Gemma-3-12B's sparse
+    text_config was refused for vocab_size, and given that and its context, read as head_dim 3840 / 16 = 240 (not
+    256) on 48 sliding layers (not 8 global of 48); Gemma-2-9B's embeddings as untied, 10.16B parameters."""
+    g3 = get_model(str(write(tmp_path, GEMMA3_12B_PUBLISHED)))
+    assert (g3.head_dim, g3.vocab_size, g3.max_context_tokens, g3.sliding_window, g3.n_global_layers) == (
+        256, 262208, 131072, 1024, 8)
+    assert bytes_per_token(g3) == 2 * 48 * 8 * 256 * 2  # 393,216 B a token, every layer
+    # tied: 262,208 x 3,840 once + 48 x (attention 3,840 x 32 x 256 + 16 x 256 x 3,840 + MLP 3 x 3,840 x 15,360)
+    assert g3.tie_word_embeddings and g3.total_params == 262208 * 3840 + 48 * (
+        3840 * 32 * 256 + 16 * 256 * 3840 + 3 * 3840 * 15360)  # 11.77B (the 12B model card counts SigLIP)
+    assert "gemma3_text defaults filled: vocab_size 262208, head_dim 256," in g3.source
+    g2 = get_model(str(write(tmp_path, GEMMA2_9B_PUBLISHED)))
+    assert g2.tie_word_embeddings and g2.total_params == pytest.approx(9.24e9, rel=0.001)  # model card: 9.24B
+    assert get_model(str(write(tmp_path, {**GEMMA2_9B_PUBLISHED, "tie_word_embeddings": False}))).total_params == (
+        pytest.approx(10.16e9, rel=0.001))  # a key the file gives is the file's
