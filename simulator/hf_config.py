@@ -104,6 +104,9 @@ def _list(cfg: dict[str, Any], where: str, name: str) -> list[Any]:
     return v
 
 
+LAYER_TYPES = ("full_attention", "sliding_attention")  # the layer_types kvsim sizes (Transformers' names)
+
+
 def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tuple[int, int]:
     """(window, pattern): every `pattern`-th layer is global, the others local (pattern 0: all).
 
@@ -115,6 +118,12 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
     layer_types = _list(cfg, where, "layer_types")
     window = _opt_int(cfg, where, "sliding_window")
     use_window = _bool(cfg, where, "use_sliding_window")
+    # a layer kvsim cannot size (Qwen3-Next's linear_attention holds no KV a token, Llama 4's chunked_attention
+    # a chunk): refused by name, whatever else the file says, not read as a sliding layer or a full one
+    other = next((t for t in layer_types if t not in LAYER_TYPES), None)
+    if other is not None:
+        raise ConfigError(f"{where}: 'layer_types' has a {shown(other)} layer; kvsim sizes only "
+                          f"{' and '.join(LAYER_TYPES)} layers")
     if use_window is False:
         return 0, 0
     if str(cfg.get("model_type", "")).startswith("qwen") and not layer_types:
@@ -133,6 +142,9 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
         if len(layer_types) != n_layers:
             raise ConfigError(f"{where}: 'layer_types' must have num_hidden_layers={n_layers} entries "
                               f"(got {len(layer_types)})")
+        if not window and "sliding_attention" in layer_types:
+            raise ConfigError(f"{where}: 'layer_types' has sliding_attention layers but 'sliding_window' gives "
+                              f"them no window (got {shown(cfg.get('sliding_window'))})")
         globals_at = [i for i, t in enumerate(layer_types) if t == "full_attention"]
         if len(globals_at) == n_layers:
             return 0, 0

@@ -278,3 +278,23 @@ def test_keys_a_gemma_config_leaves_out_are_transformers_class_defaults(tmp_path
     assert g2.tie_word_embeddings and g2.total_params == pytest.approx(9.24e9, rel=0.001)  # model card: 9.24B
     assert get_model(str(write(tmp_path, {**GEMMA2_9B_PUBLISHED, "tie_word_embeddings": False}))).total_params == (
         pytest.approx(10.16e9, rel=0.001))  # a key the file gives is the file's
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    # Qwen3-Next's hybrid layers (every 4th full_attention, the rest linear_attention: no KV a token) were read as
+    # 64 full layers, 262,144 B a token: use_sliding_window false returned before layer_types was read
+    ({"model_type": "qwen3_next", "use_sliding_window": False,
+      "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(32)]},
+     "'layer_types' has a 'linear_attention' layer; kvsim sizes only full_attention and sliding_attention layers"),
+    # an unknown name was a sliding layer: 32 x 'x' and a window of 128 held 128 tokens a layer
+    ({"layer_types": ["x"] * 32, "sliding_window": 128},
+     "'layer_types' has a 'x' layer; kvsim sizes only full_attention and sliding_attention layers"),
+    # sliding layers without a window were full ones, said nowhere
+    ({"layer_types": ["full_attention" if i % 2 else "sliding_attention" for i in range(32)]},
+     "'layer_types' has sliding_attention layers but 'sliding_window' gives them no window (got None)"),
+])
+def test_layer_types_kvsim_cannot_size_are_refused_by_name(tmp_path, extra, said):
+    """helper-202."""
+    with pytest.raises(ConfigError) as err:
+        get_model(str(write(tmp_path, {**LLAMA31_8B, **extra})))
+    assert str(err.value) == f"{tmp_path / 'config.json'}: {said}"
