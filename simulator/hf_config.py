@@ -164,9 +164,11 @@ def _sliding(cfg: dict[str, Any], where: str, n_layers: int, context: int) -> tu
     return 0, 0
 
 
-def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
-    """Layers of a MoE model with a dense MLP: the first ``first_k_dense_replace`` (DeepSeek) and
-    those ``mlp_only_layers`` lists (Qwen-MoE), each a layer index, together at most the model's."""
+def _moe_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
+    """Layers of a MoE model that hold the experts: those from ``first_k_dense_replace`` (DeepSeek) on, every
+    ``moe_layer_freq``-th (DeepSeek: layer ``i`` with ``i % freq == 0``) or ``decoder_sparse_step``-th (Qwen-MoE:
+    ``(i + 1) % step == 0``), less those ``mlp_only_layers`` lists (Qwen-MoE), as Transformers builds them; the
+    first and the list together at most the model's layers."""
     first = _opt_int(cfg, where, "first_k_dense_replace")
     if first > n_layers:
         raise ConfigError(f"{where}: 'first_k_dense_replace' must be at most num_hidden_layers={n_layers} "
@@ -176,7 +178,18 @@ def _dense_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
     if bad or len(set(listed)) != len(listed) or first + len(listed) > n_layers:
         raise ConfigError(f"{where}: 'mlp_only_layers' must list distinct layer indices in [0, {n_layers}), at most "
                           f"num_hidden_layers={n_layers} with first_k_dense_replace={first} (got {shown(listed)})")
-    return first + len(listed)
+    freq = _int(cfg, where, "moe_layer_freq", default=1, minimum=1)
+    step = _int(cfg, where, "decoder_sparse_step", default=1, minimum=1)
+    if freq > 1 and step > 1:
+        raise ConfigError(f"{where}: 'moe_layer_freq' {freq} and 'decoder_sparse_step' {step} both space the MoE "
+                          "layers; give one")
+
+    def moe(i: int) -> bool:
+        return i >= first and i % freq == 0 and (i + 1) % step == 0
+
+    # layers first..n-1 with i % freq == 0 (multiples of freq) and (i + 1) % step == 0 (one of them is 1)
+    counted = ((n_layers - 1) // freq - (first - 1) // freq) if freq > 1 else (n_layers // step - first // step)
+    return counted - sum(1 for i in listed if moe(int(i)))
 
 
 def _torch_dtype(cfg: dict[str, Any], where: str) -> str:
@@ -296,7 +309,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     dense_inter = _int(cfg, where, "intermediate_size", minimum=1)
     moe_layers = experts_per_token = 0
     expert_params = 0
-    shared = 0
+    shared = shared_params = 0
     if n_experts:
         experts_per_token = _int(cfg, where, "num_experts_per_tok", minimum=1)
         if experts_per_token > n_experts:
@@ -304,12 +317,16 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
                               f"(got {experts_per_token})")
         moe_inter = _int(cfg, where, "moe_intermediate_size", default=dense_inter, minimum=1)
         shared = _opt_int(cfg, where, "n_shared_experts")
-        moe_layers = L - _dense_layers(cfg, where, L)
+        moe_layers = _moe_layers(cfg, where, L)
         expert_params = 3 * d * moe_inter
+        # Qwen2-MoE's shared expert: an MLP of its own width (and a gate of d), beside the routed ones
+        shared_inter = _opt_int(cfg, where, "shared_expert_intermediate_size")
+        shared_params = 3 * d * shared_inter + (d if shared_inter else 0)
     dense_layers = L - moe_layers
     tied = bool(_bool(cfg, where, "tie_word_embeddings"))
     embed = vocab * d * (1 if tied else 2)
-    non_expert = embed + L * attn + dense_layers * 3 * d * dense_inter + moe_layers * shared * expert_params
+    non_expert = (embed + L * attn + dense_layers * 3 * d * dense_inter
+                  + moe_layers * (shared * expert_params + shared_params))
     estimated_total = non_expert + moe_layers * n_experts * expert_params
     active = non_expert + moe_layers * experts_per_token * expert_params
     qcfg = cfg.get("quantization_config") or {}

@@ -298,3 +298,35 @@ def test_layer_types_kvsim_cannot_size_are_refused_by_name(tmp_path, extra, said
     with pytest.raises(ConfigError) as err:
         get_model(str(write(tmp_path, {**LLAMA31_8B, **extra})))
     assert str(err.value) == f"{tmp_path / 'config.json'}: {said}"
+
+
+# Qwen/Qwen1.5-MoE-A2.7B's config.json, trimmed: 60 routed experts of 1,408 and a shared expert of 5,632
+QWEN15_MOE = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 2048,
+              "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+              "num_experts": 60, "num_experts_per_tok": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
+              "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+              "max_position_embeddings": 8192, "vocab_size": 151936, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16", "sliding_window": 32768, "use_sliding_window": False, "max_window_layers": 21}
+
+
+def test_a_moe_models_shared_expert_and_layer_spacing_are_counted(tmp_path):
+    """helper-202: Qwen2-MoE's shared_expert_intermediate_size was ignored (Qwen1.5-MoE-A2.7B 13.48B and 1.86B active,
+    its model card 14.3B and 2.7B), and every layer was a MoE one whatever decoder_sparse_step (Qwen-MoE) or
+    moe_layer_freq (DeepSeek) said."""
+    d, L = 2048, 24
+    attn, embed = 4 * d * d, 2 * 151936 * d
+    routed, shared = 3 * d * 1408, 3 * d * 5632 + d  # an expert; the shared one and its gate
+    m = get_model(str(write(tmp_path, QWEN15_MOE)))
+    assert m.moe_layers == L and m.total_params == embed + L * (attn + shared + 60 * routed)  # 14.31B
+    assert m.active_params == embed + L * (attn + shared + 4 * routed)  # 2.69B
+    assert m.total_params == pytest.approx(14.3e9, rel=0.002) and m.active_params == pytest.approx(2.7e9, rel=0.01)
+    # every 2nd layer MoE (layers 1, 3, ...), the others a dense MLP of intermediate_size, less layer 5 listed dense
+    m = get_model(str(write(tmp_path, {**QWEN15_MOE, "decoder_sparse_step": 2, "mlp_only_layers": [5, 6]})))
+    assert m.moe_layers == 11
+    assert m.total_params == embed + L * attn + 11 * (shared + 60 * routed) + 13 * 3 * d * 5632
+    # DeepSeek: layers from first_k_dense_replace on with i % moe_layer_freq == 0: 2, 4, ..., 26 of 27
+    v2 = get_model(str(write(tmp_path, {**DEEPSEEK_V3, "num_hidden_layers": 27, "first_k_dense_replace": 1,
+                                        "moe_layer_freq": 2})))
+    assert v2.moe_layers == 13
+    with pytest.raises(ConfigError, match="'moe_layer_freq' 2 and 'decoder_sparse_step' 2 both space the MoE"):
+        get_model(str(write(tmp_path, {**QWEN15_MOE, "decoder_sparse_step": 2, "moe_layer_freq": 2})))
