@@ -263,6 +263,13 @@ def quantized_weights(qcfg: dict[str, Any], where: str) -> tuple[str, bool]:
                       "mxfp4, awq and gptq (4 bits, groups of 128)")
 
 
+# config.json keys of shapes kvsim does not size, with what they are: refused rather than read as a plain model
+UNMODELLED = {
+    # Llama 4: 3 of 4 layers attend within chunks of this many tokens (their KV capped at a chunk), and every MoE
+    # layer runs a shared expert beside its routed ones, which no key names
+    "attention_chunk_size": "chunked local attention (Llama 4)",
+}
+
 # ModelSpec's fields as config.json spells them (a key and the aliases read for it), where a rule of the spec
 # names its field in an error: by the name the config.json gave (`_spelled`)
 HF_KEYS = {"n_layers": ("num_hidden_layers", "n_layer", "num_layers"), "d_model": ("hidden_size", "d_model", "n_embd"),
@@ -281,6 +288,10 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         wrapper = str(cfg.get("model_type") or "")
         cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype"))}
     cfg, filled = with_class_defaults(cfg, wrapper)  # the keys Transformers' class defaults (Gemma's)
+    for key, what in UNMODELLED.items():  # a shape kvsim would size wrong, silently: refused by name
+        if cfg.get(key) is not None:
+            raise ConfigError(f"{where}: {key!r} ({shown(cfg[key])}): {what} is not modelled by kvsim, whose KV "
+                              "and parameter figures would be wrong for it")
     L = _int(cfg, where, *HF_KEYS["n_layers"], minimum=1)
     d = _int(cfg, where, *HF_KEYS["d_model"], minimum=1)
     h = _int(cfg, where, *HF_KEYS["n_heads"], minimum=1)

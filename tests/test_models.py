@@ -330,3 +330,16 @@ def test_a_moe_models_shared_expert_and_layer_spacing_are_counted(tmp_path):
     assert v2.moe_layers == 13
     with pytest.raises(ConfigError, match="'moe_layer_freq' 2 and 'decoder_sparse_step' 2 both space the MoE"):
         get_model(str(write(tmp_path, {**QWEN15_MOE, "decoder_sparse_step": 2, "moe_layer_freq": 2})))
+
+
+def test_llama4s_chunked_attention_is_refused_not_sized_as_full(tmp_path):
+    """helper-202: meta-llama/Llama-4-Scout's text_config (attention_chunk_size 8192: 3 of 4 layers keep a chunk of KV;
+    a shared expert in every MoE layer, named by no key) read as 48 full layers, 196,608 B a token, and 101.7B
+    parameters (17B active, 109B total on its model card), said nowhere."""
+    scout = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+             "text_config": {**LLAMA31_8B, "model_type": "llama4_text", "attention_chunk_size": 8192,
+                             "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1}}
+    with pytest.raises(ConfigError) as err:
+        get_model(str(write(tmp_path, scout)))
+    assert str(err.value) == (f"{tmp_path / 'config.json'}: 'attention_chunk_size' (8192): chunked local attention "
+                              "(Llama 4) is not modelled by kvsim, whose KV and parameter figures would be wrong for it")
