@@ -13,7 +13,8 @@ Parameter counts are not stored in ``config.json``; they are estimated from the 
 - attention per layer (GQA): ``d_model · (n_heads + 2 · n_kv) · head_dim + n_heads · head_dim · d_model``
 - attention per layer (MLA): ``d_model · q_lora + q_lora · n_heads · qk_dim`` (or ``d_model · n_heads · qk_dim``)
   ``+ d_model · (kv_lora + rope) + kv_lora · n_heads · (nope + v) + n_heads · v · d_model``
-- dense MLP (gated): ``3 · d_model · intermediate``; a MoE layer: ``(n_experts + n_shared) · 3 · d_model ·
+- dense MLP (gated): ``3 · d_model · intermediate`` (``2 ·`` for the ungated MLPs of Phi-2, StarCoder2, GPT-NeoX:
+  `mlp_matrices`); a MoE layer: ``(n_experts + n_shared) · 3 · d_model ·
   moe_intermediate`` with ``experts_per_token + n_shared`` of them active.
 """
 
@@ -37,10 +38,20 @@ _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16"}
 
 
 @cache
+def _defaults_file() -> dict[str, Any]:
+    return read_toml(DEFAULTS_FILE)
+
+
 def class_defaults() -> dict[str, dict[str, Any]]:
     """Transformers' config-class defaults of the keys a config.json may leave out, by ``model_type``
     (`DEFAULTS_FILE`, ``simulator/data/hf_defaults.toml``; each table's ``source`` names the class)."""
-    return read_toml(DEFAULTS_FILE)
+    return dict(_defaults_file()["defaults"])
+
+
+def mlp_matrices(model_type: str) -> int:
+    """Matrices of a dense MLP of `model_type`: 2 (up, down) for those ``[mlp] two_matrices`` of `DEFAULTS_FILE`
+    lists (Phi-2, StarCoder2, GPT-NeoX), else 3 (gate, up, down: Llama's gated MLP)."""
+    return 2 if model_type in _defaults_file()["mlp"]["two_matrices"] else 3
 
 
 def with_class_defaults(cfg: dict[str, Any], wrapper_type: str = "") -> tuple[dict[str, Any], str]:
@@ -336,7 +347,7 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
     dense_layers = L - moe_layers
     tied = bool(_bool(cfg, where, "tie_word_embeddings"))
     embed = vocab * d * (1 if tied else 2)
-    non_expert = (embed + L * attn + dense_layers * 3 * d * dense_inter
+    non_expert = (embed + L * attn + dense_layers * mlp_matrices(str(cfg.get("model_type"))) * d * dense_inter
                   + moe_layers * (shared * expert_params + shared_params))
     estimated_total = non_expert + moe_layers * n_experts * expert_params
     active = non_expert + moe_layers * experts_per_token * expert_params

@@ -343,3 +343,15 @@ def test_llama4s_chunked_attention_is_refused_not_sized_as_full(tmp_path):
         get_model(str(write(tmp_path, scout)))
     assert str(err.value) == (f"{tmp_path / 'config.json'}: 'attention_chunk_size' (8192): chunked local attention "
                               "(Llama 4) is not modelled by kvsim, whose KV and parameter figures would be wrong for it")
+
+
+def test_an_ungated_mlp_counts_two_matrices(tmp_path):
+    """helper-202: microsoft/phi-2's MLP is fc1 and fc2 (2 x 2,560 x 10,240), read as a gated one of three: 3.62B
+    parameters, its model card 2.7B (2.78B of shapes)."""
+    phi2 = {"architectures": ["PhiForCausalLM"], "model_type": "phi", "hidden_size": 2560, "intermediate_size": 10240,
+            "max_position_embeddings": 2048, "num_attention_heads": 32, "num_hidden_layers": 32,
+            "num_key_value_heads": 32, "tie_word_embeddings": False, "torch_dtype": "float16", "vocab_size": 51200}
+    m = get_model(str(write(tmp_path, phi2)))
+    assert m.total_params == 2 * 51200 * 2560 + 32 * (4 * 2560 * 2560 + 2 * 2560 * 10240)  # 2.78B
+    assert get_model(str(write(tmp_path, {**phi2, "model_type": "llama"}))).total_params == (
+        2 * 51200 * 2560 + 32 * (4 * 2560 * 2560 + 3 * 2560 * 10240))  # a gated MLP: 3.62B
