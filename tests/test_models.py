@@ -341,8 +341,9 @@ def test_llama4s_chunked_attention_is_refused_not_sized_as_full(tmp_path):
                              "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1}}
     with pytest.raises(ConfigError) as err:
         get_model(str(write(tmp_path, scout)))
-    assert str(err.value) == (f"{tmp_path / 'config.json'}: 'attention_chunk_size' (8192): chunked local attention "
-                              "(Llama 4) is not modelled by kvsim, whose KV and parameter figures would be wrong for it")
+    assert str(err.value) == (f"{tmp_path / 'config.json'}: 'attention_chunk_size' (8192): chunked local "
+                              "attention (Llama 4) is not modelled by kvsim, whose KV and parameter figures would be "
+                              "wrong for it")
 
 
 def test_an_ungated_mlp_counts_two_matrices(tmp_path):
