@@ -204,10 +204,13 @@ def _moe_layers(cfg: dict[str, Any], where: str, n_layers: int) -> int:
 
 
 def _torch_dtype(cfg: dict[str, Any], where: str) -> str:
-    """The weights' format as served from ``torch_dtype`` (bfloat16 when absent), `_TORCH_DTYPES`."""
-    raw = cfg.get("torch_dtype") or "bfloat16"
+    """The weights' format as served from ``torch_dtype``, or ``dtype``, the name newer Transformers releases
+    write (bfloat16 when neither is given), `_TORCH_DTYPES` (helper-202: a file of ``"dtype": "float16"`` alone
+    was labelled bf16)."""
+    key = "torch_dtype" if cfg.get("torch_dtype") is not None else "dtype"
+    raw = cfg.get(key) or "bfloat16"
     if not isinstance(raw, str) or raw not in _TORCH_DTYPES:
-        raise ConfigError(f"{where}: 'torch_dtype' must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw)})")
+        raise ConfigError(f"{where}: {key!r} must be one of {sorted(_TORCH_DTYPES)} (got {shown(raw)})")
     return _TORCH_DTYPES[raw]
 
 

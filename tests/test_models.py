@@ -129,6 +129,7 @@ def test_a_window_below_the_context_slides_every_layer(tmp_path, extra, window, 
     ({**LLAMA31_8B, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True,
       "max_window_layers": 28}, "'max_window_layers' 28 leaves layers 0-27 of 32 full and the rest sliding"),
     ({**LLAMA31_8B, "torch_dtype": "int3"}, "'torch_dtype' must be one of"),
+    ({**{k: v for k, v in LLAMA31_8B.items() if k != "torch_dtype"}, "dtype": "int3"}, "'dtype' must be one of"),
     ({**LLAMA31_8B, "quantization_config": {"quant_method": "awq"}},
      r"'quantization_config' of awq must have bits 4 and group_size 128, as kvsim's w4a16 \(got bits None, "),
     ({**LLAMA31_8B, "quantization_config": {"quant_method": "bitsandbytes"}}, "quant_method' 'bitsandbytes'"),
@@ -356,3 +357,13 @@ def test_an_ungated_mlp_counts_two_matrices(tmp_path):
     assert m.total_params == 2 * 51200 * 2560 + 32 * (4 * 2560 * 2560 + 2 * 2560 * 10240)  # 2.78B
     assert get_model(str(write(tmp_path, {**phi2, "model_type": "llama"}))).total_params == (
         2 * 51200 * 2560 + 32 * (4 * 2560 * 2560 + 3 * 2560 * 10240))  # a gated MLP: 3.62B
+
+
+def test_newer_transformers_dtype_key_is_read_as_torch_dtype(tmp_path):
+    """helper-202: newer Transformers releases write ``dtype`` where older ones wrote ``torch_dtype``; a file of
+    ``"dtype": "float16"`` alone was labelled bf16 (bfloat16, the default when the key is absent)."""
+    bare = {k: v for k, v in LLAMA31_8B.items() if k != "torch_dtype"}
+    assert get_model(str(write(tmp_path, {**bare, "dtype": "float16"}))).weight_dtype == "fp16"
+    assert get_model(str(write(tmp_path, bare))).weight_dtype == "bf16"
+    assert get_model(str(write(tmp_path, {**bare, "torch_dtype": "float16", "dtype": "bfloat16"}))).weight_dtype == \
+        "fp16"  # (both written: torch_dtype, as kvsim read it before)
