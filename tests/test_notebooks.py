@@ -86,3 +86,31 @@ def test_the_trace_overview_names_the_trace():
     assert right.get_title() == "prompt tokens per request (40 bins)"
     assert right.get_xlabel() == "prompt tokens per request" and right.get_ylabel() == "requests (log scale)"
     plt.close(fig)
+
+
+def test_a_trace_longer_than_the_window_replays_its_window():
+    """helper-199: bring_your_own_trace.ipynb asserted that every request of the trace was simulated, but the
+    trace-replay scenario replays a 600 s window: a trace that runs longer at the chosen speed (an hour-long log
+    at 4×, or the shipped sample slowed to 0.5×, 1,197 s) stopped the notebook with a bare AssertionError. Its
+    section-4 cell now counts the requests inside the window (`WINDOW_S`) and says where the window cut."""
+    import contextlib
+    import io
+
+    import matplotlib.pyplot as plt
+
+    cells = [src for kind, src in _generator().BRING_YOUR_OWN_TRACE if kind == "code"][:4]
+    slower = cells[2].replace("SPEEDUP = 4.0", "SPEEDUP = 0.5")
+    assert slower != cells[2]
+    namespace: dict = {}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        for src in [*cells[:2], slower, cells[3]]:
+            exec(compile(src, "bring_your_own_trace.ipynb", "exec"), namespace)
+    plt.close("all")
+    run = namespace["run"]
+    assert run.workload.cut_at_s == 600.0
+    # the sample's 656 requests arrive over 599 s: at 0.5× those before 300 s of trace time fall in the window
+    in_window = sum(r.arrival_s < 300.0 for r in namespace["workload"].requests())
+    assert 0 < in_window < 656 and namespace["result"].summary["requests"] == in_window
+    assert f"replayed {in_window:,} of the trace's 656 requests: the window cut it at 600 s of replay" in (
+        printed.getvalue())
