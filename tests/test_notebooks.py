@@ -114,3 +114,25 @@ def test_a_trace_longer_than_the_window_replays_its_window():
     assert 0 < in_window < 656 and namespace["result"].summary["requests"] == in_window
     assert f"replayed {in_window:,} of the trace's 656 requests: the window cut it at 600 s of replay" in (
         printed.getvalue())
+
+
+@pytest.mark.parametrize("model", ["Llama-3.1-8B", "Llama-3.1-405B", "DeepSeek-LLM-67B"])
+def test_the_collapse_notebook_runs_for_another_model(model, capsys):
+    """helper-199: concurrency_collapse.ipynb invites another `MODEL`, but its section-2 cell asserted
+    Llama-3.1-70B's own figures for any model (fp8 exactly twice the streams at 128k: Llama-3.1-8B has 32 and
+    65; twice or twice plus one for cross-layer:0.5, which keeps 48 of DeepSeek-LLM-67B's 95 layers, not half)
+    and read 8xH100's rows, which Llama-3.1-405B's weights leave out (KeyError 'fp8'). The cells now name a
+    left-out kind, look at the first kind that holds the model (`HW`) and check the Llama-3.1-70B figures only
+    for it."""
+    cells = [src for kind, src in _generator().CONCURRENCY_COLLAPSE if kind == "code"]
+    first = cells[0].replace('MODEL = "Llama-3.1-70B"', f'MODEL = "{model}"')
+    assert first != cells[0]
+    namespace: dict = {}
+    for src in [first, cells[1], cells[3]]:  # the table, the worked figures, each lever's streams at 128k
+        exec(compile(src, "concurrency_collapse.ipynb", "exec"), namespace)
+    at_128k, printed = namespace["at_128k"], capsys.readouterr().out
+    if model == "Llama-3.1-405B":  # 101.5 GB of bf16 weights a GPU: more than an H100's usable 72 GB
+        assert namespace["HW"] == "8xH200" and "left out: Llama-3.1-405B does not fit TP8 on 8xH100" in printed
+    else:
+        assert namespace["HW"] == "8xH100" and "left out" not in printed
+        assert (at_128k["native"], at_128k["fp8"]) == {"Llama-3.1-8B": (32, 65), "DeepSeek-LLM-67B": (8, 17)}[model]
