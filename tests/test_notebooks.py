@@ -136,3 +136,22 @@ def test_the_collapse_notebook_runs_for_another_model(model, capsys):
     else:
         assert namespace["HW"] == "8xH100" and "left out" not in printed
         assert (at_128k["native"], at_128k["fp8"]) == {"Llama-3.1-8B": (32, 65), "DeepSeek-LLM-67B": (8, 17)}[model]
+
+
+def test_the_ttl_notebook_checks_its_text_only_for_the_settings_it_describes():
+    """helper-199: ttl_breakeven.ipynb invites another price profile and TTLs, but checked the text's figures
+    whenever SCENARIO was the shipped one: with PROFILE, TIER, TTLS = "openai", "gpt-4.1", ["5m"] (the TTL
+    OpenAI sells) section 2 stopped on KeyError '1h', and other profiles on a bare AssertionError ("5m" is not
+    DeepSeek's cheapest). The checks now run only for the settings the text describes (`SHIPPED`)."""
+    import matplotlib.pyplot as plt
+
+    cells = [src for kind, src in _generator().TTL_BREAKEVEN if kind == "code"][:3]
+    mine = (cells[0].replace('PROFILE, TIER = "anthropic", "sonnet-4"', 'PROFILE, TIER = "openai", "gpt-4.1"')
+            .replace('TTLS = ["5m", "1h"]', 'TTLS = ["5m"]').replace("DURATION_S = 1800.0", "DURATION_S = 60.0"))
+    assert mine.count("openai") == 1 and 'TTLS = ["5m"]' in mine and "DURATION_S = 60.0" in mine
+    namespace: dict = {}
+    for src in [mine, *cells[1:]]:  # the inputs, the closed form, the replay billed
+        exec(compile(src, "ttl_breakeven.ipynb", "exec"), namespace)
+    plt.close("all")
+    assert namespace["SHIPPED"] is False
+    assert list(namespace["bills"].index) == ["none", "5m"] and namespace["comparison"].best_ttl == "5m"
