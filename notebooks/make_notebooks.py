@@ -217,6 +217,7 @@ CAPACITY_PLANNING = [
     code("""
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
+        from matplotlib.ticker import MaxNLocator
 
         base = levers.loc["as configured"]
         change = levers.drop(index="as configured")
@@ -265,10 +266,12 @@ CAPACITY_PLANNING = [
         ax.bar_label(bars, labels, padding=4)
         ax.invert_yaxis()
         ax.set_xlim(0, levers.nodes.max() * 1.6)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole nodes
         ax.legend(handles=[Patch(color="0.45", label="as configured"),
                            Patch(color="C3", label="the lever that changes the answer most"),
                            Patch(color="C0", label="another lever")], loc="lower right", fontsize=8)
-        _ = ax.set(xlabel=f"{HW} nodes that meet the SLOs", title=f"{scenario.name}: each KV lever alone, {HW}")
+        _ = ax.set(xlabel=f"{HW} nodes that meet the SLOs",
+                   title=f"{scenario.name}, {DURATION_S:g} s of traffic: each KV lever alone, {HW}")
     """),
     md("""
         **Reading it (shipped `default`, the 60 s warm-up).** Turning the prefix cache off changes the answer

@@ -157,14 +157,9 @@ def test_the_ttl_notebook_checks_its_text_only_for_the_settings_it_describes():
     assert list(namespace["bills"].index) == ["none", "5m"] and namespace["comparison"].best_ttl == "5m"
 
 
-def test_the_capacity_notebook_reads_the_600_s_answer_the_text_quotes(capsys):
-    """helper-199: capacity_planning.ipynb told the user to rerun with DURATION_S = 600 "before you buy
-    anything", but its checks ran for any duration, and `default` at 600 s (4 8xH100 nodes, not the warm-up's 2)
-    stopped the lever cell on a bare AssertionError before its chart. Its pick of the lever that "saves the
-    most" took the cheaper $/Mtok among equal fleets, cross-layer sharing at $1.7090 over fp8 KV at $1.7098,
-    for ten times the stated quality debit (1 point against 0.1). Run here on
-    the lever table `default` gives at 600 s (seed 0; `make bench` reruns it), the cell names fp8 KV and checks
-    the figures the text quotes for 600 s."""
+def _capacity_lever_cell_on_the_600_s_table() -> dict:
+    """The capacity notebook's lever cell, run on the lever table `default` gives at 600 s (seed 0; `make bench`
+    reruns the simulation): its namespace."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -185,8 +180,30 @@ def test_the_capacity_notebook_reads_the_600_s_answer_the_text_quotes(capsys):
     namespace.update(levers=levers, HW="8xH100", scenario=load_scenario("default"))
     exec(compile(cells[4], "capacity_planning.ipynb", "exec"), namespace)
     plt.close("all")
+    return namespace
+
+
+def test_the_capacity_notebook_reads_the_600_s_answer_the_text_quotes(capsys):
+    """helper-199: capacity_planning.ipynb told the user to rerun with DURATION_S = 600 "before you buy
+    anything", but its checks ran for any duration, and `default` at 600 s (4 8xH100 nodes, not the warm-up's 2)
+    stopped the lever cell on a bare AssertionError before its chart. Its pick of the lever that "saves the
+    most" took the cheaper $/Mtok among equal fleets, cross-layer sharing at $1.7090 over fp8 KV at $1.7098,
+    for ten times the stated quality debit (1 point against 0.1). Run here on
+    the lever table `default` gives at 600 s (seed 0; `make bench` reruns it), the cell names fp8 KV and checks
+    the figures the text quotes for 600 s."""
+    namespace = _capacity_lever_cell_on_the_600_s_table()
     printed = capsys.readouterr().out
     assert namespace.get("SHIPPED_600") is True and namespace["saves"] == "fp8 KV"
     assert "'prefix cache off' changes the answer most: 4 -> 12 nodes, $3.41 -> $10.23" in printed
     assert "The one that saves the most: 'fp8 KV': 4 -> 2 nodes, $1.71 per million output tokens, at a stated " \
            "quality debit of 0.1 points" in printed
+
+
+def test_the_lever_chart_says_its_traffic_and_counts_whole_nodes():
+    """helper-199: the capacity notebook's lever chart was titled "default: each KV lever alone, 8xH100" whether
+    it showed the 60 s warm-up (2 nodes as configured) or the scenario's 600 s (4), and ticked its node axis at
+    2.5, 7.5, 12.5 and 17.5 nodes. The title now says the seconds of traffic, and the ticks are whole nodes."""
+    ax = _capacity_lever_cell_on_the_600_s_table()["ax"]
+    assert ax.get_title() == "default, 600 s of traffic: each KV lever alone, 8xH100"
+    ticks = [t for t in ax.get_xticks() if 0 <= t <= ax.get_xlim()[1]]
+    assert len(ticks) > 3 and all(float(t).is_integer() for t in ticks)
