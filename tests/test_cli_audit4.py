@@ -190,8 +190,11 @@ def test_compare_says_which_tier_served_nothing_and_its_json_holds_every_column(
     rows = {row["strategy"]: row for row in json.loads(r.stdout)}
     both, nvme = rows["prefix+dram+nvme"], rows["prefix+nvme"]
     assert both["hit_nvme_tokens"] == 0 < both["hit_dram_tokens"] and nvme["hit_nvme_tokens"] > 0
-    assert f"note: prefix+dram+nvme: no prompt token was served from its nvme tier (the dram tier served " \
-           f"{both['hit_dram_tokens']:,}), so it changes nothing at this load" in r.stderr
+    # (helper-198: by the blocks each tier brought back, at first admissions and re-admissions alike)
+    assert both["cache_nvme_reloaded_blocks"] == 0 < both["cache_dram_reloaded_blocks"]
+    assert f"note: prefix+dram+nvme: no block came back from its nvme tier (the dram tier brought back " \
+           f"{both['cache_dram_reloaded_blocks']:,}, at first admissions and re-admissions after preemptions), so " \
+           "it changes nothing at this load" in r.stderr
     assert "prefix+nvme: no" not in r.stderr
     assert {"cache_reloaded_blocks", "retention_evicted_tokens", "offload_tiers", "kv_utilization"} <= set(both)
 

@@ -159,7 +159,7 @@ def _cells(name: str) -> list[str]:
 
 def test_capacity_notebook_says_mla_holds_more_kv_per_gpu_and_asserts_it() -> None:
     cells = _cells("capacity_planning.ipynb")
-    reading = next(c for c in cells if c.startswith("**Reading it (shipped `default`).**"))
+    reading = next(c for c in cells if c.startswith("**Reading it (shipped `default`, the 60 s warm-up).**"))
     assert "holds less KV" not in reading
     assert "MLA retrofit holds *more* KV per GPU" in " ".join(reading.split())
     assert any('assert levers["KV util"]["MLA retrofit"] > base["KV util"]' in c for c in cells)
