@@ -204,7 +204,9 @@ def build(cls: type[C], table: Mapping[str, Any], where: str) -> C:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in own}  # type: ignore[arg-type]
     unknown = [k for k in table if k not in fields]
     if unknown:
-        raise ConfigError(f"{at_key(where, str(unknown[0])[:80])}: unknown key; valid: {', '.join(fields)}")
+        key = unknown[0]  # its value said too, as every other error says it (helper-201)
+        raise ConfigError(f"{at_key(where, str(key)[:80])}: unknown key; valid: {', '.join(fields)} "
+                          f"(got {shown(table[key])})")
     missing = missing_fields(cls, table, own)
     if missing:
         raise ConfigError(f"{at_key(where, missing[0])}: required key is missing")

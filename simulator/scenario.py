@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib.resources import files
 from os import PathLike
 from pathlib import Path
@@ -722,6 +722,48 @@ def _under_workload(exc: ConfigError) -> str:
     return msg if msg.startswith(("workload.spec", "workload.trace")) else f"[workload] {msg}"
 
 
+def _sections() -> dict[str, tuple[str, ...]]:
+    """The keys of each table of a scenario file, ``""`` the file's own (``name``, ``description``, ``seed``)."""
+    hints = typing.get_type_hints(Scenario)
+    own: list[str] = []
+    tables: dict[str, tuple[str, ...]] = {}
+    for f in fields(Scenario):
+        if f.metadata.get("set_by_kvsim"):
+            continue
+        cls = next((t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if is_dataclass(t)), None)
+        if cls is None:
+            own.append(f.name)
+        else:
+            tables[f.name] = tuple(g.name for g in fields(cls))
+    return {"": tuple(own), **tables}
+
+
+def _misplaced(data: Mapping[str, Any], where: str) -> None:
+    """Refuse a key written in the wrong table, naming the one that takes it: ``max_num_seqs`` under
+    ``[workload]``, ``seed`` after a table's header (TOML puts it in that table), ``nodes`` before any
+    table (helper-201: "unknown key; valid: ..." listed the table's keys, not where the key belongs)."""
+    sections = _sections()
+    for table, keys in sections.items():
+        t = data if table == "" else data.get(table)
+        if not isinstance(t, Mapping):
+            continue
+        for key, value in t.items():
+            if key in keys or (table == "" and key in sections):
+                continue
+            if table == "workload" and key == "name":  # a generator table, as `kvsim workload describe` reads one
+                raise ConfigError(f"{at_key(where, 'workload.name')}: not a [workload] key; a generator's name and "
+                                  f"parameters go in [workload.spec] (got {shown(value)})")
+            homes = [h for h, hk in sections.items() if h != table and key in hk]
+            if not homes:
+                continue  # misspelt: `build` lists the valid keys
+            parts = ["a top-level key (write it before the first [table])"] if "" in homes else []
+            if tables := [f"[{h}]" for h in homes if h]:
+                parts.append(f"a {' or '.join(tables)} key")
+            path, here = (key, "a top-level key") if table == "" else (f"{table}.{key}", f"a [{table}] key")
+            raise ConfigError(f"{at_key(where, str(path))}: not {here}; {key} is {' or '.join(parts)} "
+                              f"(got {shown(value)})")
+
+
 def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
     """A `Scenario` from a parsed table; `where` (the file) prefixes every error.
 
@@ -738,6 +780,7 @@ def parse_scenario(data: Mapping[str, Any], where: str) -> Scenario:
                           f"{shown(w['trace'])} and a [workload.spec] table)")
     if isinstance(w, Mapping) and w.get("trace") and "duration_s" not in w:
         data = {**data, "workload": {**w, "duration_s": math.inf}}
+    _misplaced(data, where)
     try:
         scenario = replace(build(Scenario, data, where), path=where)
     except ConfigError as exc:

@@ -35,14 +35,14 @@ def test_builds_nested_and_coerces_ints_to_floats():
 
 
 @pytest.mark.parametrize(("table", "msg"), [
-    ({"name": "x", "cuont": 2}, "f.toml: cuont: unknown key; valid: name, count, flag, names, inner, limit"),
+    ({"name": "x", "cuont": 2}, "f.toml: cuont: unknown key; valid: name, count, flag, names, inner, limit (got 2)"),
     ({}, "f.toml: name: required key is missing"),
     ({"name": "x", "count": "2"}, "f.toml: count: must be an integer (got '2')"),
     ({"name": "x", "count": True}, "f.toml: count: must be an integer (got True)"),
     ({"name": "x", "flag": 1}, "f.toml: flag: must be true or false (got 1)"),
     ({"name": "x", "inner": {"mode": "c"}}, "f.toml: inner.mode: must be one of 'a', 'b' (got 'c')"),
     ({"name": "x", "inner": {"rate": -1}}, "f.toml: inner.rate: must be > 0 (got -1.0)"),
-    ({"name": "x", "inner": {"speed": 1}}, "f.toml: inner.speed: unknown key; valid: rate, mode"),
+    ({"name": "x", "inner": {"speed": 1}}, "f.toml: inner.speed: unknown key; valid: rate, mode (got 1)"),
     ({"name": "x", "names": "p"}, "f.toml: names: must be a list (got 'p')"),
     ({"name": "x", "limit": "no"}, "f.toml: limit: must be a number (got 'no')"),
 ])
