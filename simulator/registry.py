@@ -55,9 +55,10 @@ class Registry(Generic[T]):
         if dataclasses.is_dataclass(cls):
             valid = [f.name for f in dataclasses.fields(cls) if f.init]
             unknown = sorted(str(k) for k in set(params) - set(valid))
-            if unknown:
+            if unknown:  # its value said too (helper-201)
                 raise ConfigError(f"{where_params}: unknown parameter {shown(unknown[0])}; " + (
-                    f"valid: {', '.join(valid)}" if valid else f"{self.what} {shown(name)} takes no parameters"))
+                    f"valid: {', '.join(valid)}" if valid else f"{self.what} {shown(name)} takes no parameters")
+                    + f" (got {unknown[0]} = {shown(params[unknown[0]])})")
             hints = self._hints.get(cls)
             if hints is None:  # (most of a build's time: an `EngineConfig` builds its cache strategy each time)
                 hints = self._hints[cls] = typing.get_type_hints(cls)

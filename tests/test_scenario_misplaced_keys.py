@@ -28,6 +28,11 @@ from simulator.scenario import load_scenario
     ('name = "t"\n[cluster]\nnode = 2\n', "cluster.node: unknown key; valid: hardware, nodes, tp, pp, dp_attention, "
      "ep, memory_utilization, block_tokens, catalog, usd_per_gpu_hour (got 2)"),
     ('name = "t"\n[scheduler]\nmax_num_seq = 64\n', "scheduler.max_num_seq: unknown key; valid: max_num_seqs, "),
+    # a plug-in's parameter: its value too
+    ('name = "t"\n[cache]\nparams = {evction = "lru"}\n', "cache.params: unknown parameter 'evction'; valid: "
+     "eviction, dram, nvme, dram_fraction (got evction = 'lru')"),
+    ('name = "t"\n[router]\nparams = {max_imbalance_tokens = 0}\n', "router.params: unknown parameter "
+     "'max_imbalance_tokens'; router 'least-tokens' takes no parameters (got max_imbalance_tokens = 0)"),
 ])
 def test_a_key_in_the_wrong_table_names_the_table_that_takes_it(tmp_path, body, line):
     p = tmp_path / "s.toml"
