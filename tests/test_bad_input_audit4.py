@@ -64,7 +64,7 @@ def _workload(tmp_path: Path, spec: str) -> Path:
     ('name = "mixture"\ncomponents = [{name = "chat-4k", wieght = 1}]',
      "workload.spec.components[0].wieght: unknown key (valid: name, weight, max_prompt_tokens, mean_turns, "),
     ('name = "mixture"\ncomponents = [{name = "synthetic", arrivals = {kind = "poisson", rate_per_s = 1, x = 1}}]',
-     "workload.spec.components[0].arrivals.x: unknown key (valid: rate_per_s)"),
+     "workload.spec.components[0].arrivals.x: unknown key (valid: rate_per_s) (got 1)"),
     ('name = "chat-8k"',
      "workload.spec.name: must be one of chat-4k, code-repo-128k, mixture, synthetic (got 'chat-8k')"),
 ])

@@ -41,3 +41,21 @@ def test_a_key_in_the_wrong_table_names_the_table_that_takes_it(tmp_path, body, 
         load_scenario(p)
     assert str(err.value).startswith(f"{p}: {line}") and "\n" not in str(err.value)
 
+
+
+@pytest.mark.parametrize(("spec", "line"), [
+    ('name = "chat-4k"\nrat = 3', "workload.spec.rat: unknown key (valid: max_prompt_tokens, "),
+    ('name = "mixture"\nfoo = 1\ncomponents = [{name = "chat-4k"}]',
+     "workload.spec.foo: unknown key (valid: name, components) (got 1)"),
+    ('name = "synthetic"\nbogus = "x"', "workload.spec.bogus: unknown key (valid: arrivals, "),
+    ('name = "synthetic"\narrivals = {kind = "poisson", rate_per_s = 1, x = 2}',
+     "workload.spec.arrivals.x: unknown key (valid: rate_per_s) (got 2)"),
+])
+def test_an_unknown_key_of_a_generator_says_its_value(tmp_path, spec, line):
+    p = tmp_path / "s.toml"
+    p.write_text(f'name = "t"\n[workload.spec]\n{spec}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p)
+    text = str(err.value)
+    assert text.startswith(f"{p}: {line}") and "\n" not in text
+    assert text.endswith(("(got 3)", "(got 1)", "(got 'x')", "(got 2)"))

@@ -237,7 +237,8 @@ def arrival_from(value: object, where: str) -> ArrivalProcess:
     valid = {f for f in cls.__dataclass_fields__ if f != "kind"}
     unknown = sorted(set(params) - valid)
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0][:80]}: unknown key (valid: {', '.join(sorted(valid))})")
+        raise ConfigError(f"{where}.{unknown[0][:80]}: unknown key (valid: {', '.join(sorted(valid))}) "
+                          f"(got {shown(params[unknown[0]])})")
     missing = missing_fields(cls, params)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: required key is missing ({kind} takes {', '.join(sorted(valid))})")

@@ -219,7 +219,8 @@ def length_from(value: object, where: str, *, column: str, base_dir: Path | None
             rel = table.pop("csv")
             col = table.pop("column", column)
             if table:
-                raise ConfigError(f"{where}.{sorted(table)[0]}: unknown key (valid: csv, column, clip)")
+                bad = sorted(table)[0]
+                raise ConfigError(f"{where}.{bad}: unknown key (valid: csv, column, clip) (got {shown(table[bad])})")
             if not isinstance(rel, str) or not rel or not isinstance(col, str):
                 raise ConfigError(f"{where}: 'csv' and 'column' must be strings (got {rel!r}, {col!r})")
             p = Path(rel)

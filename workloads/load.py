@@ -45,7 +45,7 @@ def _scenario_table(table: dict[str, Any], path: Path) -> dict[str, Any] | None:
     unknown = sorted(str(k) for k in table if k not in SCENARIO_KEYS)
     if unknown:
         raise ConfigError(f"{path}: workload.{shown(unknown[0])[1:-1]}: unknown key in a scenario's [workload] "
-                          f"(valid: {', '.join(SCENARIO_KEYS)})")
+                          f"(valid: {', '.join(SCENARIO_KEYS)}) (got {shown(table[unknown[0]])})")
     spec, trace = table.get("spec"), table.get("trace")
     if "spec" in table and not isinstance(spec, dict):
         raise ConfigError(f"{path}: workload.spec must be a generator table {{name = ..., ...}} (got {shown(spec)})")

@@ -79,7 +79,8 @@ def generator_from_dict(spec: dict[str, Any], where: str = "workload", base_dir:
     for key, value in params.items():
         f = fields.get(key)
         if f is None:
-            raise ConfigError(f"{where}.{str(key)[:80]}: unknown key (valid: {', '.join(sorted(fields))})")
+            raise ConfigError(f"{where}.{str(key)[:80]}: unknown key (valid: {', '.join(sorted(fields))}) "
+                              f"(got {shown(value)})")
         kind = str(f.type)
         if "LogNormal" in kind:
             value = lognormal_from(value, f"{where}.{key}")

@@ -63,7 +63,8 @@ class Mixture:
         the components' relative paths."""
         unknown = sorted(set(params) - {"components"})
         if unknown:
-            raise ConfigError(f"{at_key(where, unknown[0])}: unknown key (valid: name, components)")
+            raise ConfigError(f"{at_key(where, unknown[0])}: unknown key (valid: name, components) "
+                              f"(got {shown(params[unknown[0]])})")
         raw = params.get("components")
         if raw is None:
             raise ConfigError(f"{where}: 'components' is required: {NEEDS_COMPONENTS}")

@@ -74,7 +74,7 @@ class Synthetic:
         for key, value in params.items():
             w = f"{where}.{key}"
             if key not in valid:
-                raise ConfigError(f"{w}: unknown key (valid: {', '.join(valid)})")
+                raise ConfigError(f"{w}: unknown key (valid: {', '.join(valid)}) (got {shown(value)})")
             if key == "arrivals":
                 try:
                     kwargs[key] = arrival_from(value, w)
