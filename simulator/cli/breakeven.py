@@ -316,7 +316,6 @@ def breakeven(
     This prices the customer's bill; the provider's side (the KV a TTL holds in memory against the prefill it
     saves) is in `kvsim run`'s report ([report] breakeven, on by default: `kvsim run ttl-breakeven`).
     """
-    from simulator.billing import charts
     from simulator.billing.numeric import cost_curves, crossovers, gaps_rows, ttl_rows
 
     def show(title: str, frame: pd.DataFrame) -> None:
@@ -417,6 +416,8 @@ def breakeven(
                 echo(f"note: {writes}")
             frames["workload"] = comparison.summary
         if out is not None and folder:
+            from simulator.billing import charts  # matplotlib: only where the charts are drawn
+
             folder.clear()  # the tables are done: breakeven's earlier files go now
             for name, frame in frames.items():
                 frame.to_csv(out / f"{name}.csv", index=False)
