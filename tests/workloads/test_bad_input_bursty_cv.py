@@ -54,3 +54,14 @@ def test_the_draw_loop_ends_whatever_the_gaps(monkeypatch):
         proc.times(np.random.default_rng(0), 10.0)
     assert str(err.value) == ("Bursty(rate_per_s=1, cv=1000000.0, dist='lognormal'): drew over 100 arrivals before "
                               "10 s (rate_per_s × duration_s = 10); allowed up to 100: lower cv or duration_s")
+
+
+def test_the_readme_s_lognormal_counts_are_medians_of_five_seeds():
+    """helper-204: the README said "100 s at 1 a second drew 127 lognormal arrivals at CV 10, 2,524 at 1e6", the
+    medians of seeds 0-4 (as `workloads/arrivals.py` says), not what a run draws: seed 0 draws 172 and 5,124."""
+    counts = {cv: sorted(len(Bursty(rate_per_s=1, cv=cv, dist="lognormal").times(np.random.default_rng(s), 100.0))
+                         for s in range(5)) for cv in (10, 1e6)}
+    assert counts == {10: [9, 123, 127, 172, 183], 1e6: [860, 1966, 2524, 2828, 5124]}
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert ("100 s at 1 a second drew, the median of seeds 0-4, 127 lognormal arrivals at CV 10 (from 9 to 183) and "
+            "2,524 at 1e6 (from 860 to 5,124)") in readme
