@@ -16,7 +16,7 @@ from simulator.errors import ConfigError
     ({"cache_params": {"dram": "yes"}}, "EngineConfig: cache_params.dram: must be true or false (got 'yes')"),
     ({"cache": "lru"}, "EngineConfig.cache: must be one of none, prefix (got 'lru')"),
     ({"cache_params": {"tiers": 2}}, "EngineConfig: cache_params: unknown parameter 'tiers'; valid: eviction, dram, "
-                                     "nvme, dram_fraction"),
+                                     "nvme, dram_fraction (got tiers = 2)"),
     ({"cache_params": {"dram": True, "dram_fraction": 1.5}},
      "EngineConfig: cache_params.dram_fraction: must be in (0, 1] (got 1.5)"),
 ])
