@@ -90,9 +90,16 @@ def _scheduler_line(sched: SchedulerConfig) -> str:
 
 
 def _router_line(sc: Scenario) -> str:
-    """The router that spread the requests over each fleet's replicas, and its parameters as the scenario set
-    them (``prefix-affinity (max_imbalance_tokens = 4096)``), for the report's preamble."""
-    params = ", ".join(f"{k} = {v!r}" for k, v in sc.router.params.items())
+    """The router that spread the requests over each fleet's replicas, and every parameter it ran with, for the
+    report's preamble: as the scenario set it (``prefix-affinity (max_imbalance_tokens = 4096)``) or its default,
+    said as one (``prefix-affinity (max_imbalance_tokens = 65536, the default)``; helper-203: the default bound
+    went unsaid, and a run that set it to 65536 read otherwise than one that left it)."""
+    from simulator.engine.routers import make_router
+
+    router = make_router(sc.router.name, **dict(sc.router.params))
+    given = sc.router.params
+    params = "; ".join(f"{f.name} = {getattr(router, f.name)!r}" + ("" if f.name in given else ", the default")
+                       for f in dataclasses.fields(router) if f.init) if dataclasses.is_dataclass(router) else ""
     return sc.router.name + (f" ({params})" if params else "")
 
 

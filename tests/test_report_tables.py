@@ -41,6 +41,21 @@ def test_the_report_names_the_router_and_its_parameters(tmp_path):
     assert _router_line(sc) == "prefix-affinity (max_imbalance_tokens = 4096)"
 
 
+def test_the_report_says_a_router_parameter_left_at_its_default():
+    """helper-203: prefix-affinity without ``params`` read ``Router: prefix-affinity``, its bound on the load above
+    the least loaded replica (65,536 tokens) unsaid, and a scenario that set that same bound read otherwise."""
+    from dataclasses import replace
+
+    from simulator.report import _router_line
+    from simulator.scenario import RouterSection, load_scenario
+
+    sc = replace(load_scenario("default"), router=RouterSection(name="prefix-affinity"))
+    assert _router_line(sc) == "prefix-affinity (max_imbalance_tokens = 65536, the default)"
+    sc = replace(sc, router=RouterSection(name="prefix-affinity", params={"max_imbalance_tokens": 65536}))
+    assert _router_line(sc) == "prefix-affinity (max_imbalance_tokens = 65536)"
+    assert _router_line(replace(sc, router=RouterSection(name="round-robin"))) == "round-robin"
+
+
 def test_the_reports_collapse_study_draws_a_layout_once_as_it_runs_on_the_model(monkeypatch):
     """helper-189: the default ``report.collapse_layouts`` (native, fp8, mla, cross-layer:0.5) drew native's line
     twice for DeepSeek-V3, whose own attention is MLA (``mla`` keeps its latent: the same bytes, as ``kvsim collapse``
