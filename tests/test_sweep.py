@@ -532,3 +532,27 @@ def test_plot_sweep_joins_an_xpyd_fleets_points_across_its_pool_sizes():
     ax = plot_sweep(both, "disaggregation.prefill_nodes", "ttft_p99_s")
     assert [line.get_label() for line in ax.lines] == ["8xH100-xPyD, 4 decode nodes", "8xH100-xPyD, 6 decode nodes"]
     plt.close("all")
+
+
+def test_a_sweep_says_which_points_run_prefix_affinity_without_a_cache(capsys):
+    """helper-203: `kvsim run`, `capacity` and `compare` note that prefix-affinity beside cache.strategy = "none"
+    routes as least-tokens; a sweep said nothing, and its rows of the two routers were the same figures. The note
+    names the points (numbered as sweep.csv's `point`) before anything runs."""
+    from simulator.cli.sweep import _say_affinity_without_cache
+    from simulator.scenario import AFFINITY_WITHOUT_CACHE, CacheSection, RouterSection
+
+    sc = load_scenario("chat-4k-h100")
+
+    def point(router: str, cache: str) -> tuple[dict[str, object], object]:  # as `expand_grid` makes them
+        return ({"router.name": router, "cache.strategy": cache},
+                dataclasses.replace(sc, router=RouterSection(name=router), cache=CacheSection(strategy=cache)))
+
+    grid = [point(r, c) for r in ("least-tokens", "prefix-affinity") for c in ("none", "prefix")]
+    _say_affinity_without_cache(grid)
+    assert capsys.readouterr().err == f"note: point 2: {AFFINITY_WITHOUT_CACHE}\n"
+    _say_affinity_without_cache([point("prefix-affinity", "none")] * 2)
+    assert capsys.readouterr().err == f"note: every point: {AFFINITY_WITHOUT_CACHE}\n"
+    _say_affinity_without_cache([point("prefix-affinity", "none")])
+    assert capsys.readouterr().err == f"note: point 0: {AFFINITY_WITHOUT_CACHE}\n"
+    _say_affinity_without_cache([point("round-robin", "none"), point("prefix-affinity", "prefix")])
+    assert capsys.readouterr().err == ""

@@ -35,7 +35,7 @@ from simulator.cli.common import (
 from simulator.cli.options import USD_PER_GPU_HOUR, priced, seed_option
 from simulator.errors import ConfigError
 from simulator.files import shown_path
-from simulator.scenario import load_scenario
+from simulator.scenario import Scenario, load_scenario
 
 DEFAULT_PLOTS = ("ttft_p99_s", "usd_per_million_output_tokens")
 _SUMMARY_ERROR_CHARS = 120  # of the first failed point's error, in the one-line summary
@@ -141,6 +141,7 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
                f"{n - len(reused)} to run ({runs} simulations)", err=True)
     click.echo(price_note(sc.priced_nodes()) + ("" if "cluster.usd_per_gpu_hour" not in grid else
                                          " (cluster.usd_per_gpu_hour swept)"), err=True)
+    _say_affinity_without_cache(points)
     if out:
         out.mkdir(parents=True, exist_ok=True)
     earlier = _logged_points(log) if log and not resume else 0
@@ -186,6 +187,20 @@ def sweep(scenario: Path, grids: tuple[str, ...], workers: int | None, dask_addr
             error = error[:_SUMMARY_ERROR_CHARS - 1] + "…"
         where = f"their rows in {log} carry the error" if log else "their rows carry the error"
         raise KvsimClickError(f"{len(failed)} of {n} sweep points failed; {where} (point {first.point}: {error})")
+
+
+def _say_affinity_without_cache(points: list[tuple[dict[str, object], Scenario]]) -> None:
+    """A note on stderr naming the points that run router prefix-affinity beside ``cache.strategy = "none"``, which
+    route as least-tokens does, draw for draw (`scenario.AFFINITY_WITHOUT_CACHE`, as `kvsim run`, `capacity` and
+    `compare` say it; helper-203: a sweep's rows of the two routers were the same figures, without a word)."""
+    from simulator.scenario import AFFINITY_WITHOUT_CACHE
+
+    which = [str(i) for i, (_, p) in enumerate(points)
+             if p.router.name == "prefix-affinity" and p.cache.strategy == "none"]
+    if which:
+        where = ("every point" if len(which) == len(points) > 1 else
+                 f"point{'s' if len(which) > 1 else ''} {', '.join(which)}")
+        note(f"{where}: {AFFINITY_WITHOUT_CACHE}")
 
 
 def _say_queue_grew(df: pd.DataFrame) -> None:
