@@ -10,6 +10,7 @@ from hardware.catalog import NodeSpec
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION
 from simulator.config import check_types
 from simulator.engine.caches import STRATEGIES
+from simulator.engine.routers import ROUTERS
 from simulator.errors import must
 from simulator.kv import DEFAULT_BLOCK_TOKENS, KVLayout
 from simulator.models import DEFAULT_MODEL, ModelSpec, get_model
@@ -182,6 +183,11 @@ class EngineConfig:
         must(isinstance(self.cache_params, Mapping), w, "cache_params", "a mapping of the strategy's parameters",
              self.cache_params)
         STRATEGIES.build(self.cache, self.cache_params, w, f"{w}: cache_params", key="cache")
+        # the router too (`cluster.simulate` makes it): helper-203, ``router="least-token"`` was taken and failed when
+        # `run` started, and ``router_params=5`` there as a TypeError
+        must(isinstance(self.router_params, Mapping), w, "router_params", "a mapping of the router's parameters",
+             self.router_params)
+        ROUTERS.build(self.router, self.router_params, w, f"{w}: router_params", key="router")
         # swap space is the host DRAM the prefix cache's tier leaves (`cluster.build_cluster`): a tier given all of it
         # left none, and every swap preemption recomputed without a word (helper-197)
         must(not (self.scheduler.preemption == "swap" and takes_all_dram(self.cache_params)), w,
