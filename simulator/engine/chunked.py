@@ -34,7 +34,7 @@ would find, so it interrupts a run there: the steps finished and the one in prog
 (``commit_run(m)``) and the replica plans again, where stepping would.
 
 While the run is in flight, `outstanding_at` and `used_at` (what routers read) count its steps
-finished by then, as decode jumps do (`simulator.engine.views`). Without ``fast_forward`` there are
+finished before then, as decode jumps do (`simulator.engine.views`). Without ``fast_forward`` there are
 no runs: stepping stays the reference, and the tests hold runs to it bit for bit. What changes is
 the engine's own work: one SimPy event a run instead of one a step (the summary's ``events``).
 """
@@ -469,8 +469,11 @@ class ChunkedRuns:
         self.commit(1, ends[k - 1])
 
     def run_steps_done(self, now: float) -> int:
-        """Steps of the run in flight finished by `now` (a step ending at `now` counts)."""
-        return bisect.bisect_right(self.run_ends, now)
+        """Steps of the run in flight committed by `now` in stepping: those that ended before it. A step ending at
+        `now` does not count: a router reads at an arrival, which goes before that step's commit
+        (`cluster.REPLICA_PRIORITY_STEP`), as an arrival's sample reads it (`Observation._sample`; helper-203: it
+        counted, and a fast-forwarded run routed otherwise than stepping at an arrival on a step's end)."""
+        return bisect.bisect_left(self.run_ends, now)
 
     def run_outstanding_at(self, now: float) -> int:
         return self.outstanding_tokens - self.run_steps_done(now) * self.sched.max_num_batched_tokens

@@ -88,9 +88,9 @@ class Transfers:
                     self.handed(seq)
             self.queue.extend((rep, seq) for seq in rep.handoffs)
             rep.handoffs.clear()
-            self.dispatch(now)
+            self.dispatch(now, rep.index)
         elif self.queue and rep.role == DECODE_ONLY:
-            self.dispatch(now)
+            self.dispatch(now, rep.index)
 
     def after_plan(self, rep: Replica, now: float, planned: bool) -> None:
         """A decode replica's plan preempted (freed blocks): retry the queue. A reservation on `rep`
@@ -100,21 +100,25 @@ class Transfers:
             return
         rep.in_flight = planned  # the planned step's growth is spoken for (`pending_blocks`)
         n = len(rep.incoming)
-        self.dispatch(now)
+        self.dispatch(now, rep.index)
         rep.in_flight = False
         if planned and len(rep.incoming) > n:
             rep.run_steps = []
             rep.d, rep.k = 0.0, 1
 
-    def dispatch(self, now: float) -> None:
-        """Start the transfers of the queue's head while a decode replica can hold it."""
+    def dispatch(self, now: float, at: int) -> None:
+        """Start the transfers of the queue's head while a decode replica can hold it; called as replica `at`
+        (its index) commits or plans at `now`. A decode replica's step ending at `now` has been committed then
+        in stepping if the replica comes before `at` in index order (`cluster.REPLICA_PRIORITY_STEP`), and not
+        if after: its outstanding tokens are read so (`outstanding_after`, `outstanding_at`)."""
         queue = self.queue
         while queue:
             src, seq = queue[0]
             fits = [x for x in self.decode if x.can_hold(seq, now)]
             if not fits:
                 return
-            dst = fits[pick_min([x.outstanding_at(now) for x in fits], self.rng)] if len(fits) > 1 else fits[0]
+            dst = fits[pick_min([x.outstanding_after(now) if x.index < at else x.outstanding_at(now) for x in fits],
+                                self.rng)] if len(fits) > 1 else fits[0]
             queue.popleft()
             dst.reserve(seq, now)
             if self.changed is not None:

@@ -116,7 +116,9 @@ class InFlight:
         self._done_j, self._done_lo, self._done_hi = j, lo, hi
 
     def outstanding_at(self, now: float) -> int:
-        """Tokens still to compute, as stepping would show them at `now`."""
+        """Tokens still to compute, as stepping would show them at `now`: at an arrival, which goes before the
+        commit of a step ending at `now` (`cluster.REPLICA_PRIORITY_STEP`), without that step (helper-203: with
+        it, a fast-forwarded jump routed otherwise than stepping at an arrival on a step's end)."""
         k = self.jump_n
         if not k:
             return self.run_outstanding_at(now) if self.run_steps else self.outstanding_tokens
@@ -124,7 +126,17 @@ class InFlight:
         if not self._done_lo <= e < self._done_hi:
             self._window(e)
         j = self._done_j
+        if e == self._done_lo and j:  # the step ending at `now`: not committed yet
+            j -= 1
         return self.outstanding_tokens - self.n_dec * (j if j < k else k)
+
+    def outstanding_after(self, now: float) -> int:
+        """`outstanding_at`, a step of the jump or run in flight that ends at `now` counted as committed: the state
+        stepping has at `now` once that step's commit ran (for a replica before another in index order, as the
+        other commits at `now`: `disagg.Transfers.dispatch`)."""
+        if self.run_steps:
+            return self.run_outstanding_at(math.nextafter(now, math.inf))  # (the steps ended by `now` included)
+        return self.outstanding_tokens - self.n_dec * self.steps_done(now)  # (0 steps without a jump in flight)
 
     def outstanding_until(self, now: float, level: int | None = None) -> tuple[int, float, int]:
         """``(outstanding_at(now), t, low)``: the value holds until `t` at least, unless the replica's
@@ -144,13 +156,15 @@ class InFlight:
             e = now - self.jump_start_s
             if not self._done_lo <= e < self._done_hi:  # j = steps_within(e) for all e in [T(j), T(j + 1))
                 self._window(e)
-            j = self._done_j
+            j, hi = self._done_j, self._done_hi
+            if e == self._done_lo and j:  # the step ending at `now` is not committed yet (`outstanding_at`): the
+                j, hi = j - 1, e  # value holds at `now` alone (its `t` is past: read again at the next arrival)
             o, nd = self.outstanding_tokens, self.n_dec
             if j >= k:
                 return o - nd * k, math.inf, o - nd * k
             value = o - nd * j
             if level is None or value <= level:
-                t = self.jump_start_s + self._done_hi  # a time, ≥ 0: max(1, |t|) written out
+                t = self.jump_start_s + hi  # a time, ≥ 0: max(1, |t|) written out
                 return value, t - UNTIL_MARGIN * (t if t > 1.0 else 1.0), value
             floor = o - nd * k
             if floor > level:
@@ -178,9 +192,12 @@ class InFlight:
         return self.outstanding_tokens - self.n_dec * self.jump_n  # no jump: jump_n = 0, the value holds
 
     def used_at(self, now: float) -> int:
-        """Blocks in use, as stepping would show them at `now`."""
+        """Blocks in use, as stepping would show them at `now`: at an arrival, before the commit of a step ending
+        at `now` (`outstanding_at`)."""
         if self.run_steps:
             return self.run_used_at(now)
         j = self.steps_done(now)
+        if j and self._done_j == j and self._done_lo == now - self.jump_start_s:  # (as `Observation._sample`)
+            j -= 1
         return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
 

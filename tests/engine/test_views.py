@@ -3,10 +3,11 @@
 Timer: every step takes 10 ms (``overhead_s = 0.01``, all else 0). Request 0 arrives at 0 with 100
 prompt and 200 output tokens: its prefill step ends at 0.01 s with the first token, and a jump of
 199 decode steps starts there. Requests 1 and 2 arrive together at 0.02 s, exactly where the jump's
-first step ends (0.01 + 0.01 == 0.02 in floating point). For request 1 the router reads 199 − 1 =
-198 (the step done); request 1 cuts the jump to that one step, and for request 2 the router still
-reads the step done, as stepping shows it: 198 + 100 + 200 of request 1 = 498 (not 499, the state
-at the jump's start, which a jump cut to one step showed while it was read as no jump at all).
+first step ends (0.01 + 0.01 == 0.02 in floating point). Stepping routes an arrival before the commit
+of a step ending at its instant (`cluster.REPLICA_PRIORITY_STEP`), so for request 1 the router reads
+200 − 1 = 199 (the first token alone); request 1 cuts the jump to that one step, and for request 2 the
+router still reads it uncommitted: 199 + 100 + 200 of request 1 = 499. Fast-forward read 198 and 498
+(the step ending at 0.02 counted as done) until helper-203; stepping read 199 and 499 all along.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ def test_a_jump_cut_to_its_first_step_counts_it_once_it_has_ended(monkeypatch) -
             Request(id=1, arrival_s=0.02, prompt_tokens=100, output_tokens=200, segments=((1, 100),)),
             Request(id=2, arrival_s=0.02, prompt_tokens=100, output_tokens=200, segments=((2, 100),))]
     assert 0.01 + 0.01 == 0.02
-    res = run(EngineConfig(cache="none", router="least-tokens"), reqs, seed=0, timer=STEP)
-    assert seen == [(0.0, 0), (0.02, 198), (0.02, 498)]
-    assert res.summary["requests"] == 3
+    for fast_forward in (True, False):
+        seen.clear()
+        res = run(EngineConfig(cache="none", router="least-tokens", fast_forward=fast_forward), reqs, seed=0,
+                  timer=STEP)
+        assert seen == [(0.0, 0), (0.02, 199), (0.02, 499)], fast_forward
+        assert res.summary["requests"] == 3
 
 
 def test_the_steps_window_is_steps_within_at_every_boundary() -> None:
