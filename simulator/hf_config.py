@@ -300,7 +300,10 @@ def spec_from_hf_dict(cfg: dict[str, Any], where: str, total_params: float | Non
         if not isinstance(text, dict):
             raise ConfigError(f"{where}: 'text_config' must be an object (got {shown(text)})")
         wrapper = str(cfg.get("model_type") or "")
-        cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype"))}
+        # the weights' dtype is the wrapper's, under either name (`_torch_dtype`; helper-205: a wrapper's newer
+        # "dtype" was dropped here, and a float16 Gemma 3 read as bf16)
+        cfg = {**text, "torch_dtype": cfg.get("torch_dtype", text.get("torch_dtype")),
+               "dtype": cfg.get("dtype", text.get("dtype"))}
     cfg, filled = with_class_defaults(cfg, wrapper)  # the keys Transformers' class defaults (Gemma's)
     for key, what in UNMODELLED.items():  # a shape kvsim would size wrong, silently: refused by name
         if cfg.get(key) is not None:

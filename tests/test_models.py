@@ -367,3 +367,15 @@ def test_newer_transformers_dtype_key_is_read_as_torch_dtype(tmp_path):
     assert get_model(str(write(tmp_path, bare))).weight_dtype == "bf16"
     assert get_model(str(write(tmp_path, {**bare, "torch_dtype": "float16", "dtype": "bfloat16"}))).weight_dtype == \
         "fp16"  # (both written: torch_dtype, as kvsim read it before)
+
+
+def test_a_wrappers_newer_dtype_key_is_read(tmp_path):
+    """helper-205: a multimodal wrapper (Gemma 3) written by a newer Transformers release names its weights'
+    ``dtype`` beside ``text_config``, not ``torch_dtype``; only torch_dtype was carried into the text config, so a
+    float16 checkpoint was labelled bf16. The wrapper's dtype wins over its text_config's, as its torch_dtype does."""
+    bare = {k: v for k, v in GEMMA3_12B_PUBLISHED.items() if k != "torch_dtype"}
+    assert get_model(str(write(tmp_path, {**bare, "dtype": "float16"}))).weight_dtype == "fp16"
+    text = {**bare["text_config"], "dtype": "float16"}
+    assert get_model(str(write(tmp_path, {**bare, "text_config": text}))).weight_dtype == "fp16"
+    assert get_model(str(write(tmp_path, {**bare, "text_config": text, "dtype": "bfloat16"}))).weight_dtype == "bf16"
+    assert get_model(str(write(tmp_path, bare))).weight_dtype == "bf16"  # neither: the default
