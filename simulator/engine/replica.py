@@ -16,6 +16,7 @@ import math
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from simulator.engine import observe
@@ -35,6 +36,14 @@ from simulator.engine.timer import StepTimer
 from simulator.engine.views import InFlight
 
 SAMPLE_SLACK_S = 1e-7  # a time-series sample falls due this early (`Replica.sample_interval_s`)
+
+
+def watermark_blocks(watermark: float, total_blocks: int) -> int:
+    """The blocks a watermark keeps free: ``ceil(watermark × total_blocks)`` of the fraction as written (its
+    shortest repr, exactly, as a `Fraction`). 0.07's double is a hair above 0.07, and 0.07 × 100 in floating point
+    is 7.000000000000001: 8 blocks were kept back, not 7 (helper-200). Rounding the product to 9 places (the fix
+    that followed) left the hair at a pool of 10^8 blocks (0.07: 7,000,001; helper-205)."""
+    return math.ceil(Fraction(repr(float(watermark))) * total_blocks)
 
 
 class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
@@ -103,9 +112,7 @@ class Replica(BlockPool, Observation, ChunkedRuns, InFlight, HandOff):
         # 0.7 % of chat-4k-prefix's instructions (8 a request)
         self.counts = counts_of(cache)
         self.sched = sched
-        # the fraction's blocks, rounded up, of the fraction as written: 0.07's double is a hair above 0.07, and
-        # 0.07 × 100 = 7.000000000000001 kept 8 blocks back, not 7 (helper-200); round() to 9 places drops that
-        self.watermark_blocks = math.ceil(round(sched.watermark * total_blocks, 9))
+        self.watermark_blocks = watermark_blocks(sched.watermark, total_blocks)
         self.times_out = not math.isinf(sched.queue_timeout_s)  # queued requests have deadlines
         self.reserving = sched.admission == "reserve"
         self.reserved = 0  # blocks of decode growth promised to running sequences (admission "reserve")

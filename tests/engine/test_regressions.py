@@ -406,3 +406,15 @@ def test_queue_timeout_is_checked_between_steps_and_spares_admitted_requests(fas
     r0, r1 = records([req(0, 0.0, 60, 60), req(1, 0.0, 60, 60)], 10)
     assert (r0[13], r0[7]) == ("completed", pytest.approx(0.72))
     assert (r1[13], r1[12], r1[7]) == ("completed", 1, pytest.approx(0.72 + 0.091 + 0.38))
+
+
+def test_watermark_blocks_are_exact_at_any_pool_size() -> None:
+    """helper-205: rounding the floating-point product to 9 places left 0.07 × 10^8 = 7,000,000.000000001 one
+    block over (7,000,001); the fraction as written, exactly, gives 7,000,000 at every pool size."""
+    from simulator.engine.replica import watermark_blocks
+
+    assert watermark_blocks(0.07, 100) == 7
+    assert watermark_blocks(0.07, 10**8) == 7_000_000
+    assert watermark_blocks(0.137, 10**8) == 13_700_000
+    assert watermark_blocks(0.01, 12_345) == 124  # 123.45 rounded up
+    assert watermark_blocks(0.0, 10**8) == 0 and watermark_blocks(1e-9, 10**8) == 1
