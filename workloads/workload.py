@@ -254,7 +254,7 @@ class Workload:
         request of a session (``session_id >= 0``: kvsim's own format) goes with its session,
         every turn kept or none (`session_kept`): thinning turns one by one kept turns whose
         history was dropped, and a half-rate replay of the shipped chat sample read 0.70 of its
-        prompt tokens as shared where the whole trace shares 0.81 (each session thinned whole: 0.81).
+        prompt tokens as shared where the whole trace shares 0.81 (each session thinned whole: 0.80).
         ``rate_scale > 1`` compresses time by that factor (same requests, same prefix
         structure, gaps shorter; reuse gaps shrink with it) rather than replicating requests
         under fresh ids, which would invent sharing the trace does not show.
