@@ -19,7 +19,8 @@ NAMES = "least-dispatched, least-kv, least-tokens, prefix-affinity, round-robin"
     ({"router": "prefix-affinity", "router_params": {"max_imbalance_tokens": 1.5}},
      "EngineConfig: router_params.max_imbalance_tokens: must be an integer (got 1.5)"),
     ({"router": "least-kv", "router_params": {"max_imbalance_tokens": 9}},
-     "EngineConfig: router_params: unknown parameter 'max_imbalance_tokens'; router 'least-kv' takes no parameters"),
+     "EngineConfig: router_params: unknown parameter 'max_imbalance_tokens'; router 'least-kv' takes no parameters "
+     "(got max_imbalance_tokens = 9)"),
     ({"router_params": 5}, "EngineConfig: 'router_params' must be a mapping of the router's parameters (got 5)"),
 ])
 def test_engine_config_checks_its_router_when_made(kwargs: dict[str, object], message: str) -> None:
