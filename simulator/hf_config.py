@@ -63,7 +63,9 @@ def with_class_defaults(cfg: dict[str, Any], wrapper_type: str = "") -> tuple[di
     table = class_defaults().get(kind)
     if not table:
         return cfg, ""
-    filled = {k: v for k, v in table.items() if k != "source" and cfg.get(k) is None}
+    # (a pattern where `layer_types` names each layer would be filled unused, and said as filled: helper-205)
+    unused = {"source", "sliding_window_pattern"} if cfg.get("layer_types") is not None else {"source"}
+    filled = {k: v for k, v in table.items() if k not in unused and cfg.get(k) is None}
     note = ", ".join(f"{k} {json.dumps(v)}" for k, v in filled.items())
     return {**cfg, **filled, "model_type": kind}, (f"{kind} defaults filled: {note}" if note else "")
 

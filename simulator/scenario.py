@@ -35,7 +35,7 @@ from typing import Any
 from hardware.catalog import Catalog, NodeSpec, load_catalog
 from simulator.capacity import DEFAULT_MEMORY_UTILIZATION, KVBudget, kv_budget
 from simulator.config import SET_BY_KVSIM, build, check_types
-from simulator.engine.config import EngineConfig, PoolConfig, SchedulerConfig, takes_all_dram
+from simulator.engine.config import SWAP_DRAM_RULE, EngineConfig, PoolConfig, SchedulerConfig, takes_all_dram
 from simulator.errors import (
     MAX_MESSAGE_CHARS,
     ConfigError,
@@ -525,9 +525,8 @@ class Scenario:
 
         STRATEGIES.build(self.cache.strategy, self.cache.params, "cache", "cache.params", key="strategy")
         if self.scheduler.preemption == "swap" and takes_all_dram(self.cache.params):  # (`EngineConfig`'s rule)
-            raise ConfigError(f"{self.where}: cache.params.dram_fraction: must be below 1 with scheduler.preemption = "
-                              "\"swap\" (1 gives the cache tier all host DRAM and leaves none to swap to: every "
-                              f"preemption would recompute) (got {shown(self.cache.params['dram_fraction'])})")
+            raise ConfigError(f"{self.where}: cache.params.dram_fraction: must be {SWAP_DRAM_RULE} "
+                              f"(got {shown(self.cache.params['dram_fraction'])})")
         ROUTERS.build(self.router.name, self.router.params, "router", "router.params")
 
     def _check_layouts(self, model: ModelSpec) -> None:

@@ -279,6 +279,13 @@ def test_keys_a_gemma_config_leaves_out_are_transformers_class_defaults(tmp_path
     assert g2.tie_word_embeddings and g2.total_params == pytest.approx(9.24e9, rel=0.001)  # model card: 9.24B
     assert get_model(str(write(tmp_path, {**GEMMA2_9B_PUBLISHED, "tie_word_embeddings": False}))).total_params == (
         pytest.approx(10.16e9, rel=0.001))  # a key the file gives is the file's
+    # where layer_types names each layer, no pattern is filled, nor said to be (helper-205: "sliding_window_pattern
+    # 6" was named in the source of a file whose 48 layer_types decided every layer)
+    typed = {**GEMMA3_12B_PUBLISHED, "text_config": {**GEMMA3_12B_PUBLISHED["text_config"],
+                                                     "layer_types": ["sliding_attention"] * 48}}
+    g3t = get_model(str(write(tmp_path, typed)))
+    assert g3t.n_global_layers == 0 and "sliding_window_pattern" not in g3t.source
+    assert "sliding_window_pattern 6" in g3.source
 
 
 @pytest.mark.parametrize(("extra", "said"), [

@@ -23,6 +23,11 @@ PREEMPTION_MODES = ("recompute", "swap")
 ADMISSION_POLICIES = ("prompt", "reserve")
 
 
+#: What a ``dram_fraction`` beside swap preemption must be, as `EngineConfig` and a scenario file both say it.
+SWAP_DRAM_RULE = ('below 1 with scheduler.preemption = "swap" (1 gives the cache tier all host DRAM and leaves none to '
+                  'swap to: every preemption would recompute)')
+
+
 def takes_all_dram(cache_params: Mapping[str, object]) -> bool:
     """The prefix cache's DRAM tier takes the whole of host DRAM (``dram_fraction = 1``), leaving no swap space."""
     return bool(cache_params.get("dram")) and cache_params.get("dram_fraction") == 1
@@ -191,8 +196,7 @@ class EngineConfig:
         # swap space is the host DRAM the prefix cache's tier leaves (`cluster.build_cluster`): a tier given all of it
         # left none, and every swap preemption recomputed without a word (helper-197)
         must(not (self.scheduler.preemption == "swap" and takes_all_dram(self.cache_params)), w,
-             "cache_params.dram_fraction", 'below 1 with scheduler.preemption = "swap" (1 leaves no host DRAM to swap '
-             'to: every preemption would recompute)', self.cache_params.get("dram_fraction"))
+             "cache_params.dram_fraction", SWAP_DRAM_RULE, self.cache_params.get("dram_fraction"))
         if self.prefill_pool is None:
             must(self.short_prompt_tokens == 0, w, "short_prompt_tokens", "0 without a prefill_pool",
                  self.short_prompt_tokens)

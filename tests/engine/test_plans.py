@@ -127,8 +127,13 @@ def test_a_dram_tier_of_all_host_dram_beside_swap_preemption_is_refused():
                             cache_params={"dram": True, "dram_fraction": fraction},
                             scheduler=SchedulerConfig(preemption=preemption))
 
-    with pytest.raises(RuleError, match=r"'cache_params.dram_fraction' must be below 1 with scheduler.preemption"):
+    with pytest.raises(RuleError) as err:
         config(1.0, "swap")
+    # one rule, said alike here and in a scenario file (helper-205: two wordings of it)
+    from simulator.engine.config import SWAP_DRAM_RULE
+
+    assert str(err.value) == f"EngineConfig: 'cache_params.dram_fraction' must be {SWAP_DRAM_RULE} (got 1.0)"
+    assert "leaves none to swap to" in SWAP_DRAM_RULE
     config(0.99, "swap")
     config(1.0, "recompute")
 
