@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Callable
@@ -72,18 +71,16 @@ class Observation:
     link_busy_mark: float
     link_sample_s: float
     run_steps: list[float]
-    run_ends: list[float]
     sample_interval_s: float
     jump_start_s: float
     jump_n: int
     jump_sample: int
-    _done_j: int
-    _done_lo: float
 
-    if TYPE_CHECKING:  # provided by `ChunkedRuns`, and `DecodeSet`
+    if TYPE_CHECKING:  # provided by `ChunkedRuns`, `DecodeSet` and `InFlight`
         def sample_in_run(self, now: float, q: int) -> None: ...
         def priced_context(self, ahead: int = 0) -> float | int: ...
-        def steps_done(self, now: float) -> int: ...
+        def committed_steps(self, now: float) -> int: ...
+        def run_steps_done(self, now: float) -> int: ...
 
     def _end(self, seq: Seq, outcome: str, reason: str, end_s: float) -> None:
         seq.state = DONE
@@ -203,13 +200,10 @@ class Observation:
         jump in flight (an arrival during it) the state stepping would have then (`ChunkedRuns.sample_in_run`,
         `sample_in_jump`)."""
         if self.run_steps:  # the steps ended before `now`: an arrival at a step's end goes before its commit
-            self.sample_in_run(now, bisect.bisect_left(self.run_ends, now))  # (`cluster.REPLICA_PRIORITY_STEP`)
+            self.sample_in_run(now, self.run_steps_done(now))  # (`cluster.REPLICA_PRIORITY_STEP`)
             return
         if self.jump_n:  # (helper-169's fix: an arrival's sample read the state at the jump's start)
-            j = self.steps_done(now)
-            if j and self._done_j == j and self._done_lo == now - self.jump_start_s:
-                j -= 1  # the step ending at `now` is not committed yet when stepping's arrival samples
-            self.sample_in_jump(now, j)
+            self.sample_in_jump(now, self.committed_steps(now))
             return
         self._put_sample(now, self.used, self.kv_sum, self.chunks, {})
 

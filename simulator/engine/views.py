@@ -191,13 +191,21 @@ class InFlight:
             return self.run_outstanding_at(math.inf)  # every step of the run done
         return self.outstanding_tokens - self.n_dec * self.jump_n  # no jump: jump_n = 0, the value holds
 
+    def committed_steps(self, now: float) -> int:
+        """Steps of the jump in flight that stepping has committed at `now`, as an arrival then sees them: those
+        `steps_done` counts, less a step ending at `now`, whose commit comes after the arrival
+        (`cluster.REPLICA_PRIORITY_STEP`). What `used_at` and an arrival's sample read (`Observation._sample`);
+        `outstanding_at` and `outstanding_until` write it out."""
+        j = self.steps_done(now)
+        if j and self._done_j == j and self._done_lo == now - self.jump_start_s:
+            j -= 1
+        return j
+
     def used_at(self, now: float) -> int:
         """Blocks in use, as stepping would show them at `now`: at an arrival, before the commit of a step ending
-        at `now` (`outstanding_at`)."""
+        at `now` (`committed_steps`)."""
         if self.run_steps:
             return self.run_used_at(now)
-        j = self.steps_done(now)
-        if j and self._done_j == j and self._done_lo == now - self.jump_start_s:  # (as `Observation._sample`)
-            j -= 1
+        j = self.committed_steps(now)
         return self.used + (blocks_crossed(self.hist, self.S, self.B, j) if j else 0)
 
