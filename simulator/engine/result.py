@@ -411,8 +411,9 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
     Replicas: in the engine (``replicas``, and every ``*_per_replica`` and ``prefill_replicas``) a replica is
     a scheduler with a KV pool of its own: a plan's replica of ``tp · pp`` GPUs runs ``kv_groups · pp`` of
     them (one per DP-attention rank, and one per pipeline batch in flight, vLLM's virtual engines), so one
-    DP8-attention replica counts 8. ``plan_replicas = Σ_pools nodes · gpus a node / (tp · pp)`` counts the
-    plans' replicas, as `kvsim fit` and the capacity plans do.
+    DP8-attention replica counts 8. ``plan_replicas = Σ_pools nodes / budget.nodes · budget.replicas`` (each
+    pool's `simulator.capacity.KVBudget`: replicas of ``tp · pp`` GPUs on the nodes one spans) counts the plans'
+    replicas, as `kvsim fit` and the capacity plans do.
     """
     done = completed_rows(req, DONE_COLUMNS)
     start_s = float(req.arrival_s.min()) if len(req) else 0.0
@@ -438,8 +439,9 @@ def summarize(config: EngineConfig, cluster: Cluster, req: pd.DataFrame, ts: pd.
         "rejected": int((req.outcome == "rejected").sum()),
         "timed_out": int((req.outcome == "timed_out").sum()),
         "replicas": len(cluster.replicas),
-        "plan_replicas": sum(n * node.gpus // pool.plan.gpus for (node, n), pool in  # (the cluster's pool order)
-                             zip(cluster.nodes, [*config.pools, *filter(None, [config.prefill_pool])], strict=True)),
+        # each pool's replicas as its KV budget places them (`kv_budget`, what `kvsim fit` counts)
+        "plan_replicas": sum(n // b.nodes * b.replicas
+                             for (_, n), b in zip(cluster.nodes, cluster.budgets, strict=True)),
         "kv_blocks_per_replica": max((r.total_blocks for r in reps), default=0),
         "kv_blocks_total": total_blocks,
         "makespan_s": span,
