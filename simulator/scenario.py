@@ -318,6 +318,12 @@ class Scenario:
             model = get_model(path, path=True) if path else get_model(m.name)
         return with_weight_precision(model, self.model.weight_dtype or None)
 
+    @property
+    def affinity_without_cache(self) -> bool:
+        """Whether it routes by prefix-affinity with no prefix cache, which routes as least-tokens, draw for draw
+        (`AFFINITY_WITHOUT_CACHE`, which `load_scenario` and `kvsim sweep` say)."""
+        return self.router.name == "prefix-affinity" and self.cache.strategy == "none"
+
     def subject(self, *, replayed_s: float | None = None) -> str:
         """What a chart of the scenario's runs is of (helper-158: the capacity and fleet charts named the scenario
         alone): ``default: Llama-3.1-70B (bf16 weights), chat-4k + code-repo-128k, 600 s of arrivals``; a trace by
@@ -892,7 +898,7 @@ def load_scenario(path: str | Path | None = None, *, trace: str | Path | None = 
     scenario = parse_scenario(data, FileName(p))  # named as a file in errors, with or without .toml
     if say is not None and (unused := _unused_nodes_note(data, scenario)):
         say(unused)
-    if say is not None and scenario.router.name == "prefix-affinity" and scenario.cache.strategy == "none":
+    if say is not None and scenario.affinity_without_cache:
         say(AFFINITY_WITHOUT_CACHE)  # (helper-169: byte for byte least-tokens' run, without a word)
     if overrides:
         scenario = replace(scenario, **overrides)

@@ -195,8 +195,7 @@ def _say_affinity_without_cache(points: list[tuple[dict[str, object], Scenario]]
     `compare` say it; helper-203: a sweep's rows of the two routers were the same figures, without a word)."""
     from simulator.scenario import AFFINITY_WITHOUT_CACHE
 
-    which = [str(i) for i, (_, p) in enumerate(points)
-             if p.router.name == "prefix-affinity" and p.cache.strategy == "none"]
+    which = [str(i) for i, (_, p) in enumerate(points) if p.affinity_without_cache]
     if which:
         where = ("every point" if len(which) == len(points) > 1 else
                  f"point{'s' if len(which) > 1 else ''} {', '.join(which)}")
